@@ -1,0 +1,212 @@
+/* `libreyolo kernels run`: one slot on .npy files, so anyone can compare an
+ * implementation with their own reference. */
+#include "cli/cli.h"
+#include "libreyolo/io.h"
+#include "libreyolo/kernels.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print_usage(FILE *to)
+{
+    fputs("usage: libreyolo kernels run SLOT [--impl NAME] --in A.npy [--in B.npy ...]\n"
+          "                             [--arg KEY=VALUE ...] [--threads N]\n"
+          "                             --out Y.npy [--out Z.npy]\n"
+          "\n"
+          "Runs slot SLOT on the inputs, in the order of the slot's contract, and writes\n"
+          "each output. Without --impl the call is dispatched as the library would;\n"
+          "with it, only implementation NAME runs (no fallback).\n"
+          "\n"
+          "  --in PATH        a .npy input (C order, little-endian); the word `none`\n"
+          "                   leaves an optional operand out (a file named none: ./none)\n"
+          "  --arg KEY=VALUE  a scalar parameter: axis, bits, group_size, in_features\n"
+          "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n"
+          "  --out PATH       where to write an output (.npy, written atomically)\n"
+          "\n"
+          "Each slot's operands, in order, are listed in include/libreyolo/quant.h.\n",
+          to);
+}
+
+static int usage_error(const char *fmt, ...) LY_PRINTF(1, 2);
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("libreyolo kernels run: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\n(see libreyolo kernels run --help)\n", stderr);
+    va_end(ap);
+    return 2;
+}
+
+static bool parse_int64(const char *text, int64_t *value)
+{
+    if (!text || !*text) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno != 0 || *end != '\0') return false;
+    *value = (int64_t)v;
+    return true;
+}
+
+typedef struct run_args {
+    const char *slot;
+    const char *impl;
+    const char *in_paths[LY_KERNEL_MAX_INPUTS];
+    int n_in;
+    const char *out_paths[LY_KERNEL_MAX_OUTPUTS];
+    int n_out;
+    int threads;
+    ly_kernel_params params;
+} run_args;
+
+#define KNOWN_KEYS "axis, bits, group_size, in_features"
+
+static int set_param(run_args *a, const char *assignment)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq) return usage_error("--arg '%s': expected KEY=VALUE", assignment);
+    int key_len = (int)(eq - assignment);
+    const struct {
+        const char *key;
+        int64_t *field;
+    } keys[] = {
+        {"axis", &a->params.axis},
+        {"bits", &a->params.bits},
+        {"group_size", &a->params.group_size},
+        {"in_features", &a->params.in_features},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if ((int)strlen(keys[i].key) != key_len ||
+            memcmp(keys[i].key, assignment, (size_t)key_len) != 0)
+            continue;
+        if (!parse_int64(eq + 1, keys[i].field))
+            return usage_error("--arg '%s': the value is not an integer", assignment);
+        return 0;
+    }
+    return usage_error("--arg '%s': unknown key '%.*s' (known keys: " KNOWN_KEYS ")", assignment,
+                       key_len, assignment);
+}
+
+/* "--opt VALUE" or "--opt=VALUE"; NULL if `arg` is not `opt`. Advances *i past
+ * a separate value; *missing is set when the value is absent. */
+static const char *option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
+{
+    size_t n = strlen(opt);
+    const char *arg = argv[*i];
+    if (strncmp(arg, opt, n) != 0) return NULL;
+    if (arg[n] == '=') return arg + n + 1;
+    if (arg[n] != '\0') return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_args(int argc, char **argv, run_args *a)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *v;
+        bool missing = false;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            print_usage(stdout);
+            return -1;
+        }
+        if ((v = option_value(argc, argv, &i, "--impl", &missing))) {
+            a->impl = v;
+        } else if ((v = option_value(argc, argv, &i, "--in", &missing))) {
+            if (a->n_in == LY_KERNEL_MAX_INPUTS)
+                return usage_error("at most %d --in", LY_KERNEL_MAX_INPUTS);
+            a->in_paths[a->n_in++] = v;
+        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
+            if (a->n_out == LY_KERNEL_MAX_OUTPUTS)
+                return usage_error("at most %d --out", LY_KERNEL_MAX_OUTPUTS);
+            a->out_paths[a->n_out++] = v;
+        } else if ((v = option_value(argc, argv, &i, "--arg", &missing))) {
+            int code = set_param(a, v);
+            if (code != 0) return code;
+        } else if ((v = option_value(argc, argv, &i, "--threads", &missing))) {
+            int64_t threads;
+            if (!parse_int64(v, &threads) || threads < 1 || threads > INT_MAX)
+                return usage_error("--threads '%s': expected a positive integer", v);
+            a->threads = (int)threads;
+        } else if (missing) {
+            return usage_error("%s needs a value", arg);
+        } else if (arg[0] == '-') {
+            return usage_error("unknown option '%s'", arg);
+        } else if (!a->slot) {
+            a->slot = arg;
+        } else {
+            return usage_error("unexpected argument '%s' (the slot is given once)", arg);
+        }
+    }
+    if (!a->slot) return usage_error("missing SLOT");
+    if (a->n_in == 0) return usage_error("give at least one --in");
+    if (a->n_out == 0) return usage_error("give at least one --out");
+    return 0;
+}
+
+static int fail(void)
+{
+    fprintf(stderr, "libreyolo: %s\n", ly_last_error());
+    return 1;
+}
+
+/* Load, run, save; the caller frees the tensors whatever happens. */
+static int run(const run_args *a, ly_kernel_call *call, ly_tensor *inputs, ly_tensor *outputs)
+{
+    for (int i = 0; i < a->n_in; i++) {
+        if (strcmp(a->in_paths[i], "none") == 0) continue; /* optional operand left out */
+        if (ly_npy_load(a->in_paths[i], &inputs[i]) != LY_OK) return fail();
+        call->in[i] = &inputs[i];
+    }
+
+    ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
+    int n_out = 0;
+    if (ly_kernel_infer_outputs(a->slot, call, shapes, &n_out) != LY_OK) return fail();
+    if (n_out != a->n_out) {
+        fprintf(stderr, "libreyolo kernels run: slot %s writes %d output%s, got %d --out\n",
+                a->slot, n_out, n_out == 1 ? "" : "s", a->n_out);
+        return 2;
+    }
+    for (int i = 0; i < n_out; i++) {
+        if (ly_tensor_alloc(&outputs[i], shapes[i].dtype, shapes[i].ndim, shapes[i].shape) != LY_OK)
+            return fail();
+        call->out[i] = &outputs[i];
+    }
+    ly_status st =
+        a->impl ? ly_kernel_run_impl(a->slot, a->impl, call) : ly_kernel_dispatch(a->slot, call);
+    if (st != LY_OK) return fail();
+    for (int i = 0; i < n_out; i++)
+        if (ly_npy_save(a->out_paths[i], &outputs[i]) != LY_OK) return fail();
+    return 0;
+}
+
+int ly_cli_kernels_run(int argc, char **argv)
+{
+    run_args a = {0};
+    ly_kernel_call call;
+    if (ly_kernel_call_init(&call) != LY_OK) return fail();
+    a.params = call.params;
+    int code = parse_args(argc, argv, &a);
+    if (code != 0) return code < 0 ? 0 : code;
+    call.params = a.params;
+    call.threads = a.threads;
+
+    ly_tensor inputs[LY_KERNEL_MAX_INPUTS] = {0};
+    ly_tensor outputs[LY_KERNEL_MAX_OUTPUTS] = {0};
+    code = run(&a, &call, inputs, outputs);
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        ly_npy_free(&inputs[i]);
+    for (int i = 0; i < LY_KERNEL_MAX_OUTPUTS; i++)
+        ly_tensor_free(&outputs[i]);
+    return code;
+}

@@ -1,0 +1,43 @@
+/* Internal core services: errors, logging, threads, validation helpers. */
+#ifndef LY_CORE_CORE_H
+#define LY_CORE_CORE_H
+
+#include "libreyolo/kernels.h"
+
+#include <stdarg.h>
+
+/* Record `status` with a formatted message as this thread's last error and
+ * return `status`, so failures read `return ly_set_error(LY_E_SHAPE, ...)`. */
+ly_status ly_set_error(ly_status status, const char *fmt, ...) LY_PRINTF(2, 3);
+ly_status ly_set_errorv(ly_status status, const char *fmt, va_list ap);
+void ly_clear_error(void);
+
+/* Log a message through the installed handler (default: stderr, filtered by
+ * LIBREYOLO_LOG). */
+void ly_log(ly_log_level level, const char *fmt, ...) LY_PRINTF(2, 3);
+/* Log a warning only the first time `key` is seen in this process. */
+void ly_warn_once(const char *key, const char *fmt, ...) LY_PRINTF(2, 3);
+
+/* Number of worker threads for a request: `requested` if > 0, else
+ * LIBREYOLO_THREADS if set to a positive integer, else the logical CPUs. */
+int ly_threads_resolve(int requested);
+
+/* Run fn(ctx, begin, end) over [0, n) split into at most `threads` contiguous
+ * ranges whose boundaries are multiples of `grain` (except the last end).
+ * Runs inline when threads <= 1 or n <= grain. Never fails: a thread that
+ * cannot be started has its range run on the calling thread. */
+typedef void (*ly_range_fn)(void *ctx, int64_t begin, int64_t end);
+void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void *ctx);
+
+/* Cached CPU features of this machine (never fails). */
+const ly_cpu_features *ly_cpu(void);
+
+/* Tensor checks used by slot validators. `what` names the operand in messages,
+ * e.g. "fake_quant_fp8: scale". Each returns LY_OK or sets the error. */
+ly_status ly_check_tensor(const ly_tensor *t, const char *what, ly_dtype dtype);
+ly_status ly_check_same_shape(const ly_tensor *a, const char *what_a, const ly_tensor *b,
+                              const char *what_b);
+/* "[2, 3, 4]" into buf. */
+const char *ly_shape_str(const ly_tensor *t, char *buf, size_t size);
+
+#endif

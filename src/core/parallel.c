@@ -1,0 +1,62 @@
+#include "core/core.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+int ly_threads_resolve(int requested)
+{
+    if (requested > 0) return requested;
+    const char *env = getenv("LIBREYOLO_THREADS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v > 0 && v <= 1024) return (int)v;
+    }
+    return ly_cpu()->logical_cpus;
+}
+
+typedef struct range_task {
+    ly_range_fn fn;
+    void *ctx;
+    int64_t begin, end;
+} range_task;
+
+static void *run_range(void *arg)
+{
+    range_task *t = arg;
+    t->fn(t->ctx, t->begin, t->end);
+    return NULL;
+}
+
+/* Threads are started per call: the kernels that use this work on tensors of
+ * many megabytes, where thread start-up (~20 us) is noise, and there is no pool
+ * to own, size or tear down. */
+void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void *ctx)
+{
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t grains = (n + grain - 1) / grain;
+    if (threads > 64) threads = 64;
+    if (threads <= 1 || grains <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    if (threads > grains) threads = (int)grains;
+    range_task tasks[64];
+    pthread_t ids[64];
+    bool started[64] = {false};
+    for (int i = 0; i < threads; i++) {
+        int64_t g0 = grains * i / threads, g1 = grains * (i + 1) / threads;
+        tasks[i] = (range_task){fn, ctx, g0 * grain, g1 * grain < n ? g1 * grain : n};
+    }
+    for (int i = 1; i < threads; i++)
+        started[i] = pthread_create(&ids[i], NULL, run_range, &tasks[i]) == 0;
+    run_range(&tasks[0]);
+    for (int i = 1; i < threads; i++) {
+        if (started[i])
+            pthread_join(ids[i], NULL);
+        else
+            run_range(&tasks[i]);
+    }
+}

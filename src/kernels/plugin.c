@@ -1,0 +1,192 @@
+/*
+ * Out-of-tree providers: shared libraries named libreyolo_kernels*.so, found on
+ * LIBREYOLO_KERNELS_PATH and next to the running executable.
+ *
+ * A plugin's registrations are staged while its entry point runs and committed
+ * only if it returns LY_OK and was built for this API version, so a library
+ * that fails half-way leaves nothing behind.
+ */
+#include "core/core.h"
+#include "kernels/registry_internal.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PLUGIN_PREFIX "libreyolo_kernels"
+#define PLUGIN_SUFFIX ".so"
+#define MAX_STAGED 256
+#define MAX_LOADED 64
+
+typedef struct staged {
+    char slot[96];
+    char name[64];
+    ly_kernel_fn fn;
+    ly_kernel_predicate predicate;
+} staged;
+
+/* Only touched while the registry's providers lock is held (loading is serialised). */
+static staged stage[MAX_STAGED];
+static size_t staged_count;
+static bool stage_overflow;
+
+static ly_status stage_register(const char *slot, const char *name, ly_kernel_fn fn,
+                                ly_kernel_predicate predicate)
+{
+    if (!slot || !*slot || !name || !*name || !fn)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "plugin register_kernel: slot, name and fn are required");
+    if (strlen(slot) >= sizeof stage[0].slot || strlen(name) >= sizeof stage[0].name)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "plugin register_kernel: name too long");
+    if (staged_count == MAX_STAGED) {
+        stage_overflow = true;
+        return ly_set_error(LY_E_NO_MEMORY, "plugin register_kernel: more than %d registrations",
+                            MAX_STAGED);
+    }
+    staged *s = &stage[staged_count++];
+    snprintf(s->slot, sizeof s->slot, "%s", slot);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->fn = fn;
+    s->predicate = predicate;
+    return LY_OK;
+}
+
+static ly_status plugin_run_reference(const char *slot, const ly_kernel_call *call)
+{
+    return ly_kernel_run_impl(slot, "reference", call);
+}
+
+static ly_status plugin_set_error(ly_status status, const char *message)
+{
+    return ly_set_error(status, "%s", message ? message : "");
+}
+
+static bool is_plugin_name(const char *name)
+{
+    size_t n = strlen(name), p = strlen(PLUGIN_PREFIX), x = strlen(PLUGIN_SUFFIX);
+    return n > p + x - 1 && strncmp(name, PLUGIN_PREFIX, p) == 0 &&
+           strcmp(name + n - x, PLUGIN_SUFFIX) == 0;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct loaded_set {
+    char *paths[MAX_LOADED];
+    size_t count;
+} loaded_set;
+
+static void load_one(const char *path, loaded_set *loaded)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real)) snprintf(real, sizeof real, "%s", path);
+    for (size_t i = 0; i < loaded->count; i++)
+        if (strcmp(loaded->paths[i], real) == 0) return; /* listed twice on the path */
+    if (loaded->count == MAX_LOADED) {
+        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: more than %d plugins", path, MAX_LOADED);
+        return;
+    }
+    loaded->paths[loaded->count++] = strdup(real);
+
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: cannot load it: %s", path, dlerror());
+        return;
+    }
+    ly_kernel_plugin_entry_fn entry;
+    *(void **)&entry = dlsym(handle, LY_KERNEL_PLUGIN_ENTRY);
+    if (!entry) {
+        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: it does not export %s", path,
+               LY_KERNEL_PLUGIN_ENTRY);
+        dlclose(handle);
+        return;
+    }
+    ly_kernel_plugin_api api = {
+        .api_version = LY_KERNEL_PLUGIN_API_VERSION,
+        .struct_size = sizeof api,
+        .cpu = ly_cpu(),
+        .register_kernel = stage_register,
+        .run_reference = plugin_run_reference,
+        .set_error = plugin_set_error,
+    };
+    staged_count = 0;
+    stage_overflow = false;
+    uint32_t built_for = 0;
+    ly_clear_error();
+    ly_status st = entry(&api, &built_for);
+    if (built_for != LY_KERNEL_PLUGIN_API_VERSION) {
+        ly_log(LY_LOG_WARNING,
+               "kernel plugin %s skipped: built for plugin API version %u, this library "
+               "provides version %u",
+               path, built_for, LY_KERNEL_PLUGIN_API_VERSION);
+        dlclose(handle);
+        return;
+    }
+    if (st != LY_OK || stage_overflow) {
+        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: its entry point failed: %s: %s", path,
+               ly_status_name(st), ly_last_error());
+        dlclose(handle);
+        return;
+    }
+    /* The handle stays open for the life of the process: the registry holds its
+     * function pointers. */
+    for (size_t i = 0; i < staged_count; i++)
+        if (ly_kernel_register(stage[i].slot, stage[i].name, stage[i].fn, stage[i].predicate) !=
+            LY_OK)
+            ly_log(LY_LOG_WARNING, "kernel plugin %s: registering %s/%s failed: %s", path,
+                   stage[i].slot, stage[i].name, ly_last_error());
+    ly_log(LY_LOG_DEBUG, "kernel plugin %s: %zu implementations registered", path, staged_count);
+}
+
+static void load_directory(const char *dir, loaded_set *loaded)
+{
+    DIR *d = opendir(dir);
+    if (!d) return; /* a missing directory on a search path is normal */
+    char *names[MAX_LOADED];
+    size_t n = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL && n < MAX_LOADED)
+        if (is_plugin_name(ent->d_name)) {
+            names[n] = strdup(ent->d_name);
+            if (names[n]) n++;
+        }
+    closedir(d);
+    qsort(names, n, sizeof names[0], compare_names);
+    for (size_t i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) < (int)sizeof path)
+            load_one(path, loaded);
+        free(names[i]);
+    }
+}
+
+void ly_plugins_load(void)
+{
+    loaded_set loaded = {.count = 0};
+    const char *env = getenv("LIBREYOLO_KERNELS_PATH");
+    if (env && *env) {
+        char *copy = strdup(env);
+        char *save = NULL;
+        for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir;
+             dir = strtok_r(NULL, ":", &save))
+            load_directory(dir, &loaded);
+        free(copy);
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            load_directory(exe, &loaded);
+        }
+    }
+    for (size_t i = 0; i < loaded.count; i++) free(loaded.paths[i]);
+}

@@ -1,0 +1,289 @@
+/*
+ * The parity gate: every implementation of every slot against the reference
+ * (forward and unpack bit-identical, backward within 1e-6), the AVX2 providers
+ * present where they should be, LIBREYOLO_KERNELS=off meaning the reference
+ * everywhere, and the harness itself catching what it is meant to catch.
+ */
+#include "kernels/check.h"
+#include "libreyolo/quant.h"
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* ---- Collecting a report ------------------------------------------------------ */
+
+typedef struct report {
+    char *text;
+    size_t len, cap;
+    int results, failed, ran;
+} report;
+
+static void report_printf(report *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (need < 0) return;
+    if (r->len + (size_t)need + 1 > r->cap) {
+        size_t cap = (r->len + (size_t)need + 1) * 2;
+        char *grown = realloc(r->text, cap);
+        if (!grown) return;
+        r->text = grown;
+        r->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(r->text + r->len, r->cap - r->len, fmt, ap);
+    va_end(ap);
+    r->len += (size_t)need;
+}
+
+static void collect(const ly_check_result *res, void *user)
+{
+    report *r = user;
+    char verdict[192];
+    r->results++;
+    if (!res->skipped && res->cases > 0) r->ran++;
+    if (!ly_check_result_failed(res)) return;
+    r->failed++;
+    report_printf(r,
+                  "%s / %s: %s: %" PRId64 " cases, %" PRId64 " mismatches, %" PRId64
+                  " errors, max |diff| %g\n",
+                  res->slot, res->impl, ly_check_verdict(res, verdict, sizeof verdict), res->cases,
+                  res->mismatches, res->errors, res->max_abs_diff);
+    if (res->errors) report_printf(r, "  first error: %s\n", res->first_error);
+    for (int i = 0; i < res->n_shown; i++) {
+        const ly_check_mismatch *m = &res->shown[i];
+        report_printf(r,
+                      "  case '%s' out[%d] %s index %" PRId64 ": %s: reference %.9g (0x%08" PRIx32
+                      ") vs %.9g (0x%08" PRIx32 ")\n",
+                      m->case_name, m->output, m->shape, m->index, m->inputs, (double)m->reference,
+                      m->reference_bits, (double)m->impl, m->impl_bits);
+    }
+}
+
+static void report_free(report *r)
+{
+    free(r->text);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- The gate ------------------------------------------------------------------ */
+
+static void run_gate(int threads, ly_check_size size)
+{
+    report r = {0};
+    ly_check_options options = {.threads = threads, .size = size};
+    ly_status st = ly_check_parity_ex(&options, collect, &r);
+    if (st != LY_OK) fail_msg("the harness stopped: %s: %s", ly_status_name(st), ly_last_error());
+    if (r.failed) {
+        /* cmocka's own printing truncates long messages. */
+        fprintf(stderr, "%s", r.text ? r.text : "");
+        fflush(stderr);
+        report_free(&r);
+        fail_msg("parity mismatches (threads=%d), see above", threads);
+    }
+    report_free(&r);
+}
+
+/* The full case set takes ~25 s here; under the sanitizers the quick one. */
+static void test_every_implementation_matches_the_reference(void **state)
+{
+    (void)state;
+#ifdef LY_SANITIZED
+    run_gate(1, LY_CHECK_QUICK);
+#else
+    run_gate(1, LY_CHECK_FULL);
+#endif
+}
+
+/* Larger tensors take the providers' threaded paths; more threads than this
+ * machine has cores still splits the work. */
+static void test_parity_with_threads(void **state)
+{
+    (void)state;
+#ifdef LY_SANITIZED
+    skip(); /* the single-threaded gate already ran under the sanitizers */
+#else
+    run_gate(3, LY_CHECK_QUICK);
+#endif
+}
+
+/* ---- The harness catches what it is meant to catch -------------------------------- */
+
+typedef enum sabotage { FLIP_ZERO_SIGN, SKIP_LAST, NUDGE_NAN, TOUCH_INPUT, FAIL } sabotage;
+
+static sabotage current_sabotage;
+
+static ly_status broken_impl(const ly_kernel_call *call)
+{
+    ly_status st = ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "reference", call);
+    if (st != LY_OK) return st;
+    float *y = call->out[0]->data;
+    int64_t n = ly_tensor_numel(call->out[0]);
+    if (n <= 0) return LY_OK;
+    switch (current_sabotage) {
+    case FLIP_ZERO_SIGN:
+        for (int64_t i = 0; i < n; i++)
+            if (y[i] == 0.0f) {
+                y[i] = -y[i];
+                break;
+            }
+        break;
+    case SKIP_LAST:
+        memset(&y[n - 1], 0x55, sizeof y[0]);
+        break;
+    case NUDGE_NAN:
+        for (int64_t i = 0; i < n; i++)
+            if (y[i] != y[i]) {
+                uint32_t bits;
+                memcpy(&bits, &y[i], 4);
+                bits ^= 1u;
+                memcpy(&y[i], &bits, 4);
+                break;
+            }
+        break;
+    case TOUCH_INPUT:
+        ((float *)call->in[0]->data)[0] += 1.0f;
+        break;
+    case FAIL:
+        return LY_E_PROVIDER;
+    }
+    return LY_OK;
+}
+
+static report run_broken(sabotage s)
+{
+    current_sabotage = s;
+    report r = {0};
+    assert_int_equal(
+        ly_kernel_register(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "broken", broken_impl, NULL), LY_OK);
+    ly_status st = ly_check_parity(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "broken", 1, collect, &r);
+    assert_int_equal(ly_kernel_unregister(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "broken"), LY_OK);
+    assert_int_equal(st, LY_OK);
+    assert_int_equal(r.results, 1);
+    return r;
+}
+
+static void test_harness_catches_sabotage(void **state)
+{
+    (void)state;
+    static const sabotage all[] = {FLIP_ZERO_SIGN, SKIP_LAST, NUDGE_NAN, TOUCH_INPUT, FAIL};
+    static const char *const expect[] = {"(0x80000000)", "(0x55555555)", "nan (0x",
+                                         "modified in[0]", "LY_E_PROVIDER"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        report r = run_broken(all[i]);
+        if (r.failed != 1 || !r.text || !strstr(r.text, expect[i]))
+            fail_msg("sabotage %zu not reported as expected ('%s'); report:\n%s", i, expect[i],
+                     r.text ? r.text : "(none)");
+        report_free(&r);
+    }
+}
+
+static void test_harness_rejects_unknown_names(void **state)
+{
+    (void)state;
+    report r = {0};
+    assert_int_equal(ly_check_parity("no_such_slot", NULL, 1, collect, &r), LY_E_NOT_FOUND);
+    assert_int_equal(ly_check_parity(NULL, "no_such_impl", 1, collect, &r), LY_E_NOT_FOUND);
+    assert_int_equal(r.failed, 0);
+    report_free(&r);
+    assert_int_equal(ly_check_parity_ex(NULL, collect, &r), LY_E_INVALID_ARGUMENT);
+}
+
+/* ---- Providers present, and switched off ---------------------------------------- */
+
+typedef struct impl_seen {
+    const char *want;
+    bool found, eligible;
+    char why_not[160];
+} impl_seen;
+
+static void on_impl(const char *slot, const char *impl, bool eligible, const char *why_not,
+                    void *user)
+{
+    (void)slot;
+    impl_seen *s = user;
+    if (strcmp(impl, s->want) != 0) return;
+    s->found = true;
+    s->eligible = eligible;
+    snprintf(s->why_not, sizeof s->why_not, "%s", why_not ? why_not : "");
+}
+
+static void test_avx2_serves_every_quant_slot(void **state)
+{
+    (void)state;
+#ifndef LY_HAVE_AVX2_PROVIDERS
+    skip();
+#else
+    ly_cpu_features cpu;
+    assert_int_equal(ly_cpu_features_get(&cpu), LY_OK);
+    if (!cpu.avx2 || !cpu.fma) skip();
+    size_t count = 0;
+    assert_int_equal(ly_kernel_slot_count(&count), LY_OK);
+    int quant_slots = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *slot = NULL;
+        assert_int_equal(ly_kernel_slot_name(i, &slot), LY_OK);
+        if (strncmp(slot, "fake_quant_", 11) != 0 && strncmp(slot, "unpack_", 7) != 0) continue;
+        quant_slots++;
+        impl_seen seen = {.want = "avx2"};
+        assert_int_equal(ly_kernel_list(slot, on_impl, &seen), LY_OK);
+        if (!seen.found) fail_msg("slot %s has no \"avx2\" implementation", slot);
+        if (!seen.eligible)
+            fail_msg("slot %s: \"avx2\" is not eligible on an AVX2+FMA machine: %s", slot,
+                     seen.why_not);
+    }
+    assert_true(quant_slots >= 18); /* 8 forward, 8 backward, 2 unpack */
+#endif
+}
+
+static void expect_everything_reference(void)
+{
+    size_t count = 0;
+    assert_int_equal(ly_kernel_slot_count(&count), LY_OK);
+    assert_true(count > 0);
+    for (size_t i = 0; i < count; i++) {
+        const char *slot = NULL, *active = NULL;
+        assert_int_equal(ly_kernel_slot_name(i, &slot), LY_OK);
+        ly_status st = ly_kernel_resolve(slot, NULL, &active, NULL);
+        if (st != LY_OK) fail_msg("slot %s does not resolve: %s", slot, ly_last_error());
+        if (strcmp(active, "reference") != 0)
+            fail_msg("slot %s resolves to %s with kernels off", slot, active);
+    }
+}
+
+static void test_kernels_off_means_reference(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("LIBREYOLO_KERNELS", "off", 1), 0);
+    expect_everything_reference();
+    assert_int_equal(setenv("LIBREYOLO_KERNELS", "  Reference ", 1), 0);
+    expect_everything_reference();
+    /* The legacy alias counts only while the first is unset or empty. */
+    assert_int_equal(setenv("LIBREYOLO_KERNELS", "", 1), 0);
+    assert_int_equal(setenv("LIBREYOLO_QUANT_KERNELS", "OFF", 1), 0);
+    expect_everything_reference();
+    unsetenv("LIBREYOLO_KERNELS");
+    unsetenv("LIBREYOLO_QUANT_KERNELS");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_harness_rejects_unknown_names),
+        cmocka_unit_test(test_harness_catches_sabotage),
+        cmocka_unit_test(test_avx2_serves_every_quant_slot),
+        cmocka_unit_test(test_every_implementation_matches_the_reference),
+        cmocka_unit_test(test_parity_with_threads),
+        cmocka_unit_test(test_kernels_off_means_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
