@@ -1,17 +1,12 @@
 /*
  * The "avx2" quant implementations against the reference, slot by slot: forward
- * and unpack outputs must be bit-identical (bit patterns compared, so NaN
- * payloads and the sign of zero count), backward within 1e-6, on 1, 2 and 4
- * threads. Inputs: model-like and odd shapes, tails, one element, empty; normal,
+ * and unpack outputs must be bit-identical (bit patterns compared, so the sign
+ * of zero counts; for NaN see values_identical), backward within 1e-6, on 1, 2
+ * and 4 threads. Inputs: model-like and odd shapes, tails, one element, empty; normal,
  * wide-range and edge values (NaN, +-inf, +-0, subnormals, FLT_MAX, values at
  * 448/464/480, huge |x|); exact rounding midpoints; dynamic and frozen scales.
  * Skips when the CPU lacks AVX2/FMA or the build has no AVX2 providers.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <cmocka.h>
-
 #include "libreyolo/kernels.h"
 #include "libreyolo/quant.h"
 #include "quant/numerics.h"
@@ -19,9 +14,15 @@
 
 #include <float.h>
 #include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* cmocka.h needs the headers above. */
+#include <cmocka.h>
 
 #ifdef LY_SANITIZED
 #define SMALL_RUN 1
@@ -92,9 +93,9 @@ typedef struct shape {
 } shape;
 
 static const shape nd_shapes[] = {
-    {4, {64, 32, 3, 3}}, {2, {7, 13}},  {2, {3, 301}},   {1, {1}},       {1, {0}},
-    {2, {0, 5}},         {2, {5, 0}},   {1, {17}},       {3, {2, 3, 5}}, {2, {1, 1000}},
-    {2, {33, 17}},       {2, {8, 48}},  {2, {8, 20}},    {2, {8, 40}},   {4, {3, 5, 7, 9}},
+    {4, {64, 32, 3, 3}},   {2, {7, 13}},    {2, {3, 301}}, {1, {1}},       {1, {0}},
+    {2, {0, 5}},           {2, {5, 0}},     {1, {17}},     {3, {2, 3, 5}}, {2, {1, 1000}},
+    {2, {33, 17}},         {2, {8, 48}},    {2, {8, 20}},  {2, {8, 40}},   {4, {3, 5, 7, 9}},
     {2, {300, 250}}, /* above the threading threshold, with tails */
 #if !SMALL_RUN
     {4, {256, 128, 1, 1}}, {2, {512, 256}},
@@ -105,7 +106,8 @@ static const shape nd_shapes[] = {
 static int64_t shape_numel(const shape *s)
 {
     int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++) n *= s->d[i];
+    for (int i = 0; i < s->ndim; i++)
+        n *= s->d[i];
     return n;
 }
 
@@ -125,12 +127,57 @@ static float *alloc_floats(int64_t n)
 
 /* Values where the quantizers change their mind, and the usual suspects. */
 static const float specials[] = {
-    NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 1e-39f, -3e-39f,
-    FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, 1e9f, -1e9f, 1e30f, -1e30f, 448.0f, -448.0f, 464.0f,
-    -464.0f, 0x1.d00002p+8f, 480.0f, -480.0f, 0x1.dffffep+8f, 0.25f, 0.75f, 5.0f, -2.5f, 6.0f,
-    1e-30f, 0x1.fffffep+2f, 0x1p127f, 0x1p-126f, 0x1p-127f, 0x1p63f, -0x1p63f, 0x1.fffffep+62f,
-    127.5f, -128.5f, 127.49999f, -128.4f, -128.6f, 3.4e38f, 0x1p-10f, 0x1.000002p-10f,
-    0x1p-9f, 0x1.8p-10f, 0x1p-6f, 0x1.fffffep-7f,
+    NAN,
+    -NAN,
+    INFINITY,
+    -INFINITY,
+    0.0f,
+    -0.0f,
+    0x1p-149f,
+    -0x1p-149f,
+    1e-39f,
+    -3e-39f,
+    FLT_MIN,
+    -FLT_MIN,
+    FLT_MAX,
+    -FLT_MAX,
+    1e9f,
+    -1e9f,
+    1e30f,
+    -1e30f,
+    448.0f,
+    -448.0f,
+    464.0f,
+    -464.0f,
+    0x1.d00002p+8f,
+    480.0f,
+    -480.0f,
+    0x1.dffffep+8f,
+    0.25f,
+    0.75f,
+    5.0f,
+    -2.5f,
+    6.0f,
+    1e-30f,
+    0x1.fffffep+2f,
+    0x1p127f,
+    0x1p-126f,
+    0x1p-127f,
+    0x1p63f,
+    -0x1p63f,
+    0x1.fffffep+62f,
+    127.5f,
+    -128.5f,
+    127.49999f,
+    -128.4f,
+    -128.6f,
+    3.4e38f,
+    0x1p-10f,
+    0x1.000002p-10f,
+    0x1p-9f,
+    0x1.8p-10f,
+    0x1p-6f,
+    0x1.fffffep-7f,
 };
 #define N_SPECIALS (sizeof specials / sizeof specials[0])
 
@@ -179,11 +226,21 @@ static bool values_close(float ref, float got)
     return fabs((double)ref - (double)got) <= 1e-6;
 }
 
+/* Forward outputs: the same bits, NaN sign and payload included. IEEE 754 and C
+ * leave open which NaN an add or multiply of two NaNs returns (x86 returns the
+ * first operand's, and compilers commute + and *), so the reference pins the
+ * choice explicitly (ly_nm_add_nan_first / ly_nm_mul_nan_first) and the result
+ * no longer depends on the compiler or -O level. */
+static bool values_identical(float ref, float got)
+{
+    return bits_of(ref) == bits_of(got);
+}
+
 static void compare(const case_info *info, int threads, bool exact, const float *ref,
                     const float *got, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        bool ok = exact ? bits_of(ref[i]) == bits_of(got[i]) : values_close(ref[i], got[i]);
+        bool ok = exact ? values_identical(ref[i], got[i]) : values_close(ref[i], got[i]);
         if (ok) continue;
         char input[96] = "";
         if (info->input && i < info->input_n)
@@ -218,13 +275,15 @@ static bool run_case(const case_info *info, ly_kernel_call *call)
     for (size_t t = 0; t < 3; t++) {
         /* A canary in every element (and past the end) catches unwritten outputs
          * and overruns. */
-        for (int64_t i = 0; i < n + 8; i++) got[i] = from_bits(0x7FBADBADu);
+        for (int64_t i = 0; i < n + 8; i++)
+            got[i] = from_bits(0x7FBADBADu);
         call->out[0] = &got_t;
         call->threads = thread_counts[t];
         st = ly_kernel_run_impl(info->slot, "avx2", call);
         if (st != LY_OK) fail_msg("%s [%s]: avx2: %s", info->slot, info->name, ly_last_error());
         compare(info, thread_counts[t], exact, ref, got, n);
-        for (int64_t i = n; i < n + 8; i++) assert_int_equal(bits_of(got[i]), 0x7FBADBADu);
+        for (int64_t i = n; i < n + 8; i++)
+            assert_int_equal(bits_of(got[i]), 0x7FBADBADu);
     }
     free(ref);
     free(got);
@@ -232,8 +291,8 @@ static bool run_case(const case_info *info, ly_kernel_call *call)
 }
 
 /* Forward then backward (grad first, then the forward's inputs). */
-static void run_forward_backward(case_info *info, const char *slot, ly_kernel_call *call,
-                                 int n_in, int64_t numel)
+static void run_forward_backward(case_info *info, const char *slot, ly_kernel_call *call, int n_in,
+                                 int64_t numel)
 {
     info->slot = slot;
     run_case(info, call);
@@ -252,7 +311,8 @@ static void run_forward_backward(case_info *info, const char *slot, ly_kernel_ca
     ly_kernel_call_init(&back);
     back.params = call->params;
     back.in[0] = &grad_t;
-    for (int i = 0; i < n_in; i++) back.in[i + 1] = call->in[i];
+    for (int i = 0; i < n_in; i++)
+        back.in[i + 1] = call->in[i];
     case_info binfo = *info;
     binfo.slot = backward;
     binfo.input = grad;
@@ -308,7 +368,9 @@ static void test_int8_per_channel(void **state)
                     case_info info = {.input = x, .input_n = n};
                     snprintf(info.name, sizeof info.name, "shape %zu, %s, axis %lld, scale %s", si,
                              fk == FILL_KINDS ? "ties" : fill_name((fill_kind)fk), (long long)axis,
-                             frozen == 0 ? "dynamic" : frozen == 1 ? "frozen" : "frozen special");
+                             frozen == 0   ? "dynamic"
+                             : frozen == 1 ? "frozen"
+                                           : "frozen special");
                     run_forward_backward(&info, LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call, 2, n);
                 }
                 free(scale);
@@ -326,9 +388,9 @@ static void test_int8_affine(void **state)
     SKIP_WITHOUT_AVX2();
     rng_state = 2;
     static const float ranges[][2] = {
-        {-1.0f, 3.0f},  {-0.5f, 0.7f},     {0.0f, 0.0f},      {2.0f, 5.0f},
-        {-8.0f, 7.9375f}, {-4.0f, 11.9375f}, {-INFINITY, 1.0f}, {NAN, 1.0f},
-        {-1.0f, INFINITY}, {-3.0f, NAN},   {-1e30f, 1e30f},   {-1e-30f, 1e-30f},
+        {-1.0f, 3.0f},     {-0.5f, 0.7f},     {0.0f, 0.0f},      {2.0f, 5.0f},
+        {-8.0f, 7.9375f},  {-4.0f, 11.9375f}, {-INFINITY, 1.0f}, {NAN, 1.0f},
+        {-1.0f, INFINITY}, {-3.0f, NAN},      {-1e30f, 1e30f},   {-1e-30f, 1e-30f},
     };
     for (size_t si = 0; si < N_SHAPES; si++) {
         const shape *sh = &nd_shapes[si];
@@ -420,8 +482,8 @@ static void test_fp8(void **state)
                     call.in[0] = &x_t;
                     call.in[1] = &scale_t;
                     case_info info = {.input = x, .input_n = n};
-                    snprintf(info.name, sizeof info.name, "shape %zu, %s, %s scale, variant %d",
-                             si, fk == FILL_KINDS ? "ties" : fill_name((fill_kind)fk),
+                    snprintf(info.name, sizeof info.name, "shape %zu, %s, %s scale, variant %d", si,
+                             fk == FILL_KINDS ? "ties" : fill_name((fill_kind)fk),
                              per_row ? "per-row" : "single", variant);
                     run_forward_backward(&info, LY_SLOT_FAKE_QUANT_FP8, &call, 2, n);
                 }
@@ -435,8 +497,8 @@ static void test_fp8(void **state)
 /* ---- fake_quant_int_grouped ------------------------------------------------------------ */
 
 static const shape shapes_2d[] = {
-    {2, {7, 13}},  {2, {3, 301}}, {2, {1, 1}},   {2, {0, 5}},    {2, {5, 0}},   {2, {33, 17}},
-    {2, {8, 300}}, {2, {4, 100}}, {2, {16, 256}}, {2, {300, 250}},
+    {2, {7, 13}},    {2, {3, 301}}, {2, {1, 1}},   {2, {0, 5}},    {2, {5, 0}},
+    {2, {33, 17}},   {2, {8, 300}}, {2, {4, 100}}, {2, {16, 256}}, {2, {300, 250}},
 #if !SMALL_RUN
     {2, {512, 256}},
 #endif
@@ -448,7 +510,8 @@ static void test_int_grouped(void **state)
     (void)state;
     SKIP_WITHOUT_AVX2();
     rng_state = 4;
-    static const int64_t variants[][2] = {{4, 128}, {2, 64}, {4, 8}, {2, 16}, {4, 3}, {2, 1}, {4, 7}};
+    static const int64_t variants[][2] = {{4, 128}, {2, 64}, {4, 8}, {2, 16},
+                                          {4, 3},   {2, 1},  {4, 7}};
     for (size_t si = 0; si < N_SHAPES_2D; si++) {
         const shape *sh = &shapes_2d[si];
         int64_t n = shape_numel(sh);
@@ -469,8 +532,8 @@ static void test_int_grouped(void **state)
                     }
                     for (int64_t i = 0; i < sd[0] * sd[1]; i++)
                         scale[i] = frozen == 2 && i % 5 == 0 ? specials[(i * 3) % N_SPECIALS]
-                                   : fk == FILL_KINDS      ? 0x1p-3f
-                                                           : 0.05f + rng_uniform();
+                                   : fk == FILL_KINDS        ? 0x1p-3f
+                                                             : 0.05f + rng_uniform();
                     ly_kernel_call call;
                     ly_kernel_call_init(&call);
                     call.in[0] = &x_t;
@@ -482,7 +545,9 @@ static void test_int_grouped(void **state)
                              "shape [%lld, %lld], bits %lld g %lld, %s, scale %s",
                              (long long)sh->d[0], (long long)sh->d[1], (long long)bits,
                              (long long)g, fk == FILL_KINDS ? "ties" : fill_name((fill_kind)fk),
-                             frozen == 0 ? "dynamic" : frozen == 1 ? "frozen" : "frozen special");
+                             frozen == 0   ? "dynamic"
+                             : frozen == 1 ? "frozen"
+                                           : "frozen special");
                     run_forward_backward(&info, LY_SLOT_FAKE_QUANT_INT_GROUPED, &call, 2, n);
                 }
             free(scale);
@@ -516,7 +581,8 @@ static void fill_fp4_ties(float *x, int64_t n, int64_t cols, int64_t block)
 static void run_fp4(const char *slot, bool weight, bool mx)
 {
     /* NVFP4 weight tensor_amax values; entry 0 stands for the captured max|W|. */
-    static const float amaxes[] = {-1.0f, 2688.0f, 1.0f, 0.0f, NAN, INFINITY, 1e-30f, 100.0f, 1e30f};
+    static const float amaxes[] = {-1.0f,    2688.0f, 1.0f,   0.0f, NAN,
+                                   INFINITY, 1e-30f,  100.0f, 1e30f};
     bool has_amax = weight && !mx;
     int64_t block = mx ? LY_MXFP4_BLOCK : LY_NVFP4_BLOCK;
     for (size_t si = 0; si < N_SHAPES; si++) {
@@ -664,7 +730,8 @@ static void test_e4m3_primitives(void **state)
     SKIP_WITHOUT_AVX2();
     uint8_t all[256];
     float decoded[256];
-    for (int c = 0; c < 256; c++) all[c] = (uint8_t)c;
+    for (int c = 0; c < 256; c++)
+        all[c] = (uint8_t)c;
     ly_avx2_e4m3_decode_array(all, 256, decoded);
     for (int c = 0; c < 256; c++)
         assert_int_equal(bits_of(decoded[c]), bits_of(ly_nm_e4m3_to_fp32((uint8_t)c)));
@@ -731,8 +798,8 @@ static void test_unpack_int_grouped(void **state)
     (void)state;
     SKIP_WITHOUT_AVX2();
     rng_state = 9;
-    static const int64_t variants[][2] = {{4, 128}, {2, 64}, {4, 8}, {2, 16}, {4, 2}, {2, 4},
-                                          {4, 6},   {2, 12}, {4, 10}};
+    static const int64_t variants[][2] = {{4, 128}, {2, 64}, {4, 8},  {2, 16}, {4, 2},
+                                          {2, 4},   {4, 6},  {2, 12}, {4, 10}};
     static const int64_t rows_list[] = {1, 7, 64, SMALL_RUN ? 100 : 512};
     static const int64_t groups_list[] = {1, 2, 3, 9};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++)
@@ -745,7 +812,8 @@ static void test_unpack_int_grouped(void **state)
                 uint8_t *payload = malloc((size_t)(rows * width > 0 ? rows * width : 1));
                 float *scale = alloc_floats(rows * ng);
                 assert_non_null(payload);
-                for (int64_t i = 0; i < rows * width; i++) payload[i] = (uint8_t)rng_next();
+                for (int64_t i = 0; i < rows * width; i++)
+                    payload[i] = (uint8_t)rng_next();
                 for (int64_t i = 0; i < rows * ng; i++)
                     scale[i] = i % 7 == 3 ? specials[(i * 11) % N_SPECIALS] : rng_uniform();
                 int64_t pd[2] = {rows, width}, sd[2] = {rows, ng};
@@ -789,7 +857,8 @@ static void test_unpack_nvfp4(void **state)
             float *scales = alloc_floats(rows * nb);
             assert_non_null(payload);
             assert_non_null(codes);
-            for (int64_t i = 0; i < rows * nb * 8; i++) payload[i] = (uint8_t)rng_next();
+            for (int64_t i = 0; i < rows * nb * 8; i++)
+                payload[i] = (uint8_t)rng_next();
             for (int64_t i = 0; i < rows * nb; i++) {
                 codes[i] = (uint8_t)rng_next();
                 scales[i] = i % 5 == 2 ? specials[(i * 13) % N_SPECIALS] : rng_uniform() * 448.0f;

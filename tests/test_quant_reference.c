@@ -388,6 +388,20 @@ static void test_nvfp4_nan_poisons(void **state)
     ly_kernel_call call = make_call(&xt, NULL, NULL, NULL, &ot);
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, &call), LY_OK);
     for (int i = 0; i < N; i++) assert_true(isnan(out[i]));
+    /* Which NaN comes out is fixed by the source, not by the compiler's operand order:
+     * a signaling tensor_amax gives ts = 0x7FC00001, but bs is the E4M3 NaN
+     * (0x7FC00000), and eff and every output take bs's NaN. */
+    float signaling;
+    uint32_t snan_bits = 0x7F800001u;
+    memcpy(&signaling, &snan_bits, sizeof signaling);
+    fill_uniform(w, N, 1.0f, 32);
+    assert_int_equal(run_nvfp4_weight(w, 1, N, signaling, out), LY_OK);
+    for (int i = 0; i < N; i++) assert_int_equal(bits_of(out[i]), 0x7FC00000u);
+    float nan_a = ly_nm_bits_f32(0xFFC00123u), nan_b = ly_nm_bits_f32(0x7F800456u);
+    assert_int_equal(bits_of(ly_nm_mul_nan_first(nan_a, nan_b)), 0xFFC00123u);
+    assert_int_equal(bits_of(ly_nm_mul_nan_first(nan_b, nan_a)), 0x7FC00456u);
+    assert_int_equal(bits_of(ly_nm_add_nan_first(1.0f, nan_b)), 0x7FC00456u);
+    assert_int_equal(bits_of(ly_nm_ste(nan_b, 0.0f)), 0x7FC00456u);
 }
 
 static void test_nvfp4_sign_of_zero_and_formula(void **state)

@@ -57,6 +57,14 @@ extern "C" {
 #define LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC "fake_quant_mxfp4_dynamic"
 #define LY_SLOT_UNPACK_INT_GROUPED "unpack_int_grouped"
 #define LY_SLOT_UNPACK_NVFP4 "unpack_nvfp4"
+#define LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD "fake_quant_int8_per_channel_backward"
+#define LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD "fake_quant_int8_affine_backward"
+#define LY_SLOT_FAKE_QUANT_FP8_BACKWARD "fake_quant_fp8_backward"
+#define LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD "fake_quant_int_grouped_backward"
+#define LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD "fake_quant_nvfp4_weight_backward"
+#define LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD "fake_quant_nvfp4_dynamic_backward"
+#define LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD "fake_quant_mxfp4_weight_backward"
+#define LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD "fake_quant_mxfp4_dynamic_backward"
 
 /* Constants of the formats. */
 #define LY_E2M1_MAX 6.0f

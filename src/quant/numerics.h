@@ -33,6 +33,33 @@ static inline float ly_nm_bits_f32(uint32_t u)
     return x;
 }
 
+/* ---- Which NaN comes out ----------------------------------------------------------- */
+
+/* When both operands of an x86 add or multiply are NaN, the result is the first source
+ * operand's NaN, quieted. Both operations commute, so a compiler may swap the
+ * operands, and gcc and clang do so differently. These helpers fix the choice in the
+ * source instead: the NaN of `a` if it is one, else the NaN of `b`. They are used
+ * wherever two NaNs can meet, with the operand order gcc chose when this reference
+ * was first compiled, so the accelerated providers keep matching it. */
+static inline float ly_nm_quiet(float nan)
+{
+    return ly_nm_bits_f32(ly_nm_f32_bits(nan) | 0x00400000u);
+}
+
+static inline float ly_nm_add_nan_first(float a, float b)
+{
+    if (a != a) return ly_nm_quiet(a);
+    if (b != b) return ly_nm_quiet(b);
+    return a + b;
+}
+
+static inline float ly_nm_mul_nan_first(float a, float b)
+{
+    if (a != a) return ly_nm_quiet(a);
+    if (b != b) return ly_nm_quiet(b);
+    return a * b;
+}
+
 /* ---- NaN-aware clamps and reductions (torch semantics) -------------------------- */
 
 /* torch.clamp(v, min=lo): a NaN stays NaN (a comparison with NaN is false). */
@@ -180,10 +207,10 @@ static inline float ly_nm_sign(float y)
 
 /* The reference's straight-through estimator forward, literally `x + (q - x)` in
  * fp32. It equals q only when q - x is exact; x = 1e9, q = 6 gives 0 and +-inf gives
- * NaN, exactly as PyTorch computes it. */
+ * NaN, exactly as PyTorch computes it. A NaN result is the NaN of (q - x). */
 static inline float ly_nm_ste(float x, float q)
 {
-    return x + (q - x);
+    return ly_nm_add_nan_first(q - x, x);
 }
 
 /* fake_quant_e2m1(y): q = level[bucketize(min(|y|, 6))] * sign(y), returned through
@@ -224,10 +251,10 @@ static inline float ly_nm_nvfp4_block_scale(float block_amax, float tensor_scale
     return ly_nm_quantize_e4m3(block_amax / (6.0f * tensor_scale));
 }
 
-/* eff = max(bs * ts', 1e-12). */
+/* eff = max(bs * ts', 1e-12); a NaN eff is bs's NaN when both are NaN. */
 static inline float ly_nm_nvfp4_eff(float block_scale, float tensor_scale)
 {
-    return ly_nm_clamp_min(block_scale * tensor_scale, 1e-12f);
+    return ly_nm_clamp_min(ly_nm_mul_nan_first(block_scale, tensor_scale), 1e-12f);
 }
 
 /* ---- MXFP4 scale -------------------------------------------------------------------- */

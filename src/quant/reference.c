@@ -204,7 +204,7 @@ ly_status ly_ref_fake_quant_fp8(const ly_kernel_call *call)
         float s = ly_nm_clamp_min(scale[per_row ? r : 0], LY_QUANT_EPS);
         for (int64_t i = r * inner; i < (r + 1) * inner; i++) {
             float y = ly_nm_clamp(x[i] / s, -LY_E4M3_MAX, LY_E4M3_MAX);
-            float q = ly_nm_e4m3_to_fp32(ly_nm_fp32_to_e4m3(y)) * s;
+            float q = ly_nm_mul_nan_first(ly_nm_e4m3_to_fp32(ly_nm_fp32_to_e4m3(y)), s);
             out[i] = ly_nm_ste(x[i], q);
         }
     }
@@ -250,7 +250,7 @@ ly_status ly_ref_fake_quant_int_grouped(const ly_kernel_call *call)
         for (int64_t c = 0; c < cols; c++) {
             float s = ly_nm_clamp_min(scale[r * groups + c / g], LY_QUANT_EPS);
             float v = w[r * cols + c];
-            float q = ly_nm_clamp(nearbyintf(v / s), qmin, qmax) * s;
+            float q = ly_nm_mul_nan_first(s, ly_nm_clamp(nearbyintf(v / s), qmin, qmax));
             out[r * cols + c] = ly_nm_ste(v, q);
         }
     free(owned);
@@ -295,7 +295,7 @@ static void fp4_blockwise(const ly_tensor *x_t, const fp4_format *f, const float
                 if (grad)
                     out[at] = (grad[at] * eff) / eff;
                 else
-                    out[at] = ly_nm_fake_quant_e2m1(v[c] / eff) * eff;
+                    out[at] = ly_nm_mul_nan_first(ly_nm_fake_quant_e2m1(v[c] / eff), eff);
             }
         }
 }

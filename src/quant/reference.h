@@ -11,16 +11,6 @@
 
 #include "libreyolo/quant.h"
 
-/* Backward slot names: "<forward slot>_backward". */
-#define LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD "fake_quant_int8_per_channel_backward"
-#define LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD "fake_quant_int8_affine_backward"
-#define LY_SLOT_FAKE_QUANT_FP8_BACKWARD "fake_quant_fp8_backward"
-#define LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD "fake_quant_int_grouped_backward"
-#define LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD "fake_quant_nvfp4_weight_backward"
-#define LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD "fake_quant_nvfp4_dynamic_backward"
-#define LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD "fake_quant_mxfp4_weight_backward"
-#define LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD "fake_quant_mxfp4_dynamic_backward"
-
 /* Forward. */
 ly_status ly_ref_fake_quant_int8_per_channel(const ly_kernel_call *call);
 ly_status ly_ref_fake_quant_int8_affine(const ly_kernel_call *call);

@@ -77,14 +77,14 @@ static inline int32_t ly_avx2_hmax_epi32(__m256i v)
 /* Lane j of the result = the maximum over the lanes of v[j]. */
 static inline __m256i ly_avx2_hmax8_epi32(const __m256i v[8])
 {
-    __m256i p01 = _mm256_max_epi32(_mm256_unpacklo_epi32(v[0], v[1]),
-                                   _mm256_unpackhi_epi32(v[0], v[1]));
-    __m256i p23 = _mm256_max_epi32(_mm256_unpacklo_epi32(v[2], v[3]),
-                                   _mm256_unpackhi_epi32(v[2], v[3]));
-    __m256i p45 = _mm256_max_epi32(_mm256_unpacklo_epi32(v[4], v[5]),
-                                   _mm256_unpackhi_epi32(v[4], v[5]));
-    __m256i p67 = _mm256_max_epi32(_mm256_unpacklo_epi32(v[6], v[7]),
-                                   _mm256_unpackhi_epi32(v[6], v[7]));
+    __m256i p01 =
+        _mm256_max_epi32(_mm256_unpacklo_epi32(v[0], v[1]), _mm256_unpackhi_epi32(v[0], v[1]));
+    __m256i p23 =
+        _mm256_max_epi32(_mm256_unpacklo_epi32(v[2], v[3]), _mm256_unpackhi_epi32(v[2], v[3]));
+    __m256i p45 =
+        _mm256_max_epi32(_mm256_unpacklo_epi32(v[4], v[5]), _mm256_unpackhi_epi32(v[4], v[5]));
+    __m256i p67 =
+        _mm256_max_epi32(_mm256_unpacklo_epi32(v[6], v[7]), _mm256_unpackhi_epi32(v[6], v[7]));
     __m256i q0 = _mm256_max_epi32(_mm256_unpacklo_epi64(p01, p23), _mm256_unpackhi_epi64(p01, p23));
     __m256i q1 = _mm256_max_epi32(_mm256_unpacklo_epi64(p45, p67), _mm256_unpackhi_epi64(p45, p67));
     return _mm256_max_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
@@ -102,7 +102,8 @@ static inline int32_t ly_avx2_amax_bits(const float *x, int64_t n)
         m2 = _mm256_max_epi32(m2, ly_avx2_abs_bits(_mm256_loadu_ps(x + i + 16)));
         m3 = _mm256_max_epi32(m3, ly_avx2_abs_bits(_mm256_loadu_ps(x + i + 24)));
     }
-    for (; i < n; i += 8) m0 = _mm256_max_epi32(m0, ly_avx2_abs_bits(ly_avx2_load_n(x + i, n - i)));
+    for (; i < n; i += 8)
+        m0 = _mm256_max_epi32(m0, ly_avx2_abs_bits(ly_avx2_load_n(x + i, n - i)));
     m0 = _mm256_max_epi32(_mm256_max_epi32(m0, m1), _mm256_max_epi32(m2, m3));
     return ly_avx2_hmax_epi32(m0);
 }
@@ -171,7 +172,8 @@ static inline int32_t ly_avx2_amax_exact_bits_parallel(const float *x, int64_t n
     chunks = (n + job.chunk - 1) / job.chunk;
     ly_parallel_for(chunks, 1, threads, ly_avx2_amax_range, &job);
     int32_t bits = 0;
-    for (int64_t k = 0; k < chunks; k++) bits = job.part[k] > bits ? job.part[k] : bits;
+    for (int64_t k = 0; k < chunks; k++)
+        bits = job.part[k] > bits ? job.part[k] : bits;
     return bits > LY_AVX2_INF_BITS ? ly_avx2_last_nan_bits(x, n) : bits;
 }
 
@@ -198,15 +200,15 @@ static inline __m256i ly_avx2_e4m3_encode(__m256 x)
     __m256i exponent = _mm256_srli_epi32(abs, 23);
     __m256i significand = _mm256_or_si256(_mm256_and_si256(abs, _mm256_set1_epi32(0x7FFFFF)),
                                           _mm256_set1_epi32(0x800000));
-    __m256i shift = _mm256_min_epi32(_mm256_sub_epi32(_mm256_set1_epi32(141), exponent),
-                                     _mm256_set1_epi32(31));
+    __m256i shift =
+        _mm256_min_epi32(_mm256_sub_epi32(_mm256_set1_epi32(141), exponent), _mm256_set1_epi32(31));
     __m256i quotient = _mm256_srlv_epi32(significand, shift);
     __m256i remainder = _mm256_sub_epi32(significand, _mm256_sllv_epi32(quotient, shift));
     __m256i half = _mm256_srlv_epi32(_mm256_sllv_epi32(one, shift), one);
-    __m256i round_up = _mm256_or_si256(
-        _mm256_cmpgt_epi32(remainder, half),
-        _mm256_and_si256(_mm256_cmpeq_epi32(remainder, half),
-                         _mm256_cmpeq_epi32(_mm256_and_si256(quotient, one), one)));
+    __m256i round_up =
+        _mm256_or_si256(_mm256_cmpgt_epi32(remainder, half),
+                        _mm256_and_si256(_mm256_cmpeq_epi32(remainder, half),
+                                         _mm256_cmpeq_epi32(_mm256_and_si256(quotient, one), one)));
     __m256i subnormal = _mm256_sub_epi32(quotient, round_up);
 
     __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3C800000), abs);
@@ -223,7 +225,8 @@ static inline __m256 ly_avx2_e4m3_decode(__m256i code)
     const __m256i magnitude = _mm256_and_si256(code, _mm256_set1_epi32(0x7F));
     const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(0x80)), 24);
     /* Normal: exponent and mantissa move up by 20 bits, rebias 7 -> 127. */
-    __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(magnitude, 20), _mm256_set1_epi32(120 << 23));
+    __m256i normal =
+        _mm256_add_epi32(_mm256_slli_epi32(magnitude, 20), _mm256_set1_epi32(120 << 23));
     /* Subnormal (exponent field 0): mantissa * 2^-9, exact in fp32. */
     __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(magnitude), _mm256_set1_ps(1.0f / 512.0f));
     __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), magnitude);
@@ -245,11 +248,11 @@ static inline __m256 ly_avx2_e4m3_round_clamped(__m256 x)
     __m256i bits = _mm256_castps_si256(abs);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 20), _mm256_set1_epi32(1));
     __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFFF), lsb));
-    __m256 normal = _mm256_castsi256_ps(_mm256_and_si256(rounded, _mm256_set1_epi32((int)0xFFF00000u)));
-    __m256 subnormal = _mm256_mul_ps(
-        _mm256_round_ps(_mm256_mul_ps(abs, _mm256_set1_ps(512.0f)),
-                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-        _mm256_set1_ps(1.0f / 512.0f));
+    __m256 normal =
+        _mm256_castsi256_ps(_mm256_and_si256(rounded, _mm256_set1_epi32((int)0xFFF00000u)));
+    __m256 subnormal = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(abs, _mm256_set1_ps(512.0f)),
+                                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                     _mm256_set1_ps(1.0f / 512.0f));
     __m256 value = _mm256_blendv_ps(normal, subnormal,
                                     _mm256_cmp_ps(abs, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ));
     value = _mm256_blendv_ps(value, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)),
@@ -275,9 +278,9 @@ static inline __m256 ly_avx2_e2m1_ste(__m256 y)
     __m256i m = _mm256_castps_si256(_mm256_min_ps(a, _mm256_set1_ps(6.0f)));
     __m256 big = _mm256_castsi256_ps(_mm256_and_si256(
         _mm256_add_epi32(m, _mm256_set1_epi32(0x1FFFFF)), _mm256_set1_epi32((int)0xFFC00000u)));
-    __m256 small = _mm256_add_ps(
-        _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(0.25f), _CMP_GT_OQ), half),
-        _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(0.75f), _CMP_GT_OQ), half));
+    __m256 small =
+        _mm256_add_ps(_mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(0.25f), _CMP_GT_OQ), half),
+                      _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(0.75f), _CMP_GT_OQ), half));
     __m256 q = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(1.0f), _CMP_LT_OQ));
     q = _mm256_or_ps(q, _mm256_and_ps(y, sign_mask));
     return _mm256_add_ps(y, _mm256_sub_ps(q, y));
@@ -327,24 +330,6 @@ static inline __m256 ly_avx2_int8_in_range(__m256 r)
                          _mm256_cmp_ps(r, _mm256_set1_ps(127.0f), _CMP_LE_OQ));
 }
 
-/* ---- the implementations (registered by register_avx2.c) --------------------- */
-
-#define LY_AVX2_DECLARE(op)                                                                       \
-    ly_status ly_avx2_##op(const ly_kernel_call *call);                                           \
-    ly_status ly_avx2_##op##_backward(const ly_kernel_call *call)
-
-LY_AVX2_DECLARE(fake_quant_int8_per_channel);
-LY_AVX2_DECLARE(fake_quant_int8_affine);
-LY_AVX2_DECLARE(fake_quant_fp8);
-LY_AVX2_DECLARE(fake_quant_int_grouped);
-LY_AVX2_DECLARE(fake_quant_nvfp4_weight);
-LY_AVX2_DECLARE(fake_quant_nvfp4_dynamic);
-LY_AVX2_DECLARE(fake_quant_mxfp4_weight);
-LY_AVX2_DECLARE(fake_quant_mxfp4_dynamic);
-ly_status ly_avx2_unpack_int_grouped(const ly_kernel_call *call);
-ly_status ly_avx2_unpack_nvfp4(const ly_kernel_call *call);
-
-/* Shared by the backward kernels whose gradient is the identity. */
-ly_status ly_avx2_copy_grad(const ly_kernel_call *call);
+#include "kernels/quant/providers.h"
 
 #endif

@@ -16,42 +16,53 @@ typedef struct unpack_int_job {
     int bits;
 } unpack_int_job;
 
-/* Eight codes starting at column c (c a multiple of 8), each in its own lane. */
+/* Eight codes starting at column c (c a multiple of 8), each in its own lane:
+ * 4 bytes at 4 bits, 2 at 2 bits, even column in the lowest bits. */
 static inline __m256i int_codes(const unpack_int_job *job, const uint8_t *row, int64_t c)
 {
-    int bytes = job->bits; /* 8 codes take 4 bytes at 4 bits, 2 at 2 bits */
-    int64_t at = c * job->bits / 8;
+    const int64_t at = c * job->bits / 8;
     uint32_t word = 0;
-    int64_t have = job->width - at < bytes ? job->width - at : bytes;
-    memcpy(&word, row + at, (size_t)have);
-    __m256i v = _mm256_set1_epi32((int)word);
+    if (at + 4 <= job->width) {
+        memcpy(&word, row + at, 4); /* the unused high bytes of a 2-bit load are masked off */
+    } else {
+        for (int64_t k = at; k < job->width && k < at + job->bits; k++)
+            word |= (uint32_t)row[k] << (8 * (k - at));
+    }
     __m256i shifts = job->bits == 4 ? _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)
                                     : _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    return _mm256_and_si256(_mm256_srlv_epi32(v, shifts), _mm256_set1_epi32((1 << job->bits) - 1));
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)word), shifts),
+                            _mm256_set1_epi32((1 << job->bits) - 1));
 }
 
 static void unpack_int_range(void *ctx, int64_t begin, int64_t end)
 {
     const unpack_int_job *job = ctx;
-    const int qmin = -(1 << (job->bits - 1));
-    const __m256i qmin_v = _mm256_set1_epi32(qmin);
+    const __m256i qmin = _mm256_set1_epi32(-(1 << (job->bits - 1)));
     for (int64_t r = begin; r < end; r++) {
         const uint8_t *row = job->payload + r * job->width;
         const float *scale = job->scale + r * job->groups;
         float *out = job->out + r * job->cols;
+        if (job->group % 8 == 0) {
+            /* Vectors never straddle a group: one scale per group. */
+            for (int64_t c0 = 0; c0 < job->cols; c0 += job->group) {
+                const __m256 s =
+                    _mm256_set1_ps(ly_nm_clamp_min(scale[c0 / job->group], LY_QUANT_EPS));
+                int64_t stop = c0 + job->group < job->cols ? c0 + job->group : job->cols;
+                for (int64_t c = c0; c < stop; c += 8) {
+                    __m256 value =
+                        _mm256_cvtepi32_ps(_mm256_add_epi32(int_codes(job, row, c), qmin));
+                    ly_avx2_store_n(out + c, stop - c, _mm256_mul_ps(value, s));
+                }
+            }
+            continue;
+        }
         for (int64_t c = 0; c < job->cols; c += 8) {
             int64_t n = job->cols - c;
-            __m256 value = _mm256_cvtepi32_ps(_mm256_add_epi32(int_codes(job, row, c), qmin_v));
-            __m256 s;
-            if (job->group % 8 == 0) {
-                s = _mm256_set1_ps(ly_nm_clamp_min(scale[c / job->group], LY_QUANT_EPS));
-            } else {
-                float lanes[8] = {0};
-                for (int64_t k = 0; k < 8 && k < n; k++)
-                    lanes[k] = ly_nm_clamp_min(scale[(c + k) / job->group], LY_QUANT_EPS);
-                s = _mm256_loadu_ps(lanes);
-            }
-            ly_avx2_store_n(out + c, n, _mm256_mul_ps(value, s));
+            float lanes[8] = {0};
+            for (int64_t k = 0; k < 8 && k < n; k++)
+                lanes[k] = ly_nm_clamp_min(scale[(c + k) / job->group], LY_QUANT_EPS);
+            __m256 value = _mm256_cvtepi32_ps(_mm256_add_epi32(int_codes(job, row, c), qmin));
+            ly_avx2_store_n(out + c, n, _mm256_mul_ps(value, _mm256_loadu_ps(lanes)));
         }
     }
 }

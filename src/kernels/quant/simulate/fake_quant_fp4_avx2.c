@@ -136,7 +136,8 @@ static inline void fp4_chunk(const fp4_job *job, int block, int64_t row, int64_t
         float *o = job->out + start + (int64_t)j * block;
         int64_t len = avail - (int64_t)j * block;
         for (int k = 0; k < block; k += 8)
-            ly_avx2_store_n(o + k, len - k, fp4_transform(job, ly_avx2_load_n(s + k, len - k), e, eff_nan));
+            ly_avx2_store_n(o + k, len - k,
+                            fp4_transform(job, ly_avx2_load_n(s + k, len - k), e, eff_nan));
     }
 }
 
@@ -175,9 +176,10 @@ static ly_status fp4_run(const ly_kernel_call *call, const ly_tensor *x, const f
         pthread_once(&mx_once, mx_build_table);
         if (!mx_table_ok) return LY_E_DECLINED;
     } else {
-        float amax = tensor_amax ? *tensor_amax
-                                 : ly_avx2_bits_to_float(
-                                       ly_avx2_amax_exact_bits_parallel(job.x, n, threads));
+        float amax =
+            tensor_amax
+                ? *tensor_amax
+                : ly_avx2_bits_to_float(ly_avx2_amax_exact_bits_parallel(job.x, n, threads));
         job.tensor_scale = ly_nm_nvfp4_tensor_scale(amax);
         job.six_ts = 6.0f * job.tensor_scale;
     }
@@ -207,8 +209,7 @@ ly_status ly_avx2_fake_quant_nvfp4_weight(const ly_kernel_call *call)
 
 ly_status ly_avx2_fake_quant_nvfp4_weight_backward(const ly_kernel_call *call)
 {
-    return fp4_run(call, call->in[1], in_f32(call, 0), out_f32(call), false, true,
-                   in_f32(call, 2));
+    return fp4_run(call, call->in[1], in_f32(call, 0), out_f32(call), false, true, in_f32(call, 2));
 }
 
 ly_status ly_avx2_fake_quant_nvfp4_dynamic(const ly_kernel_call *call)

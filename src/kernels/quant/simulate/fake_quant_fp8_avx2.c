@@ -65,7 +65,8 @@ void ly_avx2_e4m3_encode_array(const float *x, int64_t n, uint8_t *codes)
     for (int64_t i = 0; i < n; i += 8) {
         int32_t lanes[8];
         _mm256_storeu_si256((__m256i *)lanes, ly_avx2_e4m3_encode(ly_avx2_load_n(x + i, n - i)));
-        for (int64_t k = 0; k < 8 && i + k < n; k++) codes[i + k] = (uint8_t)lanes[k];
+        for (int64_t k = 0; k < 8 && i + k < n; k++)
+            codes[i + k] = (uint8_t)lanes[k];
     }
 }
 
@@ -74,7 +75,8 @@ void ly_avx2_e4m3_decode_array(const uint8_t *codes, int64_t n, float *out)
 {
     for (int64_t i = 0; i < n; i += 8) {
         int32_t lanes[8] = {0};
-        for (int64_t k = 0; k < 8 && i + k < n; k++) lanes[k] = codes[i + k];
+        for (int64_t k = 0; k < 8 && i + k < n; k++)
+            lanes[k] = codes[i + k];
         __m256 v = ly_avx2_e4m3_decode(_mm256_loadu_si256((const __m256i *)lanes));
         ly_avx2_store_n(out + i, n - i, v);
     }

@@ -100,7 +100,8 @@ static void int8pc_wide_scale_range(void *ctx, int64_t begin, int64_t end)
     for (int64_t c = begin; c < end; c++) {
         int32_t m = 0;
         for (int64_t o = 0; o < job->outer; o++) {
-            int32_t b = ly_avx2_amax_bits(job->x + (o * job->channels + c) * job->inner, job->inner);
+            int32_t b =
+                ly_avx2_amax_bits(job->x + (o * job->channels + c) * job->inner, job->inner);
             m = b > m ? b : m;
         }
         int8pc_store_scale(job, c, m);
@@ -119,7 +120,8 @@ static void int8pc_narrow_amax_range(void *ctx, int64_t begin, int64_t end)
             m = _mm256_max_epi32(m, ly_avx2_abs_bits(ly_avx2_load_n(job->x + o * job->row + p, n)));
         int32_t lanes[8];
         _mm256_storeu_si256((__m256i *)lanes, m);
-        for (int64_t k = 0; k < 8 && k < n; k++) job->amax_row[p + k] = lanes[k];
+        for (int64_t k = 0; k < 8 && k < n; k++)
+            job->amax_row[p + k] = lanes[k];
     }
 }
 
@@ -168,7 +170,8 @@ static ly_status int8_per_channel(const ly_kernel_call *call, const ly_tensor *w
             }
         }
     }
-    for (size_t c = 0; c < channels; c++) inv[c] = 1.0f / scale[c];
+    for (size_t c = 0; c < channels; c++)
+        inv[c] = 1.0f / scale[c];
     job.scale = scale;
     job.inv = inv;
 
@@ -212,7 +215,8 @@ static void int8aff_range(void *ctx, int64_t begin, int64_t end)
     const __m256 scale = _mm256_set1_ps(job->scale);
     for (int64_t i = begin; i < end; i += 8) {
         int64_t n = end - i;
-        __m256 r = _mm256_add_ps(zp, ly_avx2_rint(_mm256_mul_ps(ly_avx2_load_n(job->x + i, n), inv)));
+        __m256 r =
+            _mm256_add_ps(zp, ly_avx2_rint(_mm256_mul_ps(ly_avx2_load_n(job->x + i, n), inv)));
         __m256 y;
         if (job->grad) {
             __m256 keep = _mm256_and_ps(ly_avx2_int8_in_range(r), _mm256_set1_ps(1.0f));

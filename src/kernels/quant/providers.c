@@ -1,11 +1,15 @@
 /*
  * Registers the AVX2+FMA quant implementations, all named "avx2". They handle
  * every input the slots' validators accept (any shape, tails, empty tensors),
- * so the predicate only asks for the instruction sets.
+ * so the predicate only asks for the instruction sets. This file is compiled
+ * for the baseline ISA: it runs before anyone knows the CPU has AVX2.
  */
-#include "kernels/quant/quant_avx2.h"
+#include "core/core.h"
+#include "kernels/quant/providers.h"
 #include "kernels/slot.h"
 #include "quant/reference.h"
+
+#ifdef LY_HAVE_AVX2_PROVIDERS
 
 static ly_status avx2_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                 const char **why_not)
@@ -32,7 +36,8 @@ void ly_register_quant_avx2(void)
         {LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC, ly_avx2_fake_quant_mxfp4_dynamic},
         {LY_SLOT_UNPACK_INT_GROUPED, ly_avx2_unpack_int_grouped},
         {LY_SLOT_UNPACK_NVFP4, ly_avx2_unpack_nvfp4},
-        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, ly_avx2_fake_quant_int8_per_channel_backward},
+        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD,
+         ly_avx2_fake_quant_int8_per_channel_backward},
         {LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD, ly_avx2_fake_quant_int8_affine_backward},
         {LY_SLOT_FAKE_QUANT_FP8_BACKWARD, ly_avx2_fake_quant_fp8_backward},
         {LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD, ly_avx2_fake_quant_int_grouped_backward},
@@ -48,3 +53,5 @@ void ly_register_quant_avx2(void)
                    ly_last_error());
     }
 }
+
+#endif
