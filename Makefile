@@ -3,8 +3,9 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 BUILD ?= build
 BUILD_SAN ?= build-sanitize
+BUILD_PORTABLE ?= build-portable
 
-.PHONY: all build demo test test-fast test-sanitize clean format
+.PHONY: all build demo test test-fast test-sanitize test-portable clean format
 
 all: build
 
@@ -15,7 +16,9 @@ build:
 demo: build
 	./$(BUILD)/libreyolo kernels
 
-test: test-fast test-sanitize
+# Every test three ways: the default build (gcc), clang under ASan+UBSan, and the
+# portable build without the optional accelerated providers.
+test: test-fast test-sanitize test-portable
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -25,8 +28,13 @@ test-sanitize:
 	@$(CMAKE) --build $(BUILD_SAN) -j$(JOBS)
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
+test-portable:
+	@$(CMAKE) -S . -B $(BUILD_PORTABLE) -DCMAKE_BUILD_TYPE=Release -DLIBREYOLO_WITH_AVX2=OFF >/dev/null
+	@$(CMAKE) --build $(BUILD_PORTABLE) -j$(JOBS)
+	cd $(BUILD_PORTABLE) && ctest --output-on-failure -j$(JOBS)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_PORTABLE)

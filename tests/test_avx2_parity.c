@@ -760,30 +760,6 @@ static void test_mxfp4_exponent(void **state)
     skip();
 }
 
-/* The round trip for |x| <= 448 (and NaN), which the kernels use after their
- * clamps: every such fp32 value of one sign below 2^-5 and a sweep above. */
-static void check_e4m3_round_range(uint32_t first, uint32_t last, uint32_t step)
-{
-    enum { CHUNK = 4096 };
-    static float x[CHUNK], got[CHUNK];
-    int64_t n = 0;
-    for (uint64_t b = first;; b += step) {
-        bool end = b > last;
-        if (!end) x[n++] = from_bits((uint32_t)b);
-        if (n == CHUNK || (end && n > 0)) {
-            ly_avx2_e4m3_round_clamped_array(x, n, got);
-            for (int64_t i = 0; i < n; i++) {
-                float want = ly_nm_e4m3_to_fp32(ly_nm_fp32_to_e4m3(x[i]));
-                if (bits_of(got[i]) != bits_of(want))
-                    fail_msg("e4m3 round trip of %a (0x%08x): reference 0x%08x avx2 0x%08x",
-                             (double)x[i], bits_of(x[i]), bits_of(want), bits_of(got[i]));
-            }
-            n = 0;
-        }
-        if (end) break;
-    }
-}
-
 static void test_e4m3_primitives(void **state)
 {
     (void)state;
