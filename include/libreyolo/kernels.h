@@ -51,11 +51,27 @@ LY_API ly_status ly_cpu_features_get(ly_cpu_features *out);
 /* Scalar arguments. Each slot documents which fields it reads; the others are
  * ignored. ly_kernel_params_default() gives the defaults. */
 typedef struct ly_kernel_params {
-    int64_t axis;        /* fake_quant_int8_per_channel: channel axis (default 0) */
+    int64_t axis;        /* fake_quant_int8_per_channel: channel axis (default 0); concat axis */
     int64_t bits;        /* int grouped: 2 or 4 (default 4) */
     int64_t group_size;  /* int grouped: elements per group (default 128) */
     int64_t in_features; /* unpack: columns to keep (default: all) = -1 */
+    int64_t stride[2];   /* conv2d, pooling: (h, w), default (1, 1) */
+    int64_t padding[2];  /* conv2d, pooling: (h, w), applied on both sides, default (0, 0) */
+    int64_t dilation[2]; /* conv2d: (h, w), default (1, 1) */
+    int64_t kernel[2];   /* pooling window (h, w), default (1, 1) */
+    int64_t groups;      /* conv2d: default 1 */
+    int64_t activation;  /* conv2d: an ly_activation, default LY_ACT_NONE */
+    int64_t scale;       /* upsample_nearest2d: integer factor, default 2 */
+    int64_t count_include_pad; /* avg_pool2d: 1 (default, as PyTorch) or 0 */
 } ly_kernel_params;
+
+/* Activations fused into conv2d. */
+typedef enum ly_activation {
+    LY_ACT_NONE = 0,
+    LY_ACT_SILU = 1,    /* x * sigmoid(x) */
+    LY_ACT_SIGMOID = 2, /* 1 / (1 + exp(-x)) */
+    LY_ACT_RELU = 3
+} ly_activation;
 
 /* One invocation of a slot. Inputs that a slot marks optional may be NULL
  * (e.g. the scale of fake_quant_int8_per_channel: NULL = computed from data). */

@@ -183,21 +183,33 @@ static ly_status register_locked(const char *slot_name, const char *name, ly_ker
     return LY_OK;
 }
 
+/* The builtin slot tables, in registration order. */
+static const struct {
+    const ly_slot_def *defs;
+    const size_t *count;
+} builtin_tables[] = {
+    {ly_quant_slots, &ly_quant_slot_count},
+    {ly_nn_slots, &ly_nn_slot_count},
+};
+
 static void register_builtin_slots(void)
 {
     pthread_mutex_lock(&registry_lock);
-    for (size_t i = 0; i < ly_quant_slot_count; i++)
-        if (register_locked(ly_quant_slots[i].name, "reference", ly_quant_slots[i].reference,
-                            NULL) != LY_OK)
-            ly_log(LY_LOG_ERROR, "cannot register the reference of slot '%s'",
-                   ly_quant_slots[i].name);
+    for (size_t t = 0; t < sizeof builtin_tables / sizeof builtin_tables[0]; t++)
+        for (size_t i = 0; i < *builtin_tables[t].count; i++) {
+            const ly_slot_def *def = &builtin_tables[t].defs[i];
+            if (register_locked(def->name, "reference", def->reference, NULL) != LY_OK)
+                ly_log(LY_LOG_ERROR, "cannot register the reference of slot '%s'", def->name);
+        }
     pthread_mutex_unlock(&registry_lock);
 }
 
 const ly_slot_def *ly_slot_def_find(const char *name)
 {
-    for (size_t i = 0; i < ly_quant_slot_count; i++)
-        if (strcmp(ly_quant_slots[i].name, name) == 0) return &ly_quant_slots[i];
+    for (size_t t = 0; t < sizeof builtin_tables / sizeof builtin_tables[0]; t++)
+        for (size_t i = 0; i < *builtin_tables[t].count; i++)
+            if (strcmp(builtin_tables[t].defs[i].name, name) == 0)
+                return &builtin_tables[t].defs[i];
     return NULL;
 }
 
@@ -215,6 +227,7 @@ static void ensure_providers(const char *selection)
 #ifdef LY_HAVE_AVX2_PROVIDERS
         ly_register_quant_avx2();
 #endif
+        ly_register_nn_providers();
         atomic_store_explicit(&providers_loaded, true, memory_order_release);
     }
     pthread_mutex_unlock(&providers_lock);
@@ -291,7 +304,17 @@ ly_status ly_kernel_call_init(ly_kernel_call *call)
 {
     if (!call) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_kernel_call_init: call is NULL");
     *call = (ly_kernel_call){
-        .params = {.axis = 0, .bits = 4, .group_size = 128, .in_features = -1},
+        .params = {.axis = 0,
+                   .bits = 4,
+                   .group_size = 128,
+                   .in_features = -1,
+                   .stride = {1, 1},
+                   .dilation = {1, 1},
+                   .kernel = {1, 1},
+                   .groups = 1,
+                   .activation = LY_ACT_NONE,
+                   .scale = 2,
+                   .count_include_pad = 1},
     };
     return LY_OK;
 }

@@ -18,6 +18,8 @@ typedef struct ly_slot_def {
  * initialises (in this order). */
 extern const ly_slot_def ly_quant_slots[];
 extern const size_t ly_quant_slot_count;
+extern const ly_slot_def ly_nn_slots[]; /* src/nn/slots.c */
+extern const size_t ly_nn_slot_count;
 
 /* Contract of a builtin slot, or NULL. */
 const ly_slot_def *ly_slot_def_find(const char *name);
@@ -25,5 +27,8 @@ const ly_slot_def *ly_slot_def_find(const char *name);
 /* In-tree accelerated providers: each registers its implementations. Called once,
  * at the first resolution, unless LIBREYOLO_KERNELS is off/reference. */
 void ly_register_quant_avx2(void);
+/* Network-op providers from optional libraries (oneDNN, XNNPACK, OpenBLAS), each
+ * compiled only when CMake found its library. */
+void ly_register_nn_providers(void);
 
 #endif

@@ -1,0 +1,104 @@
+/*
+ * Detectors: load a checkpoint, predict on an image file or a pixel buffer, read
+ * the results.
+ *
+ *   ly_model *m;
+ *   ly_model_load("LibreYOLO9t.pt", NULL, &m);
+ *   ly_predict_options opt;
+ *   ly_predict_options_init(&opt);
+ *   ly_results *r;
+ *   ly_model_predict_file(m, "photo.jpg", &opt, &r);
+ *   size_t n; ly_results_count(r, &n);
+ *   for (size_t i = 0; i < n; i++) { ly_detection d; ly_results_get(r, i, &d); ... }
+ *   ly_results_free(r);
+ *   ly_model_free(m);
+ *
+ * Pre- and post-processing are LibreYOLO's (yolo9.md 1.5-1.8): RGB, top-left
+ * letterbox on 114, bilinear resize, /255; multi-label candidates with
+ * score > conf, class-aware NMS, max_det; boxes in original-image pixels,
+ * descending score.
+ */
+#ifndef LIBREYOLO_MODEL_H
+#define LIBREYOLO_MODEL_H
+
+#include "libreyolo/libreyolo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ly_model ly_model;
+typedef struct ly_results ly_results;
+
+typedef struct ly_model_options {
+    int threads; /* 0: LIBREYOLO_THREADS, else all logical CPUs */
+} ly_model_options;
+
+LY_API ly_status ly_model_load(const char *path, const ly_model_options *options, ly_model **out);
+LY_API ly_status ly_model_free(ly_model *model);
+
+typedef struct ly_model_info {
+    const char *family; /* "yolo9" */
+    const char *size;   /* "t", "s", "m", "c" */
+    const char *task;   /* "detect" */
+    int64_t nc;
+    int64_t imgsz;      /* square input size the checkpoint was made for */
+    const char *const *names; /* nc entries */
+} ly_model_info;
+
+LY_API ly_status ly_model_get_info(const ly_model *model, ly_model_info *info);
+LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
+
+typedef struct ly_predict_options {
+    float conf;      /* 0.25 */
+    float iou;       /* 0.45 */
+    int max_det;     /* 300 */
+    int imgsz;       /* 0: the checkpoint's */
+    const int *classes; /* keep only these class ids (NULL: all) */
+    size_t n_classes;
+} ly_predict_options;
+
+LY_API ly_status ly_predict_options_init(ly_predict_options *options);
+
+typedef enum ly_pixel_format { LY_PIXELS_RGB = 0, LY_PIXELS_BGR = 1 } ly_pixel_format;
+
+/* Interleaved 8-bit pixels, 3 channels, rows `stride` bytes apart. */
+typedef struct ly_image_view {
+    const uint8_t *pixels;
+    int width, height;
+    size_t stride;
+    ly_pixel_format format;
+} ly_image_view;
+
+LY_API ly_status ly_model_predict_file(ly_model *model, const char *path,
+                                       const ly_predict_options *options, ly_results **out);
+LY_API ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
+                                        const ly_predict_options *options, ly_results **out);
+
+typedef struct ly_detection {
+    float xyxy[4]; /* original-image pixels */
+    float conf;
+    int cls;
+    const char *name; /* class name ("" if the checkpoint has none) */
+} ly_detection;
+
+LY_API ly_status ly_results_count(const ly_results *results, size_t *count);
+LY_API ly_status ly_results_get(const ly_results *results, size_t index, ly_detection *out);
+LY_API ly_status ly_results_orig_shape(const ly_results *results, int *height, int *width);
+/* Milliseconds spent in preprocessing, the network, and postprocessing. */
+LY_API ly_status ly_results_speed(const ly_results *results, double *preprocess_ms,
+                                  double *inference_ms, double *postprocess_ms);
+LY_API ly_status ly_results_free(ly_results *results);
+
+/* Run the network alone on a preprocessed input [1, 3, H, W] and visit each raw
+ * output by name (YOLO9: "predictions", "raw_p3", "raw_p4", "raw_p5"). The views
+ * are valid during the callback only. */
+typedef void (*ly_model_output_fn)(const char *name, const ly_tensor *output, void *user);
+LY_API ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_fn visit,
+                              void *user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * Network-op slots. Each has a portable C reference (src/nn/) that defines the
+ * numbers and accelerated providers from optional libraries (oneDNN "onednn",
+ * XNNPACK "xnnpack", OpenBLAS "openblas"), registered by name so
+ * LIBREYOLO_KERNELS=onednn etc. selects one. Parity with the reference is within
+ * a stated tolerance (summation order differs), not bit-exact.
+ *
+ * Operand contracts (f32, C-contiguous NCHW unless said):
+ *
+ *  conv2d              in: x [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or NULL,
+ *                          residual [N, O, Ho, Wo] or NULL
+ *                      params: stride, padding, dilation, groups, activation
+ *                      out: [N, O, Ho, Wo] = act(conv(x, weight) + bias) + residual,
+ *                      Ho = (H + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for W)
+ *  max_pool2d          in: x   params: kernel, stride, padding (pads are -inf)   out: [N, C, Ho, Wo]
+ *  avg_pool2d          in: x   params: kernel, stride, padding, count_include_pad  out: [N, C, Ho, Wo]
+ *  upsample_nearest2d  in: x   params: scale                      out: [N, C, H*scale, W*scale]
+ *  concat              in: up to 4 tensors equal but on `axis`   params: axis   out: joined
+ *  silu, sigmoid       in: x (any shape)                          out: [x shape]
+ *  dfl                 in: x [N, 4*R, A] (side-major: channel = side*R + bin)
+ *                      out: [N, 4, A] = sum_b b * softmax_b(x[side*R + b]) per side
+ */
+#ifndef LIBREYOLO_NN_H
+#define LIBREYOLO_NN_H
+
+#include "libreyolo/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LY_SLOT_CONV2D "conv2d"
+#define LY_SLOT_MAX_POOL2D "max_pool2d"
+#define LY_SLOT_AVG_POOL2D "avg_pool2d"
+#define LY_SLOT_UPSAMPLE_NEAREST2D "upsample_nearest2d"
+#define LY_SLOT_CONCAT "concat"
+#define LY_SLOT_SILU "silu"
+#define LY_SLOT_SIGMOID "sigmoid"
+#define LY_SLOT_DFL "dfl"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
