@@ -29,7 +29,8 @@ test-sanitize:
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
 test-portable:
-	@$(CMAKE) -S . -B $(BUILD_PORTABLE) -DCMAKE_BUILD_TYPE=Release -DLIBREYOLO_WITH_AVX2=OFF >/dev/null
+	@$(CMAKE) -S . -B $(BUILD_PORTABLE) -DCMAKE_BUILD_TYPE=Release -DLIBREYOLO_WITH_AVX2=OFF -DLIBREYOLO_WITH_ONEDNN=OFF \
+		-DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_STB=OFF >/dev/null
 	@$(CMAKE) --build $(BUILD_PORTABLE) -j$(JOBS)
 	cd $(BUILD_PORTABLE) && ctest --output-on-failure -j$(JOBS)
 
