@@ -9,6 +9,7 @@
  * the caller sees, not DRAM traffic.
  */
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/core.h"
 #include "libreyolo/quant.h"
 
@@ -445,28 +446,6 @@ static void bench_slot(const char *slot, buffers *b, size_t numel, double copy_g
     }
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
-static void json_number(double v)
-{
-    if (isfinite(v))
-        printf("%.6g", v);
-    else
-        printf("null");
-}
-
 typedef struct copy_result {
     double size_bytes;
     double memcpy_gbps, streaming_gbps; /* read + write bytes per second / 1e9 */
@@ -479,37 +458,37 @@ static void print_json(const rows *rs, const copy_result *copies, int n_copies, 
     printf("{\"threads\": %d, \"repeat\": %d, \"copy_bandwidth\": [", threads, repeat);
     for (int i = 0; i < n_copies; i++) {
         printf("%s{\"size_bytes\": %.0f, \"gbps\": ", i ? ", " : "", copies[i].size_bytes);
-        json_number(copies[i].gbps);
+        ly_json_number(stdout, copies[i].gbps);
         printf(", \"memcpy_gbps\": ");
-        json_number(copies[i].memcpy_gbps);
+        ly_json_number(stdout, copies[i].memcpy_gbps);
         printf(", \"streaming_gbps\": ");
-        json_number(copies[i].streaming_gbps);
+        ly_json_number(stdout, copies[i].streaming_gbps);
         printf("}");
     }
     printf("], \"results\": [");
     for (size_t i = 0; i < rs->n; i++) {
         const row *r = &rs->items[i];
         printf("%s{\"slot\": ", i ? ", " : "");
-        json_string(r->slot);
+        ly_json_string(stdout, r->slot);
         printf(", \"impl\": ");
-        json_string(r->impl);
+        ly_json_string(stdout, r->impl);
         printf(", \"size_bytes\": %.0f", r->size_bytes);
         if (r->status != LY_OK) {
             printf(", \"status\": ");
-            json_string(ly_status_name(r->status));
+            ly_json_string(stdout, ly_status_name(r->status));
             printf(", \"error\": ");
-            json_string(r->why);
+            ly_json_string(stdout, r->why);
             printf("}");
             continue;
         }
         printf(", \"status\": \"LY_OK\", \"bytes\": %.0f, \"time_s\": ", r->bytes);
-        json_number(r->t.best_s);
+        ly_json_number(stdout, r->t.best_s);
         printf(", \"samples\": %d, \"gbps\": ", r->t.samples);
-        json_number(r->bytes / r->t.best_s * 1e-9);
+        ly_json_number(stdout, r->bytes / r->t.best_s * 1e-9);
         printf(", \"speedup\": ");
-        json_number(r->speedup);
+        ly_json_number(stdout, r->speedup);
         printf(", \"copy_fraction\": ");
-        json_number(r->copy_fraction);
+        ly_json_number(stdout, r->copy_fraction);
         printf("}");
     }
     printf("]}\n");

@@ -1,6 +1,7 @@
 /* `libreyolo kernels`: which implementation serves each slot here, and why. */
 #include "libreyolo/kernels.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -136,50 +137,16 @@ static bool selection_is_reference_only(const selection *sel)
 
 /* ---- Output ------------------------------------------------------------------ */
 
-static void json_string(FILE *to, const char *s)
-{
-    if (!s) {
-        fputs("null", to);
-        return;
-    }
-    fputc('"', to);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", to);
-            break;
-        case '\\':
-            fputs("\\\\", to);
-            break;
-        case '\n':
-            fputs("\\n", to);
-            break;
-        case '\r':
-            fputs("\\r", to);
-            break;
-        case '\t':
-            fputs("\\t", to);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(to, "\\u%04x", *p);
-            else
-                fputc(*p, to);
-        }
-    }
-    fputc('"', to);
-}
-
 static void print_json(const report *r, const selection *sel, bool all)
 {
     fputs("{\"version\": ", stdout);
-    json_string(stdout, ly_version());
+    ly_json_string(stdout, ly_version());
     fputs(", \"selection\": ", stdout);
     if (sel->variable) {
         fputs("{\"variable\": ", stdout);
-        json_string(stdout, sel->variable);
+        ly_json_string(stdout, sel->variable);
         fputs(", \"value\": ", stdout);
-        json_string(stdout, sel->value);
+        ly_json_string(stdout, sel->value);
         fputs("}", stdout);
     } else {
         fputs("null", stdout);
@@ -187,9 +154,9 @@ static void print_json(const report *r, const selection *sel, bool all)
     fputs(", \"active\": {", stdout);
     for (size_t i = 0; i < r->n_slots; i++) {
         fputs(i ? ", " : "", stdout);
-        json_string(stdout, r->slots[i].slot);
+        ly_json_string(stdout, r->slots[i].slot);
         fputs(": ", stdout);
-        json_string(stdout, r->slots[i].active);
+        ly_json_string(stdout, r->slots[i].active);
     }
     fputs("}", stdout);
     if (all) {
@@ -197,16 +164,16 @@ static void print_json(const report *r, const selection *sel, bool all)
         for (size_t i = 0; i < r->n_slots; i++) {
             const slot_row *row = &r->slots[i];
             fputs(i ? ", {\"slot\": " : "{\"slot\": ", stdout);
-            json_string(stdout, row->slot);
+            ly_json_string(stdout, row->slot);
             fputs(", \"active\": ", stdout);
-            json_string(stdout, row->active);
+            ly_json_string(stdout, row->active);
             fputs(", \"implementations\": [", stdout);
             for (size_t j = 0; j < row->n_impls; j++) {
                 fputs(j ? ", {\"name\": " : "{\"name\": ", stdout);
-                json_string(stdout, row->impls[j].name);
+                ly_json_string(stdout, row->impls[j].name);
                 fprintf(stdout, ", \"eligible\": %s, \"why_not\": ",
                         row->impls[j].eligible ? "true" : "false");
-                json_string(stdout, row->impls[j].eligible ? NULL : row->impls[j].why_not);
+                ly_json_string(stdout, row->impls[j].eligible ? NULL : row->impls[j].why_not);
                 fputs("}", stdout);
             }
             fputs("]}", stdout);

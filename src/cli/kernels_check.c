@@ -1,5 +1,6 @@
 /* `libreyolo kernels check`: the parity harness (src/kernels/check.h) as a table. */
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/core.h"
 #include "kernels/check.h"
 
@@ -94,31 +95,6 @@ static void format_diff(double d, char *buf, size_t size)
         snprintf(buf, size, "%.3g", d);
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
-static void json_float(double v)
-{
-    if (v != v || v == INFINITY || v == -INFINITY) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "%g", v);
-        json_string(buf);
-    } else {
-        printf("%.9g", v);
-    }
-}
-
 static void print_json(const results *rs, const ly_check_options *opt, int failed)
 {
     printf("{\"size\": \"%s\", \"threads\": %d, \"failed\": %d, \"results\": [",
@@ -127,16 +103,16 @@ static void print_json(const results *rs, const ly_check_options *opt, int faile
         const ly_check_result *r = &rs->items[i];
         char verdict[192];
         printf("%s{\"slot\": ", i ? ", " : "");
-        json_string(r->slot);
+        ly_json_string(stdout, r->slot);
         printf(", \"impl\": ");
-        json_string(r->impl);
+        ly_json_string(stdout, r->impl);
         printf(", \"verdict\": ");
-        json_string(ly_check_verdict(r, verdict, sizeof verdict));
+        ly_json_string(stdout, ly_check_verdict(r, verdict, sizeof verdict));
         printf(", \"failed\": %s, \"skipped\": %s", ly_check_result_failed(r) ? "true" : "false",
                r->skipped ? "true" : "false");
         if (r->skipped) {
             printf(", \"why_skipped\": ");
-            json_string(r->why_skipped);
+            ly_json_string(stdout, r->why_skipped);
             printf("}");
             continue;
         }
@@ -146,31 +122,31 @@ static void print_json(const results *rs, const ly_check_options *opt, int faile
                ", \"bit_differences\": %" PRId64 ", \"max_abs_diff\": ",
                r->cases, r->rejected, r->declined, r->errors, r->elements, r->mismatches,
                r->bit_differences);
-        json_float(r->max_abs_diff);
+        ly_json_number(stdout, r->max_abs_diff);
         if (r->errors) {
             printf(", \"first_error\": ");
-            json_string(r->first_error);
+            ly_json_string(stdout, r->first_error);
         }
         printf(", \"mismatch_examples\": [");
         for (int k = 0; k < r->n_shown; k++) {
             const ly_check_mismatch *m = &r->shown[k];
             char bits[16];
             printf("%s{\"case\": ", k ? ", " : "");
-            json_string(m->case_name);
+            ly_json_string(stdout, m->case_name);
             printf(", \"output\": %d, \"shape\": ", m->output);
-            json_string(m->shape);
+            ly_json_string(stdout, m->shape);
             printf(", \"index\": %" PRId64 ", \"inputs\": ", m->index);
-            json_string(m->inputs);
+            ly_json_string(stdout, m->inputs);
             printf(", \"reference\": ");
-            json_float(m->reference);
+            ly_json_number(stdout, m->reference);
             snprintf(bits, sizeof bits, "0x%08" PRIx32, m->reference_bits);
             printf(", \"reference_bits\": ");
-            json_string(bits);
+            ly_json_string(stdout, bits);
             printf(", \"impl\": ");
-            json_float(m->impl);
+            ly_json_number(stdout, m->impl);
             snprintf(bits, sizeof bits, "0x%08" PRIx32, m->impl_bits);
             printf(", \"impl_bits\": ");
-            json_string(bits);
+            ly_json_string(stdout, bits);
             printf("}");
         }
         printf("]}");
