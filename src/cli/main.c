@@ -13,7 +13,12 @@ static void print_usage(FILE *to)
           "  kernels [--all] [--json]     show which implementation serves each kernel slot\n"
           "  kernels check [...]          run every implementation against the reference\n"
           "  kernels run SLOT [...]       run one slot on .npy inputs\n"
-          "  bench kernels [...]          measure every implementation\n"
+          "  bench kernels [...]          measure every quant kernel implementation\n"
+          "  bench conv [...]             time every conv2d provider on LibreYOLO9t's convolutions\n"
+          "  bench model --model M [...]  latency, load time and memory, against ONNX Runtime and PyTorch\n"
+          "  predict --model M --source P detect objects in images\n"
+          "  run --model M --input X.npy  run the network alone, write its outputs\n"
+          "  info --model M               what a checkpoint holds\n"
           "\n"
           "Run `libreyolo <command> --help` for a command's options.\n",
           to);
@@ -45,6 +50,9 @@ int main(int argc, char **argv)
     char **sub_argv = argv + i + 1;
     if (strcmp(command, "kernels") == 0) return ly_cli_kernels(sub_argc, sub_argv);
     if (strcmp(command, "bench") == 0) return ly_cli_bench(sub_argc, sub_argv);
+    if (strcmp(command, "predict") == 0) return ly_cli_predict(sub_argc, sub_argv);
+    if (strcmp(command, "run") == 0) return ly_cli_run(sub_argc, sub_argv);
+    if (strcmp(command, "info") == 0) return ly_cli_info(sub_argc, sub_argv);
     if (strcmp(command, "help") == 0) {
         print_usage(stdout);
         return 0;

@@ -30,6 +30,10 @@ static inline int ly_avx2_threads(const ly_kernel_call *call, int64_t numel)
     return ly_threads_resolve(call->threads);
 }
 
+/* The kernels' inner loops are instantiated per format and store mode: the
+ * compiler must see the constant arguments to drop the untaken branches. */
+#define LY_AVX2_INLINE static inline __attribute__((always_inline))
+
 /* ---- loads and stores of partial vectors ----------------------------------- */
 
 /* Lanes [0, n) set, n in [0, 8]. */
@@ -52,6 +56,92 @@ static inline void ly_avx2_store_n(float *p, int64_t n, __m256 v)
         _mm256_storeu_ps(p, v);
     else
         _mm256_maskstore_ps(p, ly_avx2_lane_mask(n), v);
+}
+
+/* ---- streaming (non-temporal) stores ------------------------------------------
+ *
+ * An output larger than the last-level cache would only evict the input from it,
+ * and a normal store first reads the line it writes (a third memory stream).
+ * Outputs of at least this size are written with non-temporal stores; smaller
+ * ones stay in the caches, where the next op finds them. Sanitized builds stream
+ * from a much smaller size so that the tests' tensors exercise both paths. */
+#ifdef LY_SANITIZED
+#define LY_AVX2_STREAM_MIN_BYTES ((int64_t)64 << 10)
+#else
+#define LY_AVX2_STREAM_MIN_BYTES ((int64_t)8 << 20)
+#endif
+
+#include <stdlib.h> /* H5TEMP */
+static inline bool ly_avx2_streaming(int64_t out_numel)
+{
+    const char *h5 = getenv("H5_STREAM"); /* H5TEMP */
+    if (h5) return h5[0] == '1'; /* H5TEMP */
+    return out_numel * (int64_t)sizeof(float) >= LY_AVX2_STREAM_MIN_BYTES;
+}
+
+/* How a kernel instantiation stores its outputs. Streaming needs 16-byte
+ * aligned outputs (every allocator gives that; a view at an odd offset takes
+ * the cached path) and a kernel that produces whole vectors in memory order.
+ * With a destination that is 16 but not 32-byte aligned, each aligned vector is
+ * put together from the upper half of one result and the lower half of the next. */
+typedef enum ly_avx2_store {
+    LY_AVX2_CACHED,    /* ordinary stores */
+    LY_AVX2_NT,        /* non-temporal, destination 32-byte aligned */
+    LY_AVX2_NT_SHIFTED /* non-temporal, destination 16 mod 32 */
+} ly_avx2_store;
+
+/* The store mode for outputs starting at p, n floats in all, of a kernel whose
+ * ranges start at multiples of 8 floats from p and write whole vectors. */
+static inline ly_avx2_store ly_avx2_store_mode(const float *p, int64_t n)
+{
+    if (!ly_avx2_streaming(n) || ((uintptr_t)p & 15) != 0) return LY_AVX2_CACHED;
+    return ((uintptr_t)p & 31) == 0 ? LY_AVX2_NT : LY_AVX2_NT_SHIFTED;
+}
+
+/* One range's outputs, in memory order. */
+typedef struct ly_avx2_writer {
+    float *at;    /* streaming: the next aligned destination */
+    __m256 carry; /* NT_SHIFTED: the last vector, whose upper half is not written yet */
+    bool started;
+} ly_avx2_writer;
+
+LY_AVX2_INLINE void ly_avx2_writer_begin(ly_avx2_writer *w, ly_avx2_store mode, float *p)
+{
+    w->at = p;
+    w->carry = _mm256_setzero_ps();
+    w->started = mode != LY_AVX2_NT_SHIFTED;
+}
+
+/* The eight outputs at p (p: where they go, which streaming modes know already). */
+LY_AVX2_INLINE void ly_avx2_put(ly_avx2_writer *w, ly_avx2_store mode, float *p, __m256 v)
+{
+    if (mode == LY_AVX2_CACHED) {
+        _mm256_storeu_ps(p, v);
+    } else if (mode == LY_AVX2_NT) {
+        _mm256_stream_ps(w->at, v);
+        w->at += 8;
+    } else if (w->started) {
+        _mm256_stream_ps(w->at, _mm256_permute2f128_ps(w->carry, v, 0x21));
+        w->at += 8;
+        w->carry = v;
+    } else {
+        _mm_stream_ps(w->at, _mm256_castps256_ps128(v));
+        w->at += 4;
+        w->carry = v;
+        w->started = true;
+    }
+}
+
+/* Writes what is pending; then the last n < 8 outputs at p, if any, with an
+ * ordinary store; and orders the non-temporal stores before whatever the caller
+ * does next (another thread reads the output after joining this one). */
+LY_AVX2_INLINE void ly_avx2_writer_end(ly_avx2_writer *w, ly_avx2_store mode, float *p, int64_t n,
+                                       __m256 v)
+{
+    if (mode == LY_AVX2_NT_SHIFTED && w->started)
+        _mm_stream_ps(w->at, _mm256_extractf128_ps(w->carry, 1));
+    if (n > 0) ly_avx2_store_n(p, n, v);
+    if (mode != LY_AVX2_CACHED) _mm_sfence();
 }
 
 /* ---- NaN-propagating |x| maximum -------------------------------------------
@@ -270,20 +360,31 @@ static inline __m256 ly_avx2_e4m3_round_clamped(__m256 x)
  * 0, 0.5, 1 and two compares pick them. A NaN y gets q = 6 (never a NaN, so
  * q - y carries y's own NaN, as in the reference, whose q is 6 * sign(NaN) = 0).
  * The sign of a zero q never shows: y + (q - y) is +0 for y = +-0 and -y + y
- * otherwise. */
+ * otherwise.
+ *
+ * The magnitude is handled as an integer: |y| bits order like the floats, with
+ * every NaN above +inf, so the integer min with 6 maps NaN to 6 like the float
+ * min does, and the compares need no NaN care (a NaN takes the min path). Integer
+ * operations run on every vector pipe, float compares and min on only some, and
+ * the division of the callers already loads those. */
 static inline __m256 ly_avx2_e2m1_ste(__m256 y)
 {
-    const __m256 sign_mask = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f);
-    __m256 a = _mm256_andnot_ps(sign_mask, y);
-    __m256i m = _mm256_castps_si256(_mm256_min_ps(a, _mm256_set1_ps(6.0f)));
-    __m256 big = _mm256_castsi256_ps(_mm256_and_si256(
-        _mm256_add_epi32(m, _mm256_set1_epi32(0x1FFFFF)), _mm256_set1_epi32((int)0xFFC00000u)));
-    __m256 small =
-        _mm256_add_ps(_mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(0.25f), _CMP_GT_OQ), half),
-                      _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(0.75f), _CMP_GT_OQ), half));
-    __m256 q = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(1.0f), _CMP_LT_OQ));
-    q = _mm256_or_ps(q, _mm256_and_ps(y, sign_mask));
-    return _mm256_add_ps(y, _mm256_sub_ps(q, y));
+    const __m256i sign_mask = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i bits = _mm256_castps_si256(y);
+    const __m256i a = _mm256_andnot_si256(sign_mask, bits);
+    const __m256i m = _mm256_min_epi32(a, _mm256_set1_epi32(0x40C00000)); /* 6.0f */
+    const __m256i big = _mm256_and_si256(_mm256_add_epi32(m, _mm256_set1_epi32(0x1FFFFF)),
+                                         _mm256_set1_epi32((int)0xFFC00000u));
+    /* 0.5f = 0x3F000000 above 0.25, plus one exponent step (to 1.0f) above 0.75. */
+    const __m256i small = _mm256_add_epi32(
+        _mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3E800000)),
+                         _mm256_set1_epi32(0x3F000000)),
+        _mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F400000)),
+                         _mm256_set1_epi32(0x00800000)));
+    const __m256i at_least_one = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F7FFFFF));
+    __m256i q = _mm256_blendv_epi8(small, big, at_least_one);
+    q = _mm256_or_si256(q, _mm256_and_si256(bits, sign_mask));
+    return _mm256_add_ps(y, _mm256_sub_ps(_mm256_castsi256_ps(q), y));
 }
 
 /* ---- NaN payloads of commutative operations ----------------------------------

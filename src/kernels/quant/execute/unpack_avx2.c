@@ -14,6 +14,7 @@ typedef struct unpack_int_job {
     float *out;
     int64_t width, groups, cols, group;
     int bits;
+    ly_avx2_store store;
 } unpack_int_job;
 
 /* Eight codes starting at column c (c a multiple of 8), each in its own lane:
@@ -34,10 +35,13 @@ static inline __m256i int_codes(const unpack_int_job *job, const uint8_t *row, i
                             _mm256_set1_epi32((1 << job->bits) - 1));
 }
 
-static void unpack_int_range(void *ctx, int64_t begin, int64_t end)
+/* Rows [begin, end). Streamed calls have cols and group multiples of 8. */
+LY_AVX2_INLINE void unpack_int(const unpack_int_job *job, ly_avx2_store store, int64_t begin,
+                               int64_t end)
 {
-    const unpack_int_job *job = ctx;
     const __m256i qmin = _mm256_set1_epi32(-(1 << (job->bits - 1)));
+    ly_avx2_writer w;
+    ly_avx2_writer_begin(&w, store, job->out + begin * job->cols);
     for (int64_t r = begin; r < end; r++) {
         const uint8_t *row = job->payload + r * job->width;
         const float *scale = job->scale + r * job->groups;
@@ -51,7 +55,10 @@ static void unpack_int_range(void *ctx, int64_t begin, int64_t end)
                 for (int64_t c = c0; c < stop; c += 8) {
                     __m256 value =
                         _mm256_cvtepi32_ps(_mm256_add_epi32(int_codes(job, row, c), qmin));
-                    ly_avx2_store_n(out + c, stop - c, _mm256_mul_ps(value, s));
+                    if (stop - c >= 8)
+                        ly_avx2_put(&w, store, out + c, _mm256_mul_ps(value, s));
+                    else
+                        ly_avx2_store_n(out + c, stop - c, _mm256_mul_ps(value, s));
                 }
             }
             continue;
@@ -65,6 +72,18 @@ static void unpack_int_range(void *ctx, int64_t begin, int64_t end)
             ly_avx2_store_n(out + c, n, _mm256_mul_ps(value, _mm256_loadu_ps(lanes)));
         }
     }
+    ly_avx2_writer_end(&w, store, NULL, 0, _mm256_setzero_ps());
+}
+
+static void unpack_int_range(void *ctx, int64_t begin, int64_t end)
+{
+    const unpack_int_job *job = ctx;
+    if (job->store == LY_AVX2_NT)
+        unpack_int(job, LY_AVX2_NT, begin, end);
+    else if (job->store == LY_AVX2_NT_SHIFTED)
+        unpack_int(job, LY_AVX2_NT_SHIFTED, begin, end);
+    else
+        unpack_int(job, LY_AVX2_CACHED, begin, end);
 }
 
 ly_status ly_avx2_unpack_int_grouped(const ly_kernel_call *call)
@@ -80,6 +99,9 @@ ly_status ly_avx2_unpack_int_grouped(const ly_kernel_call *call)
                           .bits = (int)call->params.bits};
     int64_t rows = payload->shape[0];
     if (rows == 0 || job.cols == 0) return LY_OK;
+    job.store = job.cols % 8 == 0 && job.group % 8 == 0
+                    ? ly_avx2_store_mode(job.out, rows * job.cols)
+                    : LY_AVX2_CACHED;
     ly_parallel_for(rows, 1, ly_avx2_threads(call, rows * job.cols), unpack_int_range, &job);
     return LY_OK;
 }
@@ -93,6 +115,7 @@ typedef struct unpack_nv_job {
     float *out;
     int64_t width, blocks, cols;
     float tensor_scale;
+    ly_avx2_store store;
 } unpack_nv_job;
 
 /* Sixteen E2M1 values of one block (8 bytes, even element in the low nibble):
@@ -112,11 +135,14 @@ static inline void nv_block_values(const uint8_t *p, __m256 *lo, __m256 *hi)
     *hi = _mm256_xor_ps(_mm256_permutevar8x32_ps(levels, c1), _mm256_castsi256_ps(s1));
 }
 
-static void unpack_nv_range(void *ctx, int64_t begin, int64_t end)
+/* Rows [begin, end). Streamed calls have cols % 8 == 0. */
+LY_AVX2_INLINE void unpack_nv(const unpack_nv_job *job, ly_avx2_store store, int64_t begin,
+                              int64_t end)
 {
-    const unpack_nv_job *job = ctx;
     const __m256 ts = _mm256_set1_ps(job->tensor_scale), eps = _mm256_set1_ps(LY_QUANT_EPS);
     const int64_t used_blocks = (job->cols + LY_NVFP4_BLOCK - 1) / LY_NVFP4_BLOCK;
+    ly_avx2_writer w;
+    ly_avx2_writer_begin(&w, store, job->out + begin * job->cols);
     for (int64_t r = begin; r < end; r++) {
         const uint8_t *row = job->payload + r * job->width;
         float *out = job->out + r * job->cols;
@@ -139,11 +165,29 @@ static void unpack_nv_range(void *ctx, int64_t begin, int64_t end)
                 int64_t n = job->cols - c;
                 __m256 e = _mm256_set1_ps(eff[j]), lo, hi;
                 nv_block_values(row + (b0 + j) * 8, &lo, &hi);
-                ly_avx2_store_n(out + c, n, _mm256_mul_ps(lo, e));
-                if (n > 8) ly_avx2_store_n(out + c + 8, n - 8, _mm256_mul_ps(hi, e));
+                if (n >= 8)
+                    ly_avx2_put(&w, store, out + c, _mm256_mul_ps(lo, e));
+                else
+                    ly_avx2_store_n(out + c, n, _mm256_mul_ps(lo, e));
+                if (n >= 16)
+                    ly_avx2_put(&w, store, out + c + 8, _mm256_mul_ps(hi, e));
+                else if (n > 8)
+                    ly_avx2_store_n(out + c + 8, n - 8, _mm256_mul_ps(hi, e));
             }
         }
     }
+    ly_avx2_writer_end(&w, store, NULL, 0, _mm256_setzero_ps());
+}
+
+static void unpack_nv_range(void *ctx, int64_t begin, int64_t end)
+{
+    const unpack_nv_job *job = ctx;
+    if (job->store == LY_AVX2_NT)
+        unpack_nv(job, LY_AVX2_NT, begin, end);
+    else if (job->store == LY_AVX2_NT_SHIFTED)
+        unpack_nv(job, LY_AVX2_NT_SHIFTED, begin, end);
+    else
+        unpack_nv(job, LY_AVX2_CACHED, begin, end);
 }
 
 ly_status ly_avx2_unpack_nvfp4(const ly_kernel_call *call)
@@ -160,6 +204,7 @@ ly_status ly_avx2_unpack_nvfp4(const ly_kernel_call *call)
                              ly_nm_nvfp4_tensor_scale(((const float *)call->in[2]->data)[0])};
     int64_t rows = payload->shape[0];
     if (rows == 0 || job.cols == 0) return LY_OK;
+    job.store = job.cols % 8 == 0 ? ly_avx2_store_mode(job.out, rows * job.cols) : LY_AVX2_CACHED;
     ly_parallel_for(rows, 1, ly_avx2_threads(call, rows * job.cols), unpack_nv_range, &job);
     return LY_OK;
 }

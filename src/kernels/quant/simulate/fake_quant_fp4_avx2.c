@@ -79,7 +79,8 @@ static inline __m256 mx_eff(__m256i amax_bits)
 
 /* ---- the NVFP4 eff --------------------------------------------------------------- */
 
-/* bs = e4m3(clamp(amax / (6 ts'), 1e-12, 448)); eff = max(bs * ts', 1e-12). */
+/* bs = e4m3(clamp(amax / (6 ts'), 1e-12, 448)); eff = max(bs * ts', 1e-12); NaN for
+ * a NaN amax or ts'. */
 static inline __m256 nv_eff(__m256i amax_bits, float tensor_scale, float six_ts)
 {
     __m256 v = _mm256_div_ps(_mm256_castsi256_ps(amax_bits), _mm256_set1_ps(six_ts));
@@ -98,6 +99,7 @@ typedef struct fp4_job {
     int64_t cols, blocks_per_row;
     int block;
     bool mx, backward;
+    ly_avx2_store store;
     float tensor_scale, six_ts; /* NVFP4 */
 } fp4_job;
 
@@ -110,8 +112,9 @@ static inline __m256 fp4_transform(const fp4_job *job, __m256 v, __m256 eff, boo
     return eff_nan ? ly_avx2_nan_first(out, q) : out;
 }
 
-/* Blocks [blk, blk + count) of one row, count <= 8. */
-static inline void fp4_chunk(const fp4_job *job, int block, int64_t row, int64_t blk, int count)
+/* Any layout and any values: blocks [blk, blk + count) of one row, count <= 8,
+ * outputs from o on (o holds the element at column blk * block). */
+static void fp4_chunk(const fp4_job *job, int block, int64_t row, int64_t blk, int count, float *o)
 {
     const int64_t start = row * job->cols + blk * block;
     const int64_t avail = job->cols - blk * block; /* elements left in the row */
@@ -133,29 +136,149 @@ static inline void fp4_chunk(const fp4_job *job, int block, int64_t row, int64_t
         const __m256 e = _mm256_set1_ps(eff[j]);
         const bool eff_nan = eff[j] != eff[j];
         const float *s = job->src + start + (int64_t)j * block;
-        float *o = job->out + start + (int64_t)j * block;
+        float *out = o + (int64_t)j * block;
         int64_t len = avail - (int64_t)j * block;
         for (int k = 0; k < block; k += 8)
-            ly_avx2_store_n(o + k, len - k,
+            ly_avx2_store_n(out + k, len - k,
                             fp4_transform(job, ly_avx2_load_n(s + k, len - k), e, eff_nan));
     }
 }
 
+/* The common case: groups of eight whole blocks. A group's effs are computed one
+ * group ahead of its transform: the chain from the block maxima to the effs is
+ * long, and the transform of the previous group hides it.
+ *
+ * MXFP4 multiplies by 1 / eff instead of dividing by eff: eff is a power of two
+ * whose reciprocal is exact, so both round the same real number. Groups with a
+ * NaN eff (and, for MXFP4, eff = 2^127, whose reciprocal is subnormal) go
+ * through fp4_chunk instead, so here the operand order of the products cannot
+ * choose between two NaNs. */
+typedef struct fp4_effs {
+    _Alignas(32) float eff[8];
+    _Alignas(32) float recip[8]; /* MXFP4 */
+    bool usable;
+} fp4_effs;
+
+LY_AVX2_INLINE void fp4_effs8(const fp4_job *job, int block, bool mx, const float *x, fp4_effs *e)
+{
+    __m256i maxima[8];
+    for (int j = 0; j < 8; j++) {
+        const float *p = x + j * block;
+        __m256i m = ly_avx2_abs_bits(_mm256_loadu_ps(p));
+        for (int k = 8; k < block; k += 8)
+            m = _mm256_max_epi32(m, ly_avx2_abs_bits(_mm256_loadu_ps(p + k)));
+        maxima[j] = m;
+    }
+    __m256i amax = ly_avx2_hmax8_epi32(maxima);
+    __m256 eff;
+    if (mx) {
+        eff = mx_eff(amax);
+        __m256i bad = _mm256_cmpgt_epi32(_mm256_castps_si256(eff), _mm256_set1_epi32(0x7EFFFFFF));
+        e->usable = _mm256_movemask_epi8(bad) == 0;
+        _mm256_store_ps(e->recip, _mm256_div_ps(_mm256_set1_ps(1.0f), eff));
+    } else {
+        eff = nv_eff(amax, job->tensor_scale, job->six_ts);
+        e->usable = _mm256_movemask_ps(_mm256_cmp_ps(eff, eff, _CMP_UNORD_Q)) == 0;
+    }
+    _mm256_store_ps(e->eff, eff);
+}
+
+LY_AVX2_INLINE void fp4_apply8(int block, bool mx, bool backward, ly_avx2_store store,
+                               ly_avx2_writer *w, const fp4_effs *e, const float *src, float *o)
+{
+    for (int j = 0; j < 8; j++) {
+        const __m256 eff = _mm256_broadcast_ss(&e->eff[j]);
+        const __m256 r = mx ? _mm256_broadcast_ss(&e->recip[j]) : eff;
+        for (int k = 0; k < block; k += 8) {
+            __m256 v = _mm256_loadu_ps(src + j * block + k), y;
+            if (backward) {
+                __m256 scaled = _mm256_mul_ps(v, eff);
+                y = mx ? _mm256_mul_ps(scaled, r) : _mm256_div_ps(scaled, eff);
+            } else {
+                __m256 scaled = mx ? _mm256_mul_ps(v, r) : _mm256_div_ps(v, eff);
+                y = _mm256_mul_ps(ly_avx2_e2m1_ste(scaled), eff);
+            }
+            ly_avx2_put(w, store, o + j * block + k, y);
+        }
+    }
+}
+
+/* fp4_chunk for a streamed range: through an L1 buffer, then the writer. */
+LY_AVX2_INLINE void fp4_chunk_put(const fp4_job *job, int block, ly_avx2_store store,
+                                  ly_avx2_writer *w, int64_t row, int64_t blk, int count)
+{
+    if (store == LY_AVX2_CACHED) {
+        fp4_chunk(job, block, row, blk, count, job->out + row * job->cols + blk * block);
+        return;
+    }
+    _Alignas(32) float buf[8 * LY_MXFP4_BLOCK];
+    fp4_chunk(job, block, row, blk, count, buf);
+    for (int i = 0; i < count * block; i += 8)
+        ly_avx2_put(w, store, NULL, _mm256_load_ps(buf + i));
+}
+
+/* Blocks [begin, end) in order. Streamed ranges hold whole blocks only. */
+LY_AVX2_INLINE void fp4_blocks(const fp4_job *job, int block, bool mx, bool backward,
+                               ly_avx2_store store, int64_t begin, int64_t end)
+{
+    int64_t row = begin / job->blocks_per_row, blk = begin % job->blocks_per_row;
+    ly_avx2_writer w;
+    ly_avx2_writer_begin(&w, store, job->out + row * job->cols + blk * block);
+    const int64_t group = 8 * block;
+    for (int64_t b = begin; b < end;) {
+        int64_t count = job->blocks_per_row - blk;
+        if (count > end - b) count = end - b;
+        int64_t start = row * job->cols + blk * block;
+        /* Whole groups of eight whole blocks in this row. */
+        int64_t groups = job->cols - blk * block >= count * block ? count / 8 : 0;
+        if (groups > 0) {
+            fp4_effs effs[2];
+            fp4_effs8(job, block, mx, job->x + start, &effs[0]);
+            for (int64_t g = 0; g < groups; g++, start += group) {
+                const fp4_effs *e = &effs[g & 1];
+                if (g + 1 < groups) fp4_effs8(job, block, mx, job->x + start + group, &effs[~g & 1]);
+                if (e->usable)
+                    fp4_apply8(block, mx, backward, store, &w, e, job->src + start,
+                               job->out + start);
+                else
+                    fp4_chunk_put(job, block, store, &w, row, blk + g * 8, 8);
+            }
+            count = groups * 8;
+        } else {
+            if (count > 8) count = 8;
+            fp4_chunk_put(job, block, store, &w, row, blk, (int)count);
+        }
+        b += count;
+        blk += count;
+        if (blk == job->blocks_per_row) {
+            row++;
+            blk = 0;
+        }
+    }
+    ly_avx2_writer_end(&w, store, NULL, 0, _mm256_setzero_ps());
+}
+
+#define FP4_BLOCKS(block, mx, backward)                                                            \
+    do {                                                                                           \
+        if (job->store == LY_AVX2_NT)                                                              \
+            fp4_blocks(job, block, mx, backward, LY_AVX2_NT, begin, end);                          \
+        else if (job->store == LY_AVX2_NT_SHIFTED)                                                 \
+            fp4_blocks(job, block, mx, backward, LY_AVX2_NT_SHIFTED, begin, end);                  \
+        else                                                                                       \
+            fp4_blocks(job, block, mx, backward, LY_AVX2_CACHED, begin, end);                      \
+    } while (0)
+
 static void fp4_range(void *ctx, int64_t begin, int64_t end)
 {
     const fp4_job *job = ctx;
-    for (int64_t b = begin; b < end;) {
-        int64_t row = b / job->blocks_per_row, blk = b % job->blocks_per_row;
-        int64_t count = job->blocks_per_row - blk;
-        if (count > end - b) count = end - b;
-        if (count > 8) count = 8;
-        /* Constant block sizes let the compiler unroll the inner loops. */
-        if (job->block == LY_NVFP4_BLOCK)
-            fp4_chunk(job, LY_NVFP4_BLOCK, row, blk, (int)count);
-        else
-            fp4_chunk(job, LY_MXFP4_BLOCK, row, blk, (int)count);
-        b += count;
-    }
+    if (job->mx && job->backward)
+        FP4_BLOCKS(LY_MXFP4_BLOCK, true, true);
+    else if (job->mx)
+        FP4_BLOCKS(LY_MXFP4_BLOCK, true, false);
+    else if (job->backward)
+        FP4_BLOCKS(LY_NVFP4_BLOCK, false, true);
+    else
+        FP4_BLOCKS(LY_NVFP4_BLOCK, false, false);
 }
 
 /* x: the forward input; src/out: what is transformed and where it goes. */
@@ -183,8 +306,13 @@ static ly_status fp4_run(const ly_kernel_call *call, const ly_tensor *x, const f
         job.tensor_scale = ly_nm_nvfp4_tensor_scale(amax);
         job.six_ts = 6.0f * job.tensor_scale;
     }
-    /* Rows that hold whole blocks are one long row of blocks. */
-    if (job.cols % job.block == 0) job.cols = n;
+    /* Rows that hold whole blocks are one long row of blocks, whose outputs come
+     * as whole vectors and can be streamed. */
+    job.store = LY_AVX2_CACHED;
+    if (job.cols % job.block == 0) {
+        job.cols = n;
+        job.store = ly_avx2_store_mode(out, n);
+    }
     job.blocks_per_row = (job.cols + job.block - 1) / job.block;
     int64_t blocks = n / job.cols * job.blocks_per_row;
     ly_parallel_for(blocks, 64, threads, fp4_range, &job);

@@ -11,12 +11,18 @@ typedef struct fp8_job {
     float *out;
     int64_t inner;
     bool per_row;
+    ly_avx2_store store;
 } fp8_job;
 
-static void fp8_range(void *ctx, int64_t begin, int64_t end)
+/* Elements [begin, end). Streamed calls have rows of 8k elements (or one scale),
+ * so only the range's last vector can be partial. */
+LY_AVX2_INLINE void fp8(const fp8_job *job, ly_avx2_store store, int64_t begin, int64_t end)
 {
-    const fp8_job *job = ctx;
     const __m256 lo = _mm256_set1_ps(-LY_E4M3_MAX), hi = _mm256_set1_ps(LY_E4M3_MAX);
+    ly_avx2_writer w;
+    ly_avx2_writer_begin(&w, store, job->out + begin);
+    int64_t tail_at = end, tail_n = 0;
+    __m256 tail = _mm256_setzero_ps();
     for (int64_t i = begin; i < end;) {
         int64_t row = i / job->inner;
         int64_t stop = (row + 1) * job->inner < end ? (row + 1) * job->inner : end;
@@ -31,10 +37,31 @@ static void fp8_range(void *ctx, int64_t begin, int64_t end)
             __m256 e = ly_avx2_e4m3_round_clamped(y);
             __m256 q = _mm256_mul_ps(e, s);
             if (s_nan) q = ly_avx2_nan_first(q, e);
-            ly_avx2_store_n(job->out + j, n, ly_avx2_ste(x, q));
+            __m256 out = ly_avx2_ste(x, q);
+            if (n >= 8) {
+                ly_avx2_put(&w, store, job->out + j, out);
+            } else if (store == LY_AVX2_CACHED) {
+                ly_avx2_store_n(job->out + j, n, out);
+            } else {
+                tail_at = j;
+                tail_n = n;
+                tail = out;
+            }
         }
         i = stop;
     }
+    ly_avx2_writer_end(&w, store, job->out + tail_at, tail_n, tail);
+}
+
+static void fp8_range(void *ctx, int64_t begin, int64_t end)
+{
+    const fp8_job *job = ctx;
+    if (job->store == LY_AVX2_NT)
+        fp8(job, LY_AVX2_NT, begin, end);
+    else if (job->store == LY_AVX2_NT_SHIFTED)
+        fp8(job, LY_AVX2_NT_SHIFTED, begin, end);
+    else
+        fp8(job, LY_AVX2_CACHED, begin, end);
 }
 
 ly_status ly_avx2_fake_quant_fp8(const ly_kernel_call *call)
@@ -48,6 +75,8 @@ ly_status ly_avx2_fake_quant_fp8(const ly_kernel_call *call)
                    .inner = n / x->shape[0],
                    .per_row = ly_tensor_numel(call->in[1]) != 1};
     if (!job.per_row) job.inner = n;
+    job.store = job.inner % 8 == 0 || !job.per_row ? ly_avx2_store_mode(job.out, n)
+                                                   : LY_AVX2_CACHED;
     ly_parallel_for(n, 64, ly_avx2_threads(call, n), fp8_range, &job);
     return LY_OK;
 }

@@ -1,0 +1,1127 @@
+/*
+ * `libreyolo bench model`: load time, latency and memory of one detector, and of
+ * the same network in ONNX Runtime and PyTorch ("peers", bench/peers/) when they
+ * are installed, in one run on one machine.
+ *
+ * Latencies are the median and 90th percentile (nearest rank, as the peers
+ * compute them) of R timed calls after W warm-up calls, on one fixed
+ * preprocessed input for the network alone, and on one image file end to end.
+ * Peers run after our measurements, one at a time, so nobody competes for the
+ * cores; they time the same input file and report JSON on stdout.
+ */
+#include "cli/cli.h"
+#include "cli/json_out.h"
+#include "libreyolo/io.h"
+#include "libreyolo/model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+
+#define DEFAULT_RUNS 20
+#define DEFAULT_WARMUP 3
+#define DEFAULT_CORE_GFLOPS 93.0 /* one core's fp32 FMA peak on the project's reference VM */
+#define PEER_TIMEOUT_S 600
+#define PROBE_TIMEOUT_S 60
+#define DEFAULT_IMAGE "../shared/testdata/images/parkour.jpg"
+#define MAX_OUTPUT (1 << 20) /* bytes of a peer's stdout/stderr kept */
+
+static void print_usage(FILE *to)
+{
+    fputs(
+        "usage: libreyolo bench model --model M [--imgsz S] [--threads N] [--runs R] [--warmup W]\n"
+        "                             [--input X.npy] [--image I|--no-image] [--onnx O.onnx]\n"
+        "                             [--peers DIR|--no-peers] [--gflop G] [--core-gflops P] "
+        "[--json]\n"
+        "\n"
+        "Times loading M, the network alone (ly_model_run on a fixed preprocessed input) and\n"
+        "prediction on an image file end to end (median and p90 of R runs after W warm-ups),\n"
+        "reports peak RSS and the RSS of the model, then runs the peers in bench/peers/ on\n"
+        "the same input and thread count: ONNX Runtime (node + onnxruntime-node) on an ONNX\n"
+        "export of the network and PyTorch (python3 + torch) on the same checkpoint.\n"
+        "  --model M         checkpoint (.pt)\n"
+        "  --imgsz S         square input size (default: the checkpoint's)\n"
+        "  --threads N       threads for us and for each peer (default 1)\n"
+        "  --runs R          timed runs (default 20)\n"
+        "  --warmup W        warm-up runs (default 3)\n"
+        "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/input.npy\n"
+        "                    next to M when it fits, else a fixed pseudo-random input)\n"
+        "  --image I         image for the end-to-end line (default " DEFAULT_IMAGE "\n"
+        "                    when present); --no-image skips that line\n"
+        "  --onnx O.onnx     the ONNX Runtime peer's model (default: M with the suffix .onnx)\n"
+        "  --peers DIR       where ort_yolo9.js and torch_yolo9.py are (default:\n"
+        "                    $LIBREYOLO_BENCH_PEERS, ./bench/peers, <exe>/../bench/peers)\n"
+        "  --no-peers        only our own figures\n"
+        "  --gflop G         the network's cost at S (default: known for LibreYOLO9t, 7.7 at 640)\n"
+        "  --core-gflops P   one core's FMA peak, GFLOP/s (default 93)\n"
+        "  --json            one JSON object instead of the table\n"
+        "Environment: LIBREYOLO_PYTHON (default: the first of python3, /usr/bin/python3 that\n"
+        "can import torch), LIBREYOLO_NODE (default node).\n"
+        "Ratios peer/ours > 1 mean we are faster. Peers that are not installed are reported\n"
+        "as \"not available\", not as errors.\n",
+        to);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static bool show_progress;
+
+static void progress(const char *fmt, ...) LY_PRINTF(1, 2);
+static void progress(const char *fmt, ...)
+{
+    if (!show_progress) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("\r\033[K", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+static void progress_done(void)
+{
+    if (show_progress) fputs("\r\033[K", stderr);
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0;
+}
+
+static bool parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_positive(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !isfinite(v) || v <= 0) return false;
+    *out = v;
+    return true;
+}
+
+/* ---- Memory ---------------------------------------------------------------------- */
+
+/* Resident set size now, in MiB; NAN where /proc is not available. */
+static double rss_now_mib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return NAN;
+    long size_pages, resident_pages;
+    int n = fscanf(f, "%ld %ld", &size_pages, &resident_pages);
+    fclose(f);
+    if (n != 2) return NAN;
+    return (double)resident_pages * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
+static double rss_peak_mib(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return NAN;
+    return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}
+
+/* ---- Statistics ------------------------------------------------------------------ */
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct latency {
+    double median_ms, p90_ms, min_ms;
+} latency;
+
+/* Nearest-rank percentile of sorted samples. */
+static double percentile(const double *sorted, int n, double q)
+{
+    int idx = (int)ceil(q * n) - 1;
+    if (idx < 0) idx = 0;
+    if (idx > n - 1) idx = n - 1;
+    return sorted[idx];
+}
+
+static latency summarize(double *ms, int n)
+{
+    qsort(ms, (size_t)n, sizeof *ms, compare_double);
+    return (latency){percentile(ms, n, 0.5), percentile(ms, n, 0.9), ms[0]};
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, compare_double);
+    return percentile(v, n, 0.5);
+}
+
+/* ---- Our measurements ------------------------------------------------------------ */
+
+typedef struct bench_config {
+    const char *model_path;
+    const char *input_path; /* NULL: default */
+    const char *image_path; /* NULL: default */
+    bool no_image;
+    const char *onnx_path;
+    const char *peers_dir;
+    bool no_peers;
+    int imgsz; /* 0: the checkpoint's */
+    int threads, runs, warmup;
+    double gflop; /* 0: known table */
+    double core_gflops;
+    bool json;
+} bench_config;
+
+typedef struct ours_result {
+    ly_model_info info; /* strings point into family/size below: the model is freed early */
+    char family[32], size[16];
+    int imgsz;
+    double load_ms;
+    double rss_model_after_load_mib, rss_model_after_warmup_mib, peak_rss_mib;
+    char input_desc[PATH_MAX + 64];
+    char input_file[PATH_MAX + 64]; /* the input as a file the peers can read ("" until written) */
+    latency run;
+    bool have_predict;
+    char image[PATH_MAX + 64];
+    char image_skip_reason[PATH_MAX + 64];
+    latency predict;
+    double pre_ms, net_ms, post_ms;
+    size_t detections;
+} ours_result;
+
+static void ignore_output(const char *name, const ly_tensor *output, void *user)
+{
+    (void)name;
+    (void)output;
+    (void)user;
+}
+
+static void fill_pseudo_random(float *x, int64_t n)
+{
+    uint32_t s = 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1103515245u + 12345u;
+        x[i] = (float)(s >> 8) / 16777216.0f;
+    }
+}
+
+static void dirname_of(const char *path, char *out, size_t size)
+{
+    snprintf(out, size, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash == out)
+        out[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(out, size, ".");
+}
+
+static bool input_fits(const ly_tensor *t, int imgsz)
+{
+    return t->dtype == LY_F32 && t->ndim == 4 && t->shape[0] == 1 && t->shape[1] == 3 &&
+           t->shape[2] == imgsz && t->shape[3] == imgsz;
+}
+
+/* The fixed input: --input, else the fixture's input next to the checkpoint when it
+ * has the right size, else a pseudo-random one. */
+static int prepare_input(const bench_config *cfg, ours_result *r, ly_tensor *input)
+{
+    if (cfg->input_path) {
+        if (ly_npy_load(cfg->input_path, input) != LY_OK) {
+            fprintf(stderr, "libreyolo bench model: --input: %s\n", ly_last_error());
+            return 1;
+        }
+        if (!input_fits(input, r->imgsz)) {
+            fprintf(stderr, "libreyolo bench model: --input %s: expected float32 [1, 3, %d, %d]\n",
+                    cfg->input_path, r->imgsz, r->imgsz);
+            return 2;
+        }
+        snprintf(r->input_desc, sizeof r->input_desc, "%s", cfg->input_path);
+        snprintf(r->input_file, sizeof r->input_file, "%s", cfg->input_path);
+        return 0;
+    }
+    char dir[PATH_MAX], guess[PATH_MAX + 32];
+    dirname_of(cfg->model_path, dir, sizeof dir);
+    snprintf(guess, sizeof guess, "%s/ref_parkour/input.npy", dir);
+    if (file_exists(guess) && ly_npy_load(guess, input) == LY_OK) {
+        if (input_fits(input, r->imgsz)) {
+            snprintf(r->input_desc, sizeof r->input_desc, "%s", guess);
+            snprintf(r->input_file, sizeof r->input_file, "%s", guess);
+            return 0;
+        }
+        ly_npy_free(input);
+    }
+    int64_t shape[4] = {1, 3, r->imgsz, r->imgsz};
+    if (ly_tensor_alloc(input, LY_F32, 4, shape) != LY_OK) {
+        fprintf(stderr, "libreyolo bench model: input: %s\n", ly_last_error());
+        return 1;
+    }
+    fill_pseudo_random(input->data, ly_tensor_numel(input));
+    snprintf(r->input_desc, sizeof r->input_desc, "pseudo-random [1, 3, %d, %d]", r->imgsz,
+             r->imgsz);
+    r->input_file[0] = '\0';
+    return 0;
+}
+
+static int time_network(ly_model *m, const ly_tensor *input, const bench_config *cfg, latency *out)
+{
+    double *ms = malloc((size_t)cfg->runs * sizeof *ms);
+    if (!ms) {
+        fprintf(stderr, "libreyolo bench model: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < cfg->warmup + cfg->runs; i++) {
+        progress("bench: network, %s %d/%d", i < cfg->warmup ? "warm-up" : "run",
+                 i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
+                 i < cfg->warmup ? cfg->warmup : cfg->runs);
+        double t0 = now_s();
+        ly_status st = ly_model_run(m, input, ignore_output, NULL);
+        double t = (now_s() - t0) * 1e3;
+        if (st != LY_OK) {
+            progress_done();
+            fprintf(stderr, "libreyolo bench model: ly_model_run: %s\n", ly_last_error());
+            free(ms);
+            return 1;
+        }
+        if (i >= cfg->warmup) ms[i - cfg->warmup] = t;
+    }
+    *out = summarize(ms, cfg->runs);
+    free(ms);
+    return 0;
+}
+
+static int time_predict(ly_model *m, const bench_config *cfg, ours_result *r)
+{
+    double *ms = malloc((size_t)cfg->runs * 4 * sizeof *ms);
+    if (!ms) {
+        fprintf(stderr, "libreyolo bench model: out of memory\n");
+        return 1;
+    }
+    double *pre = ms + cfg->runs, *net = pre + cfg->runs, *post = net + cfg->runs;
+    ly_predict_options opt;
+    ly_predict_options_init(&opt);
+    opt.imgsz = r->imgsz;
+    for (int i = 0; i < cfg->warmup + cfg->runs; i++) {
+        progress("bench: predict %s, %s %d/%d", r->image, i < cfg->warmup ? "warm-up" : "run",
+                 i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
+                 i < cfg->warmup ? cfg->warmup : cfg->runs);
+        ly_results *res = NULL;
+        double t0 = now_s();
+        ly_status st = ly_model_predict_file(m, r->image, &opt, &res);
+        double t = (now_s() - t0) * 1e3;
+        if (st != LY_OK) {
+            progress_done();
+            fprintf(stderr, "libreyolo bench model: ly_model_predict_file: %s\n", ly_last_error());
+            free(ms);
+            return 1;
+        }
+        if (i >= cfg->warmup) {
+            int k = i - cfg->warmup;
+            ms[k] = t;
+            if (ly_results_speed(res, &pre[k], &net[k], &post[k]) != LY_OK)
+                pre[k] = net[k] = post[k] = NAN;
+            ly_results_count(res, &r->detections);
+        }
+        ly_results_free(res);
+    }
+    r->predict = summarize(ms, cfg->runs);
+    r->pre_ms = median_of(pre, cfg->runs);
+    r->net_ms = median_of(net, cfg->runs);
+    r->post_ms = median_of(post, cfg->runs);
+    r->have_predict = true;
+    free(ms);
+    return 0;
+}
+
+static void choose_image(const bench_config *cfg, ours_result *r)
+{
+    r->image[0] = '\0';
+    if (cfg->no_image) {
+        snprintf(r->image_skip_reason, sizeof r->image_skip_reason, "--no-image");
+        return;
+    }
+    if (cfg->image_path) {
+        snprintf(r->image, sizeof r->image, "%s", cfg->image_path);
+        return;
+    }
+    if (file_exists(DEFAULT_IMAGE)) {
+        snprintf(r->image, sizeof r->image, "%s", DEFAULT_IMAGE);
+        return;
+    }
+    /* the fixture layout: <testdata>/yolo9/M next to <testdata>/images/ */
+    char dir[PATH_MAX], guess[PATH_MAX + 32];
+    dirname_of(cfg->model_path, dir, sizeof dir);
+    snprintf(guess, sizeof guess, "%s/../images/parkour.jpg", dir);
+    if (file_exists(guess)) {
+        snprintf(r->image, sizeof r->image, "%s", guess);
+        return;
+    }
+    snprintf(r->image_skip_reason, sizeof r->image_skip_reason,
+             "no image (%s not found; use --image I)", DEFAULT_IMAGE);
+}
+
+static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *input)
+{
+    ly_model_options mopt = {.threads = cfg->threads};
+    ly_model *m = NULL;
+    progress("bench: loading %s", cfg->model_path);
+    double rss0 = rss_now_mib();
+    double t0 = now_s();
+    if (ly_model_load(cfg->model_path, &mopt, &m) != LY_OK) {
+        progress_done();
+        fprintf(stderr, "libreyolo bench model: %s\n", ly_last_error());
+        return 1;
+    }
+    r->load_ms = (now_s() - t0) * 1e3;
+    double rss_loaded = rss_now_mib();
+    r->rss_model_after_load_mib = rss_loaded - rss0;
+
+    int rc = 0;
+    if (ly_model_get_info(m, &r->info) != LY_OK) {
+        fprintf(stderr, "libreyolo bench model: %s\n", ly_last_error());
+        rc = 1;
+        goto done;
+    }
+    r->imgsz = cfg->imgsz > 0 ? cfg->imgsz : (int)r->info.imgsz;
+    rc = prepare_input(cfg, r, input);
+    if (rc) goto done;
+
+    /* The input buffer is ours, not the model's: measure around it. */
+    double rss_before_runs = rss_now_mib();
+    rc = time_network(m, input, cfg, &r->run);
+    if (rc) goto done;
+    r->rss_model_after_warmup_mib = r->rss_model_after_load_mib + rss_now_mib() - rss_before_runs;
+
+    choose_image(cfg, r);
+    if (r->image[0]) rc = time_predict(m, cfg, r);
+    r->peak_rss_mib = rss_peak_mib();
+done:
+    progress_done();
+    /* The info strings belong to the model; keep copies for the report. */
+    snprintf(r->family, sizeof r->family, "%s", r->info.family ? r->info.family : "?");
+    snprintf(r->size, sizeof r->size, "%s", r->info.size ? r->info.size : "?");
+    r->info.family = r->family;
+    r->info.size = r->size;
+    r->info.task = NULL;
+    r->info.names = NULL;
+    ly_model_free(m);
+    return rc;
+}
+
+/* ---- Peers ----------------------------------------------------------------------- */
+
+typedef struct captured {
+    char *out, *err;
+    size_t out_len, err_len;
+    int exit_code; /* -1: killed or did not exit normally */
+    bool timed_out;
+} captured;
+
+static void captured_free(captured *c)
+{
+    free(c->out);
+    free(c->err);
+    memset(c, 0, sizeof *c);
+}
+
+static bool append(char **buf, size_t *len, const char *data, size_t n)
+{
+    if (*len + n > MAX_OUTPUT) n = MAX_OUTPUT - *len;
+    char *grown = realloc(*buf, *len + n + 1);
+    if (!grown) return false;
+    memcpy(grown + *len, data, n);
+    *len += n;
+    grown[*len] = '\0';
+    *buf = grown;
+    return true;
+}
+
+/* Run argv (searched on PATH) with stdin from /dev/null, collecting stdout and
+ * stderr. Returns 0, or an errno value when it could not be started. */
+static int run_capture(char *const argv[], int timeout_s, captured *c)
+{
+    memset(c, 0, sizeof *c);
+    c->exit_code = -1;
+    int out_pipe[2], err_pipe[2];
+    if (pipe(out_pipe) != 0) return errno;
+    if (pipe(err_pipe) != 0) {
+        int e = errno;
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+        return e;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
+    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
+    posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
+    posix_spawn_file_actions_addclose(&fa, err_pipe[1]);
+    pid_t pid;
+    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    if (e != 0) {
+        close(out_pipe[0]);
+        close(err_pipe[0]);
+        return e;
+    }
+    struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN},
+                            {.fd = err_pipe[0], .events = POLLIN}};
+    int open_fds = 2;
+    double deadline = now_s() + timeout_s;
+    char chunk[4096];
+    while (open_fds > 0) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            c->timed_out = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        int n = poll(fds, 2, (int)(left * 1000) + 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
+            if (got > 0) {
+                if (i == 0)
+                    append(&c->out, &c->out_len, chunk, (size_t)got);
+                else
+                    append(&c->err, &c->err_len, chunk, (size_t)got);
+            } else if (got == 0 || errno != EINTR) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0) close(fds[i].fd);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!c->timed_out && WIFEXITED(status)) c->exit_code = WEXITSTATUS(status);
+    return 0;
+}
+
+/* The last non-empty line of a peer's stderr, for a one-line reason. */
+static void last_line(const char *text, char *out, size_t size)
+{
+    out[0] = '\0';
+    if (!text) return;
+    const char *end = text + strlen(text);
+    while (end > text && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
+        end--;
+    const char *start = end;
+    while (start > text && start[-1] != '\n')
+        start--;
+    size_t n = (size_t)(end - start);
+    if (n >= size) n = size - 1;
+    memcpy(out, start, n);
+    out[n] = '\0';
+}
+
+/* The value after "key": in a flat scan of a JSON text (our peers' keys are unique). */
+static const char *json_value(const char *json, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\"", key);
+    const char *p = strstr(json, pattern);
+    if (!p) return NULL;
+    p += strlen(pattern);
+    while (*p == ' ')
+        p++;
+    if (*p != ':') return NULL;
+    p++;
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+static double json_number_at(const char *json, const char *key)
+{
+    const char *v = json_value(json, key);
+    if (!v) return NAN;
+    char *end;
+    double d = strtod(v, &end);
+    return end == v ? NAN : d;
+}
+
+static void json_string_at(const char *json, const char *key, char *out, size_t size)
+{
+    out[0] = '\0';
+    const char *v = json_value(json, key);
+    if (!v || *v != '"') return;
+    v++;
+    size_t n = 0;
+    while (v[n] && v[n] != '"' && v[n] != '\\' && n + 1 < size)
+        n++;
+    memcpy(out, v, n);
+    out[n] = '\0';
+}
+
+/* The first complete JSON object in `text` (strings respected), or NULL. */
+static char *first_json_object(const char *text)
+{
+    const char *start = text ? strchr(text, '{') : NULL;
+    if (!start) return NULL;
+    int depth = 0;
+    bool in_string = false;
+    for (const char *p = start; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+        } else if (*p == '{') {
+            depth++;
+        } else if (*p == '}' && --depth == 0) {
+            size_t n = (size_t)(p - start) + 1;
+            char *obj = malloc(n + 1);
+            if (!obj) return NULL;
+            memcpy(obj, start, n);
+            obj[n] = '\0';
+            return obj;
+        }
+    }
+    return NULL;
+}
+
+typedef enum peer_state { PEER_NOT_RUN, PEER_UNAVAILABLE, PEER_FAILED, PEER_OK } peer_state;
+
+typedef struct peer_result {
+    const char *label; /* "ONNX Runtime", "PyTorch" */
+    peer_state state;
+    char reason[512];
+    char *json; /* the peer's own JSON object */
+    char version[64];
+    double median_ms, p90_ms, load_ms, peak_rss_mib;
+    int parity; /* -1 not checked, 0 failed, 1 ok */
+} peer_result;
+
+static void peer_unavailable(peer_result *p, const char *fmt, ...) LY_PRINTF(2, 3);
+static void peer_unavailable(peer_result *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->reason, sizeof p->reason, fmt, ap);
+    va_end(ap);
+    p->state = PEER_UNAVAILABLE;
+}
+
+static void run_peer(peer_result *p, char *const argv[])
+{
+    captured c;
+    progress("bench: running the %s peer", p->label);
+    int e = run_capture(argv, PEER_TIMEOUT_S, &c);
+    progress_done();
+    if (e != 0) {
+        peer_unavailable(p, "cannot start %s: %s", argv[0], strerror(e));
+        return;
+    }
+    p->json = first_json_object(c.out);
+    char why[256];
+    last_line(c.err, why, sizeof why);
+    if (c.timed_out) {
+        p->state = PEER_FAILED;
+        snprintf(p->reason, sizeof p->reason, "timed out after %d s", PEER_TIMEOUT_S);
+    } else if (!p->json) {
+        p->state = PEER_FAILED;
+        snprintf(p->reason, sizeof p->reason, "exit status %d, no result: %s", c.exit_code,
+                 why[0] ? why : "(no message)");
+    } else {
+        p->median_ms = json_number_at(p->json, "median_ms");
+        p->p90_ms = json_number_at(p->json, "p90_ms");
+        p->load_ms = json_number_at(p->json, "load_ms");
+        p->peak_rss_mib = json_number_at(p->json, "peak_rss_mib");
+        json_string_at(p->json, "version", p->version, sizeof p->version);
+        const char *parity = json_value(p->json, "parity");
+        if (!parity || strncmp(parity, "null", 4) == 0)
+            p->parity = -1;
+        else
+            p->parity = c.exit_code == 0;
+        p->state = isfinite(p->median_ms) ? PEER_OK : PEER_FAILED;
+        if (p->state == PEER_FAILED)
+            snprintf(p->reason, sizeof p->reason, "no median_ms in its output");
+        else if (p->parity == 0)
+            snprintf(p->reason, sizeof p->reason, "parity check failed: %s", why);
+    }
+    captured_free(&c);
+}
+
+static bool probe_ok(char *const argv[])
+{
+    captured c;
+    int e = run_capture(argv, PROBE_TIMEOUT_S, &c);
+    bool ok = e == 0 && c.exit_code == 0;
+    if (e == 0) captured_free(&c);
+    return ok;
+}
+
+static bool find_peers_dir(const bench_config *cfg, char *out, size_t size)
+{
+    if (cfg->peers_dir) {
+        snprintf(out, size, "%s", cfg->peers_dir);
+        return true;
+    }
+    /* next to the executable when it sits in <repo>/build/ */
+    char exe_based[PATH_MAX + 32] = "";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char dir[PATH_MAX];
+        dirname_of(exe, dir, sizeof dir);
+        snprintf(exe_based, sizeof exe_based, "%s/../bench/peers", dir);
+    }
+    const char *candidates[3] = {getenv("LIBREYOLO_BENCH_PEERS"), "bench/peers",
+                                 exe_based[0] ? exe_based : NULL};
+    for (int i = 0; i < 3; i++) {
+        if (!candidates[i] || !*candidates[i]) continue;
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/ort_yolo9.js", candidates[i]);
+        bool has_ort = file_exists(probe);
+        snprintf(probe, sizeof probe, "%s/torch_yolo9.py", candidates[i]);
+        if (has_ort || file_exists(probe)) {
+            snprintf(out, size, "%s", candidates[i]);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void default_onnx(const char *model, char *out, size_t size)
+{
+    snprintf(out, size, "%s", model);
+    char *dot = strrchr(out, '.');
+    char *slash = strrchr(out, '/');
+    if (dot && (!slash || dot > slash)) *dot = '\0';
+    size_t len = strlen(out);
+    if (len + 6 <= size) memcpy(out + len, ".onnx", 6);
+}
+
+typedef struct peer_args {
+    char threads[16], runs[16], warmup[16], imgsz[16];
+} peer_args;
+
+static void run_ort(const bench_config *cfg, const char *dir, const ours_result *r,
+                    const peer_args *a, peer_result *p)
+{
+    char script[PATH_MAX + 32], module[PATH_MAX + 64], onnx[PATH_MAX];
+    snprintf(script, sizeof script, "%s/ort_yolo9.js", dir);
+    snprintf(module, sizeof module, "%s/node_modules/onnxruntime-node", dir);
+    if (cfg->onnx_path)
+        snprintf(onnx, sizeof onnx, "%s", cfg->onnx_path);
+    else
+        default_onnx(cfg->model_path, onnx, sizeof onnx);
+    const char *node = getenv("LIBREYOLO_NODE");
+    if (!node || !*node) node = "node";
+    if (!file_exists(script)) {
+        peer_unavailable(p, "%s not found", script);
+        return;
+    }
+    if (!file_exists(module)) {
+        peer_unavailable(p,
+                         "onnxruntime-node is not installed (cd %s && "
+                         "ONNXRUNTIME_NODE_INSTALL=skip npm install)",
+                         dir);
+        return;
+    }
+    if (!file_exists(onnx)) {
+        peer_unavailable(p, "no ONNX model at %s (use --onnx PATH)", onnx);
+        return;
+    }
+    char *probe[] = {(char *)node, "--version", NULL};
+    if (!probe_ok(probe)) {
+        peer_unavailable(p, "'%s' cannot be run (set LIBREYOLO_NODE)", node);
+        return;
+    }
+    char *argv[16] = {
+        (char *)node,       script,          "--model",       onnx,       "--threads",
+        (char *)a->threads, "--runs",        (char *)a->runs, "--warmup", (char *)a->warmup,
+        "--imgsz",          (char *)a->imgsz};
+    int n = 12;
+    if (r->input_file[0]) {
+        argv[n++] = "--input";
+        argv[n++] = (char *)r->input_file;
+    }
+    argv[n] = NULL;
+    run_peer(p, argv);
+}
+
+static void run_torch(const bench_config *cfg, const char *dir, const ours_result *r,
+                      const peer_args *a, peer_result *p)
+{
+    char script[PATH_MAX + 32];
+    snprintf(script, sizeof script, "%s/torch_yolo9.py", dir);
+    if (!file_exists(script)) {
+        peer_unavailable(p, "%s not found", script);
+        return;
+    }
+    const char *env_python = getenv("LIBREYOLO_PYTHON");
+    const char *candidates[2] = {"python3", "/usr/bin/python3"};
+    int n_candidates = 2;
+    if (env_python && *env_python) {
+        candidates[0] = env_python;
+        n_candidates = 1;
+    }
+    const char *python = NULL;
+    progress("bench: looking for a python3 with torch");
+    for (int i = 0; i < n_candidates && !python; i++) {
+        char *probe[] = {(char *)candidates[i], "-c", "import torch, numpy", NULL};
+        if (probe_ok(probe)) python = candidates[i];
+    }
+    progress_done();
+    if (!python) {
+        peer_unavailable(p,
+                         "%s cannot import torch and numpy (apt-get install "
+                         "python3-torch python3-numpy, or set LIBREYOLO_PYTHON)",
+                         n_candidates == 1 ? candidates[0] : "python3, /usr/bin/python3");
+        return;
+    }
+    char *argv[16] = {(char *)python, script,
+                      "--model",      (char *)cfg->model_path,
+                      "--threads",    (char *)a->threads,
+                      "--runs",       (char *)a->runs,
+                      "--warmup",     (char *)a->warmup,
+                      "--imgsz",      (char *)a->imgsz};
+    int n = 12;
+    if (r->input_file[0]) {
+        argv[n++] = "--input";
+        argv[n++] = (char *)r->input_file;
+    }
+    argv[n] = NULL;
+    run_peer(p, argv);
+}
+
+/* The peers read the input from a file: write ours when it was generated. */
+static bool write_input_file(ours_result *r, const ly_tensor *input, char *tmpdir, size_t size)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, size, "%s/libreyolo-bench-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        tmpdir[0] = '\0';
+        return false;
+    }
+    snprintf(r->input_file, sizeof r->input_file, "%s/input.npy", tmpdir);
+    if (ly_npy_save(r->input_file, input) != LY_OK) {
+        r->input_file[0] = '\0';
+        rmdir(tmpdir);
+        tmpdir[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *input,
+                      peer_result *ort, peer_result *torch)
+{
+    if (cfg->no_peers) {
+        peer_unavailable(ort, "--no-peers");
+        peer_unavailable(torch, "--no-peers");
+        return;
+    }
+    char dir[PATH_MAX];
+    if (!find_peers_dir(cfg, dir, sizeof dir)) {
+        const char *why = "peer scripts not found (looked in $LIBREYOLO_BENCH_PEERS, "
+                          "./bench/peers, <exe>/../bench/peers; use --peers DIR)";
+        peer_unavailable(ort, "%s", why);
+        peer_unavailable(torch, "%s", why);
+        return;
+    }
+    char tmpdir[PATH_MAX] = "";
+    if (!r->input_file[0]) write_input_file(r, input, tmpdir, sizeof tmpdir);
+    peer_args a;
+    snprintf(a.threads, sizeof a.threads, "%d", cfg->threads);
+    snprintf(a.runs, sizeof a.runs, "%d", cfg->runs);
+    snprintf(a.warmup, sizeof a.warmup, "%d", cfg->warmup);
+    snprintf(a.imgsz, sizeof a.imgsz, "%d", r->imgsz);
+    run_ort(cfg, dir, r, &a, ort);
+    run_torch(cfg, dir, r, &a, torch);
+    if (tmpdir[0]) {
+        unlink(r->input_file);
+        rmdir(tmpdir);
+        snprintf(r->input_file, sizeof r->input_file, "%s", "");
+    }
+}
+
+/* ---- Report ---------------------------------------------------------------------- */
+
+/* GFLOP of the network at `imgsz` when known (it scales with the pixel count). */
+static double network_gflop(const bench_config *cfg, const ours_result *r)
+{
+    if (cfg->gflop > 0) return cfg->gflop;
+    if (strcmp(r->info.family, "yolo9") == 0 && strcmp(r->info.size, "t") == 0)
+        return 7.7 * ((double)r->imgsz / 640.0) * ((double)r->imgsz / 640.0);
+    return NAN;
+}
+
+static void print_peer_row(const peer_result *p, double ours_ms)
+{
+    if (p->state == PEER_OK) {
+        char name[96];
+        snprintf(name, sizeof name, "%s %s", p->label, p->version);
+        printf("%-26s %9.1f %9.1f %9.1f %9.1f %9.2fx   %s\n", name, p->median_ms, p->p90_ms,
+               p->load_ms, p->peak_rss_mib, p->median_ms / ours_ms,
+               p->parity == 1   ? "parity ok"
+               : p->parity == 0 ? "PARITY FAILED"
+                                : "");
+    } else {
+        printf("%-26s %s: %s\n", p->label, p->state == PEER_FAILED ? "failed" : "not available",
+               p->reason);
+    }
+}
+
+static void print_table(const bench_config *cfg, const ours_result *r, const peer_result *ort,
+                        const peer_result *torch)
+{
+    printf("libreyolo bench model: %s (%s %s, %" PRId64 " classes), %dx%d, %d thread(s),\n"
+           "median/p90 of %d runs after %d warm-up(s); input %s\n\n",
+           cfg->model_path, r->info.family, r->info.size, r->info.nc, r->imgsz, r->imgsz,
+           cfg->threads, cfg->runs, cfg->warmup, r->input_desc);
+    printf("%-26s %9s %9s %9s %9s %10s\n", "network alone", "median ms", "p90 ms", "load ms",
+           "peak MiB", "vs ours");
+    printf("%-26s %9.1f %9.1f %9.1f %9.1f %9.2fx\n", "libreyolo", r->run.median_ms, r->run.p90_ms,
+           r->load_ms, r->peak_rss_mib, 1.0);
+    print_peer_row(ort, r->run.median_ms);
+    print_peer_row(torch, r->run.median_ms);
+    printf("(vs ours = peer median / our median: > 1 means we are faster; peers' peak RSS is\n"
+           " their whole process, ours includes the end-to-end line below)\n\n");
+
+    printf("model memory: %.1f MiB resident after load, %.1f MiB after the first runs\n",
+           r->rss_model_after_load_mib, r->rss_model_after_warmup_mib);
+    if (r->have_predict)
+        printf("end to end (ly_model_predict_file %s, %zu detections): median %.1f ms, p90 %.1f "
+               "ms\n  (preprocess %.1f + network %.1f + postprocess %.1f ms, medians)\n",
+               r->image, r->detections, r->predict.median_ms, r->predict.p90_ms, r->pre_ms,
+               r->net_ms, r->post_ms);
+    else
+        printf("end to end: skipped: %s\n", r->image_skip_reason);
+
+    double gflop = network_gflop(cfg, r);
+    if (isfinite(gflop)) {
+        double bound_ms = gflop / (cfg->core_gflops * cfg->threads) * 1e3;
+        printf("FMA-peak bound: %.2f GFLOP / (%.0f GFLOP/s x %d) = %.1f ms; our median is %.2fx "
+               "the bound\n",
+               gflop, cfg->core_gflops, cfg->threads, bound_ms, r->run.median_ms / bound_ms);
+    } else {
+        printf("FMA-peak bound: unknown network cost (use --gflop G)\n");
+    }
+}
+
+static void json_latency(FILE *to, const latency *l)
+{
+    fputs("{\"median_ms\": ", to);
+    ly_json_number(to, l->median_ms);
+    fputs(", \"p90_ms\": ", to);
+    ly_json_number(to, l->p90_ms);
+    fputs(", \"min_ms\": ", to);
+    ly_json_number(to, l->min_ms);
+    fputc('}', to);
+}
+
+static void json_peer(FILE *to, const peer_result *p, double ours_ms)
+{
+    fputs("{\"available\": ", to);
+    fputs(p->state == PEER_UNAVAILABLE ? "false" : "true", to);
+    fputs(", \"ok\": ", to);
+    fputs(p->state == PEER_OK ? "true" : "false", to);
+    fputs(", \"reason\": ", to);
+    ly_json_string(to, p->reason[0] ? p->reason : NULL);
+    if (p->state == PEER_OK) {
+        fputs(", \"median_ratio_vs_ours\": ", to);
+        ly_json_number(to, p->median_ms / ours_ms);
+        fputs(", \"parity_ok\": ", to);
+        fputs(p->parity == 1 ? "true" : p->parity == 0 ? "false" : "null", to);
+    }
+    fputs(", \"result\": ", to);
+    fputs(p->json ? p->json : "null", to);
+    fputc('}', to);
+}
+
+static void print_json(const bench_config *cfg, const ours_result *r, const peer_result *ort,
+                       const peer_result *torch)
+{
+    FILE *o = stdout;
+    fputs("{\"model\": ", o);
+    ly_json_string(o, cfg->model_path);
+    fputs(", \"family\": ", o);
+    ly_json_string(o, r->info.family);
+    fputs(", \"size\": ", o);
+    ly_json_string(o, r->info.size);
+    fprintf(o,
+            ", \"nc\": %" PRId64 ", \"imgsz\": %d, \"threads\": %d, \"runs\": %d, "
+            "\"warmup\": %d, \"input\": ",
+            r->info.nc, r->imgsz, cfg->threads, cfg->runs, cfg->warmup);
+    ly_json_string(o, r->input_desc);
+    fputs(", \"load_ms\": ", o);
+    ly_json_number(o, r->load_ms);
+    fputs(", \"peak_rss_mib\": ", o);
+    ly_json_number(o, r->peak_rss_mib);
+    fputs(", \"model_rss_mib\": {\"after_load\": ", o);
+    ly_json_number(o, r->rss_model_after_load_mib);
+    fputs(", \"after_warmup\": ", o);
+    ly_json_number(o, r->rss_model_after_warmup_mib);
+    fputs("}, \"run\": ", o);
+    json_latency(o, &r->run);
+    fputs(", \"predict_file\": ", o);
+    if (r->have_predict) {
+        fputs("{\"image\": ", o);
+        ly_json_string(o, r->image);
+        fprintf(o, ", \"detections\": %zu, \"latency\": ", r->detections);
+        json_latency(o, &r->predict);
+        fputs(", \"preprocess_ms\": ", o);
+        ly_json_number(o, r->pre_ms);
+        fputs(", \"inference_ms\": ", o);
+        ly_json_number(o, r->net_ms);
+        fputs(", \"postprocess_ms\": ", o);
+        ly_json_number(o, r->post_ms);
+        fputs("}", o);
+    } else {
+        fputs("null, \"predict_file_skipped\": ", o);
+        ly_json_string(o, r->image_skip_reason);
+    }
+    double gflop = network_gflop(cfg, r);
+    double bound_ms = gflop / (cfg->core_gflops * cfg->threads) * 1e3;
+    fputs(", \"bound\": {\"gflop\": ", o);
+    ly_json_number(o, gflop);
+    fputs(", \"core_gflops\": ", o);
+    ly_json_number(o, cfg->core_gflops);
+    fputs(", \"ms\": ", o);
+    ly_json_number(o, bound_ms);
+    fputs(", \"ours_over_bound\": ", o);
+    ly_json_number(o, r->run.median_ms / bound_ms);
+    fputs("}, \"peers\": {\"onnxruntime\": ", o);
+    json_peer(o, ort, r->run.median_ms);
+    fputs(", \"pytorch\": ", o);
+    json_peer(o, torch, r->run.median_ms);
+    fputs("}}\n", o);
+}
+
+/* ---- Entry ----------------------------------------------------------------------- */
+
+int ly_cli_bench_model(int argc, char **argv)
+{
+    bench_config cfg = {.threads = 1,
+                        .runs = DEFAULT_RUNS,
+                        .warmup = DEFAULT_WARMUP,
+                        .core_gflops = DEFAULT_CORE_GFLOPS};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = i + 1 < argc;
+        bool ok = true;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            cfg.json = true;
+        } else if (strcmp(a, "--no-image") == 0) {
+            cfg.no_image = true;
+        } else if (strcmp(a, "--no-peers") == 0) {
+            cfg.no_peers = true;
+        } else if (strcmp(a, "--model") == 0 && has_value) {
+            cfg.model_path = argv[++i];
+        } else if (strcmp(a, "--input") == 0 && has_value) {
+            cfg.input_path = argv[++i];
+        } else if (strcmp(a, "--image") == 0 && has_value) {
+            cfg.image_path = argv[++i];
+        } else if (strcmp(a, "--onnx") == 0 && has_value) {
+            cfg.onnx_path = argv[++i];
+        } else if (strcmp(a, "--peers") == 0 && has_value) {
+            cfg.peers_dir = argv[++i];
+        } else if (strcmp(a, "--imgsz") == 0 && has_value) {
+            ok = parse_int(argv[++i], 32, 8192, &cfg.imgsz) && cfg.imgsz % 32 == 0;
+        } else if (strcmp(a, "--threads") == 0 && has_value) {
+            ok = parse_int(argv[++i], 1, 1024, &cfg.threads);
+        } else if (strcmp(a, "--runs") == 0 && has_value) {
+            ok = parse_int(argv[++i], 1, 100000, &cfg.runs);
+        } else if (strcmp(a, "--warmup") == 0 && has_value) {
+            ok = parse_int(argv[++i], 0, 100000, &cfg.warmup);
+        } else if (strcmp(a, "--gflop") == 0 && has_value) {
+            ok = parse_positive(argv[++i], &cfg.gflop);
+        } else if (strcmp(a, "--core-gflops") == 0 && has_value) {
+            ok = parse_positive(argv[++i], &cfg.core_gflops);
+        } else {
+            fprintf(stderr, "libreyolo bench model: unknown or incomplete argument '%s'\n", a);
+            print_usage(stderr);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "libreyolo bench model: %s: '%s' is out of range%s\n", a, argv[i],
+                    strcmp(a, "--imgsz") == 0 ? " (a multiple of 32 in [32, 8192])" : "");
+            return 2;
+        }
+    }
+    if (!cfg.model_path) {
+        fprintf(stderr, "libreyolo bench model: --model is required\n");
+        print_usage(stderr);
+        return 2;
+    }
+    if (cfg.image_path && !file_exists(cfg.image_path)) {
+        fprintf(stderr, "libreyolo bench model: --image %s: no such file\n", cfg.image_path);
+        return 2;
+    }
+    show_progress = isatty(STDERR_FILENO);
+
+    ours_result r;
+    memset(&r, 0, sizeof r);
+    ly_tensor input;
+    memset(&input, 0, sizeof input);
+    int rc = measure_ours(&cfg, &r, &input);
+    if (rc) {
+        ly_tensor_free(&input);
+        return rc;
+    }
+    peer_result ort = {.label = "ONNX Runtime", .parity = -1};
+    peer_result torch = {.label = "PyTorch", .parity = -1};
+    run_peers(&cfg, &r, &input, &ort, &torch);
+    ly_tensor_free(&input);
+
+    if (cfg.json)
+        print_json(&cfg, &r, &ort, &torch);
+    else
+        print_table(&cfg, &r, &ort, &torch);
+    free(ort.json);
+    free(torch.json);
+    return 0;
+}

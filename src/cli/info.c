@@ -1,0 +1,127 @@
+/* `libreyolo info`: what a checkpoint holds and what the model expects. */
+#include "cli/cli.h"
+#include "cli/json_out.h"
+#include "libreyolo/checkpoint.h"
+#include "libreyolo/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void print_usage(FILE *to)
+{
+    fputs("usage: libreyolo info --model M [--json]\n"
+          "\n"
+          "Shows the model family, size, task, classes and input size of checkpoint M,\n"
+          "and how many tensors and parameters its state dict has (parameters exclude\n"
+          "BatchNorm running statistics and counters).\n"
+          "  --json           one JSON object instead of text\n",
+          to);
+}
+
+/* BatchNorm buffers are state, not parameters (as torch's parameters() sees it). */
+static bool is_buffer(const char *key)
+{
+    static const char *const suffixes[] = {"running_mean", "running_var", "num_batches_tracked"};
+    size_t n = strlen(key);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        size_t m = strlen(suffixes[i]);
+        if (n >= m && strcmp(key + n - m, suffixes[i]) == 0) return true;
+    }
+    return false;
+}
+
+static ly_status count_tensors(const char *path, size_t *tensors, int64_t *params)
+{
+    ly_checkpoint *ck;
+    ly_status st = ly_checkpoint_open(path, &ck);
+    if (st != LY_OK) return st;
+    st = ly_checkpoint_tensor_count(ck, tensors);
+    *params = 0;
+    for (size_t i = 0; st == LY_OK && i < *tensors; i++) {
+        const char *name;
+        ly_tensor view;
+        st = ly_checkpoint_tensor_at(ck, i, &name, &view);
+        if (st == LY_OK && !is_buffer(name)) *params += ly_tensor_numel(&view);
+    }
+    ly_checkpoint_close(ck);
+    return st;
+}
+
+int ly_cli_info(int argc, char **argv)
+{
+    const char *path = NULL;
+    bool json = false;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            print_usage(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--json") == 0) {
+            json = true;
+        } else if (strcmp(arg, "--model") == 0 && i + 1 < argc) {
+            path = argv[++i];
+        } else if (strncmp(arg, "--model=", 8) == 0) {
+            path = arg + 8;
+        } else {
+            fprintf(stderr, "libreyolo info: %s '%s'\n(see libreyolo info --help)\n",
+                    strcmp(arg, "--model") == 0 ? "missing the value of" : "unexpected argument",
+                    arg);
+            return 2;
+        }
+    }
+    if (!path) {
+        fputs("libreyolo info: missing --model\n(see libreyolo info --help)\n", stderr);
+        return 2;
+    }
+    ly_model *model;
+    ly_model_info info;
+    size_t tensors = 0;
+    int64_t params = 0;
+    if (ly_model_load(path, NULL, &model) != LY_OK) {
+        fprintf(stderr, "libreyolo info: %s\n", ly_last_error());
+        return 1;
+    }
+    ly_model_get_info(model, &info);
+    if (count_tensors(path, &tensors, &params) != LY_OK) {
+        fprintf(stderr, "libreyolo info: %s\n", ly_last_error());
+        ly_model_free(model);
+        return 1;
+    }
+    if (json) {
+        fputs("{\"model\":", stdout);
+        ly_json_string(stdout, path);
+        fputs(",\"family\":", stdout);
+        ly_json_string(stdout, info.family);
+        fputs(",\"size\":", stdout);
+        ly_json_string(stdout, info.size);
+        fputs(",\"task\":", stdout);
+        ly_json_string(stdout, info.task);
+        printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld],\"tensors\":%zu,"
+               "\"parameters\":%lld,\"names\":[",
+               (long long)info.nc, (long long)info.imgsz, (long long)info.imgsz,
+               (long long)info.imgsz, tensors, (long long)params);
+        for (int64_t i = 0; i < info.nc; i++) {
+            if (i) fputc(',', stdout);
+            ly_json_string(stdout, info.names[i]);
+        }
+        fputs("]}\n", stdout);
+    } else {
+        printf("model       %s\n", path);
+        printf("family      %s\n", info.family);
+        printf("size        %s\n", info.size);
+        printf("task        %s\n", info.task);
+        printf("classes     %lld\n", (long long)info.nc);
+        printf("imgsz       %lld\n", (long long)info.imgsz);
+        printf("input       [1, 3, %lld, %lld] float32 RGB /255, letterboxed top-left on 114\n",
+               (long long)info.imgsz, (long long)info.imgsz);
+        printf("tensors     %zu\n", tensors);
+        printf("parameters  %lld\n", (long long)params);
+        fputs("names      ", stdout);
+        for (int64_t i = 0; i < info.nc; i++)
+            printf("%s%lld:%s", i ? ", " : " ", (long long)i, *info.names[i] ? info.names[i] : "?");
+        fputc('\n', stdout);
+    }
+    ly_model_free(model);
+    return 0;
+}

@@ -1,0 +1,146 @@
+/* `libreyolo run`: the network alone on a preprocessed .npy input, every raw
+ * output written as .npy, for comparison with another implementation. */
+#include "cli/cli.h"
+#include "libreyolo/io.h"
+#include "libreyolo/model.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void print_usage(FILE *to)
+{
+    fputs("usage: libreyolo run --model M --input X.npy --output-dir DIR [--threads N]\n"
+          "\n"
+          "Runs the network of checkpoint M, without pre- or post-processing, on X\n"
+          "(float32 [1, 3, H, W], H and W multiples of 32, as LibreYOLO's preprocessing\n"
+          "makes it) and writes each output to DIR/<name>.npy (for YOLO9: predictions,\n"
+          "raw_p3, raw_p4, raw_p5). DIR is created if needed; files are written atomically.\n"
+          "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n",
+          to);
+}
+
+static int usage_error(const char *fmt, ...) LY_PRINTF(1, 2);
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("libreyolo run: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\n(see libreyolo run --help)\n", stderr);
+    va_end(ap);
+    return 2;
+}
+
+static const char *option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
+{
+    size_t n = strlen(opt);
+    const char *arg = argv[*i];
+    if (strncmp(arg, opt, n) != 0) return NULL;
+    if (arg[n] == '=') return arg + n + 1;
+    if (arg[n] != '\0') return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+typedef struct run_state {
+    const char *dir;
+    ly_status status; /* first failure */
+    char message[1024];
+} run_state;
+
+static void save_output(const char *name, const ly_tensor *output, void *user)
+{
+    run_state *s = user;
+    if (s->status != LY_OK) return;
+    size_t len = strlen(s->dir) + strlen(name) + 8;
+    char *path = malloc(len);
+    if (!path) {
+        s->status = LY_E_NO_MEMORY;
+        snprintf(s->message, sizeof s->message, "out of memory");
+        return;
+    }
+    snprintf(path, len, "%s/%s.npy", s->dir, name);
+    s->status = ly_npy_save(path, output);
+    if (s->status != LY_OK) {
+        snprintf(s->message, sizeof s->message, "%s", ly_last_error());
+    } else {
+        printf("%s [", path);
+        for (int i = 0; i < output->ndim; i++)
+            printf("%s%lld", i ? ", " : "", (long long)output->shape[i]);
+        printf("] %s\n", ly_dtype_name(output->dtype));
+    }
+    free(path);
+}
+
+int ly_cli_run(int argc, char **argv)
+{
+    const char *model_path = NULL, *input_path = NULL, *dir = NULL;
+    int threads = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i], *v;
+        bool missing = false;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            print_usage(stdout);
+            return 0;
+        }
+        if ((v = option_value(argc, argv, &i, "--model", &missing))) {
+            model_path = v;
+        } else if ((v = option_value(argc, argv, &i, "--input", &missing))) {
+            input_path = v;
+        } else if ((v = option_value(argc, argv, &i, "--output-dir", &missing))) {
+            dir = v;
+        } else if ((v = option_value(argc, argv, &i, "--threads", &missing))) {
+            char *end;
+            errno = 0;
+            long t = strtol(v, &end, 10);
+            if (errno || end == v || *end || t < 1 || t > 4096)
+                return usage_error("--threads '%s': expected a positive integer", v);
+            threads = (int)t;
+        } else if (missing) {
+            return usage_error("%s needs a value", arg);
+        } else {
+            return usage_error("unexpected argument '%s'", arg);
+        }
+    }
+    if (!model_path) return usage_error("missing --model");
+    if (!input_path) return usage_error("missing --input");
+    if (!dir) return usage_error("missing --output-dir");
+
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "libreyolo run: --output-dir %s: cannot create it: %s\n", dir,
+                strerror(errno));
+        return 1;
+    }
+    ly_tensor input = {0};
+    if (ly_npy_load(input_path, &input) != LY_OK) {
+        fprintf(stderr, "libreyolo run: %s\n", ly_last_error());
+        return 1;
+    }
+    ly_model_options mo = {threads};
+    ly_model *model;
+    if (ly_model_load(model_path, &mo, &model) != LY_OK) {
+        fprintf(stderr, "libreyolo run: %s\n", ly_last_error());
+        ly_npy_free(&input);
+        return 1;
+    }
+    run_state state = {dir, LY_OK, ""};
+    int code = 0;
+    if (ly_model_run(model, &input, save_output, &state) != LY_OK) {
+        fprintf(stderr, "libreyolo run: %s: %s\n", input_path, ly_last_error());
+        code = 1;
+    } else if (state.status != LY_OK) {
+        fprintf(stderr, "libreyolo run: %s\n", state.message);
+        code = 1;
+    }
+    ly_model_free(model);
+    ly_npy_free(&input);
+    return code;
+}

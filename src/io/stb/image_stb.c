@@ -1,0 +1,235 @@
+/* Image files through stb_image / stb_image_write (libstb provides the code). */
+#include "io/image.h"
+
+#include "core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stb_image.h>
+#include <stb_image_write.h>
+
+bool ly_image_codecs_available(void)
+{
+    return true;
+}
+
+/* ---- Reading ------------------------------------------------------------ */
+
+static ly_status read_whole_file(const char *path, uint8_t **bytes, size_t *size)
+{
+    *bytes = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return ly_set_error(LY_E_NOT_FOUND, "image %s: no such file", path);
+        return ly_set_error(LY_E_IO, "image %s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        ly_status s = ly_set_error(LY_E_IO, "image %s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return s;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ly_set_error(LY_E_IO, "image %s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return ly_set_error(LY_E_FORMAT, "image %s: the file is empty", path);
+    }
+    /* stb takes the length as an int. */
+    if ((uint64_t)st.st_size > (uint64_t)INT_MAX) {
+        close(fd);
+        return ly_set_error(LY_E_UNSUPPORTED, "image %s: %lld bytes, more than the %d supported",
+                            path, (long long)st.st_size, INT_MAX);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n);
+    if (!buf) {
+        close(fd);
+        return ly_set_error(LY_E_NO_MEMORY, "image %s: cannot allocate %zu bytes", path, n);
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t got = read(fd, buf + done, n - done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            ly_status s =
+                got < 0 ? ly_set_error(LY_E_IO, "image %s: read failed: %s", path, strerror(errno))
+                        : ly_set_error(LY_E_IO, "image %s: the file shrank while read", path);
+            free(buf);
+            close(fd);
+            return s;
+        }
+        done += (size_t)got;
+    }
+    close(fd);
+    *bytes = buf;
+    *size = n;
+    return LY_OK;
+}
+
+/* The format from the first bytes, NULL when it is none of ours. */
+static const char *sniff_format(const uint8_t *b, size_t n)
+{
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "JPEG";
+    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) return "PNG";
+    if (n >= 2 && b[0] == 'B' && b[1] == 'M') return "BMP";
+    return NULL;
+}
+
+ly_status ly_image_load(const char *path, ly_image *out)
+{
+    if (!out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_load: out is NULL");
+    out->pixels = NULL;
+    out->width = out->height = 0;
+    if (!path || !*path)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_load: path is NULL or empty");
+
+    uint8_t *bytes;
+    size_t size;
+    ly_status st = read_whole_file(path, &bytes, &size);
+    if (st != LY_OK) return st;
+
+    const char *format = sniff_format(bytes, size);
+    if (!format) {
+        free(bytes);
+        return ly_set_error(LY_E_FORMAT, "image %s: unsupported format (expected JPEG, PNG or BMP)",
+                            path);
+    }
+#ifdef LY_HAVE_LIBJPEG
+    if (strcmp(format, "JPEG") == 0) {
+        st = ly_image_decode_jpeg(bytes, size, path, out);
+        if (st != LY_E_DECLINED) {
+            free(bytes);
+            return st;
+        }
+    }
+#endif
+    int w = 0, h = 0, channels = 0;
+    uint8_t *rgb = stbi_load_from_memory(bytes, (int)size, &w, &h, &channels, 3);
+    free(bytes);
+    if (!rgb) {
+        const char *why = stbi_failure_reason();
+        return ly_set_error(LY_E_FORMAT, "image %s: cannot decode the %s data: %s", path, format,
+                            why ? why : "unknown error");
+    }
+    if (w <= 0 || h <= 0) {
+        stbi_image_free(rgb);
+        return ly_set_error(LY_E_FORMAT, "image %s: the %s image has no pixels (%dx%d)", path,
+                            format, w, h);
+    }
+    /* Copied so every ly_image is released the same way, whoever decoded it. */
+    st = ly_image_alloc(out, w, h);
+    if (st == LY_OK) memcpy(out->pixels, rgb, (size_t)w * (size_t)h * 3);
+    stbi_image_free(rgb);
+    return st;
+}
+
+/* ---- Writing ------------------------------------------------------------ */
+
+typedef struct file_sink {
+    int fd;
+    int error; /* first errno seen, 0 if none */
+} file_sink;
+
+static void sink_write(void *context, void *data, int size)
+{
+    file_sink *sink = context;
+    const uint8_t *p = data;
+    size_t left = size > 0 ? (size_t)size : 0;
+    while (left && !sink->error) {
+        ssize_t n = write(sink->fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            sink->error = n < 0 ? errno : EIO;
+            return;
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+}
+
+/* A new file next to `path`, with the mode the umask gives (not mkstemp's 0600). */
+static int open_temp(const char *path, char *tmp, size_t size)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        snprintf(tmp, size, "%s.tmp-%ld-%ld-%u", path, (long)getpid(), (long)now.tv_nsec, attempt);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+static bool has_extension(const char *path, const char *ext)
+{
+    size_t n = strlen(path), m = strlen(ext);
+    return n > m && strcasecmp(path + n - m, ext) == 0;
+}
+
+ly_status ly_image_save(const char *path, const ly_image *image, int jpeg_quality)
+{
+    if (!path || !*path)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_save: path is NULL or empty");
+    if (!image || !image->pixels || image->width <= 0 || image->height <= 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_save: %s: the image is empty", path);
+    bool png = has_extension(path, ".png");
+    bool jpeg = has_extension(path, ".jpg") || has_extension(path, ".jpeg");
+    if (!png && !jpeg)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_image_save: %s: unknown extension, expected .jpg, .jpeg or .png",
+                            path);
+    if (jpeg && (jpeg_quality < 1 || jpeg_quality > 100))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_image_save: %s: JPEG quality %d, expected 1..100", path,
+                            jpeg_quality);
+    if (image->width > INT_MAX / 3)
+        return ly_set_error(LY_E_UNSUPPORTED, "ly_image_save: %s: width %d is too large", path,
+                            image->width);
+
+    size_t tmp_size = strlen(path) + 64;
+    char *tmp = malloc(tmp_size);
+    if (!tmp) return ly_set_error(LY_E_NO_MEMORY, "ly_image_save: %s: out of memory", path);
+    file_sink sink = {open_temp(path, tmp, tmp_size), 0};
+    if (sink.fd < 0) {
+        ly_status s =
+            ly_set_error(LY_E_IO, "image %s: cannot create a temporary file next to it: %s", path,
+                         strerror(errno));
+        free(tmp);
+        return s;
+    }
+    int ok = png ? stbi_write_png_to_func(sink_write, &sink, image->width, image->height, 3,
+                                          image->pixels, image->width * 3)
+                 : stbi_write_jpg_to_func(sink_write, &sink, image->width, image->height, 3,
+                                          image->pixels, jpeg_quality);
+    ly_status st = LY_OK;
+    if (sink.error)
+        st = ly_set_error(LY_E_IO, "image %s: write failed: %s", path, strerror(sink.error));
+    else if (!ok)
+        st = ly_set_error(LY_E_INTERNAL, "image %s: the %s encoder failed", path,
+                          png ? "PNG" : "JPEG");
+    if (st == LY_OK && fsync(sink.fd) != 0)
+        st = ly_set_error(LY_E_IO, "image %s: fsync failed: %s", path, strerror(errno));
+    if (close(sink.fd) != 0 && st == LY_OK)
+        st = ly_set_error(LY_E_IO, "image %s: close failed: %s", path, strerror(errno));
+    if (st == LY_OK && rename(tmp, path) != 0)
+        st = ly_set_error(LY_E_IO, "image %s: cannot rename the temporary file %s over it: %s",
+                          path, tmp, strerror(errno));
+    if (st != LY_OK) unlink(tmp);
+    free(tmp);
+    return st;
+}

@@ -1,0 +1,25 @@
+/* What the oneDNN providers share: one CPU engine and the OpenMP thread count. */
+#ifndef LY_KERNELS_NN_ONEDNN_COMMON_H
+#define LY_KERNELS_NN_ONEDNN_COMMON_H
+
+#include "libreyolo/kernels.h"
+
+#include <dnnl.h>
+
+/* The process's CPU engine, created on first use; NULL if oneDNN refused. */
+dnnl_engine_t ly_onednn_engine(void);
+/* The dnnl status of that creation (dnnl_success once it exists). */
+dnnl_status_t ly_onednn_engine_status(void);
+
+/* Debian's oneDNN runs on OpenMP (libgomp), which reads the calling thread's
+ * omp_get_max_threads() when a primitive is created (to plan its split) and
+ * when it runs. begin sets it to `threads` for this thread and returns the
+ * previous value for end to restore. The symbols are looked up at run time, so
+ * the library need not link OpenMP itself; without them both do nothing. */
+int ly_onednn_threads_begin(int threads);
+void ly_onednn_threads_end(int previous);
+
+/* LY_E_PROVIDER naming the slot and the failed dnnl call. */
+ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t status);
+
+#endif

@@ -1,0 +1,224 @@
+#include "kernels/nn/op_cache.h"
+
+#include "core/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ly_op_entry {
+    ly_op_entry *next;
+    ly_conv_key key;
+    void *op;
+    size_t users;        /* threads between acquire and release; guarded by the cache lock */
+    pthread_mutex_t use; /* held by the one thread running the operator */
+};
+
+/* Weights sampled for the fingerprint: enough that a different tensor at a
+ * reused address is caught, few enough to cost nothing per call. */
+#define FINGERPRINT_SAMPLES 1024
+
+static uint64_t mix(uint64_t h, uint32_t v)
+{
+    h ^= v;
+    h *= 0x100000001b3ull; /* FNV-1a prime */
+    h ^= h >> 29;
+    return h;
+}
+
+static uint32_t bits_of(const float *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static uint64_t fingerprint(const ly_tensor *weight, const ly_tensor *bias)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t n = ly_tensor_numel(weight);
+    const float *w = weight->data;
+    int64_t step = n > FINGERPRINT_SAMPLES ? n / FINGERPRINT_SAMPLES : 1;
+    for (int64_t i = 0; i < n; i += step) h = mix(h, bits_of(&w[i]));
+    if (n > 0) h = mix(h, bits_of(&w[n - 1]));
+    if (bias) {
+        const float *b = bias->data;
+        for (int64_t i = 0; i < ly_tensor_numel(bias); i++) h = mix(h, bits_of(&b[i]));
+    }
+    return h;
+}
+
+void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads)
+{
+    const ly_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2], *y = call->out[0];
+    const ly_kernel_params *p = &call->params;
+    memset(key, 0, sizeof *key);
+    key->weight = w->data;
+    key->bias = b ? b->data : NULL;
+    key->fingerprint = fingerprint(w, b);
+    key->n = x->shape[0];
+    key->c = x->shape[1];
+    key->h = x->shape[2];
+    key->w = x->shape[3];
+    key->o = w->shape[0];
+    key->kh = w->shape[2];
+    key->kw = w->shape[3];
+    key->ho = y->shape[2];
+    key->wo = y->shape[3];
+    key->sh = p->stride[0];
+    key->sw = p->stride[1];
+    key->ph = p->padding[0];
+    key->pw = p->padding[1];
+    key->dh = p->dilation[0];
+    key->dw = p->dilation[1];
+    key->groups = p->groups;
+    key->activation = p->activation;
+    key->has_residual = call->in[3] != NULL;
+    key->threads = threads;
+}
+
+static ly_op_entry *find_locked(ly_op_cache *cache, const ly_conv_key *key)
+{
+    ly_op_entry *prev = NULL;
+    for (ly_op_entry *e = cache->entries; e; prev = e, e = e->next) {
+        if (memcmp(&e->key, key, sizeof *key) != 0) continue;
+        if (prev) { /* move to the front: most recently used */
+            prev->next = e->next;
+            e->next = cache->entries;
+            cache->entries = e;
+        }
+        return e;
+    }
+    return NULL;
+}
+
+/* Unlink idle entries from the tail while over capacity; returns them. */
+static ly_op_entry *evict_locked(ly_op_cache *cache)
+{
+    ly_op_entry *victims = NULL;
+    while (cache->count > cache->capacity) {
+        ly_op_entry **slot = &cache->entries, **idle = NULL;
+        for (; *slot; slot = &(*slot)->next)
+            if ((*slot)->users == 0) idle = slot;
+        if (!idle) break; /* every entry is in use: stay over capacity until released */
+        ly_op_entry *e = *idle;
+        *idle = e->next;
+        e->next = victims;
+        victims = e;
+        cache->count--;
+    }
+    return victims;
+}
+
+static void destroy_entries(ly_op_cache *cache, ly_op_entry *list)
+{
+    while (list) {
+        ly_op_entry *next = list->next;
+        cache->destroy(list->op);
+        pthread_mutex_destroy(&list->use);
+        free(list);
+        list = next;
+    }
+}
+
+ly_status ly_op_cache_acquire(ly_op_cache *cache, const ly_conv_key *key, ly_op_create_fn create,
+                              const ly_kernel_call *call, ly_op_entry **entry, void **op)
+{
+    pthread_mutex_lock(&cache->lock);
+    ly_op_entry *e = find_locked(cache, key);
+    if (e) e->users++;
+    pthread_mutex_unlock(&cache->lock);
+
+    if (!e) {
+        /* Built without the lock: preparing an operator can take milliseconds. */
+        ly_status st = LY_OK;
+        void *fresh = create(key, call, &st);
+        if (!fresh) return st != LY_OK ? st : LY_E_PROVIDER;
+        ly_op_entry *made = calloc(1, sizeof *made);
+        if (!made || pthread_mutex_init(&made->use, NULL) != 0) {
+            free(made);
+            cache->destroy(fresh);
+            return ly_set_error(LY_E_NO_MEMORY, "conv2d: out of memory for the operator cache");
+        }
+        made->key = *key;
+        made->op = fresh;
+        ly_op_entry *victims = NULL;
+        pthread_mutex_lock(&cache->lock);
+        e = find_locked(cache, key); /* another thread may have built it meanwhile */
+        if (!e) {
+            e = made;
+            made = NULL;
+            e->next = cache->entries;
+            cache->entries = e;
+            cache->count++;
+        }
+        e->users++;
+        victims = evict_locked(cache);
+        pthread_mutex_unlock(&cache->lock);
+        if (made) {
+            made->next = victims;
+            victims = made;
+        }
+        destroy_entries(cache, victims);
+    }
+    pthread_mutex_lock(&e->use);
+    *entry = e;
+    *op = e->op;
+    return LY_OK;
+}
+
+void ly_op_cache_release(ly_op_cache *cache, ly_op_entry *entry)
+{
+    pthread_mutex_unlock(&entry->use);
+    pthread_mutex_lock(&cache->lock);
+    entry->users--;
+    ly_op_entry *victims = evict_locked(cache);
+    pthread_mutex_unlock(&cache->lock);
+    destroy_entries(cache, victims);
+}
+
+/* ---- per-thread scratch ---------------------------------------------------------------- */
+
+typedef struct scratch_set {
+    void *data[LY_NN_SCRATCH_BUFFERS];
+    size_t size[LY_NN_SCRATCH_BUFFERS];
+} scratch_set;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_key_ok;
+
+static void free_scratch(void *p)
+{
+    scratch_set *set = p;
+    for (int i = 0; i < LY_NN_SCRATCH_BUFFERS; i++) free(set->data[i]);
+    free(set);
+}
+
+static void make_scratch_key(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, free_scratch) == 0;
+}
+
+void *ly_nn_scratch(int index, size_t bytes)
+{
+    if (index < 0 || index >= LY_NN_SCRATCH_BUFFERS) return NULL;
+    pthread_once(&scratch_once, make_scratch_key);
+    if (!scratch_key_ok) return NULL;
+    scratch_set *set = pthread_getspecific(scratch_key);
+    if (!set) {
+        set = calloc(1, sizeof *set);
+        if (!set || pthread_setspecific(scratch_key, set) != 0) {
+            free(set);
+            return NULL;
+        }
+    }
+    if (set->size[index] >= bytes && set->data[index]) return set->data[index];
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    void *p = aligned_alloc(64, rounded);
+    if (!p) return NULL;
+    free(set->data[index]);
+    set->data[index] = p;
+    set->size[index] = rounded;
+    return p;
+}

@@ -1,0 +1,118 @@
+/*
+ * A small graph of network ops over f32 tensors with batch 1 (NCHW for the
+ * spatial ops), run through the kernel registry, on memory planned once per
+ * input shape.
+ *
+ * Building: add inputs, constants (weights owned by the graph), and nodes in
+ * execution order; each node produces one value. Values are referred to by
+ * index (ly_graph_value). Concat and slice cost nothing at run time:
+ *  - a slice along the channel axis is a view (with batch 1 a channel range of
+ *    an NCHW tensor is contiguous);
+ *  - the inputs of a channel concat are, where possible, planned as views of
+ *    its output, so their producers write straight into their channel range.
+ *    An input that cannot be placed there (a graph input, a slice, a value
+ *    already placed in another concat, a value repeated in the same concat) is
+ *    copied by the concat node instead.
+ *
+ * Planning (on the first run and whenever the input shapes change): infer
+ * every shape, give each buffer that is not a view of another one a live range
+ * over the node order (from its first write to its last read; graph outputs
+ * live to the end), then place the buffers in one arena, largest first, each
+ * at the best-fitting gap among the already placed buffers whose live ranges
+ * overlap its own (greedy by size, best fit). The arena is allocated only when
+ * the plan needs more than it holds, so repeated runs at one shape allocate
+ * nothing.
+ *
+ * A graph is not safe to run from two threads at once (it owns the arena).
+ */
+#ifndef LY_NN_GRAPH_H
+#define LY_NN_GRAPH_H
+
+#include "libreyolo/kernels.h"
+
+typedef struct ly_graph ly_graph;
+typedef int32_t ly_graph_value;
+
+#define LY_GRAPH_NONE ((ly_graph_value)-1)
+#define LY_GRAPH_MAX_NODE_INPUTS 8
+#define LY_GRAPH_ALIGN 64 /* bytes: every planned buffer starts on this boundary */
+
+/* An op the registry has no slot for (e.g. a detector's decode). `infer` sets
+ * out->ndim/shape from the input shapes (their data is NULL then) and the
+ * scratch it needs in bytes (planned in the arena, live only during the node);
+ * `run` computes `out`. Both return LY_OK or set the error. */
+typedef struct ly_graph_custom_op {
+    ly_status (*infer)(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out,
+                       size_t *scratch_bytes);
+    ly_status (*run)(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out, void *scratch,
+                     int threads);
+    void (*destroy)(void *ctx); /* may be NULL */
+} ly_graph_custom_op;
+
+ly_status ly_graph_create(ly_graph **out);
+void ly_graph_free(ly_graph *g);
+
+/* A graph input of `ndim` dimensions; its shape comes with each run. */
+ly_status ly_graph_input(ly_graph *g, const char *name, int ndim, ly_graph_value *out);
+
+/* A zeroed f32 tensor owned by the graph (64-byte aligned), for weights to be
+ * written by the caller. Its address never changes. */
+ly_status ly_graph_constant(ly_graph *g, int ndim, const int64_t *shape, ly_tensor *out);
+
+/* conv2d slot: act(conv(x, weight) + bias) + residual. `weight` and `bias`
+ * (bias may be NULL) must be graph constants; `residual` may be LY_GRAPH_NONE.
+ * Reads params stride, padding, dilation, groups, activation. */
+ly_status ly_graph_conv2d(ly_graph *g, const char *name, ly_graph_value x, const ly_tensor *weight,
+                          const ly_tensor *bias, ly_graph_value residual,
+                          const ly_kernel_params *params, ly_graph_value *out);
+/* max_pool2d / avg_pool2d slots: params kernel, stride, padding (+ count_include_pad). */
+ly_status ly_graph_max_pool2d(ly_graph *g, const char *name, ly_graph_value x,
+                              const ly_kernel_params *params, ly_graph_value *out);
+ly_status ly_graph_avg_pool2d(ly_graph *g, const char *name, ly_graph_value x,
+                              const ly_kernel_params *params, ly_graph_value *out);
+ly_status ly_graph_upsample_nearest2d(ly_graph *g, const char *name, ly_graph_value x,
+                                      int64_t scale, ly_graph_value *out);
+ly_status ly_graph_silu(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out);
+ly_status ly_graph_sigmoid(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out);
+/* dfl slot: [1, 4*R, A] -> [1, 4, A]. */
+ly_status ly_graph_dfl(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out);
+/* Join on axis 1 (channels); batch must be 1. */
+ly_status ly_graph_concat(ly_graph *g, const char *name, int n, const ly_graph_value *inputs,
+                          ly_graph_value *out);
+/* Channels [start, start + count) of x (a view; batch must be 1). */
+ly_status ly_graph_slice(ly_graph *g, const char *name, ly_graph_value x, int64_t start,
+                         int64_t count, ly_graph_value *out);
+/* The graph takes ownership of `ctx` (op->destroy frees it, also on failure). */
+ly_status ly_graph_custom(ly_graph *g, const char *name, const ly_graph_custom_op *op, void *ctx,
+                          int n, const ly_graph_value *inputs, ly_graph_value *out);
+
+/* Mark `v` as output number <count so far> under `name`. */
+ly_status ly_graph_output(ly_graph *g, ly_graph_value v, const char *name);
+
+/* Plan for these input shapes (data ignored) unless already planned for them.
+ * Run calls it itself; it is public for tests and for sizing ahead of time. */
+ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs);
+
+/* Run every node on `inputs` (f32, shapes as declared ndim). `threads` goes into
+ * each kernel call as is (0: LIBREYOLO_THREADS, else all CPUs). */
+ly_status ly_graph_run(ly_graph *g, int n_inputs, const ly_tensor *inputs, int threads);
+
+/* Output `index` after a run or plan: a view into the arena valid until the
+ * next plan for other shapes, or free. `name` may be NULL. */
+ly_status ly_graph_get_output(const ly_graph *g, int index, ly_tensor *view, const char **name);
+int ly_graph_output_count(const ly_graph *g);
+
+/* Planner figures and the planned view of any value (for tests and reports). */
+typedef struct ly_graph_stats {
+    size_t arena_bytes;       /* what the current plan uses */
+    size_t arena_capacity;    /* what is allocated */
+    size_t unplanned_bytes;   /* sum of every planned buffer, as if none were reused */
+    size_t constant_bytes;    /* weights */
+    size_t arena_allocations; /* times the arena was (re)allocated so far */
+    size_t plans;             /* times a plan was made so far */
+    int nodes, values, buffers;
+} ly_graph_stats;
+ly_status ly_graph_get_stats(const ly_graph *g, ly_graph_stats *stats);
+ly_status ly_graph_value_view(const ly_graph *g, ly_graph_value v, ly_tensor *view);
+
+#endif

@@ -1,0 +1,457 @@
+/*
+ * References of the network-op slots: plain loops that define the numbers.
+ *
+ * conv2d: every output is acc = 0, then acc += x * w over input channel c, then
+ * kernel row ky, then kernel column kx, in that order (terms that fall in the
+ * zero padding are skipped, which adds nothing), then + bias, the activation,
+ * + residual. Built with -ffp-contract=off, so no product is fused into an FMA.
+ * The loops run over an output tile per (c, ky, kx) so that the innermost loop
+ * walks contiguous memory (and vectorises across outputs) while each output
+ * still sees its terms in the order above.
+ */
+#include "nn/reference.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many output elements an op runs on the calling thread: starting
+ * threads costs more than it saves. */
+#define PARALLEL_MIN_ELEMENTS (1 << 18)
+
+/* Accumulator tile of the reference convolution: 16 KiB, well inside L1/L2. */
+#define CONV_TILE_ELEMENTS 4096
+#define CONV_TILE_MAX_COLS 512
+
+static int threads_for(const ly_kernel_call *call, int64_t elements)
+{
+    if (elements < PARALLEL_MIN_ELEMENTS) return 1;
+    return ly_threads_resolve(call->threads);
+}
+
+float ly_nn_sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+float ly_nn_silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+float ly_nn_activate(float x, int64_t activation)
+{
+    switch (activation) {
+    case LY_ACT_SILU: return ly_nn_silu(x);
+    case LY_ACT_SIGMOID: return ly_nn_sigmoid(x);
+    case LY_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN stays NaN, as PyTorch */
+    default: return x;
+    }
+}
+
+int64_t ly_nn_out_extent(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
+                         int64_t dilation)
+{
+    int64_t span = dilation * (kernel - 1) + 1;
+    int64_t room = in + 2 * padding - span;
+    if (room < 0 || stride < 1) return 0;
+    return room / stride + 1;
+}
+
+/* Floor and ceiling division that are right for negative numerators. */
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ---- conv2d ------------------------------------------------------------------------- */
+
+typedef struct conv_geometry {
+    int64_t n, c, h, w;    /* input */
+    int64_t o, kh, kw;     /* weight [o, c / groups, kh, kw] */
+    int64_t ho, wo;        /* output */
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+    int64_t activation;
+} conv_geometry;
+
+typedef struct conv_job {
+    conv_geometry g;
+    const float *x, *weight, *bias, *residual;
+    float *y;
+} conv_job;
+
+/* One output tile [oy0, oy1) x [ox0, ox1) of output channel `oc` of image `n`. */
+static void conv_tile(const conv_job *job, int64_t n, int64_t oc, int64_t oy0, int64_t oy1,
+                      int64_t ox0, int64_t ox1, float *acc)
+{
+    const conv_geometry *g = &job->g;
+    int64_t cg = g->c / g->groups, og = g->o / g->groups, group = oc / og;
+    int64_t cols = ox1 - ox0, rows = oy1 - oy0;
+    for (int64_t i = 0; i < rows * cols; i++) acc[i] = 0.0f;
+
+    for (int64_t ci = 0; ci < cg; ci++) {
+        const float *plane = job->x + ((n * g->c) + group * cg + ci) * g->h * g->w;
+        const float *wk = job->weight + ((oc * cg) + ci) * g->kh * g->kw;
+        for (int64_t ky = 0; ky < g->kh; ky++) {
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                float wv = wk[ky * g->kw + kx];
+                /* Output columns whose input column ox*sw - pw + kx*dw lies inside [0, w). */
+                int64_t shift = kx * g->dw - g->pw;
+                int64_t lo = clamp64(ceil_div(-shift, g->sw), ox0, ox1);
+                int64_t hi = clamp64(floor_div(g->w - 1 - shift, g->sw) + 1, lo, ox1);
+                for (int64_t oy = oy0; oy < oy1; oy++) {
+                    int64_t iy = oy * g->sh - g->ph + ky * g->dh;
+                    if (iy < 0 || iy >= g->h) continue;
+                    const float *row = plane + iy * g->w;
+                    float *a = acc + (oy - oy0) * cols;
+                    if (g->sw == 1) {
+                        for (int64_t ox = lo; ox < hi; ox++) a[ox - ox0] += row[ox + shift] * wv;
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            a[ox - ox0] += row[ox * g->sw + shift] * wv;
+                    }
+                }
+            }
+        }
+    }
+
+    float bias = job->bias ? job->bias[oc] : 0.0f;
+    int64_t plane_out = ((n * g->o) + oc) * g->ho * g->wo;
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        float *out = job->y + plane_out + oy * g->wo;
+        const float *res = job->residual ? job->residual + plane_out + oy * g->wo : NULL;
+        const float *a = acc + (oy - oy0) * cols;
+        for (int64_t ox = ox0; ox < ox1; ox++) {
+            float v = ly_nn_activate(a[ox - ox0] + bias, g->activation);
+            out[ox] = res ? v + res[ox] : v;
+        }
+    }
+}
+
+/* Work items are (image, output channel) planes. */
+static void conv_range(void *ctx, int64_t begin, int64_t end)
+{
+    const conv_job *job = ctx;
+    const conv_geometry *g = &job->g;
+    float acc[CONV_TILE_ELEMENTS];
+    int64_t tile_cols = g->wo < CONV_TILE_MAX_COLS ? g->wo : CONV_TILE_MAX_COLS;
+    int64_t tile_rows = tile_cols > 0 ? CONV_TILE_ELEMENTS / tile_cols : 1;
+    for (int64_t item = begin; item < end; item++) {
+        int64_t n = item / g->o, oc = item % g->o;
+        for (int64_t oy = 0; oy < g->ho; oy += tile_rows) {
+            int64_t oy1 = oy + tile_rows < g->ho ? oy + tile_rows : g->ho;
+            for (int64_t ox = 0; ox < g->wo; ox += tile_cols) {
+                int64_t ox1 = ox + tile_cols < g->wo ? ox + tile_cols : g->wo;
+                conv_tile(job, n, oc, oy, oy1, ox, ox1, acc);
+            }
+        }
+    }
+}
+
+ly_status ly_ref_conv2d(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0], *w = call->in[1];
+    const ly_kernel_params *p = &call->params;
+    conv_job job = {
+        .g = {.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+              .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3],
+              .ho = call->out[0]->shape[2], .wo = call->out[0]->shape[3],
+              .sh = p->stride[0], .sw = p->stride[1], .ph = p->padding[0], .pw = p->padding[1],
+              .dh = p->dilation[0], .dw = p->dilation[1], .groups = p->groups,
+              .activation = p->activation},
+        .x = x->data,
+        .weight = w->data,
+        .bias = call->in[2] ? call->in[2]->data : NULL,
+        .residual = call->in[3] ? call->in[3]->data : NULL,
+        .y = call->out[0]->data,
+    };
+    int64_t planes = job.g.n * job.g.o;
+    if (planes == 0 || job.g.ho == 0 || job.g.wo == 0) return LY_OK;
+    int64_t macs = ly_tensor_numel(call->out[0]) * (job.g.c / job.g.groups) * job.g.kh * job.g.kw;
+    ly_parallel_for(planes, 1, threads_for(call, macs), conv_range, &job);
+    return LY_OK;
+}
+
+/* Shared by the providers that leave bias, activation and residual to us. */
+typedef struct epilogue_job {
+    float *out;
+    const float *bias, *residual;
+    int64_t channels, plane, activation;
+} epilogue_job;
+
+static void epilogue_range(void *ctx, int64_t begin, int64_t end)
+{
+    const epilogue_job *job = ctx;
+    for (int64_t item = begin; item < end; item++) {
+        float bias = job->bias ? job->bias[item % job->channels] : 0.0f;
+        float *out = job->out + item * job->plane;
+        const float *res = job->residual ? job->residual + item * job->plane : NULL;
+        for (int64_t i = 0; i < job->plane; i++) {
+            float v = ly_nn_activate(out[i] + bias, job->activation);
+            out[i] = res ? v + res[i] : v;
+        }
+    }
+}
+
+void ly_nn_conv_epilogue(float *out, const float *bias, const float *residual, int64_t n,
+                         int64_t channels, int64_t plane, int64_t activation, int threads)
+{
+    if (!bias && !residual && activation == LY_ACT_NONE) return;
+    epilogue_job job = {out, bias, residual, channels, plane, activation};
+    int64_t items = n * channels;
+    if (items * plane < PARALLEL_MIN_ELEMENTS) threads = 1;
+    ly_parallel_for(items, 1, threads, epilogue_range, &job);
+}
+
+/* ---- pooling ------------------------------------------------------------------------- */
+
+typedef struct pool_job {
+    const float *x;
+    float *y;
+    int64_t h, w, ho, wo, kh, kw, sh, sw, ph, pw;
+    bool count_include_pad;
+} pool_job;
+
+/* Output columns [lo, hi) whose input column ox*stride + shift lies in [0, w). */
+static void valid_columns(int64_t shift, int64_t stride, int64_t w, int64_t wo, int64_t *lo,
+                          int64_t *hi)
+{
+    *lo = clamp64(ceil_div(-shift, stride), 0, wo);
+    *hi = clamp64(floor_div(w - 1 - shift, stride) + 1, *lo, wo);
+}
+
+/* Items are (image, channel) planes. Each output row is built in place, the
+ * window's elements taken in row order (ky, then kx) across the whole row at
+ * once, so the inner loop runs over contiguous outputs. Padding is -inf, so it
+ * never wins (it is skipped); NaN wins, as PyTorch propagates it. */
+static void max_pool_range(void *ctx, int64_t begin, int64_t end)
+{
+    const pool_job *j = ctx;
+    for (int64_t item = begin; item < end; item++) {
+        const float *in = j->x + item * j->h * j->w;
+        for (int64_t oy = 0; oy < j->ho; oy++) {
+            float *out = j->y + (item * j->ho + oy) * j->wo;
+            for (int64_t ox = 0; ox < j->wo; ox++) out[ox] = -INFINITY;
+            for (int64_t ky = 0; ky < j->kh; ky++) {
+                int64_t iy = oy * j->sh - j->ph + ky;
+                if (iy < 0 || iy >= j->h) continue;
+                const float *row = in + iy * j->w;
+                for (int64_t kx = 0; kx < j->kw; kx++) {
+                    int64_t shift = kx - j->pw, lo, hi;
+                    valid_columns(shift, j->sw, j->w, j->wo, &lo, &hi);
+                    for (int64_t ox = lo; ox < hi; ox++) {
+                        float v = row[ox * j->sw + shift];
+                        out[ox] = (v > out[ox] || isnan(v)) ? v : out[ox];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Sum over the window in row order, then divide by the window size
+ * (count_include_pad) or by the number of real elements, as PyTorch. Built
+ * row-wise in place like max_pool_range. */
+static void avg_pool_range(void *ctx, int64_t begin, int64_t end)
+{
+    const pool_job *j = ctx;
+    for (int64_t item = begin; item < end; item++) {
+        const float *in = j->x + item * j->h * j->w;
+        for (int64_t oy = 0; oy < j->ho; oy++) {
+            float *out = j->y + (item * j->ho + oy) * j->wo;
+            for (int64_t ox = 0; ox < j->wo; ox++) out[ox] = 0.0f;
+            int64_t rows = 0;
+            for (int64_t ky = 0; ky < j->kh; ky++) {
+                int64_t iy = oy * j->sh - j->ph + ky;
+                if (iy < 0 || iy >= j->h) continue;
+                rows++;
+                const float *row = in + iy * j->w;
+                for (int64_t kx = 0; kx < j->kw; kx++) {
+                    int64_t shift = kx - j->pw, lo, hi;
+                    valid_columns(shift, j->sw, j->w, j->wo, &lo, &hi);
+                    if (j->sw == 1) {
+                        for (int64_t ox = lo; ox < hi; ox++) out[ox] += row[ox + shift];
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ox++) out[ox] += row[ox * j->sw + shift];
+                    }
+                }
+            }
+            if (j->count_include_pad) {
+                float count = (float)(j->kh * j->kw);
+                for (int64_t ox = 0; ox < j->wo; ox++) out[ox] /= count;
+                continue;
+            }
+            for (int64_t ox = 0; ox < j->wo; ox++) {
+                int64_t x0 = ox * j->sw - j->pw;
+                int64_t cols = clamp64(x0 + j->kw, 0, j->w) - clamp64(x0, 0, j->w);
+                out[ox] /= (float)(rows * cols);
+            }
+        }
+    }
+}
+
+static ly_status run_pool(const ly_kernel_call *call, ly_range_fn fn)
+{
+    const ly_tensor *x = call->in[0];
+    ly_tensor *y = call->out[0];
+    const ly_kernel_params *p = &call->params;
+    pool_job job = {
+        .x = x->data, .y = y->data,
+        .h = x->shape[2], .w = x->shape[3], .ho = y->shape[2], .wo = y->shape[3],
+        .kh = p->kernel[0], .kw = p->kernel[1], .sh = p->stride[0], .sw = p->stride[1],
+        .ph = p->padding[0], .pw = p->padding[1], .count_include_pad = p->count_include_pad != 0,
+    };
+    int64_t planes = x->shape[0] * x->shape[1];
+    ly_parallel_for(planes, 1, threads_for(call, ly_tensor_numel(y) * job.kh * job.kw), fn, &job);
+    return LY_OK;
+}
+
+ly_status ly_ref_max_pool2d(const ly_kernel_call *call)
+{
+    return run_pool(call, max_pool_range);
+}
+
+ly_status ly_ref_avg_pool2d(const ly_kernel_call *call)
+{
+    return run_pool(call, avg_pool_range);
+}
+
+/* ---- upsample, concat ------------------------------------------------------------------ */
+
+ly_status ly_ref_upsample_nearest2d(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0];
+    const float *in = x->data;
+    float *out = call->out[0]->data;
+    int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3];
+    int64_t s = call->params.scale, wo = w * s;
+    for (int64_t p = 0; p < planes; p++) {
+        for (int64_t iy = 0; iy < h; iy++) {
+            const float *src = in + (p * h + iy) * w;
+            float *dst = out + (p * h * s + iy * s) * wo;
+            for (int64_t ix = 0; ix < w; ix++)
+                for (int64_t r = 0; r < s; r++) dst[ix * s + r] = src[ix];
+            for (int64_t r = 1; r < s; r++) memcpy(dst + r * wo, dst, (size_t)wo * sizeof *dst);
+        }
+    }
+    return LY_OK;
+}
+
+ly_status ly_ref_concat(const ly_kernel_call *call)
+{
+    const ly_tensor *first = call->in[0];
+    int ndim = first->ndim;
+    int64_t axis = call->params.axis < 0 ? call->params.axis + ndim : call->params.axis;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; d++) outer *= first->shape[d];
+    for (int64_t d = axis + 1; d < ndim; d++) inner *= first->shape[d];
+    char *out = call->out[0]->data;
+    size_t elem = sizeof(float);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int i = 0; i < LY_KERNEL_MAX_INPUTS && call->in[i]; i++) {
+            size_t chunk = (size_t)(call->in[i]->shape[axis] * inner) * elem;
+            if (chunk == 0) continue;
+            memcpy(out, (const char *)call->in[i]->data + (size_t)o * chunk, chunk);
+            out += chunk;
+        }
+    }
+    return LY_OK;
+}
+
+/* ---- elementwise ----------------------------------------------------------------------- */
+
+typedef struct unary_job {
+    const float *x;
+    float *y;
+    float (*fn)(float);
+} unary_job;
+
+static void unary_range(void *ctx, int64_t begin, int64_t end)
+{
+    const unary_job *job = ctx;
+    for (int64_t i = begin; i < end; i++) job->y[i] = job->fn(job->x[i]);
+}
+
+static ly_status run_unary(const ly_kernel_call *call, float (*fn)(float))
+{
+    unary_job job = {call->in[0]->data, call->out[0]->data, fn};
+    int64_t n = ly_tensor_numel(call->in[0]);
+    ly_parallel_for(n, 4096, threads_for(call, n), unary_range, &job);
+    return LY_OK;
+}
+
+ly_status ly_ref_silu(const ly_kernel_call *call)
+{
+    return run_unary(call, ly_nn_silu);
+}
+
+ly_status ly_ref_sigmoid(const ly_kernel_call *call)
+{
+    return run_unary(call, ly_nn_sigmoid);
+}
+
+/* ---- dfl ------------------------------------------------------------------------------- */
+
+/* Per (image, side, anchor): m = max_b x_b; e_b = expf(x_b - m); s = sum_b e_b,
+ * in bin order; out = sum_b b * (e_b / s), in bin order. Anchors are processed
+ * in chunks with the bin loop outside, so memory is read row by row while each
+ * anchor still sees its terms in bin order. */
+#define DFL_CHUNK 256
+
+ly_status ly_ref_dfl(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0];
+    int64_t n = x->shape[0], bins = x->shape[1] / 4, anchors = x->shape[2];
+    const float *in = x->data;
+    float *out = call->out[0]->data;
+    float max[DFL_CHUNK], sum[DFL_CHUNK], acc[DFL_CHUNK];
+    float *e = malloc((size_t)(bins * DFL_CHUNK) * sizeof *e);
+    if (!e) return ly_set_error(LY_E_NO_MEMORY, "dfl: out of memory for %lld bins", (long long)bins);
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t side = 0; side < 4; side++) {
+            const float *rows = in + (i * 4 + side) * bins * anchors;
+            float *dst = out + (i * 4 + side) * anchors;
+            for (int64_t a0 = 0; a0 < anchors; a0 += DFL_CHUNK) {
+                int64_t len = anchors - a0 < DFL_CHUNK ? anchors - a0 : DFL_CHUNK;
+                for (int64_t a = 0; a < len; a++) {
+                    max[a] = -INFINITY;
+                    sum[a] = 0.0f;
+                    acc[a] = 0.0f;
+                }
+                for (int64_t b = 0; b < bins; b++) {
+                    const float *r = rows + b * anchors + a0;
+                    for (int64_t a = 0; a < len; a++)
+                        if (r[a] > max[a] || isnan(r[a])) max[a] = r[a];
+                }
+                for (int64_t b = 0; b < bins; b++) {
+                    const float *r = rows + b * anchors + a0;
+                    float *eb = e + b * DFL_CHUNK;
+                    for (int64_t a = 0; a < len; a++) {
+                        eb[a] = expf(r[a] - max[a]);
+                        sum[a] += eb[a];
+                    }
+                }
+                for (int64_t b = 0; b < bins; b++) {
+                    const float *eb = e + b * DFL_CHUNK;
+                    for (int64_t a = 0; a < len; a++) acc[a] += (float)b * (eb[a] / sum[a]);
+                }
+                memcpy(dst + a0, acc, (size_t)len * sizeof *acc);
+            }
+        }
+    }
+    free(e);
+    return LY_OK;
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# `libreyolo predict`, `run` and `info` on the fixture checkpoint, as a user
+# calls them. Usage: bash predict.sh <path-to-libreyolo> <scratch-dir>.
+# Quiet on success; skips (exit 0) without the shared fixture.
+set -euo pipefail
+
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+scratch=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+testdata=$here/../../../shared/testdata
+model=$testdata/yolo9/LibreYOLO9t_seed0.pt
+photo=$testdata/images/parkour.jpg
+ref=$testdata/yolo9/ref_parkour
+
+if [ ! -f "$model" ] || [ ! -f "$photo" ]; then
+    echo "skipped: the shared fixture ($testdata) is not here"
+    exit 0
+fi
+
+rm -rf "$scratch"
+mkdir -p "$scratch"
+
+fail() {
+    echo "FAIL: $*" >&2
+    if [ -s "$scratch/stderr" ]; then sed 's/^/  stderr: /' "$scratch/stderr" >&2; fi
+    exit 1
+}
+
+# run EXPECTED_EXIT CMD... : stdout in $scratch/stdout, stderr in $scratch/stderr.
+run() {
+    local want=$1 got=0
+    shift
+    "$@" >"$scratch/stdout" 2>"$scratch/stderr" || got=$?
+    [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want"
+}
+
+stderr_has() {
+    grep -qF -- "$1" "$scratch/stderr" || fail "stderr lacks '$1'"
+}
+
+# ---- info
+run 0 "$bin" info --model "$model"
+grep -q '^family *yolo9$' "$scratch/stdout" || fail "info: no family line"
+grep -q '^size *t$' "$scratch/stdout" || fail "info: no size line"
+grep -q '^tensors *1338$' "$scratch/stdout" || fail "info: tensors"
+grep -q '^parameters *2036544$' "$scratch/stdout" || fail "info: parameters"
+run 0 "$bin" info --model "$model" --json
+grep -q '"nc":80' "$scratch/stdout" || fail "info --json: nc"
+run 2 "$bin" info
+run 1 "$bin" info --model "$scratch/missing.pt"
+stderr_has "$scratch/missing.pt"
+
+# ---- run: the raw outputs, one .npy each
+run 0 "$bin" run --model "$model" --input "$ref/input.npy" --output-dir "$scratch/raw" --threads 2
+for name in predictions raw_p3 raw_p4 raw_p5; do
+    [ -s "$scratch/raw/$name.npy" ] || fail "run wrote no $name.npy"
+    cmp -s -n 10 "$scratch/raw/$name.npy" "$ref/$name.npy" || fail "$name.npy: not a .npy file"
+done
+[ "$(stat -c %s "$scratch/raw/predictions.npy")" = "$(stat -c %s "$ref/predictions.npy")" ] ||
+    fail "predictions.npy has another size than the reference"
+run 2 "$bin" run --model "$model" --input "$ref/input.npy"
+run 1 "$bin" run --model "$model" --input "$scratch/none.npy" --output-dir "$scratch/raw"
+stderr_has "$scratch/none.npy"
+
+# ---- predict: needs images (stb)
+"$bin" predict --model "$model" --source "$photo" --json >"$scratch/stdout" 2>"$scratch/stderr" || true
+if grep -qF "built without stb" "$scratch/stderr"; then
+    echo "skipped predict: this build cannot read images (no stb)"
+    exit 0
+fi
+run 0 "$bin" predict --model "$model" --source "$photo" --json --threads 2
+[ "$(wc -l <"$scratch/stdout")" -eq 1 ] || fail "--json: expected one line for one image"
+if command -v python3 >/dev/null; then
+    python3 - "$scratch/stdout" <<'EOF' || fail "--json output is not what was expected"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+o = json.loads(lines[0])
+assert o["orig_shape"] == [852, 1280], o["orig_shape"]
+assert set(o["speed_ms"]) == {"preprocess", "inference", "postprocess"}
+d = o["detections"]
+assert len(d) == 300, len(d)
+assert all(set(x) == {"cls", "name", "conf", "xyxy"} and len(x["xyxy"]) == 4 for x in d)
+assert all(d[i]["conf"] >= d[i + 1]["conf"] for i in range(len(d) - 1))
+assert all(0 <= x["xyxy"][0] < x["xyxy"][2] <= 1280 and 0 <= x["xyxy"][1] < x["xyxy"][3] <= 852 for x in d)
+assert all(x["conf"] > 0.25 for x in d)
+EOF
+else
+    grep -q '"detections":\[{' "$scratch/stdout" || fail "--json: no detections"
+fi
+
+# Human output and the annotated image, for a directory of images.
+mkdir -p "$scratch/images"
+cp "$photo" "$scratch/images/b.jpg"
+cp "$photo" "$scratch/images/a.JPG"
+echo "not an image" >"$scratch/images/notes.txt"
+run 0 "$bin" predict --model "$model" --source "$scratch/images" --save "$scratch/out" --conf 0.3 --imgsz 320 \
+    --max-det 5 --classes 27,0 --threads 2
+[ "$(grep -c '^/.*: 1280x852, ' "$scratch/stdout")" -eq 2 ] || fail "expected two image lines"
+head -1 "$scratch/stdout" | grep -q "images/a.JPG:" || fail "images are not in name order"
+for f in a.JPG b.jpg; do
+    [ -s "$scratch/out/$f" ] || fail "--save wrote no $f"
+    [ "$(head -c 2 "$scratch/out/$f" | od -An -tx1 | tr -d ' ')" = ffd8 ] || fail "$f is not a JPEG"
+done
+ls "$scratch/out" | grep -q tmp && fail "a temporary file was left in --save"
+# Without --save, human output saves into runs/predict and --json saves nothing.
+mkdir -p "$scratch/cwd"
+(
+    cd "$scratch/cwd"
+    run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --json --max-det 1 --imgsz 320
+    [ ! -e runs ] || fail "--json saved images without --save"
+    run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --max-det 1 --imgsz 320
+    [ -s runs/predict/a.JPG ] || fail "predict saved no image in runs/predict"
+    run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --max-det 1 --no-save --imgsz 320
+)
+
+# ---- errors name the file
+run 1 "$bin" predict --model "$scratch/missing.pt" --source "$photo" --json
+stderr_has "$scratch/missing.pt"
+run 1 "$bin" predict --model "$model" --source "$scratch/images/notes.txt" --json
+stderr_has "$scratch/images/notes.txt"
+printf '\xff\xd8\xff\xe0garbage' >"$scratch/broken.jpg"
+run 1 "$bin" predict --model "$model" --source "$scratch/broken.jpg" --json
+stderr_has "$scratch/broken.jpg"
+run 1 "$bin" predict --model "$model" --source "$scratch/nowhere" --json
+stderr_has "$scratch/nowhere"
+run 2 "$bin" predict --model "$model" --source "$photo" --conf 2
+run 2 "$bin" predict --model "$model" --source "$photo" --imgsz 100
+run 2 "$bin" predict --model "$model" --source "$photo" --classes 1,,2
+run 2 "$bin" predict --model "$model"
+exit 0

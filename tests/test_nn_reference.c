@@ -1,0 +1,645 @@
+/*
+ * The references of the network-op slots on small hand-computed cases, and the
+ * validators' answers to bad calls (status codes).
+ */
+#include "libreyolo/nn.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define MAX_ELEMENTS 512
+
+typedef struct buf {
+    ly_tensor t;
+    float data[MAX_ELEMENTS];
+} buf;
+
+/* A tensor of `ndim` dims over b->data, filled from `values` (or with 0..n-1
+ * when values is NULL, or left as NaN when fill is false). */
+static ly_tensor *make(buf *b, int ndim, const int64_t *shape, const float *values)
+{
+    assert_int_equal(ly_tensor_init(&b->t, b->data, LY_F32, ndim, shape), LY_OK);
+    int64_t n = ly_tensor_numel(&b->t);
+    assert_true(n <= MAX_ELEMENTS);
+    for (int64_t i = 0; i < n; i++) b->data[i] = values ? values[i] : (float)i;
+    return &b->t;
+}
+
+static ly_tensor *make_out(buf *b, int ndim, const int64_t *shape)
+{
+    assert_int_equal(ly_tensor_init(&b->t, b->data, LY_F32, ndim, shape), LY_OK);
+    for (int i = 0; i < MAX_ELEMENTS; i++) b->data[i] = NAN;
+    return &b->t;
+}
+
+static ly_kernel_call new_call(void)
+{
+    ly_kernel_call call;
+    assert_int_equal(ly_kernel_call_init(&call), LY_OK);
+    call.threads = 1;
+    return call;
+}
+
+static void run_ref(const char *slot, ly_kernel_call *call)
+{
+    ly_status st = ly_kernel_run_impl(slot, "reference", call);
+    if (st != LY_OK) fail_msg("%s: %s: %s", slot, ly_status_name(st), ly_last_error());
+}
+
+static void expect(const float *got, const float *want, int64_t n, double tol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        bool ok = isnan(want[i]) ? isnan(got[i])
+                                 : (isinf(want[i]) ? got[i] == want[i]
+                                                   : fabs((double)got[i] - want[i]) <= tol);
+        if (!ok) fail_msg("element %lld: got %.9g, expected %.9g", (long long)i, (double)got[i],
+                          (double)want[i]);
+    }
+}
+
+/* ---- conv2d ------------------------------------------------------------------------- */
+
+static void test_conv2d_plain(void **state)
+{
+    (void)state;
+    buf x, w, y;
+    ly_kernel_call call = new_call();
+    const float ones[4] = {1, 1, 1, 1};
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 3, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+    call.in[1] = make(&w, 4, (int64_t[]){1, 1, 2, 2}, ones);
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){12, 16, 24, 28}, 4, 0);
+}
+
+static void test_conv2d_padding(void **state)
+{
+    (void)state;
+    buf x, w, y;
+    ly_kernel_call call = new_call();
+    float nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, (float[]){1, 2, 3, 4});
+    call.in[1] = make(&w, 4, (int64_t[]){1, 1, 3, 3}, nine);
+    call.params.padding[0] = call.params.padding[1] = 1;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){10, 10, 10, 10}, 4, 0);
+
+    /* Asymmetric padding (h 0, w 1) with a 1x3 kernel [1, 10, 100]. */
+    call.in[1] = make(&w, 4, (int64_t[]){1, 1, 1, 3}, (float[]){1, 10, 100});
+    call.params.padding[0] = 0;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){210, 21, 430, 43}, 4, 0);
+}
+
+static void test_conv2d_stride2(void **state)
+{
+    (void)state;
+    buf x, w, y;
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, NULL); /* 0..15 */
+    call.in[1] = make(&w, 4, (int64_t[]){1, 1, 1, 1}, (float[]){2});
+    call.params.stride[0] = call.params.stride[1] = 2;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){0, 4, 16, 20}, 4, 0);
+
+    /* 3x3 stride 2 pad 1 on 4x4 ones: windows see 4, 6 / 6, 9 real elements. */
+    float ones16[16], nine[9];
+    for (int i = 0; i < 16; i++) ones16[i] = 1;
+    for (int i = 0; i < 9; i++) nine[i] = 1;
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, ones16);
+    call.in[1] = make(&w, 4, (int64_t[]){1, 1, 3, 3}, nine);
+    call.params.padding[0] = call.params.padding[1] = 1;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){4, 6, 6, 9}, 4, 0);
+}
+
+static void test_conv2d_dilation(void **state)
+{
+    (void)state;
+    buf x, w, y;
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 5, 5}, NULL); /* 0..24 */
+    call.in[1] = make(&w, 4, (int64_t[]){1, 1, 2, 2}, (float[]){1, 1, 1, 1});
+    call.params.dilation[0] = call.params.dilation[1] = 2;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
+    run_ref(LY_SLOT_CONV2D, &call);
+    float want[9];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) want[i * 3 + j] = (float)(24 + 20 * i + 4 * j);
+    expect(y.data, want, 9, 0);
+}
+
+static void test_conv2d_groups_and_channels(void **state)
+{
+    (void)state;
+    buf x, w, y;
+    ly_kernel_call call = new_call();
+    /* Two 1x2 input planes [1, 2] and [10, 20]. */
+    call.in[0] = make(&x, 4, (int64_t[]){1, 2, 1, 2}, (float[]){1, 2, 10, 20});
+    /* groups = 2: out0 = 3 * plane0, out1 = 5 * plane1, out2 = -1 * plane1. */
+    call.in[1] = make(&w, 4, (int64_t[]){3, 1, 1, 1}, (float[]){3, 5, -1});
+    call.params.groups = 1;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 3, 1, 2});
+    /* 3 output channels do not split into 2 groups. */
+    call.params.groups = 2;
+    assert_int_equal(ly_kernel_run_impl(LY_SLOT_CONV2D, "reference", &call), LY_E_INVALID_ARGUMENT);
+    call.in[1] = make(&w, 4, (int64_t[]){4, 1, 1, 1}, (float[]){3, -2, 5, -1});
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 4, 1, 2});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){3, 6, -2, -4, 50, 100, -10, -20}, 8, 0);
+
+    /* groups = 1 sums over both channels in order: 1*a + 2*b. */
+    call.params.groups = 1;
+    call.in[1] = make(&w, 4, (int64_t[]){1, 2, 1, 1}, (float[]){1, 2});
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 1, 2});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){21, 42}, 2, 0);
+
+    /* A batch of two images. */
+    call.in[0] = make(&x, 4, (int64_t[]){2, 2, 1, 1}, (float[]){1, 2, 3, 4});
+    call.out[0] = make_out(&y, 4, (int64_t[]){2, 1, 1, 1});
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){5, 11}, 2, 0);
+}
+
+static double silu_d(double v)
+{
+    return v / (1.0 + exp(-v));
+}
+
+static void test_conv2d_bias_activations_residual(void **state)
+{
+    (void)state;
+    buf x, w, b, r, y;
+    const float xs[4] = {-2.0f, -0.5f, 0.0f, 3.0f};
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, xs);
+    call.in[1] = make(&w, 4, (int64_t[]){1, 1, 1, 1}, (float[]){1});
+    call.in[2] = make(&b, 1, (int64_t[]){1}, (float[]){0.5f});
+    int64_t ys[4] = {1, 1, 2, 2};
+    float want[4];
+
+    call.params.activation = LY_ACT_NONE;
+    call.out[0] = make_out(&y, 4, ys);
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){-1.5f, 0.0f, 0.5f, 3.5f}, 4, 0);
+
+    call.params.activation = LY_ACT_RELU;
+    call.out[0] = make_out(&y, 4, ys);
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){0.0f, 0.0f, 0.5f, 3.5f}, 4, 0);
+
+    call.params.activation = LY_ACT_SILU;
+    call.out[0] = make_out(&y, 4, ys);
+    run_ref(LY_SLOT_CONV2D, &call);
+    for (int i = 0; i < 4; i++) want[i] = (float)silu_d(xs[i] + 0.5);
+    expect(y.data, want, 4, 1e-6);
+
+    call.params.activation = LY_ACT_SIGMOID;
+    call.out[0] = make_out(&y, 4, ys);
+    run_ref(LY_SLOT_CONV2D, &call);
+    for (int i = 0; i < 4; i++) want[i] = (float)(1.0 / (1.0 + exp(-(xs[i] + 0.5))));
+    expect(y.data, want, 4, 1e-6);
+
+    /* The residual is added after the activation. */
+    call.params.activation = LY_ACT_RELU;
+    call.in[3] = make(&r, 4, ys, (float[]){10, 20, 30, 40});
+    call.out[0] = make_out(&y, 4, ys);
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(y.data, (float[]){10.0f, 20.0f, 30.5f, 43.5f}, 4, 0);
+
+    /* The output may be the residual itself. */
+    call.out[0] = &r.t;
+    run_ref(LY_SLOT_CONV2D, &call);
+    expect(r.data, (float[]){10.0f, 20.0f, 30.5f, 43.5f}, 4, 0);
+}
+
+/* Reference conv on a bigger case against a straightforward double loop. */
+static void test_conv2d_matches_naive_loop(void **state)
+{
+    (void)state;
+    enum { N = 2, C = 4, H = 7, W = 6, O = 6, KH = 3, KW = 2, G = 2 };
+    const int SH = 2, SW = 1, PH = 1, PW = 1, DH = 1, DW = 2;
+    static float xv[N * C * H * W], wv[O * (C / G) * KH * KW], bv[O];
+    uint32_t s = 12345;
+    for (size_t i = 0; i < sizeof xv / sizeof xv[0]; i++) {
+        s = s * 1664525u + 1013904223u;
+        xv[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+    }
+    for (size_t i = 0; i < sizeof wv / sizeof wv[0]; i++) {
+        s = s * 1664525u + 1013904223u;
+        wv[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+    }
+    for (int i = 0; i < O; i++) bv[i] = 0.1f * (float)i;
+    int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, WO = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1;
+    ly_tensor x, w, b, y;
+    float *out = malloc(sizeof(float) * N * O * (size_t)(HO * WO));
+    assert_non_null(out);
+    assert_int_equal(ly_tensor_init(&x, xv, LY_F32, 4, (int64_t[]){N, C, H, W}), LY_OK);
+    assert_int_equal(ly_tensor_init(&w, wv, LY_F32, 4, (int64_t[]){O, C / G, KH, KW}), LY_OK);
+    assert_int_equal(ly_tensor_init(&b, bv, LY_F32, 1, (int64_t[]){O}), LY_OK);
+    assert_int_equal(ly_tensor_init(&y, out, LY_F32, 4, (int64_t[]){N, O, HO, WO}), LY_OK);
+    ly_kernel_call call = new_call();
+    call.in[0] = &x;
+    call.in[1] = &w;
+    call.in[2] = &b;
+    call.out[0] = &y;
+    call.params.stride[0] = SH;
+    call.params.stride[1] = SW;
+    call.params.padding[0] = PH;
+    call.params.padding[1] = PW;
+    call.params.dilation[0] = DH;
+    call.params.dilation[1] = DW;
+    call.params.groups = G;
+    run_ref(LY_SLOT_CONV2D, &call);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++)
+            for (int oy = 0; oy < HO; oy++)
+                for (int ox = 0; ox < WO; ox++) {
+                    float acc = 0.0f;
+                    int g = o / (O / G);
+                    for (int c = 0; c < C / G; c++)
+                        for (int ky = 0; ky < KH; ky++)
+                            for (int kx = 0; kx < KW; kx++) {
+                                int iy = oy * SH - PH + ky * DH, ix = ox * SW - PW + kx * DW;
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                acc += xv[((n * C + g * (C / G) + c) * H + iy) * W + ix] *
+                                       wv[((o * (C / G) + c) * KH + ky) * KW + kx];
+                            }
+                    float want = acc + bv[o];
+                    float got = out[((n * O + o) * HO + oy) * WO + ox];
+                    /* Same order of operations: bit-identical. */
+                    if (memcmp(&want, &got, sizeof want) != 0)
+                        fail_msg("n%d o%d (%d, %d): %.9g vs naive %.9g", n, o, oy, ox,
+                                 (double)got, (double)want);
+                }
+    free(out);
+}
+
+/* ---- pooling, upsample, concat -------------------------------------------------------- */
+
+static void test_max_pool2d(void **state)
+{
+    (void)state;
+    buf x, y;
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 3, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+    call.params.kernel[0] = call.params.kernel[1] = 2;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_MAX_POOL2D, &call);
+    expect(y.data, (float[]){5, 6, 8, 9}, 4, 0);
+
+    /* Padding is -inf: it never wins, even over negative values. */
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, (float[]){-4, -3, -2, -1});
+    call.params.kernel[0] = call.params.kernel[1] = 3;
+    call.params.padding[0] = call.params.padding[1] = 1;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_MAX_POOL2D, &call);
+    expect(y.data, (float[]){-1, -1, -1, -1}, 4, 0);
+
+    /* SPPELAN's 5x5 stride 1 pad 2, and NaN propagates. */
+    float v[16];
+    for (int i = 0; i < 16; i++) v[i] = (float)i;
+    v[0] = NAN;
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, v);
+    call.params.kernel[0] = call.params.kernel[1] = 5;
+    call.params.padding[0] = call.params.padding[1] = 2;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 4, 4});
+    run_ref(LY_SLOT_MAX_POOL2D, &call);
+    expect(y.data,
+           (float[]){NAN, NAN, NAN, 11, NAN, NAN, NAN, 15, NAN, NAN, NAN, 15, 14, 15, 15, 15}, 16,
+           0);
+}
+
+static void test_avg_pool2d(void **state)
+{
+    (void)state;
+    buf x, y;
+    ly_kernel_call call = new_call();
+    /* AConv's avg_pool2d(k=2, s=1, p=0). */
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 3, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+    call.params.kernel[0] = call.params.kernel[1] = 2;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
+    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    expect(y.data, (float[]){3, 4, 6, 7}, 4, 0);
+
+    /* k 3, pad 1: corner windows hold 4 real elements out of 9. */
+    call.params.kernel[0] = call.params.kernel[1] = 3;
+    call.params.padding[0] = call.params.padding[1] = 1;
+    call.params.count_include_pad = 1;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
+    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    expect(y.data,
+           (float[]){12.0f / 9, 21.0f / 9, 16.0f / 9, 27.0f / 9, 45.0f / 9, 33.0f / 9,
+                     24.0f / 9, 39.0f / 9, 28.0f / 9},
+           9, 1e-6);
+    call.params.count_include_pad = 0;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
+    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    expect(y.data,
+           (float[]){12.0f / 4, 21.0f / 6, 16.0f / 4, 27.0f / 6, 45.0f / 9, 33.0f / 6,
+                     24.0f / 4, 39.0f / 6, 28.0f / 4},
+           9, 1e-6);
+
+    /* Stride 2 over two channels. */
+    call.in[0] = make(&x, 4, (int64_t[]){1, 2, 2, 2}, (float[]){1, 2, 3, 4, 10, 20, 30, 40});
+    call.params.kernel[0] = call.params.kernel[1] = 2;
+    call.params.stride[0] = call.params.stride[1] = 2;
+    call.params.padding[0] = call.params.padding[1] = 0;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 2, 1, 1});
+    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    expect(y.data, (float[]){2.5f, 25.0f}, 2, 0);
+}
+
+static void test_upsample_nearest2d(void **state)
+{
+    (void)state;
+    buf x, y;
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, (float[]){1, 2, 3, 4});
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 4, 4});
+    run_ref(LY_SLOT_UPSAMPLE_NEAREST2D, &call); /* default scale 2 */
+    expect(y.data, (float[]){1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 16, 0);
+
+    call.params.scale = 3;
+    call.in[0] = make(&x, 4, (int64_t[]){1, 2, 1, 1}, (float[]){5, 6});
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 2, 3, 3});
+    run_ref(LY_SLOT_UPSAMPLE_NEAREST2D, &call);
+    expect(y.data, (float[]){5, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6}, 18, 0);
+}
+
+static void test_concat(void **state)
+{
+    (void)state;
+    buf a, b, c, y;
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&a, 4, (int64_t[]){1, 2, 1, 2}, (float[]){1, 2, 3, 4});
+    call.in[1] = make(&b, 4, (int64_t[]){1, 1, 1, 2}, (float[]){5, 6});
+    call.in[2] = make(&c, 4, (int64_t[]){1, 1, 1, 2}, (float[]){7, 8});
+    call.params.axis = 1;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 4, 1, 2});
+    run_ref(LY_SLOT_CONCAT, &call);
+    expect(y.data, (float[]){1, 2, 3, 4, 5, 6, 7, 8}, 8, 0);
+
+    /* The last axis, counted from the end. */
+    call.in[0] = make(&a, 2, (int64_t[]){2, 2}, (float[]){1, 2, 3, 4});
+    call.in[1] = make(&b, 2, (int64_t[]){2, 1}, (float[]){5, 6});
+    call.in[2] = NULL;
+    call.params.axis = -1;
+    call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
+    run_ref(LY_SLOT_CONCAT, &call);
+    expect(y.data, (float[]){1, 2, 5, 3, 4, 6}, 6, 0);
+
+    /* Batch axis, with an empty input. */
+    call.in[0] = make(&a, 2, (int64_t[]){1, 2}, (float[]){1, 2});
+    call.in[1] = make(&b, 2, (int64_t[]){0, 2}, NULL);
+    call.in[2] = make(&c, 2, (int64_t[]){1, 2}, (float[]){3, 4});
+    call.params.axis = 0;
+    call.out[0] = make_out(&y, 2, (int64_t[]){2, 2});
+    run_ref(LY_SLOT_CONCAT, &call);
+    expect(y.data, (float[]){1, 2, 3, 4}, 4, 0);
+}
+
+/* ---- elementwise, dfl ------------------------------------------------------------------- */
+
+static void test_silu_sigmoid(void **state)
+{
+    (void)state;
+    buf x, y;
+    const float xs[6] = {-100.0f, -2.0f, -0.5f, 0.0f, 1.0f, 100.0f};
+    float want[6];
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 2, (int64_t[]){2, 3}, xs);
+    call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
+    run_ref(LY_SLOT_SILU, &call);
+    for (int i = 0; i < 6; i++) want[i] = (float)silu_d(xs[i]);
+    expect(y.data, want, 6, 1e-6);
+    assert_true(y.data[0] <= 0.0f && y.data[0] > -1e-30f); /* -100 / (1 + e^100) ~ -0 */
+
+    call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
+    run_ref(LY_SLOT_SIGMOID, &call);
+    for (int i = 0; i < 6; i++) want[i] = (float)(1.0 / (1.0 + exp(-(double)xs[i])));
+    expect(y.data, want, 6, 1e-7);
+    assert_true(y.data[3] == 0.5f && y.data[5] == 1.0f);
+
+    /* Any shape, including 0-d and empty. */
+    call.in[0] = make(&x, 0, NULL, (float[]){0.0f});
+    call.out[0] = make_out(&y, 0, NULL);
+    run_ref(LY_SLOT_SILU, &call);
+    assert_true(y.data[0] == 0.0f);
+    call.in[0] = make(&x, 1, (int64_t[]){0}, NULL);
+    call.out[0] = make_out(&y, 1, (int64_t[]){0});
+    run_ref(LY_SLOT_SIGMOID, &call);
+}
+
+static void test_dfl(void **state)
+{
+    (void)state;
+    buf x, y;
+    ly_kernel_call call = new_call();
+    /* bins = 2, anchors = 2, side-major channels side*2 + bin. Softmax of
+     * (0, 0) is (.5, .5) -> 0.5; of (0, ln 3) is (.25, .75) -> 0.75; of
+     * (1000, 0) -> ~0 (subtracting the max keeps it finite). */
+    float ln3 = logf(3.0f);
+    call.in[0] = make(&x, 3, (int64_t[]){1, 8, 2},
+                      (float[]){0, 0, 0, ln3,          /* side 0: bin 0 (a0,a1), bin 1 */
+                                1000, 0, 0, 1000,      /* side 1 */
+                                5, -5, 5, -5,          /* side 2 */
+                                -1000, 2, -1000, 2});  /* side 3 */
+    call.out[0] = make_out(&y, 3, (int64_t[]){1, 4, 2});
+    run_ref(LY_SLOT_DFL, &call);
+    expect(y.data, (float[]){0.5f, 0.75f, 0.0f, 1.0f, 0.5f, 0.5f, 0.5f, 0.5f}, 8, 1e-6);
+
+    /* 16 bins (YOLO9's reg_max): all mass on bin 7 -> 7. */
+    static buf big, out;
+    float v[64];
+    for (int i = 0; i < 64; i++) v[i] = (i % 16 == 7) ? 50.0f : 0.0f;
+    call.in[0] = make(&big, 3, (int64_t[]){1, 64, 1}, v);
+    call.out[0] = make_out(&out, 3, (int64_t[]){1, 4, 1});
+    run_ref(LY_SLOT_DFL, &call);
+    expect(out.data, (float[]){7, 7, 7, 7}, 4, 1e-4);
+}
+
+/* ---- bad calls ------------------------------------------------------------------------ */
+
+static void expect_status(const char *slot, ly_kernel_call *call, ly_status want)
+{
+    ly_status st = ly_kernel_dispatch(slot, call);
+    if (st != want)
+        fail_msg("%s: got %s (%s), expected %s", slot, ly_status_name(st), ly_last_error(),
+                 ly_status_name(want));
+    assert_true(strlen(ly_last_error()) > 0);
+}
+
+static void test_conv2d_bad_calls(void **state)
+{
+    (void)state;
+    buf x, w, b, r, y;
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 4, (int64_t[]){1, 2, 3, 3}, NULL);
+    call.in[1] = make(&w, 4, (int64_t[]){4, 2, 3, 3}, NULL);
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 4, 1, 1});
+    ly_kernel_call good = call;
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_CONV2D, &call), LY_OK);
+
+    call.in[0] = NULL;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    call = good;
+    x.t.ndim = 3;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    x.t.ndim = 4;
+    x.t.dtype = LY_F64;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_DTYPE);
+    x.t.dtype = LY_F32;
+    w.t.shape[1] = 1; /* C / groups mismatch */
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    w.t.shape[1] = 2;
+    call.params.groups = 3;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    call.params.groups = 0;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    call = good;
+    call.params.stride[1] = 0;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    call = good;
+    call.params.padding[0] = -1;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    call = good;
+    call.params.dilation[0] = 2; /* a 5-tall window on a 3-tall input */
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    call = good;
+    call.params.activation = 9;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    call = good;
+    call.in[2] = make(&b, 1, (int64_t[]){3}, NULL);
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    call = good;
+    call.in[3] = make(&r, 4, (int64_t[]){1, 4, 2, 1}, NULL);
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    call = good;
+    y.t.shape[3] = 2; /* the caller's output has the wrong shape */
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    y.t.shape[3] = 1;
+    w.t.data = NULL;
+    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+}
+
+static void test_other_slots_bad_calls(void **state)
+{
+    (void)state;
+    buf x, x2, y;
+    ly_kernel_call call = new_call();
+    call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, NULL);
+    call.params.kernel[0] = call.params.kernel[1] = 2;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_MAX_POOL2D, &call), LY_OK);
+    call.params.padding[0] = 2; /* more than half the kernel */
+    expect_status(LY_SLOT_MAX_POOL2D, &call, LY_E_INVALID_ARGUMENT);
+    call.params.padding[0] = 0;
+    call.params.kernel[1] = 0;
+    expect_status(LY_SLOT_AVG_POOL2D, &call, LY_E_INVALID_ARGUMENT);
+    call.params.kernel[1] = 5; /* wider than the input */
+    expect_status(LY_SLOT_AVG_POOL2D, &call, LY_E_SHAPE);
+    call.params.kernel[1] = 2;
+    call.params.count_include_pad = 2;
+    expect_status(LY_SLOT_AVG_POOL2D, &call, LY_E_INVALID_ARGUMENT);
+    call.params.count_include_pad = 1;
+
+    call.params.scale = 0;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 8, 8});
+    expect_status(LY_SLOT_UPSAMPLE_NEAREST2D, &call, LY_E_INVALID_ARGUMENT);
+    call.params.scale = 3;
+    expect_status(LY_SLOT_UPSAMPLE_NEAREST2D, &call, LY_E_SHAPE); /* out must be 12x12 */
+    call.params.scale = 2;
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_UPSAMPLE_NEAREST2D, &call), LY_OK);
+
+    call.in[1] = make(&x2, 4, (int64_t[]){1, 1, 4, 3}, NULL);
+    call.params.axis = 1;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 2, 4, 4});
+    expect_status(LY_SLOT_CONCAT, &call, LY_E_SHAPE);
+    call.params.axis = 4;
+    expect_status(LY_SLOT_CONCAT, &call, LY_E_INVALID_ARGUMENT);
+    call.params.axis = 3;
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 4, 7});
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_CONCAT, &call), LY_OK);
+    call.in[2] = NULL;
+    call.in[3] = &x2.t; /* a gap before in[3] */
+    expect_status(LY_SLOT_CONCAT, &call, LY_E_INVALID_ARGUMENT);
+    call.in[1] = call.in[3] = NULL;
+
+    call.in[0] = make(&x, 3, (int64_t[]){1, 6, 2}, NULL);
+    call.out[0] = make_out(&y, 3, (int64_t[]){1, 4, 2});
+    expect_status(LY_SLOT_DFL, &call, LY_E_SHAPE);
+    call.in[0] = make(&x, 2, (int64_t[]){8, 2}, NULL);
+    expect_status(LY_SLOT_DFL, &call, LY_E_SHAPE);
+
+    x.t.dtype = LY_I32;
+    call.out[0] = make_out(&y, 2, (int64_t[]){8, 2});
+    expect_status(LY_SLOT_SILU, &call, LY_E_DTYPE);
+    call.in[0] = NULL;
+    expect_status(LY_SLOT_SIGMOID, &call, LY_E_INVALID_ARGUMENT);
+}
+
+/* Every slot of nn.h exists and reports what its output must be. */
+static void test_infer_outputs(void **state)
+{
+    (void)state;
+    buf x, w;
+    ly_kernel_call call = new_call();
+    /* Shapes only: inferring reads no data. */
+    assert_int_equal(ly_tensor_init(&x.t, x.data, LY_F32, 4, (int64_t[]){1, 3, 640, 640}), LY_OK);
+    call.in[0] = &x.t;
+    call.in[1] = make(&w, 4, (int64_t[]){16, 3, 3, 3}, NULL);
+    call.params.stride[0] = call.params.stride[1] = 2;
+    call.params.padding[0] = call.params.padding[1] = 1;
+    ly_tensor out[LY_KERNEL_MAX_OUTPUTS];
+    int n_out = 0;
+    assert_int_equal(ly_kernel_infer_outputs(LY_SLOT_CONV2D, &call, out, &n_out), LY_OK);
+    assert_int_equal(n_out, 1);
+    assert_int_equal(out[0].ndim, 4);
+    assert_int_equal(out[0].shape[1], 16);
+    assert_int_equal(out[0].shape[2], 320);
+    assert_int_equal(out[0].shape[3], 320);
+    const char *slots[] = {LY_SLOT_CONV2D, LY_SLOT_MAX_POOL2D, LY_SLOT_AVG_POOL2D,
+                           LY_SLOT_UPSAMPLE_NEAREST2D, LY_SLOT_CONCAT, LY_SLOT_SILU,
+                           LY_SLOT_SIGMOID, LY_SLOT_DFL};
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        const char *name = NULL;
+        assert_int_equal(ly_kernel_resolve(slots[i], NULL, &name, NULL), LY_OK);
+        assert_non_null(name);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv2d_plain),
+        cmocka_unit_test(test_conv2d_padding),
+        cmocka_unit_test(test_conv2d_stride2),
+        cmocka_unit_test(test_conv2d_dilation),
+        cmocka_unit_test(test_conv2d_groups_and_channels),
+        cmocka_unit_test(test_conv2d_bias_activations_residual),
+        cmocka_unit_test(test_conv2d_matches_naive_loop),
+        cmocka_unit_test(test_max_pool2d),
+        cmocka_unit_test(test_avg_pool2d),
+        cmocka_unit_test(test_upsample_nearest2d),
+        cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_silu_sigmoid),
+        cmocka_unit_test(test_dfl),
+        cmocka_unit_test(test_conv2d_bad_calls),
+        cmocka_unit_test(test_other_slots_bad_calls),
+        cmocka_unit_test(test_infer_outputs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
