@@ -34,6 +34,8 @@ typedef struct ly_model_options {
     int threads; /* 0: LIBREYOLO_THREADS, else all logical CPUs */
 } ly_model_options;
 
+/* `options` may be NULL (defaults). Errors name the file and the key, entry or
+ * byte offset that was wrong. */
 LY_API ly_status ly_model_load(const char *path, const ly_model_options *options, ly_model **out);
 LY_API ly_status ly_model_free(ly_model *model);
 
@@ -60,6 +62,7 @@ typedef struct ly_predict_options {
 
 LY_API ly_status ly_predict_options_init(ly_predict_options *options);
 
+/* `options` may be NULL for the defaults above. */
 typedef enum ly_pixel_format { LY_PIXELS_RGB = 0, LY_PIXELS_BGR = 1 } ly_pixel_format;
 
 /* Interleaved 8-bit pixels, 3 channels, rows `stride` bytes apart. */

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Smoke test of `libreyolo bench`: every target answers, and a tiny run of each
+# prints parsable JSON. Timings are never asserted.
+set -euo pipefail
+bin=$1
+scratch=$2
+mkdir -p "$scratch"
+fixture=$(cd "$(dirname "$0")/../.." && pwd)/../shared/testdata/yolo9/LibreYOLO9t_seed0.pt
+
+"$bin" bench --help >/dev/null
+"$bin" bench kernels --help >/dev/null
+"$bin" bench conv --help >/dev/null
+"$bin" bench model --help >/dev/null
+if "$bin" bench nosuchtarget >/dev/null 2>&1; then
+    echo "bench accepted an unknown target" >&2
+    exit 1
+fi
+
+"$bin" bench kernels --slot fake_quant_fp8 --size-mib 1 --repeat 1 --json >"$scratch/kernels.json"
+if [ -f "$fixture" ]; then
+    "$bin" bench model --model "$fixture" --imgsz 64 --runs 1 --warmup 0 --no-image --no-peers \
+        --threads 1 --json >"$scratch/model.json"
+fi
+if command -v python3 >/dev/null 2>&1; then
+    for f in "$scratch"/*.json; do
+        python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$f"
+    done
+fi
