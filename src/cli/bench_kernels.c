@@ -9,6 +9,7 @@
  * the caller sees, not DRAM traffic.
  */
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "core/core.h"
 #include "libreyolo/quant.h"
@@ -53,27 +54,6 @@ static void print_usage(FILE *to)
         to);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static bool show_progress;
-
-static void progress(const char *fmt, ...) LY_PRINTF(1, 2);
-static void progress(const char *fmt, ...)
-{
-    if (!show_progress) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("\r\033[K", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fflush(stderr);
-}
-
 /* ---- Timing --------------------------------------------------------------------- */
 
 typedef ly_status (*bench_fn)(void *ctx);
@@ -90,9 +70,9 @@ static ly_status time_best(bench_fn fn, void *ctx, int repeat, timing *out)
 {
     out->best_s = INFINITY;
     out->samples = 0;
-    double start = now_s();
+    double start = ly_cli_now_s();
     ly_status st = fn(ctx);
-    double first = now_s() - start;
+    double first = ly_cli_now_s() - start;
     if (st != LY_OK) return st;
     if (first >= WARMUP_KEEP_S) {
         out->best_s = first;
@@ -101,13 +81,13 @@ static ly_status time_best(bench_fn fn, void *ctx, int repeat, timing *out)
     long inner =
         first >= MIN_SAMPLE_S ? 1 : (long)ceil(MIN_SAMPLE_S / (first > 1e-7 ? first : 1e-7));
     if (inner > 100000) inner = 100000;
-    while (out->samples < repeat && (out->samples == 0 || now_s() - start < LINE_BUDGET_S)) {
-        double t0 = now_s();
+    while (out->samples < repeat && (out->samples == 0 || ly_cli_now_s() - start < LINE_BUDGET_S)) {
+        double t0 = ly_cli_now_s();
         for (long i = 0; i < inner; i++) {
             st = fn(ctx);
             if (st != LY_OK) return st;
         }
-        double per_call = (now_s() - t0) / (double)inner;
+        double per_call = (ly_cli_now_s() - t0) / (double)inner;
         if (per_call < out->best_s) out->best_s = per_call;
         out->samples++;
     }
@@ -213,7 +193,7 @@ static bool buffers_alloc(buffers *b, size_t numel)
     b->codes = malloc(numel / 16 + 1);
     if (!b->x || !b->grad || !b->out || !b->rows || !b->groups || !b->payload || !b->codes)
         return false;
-    progress("bench: preparing %zu MiB of inputs", numel * sizeof(float) >> 20);
+    ly_cli_progress("bench: preparing %zu MiB of inputs", numel * sizeof(float) >> 20);
     fill_normalish(b->x, numel, 1);
     fill_normalish(b->grad, numel, 2);
     memset(b->out, 0, numel * sizeof(float));
@@ -429,7 +409,7 @@ static void bench_slot(const char *slot, buffers *b, size_t numel, double copy_g
         snprintf(r->impl, sizeof r->impl, "%s", names.name[i]);
         r->size_bytes = (double)numel * 4.0;
         r->bytes = bc.bytes;
-        progress("bench: %s / %s, %.0f MiB", slot, r->impl, r->size_bytes / 1048576.0);
+        ly_cli_progress("bench: %s / %s, %.0f MiB", slot, r->impl, r->size_bytes / 1048576.0);
         bc.impl = names.name[i];
         r->status = time_best(run_bench_call, &bc, repeat, &r->t);
         if (r->status != LY_OK) {
@@ -566,17 +546,6 @@ static void print_table(const rows *rs, const copy_result *copies, int n_copies,
         big_bytes / 1048576.0);
 }
 
-/* ---- Entry ------------------------------------------------------------------------------ */
-
-static bool parse_count(const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) return false;
-    *out = (int)v;
-    return true;
-}
-
 int ly_cli_bench_kernels(int argc, char **argv)
 {
     if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
@@ -604,11 +573,11 @@ int ly_cli_bench_kernels(int argc, char **argv)
         } else if (strcmp(a, "--slot") == 0 && has_value) {
             only_slot = argv[++i];
         } else if (strcmp(a, "--size-mib") == 0 && has_value) {
-            ok = parse_count(argv[++i], 1, 4096, &size_mib);
+            ok = ly_cli_parse_int(argv[++i], 1, 4096, &size_mib);
         } else if (strcmp(a, "--threads") == 0 && has_value) {
-            ok = parse_count(argv[++i], 1, 64, &threads);
+            ok = ly_cli_parse_int(argv[++i], 1, 64, &threads);
         } else if (strcmp(a, "--repeat") == 0 && has_value) {
-            ok = parse_count(argv[++i], 1, 1000, &repeat);
+            ok = ly_cli_parse_int(argv[++i], 1, 1000, &repeat);
         } else {
             fprintf(stderr, "libreyolo bench kernels: unknown or incomplete argument '%s'\n", a);
             print_usage(stderr);
@@ -619,7 +588,6 @@ int ly_cli_bench_kernels(int argc, char **argv)
             return 2;
         }
     }
-    show_progress = isatty(STDERR_FILENO);
 
     size_t count = 0;
     if (ly_kernel_slot_count(&count) != LY_OK) {
@@ -656,7 +624,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
     memset(src, 1, sizes[0]);
     memset(dst, 2, sizes[0]);
     for (int s = 0; s < n_sizes; s++) {
-        progress("bench: copy bandwidth, %zu MiB", sizes[s] >> 20);
+        ly_cli_progress("bench: copy bandwidth, %zu MiB", sizes[s] >> 20);
         copy_job job = {dst, src, sizes[s], threads};
         timing with_memcpy, streaming;
         time_best(run_memcpy, &job, repeat < 5 ? 5 : repeat, &with_memcpy);
@@ -681,7 +649,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
             bench_slot(slot, &b, sizes[s] / sizeof(float), copies[s].gbps, threads, repeat, &rs,
                        &out_of_memory);
     }
-    progress("%s", "");
+    ly_cli_progress("%s", "");
     buffers_free(&b);
     if (out_of_memory) {
         free(rs.items);

@@ -10,6 +10,7 @@
  * cores; they time the same input file and report JSON on stdout.
  */
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
@@ -80,46 +81,10 @@ static void print_usage(FILE *to)
         to);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static bool show_progress;
-
-static void progress(const char *fmt, ...) LY_PRINTF(1, 2);
-static void progress(const char *fmt, ...)
-{
-    if (!show_progress) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("\r\033[K", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fflush(stderr);
-}
-
-static void progress_done(void)
-{
-    if (show_progress) fputs("\r\033[K", stderr);
-}
-
 static bool file_exists(const char *path)
 {
     struct stat st;
     return path && stat(path, &st) == 0;
-}
-
-static bool parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) return false;
-    *out = (int)v;
-    return true;
 }
 
 static bool parse_positive(const char *s, double *out)
@@ -302,14 +267,14 @@ static int time_network(ly_model *m, const ly_tensor *input, const bench_config 
         return 1;
     }
     for (int i = 0; i < cfg->warmup + cfg->runs; i++) {
-        progress("bench: network, %s %d/%d", i < cfg->warmup ? "warm-up" : "run",
+        ly_cli_progress("bench: network, %s %d/%d", i < cfg->warmup ? "warm-up" : "run",
                  i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
                  i < cfg->warmup ? cfg->warmup : cfg->runs);
-        double t0 = now_s();
+        double t0 = ly_cli_now_s();
         ly_status st = ly_model_run(m, input, ignore_output, NULL);
-        double t = (now_s() - t0) * 1e3;
+        double t = (ly_cli_now_s() - t0) * 1e3;
         if (st != LY_OK) {
-            progress_done();
+            ly_cli_progress_end();
             fprintf(stderr, "libreyolo bench model: ly_model_run: %s\n", ly_last_error());
             free(ms);
             return 1;
@@ -333,15 +298,15 @@ static int time_predict(ly_model *m, const bench_config *cfg, ours_result *r)
     ly_predict_options_init(&opt);
     opt.imgsz = r->imgsz;
     for (int i = 0; i < cfg->warmup + cfg->runs; i++) {
-        progress("bench: predict %s, %s %d/%d", r->image, i < cfg->warmup ? "warm-up" : "run",
+        ly_cli_progress("bench: predict %s, %s %d/%d", r->image, i < cfg->warmup ? "warm-up" : "run",
                  i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
                  i < cfg->warmup ? cfg->warmup : cfg->runs);
         ly_results *res = NULL;
-        double t0 = now_s();
+        double t0 = ly_cli_now_s();
         ly_status st = ly_model_predict_file(m, r->image, &opt, &res);
-        double t = (now_s() - t0) * 1e3;
+        double t = (ly_cli_now_s() - t0) * 1e3;
         if (st != LY_OK) {
-            progress_done();
+            ly_cli_progress_end();
             fprintf(stderr, "libreyolo bench model: ly_model_predict_file: %s\n", ly_last_error());
             free(ms);
             return 1;
@@ -395,15 +360,15 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
 {
     ly_model_options mopt = {.threads = cfg->threads};
     ly_model *m = NULL;
-    progress("bench: loading %s", cfg->model_path);
+    ly_cli_progress("bench: loading %s", cfg->model_path);
     double rss0 = rss_now_mib();
-    double t0 = now_s();
+    double t0 = ly_cli_now_s();
     if (ly_model_load(cfg->model_path, &mopt, &m) != LY_OK) {
-        progress_done();
+        ly_cli_progress_end();
         fprintf(stderr, "libreyolo bench model: %s\n", ly_last_error());
         return 1;
     }
-    r->load_ms = (now_s() - t0) * 1e3;
+    r->load_ms = (ly_cli_now_s() - t0) * 1e3;
     double rss_loaded = rss_now_mib();
     r->rss_model_after_load_mib = rss_loaded - rss0;
 
@@ -427,7 +392,7 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
     if (r->image[0]) rc = time_predict(m, cfg, r);
     r->peak_rss_mib = rss_peak_mib();
 done:
-    progress_done();
+    ly_cli_progress_end();
     /* The info strings belong to the model; keep copies for the report. */
     snprintf(r->family, sizeof r->family, "%s", r->info.family ? r->info.family : "?");
     snprintf(r->size, sizeof r->size, "%s", r->info.size ? r->info.size : "?");
@@ -503,10 +468,10 @@ static int run_capture(char *const argv[], int timeout_s, captured *c)
     struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN},
                             {.fd = err_pipe[0], .events = POLLIN}};
     int open_fds = 2;
-    double deadline = now_s() + timeout_s;
+    double deadline = ly_cli_now_s() + timeout_s;
     char chunk[4096];
     while (open_fds > 0) {
-        double left = deadline - now_s();
+        double left = deadline - ly_cli_now_s();
         if (left <= 0) {
             c->timed_out = true;
             kill(pid, SIGKILL);
@@ -652,9 +617,9 @@ static void peer_unavailable(peer_result *p, const char *fmt, ...)
 static void run_peer(peer_result *p, char *const argv[])
 {
     captured c;
-    progress("bench: running the %s peer", p->label);
+    ly_cli_progress("bench: running the %s peer", p->label);
     int e = run_capture(argv, PEER_TIMEOUT_S, &c);
-    progress_done();
+    ly_cli_progress_end();
     if (e != 0) {
         peer_unavailable(p, "cannot start %s: %s", argv[0], strerror(e));
         return;
@@ -806,12 +771,12 @@ static void run_torch(const bench_config *cfg, const char *dir, const ours_resul
         n_candidates = 1;
     }
     const char *python = NULL;
-    progress("bench: looking for a python3 with torch");
+    ly_cli_progress("bench: looking for a python3 with torch");
     for (int i = 0; i < n_candidates && !python; i++) {
         char *probe[] = {(char *)candidates[i], "-c", "import torch, numpy", NULL};
         if (probe_ok(probe)) python = candidates[i];
     }
-    progress_done();
+    ly_cli_progress_end();
     if (!python) {
         peer_unavailable(p,
                          "%s cannot import torch and numpy (apt-get install "
@@ -1070,13 +1035,13 @@ int ly_cli_bench_model(int argc, char **argv)
         } else if (strcmp(a, "--peers") == 0 && has_value) {
             cfg.peers_dir = argv[++i];
         } else if (strcmp(a, "--imgsz") == 0 && has_value) {
-            ok = parse_int(argv[++i], 32, 8192, &cfg.imgsz) && cfg.imgsz % 32 == 0;
+            ok = ly_cli_parse_int(argv[++i], 32, 8192, &cfg.imgsz) && cfg.imgsz % 32 == 0;
         } else if (strcmp(a, "--threads") == 0 && has_value) {
-            ok = parse_int(argv[++i], 1, 1024, &cfg.threads);
+            ok = ly_cli_parse_int(argv[++i], 1, 1024, &cfg.threads);
         } else if (strcmp(a, "--runs") == 0 && has_value) {
-            ok = parse_int(argv[++i], 1, 100000, &cfg.runs);
+            ok = ly_cli_parse_int(argv[++i], 1, 100000, &cfg.runs);
         } else if (strcmp(a, "--warmup") == 0 && has_value) {
-            ok = parse_int(argv[++i], 0, 100000, &cfg.warmup);
+            ok = ly_cli_parse_int(argv[++i], 0, 100000, &cfg.warmup);
         } else if (strcmp(a, "--gflop") == 0 && has_value) {
             ok = parse_positive(argv[++i], &cfg.gflop);
         } else if (strcmp(a, "--core-gflops") == 0 && has_value) {
@@ -1101,7 +1066,6 @@ int ly_cli_bench_model(int argc, char **argv)
         fprintf(stderr, "libreyolo bench model: --image %s: no such file\n", cfg.image_path);
         return 2;
     }
-    show_progress = isatty(STDERR_FILENO);
 
     ours_result r;
     memset(&r, 0, sizeof r);

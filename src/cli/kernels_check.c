@@ -1,5 +1,6 @@
 /* `libreyolo kernels check`: the parity harness (src/kernels/check.h) as a table. */
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "core/core.h"
 #include "kernels/check.h"
@@ -208,17 +209,6 @@ static void print_table(const results *rs, const ly_check_options *opt)
                rejected);
 }
 
-/* ---- Entry ----------------------------------------------------------------------- */
-
-static bool parse_int(const char *s, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 0 || v > 1024) return false;
-    *out = (int)v;
-    return true;
-}
-
 int ly_cli_kernels_check(int argc, char **argv)
 {
     ly_check_options opt = {.size = LY_CHECK_QUICK};
@@ -238,7 +228,7 @@ int ly_cli_kernels_check(int argc, char **argv)
         } else if (strcmp(a, "--impl") == 0 && has_value) {
             opt.impl = argv[++i];
         } else if (strcmp(a, "--threads") == 0 && has_value) {
-            if (!parse_int(argv[++i], &opt.threads)) {
+            if (!ly_cli_parse_int(argv[++i], 0, 1024, &opt.threads)) {
                 fprintf(stderr,
                         "libreyolo kernels check: --threads: '%s' is not a count in "
                         "[0, 1024]\n",

@@ -1,6 +1,7 @@
 /* `libreyolo kernels run`: one slot on .npy files, so anyone can compare an
  * implementation with their own reference. */
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 
@@ -31,19 +32,6 @@ static void print_usage(FILE *to)
           to);
 }
 
-static int usage_error(const char *fmt, ...) LY_PRINTF(1, 2);
-
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("libreyolo kernels run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(see libreyolo kernels run --help)\n", stderr);
-    va_end(ap);
-    return 2;
-}
-
 static bool parse_int64(const char *text, int64_t *value)
 {
     if (!text || !*text) return false;
@@ -71,7 +59,7 @@ typedef struct run_args {
 static int set_param(run_args *a, const char *assignment)
 {
     const char *eq = strchr(assignment, '=');
-    if (!eq) return usage_error("--arg '%s': expected KEY=VALUE", assignment);
+    if (!eq) return ly_cli_usage_error("kernels run", "--arg '%s': expected KEY=VALUE", assignment);
     int key_len = (int)(eq - assignment);
     const struct {
         const char *key;
@@ -87,27 +75,11 @@ static int set_param(run_args *a, const char *assignment)
             memcmp(keys[i].key, assignment, (size_t)key_len) != 0)
             continue;
         if (!parse_int64(eq + 1, keys[i].field))
-            return usage_error("--arg '%s': the value is not an integer", assignment);
+            return ly_cli_usage_error("kernels run", "--arg '%s': the value is not an integer", assignment);
         return 0;
     }
-    return usage_error("--arg '%s': unknown key '%.*s' (known keys: " KNOWN_KEYS ")", assignment,
+    return ly_cli_usage_error("kernels run", "--arg '%s': unknown key '%.*s' (known keys: " KNOWN_KEYS ")", assignment,
                        key_len, assignment);
-}
-
-/* "--opt VALUE" or "--opt=VALUE"; NULL if `arg` is not `opt`. Advances *i past
- * a separate value; *missing is set when the value is absent. */
-static const char *option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
-{
-    size_t n = strlen(opt);
-    const char *arg = argv[*i];
-    if (strncmp(arg, opt, n) != 0) return NULL;
-    if (arg[n] == '=') return arg + n + 1;
-    if (arg[n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 static int parse_args(int argc, char **argv, run_args *a)
@@ -120,37 +92,37 @@ static int parse_args(int argc, char **argv, run_args *a)
             print_usage(stdout);
             return -1;
         }
-        if ((v = option_value(argc, argv, &i, "--impl", &missing))) {
+        if ((v = ly_cli_option_value(argc, argv, &i, "--impl", &missing))) {
             a->impl = v;
-        } else if ((v = option_value(argc, argv, &i, "--in", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--in", &missing))) {
             if (a->n_in == LY_KERNEL_MAX_INPUTS)
-                return usage_error("at most %d --in", LY_KERNEL_MAX_INPUTS);
+                return ly_cli_usage_error("kernels run", "at most %d --in", LY_KERNEL_MAX_INPUTS);
             a->in_paths[a->n_in++] = v;
-        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--out", &missing))) {
             if (a->n_out == LY_KERNEL_MAX_OUTPUTS)
-                return usage_error("at most %d --out", LY_KERNEL_MAX_OUTPUTS);
+                return ly_cli_usage_error("kernels run", "at most %d --out", LY_KERNEL_MAX_OUTPUTS);
             a->out_paths[a->n_out++] = v;
-        } else if ((v = option_value(argc, argv, &i, "--arg", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--arg", &missing))) {
             int code = set_param(a, v);
             if (code != 0) return code;
-        } else if ((v = option_value(argc, argv, &i, "--threads", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--threads", &missing))) {
             int64_t threads;
             if (!parse_int64(v, &threads) || threads < 1 || threads > INT_MAX)
-                return usage_error("--threads '%s': expected a positive integer", v);
+                return ly_cli_usage_error("kernels run", "--threads '%s': expected a positive integer", v);
             a->threads = (int)threads;
         } else if (missing) {
-            return usage_error("%s needs a value", arg);
+            return ly_cli_usage_error("kernels run", "%s needs a value", arg);
         } else if (arg[0] == '-') {
-            return usage_error("unknown option '%s'", arg);
+            return ly_cli_usage_error("kernels run", "unknown option '%s'", arg);
         } else if (!a->slot) {
             a->slot = arg;
         } else {
-            return usage_error("unexpected argument '%s' (the slot is given once)", arg);
+            return ly_cli_usage_error("kernels run", "unexpected argument '%s' (the slot is given once)", arg);
         }
     }
-    if (!a->slot) return usage_error("missing SLOT");
-    if (a->n_in == 0) return usage_error("give at least one --in");
-    if (a->n_out == 0) return usage_error("give at least one --out");
+    if (!a->slot) return ly_cli_usage_error("kernels run", "missing SLOT");
+    if (a->n_in == 0) return ly_cli_usage_error("kernels run", "give at least one --in");
+    if (a->n_out == 0) return ly_cli_usage_error("kernels run", "give at least one --out");
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* `libreyolo predict`: detections on image files, printed for people or as JSON
  * lines for scripts, and annotated copies of the images. */
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "io/image.h"
 #include "libreyolo/model.h"
@@ -47,44 +48,6 @@ static void print_usage(FILE *to)
           to);
 }
 
-static int usage_error(const char *fmt, ...) LY_PRINTF(1, 2);
-
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("libreyolo predict: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(see libreyolo predict --help)\n", stderr);
-    va_end(ap);
-    return 2;
-}
-
-/* "--opt VALUE" or "--opt=VALUE"; NULL if `arg` is not `opt`. */
-static const char *option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
-{
-    size_t n = strlen(opt);
-    const char *arg = argv[*i];
-    if (strncmp(arg, opt, n) != 0) return NULL;
-    if (arg[n] == '=') return arg + n + 1;
-    if (arg[n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-static bool parse_int(const char *text, long lo, long hi, int *value)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi) return false;
-    *value = (int)v;
-    return true;
-}
-
 static bool parse_float(const char *text, float lo, float hi, float *value)
 {
     char *end;
@@ -116,13 +79,13 @@ static int parse_classes(const char *text, predict_args *a)
         errno = 0;
         long v = strtol(p, &end, 10);
         if (errno || end == p || v < 0 || v > INT_MAX || (*end && *end != ','))
-            return usage_error("--classes '%s': expected class ids like 0,2,5", text);
-        if (n == MAX_CLASSES) return usage_error("--classes: at most %d ids", MAX_CLASSES);
+            return ly_cli_usage_error("predict", "--classes '%s': expected class ids like 0,2,5", text);
+        if (n == MAX_CLASSES) return ly_cli_usage_error("predict", "--classes: at most %d ids", MAX_CLASSES);
         a->classes[n++] = (int)v;
         p = *end ? end + 1 : end;
-        if (*end && !*p) return usage_error("--classes '%s': trailing comma", text);
+        if (*end && !*p) return ly_cli_usage_error("predict", "--classes '%s': trailing comma", text);
     }
-    if (n == 0) return usage_error("--classes: give at least one class id");
+    if (n == 0) return ly_cli_usage_error("predict", "--classes: give at least one class id");
     a->options.classes = a->classes;
     a->options.n_classes = n;
     return 0;
@@ -137,43 +100,43 @@ static int parse_args(int argc, char **argv, predict_args *a)
             print_usage(stdout);
             return -1;
         }
-        if ((v = option_value(argc, argv, &i, "--model", &missing))) {
+        if ((v = ly_cli_option_value(argc, argv, &i, "--model", &missing))) {
             a->model = v;
-        } else if ((v = option_value(argc, argv, &i, "--source", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--source", &missing))) {
             a->source = v;
-        } else if ((v = option_value(argc, argv, &i, "--conf", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--conf", &missing))) {
             if (!parse_float(v, 0.f, 1.f, &a->options.conf))
-                return usage_error("--conf '%s': expected a number in [0, 1]", v);
-        } else if ((v = option_value(argc, argv, &i, "--iou", &missing))) {
+                return ly_cli_usage_error("predict", "--conf '%s': expected a number in [0, 1]", v);
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--iou", &missing))) {
             if (!parse_float(v, 0.f, 1.f, &a->options.iou))
-                return usage_error("--iou '%s': expected a number in [0, 1]", v);
-        } else if ((v = option_value(argc, argv, &i, "--max-det", &missing))) {
-            if (!parse_int(v, 1, INT_MAX, &a->options.max_det))
-                return usage_error("--max-det '%s': expected a positive integer", v);
-        } else if ((v = option_value(argc, argv, &i, "--imgsz", &missing))) {
-            if (!parse_int(v, 32, 32768, &a->options.imgsz) || a->options.imgsz % 32)
-                return usage_error("--imgsz '%s': expected a multiple of 32", v);
-        } else if ((v = option_value(argc, argv, &i, "--classes", &missing))) {
+                return ly_cli_usage_error("predict", "--iou '%s': expected a number in [0, 1]", v);
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--max-det", &missing))) {
+            if (!ly_cli_parse_int(v, 1, INT_MAX, &a->options.max_det))
+                return ly_cli_usage_error("predict", "--max-det '%s': expected a positive integer", v);
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--imgsz", &missing))) {
+            if (!ly_cli_parse_int(v, 32, 32768, &a->options.imgsz) || a->options.imgsz % 32)
+                return ly_cli_usage_error("predict", "--imgsz '%s': expected a multiple of 32", v);
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--classes", &missing))) {
             int code = parse_classes(v, a);
             if (code) return code;
-        } else if ((v = option_value(argc, argv, &i, "--save", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--save", &missing))) {
             a->save_dir = v;
-        } else if ((v = option_value(argc, argv, &i, "--threads", &missing))) {
-            if (!parse_int(v, 1, 4096, &a->threads))
-                return usage_error("--threads '%s': expected a positive integer", v);
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--threads", &missing))) {
+            if (!ly_cli_parse_int(v, 1, 4096, &a->threads))
+                return ly_cli_usage_error("predict", "--threads '%s': expected a positive integer", v);
         } else if (strcmp(arg, "--no-save") == 0) {
             a->no_save = true;
         } else if (strcmp(arg, "--json") == 0) {
             a->json = true;
         } else if (missing) {
-            return usage_error("%s needs a value", arg);
+            return ly_cli_usage_error("predict", "%s needs a value", arg);
         } else {
-            return usage_error("unexpected argument '%s'", arg);
+            return ly_cli_usage_error("predict", "unexpected argument '%s'", arg);
         }
     }
-    if (!a->model) return usage_error("missing --model");
-    if (!a->source) return usage_error("missing --source");
-    if (a->save_dir && a->no_save) return usage_error("--save and --no-save exclude each other");
+    if (!a->model) return ly_cli_usage_error("predict", "missing --model");
+    if (!a->source) return ly_cli_usage_error("predict", "missing --source");
+    if (a->save_dir && a->no_save) return ly_cli_usage_error("predict", "--save and --no-save exclude each other");
     if (!a->save_dir && !a->no_save && !a->json) a->save_dir = DEFAULT_SAVE_DIR;
     if (a->no_save) a->save_dir = NULL;
     return 0;

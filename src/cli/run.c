@@ -1,6 +1,7 @@
 /* `libreyolo run`: the network alone on a preprocessed .npy input, every raw
  * output written as .npy, for comparison with another implementation. */
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 
@@ -21,33 +22,6 @@ static void print_usage(FILE *to)
           "raw_p3, raw_p4, raw_p5). DIR is created if needed; files are written atomically.\n"
           "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n",
           to);
-}
-
-static int usage_error(const char *fmt, ...) LY_PRINTF(1, 2);
-
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("libreyolo run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(see libreyolo run --help)\n", stderr);
-    va_end(ap);
-    return 2;
-}
-
-static const char *option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
-{
-    size_t n = strlen(opt);
-    const char *arg = argv[*i];
-    if (strncmp(arg, opt, n) != 0) return NULL;
-    if (arg[n] == '=') return arg + n + 1;
-    if (arg[n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 typedef struct run_state {
@@ -91,28 +65,28 @@ int ly_cli_run(int argc, char **argv)
             print_usage(stdout);
             return 0;
         }
-        if ((v = option_value(argc, argv, &i, "--model", &missing))) {
+        if ((v = ly_cli_option_value(argc, argv, &i, "--model", &missing))) {
             model_path = v;
-        } else if ((v = option_value(argc, argv, &i, "--input", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--input", &missing))) {
             input_path = v;
-        } else if ((v = option_value(argc, argv, &i, "--output-dir", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--output-dir", &missing))) {
             dir = v;
-        } else if ((v = option_value(argc, argv, &i, "--threads", &missing))) {
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--threads", &missing))) {
             char *end;
             errno = 0;
             long t = strtol(v, &end, 10);
             if (errno || end == v || *end || t < 1 || t > 4096)
-                return usage_error("--threads '%s': expected a positive integer", v);
+                return ly_cli_usage_error("run", "--threads '%s': expected a positive integer", v);
             threads = (int)t;
         } else if (missing) {
-            return usage_error("%s needs a value", arg);
+            return ly_cli_usage_error("run", "%s needs a value", arg);
         } else {
-            return usage_error("unexpected argument '%s'", arg);
+            return ly_cli_usage_error("run", "unexpected argument '%s'", arg);
         }
     }
-    if (!model_path) return usage_error("missing --model");
-    if (!input_path) return usage_error("missing --input");
-    if (!dir) return usage_error("missing --output-dir");
+    if (!model_path) return ly_cli_usage_error("run", "missing --model");
+    if (!input_path) return ly_cli_usage_error("run", "missing --input");
+    if (!dir) return ly_cli_usage_error("run", "missing --output-dir");
 
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "libreyolo run: --output-dir %s: cannot create it: %s\n", dir,
