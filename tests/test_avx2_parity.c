@@ -871,6 +871,174 @@ static void test_unpack_nvfp4(void **state)
         }
 }
 
+/* ---- large outputs: streaming stores, output alignment, kept block maxima ------------------ */
+
+/* Outputs of at least 8 MiB (64 KiB in sanitized builds, see quant_avx2.h) are
+ * written with non-temporal stores, which need the output's alignment: run every
+ * slot that streams on such a tensor with the output at several float offsets
+ * from a 64-byte boundary (32-byte aligned, 16 mod 32 at both halves of a line,
+ * and 4-byte aligned, which falls back to ordinary stores), on 1, 2 and 3 threads,
+ * with canaries on both sides. The shape has rows of whole NVFP4 and MXFP4 blocks,
+ * block counts that leave partial groups of eight, and (NVFP4) more than one
+ * segment of the dynamic path's kept block maxima, the last one partial. */
+#define STREAM_COLS 1056 /* 33 MXFP4 blocks, 66 NVFP4 blocks */
+#define STREAM_ROWS (SMALL_RUN ? 63 : 1987)
+
+typedef struct stream_case {
+    const char *slot;
+    const ly_tensor *in[LY_KERNEL_MAX_INPUTS];
+    int64_t axis;
+    int64_t bits, group, in_features; /* in_features 0: the default */
+} stream_case;
+
+static void run_streamed(const stream_case *sc, const char *fill_label)
+{
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        call.in[i] = sc->in[i];
+    call.params.axis = sc->axis;
+    call.params.bits = sc->bits;
+    call.params.group_size = sc->group;
+    if (sc->in_features) call.params.in_features = sc->in_features;
+    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
+    int n_out = 0;
+    if (ly_kernel_infer_outputs(sc->slot, &call, outs, &n_out) != LY_OK)
+        fail_msg("%s: %s", sc->slot, ly_last_error());
+    int64_t n = ly_tensor_numel(&outs[0]);
+    float *ref = alloc_floats(n);
+    ly_tensor ref_t = make_tensor(ref, LY_F32, outs[0].ndim, outs[0].shape);
+    call.out[0] = &ref_t;
+    call.threads = 1;
+    if (ly_kernel_run_impl(sc->slot, "reference", &call) != LY_OK)
+        fail_msg("%s: reference: %s", sc->slot, ly_last_error());
+
+    bool exact = strstr(sc->slot, "_backward") == NULL;
+    const int64_t pad = 16;
+    float *buf = aligned_alloc(64, (size_t)(n + 2 * pad) * sizeof(float));
+    assert_non_null(buf);
+    static const int64_t offsets[] = {0, 4, 12, 1};
+    static const int thread_counts[] = {1, 2, 3};
+    for (size_t oi = 0; oi < sizeof offsets / sizeof offsets[0]; oi++)
+        for (size_t ti = 0; ti < 3; ti++) {
+            for (int64_t i = 0; i < n + 2 * pad; i++)
+                buf[i] = from_bits(0x7FBADBADu);
+            float *got = buf + pad + offsets[oi];
+            ly_tensor got_t = make_tensor(got, LY_F32, outs[0].ndim, outs[0].shape);
+            call.out[0] = &got_t;
+            call.threads = thread_counts[ti];
+            if (ly_kernel_run_impl(sc->slot, "avx2", &call) != LY_OK)
+                fail_msg("%s: avx2: %s", sc->slot, ly_last_error());
+            case_info info = {.slot = sc->slot};
+            snprintf(info.name, sizeof info.name, "%s, output offset %lld floats", fill_label,
+                     (long long)offsets[oi]);
+            compare(&info, thread_counts[ti], exact, ref, got, n);
+            for (int64_t i = 0; i < pad + offsets[oi]; i++)
+                assert_int_equal(bits_of(buf[i]), 0x7FBADBADu);
+            for (int64_t i = pad + offsets[oi] + n; i < n + 2 * pad; i++)
+                assert_int_equal(bits_of(buf[i]), 0x7FBADBADu);
+        }
+    free(buf);
+    free(ref);
+}
+
+static void test_streamed_outputs(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_AVX2();
+    rng_state = 11;
+    const int64_t rows = STREAM_ROWS, cols = STREAM_COLS, n = rows * cols;
+    int64_t mat[2] = {rows, cols}, one = 1;
+    float *x = alloc_floats(n), *grad = alloc_floats(n), *row_scale = alloc_floats(rows);
+    ly_tensor x_t = make_tensor(x, LY_F32, 2, mat), grad_t = make_tensor(grad, LY_F32, 2, mat);
+    ly_tensor row_scale_t = make_tensor(row_scale, LY_F32, 1, &rows);
+    float amax = 4.0f, lo = -3.0f, hi = 3.0f;
+    ly_tensor amax_t = make_tensor(&amax, LY_F32, 1, &one);
+    ly_tensor lo_t = make_tensor(&lo, LY_F32, 1, &one), hi_t = make_tensor(&hi, LY_F32, 1, &one);
+
+    /* Packed operands of the unpack slots: int4 in groups of 128, of which
+     * in_features uses a part of the last, and NVFP4 with E4M3 block scales. */
+    int64_t group_dims[2] = {rows, (cols + 127) / 128};
+    int64_t packed_dims[2] = {rows, group_dims[1] * 64}, nv_dims[2] = {rows, cols / 2};
+    int64_t block_dims[2] = {rows, cols / 16};
+    uint8_t *payload = malloc((size_t)(packed_dims[0] * packed_dims[1]));
+    uint8_t *codes = malloc((size_t)(rows * cols / 16));
+    float *group_scale = alloc_floats(group_dims[0] * group_dims[1]);
+    assert_non_null(payload);
+    assert_non_null(codes);
+    for (int64_t i = 0; i < packed_dims[0] * packed_dims[1]; i++)
+        payload[i] = (uint8_t)rng_next();
+    for (int64_t i = 0; i < rows * cols / 16; i++)
+        codes[i] = (uint8_t)(0x30 + rng_next() % 0x20);
+    for (int64_t i = 0; i < group_dims[0] * group_dims[1]; i++)
+        group_scale[i] = rng_uniform();
+    ly_tensor payload_t = make_tensor(payload, LY_U8, 2, packed_dims);
+    ly_tensor nv_payload_t = make_tensor(payload, LY_U8, 2, nv_dims);
+    ly_tensor codes_t = make_tensor(codes, LY_F8E4M3, 2, block_dims);
+    ly_tensor group_scale_t = make_tensor(group_scale, LY_F32, 2, group_dims);
+
+    const stream_case cases[] = {
+        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, {&x_t, NULL}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, {&x_t, &row_scale_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, {&x_t, NULL}, 1, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, {&grad_t, &x_t, NULL}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_INT8_AFFINE, {&x_t, &lo_t, &hi_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD, {&grad_t, &x_t, &lo_t, &hi_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_FP8, {&x_t, &row_scale_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_FP8_BACKWARD, {&grad_t, &x_t, &row_scale_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, {&x_t, &amax_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD, {&grad_t, &x_t, &amax_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, {&x_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, {&grad_t, &x_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, {&x_t}, 0, 0, 0, 0},
+        {LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD, {&grad_t, &x_t}, 0, 0, 0, 0},
+        {LY_SLOT_UNPACK_INT_GROUPED, {&payload_t, &group_scale_t}, 0, 4, 128, cols},
+        {LY_SLOT_UNPACK_NVFP4, {&nv_payload_t, &codes_t, &amax_t}, 0, 0, 0, 0},
+    };
+    /* normal values (the fast paths), then edge values (NaN blocks take the
+     * general path in the middle of a streamed range). */
+    for (int fk = 0; fk < 2; fk++) {
+        fill(x, n, fk ? FILL_EDGE : FILL_NORMAL);
+        fill(grad, n, FILL_NORMAL);
+        for (int64_t r = 0; r < rows; r++)
+            row_scale[r] = 0.01f + rng_uniform();
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            bool unpack = strncmp(cases[ci].slot, "unpack", 6) == 0;
+            if (fk && unpack) continue; /* their inputs do not depend on the fill */
+            run_streamed(&cases[ci], fk ? "edge" : "normal");
+        }
+    }
+
+    /* In place: the dynamic NVFP4 path keeps its block maxima in the output, which
+     * must not be the input. */
+    float *in_place = alloc_floats(n), *ref = alloc_floats(n);
+    fill(x, n, FILL_NORMAL);
+    memcpy(in_place, x, (size_t)n * sizeof(float));
+    ly_tensor in_place_t = make_tensor(in_place, LY_F32, 2, mat),
+              ref_t = make_tensor(ref, LY_F32, 2, mat);
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.in[0] = &x_t;
+    call.out[0] = &ref_t;
+    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, "reference", &call),
+                     LY_OK);
+    call.in[0] = &in_place_t;
+    call.out[0] = &in_place_t;
+    call.threads = 2;
+    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, "avx2", &call), LY_OK);
+    case_info info = {.slot = LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, .name = "in place"};
+    compare(&info, 2, true, ref, in_place, n);
+
+    free(in_place);
+    free(ref);
+    free(payload);
+    free(codes);
+    free(group_scale);
+    free(x);
+    free(grad);
+    free(row_scale);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -885,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_mxfp4),
         cmocka_unit_test(test_unpack_int_grouped),
         cmocka_unit_test(test_unpack_nvfp4),
+        cmocka_unit_test(test_streamed_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

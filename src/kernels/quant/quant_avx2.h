@@ -61,21 +61,21 @@ static inline void ly_avx2_store_n(float *p, int64_t n, __m256 v)
 /* ---- streaming (non-temporal) stores ------------------------------------------
  *
  * An output larger than the last-level cache would only evict the input from it,
- * and a normal store first reads the line it writes (a third memory stream).
- * Outputs of at least this size are written with non-temporal stores; smaller
- * ones stay in the caches, where the next op finds them. Sanitized builds stream
- * from a much smaller size so that the tests' tensors exercise both paths. */
+ * and an ordinary store first reads the line it writes (a third memory stream).
+ * Kernels bound by memory write outputs of at least this size with non-temporal
+ * stores; smaller outputs stay in the caches, where the next op finds them.
+ * Kernels that compute longer per element than memory takes to move it (fp8,
+ * int grouped, the FP4 forwards) keep ordinary stores: there they measured
+ * faster (1 thread, 64 MiB, the project's EPYC VM). Sanitized builds stream from
+ * a much smaller size, so that the tests' tensors exercise both paths. */
 #ifdef LY_SANITIZED
 #define LY_AVX2_STREAM_MIN_BYTES ((int64_t)64 << 10)
 #else
 #define LY_AVX2_STREAM_MIN_BYTES ((int64_t)8 << 20)
 #endif
 
-#include <stdlib.h> /* H5TEMP */
 static inline bool ly_avx2_streaming(int64_t out_numel)
 {
-    const char *h5 = getenv("H5_STREAM"); /* H5TEMP */
-    if (h5) return h5[0] == '1'; /* H5TEMP */
     return out_numel * (int64_t)sizeof(float) >= LY_AVX2_STREAM_MIN_BYTES;
 }
 
@@ -376,15 +376,37 @@ static inline __m256 ly_avx2_e2m1_ste(__m256 y)
     const __m256i big = _mm256_and_si256(_mm256_add_epi32(m, _mm256_set1_epi32(0x1FFFFF)),
                                          _mm256_set1_epi32((int)0xFFC00000u));
     /* 0.5f = 0x3F000000 above 0.25, plus one exponent step (to 1.0f) above 0.75. */
-    const __m256i small = _mm256_add_epi32(
-        _mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3E800000)),
-                         _mm256_set1_epi32(0x3F000000)),
-        _mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F400000)),
-                         _mm256_set1_epi32(0x00800000)));
+    const __m256i small =
+        _mm256_add_epi32(_mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3E800000)),
+                                          _mm256_set1_epi32(0x3F000000)),
+                         _mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F400000)),
+                                          _mm256_set1_epi32(0x00800000)));
     const __m256i at_least_one = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F7FFFFF));
     __m256i q = _mm256_blendv_epi8(small, big, at_least_one);
     q = _mm256_or_si256(q, _mm256_and_si256(bits, sign_mask));
     return _mm256_add_ps(y, _mm256_sub_ps(_mm256_castsi256_ps(q), y));
+}
+
+/* The same where |y| <= 12 and y is not NaN: q - y is then exact (Sterbenz: q and
+ * y have the same sign and q / 2 <= |y| <= 2q for every nonzero level q), so
+ * y + (q - y) is q itself, or +0 where q is zero. The sign goes into the integer
+ * forms directly: the rounding of `big` works on signed words (the magnitude
+ * never carries into the sign bit), and `small` takes it only when nonzero. */
+static inline __m256 ly_avx2_e2m1_tame(__m256 y)
+{
+    const __m256i bits = _mm256_castps_si256(y);
+    const __m256i sign = _mm256_and_si256(bits, _mm256_set1_epi32((int)0x80000000u));
+    const __m256i a = _mm256_xor_si256(bits, sign);
+    const __m256i m = _mm256_or_si256(_mm256_min_epi32(a, _mm256_set1_epi32(0x40C00000)), sign);
+    const __m256i big = _mm256_and_si256(_mm256_add_epi32(m, _mm256_set1_epi32(0x1FFFFF)),
+                                         _mm256_set1_epi32((int)0xFFC00000u));
+    const __m256i small =
+        _mm256_add_epi32(_mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3E800000)),
+                                          _mm256_or_si256(sign, _mm256_set1_epi32(0x3F000000))),
+                         _mm256_and_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F400000)),
+                                          _mm256_set1_epi32(0x00800000)));
+    const __m256i at_least_one = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F7FFFFF));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(small, big, at_least_one));
 }
 
 /* ---- NaN payloads of commutative operations ----------------------------------

@@ -35,6 +35,24 @@ static inline __m256i int_codes(const unpack_int_job *job, const uint8_t *row, i
                             _mm256_set1_epi32((1 << job->bits) - 1));
 }
 
+/* 32 int4 codes from 16 bytes (even column in the low nibble), unpacked into
+ * bytes in column order, then widened eight at a time: fewer operations per code
+ * than a broadcast and variable shift per vector. */
+LY_AVX2_INLINE void int4_codes32(ly_avx2_writer *w, ly_avx2_store store, const uint8_t *p,
+                                 __m256i qmin, __m256 s, float *out)
+{
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i low = _mm_and_si128(bytes, nibble);
+    __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
+    __m128i first = _mm_unpacklo_epi8(low, high), second = _mm_unpackhi_epi8(low, high);
+    __m128i parts[4] = {first, _mm_srli_si128(first, 8), second, _mm_srli_si128(second, 8)};
+    for (int k = 0; k < 4; k++) {
+        __m256i codes = _mm256_add_epi32(_mm256_cvtepu8_epi32(parts[k]), qmin);
+        ly_avx2_put(w, store, out + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(codes), s));
+    }
+}
+
 /* Rows [begin, end). Streamed calls have cols and group multiples of 8. */
 LY_AVX2_INLINE void unpack_int(const unpack_int_job *job, ly_avx2_store store, int64_t begin,
                                int64_t end)
@@ -52,13 +70,17 @@ LY_AVX2_INLINE void unpack_int(const unpack_int_job *job, ly_avx2_store store, i
                 const __m256 s =
                     _mm256_set1_ps(ly_nm_clamp_min(scale[c0 / job->group], LY_QUANT_EPS));
                 int64_t stop = c0 + job->group < job->cols ? c0 + job->group : job->cols;
-                for (int64_t c = c0; c < stop; c += 8) {
-                    __m256 value =
-                        _mm256_cvtepi32_ps(_mm256_add_epi32(int_codes(job, row, c), qmin));
+                int64_t c = c0;
+                if (job->bits == 4)
+                    for (; c + 32 <= stop && c / 2 + 16 <= job->width; c += 32)
+                        int4_codes32(&w, store, row + c / 2, qmin, s, out + c);
+                for (; c < stop; c += 8) {
+                    __m256 value = _mm256_mul_ps(
+                        _mm256_cvtepi32_ps(_mm256_add_epi32(int_codes(job, row, c), qmin)), s);
                     if (stop - c >= 8)
-                        ly_avx2_put(&w, store, out + c, _mm256_mul_ps(value, s));
+                        ly_avx2_put(&w, store, out + c, value);
                     else
-                        ly_avx2_store_n(out + c, stop - c, _mm256_mul_ps(value, s));
+                        ly_avx2_store_n(out + c, stop - c, value);
                 }
             }
             continue;

@@ -6,11 +6,16 @@
  * eight lanes of one vector, the eight effs are computed lane-wise with the
  * reference's scalar operations, and the blocks are then transformed with their
  * eff broadcast. A block never spans threads, so any split is bit-identical.
+ * Where rows hold whole blocks, groups of eight whole blocks take a fast path
+ * (fp4_blocks); anything else, and any group with a NaN eff, takes fp4_chunk.
+ * The dynamic NVFP4 path keeps the block maxima of its amax pass (see
+ * fp4_keep_maxima_range).
  */
 #include "kernels/quant/quant_avx2.h"
 #include "quant/numerics.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 /* ---- the MXFP4 exponent ---------------------------------------------------------
  *
@@ -101,6 +106,8 @@ typedef struct fp4_job {
     bool mx, backward;
     ly_avx2_store store;
     float tensor_scale, six_ts; /* NVFP4 */
+    int64_t blocks;             /* in all */
+    int32_t *segment_amax;      /* dynamic NVFP4 with block maxima kept: per segment */
 } fp4_job;
 
 /* eff_nan: only a NaN eff can meet a NaN q in the product. */
@@ -157,9 +164,11 @@ typedef struct fp4_effs {
     _Alignas(32) float eff[8];
     _Alignas(32) float recip[8]; /* MXFP4 */
     bool usable;
+    bool tame; /* every scaled value within +-12: the STE is the identity (ly_avx2_e2m1_tame) */
 } fp4_effs;
 
-LY_AVX2_INLINE void fp4_effs8(const fp4_job *job, int block, bool mx, const float *x, fp4_effs *e)
+/* Lane j: max|x| bits of block j of the eight whole blocks at x. */
+LY_AVX2_INLINE __m256i fp4_maxima8(int block, const float *x)
 {
     __m256i maxima[8];
     for (int j = 0; j < 8; j++) {
@@ -169,22 +178,31 @@ LY_AVX2_INLINE void fp4_effs8(const fp4_job *job, int block, bool mx, const floa
             m = _mm256_max_epi32(m, ly_avx2_abs_bits(_mm256_loadu_ps(p + k)));
         maxima[j] = m;
     }
-    __m256i amax = ly_avx2_hmax8_epi32(maxima);
-    __m256 eff;
+    return ly_avx2_hmax8_epi32(maxima);
+}
+
+LY_AVX2_INLINE void fp4_effs8(const fp4_job *job, bool mx, __m256i amax, fp4_effs *e)
+{
+    __m256 eff, top; /* top: the largest |scaled value| of each block, as the transform rounds it */
     if (mx) {
         eff = mx_eff(amax);
         __m256i bad = _mm256_cmpgt_epi32(_mm256_castps_si256(eff), _mm256_set1_epi32(0x7EFFFFFF));
         e->usable = _mm256_movemask_epi8(bad) == 0;
-        _mm256_store_ps(e->recip, _mm256_div_ps(_mm256_set1_ps(1.0f), eff));
+        __m256 recip = _mm256_div_ps(_mm256_set1_ps(1.0f), eff);
+        _mm256_store_ps(e->recip, recip);
+        top = _mm256_mul_ps(_mm256_castsi256_ps(amax), recip);
     } else {
         eff = nv_eff(amax, job->tensor_scale, job->six_ts);
         e->usable = _mm256_movemask_ps(_mm256_cmp_ps(eff, eff, _CMP_UNORD_Q)) == 0;
+        top = _mm256_div_ps(_mm256_castsi256_ps(amax), eff);
     }
+    /* Rounding is monotonic: no scaled value exceeds the scaled maximum. */
+    e->tame = _mm256_movemask_ps(_mm256_cmp_ps(top, _mm256_set1_ps(12.0f), _CMP_LE_OQ)) == 0xFF;
     _mm256_store_ps(e->eff, eff);
 }
 
-LY_AVX2_INLINE void fp4_apply8(int block, bool mx, bool backward, ly_avx2_store store,
-                               ly_avx2_writer *w, const fp4_effs *e, const float *src, float *o)
+LY_AVX2_INLINE void fp4_apply8_as(int block, bool mx, bool backward, bool tame, ly_avx2_store store,
+                                  ly_avx2_writer *w, const fp4_effs *e, const float *src, float *o)
 {
     for (int j = 0; j < 8; j++) {
         const __m256 eff = _mm256_broadcast_ss(&e->eff[j]);
@@ -196,11 +214,21 @@ LY_AVX2_INLINE void fp4_apply8(int block, bool mx, bool backward, ly_avx2_store 
                 y = mx ? _mm256_mul_ps(scaled, r) : _mm256_div_ps(scaled, eff);
             } else {
                 __m256 scaled = mx ? _mm256_mul_ps(v, r) : _mm256_div_ps(v, eff);
-                y = _mm256_mul_ps(ly_avx2_e2m1_ste(scaled), eff);
+                __m256 q = tame ? ly_avx2_e2m1_tame(scaled) : ly_avx2_e2m1_ste(scaled);
+                y = _mm256_mul_ps(q, eff);
             }
             ly_avx2_put(w, store, o + j * block + k, y);
         }
     }
+}
+
+LY_AVX2_INLINE void fp4_apply8(int block, bool mx, bool backward, ly_avx2_store store,
+                               ly_avx2_writer *w, const fp4_effs *e, const float *src, float *o)
+{
+    if (backward || !e->tame)
+        fp4_apply8_as(block, mx, backward, false, store, w, e, src, o);
+    else
+        fp4_apply8_as(block, mx, backward, true, store, w, e, src, o);
 }
 
 /* fp4_chunk for a streamed range: through an L1 buffer, then the writer. */
@@ -217,9 +245,21 @@ LY_AVX2_INLINE void fp4_chunk_put(const fp4_job *job, int block, ly_avx2_store s
         ly_avx2_put(w, store, NULL, _mm256_load_ps(buf + i));
 }
 
-/* Blocks [begin, end) in order. Streamed ranges hold whole blocks only. */
+/* The maxima of the eight blocks from block index b on, at element start. */
+LY_AVX2_INLINE __m256i fp4_group_amax(const fp4_job *job, int block, bool kept,
+                                      const int32_t *kept_amax, int64_t b, int64_t start)
+{
+    if (kept) return _mm256_loadu_si256((const __m256i *)(kept_amax + b));
+    return fp4_maxima8(block, job->x + start);
+}
+
+/* Blocks [begin, end) in order. Streamed ranges hold whole blocks only. With
+ * `kept`, the maxima of whole groups come from kept_amax[block index] (see
+ * fp4_keep_maxima_range), which is only accessed through vector loads and
+ * stores: it lies in the float output. */
 LY_AVX2_INLINE void fp4_blocks(const fp4_job *job, int block, bool mx, bool backward,
-                               ly_avx2_store store, int64_t begin, int64_t end)
+                               ly_avx2_store store, bool kept, const int32_t *kept_amax,
+                               int64_t begin, int64_t end)
 {
     int64_t row = begin / job->blocks_per_row, blk = begin % job->blocks_per_row;
     ly_avx2_writer w;
@@ -233,10 +273,14 @@ LY_AVX2_INLINE void fp4_blocks(const fp4_job *job, int block, bool mx, bool back
         int64_t groups = job->cols - blk * block >= count * block ? count / 8 : 0;
         if (groups > 0) {
             fp4_effs effs[2];
-            fp4_effs8(job, block, mx, job->x + start, &effs[0]);
+            fp4_effs8(job, mx, fp4_group_amax(job, block, kept, kept_amax, b, start), &effs[0]);
             for (int64_t g = 0; g < groups; g++, start += group) {
+                if (g + 1 < groups)
+                    fp4_effs8(
+                        job, mx,
+                        fp4_group_amax(job, block, kept, kept_amax, b + 8 * (g + 1), start + group),
+                        &effs[(g + 1) & 1]);
                 const fp4_effs *e = &effs[g & 1];
-                if (g + 1 < groups) fp4_effs8(job, block, mx, job->x + start + group, &effs[~g & 1]);
                 if (e->usable)
                     fp4_apply8(block, mx, backward, store, &w, e, job->src + start,
                                job->out + start);
@@ -258,27 +302,91 @@ LY_AVX2_INLINE void fp4_blocks(const fp4_job *job, int block, bool mx, bool back
     ly_avx2_writer_end(&w, store, NULL, 0, _mm256_setzero_ps());
 }
 
-#define FP4_BLOCKS(block, mx, backward)                                                            \
+#define FP4_BLOCKS(block, mx, backward, kept, kept_amax, begin, end)                               \
     do {                                                                                           \
         if (job->store == LY_AVX2_NT)                                                              \
-            fp4_blocks(job, block, mx, backward, LY_AVX2_NT, begin, end);                          \
+            fp4_blocks(job, block, mx, backward, LY_AVX2_NT, kept, kept_amax, begin, end);         \
         else if (job->store == LY_AVX2_NT_SHIFTED)                                                 \
-            fp4_blocks(job, block, mx, backward, LY_AVX2_NT_SHIFTED, begin, end);                  \
+            fp4_blocks(job, block, mx, backward, LY_AVX2_NT_SHIFTED, kept, kept_amax, begin, end); \
         else                                                                                       \
-            fp4_blocks(job, block, mx, backward, LY_AVX2_CACHED, begin, end);                      \
+            fp4_blocks(job, block, mx, backward, LY_AVX2_CACHED, kept, kept_amax, begin, end);     \
     } while (0)
 
+/* Only the backward streams (see fp4_run). */
 static void fp4_range(void *ctx, int64_t begin, int64_t end)
 {
     const fp4_job *job = ctx;
     if (job->mx && job->backward)
-        FP4_BLOCKS(LY_MXFP4_BLOCK, true, true);
+        FP4_BLOCKS(LY_MXFP4_BLOCK, true, true, false, NULL, begin, end);
     else if (job->mx)
-        FP4_BLOCKS(LY_MXFP4_BLOCK, true, false);
+        fp4_blocks(job, LY_MXFP4_BLOCK, true, false, LY_AVX2_CACHED, false, NULL, begin, end);
     else if (job->backward)
-        FP4_BLOCKS(LY_NVFP4_BLOCK, false, true);
+        FP4_BLOCKS(LY_NVFP4_BLOCK, false, true, false, NULL, begin, end);
     else
-        FP4_BLOCKS(LY_NVFP4_BLOCK, false, false);
+        fp4_blocks(job, LY_NVFP4_BLOCK, false, false, LY_AVX2_CACHED, false, NULL, begin, end);
+}
+
+/* ---- dynamic NVFP4: keeping the block maxima ----------------------------------------
+ *
+ * The tensor amax needs a whole pass over the input before any block can be
+ * quantized. That pass is bound by memory, so it also computes the max|x| of
+ * every block, which the second pass then need not recompute, and keeps them in
+ * the output buffer: the maxima of a segment of FP4_SEGMENT blocks occupy the
+ * last floats of the segment's own output. Block j of a segment of L blocks
+ * writes floats [16j, 16j + 16), the maxima lie at [15L, 16L), so block j only
+ * overwrites maxima of blocks up to j, which were read before. Threads work on
+ * whole segments. Used when the rows hold whole blocks and the output overlaps
+ * neither input. */
+#define FP4_SEGMENT 4096
+
+static void fp4_segment(const fp4_job *job, int64_t k, int64_t *b0, int64_t *b1, int32_t **kept)
+{
+    *b0 = k * FP4_SEGMENT;
+    *b1 = *b0 + FP4_SEGMENT < job->blocks ? *b0 + FP4_SEGMENT : job->blocks;
+    /* Indexed by block: kept[b] for b in [b0, b1) is float 15 * (b1 - b0) + (b - b0)
+     * of the segment's output, which starts at float 16 * b0: output float 15 * b1 + b. */
+    *kept = (int32_t *)(void *)(job->out + 15 * *b1);
+}
+
+static void fp4_keep_maxima_range(void *ctx, int64_t begin, int64_t end)
+{
+    const fp4_job *job = ctx;
+    for (int64_t k = begin; k < end; k++) {
+        int64_t b0, b1;
+        int32_t *kept;
+        fp4_segment(job, k, &b0, &b1, &kept);
+        __m256i top = _mm256_setzero_si256();
+        int64_t b = b0;
+        for (; b + 8 <= b1; b += 8) {
+            __m256i amax = fp4_maxima8(LY_NVFP4_BLOCK, job->x + b * LY_NVFP4_BLOCK);
+            _mm256_storeu_si256((__m256i *)(void *)(kept + b), amax);
+            top = _mm256_max_epi32(top, amax);
+        }
+        /* A last partial group goes through fp4_chunk, which needs no kept maxima. */
+        int32_t segment_top = ly_avx2_hmax_epi32(top);
+        int32_t rest = ly_avx2_amax_bits(job->x + b * LY_NVFP4_BLOCK, (b1 - b) * LY_NVFP4_BLOCK);
+        job->segment_amax[k] = rest > segment_top ? rest : segment_top;
+    }
+}
+
+static void fp4_kept_range(void *ctx, int64_t begin, int64_t end)
+{
+    const fp4_job *job = ctx;
+    for (int64_t k = begin; k < end; k++) {
+        int64_t b0, b1;
+        int32_t *kept;
+        fp4_segment(job, k, &b0, &b1, &kept);
+        if (job->backward)
+            FP4_BLOCKS(LY_NVFP4_BLOCK, false, true, true, kept, b0, b1);
+        else
+            fp4_blocks(job, LY_NVFP4_BLOCK, false, false, LY_AVX2_CACHED, true, kept, b0, b1);
+    }
+}
+
+static bool fp4_disjoint(const float *a, const float *b, int64_t n)
+{
+    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b, bytes = (uintptr_t)n * sizeof(float);
+    return pa + bytes <= pb || pb + bytes <= pa;
 }
 
 /* x: the forward input; src/out: what is transformed and where it goes. */
@@ -294,28 +402,54 @@ static ly_status fp4_run(const ly_kernel_call *call, const ly_tensor *x, const f
                    .cols = x->shape[x->ndim - 1],
                    .block = mx ? LY_MXFP4_BLOCK : LY_NVFP4_BLOCK,
                    .mx = mx,
-                   .backward = backward};
+                   .backward = backward,
+                   .store = LY_AVX2_CACHED};
+    /* Rows that hold whole blocks are one long row of blocks, whose outputs come
+     * as whole vectors and can be streamed. Only the backward streams: the forward
+     * computes longer per element than memory takes to move it, and there ordinary
+     * stores measure faster (and leave the output in the caches). */
+    bool whole_blocks = job.cols % job.block == 0;
+    if (whole_blocks) {
+        job.cols = n;
+        if (backward) job.store = ly_avx2_store_mode(out, n);
+    }
+    job.blocks_per_row = (job.cols + job.block - 1) / job.block;
+    job.blocks = n / job.cols * job.blocks_per_row;
+
     if (mx) {
         pthread_once(&mx_once, mx_build_table);
         if (!mx_table_ok) return LY_E_DECLINED;
+        ly_parallel_for(job.blocks, 64, threads, fp4_range, &job);
+        return LY_OK;
+    }
+    int64_t segments = (job.blocks + FP4_SEGMENT - 1) / FP4_SEGMENT;
+    bool keep =
+        !tensor_amax && whole_blocks && fp4_disjoint(out, job.x, n) && fp4_disjoint(out, src, n);
+    if (keep) {
+        job.segment_amax = malloc((size_t)segments * sizeof(int32_t));
+        if (!job.segment_amax)
+            return ly_set_error(LY_E_NO_MEMORY, "fake_quant_nvfp4: out of memory");
+        ly_parallel_for(segments, 1, threads, fp4_keep_maxima_range, &job);
+    }
+    float amax;
+    if (tensor_amax) {
+        amax = *tensor_amax;
+    } else if (keep) {
+        int32_t bits = 0;
+        for (int64_t k = 0; k < segments; k++)
+            bits = job.segment_amax[k] > bits ? job.segment_amax[k] : bits;
+        free(job.segment_amax);
+        if (bits > LY_AVX2_INF_BITS) bits = ly_avx2_last_nan_bits(job.x, n);
+        amax = ly_avx2_bits_to_float(bits);
     } else {
-        float amax =
-            tensor_amax
-                ? *tensor_amax
-                : ly_avx2_bits_to_float(ly_avx2_amax_exact_bits_parallel(job.x, n, threads));
-        job.tensor_scale = ly_nm_nvfp4_tensor_scale(amax);
-        job.six_ts = 6.0f * job.tensor_scale;
+        amax = ly_avx2_bits_to_float(ly_avx2_amax_exact_bits_parallel(job.x, n, threads));
     }
-    /* Rows that hold whole blocks are one long row of blocks, whose outputs come
-     * as whole vectors and can be streamed. */
-    job.store = LY_AVX2_CACHED;
-    if (job.cols % job.block == 0) {
-        job.cols = n;
-        job.store = ly_avx2_store_mode(out, n);
-    }
-    job.blocks_per_row = (job.cols + job.block - 1) / job.block;
-    int64_t blocks = n / job.cols * job.blocks_per_row;
-    ly_parallel_for(blocks, 64, threads, fp4_range, &job);
+    job.tensor_scale = ly_nm_nvfp4_tensor_scale(amax);
+    job.six_ts = 6.0f * job.tensor_scale;
+    if (keep)
+        ly_parallel_for(segments, 1, threads, fp4_kept_range, &job);
+    else
+        ly_parallel_for(job.blocks, 64, threads, fp4_range, &job);
     return LY_OK;
 }
 

@@ -11,18 +11,39 @@ typedef struct fp8_job {
     float *out;
     int64_t inner;
     bool per_row;
-    ly_avx2_store store;
 } fp8_job;
 
-/* Elements [begin, end). Streamed calls have rows of 8k elements (or one scale),
- * so only the range's last vector can be partial. */
-LY_AVX2_INLINE void fp8(const fp8_job *job, ly_avx2_store store, int64_t begin, int64_t end)
+/* fp32(e4m3(y)) for |y| <= 448 or NaN, `nan` holding y's NaN lanes: the rounding of
+ * ly_avx2_e4m3_round_clamped. Rounding the word is right for every value but
+ * those in (0, 2^-6), where E4M3 is subnormal; vectors without such a value,
+ * nearly all of them, skip that rounding. */
+static inline __m256 fp8_round(__m256 y, __m256 nan)
 {
+    const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+    __m256 abs = _mm256_andnot_ps(sign_mask, y);
+    __m256i bits = _mm256_castps_si256(abs);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 20), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFFF), lsb));
+    __m256 value =
+        _mm256_castsi256_ps(_mm256_and_si256(rounded, _mm256_set1_epi32((int)0xFFF00000u)));
+    /* bits in [1, 0x3C7FFFFF]: bits + 0x7FFFFFFF wraps them to the lowest ints. */
+    __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)0xBC7FFFFFu),
+                                      _mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFFFFFF)));
+    if (_mm256_movemask_epi8(tiny)) {
+        __m256 subnormal =
+            _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(abs, _mm256_set1_ps(512.0f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                          _mm256_set1_ps(1.0f / 512.0f));
+        value = _mm256_blendv_ps(value, subnormal, _mm256_castsi256_ps(tiny));
+    }
+    value = _mm256_blendv_ps(value, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), nan);
+    return _mm256_or_ps(value, _mm256_and_ps(y, sign_mask));
+}
+
+static void fp8_range(void *ctx, int64_t begin, int64_t end)
+{
+    const fp8_job *job = ctx;
     const __m256 lo = _mm256_set1_ps(-LY_E4M3_MAX), hi = _mm256_set1_ps(LY_E4M3_MAX);
-    ly_avx2_writer w;
-    ly_avx2_writer_begin(&w, store, job->out + begin);
-    int64_t tail_at = end, tail_n = 0;
-    __m256 tail = _mm256_setzero_ps();
     for (int64_t i = begin; i < end;) {
         int64_t row = i / job->inner;
         int64_t stop = (row + 1) * job->inner < end ? (row + 1) * job->inner : end;
@@ -34,34 +55,17 @@ LY_AVX2_INLINE void fp8(const fp8_job *job, ly_avx2_store store, int64_t begin, 
             int64_t n = stop - j;
             __m256 x = ly_avx2_load_n(job->x + j, n);
             __m256 y = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_div_ps(x, s)));
-            __m256 e = ly_avx2_e4m3_round_clamped(y);
+            __m256 nan = _mm256_cmp_ps(y, y, _CMP_UNORD_Q);
+            __m256 e = fp8_round(y, nan);
             __m256 q = _mm256_mul_ps(e, s);
             if (s_nan) q = ly_avx2_nan_first(q, e);
-            __m256 out = ly_avx2_ste(x, q);
-            if (n >= 8) {
-                ly_avx2_put(&w, store, job->out + j, out);
-            } else if (store == LY_AVX2_CACHED) {
-                ly_avx2_store_n(job->out + j, n, out);
-            } else {
-                tail_at = j;
-                tail_n = n;
-                tail = out;
-            }
+            /* The STE (q - x) + x, keeping (q - x)'s NaN: where y is NaN, so is q
+             * and hence q - x, and x is replaced by 0; elsewhere x is no NaN. */
+            __m256 out = _mm256_add_ps(_mm256_sub_ps(q, x), _mm256_andnot_ps(nan, x));
+            ly_avx2_store_n(job->out + j, n, out);
         }
         i = stop;
     }
-    ly_avx2_writer_end(&w, store, job->out + tail_at, tail_n, tail);
-}
-
-static void fp8_range(void *ctx, int64_t begin, int64_t end)
-{
-    const fp8_job *job = ctx;
-    if (job->store == LY_AVX2_NT)
-        fp8(job, LY_AVX2_NT, begin, end);
-    else if (job->store == LY_AVX2_NT_SHIFTED)
-        fp8(job, LY_AVX2_NT_SHIFTED, begin, end);
-    else
-        fp8(job, LY_AVX2_CACHED, begin, end);
 }
 
 ly_status ly_avx2_fake_quant_fp8(const ly_kernel_call *call)
@@ -75,8 +79,6 @@ ly_status ly_avx2_fake_quant_fp8(const ly_kernel_call *call)
                    .inner = n / x->shape[0],
                    .per_row = ly_tensor_numel(call->in[1]) != 1};
     if (!job.per_row) job.inner = n;
-    job.store = job.inner % 8 == 0 || !job.per_row ? ly_avx2_store_mode(job.out, n)
-                                                   : LY_AVX2_CACHED;
     ly_parallel_for(n, 64, ly_avx2_threads(call, n), fp8_range, &job);
     return LY_OK;
 }

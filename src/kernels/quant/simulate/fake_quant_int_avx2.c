@@ -86,8 +86,9 @@ LY_AVX2_INLINE void int8pc_wide(const int8pc_job *job, ly_avx2_store store, bool
                         int8pc_apply(_mm256_loadu_ps(x + i), iv, sv, backward ? g + i : NULL, 8));
         if (i < job->inner) {
             int64_t n = job->inner - i;
-            ly_avx2_store_n(out + i, n,
-                            int8pc_apply(ly_avx2_load_n(x + i, n), iv, sv, backward ? g + i : NULL, n));
+            ly_avx2_store_n(
+                out + i, n,
+                int8pc_apply(ly_avx2_load_n(x + i, n), iv, sv, backward ? g + i : NULL, n));
         }
     }
     ly_avx2_writer_end(&w, store, NULL, 0, _mm256_setzero_ps());
@@ -206,8 +207,8 @@ static ly_status int8_per_channel(const ly_kernel_call *call, const ly_tensor *w
                       .row = view.channels * view.inner};
     bool narrow = view.inner < 8;
     /* Streaming needs whole vectors: units (wide) or rows (narrow) of 8k elements. */
-    job.store = (narrow ? job.row : view.inner) % 8 == 0 ? ly_avx2_store_mode(out, n)
-                                                         : LY_AVX2_CACHED;
+    job.store =
+        (narrow ? job.row : view.inner) % 8 == 0 ? ly_avx2_store_mode(out, n) : LY_AVX2_CACHED;
     if (!narrow && !given_scale && view.outer == 1) {
         int64_t grain = 8192 / view.inner + 1;
         ly_parallel_for(view.channels, grain, threads, int8pc_wide_range, &job);
@@ -337,10 +338,8 @@ static ly_status int8_affine(const ly_kernel_call *call, const ly_tensor *x, flo
 {
     int64_t n = ly_tensor_numel(x);
     if (n == 0) return LY_OK;
-    int8aff_job job = {.x = (const float *)x->data,
-                       .grad = grad,
-                       .out = out,
-                       .store = ly_avx2_store_mode(out, n)};
+    int8aff_job job = {
+        .x = (const float *)x->data, .grad = grad, .out = out, .store = ly_avx2_store_mode(out, n)};
     int32_t zp;
     ly_quant_int8_act_qparams(lo, hi, &job.scale, &zp);
     job.inv = 1.0f / job.scale;
@@ -369,57 +368,36 @@ typedef struct grouped_job {
     float *out;
     int64_t cols, group, groups;
     float qmin, qmax;
-    ly_avx2_store store;
 } grouped_job;
 
-/* Units are (row, group) pairs. Streamed calls have cols and group multiples of 8. */
-LY_AVX2_INLINE void grouped(const grouped_job *job, ly_avx2_store store, int64_t begin, int64_t end)
+/* Units are (row, group) pairs. */
+static void grouped_range(void *ctx, int64_t begin, int64_t end)
 {
+    const grouped_job *job = ctx;
     const __m256 qmin = _mm256_set1_ps(job->qmin), qmax = _mm256_set1_ps(job->qmax);
-    int64_t r = begin / job->groups, gi = begin % job->groups;
-    ly_avx2_writer w;
-    ly_avx2_writer_begin(&w, store, job->out + r * job->cols + gi * job->group);
     for (int64_t unit = begin; unit < end; unit++) {
+        int64_t r = unit / job->groups, gi = unit % job->groups;
         int64_t c0 = gi * job->group;
         int64_t len = job->cols - c0 < job->group ? job->cols - c0 : job->group;
-        const float *x = job->w + r * job->cols + c0;
+        const float *w = job->w + r * job->cols + c0;
         float *out = job->out + r * job->cols + c0;
         float s;
         if (job->scale) {
             s = ly_nm_clamp_min(job->scale[unit], LY_QUANT_EPS);
         } else {
-            float amax = ly_avx2_bits_to_float(ly_avx2_amax_exact_bits(x, len));
+            float amax = ly_avx2_bits_to_float(ly_avx2_amax_exact_bits(w, len));
             s = ly_nm_clamp_min(ly_nm_clamp_min(amax / job->qmax, LY_QUANT_EPS), LY_QUANT_EPS);
         }
         const __m256 sv = _mm256_set1_ps(s);
         for (int64_t i = 0; i < len; i += 8) {
             int64_t n = len - i;
-            __m256 v = ly_avx2_load_n(x + i, n);
+            __m256 v = ly_avx2_load_n(w + i, n);
             __m256 q = ly_avx2_rint(_mm256_div_ps(v, sv));
             q = _mm256_min_ps(qmax, _mm256_max_ps(qmin, q));
             q = ly_avx2_nan_first(_mm256_mul_ps(sv, q), sv);
-            if (n >= 8)
-                ly_avx2_put(&w, store, out + i, ly_avx2_ste(v, q));
-            else
-                ly_avx2_store_n(out + i, n, ly_avx2_ste(v, q));
-        }
-        if (++gi == job->groups) {
-            gi = 0;
-            r++;
+            ly_avx2_store_n(out + i, n, ly_avx2_ste(v, q));
         }
     }
-    ly_avx2_writer_end(&w, store, NULL, 0, _mm256_setzero_ps());
-}
-
-static void grouped_range(void *ctx, int64_t begin, int64_t end)
-{
-    const grouped_job *job = ctx;
-    if (job->store == LY_AVX2_NT)
-        grouped(job, LY_AVX2_NT, begin, end);
-    else if (job->store == LY_AVX2_NT_SHIFTED)
-        grouped(job, LY_AVX2_NT_SHIFTED, begin, end);
-    else
-        grouped(job, LY_AVX2_CACHED, begin, end);
 }
 
 ly_status ly_avx2_fake_quant_int_grouped(const ly_kernel_call *call)
@@ -436,8 +414,6 @@ ly_status ly_avx2_fake_quant_int_grouped(const ly_kernel_call *call)
                        .groups = (cols + g - 1) / g,
                        .qmin = (float)(-(1 << (bits - 1))),
                        .qmax = (float)((1 << (bits - 1)) - 1)};
-    job.store = cols % 8 == 0 && g % 8 == 0 ? ly_avx2_store_mode(job.out, rows * cols)
-                                            : LY_AVX2_CACHED;
     int64_t grain = 8192 / g + 1;
     ly_parallel_for(rows * job.groups, grain, ly_avx2_threads(call, rows * cols), grouped_range,
                     &job);
@@ -488,7 +464,8 @@ ly_status ly_avx2_copy_grad(const ly_kernel_call *call)
     copy_job job = {(const float *)call->in[0]->data, (float *)call->out[0]->data, LY_AVX2_CACHED};
     if (n == 0 || job.src == job.dst) return LY_OK;
     /* Streaming only between buffers that do not overlap (memmove handles the rest). */
-    uintptr_t src = (uintptr_t)job.src, dst = (uintptr_t)job.dst, bytes = (uintptr_t)n * sizeof(float);
+    uintptr_t src = (uintptr_t)job.src, dst = (uintptr_t)job.dst,
+              bytes = (uintptr_t)n * sizeof(float);
     if (src + bytes <= dst || dst + bytes <= src) job.store = ly_avx2_store_mode(job.dst, n);
     ly_parallel_for(n, 4096, ly_avx2_threads(call, n), copy_range, &job);
     return LY_OK;
