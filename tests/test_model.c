@@ -32,9 +32,10 @@
  * the score within SCORE_TOL and every coordinate within BOX_TOL pixels or
  * BOX_REL_TOL of the box's extent on that axis, whichever is larger, and the
  * other way round. The relative part is the network's own ~1e-3 relative
- * noise: the portable reference path puts one 1031-px-wide box 1.08 px off. */
+ * noise: one 1031-px-wide box lands 0.84-1.55 px off depending on which
+ * conv2d provider runs (measured: reference 1.08, oneDNN 1.55, XNNPACK 0.88). */
 #define BOX_TOL 1.0
-#define BOX_REL_TOL 1.5e-3
+#define BOX_REL_TOL 2e-3
 #define SCORE_TOL 1e-3
 
 static ly_model *model;

@@ -31,21 +31,35 @@ typedef struct conv_case {
 
 /* Mostly LibreYOLO9t layers (yolo9.md §1.2) at reduced resolution. */
 static const conv_case cases[] = {
-    {"conv0 3->16 3x3 s2 64x64", 1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, LY_ACT_SILU, true, false},
-    {"conv1 16->32 3x3 s2 33x33", 1, 16, 33, 33, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, LY_ACT_SILU, true, false},
-    {"bottleneck 16->16 3x3 +res 24x24", 1, 16, 24, 24, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU, true, true},
-    {"elan 48->24 1x1 20x20", 1, 48, 20, 20, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_SILU, true, false},
-    {"head box 64->64 3x3 g4 20x20", 1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 4, LY_ACT_SILU, true, false},
-    {"head box 64->64 1x1 g4 bias 20x20", 1, 64, 20, 20, 64, 1, 1, 1, 1, 0, 0, 1, 1, 4, LY_ACT_NONE, true, false},
-    {"elan4 cv4 128->256 1x1 10x10", 1, 128, 10, 10, 256, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_SILU, true, false},
-    {"down4 96->128 3x3 s2 19x19", 1, 96, 19, 19, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, LY_ACT_SILU, true, false},
-    {"head cls 80->80 3x3 12x12", 1, 80, 12, 12, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU, true, false},
-    {"odd 24->24 3x3 sigmoid 17x13", 1, 24, 17, 13, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SIGMOID, true, false},
-    {"dilated 8->12 3x3 d2 relu 15x15", 1, 8, 15, 15, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1, LY_ACT_RELU, true, false},
-    {"odd 5->7 3x5 s(2,1) p(1,2) no bias", 1, 5, 11, 9, 7, 3, 5, 2, 1, 1, 2, 1, 1, 1, LY_ACT_NONE, false, false},
+    {"conv0 3->16 3x3 s2 64x64", 1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, LY_ACT_SILU, true,
+     false},
+    {"conv1 16->32 3x3 s2 33x33", 1, 16, 33, 33, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, LY_ACT_SILU, true,
+     false},
+    {"bottleneck 16->16 3x3 +res 24x24", 1, 16, 24, 24, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU,
+     true, true},
+    {"elan 48->24 1x1 20x20", 1, 48, 20, 20, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_SILU, true,
+     false},
+    {"head box 64->64 3x3 g4 20x20", 1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, 1, 4, LY_ACT_SILU,
+     true, false},
+    {"head box 64->64 1x1 g4 bias 20x20", 1, 64, 20, 20, 64, 1, 1, 1, 1, 0, 0, 1, 1, 4, LY_ACT_NONE,
+     true, false},
+    {"elan4 cv4 128->256 1x1 10x10", 1, 128, 10, 10, 256, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_SILU,
+     true, false},
+    {"down4 96->128 3x3 s2 19x19", 1, 96, 19, 19, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, LY_ACT_SILU, true,
+     false},
+    {"head cls 80->80 3x3 12x12", 1, 80, 12, 12, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU, true,
+     false},
+    {"odd 24->24 3x3 sigmoid 17x13", 1, 24, 17, 13, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SIGMOID,
+     true, false},
+    {"dilated 8->12 3x3 d2 relu 15x15", 1, 8, 15, 15, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1, LY_ACT_RELU,
+     true, false},
+    {"odd 5->7 3x5 s(2,1) p(1,2) no bias", 1, 5, 11, 9, 7, 3, 5, 2, 1, 1, 2, 1, 1, 1, LY_ACT_NONE,
+     false, false},
     {"depthwise 6 3x3 +res 9x9", 1, 6, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, LY_ACT_NONE, true, true},
-    {"batch 2 16->24 3x3 12x12", 2, 16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU, true, false},
-    {"1x1 s2 16->8 10x10 (trailing input dropped)", 1, 16, 10, 10, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1, LY_ACT_NONE, true, false},
+    {"batch 2 16->24 3x3 12x12", 2, 16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU, true,
+     false},
+    {"1x1 s2 16->8 10x10 (trailing input dropped)", 1, 16, 10, 10, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1,
+     LY_ACT_NONE, true, false},
     {"5x5 p2 s3 4->4 14x14", 1, 4, 14, 14, 4, 5, 5, 3, 3, 2, 2, 1, 1, 1, LY_ACT_RELU, false, true},
 };
 
@@ -67,7 +81,8 @@ static float *random_buffer(int64_t n, float scale)
 {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
     assert_non_null(p);
-    for (int64_t i = 0; i < n; i++) p[i] = uniform() * scale;
+    for (int64_t i = 0; i < n; i++)
+        p[i] = uniform() * scale;
     return p;
 }
 
@@ -84,8 +99,13 @@ static void conv_data_init(conv_data *d, const conv_case *c)
     int64_t xs[4] = {c->n, c->c, c->h, c->w}, ws[4] = {c->o, c->c / c->groups, c->kh, c->kw};
     int64_t bs[1] = {c->o}, ys[4] = {c->n, c->o, ho, wo};
     float fan_in = (float)(c->c / c->groups * c->kh * c->kw);
-    assert_int_equal(ly_tensor_init(&d->x, random_buffer(c->n * c->c * c->h * c->w, 2.0f), LY_F32, 4, xs), LY_OK);
-    assert_int_equal(ly_tensor_init(&d->w, random_buffer(ws[0] * ws[1] * ws[2] * ws[3], 2.0f / sqrtf(fan_in)), LY_F32, 4, ws), LY_OK);
+    assert_int_equal(
+        ly_tensor_init(&d->x, random_buffer(c->n * c->c * c->h * c->w, 2.0f), LY_F32, 4, xs),
+        LY_OK);
+    assert_int_equal(
+        ly_tensor_init(&d->w, random_buffer(ws[0] * ws[1] * ws[2] * ws[3], 2.0f / sqrtf(fan_in)),
+                       LY_F32, 4, ws),
+        LY_OK);
     assert_int_equal(ly_tensor_init(&d->b, random_buffer(c->o, 0.5f), LY_F32, 1, bs), LY_OK);
     int64_t out_n = ys[0] * ys[1] * ys[2] * ys[3];
     assert_int_equal(ly_tensor_init(&d->r, random_buffer(out_n, 1.0f), LY_F32, 4, ys), LY_OK);
@@ -216,8 +236,10 @@ static void test_conv2d_weights_replaced_in_place(void **state)
     for (int k = 0; k < list.count; k++) {
         run_impl_into_out(&d, list.names[k]); /* caches an operator for these weights */
         float *w = d.w.data, *b = d.b.data;
-        for (int64_t i = 0; i < ly_tensor_numel(&d.w); i++) w[i] = uniform() * 0.3f;
-        for (int64_t i = 0; i < ly_tensor_numel(&d.b); i++) b[i] = uniform();
+        for (int64_t i = 0; i < ly_tensor_numel(&d.w); i++)
+            w[i] = uniform() * 0.3f;
+        for (int64_t i = 0; i < ly_tensor_numel(&d.b); i++)
+            b[i] = uniform();
         run_reference(&d);
         run_impl_into_out(&d, list.names[k]);
         compare(list.names[k], "weights replaced at the same address", &d.ref, &d.out);
@@ -333,7 +355,8 @@ static void test_conv2d_concurrent_callers(void **state)
             workers[i].out.data = random_buffer(ly_tensor_numel(&d.ref), 1.0f);
             assert_int_equal(pthread_create(&ids[i], NULL, worker_run, &workers[i]), 0);
         }
-        for (int i = 0; i < WORKERS; i++) assert_int_equal(pthread_join(ids[i], NULL), 0);
+        for (int i = 0; i < WORKERS; i++)
+            assert_int_equal(pthread_join(ids[i], NULL), 0);
         for (int i = 0; i < WORKERS; i++) {
             if (workers[i].status != LY_OK)
                 fail_msg("%s: %s", list.names[k], ly_status_name(workers[i].status));
@@ -387,6 +410,102 @@ static void test_elementwise_providers_match_reference(void **state)
     free(holder.out.data);
 }
 
+/* dfl's other implementations against the reference: YOLO9's 16 bins and a
+ * small odd case, logits from -10 to 10 with a few far larger. */
+static void test_dfl_providers_match_reference(void **state)
+{
+    (void)state;
+    const int64_t shapes[][3] = {{2, 64, 333}, {1, 8, 37}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t n = shapes[i][0] * shapes[i][1] * shapes[i][2];
+        int64_t out_shape[3] = {shapes[i][0], 4, shapes[i][2]};
+        rng_state = 7 + i;
+        float *x = random_buffer(n, 10.0f);
+        x[0] = 80.0f;
+        x[n - 1] = -80.0f;
+        ly_tensor xt, ref, got;
+        assert_int_equal(ly_tensor_init(&xt, x, LY_F32, 3, shapes[i]), LY_OK);
+        assert_int_equal(ly_tensor_init(&ref, random_buffer(n / 4 * 4, 1.0f), LY_F32, 3, out_shape),
+                         LY_OK);
+        assert_int_equal(ly_tensor_init(&got, random_buffer(n / 4 * 4, 1.0f), LY_F32, 3, out_shape),
+                         LY_OK);
+        ly_kernel_call call;
+        assert_int_equal(ly_kernel_call_init(&call), LY_OK);
+        call.threads = 1;
+        call.in[0] = &xt;
+        call.out[0] = &ref;
+        assert_int_equal(ly_kernel_run_impl(LY_SLOT_DFL, "reference", &call), LY_OK);
+        impl_list list = {.count = 0};
+        assert_int_equal(ly_kernel_iter(LY_SLOT_DFL, &call, collect_impl, &list), LY_OK);
+        call.out[0] = &got;
+        for (int k = 0; k < list.count; k++) {
+            ly_status st = ly_kernel_run_impl(LY_SLOT_DFL, list.names[k], &call);
+            if (st != LY_OK) fail_msg("dfl/%s: %s", list.names[k], ly_last_error());
+            compare(list.names[k], i == 0 ? "dfl [2, 64, 333]" : "dfl [1, 8, 37]", &ref, &got);
+        }
+        free(x);
+        free(ref.data);
+        free(got.data);
+    }
+}
+
+/* Pools' other implementations against the reference, on finite inputs; an
+ * implementation may decline a shape it has no fast kernel for. */
+static void test_pool_providers_match_reference(void **state)
+{
+    (void)state;
+    const struct {
+        const char *slot;
+        int64_t c, h, k, s, p, count_include_pad;
+    } pools[] = {
+        {LY_SLOT_MAX_POOL2D, 64, 20, 5, 1, 2, 1}, {LY_SLOT_MAX_POOL2D, 16, 17, 3, 2, 1, 1},
+        {LY_SLOT_AVG_POOL2D, 32, 33, 2, 1, 0, 1}, {LY_SLOT_AVG_POOL2D, 64, 20, 2, 1, 0, 1},
+        {LY_SLOT_AVG_POOL2D, 16, 15, 3, 2, 1, 1}, {LY_SLOT_AVG_POOL2D, 16, 15, 3, 2, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+        int64_t ho = (pools[i].h + 2 * pools[i].p - pools[i].k) / pools[i].s + 1;
+        int64_t xs[4] = {1, pools[i].c, pools[i].h, pools[i].h}, ys[4] = {1, pools[i].c, ho, ho};
+        rng_state = 99 + i;
+        ly_tensor x, ref, got;
+        assert_int_equal(
+            ly_tensor_init(&x, random_buffer(xs[1] * xs[2] * xs[3], 5.0f), LY_F32, 4, xs), LY_OK);
+        assert_int_equal(ly_tensor_init(&ref, random_buffer(ys[1] * ho * ho, 1.0f), LY_F32, 4, ys),
+                         LY_OK);
+        assert_int_equal(ly_tensor_init(&got, random_buffer(ys[1] * ho * ho, 1.0f), LY_F32, 4, ys),
+                         LY_OK);
+        ly_kernel_call call;
+        assert_int_equal(ly_kernel_call_init(&call), LY_OK);
+        call.threads = 1;
+        call.in[0] = &x;
+        call.out[0] = &ref;
+        call.params.kernel[0] = call.params.kernel[1] = pools[i].k;
+        call.params.stride[0] = call.params.stride[1] = pools[i].s;
+        call.params.padding[0] = call.params.padding[1] = pools[i].p;
+        call.params.count_include_pad = pools[i].count_include_pad;
+        assert_int_equal(ly_kernel_run_impl(pools[i].slot, "reference", &call), LY_OK);
+        impl_list list = {.count = 0};
+        assert_int_equal(ly_kernel_iter(pools[i].slot, &call, collect_impl, &list), LY_OK);
+        call.out[0] = &got;
+        for (int k = 0; k < list.count; k++) {
+            for (int threads = 1; threads <= 2; threads++) {
+                call.threads = threads;
+                ly_status st = ly_kernel_run_impl(pools[i].slot, list.names[k], &call);
+                if (st == LY_E_DECLINED) continue;
+                if (st != LY_OK)
+                    fail_msg("%s/%s: %s", pools[i].slot, list.names[k], ly_last_error());
+                char what[96];
+                snprintf(what, sizeof what, "%s k%lld s%lld p%lld on %lldx%lld^2", pools[i].slot,
+                         (long long)pools[i].k, (long long)pools[i].s, (long long)pools[i].p,
+                         (long long)pools[i].c, (long long)pools[i].h);
+                compare(list.names[k], what, &ref, &got);
+            }
+        }
+        free(x.data);
+        free(ref.data);
+        free(got.data);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +516,8 @@ int main(void)
         cmocka_unit_test(test_conv2d_dispatch),
         cmocka_unit_test(test_conv2d_concurrent_callers),
         cmocka_unit_test(test_elementwise_providers_match_reference),
+        cmocka_unit_test(test_dfl_providers_match_reference),
+        cmocka_unit_test(test_pool_providers_match_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

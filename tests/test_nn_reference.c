@@ -28,14 +28,16 @@ static ly_tensor *make(buf *b, int ndim, const int64_t *shape, const float *valu
     assert_int_equal(ly_tensor_init(&b->t, b->data, LY_F32, ndim, shape), LY_OK);
     int64_t n = ly_tensor_numel(&b->t);
     assert_true(n <= MAX_ELEMENTS);
-    for (int64_t i = 0; i < n; i++) b->data[i] = values ? values[i] : (float)i;
+    for (int64_t i = 0; i < n; i++)
+        b->data[i] = values ? values[i] : (float)i;
     return &b->t;
 }
 
 static ly_tensor *make_out(buf *b, int ndim, const int64_t *shape)
 {
     assert_int_equal(ly_tensor_init(&b->t, b->data, LY_F32, ndim, shape), LY_OK);
-    for (int i = 0; i < MAX_ELEMENTS; i++) b->data[i] = NAN;
+    for (int i = 0; i < MAX_ELEMENTS; i++)
+        b->data[i] = NAN;
     return &b->t;
 }
 
@@ -59,8 +61,9 @@ static void expect(const float *got, const float *want, int64_t n, double tol)
         bool ok = isnan(want[i]) ? isnan(got[i])
                                  : (isinf(want[i]) ? got[i] == want[i]
                                                    : fabs((double)got[i] - want[i]) <= tol);
-        if (!ok) fail_msg("element %lld: got %.9g, expected %.9g", (long long)i, (double)got[i],
-                          (double)want[i]);
+        if (!ok)
+            fail_msg("element %lld: got %.9g, expected %.9g", (long long)i, (double)got[i],
+                     (double)want[i]);
     }
 }
 
@@ -114,8 +117,10 @@ static void test_conv2d_stride2(void **state)
 
     /* 3x3 stride 2 pad 1 on 4x4 ones: windows see 4, 6 / 6, 9 real elements. */
     float ones16[16], nine[9];
-    for (int i = 0; i < 16; i++) ones16[i] = 1;
-    for (int i = 0; i < 9; i++) nine[i] = 1;
+    for (int i = 0; i < 16; i++)
+        ones16[i] = 1;
+    for (int i = 0; i < 9; i++)
+        nine[i] = 1;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, ones16);
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 3, 3}, nine);
     call.params.padding[0] = call.params.padding[1] = 1;
@@ -136,7 +141,8 @@ static void test_conv2d_dilation(void **state)
     run_ref(LY_SLOT_CONV2D, &call);
     float want[9];
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) want[i * 3 + j] = (float)(24 + 20 * i + 4 * j);
+        for (int j = 0; j < 3; j++)
+            want[i * 3 + j] = (float)(24 + 20 * i + 4 * j);
     expect(y.data, want, 9, 0);
 }
 
@@ -203,13 +209,15 @@ static void test_conv2d_bias_activations_residual(void **state)
     call.params.activation = LY_ACT_SILU;
     call.out[0] = make_out(&y, 4, ys);
     run_ref(LY_SLOT_CONV2D, &call);
-    for (int i = 0; i < 4; i++) want[i] = (float)silu_d(xs[i] + 0.5);
+    for (int i = 0; i < 4; i++)
+        want[i] = (float)silu_d(xs[i] + 0.5);
     expect(y.data, want, 4, 1e-6);
 
     call.params.activation = LY_ACT_SIGMOID;
     call.out[0] = make_out(&y, 4, ys);
     run_ref(LY_SLOT_CONV2D, &call);
-    for (int i = 0; i < 4; i++) want[i] = (float)(1.0 / (1.0 + exp(-(xs[i] + 0.5))));
+    for (int i = 0; i < 4; i++)
+        want[i] = (float)(1.0 / (1.0 + exp(-(xs[i] + 0.5))));
     expect(y.data, want, 4, 1e-6);
 
     /* The residual is added after the activation. */
@@ -241,8 +249,10 @@ static void test_conv2d_matches_naive_loop(void **state)
         s = s * 1664525u + 1013904223u;
         wv[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
     }
-    for (int i = 0; i < O; i++) bv[i] = 0.1f * (float)i;
-    int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, WO = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1;
+    for (int i = 0; i < O; i++)
+        bv[i] = 0.1f * (float)i;
+    int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1,
+        WO = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1;
     ly_tensor x, w, b, y;
     float *out = malloc(sizeof(float) * N * O * (size_t)(HO * WO));
     assert_non_null(out);
@@ -281,8 +291,8 @@ static void test_conv2d_matches_naive_loop(void **state)
                     float got = out[((n * O + o) * HO + oy) * WO + ox];
                     /* Same order of operations: bit-identical. */
                     if (memcmp(&want, &got, sizeof want) != 0)
-                        fail_msg("n%d o%d (%d, %d): %.9g vs naive %.9g", n, o, oy, ox,
-                                 (double)got, (double)want);
+                        fail_msg("n%d o%d (%d, %d): %.9g vs naive %.9g", n, o, oy, ox, (double)got,
+                                 (double)want);
                 }
     free(out);
 }
@@ -310,7 +320,8 @@ static void test_max_pool2d(void **state)
 
     /* SPPELAN's 5x5 stride 1 pad 2, and NaN propagates. */
     float v[16];
-    for (int i = 0; i < 16; i++) v[i] = (float)i;
+    for (int i = 0; i < 16; i++)
+        v[i] = (float)i;
     v[0] = NAN;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, v);
     call.params.kernel[0] = call.params.kernel[1] = 5;
@@ -341,15 +352,15 @@ static void test_avg_pool2d(void **state)
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
     run_ref(LY_SLOT_AVG_POOL2D, &call);
     expect(y.data,
-           (float[]){12.0f / 9, 21.0f / 9, 16.0f / 9, 27.0f / 9, 45.0f / 9, 33.0f / 9,
-                     24.0f / 9, 39.0f / 9, 28.0f / 9},
+           (float[]){12.0f / 9, 21.0f / 9, 16.0f / 9, 27.0f / 9, 45.0f / 9, 33.0f / 9, 24.0f / 9,
+                     39.0f / 9, 28.0f / 9},
            9, 1e-6);
     call.params.count_include_pad = 0;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
     run_ref(LY_SLOT_AVG_POOL2D, &call);
     expect(y.data,
-           (float[]){12.0f / 4, 21.0f / 6, 16.0f / 4, 27.0f / 6, 45.0f / 9, 33.0f / 6,
-                     24.0f / 4, 39.0f / 6, 28.0f / 4},
+           (float[]){12.0f / 4, 21.0f / 6, 16.0f / 4, 27.0f / 6, 45.0f / 9, 33.0f / 6, 24.0f / 4,
+                     39.0f / 6, 28.0f / 4},
            9, 1e-6);
 
     /* Stride 2 over two channels. */
@@ -423,13 +434,15 @@ static void test_silu_sigmoid(void **state)
     call.in[0] = make(&x, 2, (int64_t[]){2, 3}, xs);
     call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
     run_ref(LY_SLOT_SILU, &call);
-    for (int i = 0; i < 6; i++) want[i] = (float)silu_d(xs[i]);
+    for (int i = 0; i < 6; i++)
+        want[i] = (float)silu_d(xs[i]);
     expect(y.data, want, 6, 1e-6);
     assert_true(y.data[0] <= 0.0f && y.data[0] > -1e-30f); /* -100 / (1 + e^100) ~ -0 */
 
     call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
     run_ref(LY_SLOT_SIGMOID, &call);
-    for (int i = 0; i < 6; i++) want[i] = (float)(1.0 / (1.0 + exp(-(double)xs[i])));
+    for (int i = 0; i < 6; i++)
+        want[i] = (float)(1.0 / (1.0 + exp(-(double)xs[i])));
     expect(y.data, want, 6, 1e-7);
     assert_true(y.data[3] == 0.5f && y.data[5] == 1.0f);
 
@@ -453,10 +466,10 @@ static void test_dfl(void **state)
      * (1000, 0) -> ~0 (subtracting the max keeps it finite). */
     float ln3 = logf(3.0f);
     call.in[0] = make(&x, 3, (int64_t[]){1, 8, 2},
-                      (float[]){0, 0, 0, ln3,          /* side 0: bin 0 (a0,a1), bin 1 */
-                                1000, 0, 0, 1000,      /* side 1 */
-                                5, -5, 5, -5,          /* side 2 */
-                                -1000, 2, -1000, 2});  /* side 3 */
+                      (float[]){0, 0, 0, ln3,         /* side 0: bin 0 (a0,a1), bin 1 */
+                                1000, 0, 0, 1000,     /* side 1 */
+                                5, -5, 5, -5,         /* side 2 */
+                                -1000, 2, -1000, 2}); /* side 3 */
     call.out[0] = make_out(&y, 3, (int64_t[]){1, 4, 2});
     run_ref(LY_SLOT_DFL, &call);
     expect(y.data, (float[]){0.5f, 0.75f, 0.0f, 1.0f, 0.5f, 0.5f, 0.5f, 0.5f}, 8, 1e-6);
@@ -464,7 +477,8 @@ static void test_dfl(void **state)
     /* 16 bins (YOLO9's reg_max): all mass on bin 7 -> 7. */
     static buf big, out;
     float v[64];
-    for (int i = 0; i < 64; i++) v[i] = (i % 16 == 7) ? 50.0f : 0.0f;
+    for (int i = 0; i < 64; i++)
+        v[i] = (i % 16 == 7) ? 50.0f : 0.0f;
     call.in[0] = make(&big, 3, (int64_t[]){1, 64, 1}, v);
     call.out[0] = make_out(&out, 3, (int64_t[]){1, 4, 1});
     run_ref(LY_SLOT_DFL, &call);
@@ -611,9 +625,9 @@ static void test_infer_outputs(void **state)
     assert_int_equal(out[0].shape[1], 16);
     assert_int_equal(out[0].shape[2], 320);
     assert_int_equal(out[0].shape[3], 320);
-    const char *slots[] = {LY_SLOT_CONV2D, LY_SLOT_MAX_POOL2D, LY_SLOT_AVG_POOL2D,
-                           LY_SLOT_UPSAMPLE_NEAREST2D, LY_SLOT_CONCAT, LY_SLOT_SILU,
-                           LY_SLOT_SIGMOID, LY_SLOT_DFL};
+    const char *slots[] = {
+        LY_SLOT_CONV2D, LY_SLOT_MAX_POOL2D, LY_SLOT_AVG_POOL2D, LY_SLOT_UPSAMPLE_NEAREST2D,
+        LY_SLOT_CONCAT, LY_SLOT_SILU,       LY_SLOT_SIGMOID,    LY_SLOT_DFL};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
         const char *name = NULL;
         assert_int_equal(ly_kernel_resolve(slots[i], NULL, &name, NULL), LY_OK);

@@ -22,6 +22,10 @@
 #define MAX_IMPLS 16
 #define DEFAULT_REPEAT 5
 #define LINE_BUDGET_S 1.0 /* stop repeating a slow shape after this long */
+/* Calls before an implementation's first timing: the first calls of a run pay
+ * for thread start-up and placement (with 2 threads the first ~0.1 s of calls
+ * ran 10x slow here, both threads on one core until the scheduler moved one). */
+#define WARMUP_S 0.3
 /* One Zen 3 core: 2 x 256-bit FMA per cycle at ~2.9 GHz (numerics.md §4). */
 #define DEFAULT_PEAK_GFLOPS_PER_CORE 93.0
 
@@ -36,67 +40,40 @@ typedef struct conv_shape {
  * input size (square), activation, residual, occurrences. Convs are padded
  * (k - 1) / 2 and carry a bias (BatchNorm folded). */
 static const conv_shape yolo9t_shapes[] = {
-    {3, 16, 3, 2, 1, 640, LY_ACT_SILU, false, 1},
-    {16, 32, 3, 2, 1, 320, LY_ACT_SILU, false, 1},
-    {16, 16, 3, 1, 1, 160, LY_ACT_SILU, false, 2},
-    {32, 32, 1, 1, 1, 160, LY_ACT_SILU, false, 1},
-    {64, 32, 1, 1, 1, 160, LY_ACT_SILU, false, 1},
-    {32, 64, 3, 2, 1, 159, LY_ACT_SILU, false, 1},
-    {16, 16, 3, 1, 1, 80, LY_ACT_SILU, false, 12},
-    {16, 16, 3, 1, 1, 80, LY_ACT_SILU, true, 12},
-    {32, 16, 1, 1, 1, 80, LY_ACT_SILU, false, 8},
-    {32, 32, 1, 1, 1, 80, LY_ACT_SILU, false, 4},
-    {32, 32, 3, 1, 1, 80, LY_ACT_SILU, false, 4},
-    {64, 64, 1, 1, 1, 80, LY_ACT_SILU, false, 1},
-    {64, 64, 3, 1, 1, 80, LY_ACT_SILU, false, 1},
-    {64, 64, 3, 1, 4, 80, LY_ACT_SILU, false, 1},
-    {64, 64, 1, 1, 4, 80, LY_ACT_NONE, false, 1},
-    {64, 80, 3, 1, 1, 80, LY_ACT_SILU, false, 1},
-    {80, 80, 3, 1, 1, 80, LY_ACT_SILU, false, 1},
-    {80, 80, 1, 1, 1, 80, LY_ACT_NONE, false, 1},
-    {128, 64, 1, 1, 1, 80, LY_ACT_SILU, false, 2},
-    {160, 64, 1, 1, 1, 80, LY_ACT_SILU, false, 1},
-    {64, 48, 3, 2, 1, 79, LY_ACT_SILU, false, 1},
-    {64, 96, 3, 2, 1, 79, LY_ACT_SILU, false, 1},
-    {24, 24, 3, 1, 1, 40, LY_ACT_SILU, false, 18},
-    {24, 24, 3, 1, 1, 40, LY_ACT_SILU, true, 18},
-    {48, 24, 1, 1, 1, 40, LY_ACT_SILU, false, 12},
-    {48, 48, 1, 1, 1, 40, LY_ACT_SILU, false, 6},
-    {48, 48, 3, 1, 1, 40, LY_ACT_SILU, false, 6},
-    {64, 64, 3, 1, 4, 40, LY_ACT_SILU, false, 1},
-    {64, 64, 1, 1, 4, 40, LY_ACT_NONE, false, 1},
-    {80, 80, 3, 1, 1, 40, LY_ACT_SILU, false, 1},
-    {80, 80, 1, 1, 1, 40, LY_ACT_NONE, false, 1},
-    {96, 64, 3, 1, 1, 40, LY_ACT_SILU, false, 1},
-    {96, 80, 3, 1, 1, 40, LY_ACT_SILU, false, 1},
-    {96, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 1},
-    {144, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 1},
-    {192, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 3},
-    {224, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 1},
-    {96, 64, 3, 2, 1, 39, LY_ACT_SILU, false, 1},
-    {96, 128, 3, 2, 1, 39, LY_ACT_SILU, false, 1},
-    {32, 32, 3, 1, 1, 20, LY_ACT_SILU, false, 12},
-    {32, 32, 3, 1, 1, 20, LY_ACT_SILU, true, 12},
-    {64, 32, 1, 1, 1, 20, LY_ACT_SILU, false, 8},
-    {64, 64, 1, 1, 1, 20, LY_ACT_SILU, false, 4},
-    {64, 64, 3, 1, 1, 20, LY_ACT_SILU, false, 4},
-    {64, 64, 3, 1, 4, 20, LY_ACT_SILU, false, 1},
-    {64, 64, 1, 1, 4, 20, LY_ACT_NONE, false, 1},
-    {80, 80, 3, 1, 1, 20, LY_ACT_SILU, false, 1},
-    {80, 80, 1, 1, 1, 20, LY_ACT_NONE, false, 1},
-    {128, 64, 1, 1, 1, 20, LY_ACT_SILU, false, 1},
-    {128, 64, 3, 1, 1, 20, LY_ACT_SILU, false, 1},
-    {128, 80, 3, 1, 1, 20, LY_ACT_SILU, false, 1},
-    {128, 128, 1, 1, 1, 20, LY_ACT_SILU, false, 1},
-    {192, 128, 1, 1, 1, 20, LY_ACT_SILU, false, 1},
-    {256, 128, 1, 1, 1, 20, LY_ACT_SILU, false, 3},
+    {3, 16, 3, 2, 1, 640, LY_ACT_SILU, false, 1},   {16, 32, 3, 2, 1, 320, LY_ACT_SILU, false, 1},
+    {16, 16, 3, 1, 1, 160, LY_ACT_SILU, false, 2},  {32, 32, 1, 1, 1, 160, LY_ACT_SILU, false, 1},
+    {64, 32, 1, 1, 1, 160, LY_ACT_SILU, false, 1},  {32, 64, 3, 2, 1, 159, LY_ACT_SILU, false, 1},
+    {16, 16, 3, 1, 1, 80, LY_ACT_SILU, false, 12},  {16, 16, 3, 1, 1, 80, LY_ACT_SILU, true, 12},
+    {32, 16, 1, 1, 1, 80, LY_ACT_SILU, false, 8},   {32, 32, 1, 1, 1, 80, LY_ACT_SILU, false, 4},
+    {32, 32, 3, 1, 1, 80, LY_ACT_SILU, false, 4},   {64, 64, 1, 1, 1, 80, LY_ACT_SILU, false, 1},
+    {64, 64, 3, 1, 1, 80, LY_ACT_SILU, false, 1},   {64, 64, 3, 1, 4, 80, LY_ACT_SILU, false, 1},
+    {64, 64, 1, 1, 4, 80, LY_ACT_NONE, false, 1},   {64, 80, 3, 1, 1, 80, LY_ACT_SILU, false, 1},
+    {80, 80, 3, 1, 1, 80, LY_ACT_SILU, false, 1},   {80, 80, 1, 1, 1, 80, LY_ACT_NONE, false, 1},
+    {128, 64, 1, 1, 1, 80, LY_ACT_SILU, false, 2},  {160, 64, 1, 1, 1, 80, LY_ACT_SILU, false, 1},
+    {64, 48, 3, 2, 1, 79, LY_ACT_SILU, false, 1},   {64, 96, 3, 2, 1, 79, LY_ACT_SILU, false, 1},
+    {24, 24, 3, 1, 1, 40, LY_ACT_SILU, false, 18},  {24, 24, 3, 1, 1, 40, LY_ACT_SILU, true, 18},
+    {48, 24, 1, 1, 1, 40, LY_ACT_SILU, false, 12},  {48, 48, 1, 1, 1, 40, LY_ACT_SILU, false, 6},
+    {48, 48, 3, 1, 1, 40, LY_ACT_SILU, false, 6},   {64, 64, 3, 1, 4, 40, LY_ACT_SILU, false, 1},
+    {64, 64, 1, 1, 4, 40, LY_ACT_NONE, false, 1},   {80, 80, 3, 1, 1, 40, LY_ACT_SILU, false, 1},
+    {80, 80, 1, 1, 1, 40, LY_ACT_NONE, false, 1},   {96, 64, 3, 1, 1, 40, LY_ACT_SILU, false, 1},
+    {96, 80, 3, 1, 1, 40, LY_ACT_SILU, false, 1},   {96, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 1},
+    {144, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 1},  {192, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 3},
+    {224, 96, 1, 1, 1, 40, LY_ACT_SILU, false, 1},  {96, 64, 3, 2, 1, 39, LY_ACT_SILU, false, 1},
+    {96, 128, 3, 2, 1, 39, LY_ACT_SILU, false, 1},  {32, 32, 3, 1, 1, 20, LY_ACT_SILU, false, 12},
+    {32, 32, 3, 1, 1, 20, LY_ACT_SILU, true, 12},   {64, 32, 1, 1, 1, 20, LY_ACT_SILU, false, 8},
+    {64, 64, 1, 1, 1, 20, LY_ACT_SILU, false, 4},   {64, 64, 3, 1, 1, 20, LY_ACT_SILU, false, 4},
+    {64, 64, 3, 1, 4, 20, LY_ACT_SILU, false, 1},   {64, 64, 1, 1, 4, 20, LY_ACT_NONE, false, 1},
+    {80, 80, 3, 1, 1, 20, LY_ACT_SILU, false, 1},   {80, 80, 1, 1, 1, 20, LY_ACT_NONE, false, 1},
+    {128, 64, 1, 1, 1, 20, LY_ACT_SILU, false, 1},  {128, 64, 3, 1, 1, 20, LY_ACT_SILU, false, 1},
+    {128, 80, 3, 1, 1, 20, LY_ACT_SILU, false, 1},  {128, 128, 1, 1, 1, 20, LY_ACT_SILU, false, 1},
+    {192, 128, 1, 1, 1, 20, LY_ACT_SILU, false, 1}, {256, 128, 1, 1, 1, 20, LY_ACT_SILU, false, 3},
 };
 #define N_SHAPES (sizeof yolo9t_shapes / sizeof yolo9t_shapes[0])
 
 static void print_usage(FILE *to)
 {
-    fputs("usage: libreyolo bench conv [--threads N] [--repeat R] [--impl NAME] [--shapes]\n"
-          "                            [--peak-gflops G] [--json]\n"
+    fputs("usage: libreyolo bench conv [--threads N] [--repeat R] [--impl NAME] [--no-reference]\n"
+          "                            [--shapes] [--peak-gflops G] [--json]\n"
           "\n"
           "Times every conv2d implementation (reference included) on the 185 convolutions\n"
           "(54 distinct shapes, 7.71 GFLOP) of one LibreYOLO9t forward at 640x640 and prints\n"
@@ -137,6 +114,7 @@ typedef struct impl_result {
     double shape_s[N_SHAPES]; /* best time per call; < 0: declined or failed */
     double total_s;
     int missing; /* shapes it could not run */
+    bool warmed;
     char error[160];
 } impl_result;
 
@@ -183,8 +161,7 @@ static ly_status buffers_init(shape_buffers *b, const conv_shape *s, int threads
     ly_tensor_init(&b->x, filled(s->c * s->h * s->h, &state, 1.0f), LY_F32, 4, xs);
     ly_tensor_init(&b->w, filled(s->o * cg * s->k * s->k, &state, scale), LY_F32, 4, ws);
     ly_tensor_init(&b->b, filled(s->o, &state, 0.1f), LY_F32, 1, bs);
-    ly_tensor_init(&b->r, s->residual ? filled(s->o * ho * ho, &state, 1.0f) : NULL, LY_F32, 4,
-                   ys);
+    ly_tensor_init(&b->r, s->residual ? filled(s->o * ho * ho, &state, 1.0f) : NULL, LY_F32, 4, ys);
     ly_tensor_init(&b->y, filled(s->o * ho * ho, &state, 0.0f), LY_F32, 4, ys);
     if (!b->x.data || !b->w.data || !b->b.data || !b->y.data || (s->residual && !b->r.data)) {
         buffers_free(b);
@@ -204,17 +181,21 @@ static ly_status buffers_init(shape_buffers *b, const conv_shape *s, int threads
     return LY_OK;
 }
 
-/* Best of `repeat` timed calls after one warm-up; < 0 when the call fails. */
-static double time_impl(const char *impl, const ly_kernel_call *call, int repeat, char *error,
-                        size_t error_size)
+/* Best of `repeat` timed calls after a warm-up (one call, or WARMUP_S worth
+ * when `long_warmup`); < 0 when the call fails. */
+static double time_impl(const char *impl, const ly_kernel_call *call, int repeat, bool long_warmup,
+                        char *error, size_t error_size)
 {
-    double t0 = now_s();
-    ly_status st = ly_kernel_run_impl(LY_SLOT_CONV2D, impl, call);
-    double first = now_s() - t0;
-    if (st != LY_OK) {
-        if (!error[0]) snprintf(error, error_size, "%s: %s", ly_status_name(st), ly_last_error());
-        return -1.0;
-    }
+    double t0 = now_s(), first;
+    do {
+        ly_status st = ly_kernel_run_impl(LY_SLOT_CONV2D, impl, call);
+        first = now_s() - t0;
+        if (st != LY_OK) {
+            if (!error[0])
+                snprintf(error, error_size, "%s: %s", ly_status_name(st), ly_last_error());
+            return -1.0;
+        }
+    } while (long_warmup && first < WARMUP_S);
     double best = -1.0, spent = first;
     for (int i = 0; i < repeat && (i == 0 || spent < LINE_BUDGET_S); i++) {
         t0 = now_s();
@@ -253,7 +234,8 @@ static int find_or_add(impl_result *results, int *n, const char *name)
     impl_result *r = &results[(*n)++];
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", name);
-    for (size_t s = 0; s < N_SHAPES; s++) r->shape_s[s] = -1.0;
+    for (size_t s = 0; s < N_SHAPES; s++)
+        r->shape_s[s] = -1.0;
     return *n - 1;
 }
 
@@ -274,7 +256,8 @@ static void print_table(const bench_options *o, const impl_result *results, int 
            total_flop / 1e9, o->threads, o->threads == 1 ? "" : "s", o->repeat);
     if (o->shapes) {
         printf("%-34s", "shape (C->O kxk /s g, HxW, count)");
-        for (int i = 0; i < n; i++) printf(" %12s", results[i].name);
+        for (int i = 0; i < n; i++)
+            printf(" %12s", results[i].name);
         printf("\n");
         for (size_t s = 0; s < N_SHAPES; s++) {
             const conv_shape *sh = &yolo9t_shapes[s];
@@ -316,8 +299,7 @@ static void print_table(const bench_options *o, const impl_result *results, int 
            o->threads);
 }
 
-static void print_json(const bench_options *o, const impl_result *results, int n,
-                       double total_flop)
+static void print_json(const bench_options *o, const impl_result *results, int n, double total_flop)
 {
     printf("{\"bench\": \"conv\", \"model\": \"LibreYOLO9t\", \"imgsz\": 640, \"threads\": %d, "
            "\"repeat\": %d, \"convs\": 185, \"shapes\": %zu, \"gflop\": %.4f, "
@@ -344,7 +326,9 @@ static void print_json(const bench_options *o, const impl_result *results, int n
 
 int ly_cli_bench_conv(int argc, char **argv)
 {
-    bench_options o = {.threads = 1, .repeat = DEFAULT_REPEAT, .reference = true,
+    bench_options o = {.threads = 1,
+                       .repeat = DEFAULT_REPEAT,
+                       .reference = true,
                        .peak_per_core = DEFAULT_PEAK_GFLOPS_PER_CORE};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -408,7 +392,9 @@ int ly_cli_bench_conv(int argc, char **argv)
                 fprintf(stderr, "\r\033[K%s: shape %zu/%zu", r->name, s + 1, N_SHAPES);
                 fflush(stderr);
             }
-            r->shape_s[s] = time_impl(r->name, &b.call, o.repeat, r->error, sizeof r->error);
+            r->shape_s[s] =
+                time_impl(r->name, &b.call, o.repeat, !r->warmed, r->error, sizeof r->error);
+            r->warmed = true;
         }
         buffers_free(&b);
     }

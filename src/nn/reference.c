@@ -44,10 +44,14 @@ float ly_nn_silu(float x)
 float ly_nn_activate(float x, int64_t activation)
 {
     switch (activation) {
-    case LY_ACT_SILU: return ly_nn_silu(x);
-    case LY_ACT_SIGMOID: return ly_nn_sigmoid(x);
-    case LY_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN stays NaN, as PyTorch */
-    default: return x;
+    case LY_ACT_SILU:
+        return ly_nn_silu(x);
+    case LY_ACT_SIGMOID:
+        return ly_nn_sigmoid(x);
+    case LY_ACT_RELU:
+        return x < 0.0f ? 0.0f : x; /* NaN stays NaN, as PyTorch */
+    default:
+        return x;
     }
 }
 
@@ -80,9 +84,9 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 /* ---- conv2d ------------------------------------------------------------------------- */
 
 typedef struct conv_geometry {
-    int64_t n, c, h, w;    /* input */
-    int64_t o, kh, kw;     /* weight [o, c / groups, kh, kw] */
-    int64_t ho, wo;        /* output */
+    int64_t n, c, h, w; /* input */
+    int64_t o, kh, kw;  /* weight [o, c / groups, kh, kw] */
+    int64_t ho, wo;     /* output */
     int64_t sh, sw, ph, pw, dh, dw, groups;
     int64_t activation;
 } conv_geometry;
@@ -100,7 +104,8 @@ static void conv_tile(const conv_job *job, int64_t n, int64_t oc, int64_t oy0, i
     const conv_geometry *g = &job->g;
     int64_t cg = g->c / g->groups, og = g->o / g->groups, group = oc / og;
     int64_t cols = ox1 - ox0, rows = oy1 - oy0;
-    for (int64_t i = 0; i < rows * cols; i++) acc[i] = 0.0f;
+    for (int64_t i = 0; i < rows * cols; i++)
+        acc[i] = 0.0f;
 
     for (int64_t ci = 0; ci < cg; ci++) {
         const float *plane = job->x + ((n * g->c) + group * cg + ci) * g->h * g->w;
@@ -118,7 +123,8 @@ static void conv_tile(const conv_job *job, int64_t n, int64_t oc, int64_t oy0, i
                     const float *row = plane + iy * g->w;
                     float *a = acc + (oy - oy0) * cols;
                     if (g->sw == 1) {
-                        for (int64_t ox = lo; ox < hi; ox++) a[ox - ox0] += row[ox + shift] * wv;
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            a[ox - ox0] += row[ox + shift] * wv;
                     } else {
                         for (int64_t ox = lo; ox < hi; ox++)
                             a[ox - ox0] += row[ox * g->sw + shift] * wv;
@@ -166,11 +172,22 @@ ly_status ly_ref_conv2d(const ly_kernel_call *call)
     const ly_tensor *x = call->in[0], *w = call->in[1];
     const ly_kernel_params *p = &call->params;
     conv_job job = {
-        .g = {.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
-              .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3],
-              .ho = call->out[0]->shape[2], .wo = call->out[0]->shape[3],
-              .sh = p->stride[0], .sw = p->stride[1], .ph = p->padding[0], .pw = p->padding[1],
-              .dh = p->dilation[0], .dw = p->dilation[1], .groups = p->groups,
+        .g = {.n = x->shape[0],
+              .c = x->shape[1],
+              .h = x->shape[2],
+              .w = x->shape[3],
+              .o = w->shape[0],
+              .kh = w->shape[2],
+              .kw = w->shape[3],
+              .ho = call->out[0]->shape[2],
+              .wo = call->out[0]->shape[3],
+              .sh = p->stride[0],
+              .sw = p->stride[1],
+              .ph = p->padding[0],
+              .pw = p->padding[1],
+              .dh = p->dilation[0],
+              .dw = p->dilation[1],
+              .groups = p->groups,
               .activation = p->activation},
         .x = x->data,
         .weight = w->data,
@@ -221,6 +238,7 @@ void ly_nn_conv_epilogue(float *out, const float *bias, const float *residual, i
 typedef struct pool_job {
     const float *x;
     float *y;
+    float *rows; /* max pool: per plane, each input row's maximum over the kernel width */
     int64_t h, w, ho, wo, kh, kw, sh, sw, ph, pw;
     bool count_include_pad;
 } pool_job;
@@ -233,30 +251,44 @@ static void valid_columns(int64_t shift, int64_t stride, int64_t w, int64_t wo, 
     *hi = clamp64(floor_div(w - 1 - shift, stride) + 1, *lo, wo);
 }
 
-/* Items are (image, channel) planes. Each output row is built in place, the
- * window's elements taken in row order (ky, then kx) across the whole row at
- * once, so the inner loop runs over contiguous outputs. Padding is -inf, so it
- * never wins (it is skipped); NaN wins, as PyTorch propagates it. */
+/* Items are (image, channel) planes. Max is exact whatever the order, so the
+ * window is taken in two passes: each input row's maximum over the kernel
+ * width (into `rows`, one row per input row), then the maximum of those over
+ * the kernel height, each pass running over contiguous outputs. Padding is
+ * -inf, so it never wins (it is skipped); NaN wins, as PyTorch propagates it. */
+static float max_nan(float best, float v)
+{
+    return (v > best || isnan(v)) ? v : best;
+}
+
 static void max_pool_range(void *ctx, int64_t begin, int64_t end)
 {
     const pool_job *j = ctx;
     for (int64_t item = begin; item < end; item++) {
         const float *in = j->x + item * j->h * j->w;
+        float *rows = j->rows + item * j->h * j->wo;
+        for (int64_t iy = 0; iy < j->h; iy++) {
+            const float *row = in + iy * j->w;
+            float *hmax = rows + iy * j->wo;
+            for (int64_t ox = 0; ox < j->wo; ox++)
+                hmax[ox] = -INFINITY;
+            for (int64_t kx = 0; kx < j->kw; kx++) {
+                int64_t shift = kx - j->pw, lo, hi;
+                valid_columns(shift, j->sw, j->w, j->wo, &lo, &hi);
+                for (int64_t ox = lo; ox < hi; ox++)
+                    hmax[ox] = max_nan(hmax[ox], row[ox * j->sw + shift]);
+            }
+        }
         for (int64_t oy = 0; oy < j->ho; oy++) {
             float *out = j->y + (item * j->ho + oy) * j->wo;
-            for (int64_t ox = 0; ox < j->wo; ox++) out[ox] = -INFINITY;
+            for (int64_t ox = 0; ox < j->wo; ox++)
+                out[ox] = -INFINITY;
             for (int64_t ky = 0; ky < j->kh; ky++) {
                 int64_t iy = oy * j->sh - j->ph + ky;
                 if (iy < 0 || iy >= j->h) continue;
-                const float *row = in + iy * j->w;
-                for (int64_t kx = 0; kx < j->kw; kx++) {
-                    int64_t shift = kx - j->pw, lo, hi;
-                    valid_columns(shift, j->sw, j->w, j->wo, &lo, &hi);
-                    for (int64_t ox = lo; ox < hi; ox++) {
-                        float v = row[ox * j->sw + shift];
-                        out[ox] = (v > out[ox] || isnan(v)) ? v : out[ox];
-                    }
-                }
+                const float *hmax = rows + iy * j->wo;
+                for (int64_t ox = 0; ox < j->wo; ox++)
+                    out[ox] = max_nan(out[ox], hmax[ox]);
             }
         }
     }
@@ -272,7 +304,8 @@ static void avg_pool_range(void *ctx, int64_t begin, int64_t end)
         const float *in = j->x + item * j->h * j->w;
         for (int64_t oy = 0; oy < j->ho; oy++) {
             float *out = j->y + (item * j->ho + oy) * j->wo;
-            for (int64_t ox = 0; ox < j->wo; ox++) out[ox] = 0.0f;
+            for (int64_t ox = 0; ox < j->wo; ox++)
+                out[ox] = 0.0f;
             int64_t rows = 0;
             for (int64_t ky = 0; ky < j->kh; ky++) {
                 int64_t iy = oy * j->sh - j->ph + ky;
@@ -283,15 +316,18 @@ static void avg_pool_range(void *ctx, int64_t begin, int64_t end)
                     int64_t shift = kx - j->pw, lo, hi;
                     valid_columns(shift, j->sw, j->w, j->wo, &lo, &hi);
                     if (j->sw == 1) {
-                        for (int64_t ox = lo; ox < hi; ox++) out[ox] += row[ox + shift];
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            out[ox] += row[ox + shift];
                     } else {
-                        for (int64_t ox = lo; ox < hi; ox++) out[ox] += row[ox * j->sw + shift];
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            out[ox] += row[ox * j->sw + shift];
                     }
                 }
             }
             if (j->count_include_pad) {
                 float count = (float)(j->kh * j->kw);
-                for (int64_t ox = 0; ox < j->wo; ox++) out[ox] /= count;
+                for (int64_t ox = 0; ox < j->wo; ox++)
+                    out[ox] /= count;
                 continue;
             }
             for (int64_t ox = 0; ox < j->wo; ox++) {
@@ -303,16 +339,26 @@ static void avg_pool_range(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-static ly_status run_pool(const ly_kernel_call *call, ly_range_fn fn)
+static ly_status run_pool(const ly_kernel_call *call, ly_range_fn fn, float *rows)
 {
     const ly_tensor *x = call->in[0];
     ly_tensor *y = call->out[0];
     const ly_kernel_params *p = &call->params;
     pool_job job = {
-        .x = x->data, .y = y->data,
-        .h = x->shape[2], .w = x->shape[3], .ho = y->shape[2], .wo = y->shape[3],
-        .kh = p->kernel[0], .kw = p->kernel[1], .sh = p->stride[0], .sw = p->stride[1],
-        .ph = p->padding[0], .pw = p->padding[1], .count_include_pad = p->count_include_pad != 0,
+        .x = x->data,
+        .y = y->data,
+        .rows = rows,
+        .h = x->shape[2],
+        .w = x->shape[3],
+        .ho = y->shape[2],
+        .wo = y->shape[3],
+        .kh = p->kernel[0],
+        .kw = p->kernel[1],
+        .sh = p->stride[0],
+        .sw = p->stride[1],
+        .ph = p->padding[0],
+        .pw = p->padding[1],
+        .count_include_pad = p->count_include_pad != 0,
     };
     int64_t planes = x->shape[0] * x->shape[1];
     ly_parallel_for(planes, 1, threads_for(call, ly_tensor_numel(y) * job.kh * job.kw), fn, &job);
@@ -321,12 +367,19 @@ static ly_status run_pool(const ly_kernel_call *call, ly_range_fn fn)
 
 ly_status ly_ref_max_pool2d(const ly_kernel_call *call)
 {
-    return run_pool(call, max_pool_range);
+    const ly_tensor *x = call->in[0], *y = call->out[0];
+    size_t rows = (size_t)(x->shape[0] * x->shape[1] * x->shape[2] * y->shape[3]);
+    float *buffer = malloc((rows > 0 ? rows : 1) * sizeof *buffer);
+    if (!buffer)
+        return ly_set_error(LY_E_NO_MEMORY, "max_pool2d: out of memory for %zu row maxima", rows);
+    ly_status st = run_pool(call, max_pool_range, buffer);
+    free(buffer);
+    return st;
 }
 
 ly_status ly_ref_avg_pool2d(const ly_kernel_call *call)
 {
-    return run_pool(call, avg_pool_range);
+    return run_pool(call, avg_pool_range, NULL);
 }
 
 /* ---- upsample, concat ------------------------------------------------------------------ */
@@ -343,8 +396,10 @@ ly_status ly_ref_upsample_nearest2d(const ly_kernel_call *call)
             const float *src = in + (p * h + iy) * w;
             float *dst = out + (p * h * s + iy * s) * wo;
             for (int64_t ix = 0; ix < w; ix++)
-                for (int64_t r = 0; r < s; r++) dst[ix * s + r] = src[ix];
-            for (int64_t r = 1; r < s; r++) memcpy(dst + r * wo, dst, (size_t)wo * sizeof *dst);
+                for (int64_t r = 0; r < s; r++)
+                    dst[ix * s + r] = src[ix];
+            for (int64_t r = 1; r < s; r++)
+                memcpy(dst + r * wo, dst, (size_t)wo * sizeof *dst);
         }
     }
     return LY_OK;
@@ -356,8 +411,10 @@ ly_status ly_ref_concat(const ly_kernel_call *call)
     int ndim = first->ndim;
     int64_t axis = call->params.axis < 0 ? call->params.axis + ndim : call->params.axis;
     int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; d++) outer *= first->shape[d];
-    for (int64_t d = axis + 1; d < ndim; d++) inner *= first->shape[d];
+    for (int64_t d = 0; d < axis; d++)
+        outer *= first->shape[d];
+    for (int64_t d = axis + 1; d < ndim; d++)
+        inner *= first->shape[d];
     char *out = call->out[0]->data;
     size_t elem = sizeof(float);
     for (int64_t o = 0; o < outer; o++) {
@@ -382,7 +439,8 @@ typedef struct unary_job {
 static void unary_range(void *ctx, int64_t begin, int64_t end)
 {
     const unary_job *job = ctx;
-    for (int64_t i = begin; i < end; i++) job->y[i] = job->fn(job->x[i]);
+    for (int64_t i = begin; i < end; i++)
+        job->y[i] = job->fn(job->x[i]);
 }
 
 static ly_status run_unary(const ly_kernel_call *call, float (*fn)(float))
@@ -419,7 +477,8 @@ ly_status ly_ref_dfl(const ly_kernel_call *call)
     float *out = call->out[0]->data;
     float max[DFL_CHUNK], sum[DFL_CHUNK], acc[DFL_CHUNK];
     float *e = malloc((size_t)(bins * DFL_CHUNK) * sizeof *e);
-    if (!e) return ly_set_error(LY_E_NO_MEMORY, "dfl: out of memory for %lld bins", (long long)bins);
+    if (!e)
+        return ly_set_error(LY_E_NO_MEMORY, "dfl: out of memory for %lld bins", (long long)bins);
     for (int64_t i = 0; i < n; i++) {
         for (int64_t side = 0; side < 4; side++) {
             const float *rows = in + (i * 4 + side) * bins * anchors;
@@ -434,7 +493,7 @@ ly_status ly_ref_dfl(const ly_kernel_call *call)
                 for (int64_t b = 0; b < bins; b++) {
                     const float *r = rows + b * anchors + a0;
                     for (int64_t a = 0; a < len; a++)
-                        if (r[a] > max[a] || isnan(r[a])) max[a] = r[a];
+                        max[a] = max_nan(max[a], r[a]);
                 }
                 for (int64_t b = 0; b < bins; b++) {
                     const float *r = rows + b * anchors + a0;
@@ -446,7 +505,8 @@ ly_status ly_ref_dfl(const ly_kernel_call *call)
                 }
                 for (int64_t b = 0; b < bins; b++) {
                     const float *eb = e + b * DFL_CHUNK;
-                    for (int64_t a = 0; a < len; a++) acc[a] += (float)b * (eb[a] / sum[a]);
+                    for (int64_t a = 0; a < len; a++)
+                        acc[a] += (float)b * (eb[a] / sum[a]);
                 }
                 memcpy(dst + a0, acc, (size_t)len * sizeof *acc);
             }

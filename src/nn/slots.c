@@ -71,7 +71,8 @@ static void set_output(ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out, int ndi
                        const int64_t *shape)
 {
     out[0] = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = ndim};
-    for (int i = 0; i < ndim; i++) out[0].shape[i] = shape[i];
+    for (int i = 0; i < ndim; i++)
+        out[0].shape[i] = shape[i];
     *n_out = 1;
 }
 
@@ -140,7 +141,8 @@ static ly_status infer_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNE
         TRY(check_operand(slot, bias, "bias"));
         if (bias->ndim != 1 || bias->shape[0] != o) {
             char bs[128];
-            return ly_set_error(LY_E_SHAPE, "%s: bias: shape %s, expected [%lld] (one per output "
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: bias: shape %s, expected [%lld] (one per output "
                                 "channel) or NULL",
                                 slot, ly_shape_str(bias, bs, sizeof bs), (long long)o);
         }
@@ -185,14 +187,14 @@ static ly_status infer_pool(const char *slot, const ly_kernel_call *call,
     return LY_OK;
 }
 
-static ly_status infer_max_pool2d(const ly_kernel_call *call,
-                                  ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+static ly_status infer_max_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                  int *n_out)
 {
     return infer_pool(LY_SLOT_MAX_POOL2D, call, out, n_out);
 }
 
-static ly_status infer_avg_pool2d(const ly_kernel_call *call,
-                                  ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+static ly_status infer_avg_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                  int *n_out)
 {
     TRY(infer_pool(LY_SLOT_AVG_POOL2D, call, out, n_out));
     int64_t cip = call->params.count_include_pad;
@@ -215,8 +217,8 @@ static ly_status infer_upsample_nearest2d(const ly_kernel_call *call,
     TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
     int64_t s = call->params.scale;
     if (s < 1 || s > MAX_SCALE)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params.scale is %lld, expected 1..%d",
-                            slot, (long long)s, MAX_SCALE);
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params.scale is %lld, expected 1..%d", slot,
+                            (long long)s, MAX_SCALE);
     int64_t shape[4] = {x->shape[0], x->shape[1], 0, 0}, numel;
     if (__builtin_mul_overflow(x->shape[2], s, &shape[2]) ||
         __builtin_mul_overflow(x->shape[3], s, &shape[3]) ||
@@ -244,7 +246,8 @@ static ly_status infer_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNE
                             (long long)axis, ndim, ndim - 1, ndim);
     if (axis < 0) axis += ndim;
     int64_t shape[LY_MAX_DIMS];
-    for (int d = 0; d < ndim; d++) shape[d] = first->shape[d];
+    for (int d = 0; d < ndim; d++)
+        shape[d] = first->shape[d];
     bool ended = false;
     for (int i = 1; i < LY_KERNEL_MAX_INPUTS; i++) {
         const ly_tensor *t = call->in[i];
@@ -261,7 +264,8 @@ static ly_status infer_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNE
         snprintf(name, sizeof name, "in[%d]", i);
         TRY(check_operand(slot, t, name));
         bool fits = t->ndim == ndim;
-        for (int d = 0; fits && d < ndim; d++) fits = d == axis || t->shape[d] == first->shape[d];
+        for (int d = 0; fits && d < ndim; d++)
+            fits = d == axis || t->shape[d] == first->shape[d];
         if (!fits)
             return ly_set_error(LY_E_SHAPE,
                                 "%s: %s: shape %s, expected the shape of in[0] %s except on axis "

@@ -6,7 +6,9 @@
 #include <string.h>
 
 struct ly_op_entry {
-    ly_op_entry *next;
+    ly_op_entry *next; /* in its bucket; also links eviction victims */
+    uint64_t hash;     /* of the key: picks the bucket, compared before the key */
+    uint64_t last_used;
     ly_conv_key key;
     void *op;
     size_t users;        /* threads between acquire and release; guarded by the cache lock */
@@ -15,7 +17,7 @@ struct ly_op_entry {
 
 /* Weights sampled for the fingerprint: enough that a different tensor at a
  * reused address is caught, few enough to cost nothing per call. */
-#define FINGERPRINT_SAMPLES 1024
+#define FINGERPRINT_SAMPLES 256
 
 static uint64_t mix(uint64_t h, uint32_t v)
 {
@@ -38,11 +40,13 @@ static uint64_t fingerprint(const ly_tensor *weight, const ly_tensor *bias)
     int64_t n = ly_tensor_numel(weight);
     const float *w = weight->data;
     int64_t step = n > FINGERPRINT_SAMPLES ? n / FINGERPRINT_SAMPLES : 1;
-    for (int64_t i = 0; i < n; i += step) h = mix(h, bits_of(&w[i]));
+    for (int64_t i = 0; i < n; i += step)
+        h = mix(h, bits_of(&w[i]));
     if (n > 0) h = mix(h, bits_of(&w[n - 1]));
     if (bias) {
         const float *b = bias->data;
-        for (int64_t i = 0; i < ly_tensor_numel(bias); i++) h = mix(h, bits_of(&b[i]));
+        for (int64_t i = 0; i < ly_tensor_numel(bias); i++)
+            h = mix(h, bits_of(&b[i]));
     }
     return h;
 }
@@ -76,32 +80,45 @@ void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads)
     key->threads = threads;
 }
 
-static ly_op_entry *find_locked(ly_op_cache *cache, const ly_conv_key *key)
+static uint64_t key_hash(const ly_conv_key *key)
 {
-    ly_op_entry *prev = NULL;
-    for (ly_op_entry *e = cache->entries; e; prev = e, e = e->next) {
-        if (memcmp(&e->key, key, sizeof *key) != 0) continue;
-        if (prev) { /* move to the front: most recently used */
-            prev->next = e->next;
-            e->next = cache->entries;
-            cache->entries = e;
+    uint32_t words[sizeof *key / sizeof(uint32_t)];
+    memcpy(words, key, sizeof words);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        h = mix(h, words[i]);
+    return h;
+}
+
+static ly_op_entry **bucket_of(ly_op_cache *cache, uint64_t hash)
+{
+    return &cache->buckets[hash % LY_OP_CACHE_BUCKETS];
+}
+
+static ly_op_entry *find_locked(ly_op_cache *cache, const ly_conv_key *key, uint64_t hash)
+{
+    for (ly_op_entry *e = *bucket_of(cache, hash); e; e = e->next)
+        if (e->hash == hash && memcmp(&e->key, key, sizeof *key) == 0) {
+            e->last_used = ++cache->clock;
+            return e;
         }
-        return e;
-    }
     return NULL;
 }
 
-/* Unlink idle entries from the tail while over capacity; returns them. */
+/* Unlink the least recently used idle entries while over capacity (a scan of
+ * every entry, but only when the cache is full); returns them. */
 static ly_op_entry *evict_locked(ly_op_cache *cache)
 {
     ly_op_entry *victims = NULL;
     while (cache->count > cache->capacity) {
-        ly_op_entry **slot = &cache->entries, **idle = NULL;
-        for (; *slot; slot = &(*slot)->next)
-            if ((*slot)->users == 0) idle = slot;
-        if (!idle) break; /* every entry is in use: stay over capacity until released */
-        ly_op_entry *e = *idle;
-        *idle = e->next;
+        ly_op_entry **oldest = NULL;
+        for (size_t b = 0; b < LY_OP_CACHE_BUCKETS; b++)
+            for (ly_op_entry **slot = &cache->buckets[b]; *slot; slot = &(*slot)->next)
+                if ((*slot)->users == 0 && (!oldest || (*slot)->last_used < (*oldest)->last_used))
+                    oldest = slot;
+        if (!oldest) break; /* every entry is in use: stay over capacity until released */
+        ly_op_entry *e = *oldest;
+        *oldest = e->next;
         e->next = victims;
         victims = e;
         cache->count--;
@@ -123,8 +140,9 @@ static void destroy_entries(ly_op_cache *cache, ly_op_entry *list)
 ly_status ly_op_cache_acquire(ly_op_cache *cache, const ly_conv_key *key, ly_op_create_fn create,
                               const ly_kernel_call *call, ly_op_entry **entry, void **op)
 {
+    uint64_t hash = key_hash(key);
     pthread_mutex_lock(&cache->lock);
-    ly_op_entry *e = find_locked(cache, key);
+    ly_op_entry *e = find_locked(cache, key, hash);
     if (e) e->users++;
     pthread_mutex_unlock(&cache->lock);
 
@@ -140,15 +158,18 @@ ly_status ly_op_cache_acquire(ly_op_cache *cache, const ly_conv_key *key, ly_op_
             return ly_set_error(LY_E_NO_MEMORY, "conv2d: out of memory for the operator cache");
         }
         made->key = *key;
+        made->hash = hash;
         made->op = fresh;
         ly_op_entry *victims = NULL;
         pthread_mutex_lock(&cache->lock);
-        e = find_locked(cache, key); /* another thread may have built it meanwhile */
+        e = find_locked(cache, key, hash); /* another thread may have built it meanwhile */
         if (!e) {
             e = made;
             made = NULL;
-            e->next = cache->entries;
-            cache->entries = e;
+            ly_op_entry **bucket = bucket_of(cache, hash);
+            e->next = *bucket;
+            *bucket = e;
+            e->last_used = ++cache->clock;
             cache->count++;
         }
         e->users++;
@@ -190,7 +211,8 @@ static bool scratch_key_ok;
 static void free_scratch(void *p)
 {
     scratch_set *set = p;
-    for (int i = 0; i < LY_NN_SCRATCH_BUFFERS; i++) free(set->data[i]);
+    for (int i = 0; i < LY_NN_SCRATCH_BUFFERS; i++)
+        free(set->data[i]);
     free(set);
 }
 

@@ -6,7 +6,7 @@
  *
  * The key holds the weight and bias pointers AND a fingerprint of their values,
  * so a tensor freed and another allocated at the same address with different
- * values misses. The fingerprint samples at most ~1024 weight values (all of
+ * values misses. The fingerprint samples at most ~256 weight values (all of
  * the bias), so changing a few weights in place, under the same pointer, is not
  * guaranteed to be noticed: give changed weights a new buffer.
  */
@@ -35,15 +35,21 @@ typedef void *(*ly_op_create_fn)(const ly_conv_key *key, const ly_kernel_call *c
                                  ly_status *status);
 typedef void (*ly_op_destroy_fn)(void *op);
 
+#define LY_OP_CACHE_BUCKETS 256
+
 typedef struct ly_op_cache {
     pthread_mutex_t lock;
     size_t capacity;
     ly_op_destroy_fn destroy;
-    ly_op_entry *entries; /* most recently used first */
+    ly_op_entry *buckets[LY_OP_CACHE_BUCKETS]; /* chained by key hash */
     size_t count;
+    uint64_t clock; /* ticks at every use: least recently used = smallest stamp */
 } ly_op_cache;
 
-#define LY_OP_CACHE_INIT(capacity, destroy) {PTHREAD_MUTEX_INITIALIZER, (capacity), (destroy), NULL, 0}
+#define LY_OP_CACHE_INIT(capacity, destroy)                                                        \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, (capacity), (destroy), {NULL}, 0, 0                             \
+    }
 
 /* The operator for `key`, created on a miss, held for this thread's exclusive
  * use until ly_op_cache_release (a prepared operator has per-call state).

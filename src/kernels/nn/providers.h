@@ -6,6 +6,8 @@
 #ifdef LY_HAVE_ONEDNN
 void ly_register_nn_onednn(void);         /* conv2d */
 void ly_register_nn_onednn_eltwise(void); /* silu, sigmoid */
+void ly_register_nn_onednn_dfl(void);
+void ly_register_nn_onednn_pool(void); /* max_pool2d, avg_pool2d (AVX-512 only) */
 #endif
 #ifdef LY_HAVE_XNNPACK
 void ly_register_nn_xnnpack(void);

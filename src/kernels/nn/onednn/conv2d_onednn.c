@@ -7,11 +7,14 @@
  * brgconv) want blocked (nChw8c/nChw16c) or channels-last activations; on plain
  * NCHW it falls back to im2col + GEMM, ~3x slower end to end on LibreYOLO9t. So
  * src and dst are left to oneDNN (format "any") and reordered from and to NCHW
- * on every call through per-thread scratch buffers: measured on LibreYOLO9t at
- * 640 (1 thread), plain NCHW 261 ms of conv, blocked with reorders 90 ms,
- * blocked without reorders 85 ms. The residual is added by the output reorder
- * (its "sum" post-op), or by the convolution's own sum post-op when the output
- * is already NCHW. Weights are reordered once per cached operator.
+ * on every call through per-thread scratch buffers (see choose_plan for the
+ * exceptions). Measured on LibreYOLO9t at 640, all 185 convs, 1 thread on an
+ * AVX-512 Zen 4 guest: plain NCHW 261 ms, oneDNN's choice with the reorders
+ * 91 ms (without them, not possible with NCHW tensors, 85 ms), channels-last
+ * 107 ms, choose_plan 88 ms (2 threads: 44-48 ms). The residual is added by
+ * the output reorder (its "sum" post-op), or by the convolution's own sum
+ * post-op when the output is already NCHW. Weights are reordered once per
+ * cached operator.
  *
  * Threads: call->threads is honoured through OpenMP (onednn_common.h) and is
  * part of the cache key, since oneDNN plans a primitive's work split for the
@@ -33,10 +36,10 @@
 typedef struct onednn_op {
     dnnl_stream_t stream; /* one per operator: an operator runs on one thread at a time */
     dnnl_primitive_t conv, src_reorder, dst_reorder;
+    dnnl_primitive_t activation; /* applied in place after conv (plain pointwise plan) */
     dnnl_memory_t weights, bias;
     dnnl_memory_t src_user, src_lib, dst_lib, dst_user; /* data handles set per call */
     size_t src_lib_bytes, dst_lib_bytes; /* scratch sizes (0: no reorder on that side) */
-    bool residual_in_conv;               /* the conv's sum post-op adds it (NCHW dst) */
 } onednn_op;
 
 static void destroy_op(void *p);
@@ -60,11 +63,11 @@ static void destroy_op(void *p)
 {
     onednn_op *op = p;
     if (!op) return;
-    dnnl_primitive_t prims[] = {op->conv, op->src_reorder, op->dst_reorder};
+    dnnl_primitive_t prims[] = {op->conv, op->src_reorder, op->dst_reorder, op->activation};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (prims[i]) dnnl_primitive_destroy(prims[i]);
-    dnnl_memory_t mems[] = {op->weights, op->bias, op->src_user, op->src_lib, op->dst_lib,
-                            op->dst_user};
+    dnnl_memory_t mems[] = {op->weights, op->bias,    op->src_user,
+                            op->src_lib, op->dst_lib, op->dst_user};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     if (op->stream) dnnl_stream_destroy(op->stream);
@@ -91,7 +94,8 @@ static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t a
         case LY_ACT_RELU:
             st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
             break;
-        default: break;
+        default:
+            break;
         }
     }
     if (st == dnnl_success && with_sum) st = dnnl_post_ops_append_sum(post_ops, 1.0f);
@@ -124,6 +128,66 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
     return st;
 }
 
+/* How a convolution runs. Mostly on oneDNN's choice of activation layout
+ * ("any", with reorders from and to NCHW), except where measurements on
+ * LibreYOLO9t's shapes (libreyolo bench conv, 1 thread) found better:
+ *  - a first layer (RGB) reads NCHW directly: oneDNN has kernels for that, and
+ *    reordering a 3-channel image costs more than it saves (2.4 -> 1.9 ms);
+ *  - a plain 1x1 convolution (stride 1, no padding, no groups, no residual) is
+ *    one GEMM over NCHW as it is: no reorders at all. oneDNN's GEMM-based
+ *    convolution applies swish/logistic post-ops element by element (7 GFLOP/s
+ *    end to end), so the activation runs as a separate in-place eltwise
+ *    primitive (JIT) instead (32->16 1x1 on 80x80: 0.157 -> 0.13 ms);
+ *  - on AVX-512 machines "any" picks 16-channel blocks or channels-last, but
+ *    for channel counts that are not multiples of 16 (24, 48) and for thin
+ *    strided convolutions the 8-channel blocked kernels are faster (24->24 3x3:
+ *    0.24 -> 0.19 ms; 16->32 3x3 /2 on 320x320, where the channels-last reorder
+ *    dominates: 4.3 -> 3.2 ms), so those ask for nChw8c, which is what "any"
+ *    gives on AVX2 machines anyway. Grouped convolutions keep "any". */
+typedef struct plan {
+    dnnl_format_tag_t src, dst;
+    bool separate_activation;
+} plan;
+
+static plan choose_plan(const ly_conv_key *k)
+{
+    plan p = {dnnl_format_tag_any, dnnl_format_tag_any, false};
+    if (k->c < 8) {
+        p.src = dnnl_nchw;
+        return p;
+    }
+    bool pointwise = k->kh == 1 && k->kw == 1;
+    if (pointwise && k->sh == 1 && k->sw == 1 && k->ph == 0 && k->pw == 0 && k->groups == 1 &&
+        !k->has_residual) {
+        p.src = p.dst = dnnl_nchw;
+        p.separate_activation = k->activation != LY_ACT_NONE;
+        return p;
+    }
+    bool eight = k->c % 8 == 0 && k->o % 8 == 0 && k->groups == 1;
+    bool thin_strided = (k->sh > 1 || k->sw > 1) && k->c <= 16;
+    if (eight && (pointwise || thin_strided || k->c % 16 != 0 || k->o % 16 != 0))
+        p.src = p.dst = dnnl_nChw8c;
+    return p;
+}
+
+static dnnl_status_t make_activation(const dnnl_memory_desc_t *md, int64_t activation,
+                                     dnnl_primitive_t *out)
+{
+    dnnl_alg_kind_t alg = activation == LY_ACT_SILU      ? dnnl_eltwise_swish
+                          : activation == LY_ACT_SIGMOID ? dnnl_eltwise_logistic
+                                                         : dnnl_eltwise_relu;
+    float alpha = activation == LY_ACT_SILU ? 1.0f : 0.0f;
+    dnnl_eltwise_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st =
+        dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, md, alpha, 0.0f);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&pd, &desc, NULL, ly_onednn_engine(), NULL);
+    if (st == dnnl_success) st = dnnl_primitive_create(out, pd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_status *status)
 {
     dnnl_engine_t engine = ly_onednn_engine();
@@ -150,11 +214,11 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
     dnnl_memory_desc_t src_user, dst_user, src_any, dst_any, w_any, w_user, bias_md;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_user, 4, src_dims, dnnl_f32, dnnl_nchw));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_user, 4, dst_dims, dnnl_f32, dnnl_nchw));
-    /* A first layer (RGB) reads NCHW directly: oneDNN has kernels for that, and a
-     * reorder of a few-channel image would cost more than it saves (measured). */
-    dnnl_format_tag_t src_tag = k->c < 8 ? dnnl_nchw : dnnl_format_tag_any;
+    plan how = choose_plan(k);
+    dnnl_format_tag_t src_tag = how.src, dst_tag = how.dst;
+    int64_t fused_activation = how.separate_activation ? LY_ACT_NONE : k->activation;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, src_tag));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dst_tag));
     if (k->groups == 1) {
         dnnl_dims_t wd = {k->o, k->c, k->kh, k->kw};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any));
@@ -169,18 +233,52 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
     DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
         &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
         k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
-    DNNL_TRY(make_conv_pd(&desc, k->activation, false, &pd));
+    dnnl_status_t made = make_conv_pd(&desc, fused_activation, false, &pd);
+    if (made == dnnl_unimplemented &&
+        (src_tag != dnnl_format_tag_any || dst_tag != dnnl_format_tag_any)) {
+        /* The preferred layouts have no kernel here (another ISA): let oneDNN choose. */
+        DNNL_TRY(
+            dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any));
+        DNNL_TRY(
+            dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any));
+        DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
+            &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
+            k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
+        fused_activation = k->activation;
+        how.separate_activation = false;
+        made = make_conv_pd(&desc, fused_activation, false, &pd);
+    }
+    if (made == dnnl_unimplemented) {
+        /* Not a failure: oneDNN has no kernel for this case; the next one serves it. */
+        *status = ly_set_error(LY_E_DECLINED, "conv2d (onednn): no oneDNN implementation for "
+                                              "this convolution");
+        goto fail;
+    }
+    DNNL_TRY(made);
     const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     if (k->has_residual && dnnl_memory_desc_equal(dst_md, &dst_user)) {
+        /* NCHW output: the convolution adds the residual itself (sum post-op).
+         * The destination is pinned to NCHW, or oneDNN could pick another
+         * layout for the new descriptor and the sum would read scratch. */
         dnnl_primitive_desc_destroy(pd);
         pd = NULL;
-        DNNL_TRY(make_conv_pd(&desc, k->activation, true, &pd));
+        DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
+            &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
+            k->bias ? &bias_md : NULL, &dst_user, strides, dilates, pad_l, pad_r));
+        DNNL_TRY(make_conv_pd(&desc, fused_activation, true, &pd));
         dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-        op->residual_in_conv = true;
     }
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     DNNL_TRY(dnnl_primitive_create(&op->conv, pd));
+    const char *impl = "?";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    ly_log(LY_LOG_DEBUG,
+           "conv2d (onednn): %lld->%lld %lldx%lld /%lld g%lld on %lldx%lld, %lld thread(s): %s%s%s",
+           (long long)k->c, (long long)k->o, (long long)k->kh, (long long)k->kw, (long long)k->sh,
+           (long long)k->groups, (long long)k->h, (long long)k->w, (long long)k->threads, impl,
+           dnnl_memory_desc_equal(src_md, &src_user) ? "" : ", src reordered",
+           dnnl_memory_desc_equal(dst_md, &dst_user) ? "" : ", dst reordered");
 
     /* Weights: reordered once into memory the operator owns. */
     DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, DNNL_MEMORY_ALLOCATE));
@@ -196,6 +294,8 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
         memcpy(handle, call->in[2]->data, (size_t)k->o * sizeof(float));
     }
 
+    if (how.separate_activation)
+        DNNL_TRY(make_activation(&dst_user, k->activation, &op->activation));
     DNNL_TRY(dnnl_memory_create(&op->src_user, &src_user, engine, DNNL_MEMORY_NONE));
     DNNL_TRY(dnnl_memory_create(&op->dst_user, &dst_user, engine, DNNL_MEMORY_NONE));
     if (!dnnl_memory_desc_equal(src_md, &src_user)) {
@@ -225,7 +325,7 @@ fail:
 #define DNNL_TRY(expr)                                                                             \
     do {                                                                                           \
         dnnl_status_t dnnl_st_ = (expr);                                                           \
-        if (dnnl_st_ != dnnl_success) return dnnl_failed(#expr, dnnl_st_);                        \
+        if (dnnl_st_ != dnnl_success) return dnnl_failed(#expr, dnnl_st_);                         \
     } while (0)
 
 static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
@@ -252,8 +352,8 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
     /* Both ways of adding the residual sum into what `out` already holds. */
     if (residual && residual->data != (void *)out)
         memcpy(out, residual->data, (size_t)ly_tensor_numel(residual) * sizeof(float));
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, op->weights},
-                               {DNNL_ARG_DST, dst}};
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, op->weights}, {DNNL_ARG_DST, dst}};
     int nargs = 3;
     if (op->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->bias};
     DNNL_TRY(dnnl_primitive_execute(op->conv, op->stream, nargs, args));
@@ -261,14 +361,17 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
         dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, op->dst_lib}, {DNNL_ARG_TO, op->dst_user}};
         DNNL_TRY(dnnl_primitive_execute(op->dst_reorder, op->stream, 2, rargs));
     }
+    if (op->activation) {
+        dnnl_exec_arg_t eargs[] = {{DNNL_ARG_SRC, op->dst_user}, {DNNL_ARG_DST, op->dst_user}};
+        DNNL_TRY(dnnl_primitive_execute(op->activation, op->stream, 2, eargs));
+    }
     DNNL_TRY(dnnl_stream_wait(op->stream));
     return LY_OK;
 }
 
 static ly_status conv2d_onednn(const ly_kernel_call *call)
 {
-    if (!ly_onednn_engine())
-        return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
+    if (!ly_onednn_engine()) return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
     int threads = ly_threads_resolve(call->threads);
     int previous = ly_onednn_threads_begin(threads);
     ly_conv_key key;

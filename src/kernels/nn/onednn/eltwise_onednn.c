@@ -87,6 +87,6 @@ void ly_register_nn_onednn_eltwise(void)
     } impls[] = {{LY_SLOT_SILU, silu_onednn}, {LY_SLOT_SIGMOID, sigmoid_onednn}};
     for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
         if (ly_kernel_register(impls[i].slot, "onednn", impls[i].fn, eltwise_predicate) != LY_OK)
-            ly_log(LY_LOG_WARNING, "could not register the onednn kernel of %s: %s",
-                   impls[i].slot, ly_last_error());
+            ly_log(LY_LOG_WARNING, "could not register the onednn kernel of %s: %s", impls[i].slot,
+                   ly_last_error());
 }

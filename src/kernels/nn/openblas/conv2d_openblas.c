@@ -57,11 +57,21 @@ static ly_status conv2d_openblas(const ly_kernel_call *call)
 {
     const ly_tensor *x = call->in[0], *w = call->in[1];
     const ly_kernel_params *p = &call->params;
-    geometry g = {.c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .o = w->shape[0],
-                  .kh = w->shape[2], .kw = w->shape[3], .ho = call->out[0]->shape[2],
-                  .wo = call->out[0]->shape[3], .sh = p->stride[0], .sw = p->stride[1],
-                  .ph = p->padding[0], .pw = p->padding[1], .dh = p->dilation[0],
-                  .dw = p->dilation[1], .groups = p->groups};
+    geometry g = {.c = x->shape[1],
+                  .h = x->shape[2],
+                  .w = x->shape[3],
+                  .o = w->shape[0],
+                  .kh = w->shape[2],
+                  .kw = w->shape[3],
+                  .ho = call->out[0]->shape[2],
+                  .wo = call->out[0]->shape[3],
+                  .sh = p->stride[0],
+                  .sw = p->stride[1],
+                  .ph = p->padding[0],
+                  .pw = p->padding[1],
+                  .dh = p->dilation[0],
+                  .dw = p->dilation[1],
+                  .groups = p->groups};
     int64_t n = x->shape[0], cg = g.c / g.groups, og = g.o / g.groups;
     int64_t depth = cg * g.kh * g.kw, pixels = g.ho * g.wo;
     bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
@@ -103,14 +113,13 @@ static ly_status conv2d_openblas(const ly_kernel_call *call)
                 int64_t cols = (oy1 - oy) * g.wo;
                 im2col(&g, xg, cg, oy, oy1, col);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols,
-                            (int)depth, 1.0f, wg, (int)depth, col, (int)cols, 0.0f,
-                            yg + oy * g.wo, (int)pixels);
+                            (int)depth, 1.0f, wg, (int)depth, col, (int)cols, 0.0f, yg + oy * g.wo,
+                            (int)pixels);
             }
         }
     }
-    ly_nn_conv_epilogue(call->out[0]->data, call->in[2] ? call->in[2]->data : NULL, residual,
-                        n, g.o, pixels,
-                        p->activation, threads);
+    ly_nn_conv_epilogue(call->out[0]->data, call->in[2] ? call->in[2]->data : NULL, residual, n,
+                        g.o, pixels, p->activation, threads);
     return LY_OK;
 }
 

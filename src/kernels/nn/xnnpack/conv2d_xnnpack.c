@@ -94,7 +94,10 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
         &op->op);
     free(packed); /* XNNPACK keeps its own packed copy */
     if (st != xnn_status_success) {
-        *status = ly_set_error(LY_E_PROVIDER,
+        /* Parameters XNNPACK rejects are a case it cannot do, not a failure. */
+        bool declined =
+            st == xnn_status_invalid_parameter || st == xnn_status_unsupported_parameter;
+        *status = ly_set_error(declined ? LY_E_DECLINED : LY_E_PROVIDER,
                                "conv2d (xnnpack): xnn_create_convolution2d_nhwc_f32 failed with "
                                "status %d",
                                (int)st);
@@ -125,7 +128,8 @@ static void to_nhwc_tile(void *ctx, size_t index)
     const float *src = j->src + n * j->channels * j->plane;
     float *dst = j->dst + n * j->channels * j->plane;
     for (int64_t c = c0; c < c1; c++)
-        for (int64_t p = p0; p < p1; p++) dst[p * j->channels + c] = src[c * j->plane + p];
+        for (int64_t p = p0; p < p1; p++)
+            dst[p * j->channels + c] = src[c * j->plane + p];
 }
 
 static void to_nchw_tile(void *ctx, size_t index)
@@ -153,7 +157,8 @@ static void transpose(pthreadpool_t pool, transpose_job *job, void (*tile)(void 
     if (pool) {
         pthreadpool_parallelize_1d(pool, tile, job, tiles, 0);
     } else {
-        for (size_t i = 0; i < tiles; i++) tile(job, i);
+        for (size_t i = 0; i < tiles; i++)
+            tile(job, i);
     }
 }
 
@@ -163,8 +168,12 @@ static ly_status run_op(const xnnpack_op *op, const ly_conv_key *k, const ly_ker
     size_t in_bytes = (size_t)(k->n * k->c * k->h * k->w) * sizeof(float);
     size_t out_bytes = (size_t)(k->n * k->o * k->ho * k->wo) * sizeof(float);
     float *in_nhwc = ly_nn_scratch(0, in_bytes), *out_nhwc = ly_nn_scratch(1, out_bytes);
-    if (!in_nhwc || !out_nhwc) return ly_set_error(LY_E_NO_MEMORY, "conv2d (xnnpack): out of memory");
-    transpose_job in = {.src = call->in[0]->data, .dst = in_nhwc, .n = k->n, .channels = k->c,
+    if (!in_nhwc || !out_nhwc)
+        return ly_set_error(LY_E_NO_MEMORY, "conv2d (xnnpack): out of memory");
+    transpose_job in = {.src = call->in[0]->data,
+                        .dst = in_nhwc,
+                        .n = k->n,
+                        .channels = k->c,
                         .plane = k->h * k->w};
     transpose(pool, &in, to_nhwc_tile);
     enum xnn_status st = xnn_setup_convolution2d_nhwc_f32(op->op, (size_t)k->n, (size_t)k->h,
@@ -178,9 +187,12 @@ static ly_status run_op(const xnnpack_op *op, const ly_conv_key *k, const ly_ker
     if (st != xnn_status_success)
         return ly_set_error(LY_E_PROVIDER,
                             "conv2d (xnnpack): xnn_run_operator failed with status %d", (int)st);
-    transpose_job out = {.src = out_nhwc, .dst = call->out[0]->data,
-                         .residual = call->in[3] ? call->in[3]->data : NULL, .n = k->n,
-                         .channels = k->o, .plane = k->ho * k->wo,
+    transpose_job out = {.src = out_nhwc,
+                         .dst = call->out[0]->data,
+                         .residual = call->in[3] ? call->in[3]->data : NULL,
+                         .n = k->n,
+                         .channels = k->o,
+                         .plane = k->ho * k->wo,
                          .activation = op->relu_fused ? LY_ACT_NONE : k->activation};
     transpose(pool, &out, to_nchw_tile);
     return LY_OK;
