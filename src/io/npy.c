@@ -11,6 +11,7 @@
  * in any order, with the literal forms NumPy writes, so a malformed file is
  * reported precisely instead of being half-understood.
  */
+#include "core/atomic_file.h"
 #include "core/core.h"
 #include "libreyolo/io.h"
 
@@ -508,21 +509,6 @@ ly_status ly_npy_load(const char *path, ly_tensor *out)
     return st;
 }
 
-/* ---- Saving --------------------------------------------------------------- */
-
-static ly_status write_all(const npy_ctx *ctx, int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t put = write(fd, p, n);
-        if (put < 0 && errno == EINTR) continue;
-        if (put < 0) return npy_fail(ctx, LY_E_IO, "write failed: %s", strerror(errno));
-        p += put;
-        n -= (size_t)put;
-    }
-    return LY_OK;
-}
-
 /* Build the version 1.0 preamble and header, padded with spaces so the payload
  * starts on a 64-byte boundary as NumPy does. With at most LY_MAX_DIMS
  * dimensions the header always fits version 1.0's 16-bit length. */
@@ -577,36 +563,6 @@ static ly_status npy_check_savable(const npy_ctx *ctx, const ly_tensor *t, size_
     return LY_OK;
 }
 
-/* Create a new temporary file next to `path`. Not mkstemp: that makes the file
- * 0600, and the result should get the usual umask-derived mode. */
-static int open_temp(const char *path, char *tmp, size_t size)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    for (unsigned attempt = 0; attempt < 100; attempt++) {
-        snprintf(tmp, size, "%s.tmp-%ld-%ld-%u", path, (long)getpid(), (long)now.tv_nsec, attempt);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
-/* Make the rename itself durable; a failure here leaves a complete file either
- * way, so it is not reported. */
-static void sync_parent_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 ly_status ly_npy_save(const char *path, const ly_tensor *t)
 {
     npy_ctx ctx = {"ly_npy_save", path ? path : "(null)"};
@@ -618,29 +574,12 @@ ly_status ly_npy_save(const char *path, const ly_tensor *t)
     size_t header_len = npy_build_header(t, npy_descr_of(t->dtype), header, sizeof header);
     if (header_len == 0) return npy_fail(&ctx, LY_E_INTERNAL, "header does not fit");
 
-    size_t tmp_size = strlen(path) + 64;
-    char *tmp = malloc(tmp_size);
-    if (!tmp) return npy_fail(&ctx, LY_E_NO_MEMORY, "cannot allocate a file name");
-    int fd = open_temp(path, tmp, tmp_size);
-    if (fd < 0) {
-        st = npy_fail(&ctx, LY_E_IO, "cannot create a temporary file next to it: %s",
-                      strerror(errno));
-        free(tmp);
-        return st;
-    }
-    st = write_all(&ctx, fd, header, header_len);
-    if (st == LY_OK) st = write_all(&ctx, fd, t->data, payload);
-    if (st == LY_OK && fsync(fd) != 0)
-        st = npy_fail(&ctx, LY_E_IO, "fsync failed: %s", strerror(errno));
-    if (close(fd) != 0 && st == LY_OK)
-        st = npy_fail(&ctx, LY_E_IO, "close failed: %s", strerror(errno));
-    if (st == LY_OK && rename(tmp, path) != 0)
-        st = npy_fail(&ctx, LY_E_IO, "cannot rename the temporary file %s over it: %s", tmp,
-                      strerror(errno));
-    if (st != LY_OK)
-        unlink(tmp);
-    else
-        sync_parent_dir(path);
-    free(tmp);
-    return st;
+    char what[1024];
+    snprintf(what, sizeof what, "%s: %s", ctx.func, ctx.name);
+    ly_atomic_file f;
+    st = ly_atomic_file_begin(&f, path, what);
+    if (st != LY_OK) return st;
+    ly_atomic_file_write(&f, header, header_len);
+    ly_atomic_file_write(&f, t->data, payload);
+    return ly_atomic_file_commit(&f);
 }

@@ -1,6 +1,7 @@
 /* Image files through stb_image / stb_image_write (libstb provides the code). */
 #include "io/image.h"
 
+#include "core/atomic_file.h"
 #include "core/core.h"
 
 #include <errno.h>
@@ -139,40 +140,9 @@ ly_status ly_image_load(const char *path, ly_image *out)
 
 /* ---- Writing ------------------------------------------------------------ */
 
-typedef struct file_sink {
-    int fd;
-    int error; /* first errno seen, 0 if none */
-} file_sink;
-
 static void sink_write(void *context, void *data, int size)
 {
-    file_sink *sink = context;
-    const uint8_t *p = data;
-    size_t left = size > 0 ? (size_t)size : 0;
-    while (left && !sink->error) {
-        ssize_t n = write(sink->fd, p, left);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            sink->error = n < 0 ? errno : EIO;
-            return;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-}
-
-/* A new file next to `path`, with the mode the umask gives (not mkstemp's 0600). */
-static int open_temp(const char *path, char *tmp, size_t size)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    for (unsigned attempt = 0; attempt < 100; attempt++) {
-        snprintf(tmp, size, "%s.tmp-%ld-%ld-%u", path, (long)getpid(), (long)now.tv_nsec, attempt);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    errno = EEXIST;
-    return -1;
+    ly_atomic_file_write(context, data, size > 0 ? (size_t)size : 0);
 }
 
 static bool has_extension(const char *path, const char *ext)
@@ -201,35 +171,19 @@ ly_status ly_image_save(const char *path, const ly_image *image, int jpeg_qualit
         return ly_set_error(LY_E_UNSUPPORTED, "ly_image_save: %s: width %d is too large", path,
                             image->width);
 
-    size_t tmp_size = strlen(path) + 64;
-    char *tmp = malloc(tmp_size);
-    if (!tmp) return ly_set_error(LY_E_NO_MEMORY, "ly_image_save: %s: out of memory", path);
-    file_sink sink = {open_temp(path, tmp, tmp_size), 0};
-    if (sink.fd < 0) {
-        ly_status s =
-            ly_set_error(LY_E_IO, "image %s: cannot create a temporary file next to it: %s", path,
-                         strerror(errno));
-        free(tmp);
-        return s;
-    }
-    int ok = png ? stbi_write_png_to_func(sink_write, &sink, image->width, image->height, 3,
+    char what[1024];
+    snprintf(what, sizeof what, "image %s", path);
+    ly_atomic_file f;
+    ly_status st = ly_atomic_file_begin(&f, path, what);
+    if (st != LY_OK) return st;
+    int ok = png ? stbi_write_png_to_func(sink_write, &f, image->width, image->height, 3,
                                           image->pixels, image->width * 3)
-                 : stbi_write_jpg_to_func(sink_write, &sink, image->width, image->height, 3,
+                 : stbi_write_jpg_to_func(sink_write, &f, image->width, image->height, 3,
                                           image->pixels, jpeg_quality);
-    ly_status st = LY_OK;
-    if (sink.error)
-        st = ly_set_error(LY_E_IO, "image %s: write failed: %s", path, strerror(sink.error));
-    else if (!ok)
-        st = ly_set_error(LY_E_INTERNAL, "image %s: the %s encoder failed", path,
-                          png ? "PNG" : "JPEG");
-    if (st == LY_OK && fsync(sink.fd) != 0)
-        st = ly_set_error(LY_E_IO, "image %s: fsync failed: %s", path, strerror(errno));
-    if (close(sink.fd) != 0 && st == LY_OK)
-        st = ly_set_error(LY_E_IO, "image %s: close failed: %s", path, strerror(errno));
-    if (st == LY_OK && rename(tmp, path) != 0)
-        st = ly_set_error(LY_E_IO, "image %s: cannot rename the temporary file %s over it: %s",
-                          path, tmp, strerror(errno));
-    if (st != LY_OK) unlink(tmp);
-    free(tmp);
-    return st;
+    if (!ok && !f.error) {
+        ly_atomic_file_abort(&f);
+        return ly_set_error(LY_E_INTERNAL, "image %s: the %s encoder failed", path,
+                            png ? "PNG" : "JPEG");
+    }
+    return ly_atomic_file_commit(&f);
 }
