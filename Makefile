@@ -9,9 +9,12 @@ BUILD_PORTABLE ?= build-portable
 
 all: build
 
+# Builds print only on failure (the full log stays in <build>/build.log).
+QUIET_BUILD = > $(1)/build.log 2>&1 || { cat $(1)/build.log; exit 1; }
+
 build:
 	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@$(CMAKE) --build $(BUILD) -j$(JOBS)
+	@$(CMAKE) --build $(BUILD) -j$(JOBS) $(call QUIET_BUILD,$(BUILD))
 
 demo: build
 	./$(BUILD)/libreyolo kernels
@@ -25,13 +28,13 @@ test-fast: build
 
 test-sanitize:
 	@$(CMAKE) -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DLIBREYOLO_SANITIZE=ON >/dev/null
-	@$(CMAKE) --build $(BUILD_SAN) -j$(JOBS)
+	@$(CMAKE) --build $(BUILD_SAN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_SAN))
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
 test-portable:
 	@$(CMAKE) -S . -B $(BUILD_PORTABLE) -DCMAKE_BUILD_TYPE=Release -DLIBREYOLO_WITH_AVX2=OFF -DLIBREYOLO_WITH_ONEDNN=OFF \
 		-DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_STB=OFF -DLIBREYOLO_WITH_LIBJPEG=OFF >/dev/null
-	@$(CMAKE) --build $(BUILD_PORTABLE) -j$(JOBS)
+	@$(CMAKE) --build $(BUILD_PORTABLE) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_PORTABLE))
 	cd $(BUILD_PORTABLE) && ctest --output-on-failure -j$(JOBS)
 
 format:
