@@ -12,6 +12,7 @@
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "core/core.h"
+#include "libreyolo/nn.h"
 #include "libreyolo/quant.h"
 
 #include <inttypes.h>
@@ -283,6 +284,31 @@ static bool build_call(bench_call *bc, const char *slot, buffers *b, size_t nume
         ADD(&b->one[0], LY_F32, 1, ((int64_t[]){1}));
         return true;
     }
+    /* Network ops on YOLO9-like activations of the same size: elementwise on the
+     * matrix, DFL on [1, 64, A], pools on [1, 64, s, s] as AConv (avg 2x2 s1) and
+     * SPPELAN (max 5x5 s1 p2) run them. */
+    if (strcmp(slot, LY_SLOT_SILU) == 0 || strcmp(slot, LY_SLOT_SIGMOID) == 0) {
+        ADD(b->x, LY_F32, 2, mat);
+        return true;
+    }
+    if (strcmp(slot, LY_SLOT_DFL) == 0) {
+        int64_t anchors = (int64_t)(numel / 64);
+        ADD(b->x, LY_F32, 3, ((int64_t[]){1, 64, anchors}));
+        ly_tensor_init(out, b->out, LY_F32, 3, (int64_t[]){1, 4, anchors});
+        bc->bytes = (double)anchors * 68.0 * 4.0;
+        return true;
+    }
+    bool max_pool = strcmp(slot, LY_SLOT_MAX_POOL2D) == 0;
+    if (max_pool || strcmp(slot, LY_SLOT_AVG_POOL2D) == 0) {
+        int64_t side = (int64_t)sqrt((double)(numel / 64));
+        int64_t k = max_pool ? 5 : 2, pad = max_pool ? 2 : 0, out_side = side + 2 * pad - k + 1;
+        ADD(b->x, LY_F32, 4, ((int64_t[]){1, 64, side, side}));
+        ly_tensor_init(out, b->out, LY_F32, 4, (int64_t[]){1, 64, out_side, out_side});
+        bc->call.params.kernel[0] = bc->call.params.kernel[1] = k;
+        bc->call.params.padding[0] = bc->call.params.padding[1] = pad;
+        bc->bytes = (double)(side * side + out_side * out_side) * 64.0 * 4.0;
+        return true;
+    }
     if (backward) ADD(b->grad, LY_F32, 2, mat);
     ADD(b->x, LY_F32, 2, mat);
     /* An identity backward (quant.h) reads only the gradient. */
@@ -522,7 +548,10 @@ static void print_table(const rows *rs, const copy_result *copies, int n_copies,
         if (isfinite(r->copy_fraction))
             snprintf(frac, sizeof frac, "%.0f%%", r->copy_fraction * 100.0);
         const char *target = "";
-        if (r->size_bytes == big_bytes && strcmp(r->impl, "reference") != 0 &&
+        /* The target is defined for the quant kernels only. */
+        bool quant =
+            strncmp(r->slot, "fake_quant_", 11) == 0 || strncmp(r->slot, "unpack_", 7) == 0;
+        if (quant && r->size_bytes == big_bytes && strcmp(r->impl, "reference") != 0 &&
             isfinite(r->speedup)) {
             bool fast = r->speedup >= 8.0, at_bandwidth = r->copy_fraction >= 0.5;
             /* A reference above 1/8 of copy bandwidth (an identity backward) cannot be
@@ -553,8 +582,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
         return 0;
     }
     if (argc == 0 || strcmp(argv[0], "kernels") != 0) {
-        fprintf(stderr, "libreyolo bench: %s\n",
-                argc ? "unknown target" : "what to benchmark?");
+        fprintf(stderr, "libreyolo bench: %s\n", argc ? "unknown target" : "what to benchmark?");
         print_usage(stderr);
         return 2;
     }
