@@ -137,7 +137,10 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
  *    one GEMM over NCHW as it is: no reorders at all. oneDNN's GEMM-based
  *    convolution applies swish/logistic post-ops element by element (7 GFLOP/s
  *    end to end), so the activation runs as a separate in-place eltwise
- *    primitive (JIT) instead (32->16 1x1 on 80x80: 0.157 -> 0.13 ms);
+ *    primitive (JIT) instead (32->16 1x1 on 80x80: 0.157 -> 0.13 ms). A
+ *    oneDNN 2.6 matmul with the bias, swish and sum as post-ops was tried and
+ *    is slower on every 1x1 shape of LibreYOLO9t (gemm:jit +5-15%, brgemm,
+ *    which repacks the activations per call, +5-20%; 88 vs 85 ms of convs);
  *  - on AVX-512 machines "any" picks 16-channel blocks or channels-last, but
  *    for channel counts that are not multiples of 16 (24, 48) and for thin
  *    strided convolutions the 8-channel blocked kernels are faster (24->24 3x3:
@@ -335,18 +338,23 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
     dnnl_memory_t src = op->src_user, dst = op->dst_user;
     DNNL_TRY(dnnl_memory_set_data_handle(op->src_user, call->in[0]->data));
     DNNL_TRY(dnnl_memory_set_data_handle(op->dst_user, out));
+    /* Both reorder buffers share one per-thread scratch block, so it grows to
+     * the largest pair one convolution needs rather than to the sum of the
+     * largest of each (LibreYOLO9t at 640: 9.4 MiB instead of 12.5). */
+    size_t src_span = (op->src_lib_bytes + 63) / 64 * 64;
+    char *scratch = NULL;
+    if (op->src_reorder || op->dst_reorder) {
+        scratch = ly_nn_scratch(0, src_span + op->dst_lib_bytes);
+        if (!scratch) return ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
+    }
     if (op->src_reorder) {
-        void *buf = ly_nn_scratch(0, op->src_lib_bytes);
-        if (!buf) return ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
-        DNNL_TRY(dnnl_memory_set_data_handle(op->src_lib, buf));
+        DNNL_TRY(dnnl_memory_set_data_handle(op->src_lib, scratch));
         dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, op->src_user}, {DNNL_ARG_TO, op->src_lib}};
         DNNL_TRY(dnnl_primitive_execute(op->src_reorder, op->stream, 2, args));
         src = op->src_lib;
     }
     if (op->dst_reorder) {
-        void *buf = ly_nn_scratch(1, op->dst_lib_bytes);
-        if (!buf) return ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
-        DNNL_TRY(dnnl_memory_set_data_handle(op->dst_lib, buf));
+        DNNL_TRY(dnnl_memory_set_data_handle(op->dst_lib, scratch + src_span));
         dst = op->dst_lib;
     }
     /* Both ways of adding the residual sum into what `out` already holds. */

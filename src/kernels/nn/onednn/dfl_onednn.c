@@ -60,8 +60,10 @@ static ly_status dfl_onednn(const ly_kernel_call *call)
     const ly_tensor *x = call->in[0];
     int64_t n = x->shape[0], bins = x->shape[1] / 4, anchors = x->shape[2];
     int64_t numel = ly_tensor_numel(x);
-    float *e = ly_nn_scratch(2, (size_t)numel * sizeof(float));
-    float *per_anchor = ly_nn_scratch(3, (size_t)anchors * sizeof(float));
+    /* Buffers 0 and 1: conv2d's reorder scratch, idle between convolutions and
+     * already larger than these, so the exponentials cost no extra memory. */
+    float *e = ly_nn_scratch(0, (size_t)numel * sizeof(float));
+    float *per_anchor = ly_nn_scratch(1, (size_t)anchors * sizeof(float));
     if (!e || !per_anchor) return ly_set_error(LY_E_NO_MEMORY, "dfl (onednn): out of memory");
     const float *in = x->data;
     float *out = call->out[0]->data;
