@@ -7,6 +7,7 @@
  * the forward total weights each shape by how often it occurs.
  */
 #include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "core/core.h"
 #include "libreyolo/nn.h"
 
@@ -16,8 +17,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* The lead wires this into `libreyolo bench` (cli.h). */
 
 #define MAX_IMPLS 16
 #define DEFAULT_REPEAT 5
@@ -88,13 +87,6 @@ static void print_usage(FILE *to)
           "  --peak-gflops G  one core's fp32 FMA peak (default 93, Zen 3 at ~2.9 GHz)\n"
           "  --json           one JSON object instead of the table\n",
           to);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static int64_t out_extent(const conv_shape *s)
@@ -186,10 +178,10 @@ static ly_status buffers_init(shape_buffers *b, const conv_shape *s, int threads
 static double time_impl(const char *impl, const ly_kernel_call *call, int repeat, bool long_warmup,
                         char *error, size_t error_size)
 {
-    double t0 = now_s(), first;
+    double t0 = ly_cli_now_s(), first;
     do {
         ly_status st = ly_kernel_run_impl(LY_SLOT_CONV2D, impl, call);
-        first = now_s() - t0;
+        first = ly_cli_now_s() - t0;
         if (st != LY_OK) {
             if (!error[0])
                 snprintf(error, error_size, "%s: %s", ly_status_name(st), ly_last_error());
@@ -198,9 +190,9 @@ static double time_impl(const char *impl, const ly_kernel_call *call, int repeat
     } while (long_warmup && first < WARMUP_S);
     double best = -1.0, spent = first;
     for (int i = 0; i < repeat && (i == 0 || spent < LINE_BUDGET_S); i++) {
-        t0 = now_s();
+        t0 = ly_cli_now_s();
         ly_kernel_run_impl(LY_SLOT_CONV2D, impl, call);
-        double t = now_s() - t0;
+        double t = ly_cli_now_s() - t0;
         spent += t;
         if (best < 0 || t < best) best = t;
     }
