@@ -395,25 +395,9 @@ static ly_status conv2d_onednn(const ly_kernel_call *call)
     return st;
 }
 
-static ly_status onednn_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                  const char **why_not)
-{
-    (void)cpu;
-    if (!ly_onednn_engine()) {
-        *why_not = "oneDNN could not create a CPU engine";
-        return LY_E_DECLINED;
-    }
-    if (!call || !call->in[0] || !call->out[0]) return LY_OK;
-    if (ly_tensor_numel(call->in[0]) == 0 || ly_tensor_numel(call->out[0]) == 0) {
-        *why_not = "empty tensor (nothing for oneDNN to do)";
-        return LY_E_DECLINED;
-    }
-    return LY_OK;
-}
-
 void ly_register_nn_onednn(void)
 {
-    if (ly_kernel_register(LY_SLOT_CONV2D, "onednn", conv2d_onednn, onednn_predicate) != LY_OK)
+    if (ly_kernel_register(LY_SLOT_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate) != LY_OK)
         ly_log(LY_LOG_WARNING, "could not register the onednn kernel of conv2d: %s",
                ly_last_error());
 }

@@ -103,23 +103,8 @@ static ly_status dfl_onednn(const ly_kernel_call *call)
     return LY_OK;
 }
 
-static ly_status dfl_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                               const char **why_not)
-{
-    (void)cpu;
-    if (!ly_onednn_engine()) {
-        *why_not = "oneDNN could not create a CPU engine";
-        return LY_E_DECLINED;
-    }
-    if (call && call->in[0] && ly_tensor_numel(call->in[0]) <= 0) {
-        *why_not = "empty tensor (nothing for oneDNN to do)";
-        return LY_E_DECLINED;
-    }
-    return LY_OK;
-}
-
 void ly_register_nn_onednn_dfl(void)
 {
-    if (ly_kernel_register(LY_SLOT_DFL, "onednn", dfl_onednn, dfl_predicate) != LY_OK)
+    if (ly_kernel_register(LY_SLOT_DFL, "onednn", dfl_onednn, ly_onednn_predicate) != LY_OK)
         ly_log(LY_LOG_WARNING, "could not register the onednn kernel of dfl: %s", ly_last_error());
 }

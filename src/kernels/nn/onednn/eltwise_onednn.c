@@ -64,21 +64,6 @@ static ly_status sigmoid_onednn(const ly_kernel_call *call)
     return run_eltwise(LY_SLOT_SIGMOID, dnnl_eltwise_logistic, 0.0f, call);
 }
 
-static ly_status eltwise_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                   const char **why_not)
-{
-    (void)cpu;
-    if (!ly_onednn_engine()) {
-        *why_not = "oneDNN could not create a CPU engine";
-        return LY_E_DECLINED;
-    }
-    if (call && call->in[0] && ly_tensor_numel(call->in[0]) <= 0) {
-        *why_not = "empty tensor (nothing for oneDNN to do)";
-        return LY_E_DECLINED;
-    }
-    return LY_OK;
-}
-
 void ly_register_nn_onednn_eltwise(void)
 {
     static const struct {
@@ -86,7 +71,7 @@ void ly_register_nn_onednn_eltwise(void)
         ly_kernel_fn fn;
     } impls[] = {{LY_SLOT_SILU, silu_onednn}, {LY_SLOT_SIGMOID, sigmoid_onednn}};
     for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
-        if (ly_kernel_register(impls[i].slot, "onednn", impls[i].fn, eltwise_predicate) != LY_OK)
+        if (ly_kernel_register(impls[i].slot, "onednn", impls[i].fn, ly_onednn_predicate) != LY_OK)
             ly_log(LY_LOG_WARNING, "could not register the onednn kernel of %s: %s", impls[i].slot,
                    ly_last_error());
 }

@@ -61,3 +61,19 @@ ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t sta
     return ly_set_error(LY_E_PROVIDER, "%s (onednn): %s failed with dnnl status %d", slot, call,
                         (int)status);
 }
+
+ly_status ly_onednn_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                              const char **why_not)
+{
+    (void)cpu;
+    if (!ly_onednn_engine()) {
+        *why_not = "oneDNN could not create a CPU engine";
+        return LY_E_DECLINED;
+    }
+    if (call && ((call->in[0] && ly_tensor_numel(call->in[0]) <= 0) ||
+                 (call->out[0] && ly_tensor_numel(call->out[0]) <= 0))) {
+        *why_not = "empty tensor (nothing for oneDNN to do)";
+        return LY_E_DECLINED;
+    }
+    return LY_OK;
+}

@@ -19,6 +19,11 @@ dnnl_status_t ly_onednn_engine_status(void);
 int ly_onednn_threads_begin(int threads);
 void ly_onednn_threads_end(int previous);
 
+/* The predicate every oneDNN provider starts from: the engine exists, and a
+ * call's first input and output are not empty (nothing for oneDNN to do). */
+ly_status ly_onednn_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                              const char **why_not);
+
 /* LY_E_PROVIDER naming the slot and the failed dnnl call. */
 ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t status);
 

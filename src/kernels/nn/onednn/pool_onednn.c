@@ -164,21 +164,12 @@ static ly_status avg_pool2d_onednn(const ly_kernel_call *call)
 static ly_status pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                 const char **why_not)
 {
-    if (!ly_onednn_engine()) {
-        *why_not = "oneDNN could not create a CPU engine";
-        return LY_E_DECLINED;
-    }
     /* Its NCHW pooling kernels are AVX-512 only; elsewhere every call would decline. */
     if (cpu && !cpu->avx512f) {
         *why_not = "oneDNN pools NCHW with JIT kernels only on AVX-512 CPUs";
         return LY_E_DECLINED;
     }
-    if (call && call->in[0] && call->out[0] &&
-        (ly_tensor_numel(call->in[0]) <= 0 || ly_tensor_numel(call->out[0]) <= 0)) {
-        *why_not = "empty tensor (nothing for oneDNN to do)";
-        return LY_E_DECLINED;
-    }
-    return LY_OK;
+    return ly_onednn_predicate(call, cpu, why_not);
 }
 
 void ly_register_nn_onednn_pool(void)
