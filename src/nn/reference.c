@@ -83,16 +83,31 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 
 /* ---- conv2d ------------------------------------------------------------------------- */
 
-typedef struct conv_geometry {
-    int64_t n, c, h, w; /* input */
-    int64_t o, kh, kw;  /* weight [o, c / groups, kh, kw] */
-    int64_t ho, wo;     /* output */
-    int64_t sh, sw, ph, pw, dh, dw, groups;
-    int64_t activation;
-} conv_geometry;
+void ly_nn_conv_geometry_of(const ly_kernel_call *call, ly_nn_conv_geometry *g)
+{
+    const ly_tensor *x = call->in[0], *w = call->in[1], *y = call->out[0];
+    const ly_kernel_params *p = &call->params;
+    *g = (ly_nn_conv_geometry){.n = x->shape[0],
+                               .c = x->shape[1],
+                               .h = x->shape[2],
+                               .w = x->shape[3],
+                               .o = w->shape[0],
+                               .kh = w->shape[2],
+                               .kw = w->shape[3],
+                               .ho = y->shape[2],
+                               .wo = y->shape[3],
+                               .sh = p->stride[0],
+                               .sw = p->stride[1],
+                               .ph = p->padding[0],
+                               .pw = p->padding[1],
+                               .dh = p->dilation[0],
+                               .dw = p->dilation[1],
+                               .groups = p->groups,
+                               .activation = p->activation};
+}
 
 typedef struct conv_job {
-    conv_geometry g;
+    ly_nn_conv_geometry g;
     const float *x, *weight, *bias, *residual;
     float *y;
 } conv_job;
@@ -101,7 +116,7 @@ typedef struct conv_job {
 static void conv_tile(const conv_job *job, int64_t n, int64_t oc, int64_t oy0, int64_t oy1,
                       int64_t ox0, int64_t ox1, float *acc)
 {
-    const conv_geometry *g = &job->g;
+    const ly_nn_conv_geometry *g = &job->g;
     int64_t cg = g->c / g->groups, og = g->o / g->groups, group = oc / og;
     int64_t cols = ox1 - ox0, rows = oy1 - oy0;
     for (int64_t i = 0; i < rows * cols; i++)
@@ -151,7 +166,7 @@ static void conv_tile(const conv_job *job, int64_t n, int64_t oc, int64_t oy0, i
 static void conv_range(void *ctx, int64_t begin, int64_t end)
 {
     const conv_job *job = ctx;
-    const conv_geometry *g = &job->g;
+    const ly_nn_conv_geometry *g = &job->g;
     float acc[CONV_TILE_ELEMENTS];
     int64_t tile_cols = g->wo < CONV_TILE_MAX_COLS ? g->wo : CONV_TILE_MAX_COLS;
     int64_t tile_rows = tile_cols > 0 ? CONV_TILE_ELEMENTS / tile_cols : 1;
@@ -170,31 +185,14 @@ static void conv_range(void *ctx, int64_t begin, int64_t end)
 ly_status ly_ref_conv2d(const ly_kernel_call *call)
 {
     const ly_tensor *x = call->in[0], *w = call->in[1];
-    const ly_kernel_params *p = &call->params;
     conv_job job = {
-        .g = {.n = x->shape[0],
-              .c = x->shape[1],
-              .h = x->shape[2],
-              .w = x->shape[3],
-              .o = w->shape[0],
-              .kh = w->shape[2],
-              .kw = w->shape[3],
-              .ho = call->out[0]->shape[2],
-              .wo = call->out[0]->shape[3],
-              .sh = p->stride[0],
-              .sw = p->stride[1],
-              .ph = p->padding[0],
-              .pw = p->padding[1],
-              .dh = p->dilation[0],
-              .dw = p->dilation[1],
-              .groups = p->groups,
-              .activation = p->activation},
         .x = x->data,
         .weight = w->data,
         .bias = call->in[2] ? call->in[2]->data : NULL,
         .residual = call->in[3] ? call->in[3]->data : NULL,
         .y = call->out[0]->data,
     };
+    ly_nn_conv_geometry_of(call, &job.g);
     int64_t planes = job.g.n * job.g.o;
     if (planes == 0 || job.g.ho == 0 || job.g.wo == 0) return LY_OK;
     int64_t macs = ly_tensor_numel(call->out[0]) * (job.g.c / job.g.groups) * job.g.kh * job.g.kw;

@@ -29,6 +29,17 @@ float ly_nn_activate(float x, int64_t activation);
 void ly_nn_conv_epilogue(float *out, const float *bias, const float *residual, int64_t n,
                          int64_t channels, int64_t plane, int64_t activation, int threads);
 
+/* A conv2d call's geometry, read once from its (validated) tensors and params. */
+typedef struct ly_nn_conv_geometry {
+    int64_t n, c, h, w; /* input */
+    int64_t o, kh, kw;  /* weight [o, c / groups, kh, kw] */
+    int64_t ho, wo;     /* output */
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+    int64_t activation;
+} ly_nn_conv_geometry;
+
+void ly_nn_conv_geometry_of(const ly_kernel_call *call, ly_nn_conv_geometry *g);
+
 /* Output extent of a convolution or pooling window along one axis; < 1 when
  * the (dilated) window does not fit the padded input. */
 int64_t ly_nn_out_extent(int64_t in, int64_t kernel, int64_t stride, int64_t padding,

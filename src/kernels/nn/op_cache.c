@@ -1,4 +1,5 @@
 #include "kernels/nn/op_cache.h"
+#include "nn/reference.h"
 
 #include "core/core.h"
 
@@ -53,29 +54,30 @@ static uint64_t fingerprint(const ly_tensor *weight, const ly_tensor *bias)
 
 void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads)
 {
-    const ly_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2], *y = call->out[0];
-    const ly_kernel_params *p = &call->params;
-    memset(key, 0, sizeof *key);
+    const ly_tensor *w = call->in[1], *b = call->in[2];
+    ly_nn_conv_geometry g;
+    ly_nn_conv_geometry_of(call, &g);
+    memset(key, 0, sizeof *key); /* the key is hashed and compared as bytes */
     key->weight = w->data;
     key->bias = b ? b->data : NULL;
     key->fingerprint = fingerprint(w, b);
-    key->n = x->shape[0];
-    key->c = x->shape[1];
-    key->h = x->shape[2];
-    key->w = x->shape[3];
-    key->o = w->shape[0];
-    key->kh = w->shape[2];
-    key->kw = w->shape[3];
-    key->ho = y->shape[2];
-    key->wo = y->shape[3];
-    key->sh = p->stride[0];
-    key->sw = p->stride[1];
-    key->ph = p->padding[0];
-    key->pw = p->padding[1];
-    key->dh = p->dilation[0];
-    key->dw = p->dilation[1];
-    key->groups = p->groups;
-    key->activation = p->activation;
+    key->n = g.n;
+    key->c = g.c;
+    key->h = g.h;
+    key->w = g.w;
+    key->o = g.o;
+    key->kh = g.kh;
+    key->kw = g.kw;
+    key->ho = g.ho;
+    key->wo = g.wo;
+    key->sh = g.sh;
+    key->sw = g.sw;
+    key->ph = g.ph;
+    key->pw = g.pw;
+    key->dh = g.dh;
+    key->dw = g.dw;
+    key->groups = g.groups;
+    key->activation = g.activation;
     key->has_residual = call->in[3] != NULL;
     key->threads = threads;
 }

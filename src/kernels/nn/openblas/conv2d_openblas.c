@@ -21,13 +21,9 @@
 /* im2col band: at most this many floats (4 MiB). */
 #define BAND_FLOATS (1 << 20)
 
-typedef struct geometry {
-    int64_t c, h, w, o, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw, groups;
-} geometry;
-
 /* col[(ci*kh + ky)*kw + kx][pixel] for output rows [oy0, oy1) of one group. */
-static void im2col(const geometry *g, const float *x, int64_t cg, int64_t oy0, int64_t oy1,
-                   float *col)
+static void im2col(const ly_nn_conv_geometry *g, const float *x, int64_t cg, int64_t oy0,
+                   int64_t oy1, float *col)
 {
     int64_t pixels = (oy1 - oy0) * g->wo;
     for (int64_t ci = 0; ci < cg; ci++) {
@@ -56,23 +52,9 @@ static void im2col(const geometry *g, const float *x, int64_t cg, int64_t oy0, i
 static ly_status conv2d_openblas(const ly_kernel_call *call)
 {
     const ly_tensor *x = call->in[0], *w = call->in[1];
-    const ly_kernel_params *p = &call->params;
-    geometry g = {.c = x->shape[1],
-                  .h = x->shape[2],
-                  .w = x->shape[3],
-                  .o = w->shape[0],
-                  .kh = w->shape[2],
-                  .kw = w->shape[3],
-                  .ho = call->out[0]->shape[2],
-                  .wo = call->out[0]->shape[3],
-                  .sh = p->stride[0],
-                  .sw = p->stride[1],
-                  .ph = p->padding[0],
-                  .pw = p->padding[1],
-                  .dh = p->dilation[0],
-                  .dw = p->dilation[1],
-                  .groups = p->groups};
-    int64_t n = x->shape[0], cg = g.c / g.groups, og = g.o / g.groups;
+    ly_nn_conv_geometry g;
+    ly_nn_conv_geometry_of(call, &g);
+    int64_t n = g.n, cg = g.c / g.groups, og = g.o / g.groups;
     int64_t depth = cg * g.kh * g.kw, pixels = g.ho * g.wo;
     bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
     int threads = ly_threads_resolve(call->threads);
@@ -119,7 +101,7 @@ static ly_status conv2d_openblas(const ly_kernel_call *call)
         }
     }
     ly_nn_conv_epilogue(call->out[0]->data, call->in[2] ? call->in[2]->data : NULL, residual, n,
-                        g.o, pixels, p->activation, threads);
+                        g.o, pixels, g.activation, threads);
     return LY_OK;
 }
 
