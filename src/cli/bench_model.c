@@ -36,7 +36,6 @@
 
 extern char **environ;
 
-
 #define DEFAULT_RUNS 20
 #define DEFAULT_WARMUP 3
 #define DEFAULT_CORE_GFLOPS 93.0 /* one core's fp32 FMA peak on the project's reference VM */
@@ -268,8 +267,8 @@ static int time_network(ly_model *m, const ly_tensor *input, const bench_config 
     }
     for (int i = 0; i < cfg->warmup + cfg->runs; i++) {
         ly_cli_progress("bench: network, %s %d/%d", i < cfg->warmup ? "warm-up" : "run",
-                 i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
-                 i < cfg->warmup ? cfg->warmup : cfg->runs);
+                        i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
+                        i < cfg->warmup ? cfg->warmup : cfg->runs);
         double t0 = ly_cli_now_s();
         ly_status st = ly_model_run(m, input, ignore_output, NULL);
         double t = (ly_cli_now_s() - t0) * 1e3;
@@ -298,9 +297,10 @@ static int time_predict(ly_model *m, const bench_config *cfg, ours_result *r)
     ly_predict_options_init(&opt);
     opt.imgsz = r->imgsz;
     for (int i = 0; i < cfg->warmup + cfg->runs; i++) {
-        ly_cli_progress("bench: predict %s, %s %d/%d", r->image, i < cfg->warmup ? "warm-up" : "run",
-                 i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
-                 i < cfg->warmup ? cfg->warmup : cfg->runs);
+        ly_cli_progress("bench: predict %s, %s %d/%d", r->image,
+                        i < cfg->warmup ? "warm-up" : "run",
+                        i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
+                        i < cfg->warmup ? cfg->warmup : cfg->runs);
         ly_results *res = NULL;
         double t0 = ly_cli_now_s();
         ly_status st = ly_model_predict_file(m, r->image, &opt, &res);
@@ -709,6 +709,22 @@ typedef struct peer_args {
     char threads[16], runs[16], warmup[16], imgsz[16];
 } peer_args;
 
+/* Both peers take the same options: the model, then what we ran with. */
+static void run_peer_script(peer_result *p, const char *interpreter, const char *script,
+                            const char *model, const peer_args *a, const ours_result *r)
+{
+    char *argv[16] = {(char *)interpreter, (char *)script,     "--model", (char *)model,
+                      "--threads",         (char *)a->threads, "--runs",  (char *)a->runs,
+                      "--warmup",          (char *)a->warmup,  "--imgsz", (char *)a->imgsz};
+    int n = 12;
+    if (r->input_file[0]) {
+        argv[n++] = "--input";
+        argv[n++] = (char *)r->input_file;
+    }
+    argv[n] = NULL;
+    run_peer(p, argv);
+}
+
 static void run_ort(const bench_config *cfg, const char *dir, const ours_result *r,
                     const peer_args *a, peer_result *p)
 {
@@ -741,17 +757,7 @@ static void run_ort(const bench_config *cfg, const char *dir, const ours_result 
         peer_unavailable(p, "'%s' cannot be run (set LIBREYOLO_NODE)", node);
         return;
     }
-    char *argv[16] = {
-        (char *)node,       script,          "--model",       onnx,       "--threads",
-        (char *)a->threads, "--runs",        (char *)a->runs, "--warmup", (char *)a->warmup,
-        "--imgsz",          (char *)a->imgsz};
-    int n = 12;
-    if (r->input_file[0]) {
-        argv[n++] = "--input";
-        argv[n++] = (char *)r->input_file;
-    }
-    argv[n] = NULL;
-    run_peer(p, argv);
+    run_peer_script(p, node, script, onnx, a, r);
 }
 
 static void run_torch(const bench_config *cfg, const char *dir, const ours_result *r,
@@ -784,19 +790,7 @@ static void run_torch(const bench_config *cfg, const char *dir, const ours_resul
                          n_candidates == 1 ? candidates[0] : "python3, /usr/bin/python3");
         return;
     }
-    char *argv[16] = {(char *)python, script,
-                      "--model",      (char *)cfg->model_path,
-                      "--threads",    (char *)a->threads,
-                      "--runs",       (char *)a->runs,
-                      "--warmup",     (char *)a->warmup,
-                      "--imgsz",      (char *)a->imgsz};
-    int n = 12;
-    if (r->input_file[0]) {
-        argv[n++] = "--input";
-        argv[n++] = (char *)r->input_file;
-    }
-    argv[n] = NULL;
-    run_peer(p, argv);
+    run_peer_script(p, python, script, cfg->model_path, a, r);
 }
 
 /* The peers read the input from a file: write ours when it was generated. */
