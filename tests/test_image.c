@@ -6,6 +6,8 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "io/image.h"
 
 #include <dirent.h>
@@ -16,32 +18,6 @@
 #include <unistd.h>
 
 #define PARKOUR LY_SHARED_DIR "/testdata/images/parkour.jpg"
-
-static char scratch[256];
-
-static int make_scratch(void **state)
-{
-    (void)state;
-    snprintf(scratch, sizeof scratch, "/tmp/ly_test_image_XXXXXX");
-    return mkdtemp(scratch) ? 0 : -1;
-}
-
-static int remove_scratch(void **state)
-{
-    (void)state;
-    DIR *d = opendir(scratch);
-    if (!d) return 0;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", scratch, e->d_name);
-        if (rmdir(path) != 0) unlink(path);
-    }
-    closedir(d);
-    rmdir(scratch);
-    return 0;
-}
 
 static void gradient(ly_image *im, int w, int h)
 {
@@ -71,12 +47,6 @@ static void test_alloc_and_free(void **state)
 
 #ifdef LY_HAVE_STB
 
-static const char *in_scratch(const char *name, char *buf, size_t size)
-{
-    snprintf(buf, size, "%s/%s", scratch, name);
-    return buf;
-}
-
 static void write_file(const char *path, const void *bytes, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -100,7 +70,7 @@ static void test_png_round_trip(void **state)
 {
     (void)state;
     char path[512];
-    in_scratch("g.png", path, sizeof path);
+    ly_test_scratch_path("g.png", path, sizeof path);
     ly_image im, back;
     gradient(&im, 37, 21);
     assert_int_equal(ly_image_save(path, &im, 90), LY_OK);
@@ -111,9 +81,9 @@ static void test_png_round_trip(void **state)
     ly_image_free(&back);
 
     /* Upper-case extensions are fine; no temporary file is left behind. */
-    in_scratch("G2.PNG", path, sizeof path);
+    ly_test_scratch_path("G2.PNG", path, sizeof path);
     assert_int_equal(ly_image_save(path, &im, 90), LY_OK);
-    DIR *d = opendir(scratch);
+    DIR *d = opendir(ly_test_scratch());
     struct dirent *e;
     int files = 0;
     while ((e = readdir(d)))
@@ -127,7 +97,7 @@ static void test_jpeg_round_trip(void **state)
 {
     (void)state;
     char path[512];
-    in_scratch("g.jpg", path, sizeof path);
+    ly_test_scratch_path("g.jpg", path, sizeof path);
     ly_image im, back;
     gradient(&im, 64, 48);
     assert_int_equal(ly_image_save(path, &im, 95), LY_OK);
@@ -219,7 +189,7 @@ static void test_bmp(void **state)
         0,
     };
     char path[512];
-    write_file(in_scratch("t.bmp", path, sizeof path), bmp, sizeof bmp);
+    write_file(ly_test_scratch_path("t.bmp", path, sizeof path), bmp, sizeof bmp);
     ly_image im;
     assert_int_equal(ly_image_load(path, &im), LY_OK);
     assert_int_equal(im.width, 2);
@@ -248,25 +218,27 @@ static void test_bad_files(void **state)
 {
     (void)state;
     char path[512];
-    expect_error(in_scratch("missing.jpg", path, sizeof path), LY_E_NOT_FOUND, "no such file");
-    write_file(in_scratch("empty.png", path, sizeof path), "", 0);
+    expect_error(ly_test_scratch_path("missing.jpg", path, sizeof path), LY_E_NOT_FOUND,
+                 "no such file");
+    write_file(ly_test_scratch_path("empty.png", path, sizeof path), "", 0);
     expect_error(path, LY_E_FORMAT, "empty");
-    write_file(in_scratch("text.jpg", path, sizeof path), "hello, not an image\n", 20);
+    write_file(ly_test_scratch_path("text.jpg", path, sizeof path), "hello, not an image\n", 20);
     expect_error(path, LY_E_FORMAT, "unsupported format");
     /* GIF is a real image format, but not one of ours. */
-    write_file(in_scratch("a.gif", path, sizeof path), "GIF89a\x01\x00\x01\x00\x00\x00\x00;", 14);
+    write_file(ly_test_scratch_path("a.gif", path, sizeof path),
+               "GIF89a\x01\x00\x01\x00\x00\x00\x00;", 14);
     expect_error(path, LY_E_FORMAT, "expected JPEG, PNG or BMP");
     /* Right magic, garbage after it. */
     static const uint8_t bad_png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 1, 2, 3, 4};
-    write_file(in_scratch("bad.png", path, sizeof path), bad_png, sizeof bad_png);
+    write_file(ly_test_scratch_path("bad.png", path, sizeof path), bad_png, sizeof bad_png);
     expect_error(path, LY_E_FORMAT, "PNG");
     static const uint8_t bad_jpeg[] = {0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F', 'I', 'F', 0};
-    write_file(in_scratch("bad.jpg", path, sizeof path), bad_jpeg, sizeof bad_jpeg);
+    write_file(ly_test_scratch_path("bad.jpg", path, sizeof path), bad_jpeg, sizeof bad_jpeg);
     expect_error(path, LY_E_FORMAT, "JPEG");
     /* A valid JPEG cut in half. */
     ly_image im;
     gradient(&im, 64, 64);
-    in_scratch("whole.jpg", path, sizeof path);
+    ly_test_scratch_path("whole.jpg", path, sizeof path);
     assert_int_equal(ly_image_save(path, &im, 90), LY_OK);
     ly_image_free(&im);
     FILE *f = fopen(path, "rb");
@@ -275,14 +247,14 @@ static void test_bad_files(void **state)
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     assert_true(n > 600 && n < sizeof buf);
-    write_file(in_scratch("cut.jpg", path, sizeof path), buf, n / 2);
+    write_file(ly_test_scratch_path("cut.jpg", path, sizeof path), buf, n / 2);
     expect_error(path, LY_E_FORMAT, NULL);
     /* A directory. */
-    in_scratch("dir.png", path, sizeof path);
+    ly_test_scratch_path("dir.png", path, sizeof path);
     assert_int_equal(mkdir(path, 0700), 0);
     expect_error(path, LY_E_IO, NULL);
     if (geteuid() != 0) { /* root reads anything */
-        write_file(in_scratch("locked.png", path, sizeof path), bad_png, sizeof bad_png);
+        write_file(ly_test_scratch_path("locked.png", path, sizeof path), bad_png, sizeof bad_png);
         chmod(path, 0);
         expect_error(path, LY_E_IO, "cannot open");
     }
@@ -294,15 +266,15 @@ static void test_save_errors(void **state)
     char path[512];
     ly_image im;
     gradient(&im, 4, 4);
-    assert_int_equal(ly_image_save(in_scratch("x.gif", path, sizeof path), &im, 90),
+    assert_int_equal(ly_image_save(ly_test_scratch_path("x.gif", path, sizeof path), &im, 90),
                      LY_E_INVALID_ARGUMENT);
     assert_non_null(strstr(ly_last_error(), "x.gif"));
-    assert_int_equal(ly_image_save(in_scratch("x.jpg", path, sizeof path), &im, 0),
+    assert_int_equal(ly_image_save(ly_test_scratch_path("x.jpg", path, sizeof path), &im, 0),
                      LY_E_INVALID_ARGUMENT);
     assert_int_equal(ly_image_save("/nonexistent-dir/x.png", &im, 90), LY_E_IO);
     assert_non_null(strstr(ly_last_error(), "/nonexistent-dir/x.png"));
     ly_image empty = {0};
-    assert_int_equal(ly_image_save(in_scratch("e.png", path, sizeof path), &empty, 90),
+    assert_int_equal(ly_image_save(ly_test_scratch_path("e.png", path, sizeof path), &empty, 90),
                      LY_E_INVALID_ARGUMENT);
     ly_image_free(&im);
 }
@@ -339,5 +311,5 @@ int main(void)
         cmocka_unit_test(test_without_stb),
 #endif
     };
-    return cmocka_run_group_tests(tests, make_scratch, remove_scratch);
+    return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }

@@ -6,6 +6,8 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "libreyolo/io.h"
 
 #include <dirent.h>
@@ -15,38 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static char scratch[256];
-
-static int make_scratch(void **state)
-{
-    (void)state;
-    snprintf(scratch, sizeof scratch, "/tmp/ly_test_npy_XXXXXX");
-    return mkdtemp(scratch) ? 0 : -1;
-}
-
-static int remove_scratch(void **state)
-{
-    (void)state;
-    DIR *d = opendir(scratch);
-    if (!d) return 0;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", scratch, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(scratch);
-    return 0;
-}
-
-static const char *scratch_path(const char *name, char *buf, size_t size)
-{
-    snprintf(buf, size, "%s/%s", scratch, name);
-    return buf;
-}
 
 static void write_file(const char *path, const void *bytes, size_t n)
 {
@@ -135,7 +105,7 @@ static void test_round_trip_every_dtype_and_rank(void **state)
         int64_t shape[3];
     } shapes[] = {{0, {0}}, {1, {5}}, {3, {2, 3, 4}}, {2, {0, 3}}, {1, {1}}};
     char path[512];
-    scratch_path("round.npy", path, sizeof path);
+    ly_test_scratch_path("round.npy", path, sizeof path);
     for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             ly_tensor t;
@@ -180,7 +150,7 @@ static void test_saved_header_matches_numpy(void **state)
     const int64_t shape[2] = {2, 3};
     assert_int_equal(ly_tensor_init(&t, data, LY_F32, 2, shape), LY_OK);
     char path[512];
-    assert_int_equal(ly_npy_save(scratch_path("header.npy", path, sizeof path), &t), LY_OK);
+    assert_int_equal(ly_npy_save(ly_test_scratch_path("header.npy", path, sizeof path), &t), LY_OK);
     uint8_t file[256];
     size_t n = read_file(path, file, sizeof file);
     assert_int_equal(n, 128 + sizeof data);
@@ -225,7 +195,7 @@ static void expect_valid(const uint8_t *buf, size_t n, ly_dtype dtype, int ndim,
 
     /* The file reader agrees. */
     char path[512];
-    write_file(scratch_path("hand.npy", path, sizeof path), buf, n);
+    write_file(ly_test_scratch_path("hand.npy", path, sizeof path), buf, n);
     st = ly_npy_load(path, &t);
     if (st != LY_OK) fail_msg("%s", ly_last_error());
     assert_int_equal(t.dtype, dtype);
@@ -306,7 +276,7 @@ static void expect_error(const uint8_t *buf, size_t n, ly_status status, ...)
     va_end(ap);
 
     char path[512];
-    write_file(scratch_path("bad_file.npy", path, sizeof path), buf, n);
+    write_file(ly_test_scratch_path("bad_file.npy", path, sizeof path), buf, n);
     st = ly_npy_load(path, &t);
     if (st != status) fail_msg("file: status %d, expected %d; %s", st, status, ly_last_error());
     assert_null(t.data);
@@ -454,14 +424,14 @@ static void test_bad_arguments_and_files(void **state)
     assert_int_equal(ly_npy_load_buffer(NULL, 0, NULL, &t), LY_E_FORMAT);
     assert_non_null(strstr(ly_last_error(), "<buffer>"));
 
-    scratch_path("does_not_exist.npy", path, sizeof path);
+    ly_test_scratch_path("does_not_exist.npy", path, sizeof path);
     assert_int_equal(ly_npy_load(path, &t), LY_E_NOT_FOUND);
     assert_non_null(strstr(ly_last_error(), path));
-    scratch_path("no_dir/x.npy", path, sizeof path);
+    ly_test_scratch_path("no_dir/x.npy", path, sizeof path);
     assert_int_equal(ly_npy_load(path, &t), LY_E_NOT_FOUND);
     /* A directory is not a .npy file. */
-    assert_int_equal(ly_npy_load(scratch, &t), LY_E_IO);
-    assert_non_null(strstr(ly_last_error(), scratch));
+    assert_int_equal(ly_npy_load(ly_test_scratch(), &t), LY_E_IO);
+    assert_non_null(strstr(ly_last_error(), ly_test_scratch()));
     assert_null(t.data);
 }
 
@@ -483,14 +453,14 @@ static void test_atomic_save(void **state)
 {
     (void)state;
     char path[512];
-    scratch_path("target.npy", path, sizeof path);
+    ly_test_scratch_path("target.npy", path, sizeof path);
     int32_t values[4] = {1, -2, 3, -4};
     const int64_t shape[1] = {4};
     ly_tensor t;
     assert_int_equal(ly_tensor_init(&t, values, LY_I32, 1, shape), LY_OK);
     for (int i = 0; i < 3; i++)
         assert_int_equal(ly_npy_save(path, &t), LY_OK);
-    assert_int_equal(count_entries(scratch, ".tmp"), 0);
+    assert_int_equal(count_entries(ly_test_scratch(), ".tmp"), 0);
     struct stat sb;
     assert_int_equal(stat(path, &sb), 0);
     /* The usual mode, not mkstemp's 0600. */
@@ -521,19 +491,19 @@ static void test_atomic_save(void **state)
 
     /* A directory that does not exist: an I/O error naming the path, nothing created. */
     char missing[512];
-    scratch_path("no_such_dir/out.npy", missing, sizeof missing);
+    ly_test_scratch_path("no_such_dir/out.npy", missing, sizeof missing);
     assert_int_equal(ly_npy_save(missing, &t), LY_E_IO);
     assert_non_null(strstr(ly_last_error(), missing));
-    assert_int_equal(count_entries(scratch, "no_such_dir"), 0);
+    assert_int_equal(count_entries(ly_test_scratch(), "no_such_dir"), 0);
 
     /* Renaming over a directory fails after the data was written: the temporary
      * file is removed and the directory stays. */
     char dir_target[512];
-    scratch_path("a_directory", dir_target, sizeof dir_target);
+    ly_test_scratch_path("a_directory", dir_target, sizeof dir_target);
     assert_int_equal(mkdir(dir_target, 0700), 0);
     assert_int_equal(ly_npy_save(dir_target, &t), LY_E_IO);
     assert_non_null(strstr(ly_last_error(), "rename"));
-    assert_int_equal(count_entries(scratch, ".tmp"), 0);
+    assert_int_equal(count_entries(ly_test_scratch(), ".tmp"), 0);
     assert_int_equal(stat(dir_target, &sb), 0);
     assert_true(S_ISDIR(sb.st_mode));
     rmdir(dir_target);
@@ -558,5 +528,5 @@ int main(void)
         cmocka_unit_test(test_bad_arguments_and_files),
         cmocka_unit_test(test_atomic_save),
     };
-    return cmocka_run_group_tests(tests, make_scratch, remove_scratch);
+    return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +20,13 @@
 
 /* ---- Helpers -------------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Roughly normal (sum of four uniforms), like the randn weights of the upstream tests. */
 static void fill_weights(float *x, int64_t n, uint64_t seed)
 {
     for (int64_t i = 0; i < n; i++) {
         double sum = 0.0;
-        for (int k = 0; k < 4; k++) sum += (double)(splitmix64(&seed) >> 11) * 0x1p-53;
+        for (int k = 0; k < 4; k++)
+            sum += (double)(ly_test_splitmix64(&seed) >> 11) * 0x1p-53;
         x[i] = (float)((sum - 2.0) * 1.7);
     }
 }
@@ -136,7 +131,8 @@ static void test_fp8_round_trip(void **state)
     assert_values_equal(un, fq, N);
     /* Tensorwise scaling keeps the per-channel shape with equal entries. */
     assert_int_equal(ly_fp8_weight_qparams(&wt, true, &st), LY_OK);
-    for (int i = 1; i < 16; i++) assert_int_equal(bits_of(scale[i]), bits_of(scale[0]));
+    for (int i = 1; i < 16; i++)
+        assert_int_equal(bits_of(scale[i]), bits_of(scale[0]));
     assert_int_equal(ly_pack_fp8(&wt, &st, &ct), LY_OK);
     assert_int_equal(ly_unpack_fp8(&ct, &st, &ut), LY_OK);
     run_slot(LY_SLOT_FAKE_QUANT_FP8, &wt, &st, &ft, 4, 128);
@@ -156,7 +152,8 @@ static void nvfp4_round_trip(int64_t rows, int64_t in, uint64_t seed)
     uint8_t *bscale = xcalloc((size_t)(rows * blocks), 1);
     fill_weights(w, n, seed);
     float amax = 0.0f;
-    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(w[i]));
+    for (int64_t i = 0; i < n; i++)
+        amax = fmaxf(amax, fabsf(w[i]));
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(rows, in)), at = mk(&amax, LY_F32, 1, SHAPE(1));
     ly_tensor pt = mk(payload, LY_U8, 2, SHAPE(rows, blocks * 8));
     ly_tensor bt = mk(bscale, LY_F8E4M3, 2, SHAPE(rows, blocks));
@@ -183,10 +180,12 @@ static void int_grouped_round_trip(int64_t rows, int64_t in, int64_t bits, int64
 {
     int64_t groups = (in + g - 1) / g, width = groups * g * bits / 8, n = rows * in;
     float *w = xcalloc((size_t)n, sizeof *w), *fq = xcalloc((size_t)n, sizeof *fq);
-    float *un = xcalloc((size_t)n, sizeof *un), *scale = xcalloc((size_t)(rows * groups), sizeof *scale);
+    float *un = xcalloc((size_t)n, sizeof *un),
+          *scale = xcalloc((size_t)(rows * groups), sizeof *scale);
     uint8_t *payload = xcalloc((size_t)(rows * width), 1);
     fill_weights(w, n, seed);
-    ly_tensor wt = mk(w, LY_F32, 2, SHAPE(rows, in)), st = mk(scale, LY_F32, 2, SHAPE(rows, groups));
+    ly_tensor wt = mk(w, LY_F32, 2, SHAPE(rows, in)),
+              st = mk(scale, LY_F32, 2, SHAPE(rows, groups));
     ly_tensor pt = mk(payload, LY_U8, 2, SHAPE(rows, width));
     ly_tensor ut = mk(un, LY_F32, 2, SHAPE(rows, in)), ft = mk(fq, LY_F32, 2, SHAPE(rows, in));
     assert_int_equal(ly_int_group_qparams(&wt, bits, g, &st), LY_OK);
@@ -203,7 +202,8 @@ static void int_grouped_round_trip(int64_t rows, int64_t in, int64_t bits, int64
             for (int64_t c = gi * g; c < (gi + 1) * g && c < in; c++) {
                 float v = un[r * in + c];
                 bool found = false;
-                for (int k = 0; k < distinct; k++) found |= seen[k] == v;
+                for (int k = 0; k < distinct; k++)
+                    found |= seen[k] == v;
                 if (!found) {
                     assert_true(distinct < (1 << bits));
                     seen[distinct++] = v;
@@ -293,14 +293,15 @@ static void test_int_grouped_layout(void **state)
     float zero_scale = 0.0f, back5[5];
     ly_tensor zs = mk(&zero_scale, LY_F32, 2, SHAPE(1, 1)), b5 = mk(back5, LY_F32, 2, SHAPE(1, 5));
     assert_int_equal(ly_unpack_int_grouped(&p22, &zs, 2, 8, 5, &b5), LY_OK);
-    for (int i = 0; i < 5; i++) assert_true(back5[i] == 1e-12f);
+    for (int i = 0; i < 5; i++)
+        assert_true(back5[i] == 1e-12f);
 }
 
 static void test_nvfp4_layout_and_sign_of_zero(void **state)
 {
     (void)state;
     /* tensor_amax 2688 gives ts = 1; block amax 6 gives bs = e4m3(1) = 1: eff = 1. */
-    float w[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+    float w[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f, 4.0f,  6.0f,
                    -0.5f, -6.0f, -0.1f, 0.25f, 0.75f, 5.0f, -0.0f, 0.0f};
     float amax = 2688.0f;
     uint8_t payload[8], bs;
@@ -332,7 +333,8 @@ static void test_nvfp4_layout_and_sign_of_zero(void **state)
     assert_int_equal(ly_pack_nvfp4(&wt, &at, &pt, &bt), LY_OK);
     assert_int_equal(bs, 0x7F);
     assert_int_equal(ly_unpack_nvfp4(&pt, &bt, &at, -1, &ut), LY_OK);
-    for (int i = 0; i < 16; i++) assert_true(isnan(un[i]));
+    for (int i = 0; i < 16; i++)
+        assert_true(isnan(un[i]));
 }
 
 static void test_mxfp4_layout(void **state)
@@ -352,8 +354,10 @@ static void test_mxfp4_layout(void **state)
     assert_int_equal(exps[1], 0);
     assert_int_equal(payload[0], 0xA7);  /* low: 0.75 / 0.125 = 6 -> 7; high: -1 -> 0xA */
     assert_int_equal(payload[16], 0x47); /* low: 6 -> 7; high: 2.5 -> 4 */
-    for (int i = 1; i < 16; i++) assert_int_equal(payload[i], 0);
-    for (int i = 17; i < 32; i++) assert_int_equal(payload[i], 0);
+    for (int i = 1; i < 16; i++)
+        assert_int_equal(payload[i], 0);
+    for (int i = 17; i < 32; i++)
+        assert_int_equal(payload[i], 0);
     /* An all-zero block stores e = -102 (the 1e-30 floor). */
     float z[32] = {0};
     ly_tensor zt = mk(z, LY_F32, 2, SHAPE(1, 32)), pz = mk(payload, LY_U8, 2, SHAPE(1, 16));
@@ -422,17 +426,21 @@ static void test_bad_inputs(void **state)
     w[5] = 0.0f;
     assert_int_equal(ly_pack_int_grouped(&w2, &s21, 4, 16, &p8), LY_OK);
     expect_failure(ly_unpack_int_grouped(&p8, &s21, 3, 16, -1, &o2), LY_E_INVALID_ARGUMENT, "bits");
-    expect_failure(ly_unpack_int_grouped(&p8, &s21, 4, 0, -1, &o2), LY_E_INVALID_ARGUMENT, "group_size");
+    expect_failure(ly_unpack_int_grouped(&p8, &s21, 4, 0, -1, &o2), LY_E_INVALID_ARGUMENT,
+                   "group_size");
     expect_failure(ly_unpack_int_grouped(&p7, &s21, 4, 16, -1, &o2), LY_E_SHAPE, "payload");
-    expect_failure(ly_unpack_int_grouped(&p8, &s21, 4, 16, 17, &o2), LY_E_INVALID_ARGUMENT, "in_features");
+    expect_failure(ly_unpack_int_grouped(&p8, &s21, 4, 16, 17, &o2), LY_E_INVALID_ARGUMENT,
+                   "in_features");
     expect_failure(ly_unpack_int_grouped(&p8, &s21, 4, 16, -1, NULL), LY_E_INVALID_ARGUMENT, "out");
-    expect_failure(ly_unpack_int_grouped(NULL, &s21, 4, 16, -1, &o2), LY_E_INVALID_ARGUMENT, "payload");
+    expect_failure(ly_unpack_int_grouped(NULL, &s21, 4, 16, -1, &o2), LY_E_INVALID_ARGUMENT,
+                   "payload");
     ly_tensor o_wrong = mk(out, LY_F32, 2, SHAPE(2, 15));
     expect_failure(ly_unpack_int_grouped(&p8, &s21, 4, 16, -1, &o_wrong), LY_E_SHAPE, "out");
     assert_int_equal(ly_unpack_int_grouped(&p8, &s21, 4, 16, -1, &o2), LY_OK);
 
     /* nvfp4: 16 columns = 1 block -> 8 bytes and 1 scale per row */
-    ly_tensor bs = mk(bytes + 32, LY_F8E4M3, 2, SHAPE(2, 1)), bs_f32 = mk(scale, LY_F32, 2, SHAPE(2, 1));
+    ly_tensor bs = mk(bytes + 32, LY_F8E4M3, 2, SHAPE(2, 1)),
+              bs_f32 = mk(scale, LY_F32, 2, SHAPE(2, 1));
     ly_tensor bs2 = mk(bytes + 32, LY_F8E4M3, 2, SHAPE(2, 2));
     expect_failure(ly_pack_nvfp4(&w2, &at, &p7, &bs), LY_E_SHAPE, "payload");
     expect_failure(ly_pack_nvfp4(&w2, &at, &p8, &bs_f32), LY_E_DTYPE, "block_scale");
@@ -460,7 +468,8 @@ static void test_bad_inputs(void **state)
     /* int8 / fp8 */
     ly_tensor s3 = mk(scale, LY_F32, 1, SHAPE(3)), s2 = mk(scale, LY_F32, 1, SHAPE(2));
     ly_tensor c_i8 = mk(bytes, LY_I8, 2, SHAPE(2, 16)), c_u8 = mk(bytes, LY_U8, 2, SHAPE(2, 16));
-    ly_tensor c_f8 = mk(bytes, LY_F8E4M3, 2, SHAPE(2, 16)), c_small = mk(bytes, LY_I8, 2, SHAPE(2, 8));
+    ly_tensor c_f8 = mk(bytes, LY_F8E4M3, 2, SHAPE(2, 16)),
+              c_small = mk(bytes, LY_I8, 2, SHAPE(2, 8));
     expect_failure(ly_pack_int8(&w2, &s3, &c_i8), LY_E_SHAPE, "scale");
     expect_failure(ly_pack_int8(&w2, &s2, &c_u8), LY_E_DTYPE, "codes");
     expect_failure(ly_pack_int8(&w2, &s2, &c_small), LY_E_SHAPE, "codes");

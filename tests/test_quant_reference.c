@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,23 +22,16 @@
 
 /* ---- Helpers -------------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [-1, 1). */
 static float uniform(uint64_t *state)
 {
-    return (float)((double)(splitmix64(state) >> 11) * 0x1p-52 - 1.0);
+    return (float)((double)(ly_test_splitmix64(state) >> 11) * 0x1p-52 - 1.0);
 }
 
 static void fill_uniform(float *x, int64_t n, float scale, uint64_t seed)
 {
-    for (int64_t i = 0; i < n; i++) x[i] = uniform(&seed) * scale;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = uniform(&seed) * scale;
 }
 
 static uint32_t bits_of(float f)
@@ -85,8 +80,10 @@ static void assert_same_bits(float got, float want)
 static void test_e2m1_vector(void **state)
 {
     (void)state;
-    const float in[] = {0.0f, 0.24f, 0.26f, 0.5f, 1.2f, 1.6f, 2.4f, 3.4f, 4.9f, 5.1f, 7.5f, -2.6f, 100.0f, -100.0f};
-    const float want[] = {0.0f, 0.0f, 0.5f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, 6.0f, -3.0f, 6.0f, -6.0f};
+    const float in[] = {0.0f, 0.24f, 0.26f, 0.5f, 1.2f,  1.6f,   2.4f,
+                        3.4f, 4.9f,  5.1f,  7.5f, -2.6f, 100.0f, -100.0f};
+    const float want[] = {0.0f, 0.0f, 0.5f, 0.5f, 1.0f,  1.5f, 2.0f,
+                          3.0f, 4.0f, 6.0f, 6.0f, -3.0f, 6.0f, -6.0f};
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
         assert_same_bits(ly_nm_fake_quant_e2m1(in[i]), want[i]);
     /* Ties go to the lower magnitude (not to even: RNE would give 0.75 -> 1). */
@@ -113,7 +110,8 @@ static void test_ste_literal(void **state)
     ly_tensor ot = mk(out, LY_F32, 1, SHAPE(3));
     ly_kernel_call call = make_call(&xt, &st, NULL, NULL, &ot);
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_FP8, &call), LY_OK);
-    for (int i = 0; i < 3; i++) assert_true(isnan(out[i]));
+    for (int i = 0; i < 3; i++)
+        assert_true(isnan(out[i]));
 }
 
 /* ---- int8 per channel ----------------------------------------------------------------- */
@@ -127,7 +125,8 @@ static void test_int8_per_channel_nan_inf_code(void **state)
     ly_tensor ot = mk(out, LY_F32, 2, SHAPE(1, 5));
     ly_kernel_call call = make_call(&wt, &st, NULL, NULL, &ot);
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
-    for (int i = 0; i < 4; i++) assert_same_bits(out[i], -64.0f);
+    for (int i = 0; i < 4; i++)
+        assert_same_bits(out[i], -64.0f);
     assert_same_bits(out[4], 3.0f);
 }
 
@@ -179,7 +178,8 @@ static void test_int8_per_channel_dynamic_scale_and_axis(void **state)
     fill_uniform(w, C * K, 2.0f, 7);
     /* Axis 0 on [C, K] equals axis -1 (= 1) on its transpose [K, C]. */
     for (int c = 0; c < C; c++)
-        for (int k = 0; k < K; k++) wt_data[k * C + c] = w[c * K + k];
+        for (int k = 0; k < K; k++)
+            wt_data[k * C + c] = w[c * K + k];
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(C, K)), ot = mk(out_a, LY_F32, 2, SHAPE(C, K));
     ly_kernel_call call = make_call(&wt, NULL, NULL, NULL, &ot);
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
@@ -188,7 +188,8 @@ static void test_int8_per_channel_dynamic_scale_and_axis(void **state)
     call.params.axis = -1;
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
     for (int c = 0; c < C; c++)
-        for (int k = 0; k < K; k++) assert_same_bits(out_t[k * C + c], out_a[c * K + k]);
+        for (int k = 0; k < K; k++)
+            assert_same_bits(out_t[k * C + c], out_a[c * K + k]);
     /* The dynamic scale is int8_weight_qparams: passing it frozen changes nothing, and
      * the channel maximum maps to code 127 exactly. */
     float scale[C];
@@ -200,7 +201,8 @@ static void test_int8_per_channel_dynamic_scale_and_axis(void **state)
     assert_memory_equal(out_a, out_b, sizeof out_a);
     for (int c = 0; c < C; c++) {
         float amax = 0.0f;
-        for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(w[c * K + k]));
+        for (int k = 0; k < K; k++)
+            amax = fmaxf(amax, fabsf(w[c * K + k]));
         assert_same_bits(scale[c], amax / 127.0f);
         for (int k = 0; k < K; k++) {
             float code = out_a[c * K + k] / scale[c];
@@ -221,7 +223,8 @@ static void test_int8_affine(void **state)
     assert_same_bits(scale, 4.0f / 255.0f);
     enum { N = 1001 };
     float x[N], out[N], lo = -1.0f, hi = 3.0f;
-    for (int i = 0; i < N; i++) x[i] = (float)(-1.0 + 4.0 * i / (N - 1));
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(-1.0 + 4.0 * i / (N - 1));
     ly_tensor xt = mk(x, LY_F32, 1, SHAPE(N)), ot = mk(out, LY_F32, 1, SHAPE(N));
     ly_tensor lt = mk(&lo, LY_F32, 1, SHAPE(1)), ht = mk(&hi, LY_F32, 1, SHAPE(1));
     ly_kernel_call call = make_call(&xt, &lt, &ht, NULL, &ot);
@@ -261,7 +264,7 @@ static void test_fp8_forward_and_broadcast(void **state)
     enum { R = 4, K = 6 };
     float x[R * K], scale[R], one = 0.01f, out[R * K], grad[R * K], gout[R * K];
     fill_uniform(x, R * K, 3.0f, 11);
-    x[0] = 1e9f;  /* saturates: the STE moves it away from 448 * s */
+    x[0] = 1e9f; /* saturates: the STE moves it away from 448 * s */
     x[1] = -0.0f;
     ly_tensor xt = mk(x, LY_F32, 2, SHAPE(R, K)), ot = mk(out, LY_F32, 2, SHAPE(R, K));
     ly_tensor sc = mk(scale, LY_F32, 1, SHAPE(R));
@@ -320,7 +323,8 @@ static void test_int_grouped(void **state)
         }
     /* A frozen small scale reaches qmin = -8 (4-bit) and clamps at qmax. */
     float frozen[R * NG];
-    for (int i = 0; i < R * NG; i++) frozen[i] = 0.01f;
+    for (int i = 0; i < R * NG; i++)
+        frozen[i] = 0.01f;
     ly_tensor ft = mk(frozen, LY_F32, 2, SHAPE(R, NG));
     call = make_call(&wt, &ft, NULL, NULL, &ot);
     call.params.bits = 4;
@@ -349,7 +353,8 @@ static void test_int_grouped(void **state)
     assert_memory_equal(g, gout, sizeof g);
 }
 
-/* ---- nvfp4 ------------------------------------------------------------------------------------ */
+/* ---- nvfp4 ------------------------------------------------------------------------------------
+ */
 
 static ly_status run_nvfp4_weight(float *w, int64_t rows, int64_t cols, float amax, float *out)
 {
@@ -382,12 +387,14 @@ static void test_nvfp4_nan_poisons(void **state)
     fill_uniform(w, N, 1.0f, 31);
     w[20] = NAN;
     assert_int_equal(run_nvfp4_weight(w, 1, N, 1.0f, out), LY_OK);
-    for (int i = 0; i < N; i++) assert_int_equal(isnan(out[i]) != 0, i >= 16 && i < 32);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(isnan(out[i]) != 0, i >= 16 && i < 32);
     /* Dynamic: the tensor amax is NaN, so everything is. */
     ly_tensor xt = mk(w, LY_F32, 2, SHAPE(2, 24)), ot = mk(out, LY_F32, 2, SHAPE(2, 24));
     ly_kernel_call call = make_call(&xt, NULL, NULL, NULL, &ot);
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, &call), LY_OK);
-    for (int i = 0; i < N; i++) assert_true(isnan(out[i]));
+    for (int i = 0; i < N; i++)
+        assert_true(isnan(out[i]));
     /* Which NaN comes out is fixed by the source, not by the compiler's operand order:
      * a signaling tensor_amax gives ts = 0x7FC00001, but bs is the E4M3 NaN
      * (0x7FC00000), and eff and every output take bs's NaN. */
@@ -396,7 +403,8 @@ static void test_nvfp4_nan_poisons(void **state)
     memcpy(&signaling, &snan_bits, sizeof signaling);
     fill_uniform(w, N, 1.0f, 32);
     assert_int_equal(run_nvfp4_weight(w, 1, N, signaling, out), LY_OK);
-    for (int i = 0; i < N; i++) assert_int_equal(bits_of(out[i]), 0x7FC00000u);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(bits_of(out[i]), 0x7FC00000u);
     float nan_a = ly_nm_bits_f32(0xFFC00123u), nan_b = ly_nm_bits_f32(0x7F800456u);
     assert_int_equal(bits_of(ly_nm_mul_nan_first(nan_a, nan_b)), 0xFFC00123u);
     assert_int_equal(bits_of(ly_nm_mul_nan_first(nan_b, nan_a)), 0x7FC00456u);
@@ -412,15 +420,18 @@ static void test_nvfp4_sign_of_zero_and_formula(void **state)
     fill_uniform(w, R * IN, 2.0f, 41);
     w[1] = -1e-4f; /* rounds to level 0: +0.0 through the STE */
     float amax = 0.0f;
-    for (int i = 0; i < R * IN; i++) amax = fmaxf(amax, fabsf(w[i]));
+    for (int i = 0; i < R * IN; i++)
+        amax = fmaxf(amax, fabsf(w[i]));
     assert_int_equal(run_nvfp4_weight(w, R, IN, amax, out), LY_OK);
     assert_int_equal(bits_of(out[1]), 0x00000000u);
     float ts = fmaxf(amax / 2688.0f, 1e-12f);
     for (int r = 0; r < R; r++)
         for (int b = 0; b < IN; b += 16) {
             float bamax = 0.0f;
-            for (int c = b; c < b + 16 && c < IN; c++) bamax = fmaxf(bamax, fabsf(w[r * IN + c]));
-            float bs = ly_e4m3_to_fp32(ly_fp32_to_e4m3(fminf(fmaxf(bamax / (6.0f * ts), 1e-12f), 448.0f)));
+            for (int c = b; c < b + 16 && c < IN; c++)
+                bamax = fmaxf(bamax, fabsf(w[r * IN + c]));
+            float bs =
+                ly_e4m3_to_fp32(ly_fp32_to_e4m3(fminf(fmaxf(bamax / (6.0f * ts), 1e-12f), 448.0f)));
             float eff = fmaxf(bs * ts, 1e-12f);
             for (int c = b; c < b + 16 && c < IN; c++)
                 assert_same_bits(out[r * IN + c], ly_nm_fake_quant_e2m1(w[r * IN + c] / eff) * eff);
@@ -432,7 +443,8 @@ static void test_nvfp4_sign_of_zero_and_formula(void **state)
     assert_memory_equal(out, dyn, sizeof out);
 }
 
-/* ---- mxfp4 -------------------------------------------------------------------------------------- */
+/* ---- mxfp4 --------------------------------------------------------------------------------------
+ */
 
 static float mxfp4_one(float amax_element)
 {
@@ -441,7 +453,8 @@ static float mxfp4_one(float amax_element)
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(1, 32)), ot = mk(out, LY_F32, 2, SHAPE(1, 32));
     ly_kernel_call call = make_call(&wt, NULL, NULL, NULL, &ot);
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, &call), LY_OK);
-    for (int i = 1; i < 32; i++) assert_int_equal(bits_of(out[i]), 0);
+    for (int i = 1; i < 32; i++)
+        assert_int_equal(bits_of(out[i]), 0);
     return out[0];
 }
 
@@ -515,7 +528,8 @@ static void test_mxfp4_formula_and_dynamic(void **state)
     assert_memory_equal(out, dyn, sizeof out);
 }
 
-/* ---- FP4 backward ----------------------------------------------------------------------------- */
+/* ---- FP4 backward -----------------------------------------------------------------------------
+ */
 
 static void test_fp4_backward(void **state)
 {
@@ -525,7 +539,8 @@ static void test_fp4_backward(void **state)
     fill_uniform(w, R * IN, 3.0f, 61);
     fill_uniform(g, R * IN, 1.0f, 62);
     w[5] = 1e-9f; /* a tiny element in an otherwise large block */
-    for (int i = 40; i < 56; i++) w[i] *= 1e-7f; /* a block with eff = 1e-12 */
+    for (int i = 40; i < 56; i++)
+        w[i] *= 1e-7f; /* a block with eff = 1e-12 */
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(R, IN)), gt = mk(g, LY_F32, 2, SHAPE(R, IN));
     ly_tensor ot = mk(out, LY_F32, 2, SHAPE(R, IN)), at = mk(&amax, LY_F32, 1, SHAPE(1));
     /* MXFP4: eff is a power of two, so (grad * eff) / eff is grad. */
@@ -541,7 +556,8 @@ static void test_fp4_backward(void **state)
     for (int r = 0; r < R; r++)
         for (int b = 0; b < IN; b += 16) {
             float bamax = 0.0f;
-            for (int c = b; c < b + 16 && c < IN; c++) bamax = fmaxf(bamax, fabsf(w[r * IN + c]));
+            for (int c = b; c < b + 16 && c < IN; c++)
+                bamax = fmaxf(bamax, fabsf(w[r * IN + c]));
             float eff = ly_nm_nvfp4_eff(ly_nm_nvfp4_block_scale(bamax, ts), ts);
             for (int c = b; c < b + 16 && c < IN; c++) {
                 float gi = g[r * IN + c];
@@ -551,7 +567,8 @@ static void test_fp4_backward(void **state)
         }
     call = make_call(&gt, &wt, NULL, NULL, &ot);
     assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, &call), LY_OK);
-    for (int i = 0; i < R * IN; i++) assert_true(fabsf(out[i] - g[i]) <= 1e-6f);
+    for (int i = 0; i < R * IN; i++)
+        assert_true(fabsf(out[i] - g[i]) <= 1e-6f);
 }
 
 /* ---- Empty tensors, the slot table --------------------------------------------------------- */
@@ -588,15 +605,24 @@ static void test_slot_table(void **state)
 {
     (void)state;
     const char *names[] = {
-        LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, LY_SLOT_FAKE_QUANT_INT8_AFFINE,
-        LY_SLOT_FAKE_QUANT_FP8, LY_SLOT_FAKE_QUANT_INT_GROUPED,
-        LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC,
-        LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC,
-        LY_SLOT_UNPACK_INT_GROUPED, LY_SLOT_UNPACK_NVFP4,
-        LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD,
-        LY_SLOT_FAKE_QUANT_FP8_BACKWARD, LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD,
-        LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD, LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD,
-        LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD, LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD,
+        LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL,
+        LY_SLOT_FAKE_QUANT_INT8_AFFINE,
+        LY_SLOT_FAKE_QUANT_FP8,
+        LY_SLOT_FAKE_QUANT_INT_GROUPED,
+        LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT,
+        LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC,
+        LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT,
+        LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC,
+        LY_SLOT_UNPACK_INT_GROUPED,
+        LY_SLOT_UNPACK_NVFP4,
+        LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD,
+        LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD,
+        LY_SLOT_FAKE_QUANT_FP8_BACKWARD,
+        LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD,
+        LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD,
+        LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD,
+        LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD,
+        LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD,
     };
     assert_int_equal(ly_quant_slot_count, sizeof names / sizeof names[0]);
     for (size_t i = 0; i < ly_quant_slot_count; i++) {
@@ -631,7 +657,8 @@ static void test_bad_inputs(void **state)
     ly_tensor w = mk(data, LY_F32, 2, SHAPE(4, 8)), out = mk(data + 64, LY_F32, 2, SHAPE(4, 8));
     ly_tensor w_i8 = mk(bytes, LY_I8, 2, SHAPE(4, 8)), w0d = mk(data, LY_F32, 0, NULL);
     ly_tensor out0d = mk(data + 64, LY_F32, 0, NULL);
-    ly_tensor w3d = mk(data, LY_F32, 3, SHAPE(2, 2, 8)), out3d = mk(data + 64, LY_F32, 3, SHAPE(2, 2, 8));
+    ly_tensor w3d = mk(data, LY_F32, 3, SHAPE(2, 2, 8)),
+              out3d = mk(data + 64, LY_F32, 3, SHAPE(2, 2, 8));
     ly_tensor s1 = mk(&one, LY_F32, 1, SHAPE(1)), s3 = mk(data + 128, LY_F32, 1, SHAPE(3));
     ly_tensor s4 = mk(data + 128, LY_F32, 1, SHAPE(4)), s2 = mk(data + 128, LY_F32, 1, SHAPE(2));
     ly_tensor w_f64 = mk(data, LY_F64, 2, SHAPE(4, 4));
@@ -651,7 +678,8 @@ static void test_bad_inputs(void **state)
     c.params.axis = -3;
     expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_INVALID_ARGUMENT, "axis");
     c.params.axis = -1;
-    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, "reference", &c), LY_OK);
+    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, "reference", &c),
+                     LY_OK);
     c = make_call(&w, &s3, NULL, NULL, &out);
     expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_SHAPE, "scale");
     c = make_call(&w, NULL, NULL, NULL, &out_wrong);
@@ -705,7 +733,8 @@ static void test_bad_inputs(void **state)
 
     /* backward: grad must have the input's shape */
     ly_tensor g_wrong = mk(data + 128, LY_F32, 2, SHAPE(4, 7));
-    const char *backward[] = {LY_SLOT_FAKE_QUANT_FP8_BACKWARD, LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD,
+    const char *backward[] = {LY_SLOT_FAKE_QUANT_FP8_BACKWARD,
+                              LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD,
                               LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD};
     for (size_t i = 0; i < 3; i++) {
         c = make_call(&g_wrong, &w, &s1, NULL, &out);
@@ -724,7 +753,8 @@ static void test_bad_inputs(void **state)
     assert_int_equal(ly_kernel_dispatch(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, &c), LY_OK);
 
     /* unpack_int_grouped: 4 rows, g 8, 2 groups -> 16 codes, 8 bytes at 4 bits */
-    ly_tensor payload = mk(bytes, LY_U8, 2, SHAPE(4, 8)), gscale = mk(data + 128, LY_F32, 2, SHAPE(4, 2));
+    ly_tensor payload = mk(bytes, LY_U8, 2, SHAPE(4, 8)),
+              gscale = mk(data + 128, LY_F32, 2, SHAPE(4, 2));
     ly_tensor uout = mk(data, LY_F32, 2, SHAPE(4, 16)), uout10 = mk(data, LY_F32, 2, SHAPE(4, 10));
     c = make_call(&payload, &gscale, NULL, NULL, &uout);
     c.params.group_size = 8;
@@ -746,7 +776,8 @@ static void test_bad_inputs(void **state)
     c.params.in_features = 10;
     c.out[0] = &uout10;
     assert_int_equal(ly_kernel_dispatch(LY_SLOT_UNPACK_INT_GROUPED, &c), LY_OK);
-    ly_tensor payload7 = mk(bytes, LY_U8, 2, SHAPE(4, 7)), payload_f32 = mk(data, LY_F32, 2, SHAPE(4, 8));
+    ly_tensor payload7 = mk(bytes, LY_U8, 2, SHAPE(4, 7)),
+              payload_f32 = mk(data, LY_F32, 2, SHAPE(4, 8));
     c = make_call(&payload7, &gscale, NULL, NULL, &uout);
     c.params.group_size = 8;
     expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_SHAPE, "payload");
@@ -760,7 +791,8 @@ static void test_bad_inputs(void **state)
     expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "scale");
 
     /* unpack_nvfp4: 4 rows, 1 block -> 8 bytes */
-    ly_tensor bs = mk(bytes + 64, LY_F8E4M3, 2, SHAPE(4, 1)), bs_i8 = mk(bytes + 64, LY_I8, 2, SHAPE(4, 1));
+    ly_tensor bs = mk(bytes + 64, LY_F8E4M3, 2, SHAPE(4, 1)),
+              bs_i8 = mk(bytes + 64, LY_I8, 2, SHAPE(4, 1));
     ly_tensor bs2 = mk(bytes + 64, LY_F8E4M3, 2, SHAPE(4, 2));
     c = make_call(&payload, &bs, &s1, NULL, &uout);
     assert_int_equal(ly_kernel_dispatch(LY_SLOT_UNPACK_NVFP4, &c), LY_OK);
@@ -783,7 +815,8 @@ static void test_bad_inputs(void **state)
     int n_out = 0;
     c = make_call(&payload, &gscale, NULL, NULL, NULL);
     c.params.group_size = 8;
-    assert_int_equal(ly_kernel_infer_outputs(LY_SLOT_UNPACK_INT_GROUPED, &c, inferred, &n_out), LY_OK);
+    assert_int_equal(ly_kernel_infer_outputs(LY_SLOT_UNPACK_INT_GROUPED, &c, inferred, &n_out),
+                     LY_OK);
     assert_int_equal(n_out, 1);
     assert_int_equal(inferred[0].ndim, 2);
     assert_int_equal(inferred[0].shape[0], 4);
