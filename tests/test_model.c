@@ -178,6 +178,7 @@ static void test_run_and_postprocess_parity(void **state)
     assert_int_equal(c.predictions.shape[2], 8400);
     ly_predict_options o;
     ly_predict_options_init(&o);
+    o.conf = 0.25f, o.iou = 0.45f, o.max_det = 300; /* YOLO9's defaults */
     det_set ours;
     assert_int_equal(ly_yolo9_postprocess(&c.predictions, 0.5, 1280, 852, &o, &ours.b, &ours.n),
                      LY_OK);
@@ -300,6 +301,7 @@ static void test_info(void **state)
     assert_int_equal(info.imgsz, 640);
     assert_string_equal(info.names[0], "person");
     assert_string_equal(info.names[79], "toothbrush");
+    assert_true(info.default_conf == 0.25f && info.default_iou == 0.45f && info.default_max_det == 300);
     assert_int_equal(ly_model_set_threads(model, -1), LY_E_INVALID_ARGUMENT);
     assert_int_equal(ly_model_set_threads(model, 0), LY_OK);
 }
@@ -355,7 +357,8 @@ static void test_load_errors(void **state)
     assert_int_equal(ly_model_load(NULL, NULL, &m), LY_E_INVALID_ARGUMENT);
     ly_predict_options o;
     assert_int_equal(ly_predict_options_init(&o), LY_OK);
-    assert_true(o.conf == 0.25f && o.iou == 0.45f && o.max_det == 300 && o.imgsz == 0);
+    /* "The model's default" everywhere. */
+    assert_true(o.conf < 0.f && o.iou < 0.f && o.max_det == 0 && o.imgsz == 0);
     assert_null(o.classes);
     assert_int_equal(ly_model_free(NULL), LY_OK);
     assert_int_equal(ly_results_free(NULL), LY_OK);

@@ -79,7 +79,7 @@ static void test_loading(void **state)
     assert_non_null(strstr(n.text, "failing,"));
     assert_null(strstr(n.text, "badversion"));
     assert_non_null(strstr(warnings, "libreyolo_kernels_badversion.so skipped: built for plugin "
-                                     "API version 2"));
+                                     "API version 3"));
     assert_non_null(strstr(warnings, "libreyolo_kernels_corrupt.so skipped: cannot load it"));
 }
 

@@ -45,6 +45,7 @@ static ly_predict_options defaults(void)
 {
     ly_predict_options o;
     assert_int_equal(ly_predict_options_init(&o), LY_OK);
+    o.conf = 0.25f, o.iou = 0.45f, o.max_det = 300; /* YOLO9's defaults */
     return o;
 }
 

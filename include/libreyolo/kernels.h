@@ -45,8 +45,8 @@ LY_API ly_status ly_cpu_features_get(ly_cpu_features *out);
 
 /* ---- A call ------------------------------------------------------------- */
 
-#define LY_KERNEL_MAX_INPUTS 4
-#define LY_KERNEL_MAX_OUTPUTS 2
+#define LY_KERNEL_MAX_INPUTS 6
+#define LY_KERNEL_MAX_OUTPUTS 3
 
 /* Scalar arguments. Each slot documents which fields it reads; the others are
  * ignored. ly_kernel_params_default() gives the defaults. */
@@ -63,6 +63,12 @@ typedef struct ly_kernel_params {
     int64_t activation;  /* conv2d: an ly_activation, default LY_ACT_NONE */
     int64_t scale;       /* upsample_nearest2d: integer factor, default 2 */
     int64_t count_include_pad; /* avg_pool2d: 1 (default, as PyTorch) or 0 */
+    double alpha;        /* LY_ACT_LEAKY_RELU negative slope (default 0.01, as PyTorch) */
+    double attn_scale;   /* sdpa: factor applied to q·kᵀ; 0 (default) = 1/sqrt(head dim) */
+    int64_t mode;        /* ms_deform_attn: 0 bilinear (default), 1 discrete (nearest) */
+    int64_t size[2];     /* resize_bilinear2d: output (h, w) */
+    int64_t align_corners;      /* resize_bilinear2d: 0 (default) or 1 */
+    int64_t half_pixel_centers; /* resize_bilinear2d: 1 (default, PyTorch/TF2) or 0 (legacy TF) */
 } ly_kernel_params;
 
 /* Activations fused into conv2d. */
@@ -70,7 +76,8 @@ typedef enum ly_activation {
     LY_ACT_NONE = 0,
     LY_ACT_SILU = 1,    /* x * sigmoid(x) */
     LY_ACT_SIGMOID = 2, /* 1 / (1 + exp(-x)) */
-    LY_ACT_RELU = 3
+    LY_ACT_RELU = 3,
+    LY_ACT_LEAKY_RELU = 4 /* x < 0 ? alpha * x : x (params.alpha) */
 } ly_activation;
 
 /* One invocation of a slot. Inputs that a slot marks optional may be NULL
@@ -156,6 +163,18 @@ LY_API ly_status ly_kernel_run_impl(const char *slot, const char *impl, const ly
 LY_API ly_status ly_kernel_infer_outputs(const char *slot, const ly_kernel_call *call,
                                          ly_tensor outputs[LY_KERNEL_MAX_OUTPUTS], int *n_out);
 
+/* ---- Graph capture --------------------------------------------------------
+ *
+ * While the calling thread captures a graph for export, every call on that
+ * thread is served by the portable reference only (accelerated providers and
+ * plugins are skipped, as their predicates would decline), so exported
+ * programs carry the portable math. Captures nest; end matches begin.
+ */
+LY_API ly_status ly_kernels_capture_begin(void);
+LY_API ly_status ly_kernels_capture_end(void);
+/* True while the calling thread is inside a capture. */
+LY_API bool ly_kernels_capturing(void);
+
 /* ---- Out-of-tree providers ------------------------------------------------
  *
  * Shared libraries named libreyolo_kernels*.so on LIBREYOLO_KERNELS_PATH (colon
@@ -170,7 +189,7 @@ LY_API ly_status ly_kernel_infer_outputs(const char *slot, const ly_kernel_call 
  * take effect only if the entry returns LY_OK and the versions match; otherwise
  * the library is skipped with one warning naming the file.
  */
-#define LY_KERNEL_PLUGIN_API_VERSION 1u
+#define LY_KERNEL_PLUGIN_API_VERSION 2u
 #define LY_KERNEL_PLUGIN_ENTRY "libreyolo_kernels_plugin"
 
 typedef struct ly_kernel_plugin_api {
@@ -183,6 +202,9 @@ typedef struct ly_kernel_plugin_api {
     ly_status (*run_reference)(const char *slot, const ly_kernel_call *call);
     /* Record the failure message returned with a non-OK status. */
     ly_status (*set_error)(ly_status status, const char *message);
+    /* Since API 2: true while the calling thread captures a graph for export
+     * (predicates should decline). */
+    bool (*capturing)(void);
 } ly_kernel_plugin_api;
 
 typedef ly_status (*ly_kernel_plugin_entry_fn)(const ly_kernel_plugin_api *api,

@@ -40,29 +40,35 @@ LY_API ly_status ly_model_load(const char *path, const ly_model_options *options
 LY_API ly_status ly_model_free(ly_model *model);
 
 typedef struct ly_model_info {
-    const char *family; /* "yolo9" */
+    const char *family; /* "yolo9", "nanodet" */
     const char *size;   /* "t", "s", "m", "c" */
     const char *task;   /* "detect" */
     int64_t nc;
     int64_t imgsz;      /* square input size the checkpoint was made for */
     const char *const *names; /* nc entries */
+    /* What predict uses for options left at "model default". */
+    float default_conf, default_iou;
+    int default_max_det;
 } ly_model_info;
 
 LY_API ly_status ly_model_get_info(const ly_model *model, ly_model_info *info);
 LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
 
+/* Fields left as ly_predict_options_init sets them take the model's default
+ * (ly_model_info): YOLO9 conf 0.25, IoU 0.45, max_det 300; NanoDet conf 0.35,
+ * IoU 0.6, max_det 100. */
 typedef struct ly_predict_options {
-    float conf;      /* 0.25 */
-    float iou;       /* 0.45 */
-    int max_det;     /* 300 */
-    int imgsz;       /* 0: the checkpoint's */
+    float conf;      /* score threshold; < 0: the model's default */
+    float iou;       /* NMS IoU threshold; < 0: the model's default */
+    int max_det;     /* <= 0: the model's default */
+    int imgsz;       /* 0: the model's */
     const int *classes; /* keep only these class ids (NULL: all) */
     size_t n_classes;
 } ly_predict_options;
 
 LY_API ly_status ly_predict_options_init(ly_predict_options *options);
 
-/* `options` may be NULL for the defaults above. */
+/* `options` may be NULL for the model's defaults. */
 typedef enum ly_pixel_format { LY_PIXELS_RGB = 0, LY_PIXELS_BGR = 1 } ly_pixel_format;
 
 /* Interleaved 8-bit pixels, 3 channels, rows `stride` bytes apart. */

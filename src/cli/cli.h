@@ -14,5 +14,8 @@ int ly_cli_bench_model(int argc, char **argv);   /* the arguments after "model" 
 int ly_cli_predict(int argc, char **argv);       /* predict --model M --source PATH [...] */
 int ly_cli_run(int argc, char **argv);           /* run --model M --input X.npy --output-dir D */
 int ly_cli_info(int argc, char **argv);          /* info --model M [--json] */
+int ly_cli_fetch(int argc, char **argv);         /* fetch NAME [--force] [--json] */
+int ly_cli_export(int argc, char **argv);        /* export --model M --format executorch [...] */
+int ly_cli_formats(int argc, char **argv);       /* formats [--family F] [--task T] [--json] */
 
 #endif

@@ -20,6 +20,9 @@ static void print_usage(FILE *to)
           "  predict --model M --source P detect objects in images\n"
           "  run --model M --input X.npy  run the network alone, write its outputs\n"
           "  info --model M               what a checkpoint holds\n"
+          "  fetch NAME                   install a named model (nanodet) into the cache\n"
+          "  export --model M --format F  write an ExecuTorch program (.pte) and its sidecar\n"
+          "  formats [--family F]         which export formats each family supports\n"
           "\n"
           "Run `libreyolo <command> --help` for a command's options.\n",
           to);
@@ -56,6 +59,9 @@ int main(int argc, char **argv)
     if (strcmp(command, "predict") == 0) return ly_cli_predict(sub_argc, sub_argv);
     if (strcmp(command, "run") == 0) return ly_cli_run(sub_argc, sub_argv);
     if (strcmp(command, "info") == 0) return ly_cli_info(sub_argc, sub_argv);
+    if (strcmp(command, "fetch") == 0) return ly_cli_fetch(sub_argc, sub_argv);
+    if (strcmp(command, "export") == 0) return ly_cli_export(sub_argc, sub_argv);
+    if (strcmp(command, "formats") == 0) return ly_cli_formats(sub_argc, sub_argv);
     if (strcmp(command, "help") == 0) {
         print_usage(stdout);
         return 0;

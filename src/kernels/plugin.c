@@ -114,6 +114,7 @@ static void load_one(const char *path, loaded_set *loaded)
         .register_kernel = stage_register,
         .run_reference = plugin_run_reference,
         .set_error = plugin_set_error,
+        .capturing = ly_kernels_capturing,
     };
     staged_count = 0;
     stage_overflow = false;

@@ -190,6 +190,8 @@ static const struct {
 } builtin_tables[] = {
     {ly_quant_slots, &ly_quant_slot_count},
     {ly_nn_slots, &ly_nn_slot_count},
+    {ly_msda_slots, &ly_msda_slot_count},
+    {ly_sdpa_slots, &ly_sdpa_slot_count},
 };
 
 static void register_builtin_slots(void)
@@ -228,12 +230,43 @@ static void ensure_providers(const char *selection)
         ly_register_quant_avx2();
 #endif
         ly_register_nn_providers();
+        ly_register_msda_providers();
+        ly_register_sdpa_providers();
         atomic_store_explicit(&providers_loaded, true, memory_order_release);
     }
     pthread_mutex_unlock(&providers_lock);
 }
 
 /* ---- eligibility ----------------------------------------------------------- */
+
+static _Thread_local int capture_depth;
+
+ly_status ly_kernels_capture_begin(void)
+{
+    capture_depth++;
+    return LY_OK;
+}
+
+ly_status ly_kernels_capture_end(void)
+{
+    if (capture_depth <= 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_kernels_capture_end: no capture is running on this thread");
+    capture_depth--;
+    return LY_OK;
+}
+
+bool ly_kernels_capturing(void)
+{
+    return capture_depth > 0;
+}
+
+/* Exported programs carry the portable math: during a capture only the
+ * reference serves (checked per call, never cached). */
+static bool declined_by_capture(const impl_entry *e)
+{
+    return capture_depth > 0 && strcmp(e->name, "reference") != 0;
+}
 
 /* LY_OK eligible; LY_E_DECLINED not (why_not set); a predicate error is warned
  * about once and counts as not eligible. */
@@ -314,7 +347,9 @@ ly_status ly_kernel_call_init(ly_kernel_call *call)
                    .groups = 1,
                    .activation = LY_ACT_NONE,
                    .scale = 2,
-                   .count_include_pad = 1},
+                   .count_include_pad = 1,
+                   .alpha = 0.01,
+                   .half_pixel_centers = 1},
     };
     return LY_OK;
 }
@@ -397,6 +432,7 @@ ly_status ly_kernel_iter(const char *slot_name, const ly_kernel_call *call,
         impl_entry *e = r->entries[i];
         const char *why_not;
         if (atomic_load_explicit(&e->disabled, memory_order_relaxed)) continue;
+        if (declined_by_capture(e)) continue;
         if (call && check_predicate(s, e, call, &why_not) != LY_OK) continue;
         if (!visit(e->name, e->fn, user)) break;
     }
@@ -461,6 +497,8 @@ ly_status ly_kernel_list(const char *slot_name, ly_kernel_list_fn visit, void *u
             why_not = "not selected by LIBREYOLO_KERNELS";
         else if (atomic_load(&e->disabled))
             why_not = "disabled after a run-time failure";
+        else if (declined_by_capture(e))
+            why_not = "a graph is being captured for export";
         else
             check_predicate(s, e, NULL, &why_not);
         visit(s->name, e->name, why_not == NULL, why_not, user);
@@ -545,6 +583,7 @@ ly_status ly_kernel_dispatch(const char *slot_name, const ly_kernel_call *call)
         impl_entry *e = r->entries[i];
         const char *why_not;
         if (atomic_load_explicit(&e->disabled, memory_order_relaxed)) continue;
+        if (declined_by_capture(e)) continue;
         if (check_predicate(s, e, call, &why_not) != LY_OK) continue;
         st = e->fn(call);
         if (st == LY_OK || st == LY_E_DECLINED) {
@@ -585,6 +624,11 @@ ly_status ly_kernel_run_impl(const char *slot_name, const char *impl, const ly_k
         return ly_set_error(LY_E_NOT_FOUND, "%s: no implementation named '%s'", s->name, impl);
     }
     const char *why_not;
+    if (declined_by_capture(e))
+        return ly_set_error(LY_E_UNAVAILABLE,
+                            "%s: implementation '%s' is not eligible: a graph is being captured "
+                            "for export",
+                            s->name, impl);
     if (check_predicate(s, e, NULL, &why_not) != LY_OK ||
         check_predicate(s, e, call, &why_not) != LY_OK)
         return ly_set_error(LY_E_UNAVAILABLE, "%s: implementation '%s' is not eligible: %s",

@@ -20,6 +20,10 @@ extern const ly_slot_def ly_quant_slots[];
 extern const size_t ly_quant_slot_count;
 extern const ly_slot_def ly_nn_slots[]; /* src/nn/slots.c */
 extern const size_t ly_nn_slot_count;
+extern const ly_slot_def ly_msda_slots[]; /* src/kernels/attention/msda_slots.c */
+extern const size_t ly_msda_slot_count;
+extern const ly_slot_def ly_sdpa_slots[]; /* src/kernels/attention/sdpa_slots.c */
+extern const size_t ly_sdpa_slot_count;
 
 /* Contract of a builtin slot, or NULL. */
 const ly_slot_def *ly_slot_def_find(const char *name);
@@ -30,5 +34,8 @@ void ly_register_quant_avx2(void);
 /* Network-op providers from optional libraries (oneDNN, XNNPACK, OpenBLAS), each
  * compiled only when CMake found its library. */
 void ly_register_nn_providers(void);
+/* Attention providers (AVX2 multi-deformable attention, fused SDPA). */
+void ly_register_msda_providers(void);
+void ly_register_sdpa_providers(void);
 
 #endif

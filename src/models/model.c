@@ -1,28 +1,19 @@
-/* The public detector API (libreyolo/model.h) over the YOLO9 network. */
+/* The public detector API (libreyolo/model.h) over the model families (family.h). */
 #include "libreyolo/model.h"
 
 #include "core/core.h"
 #include "io/image.h"
-#include "libreyolo/checkpoint.h"
 #include "libreyolo/io.h"
-#include "models/coco_names.h"
-#include "models/yolo9/prepost.h"
-#include "models/yolo9/yolo9.h"
+#include "models/family.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { DEFAULT_IMGSZ = 640, STRIDE = 32 };
-
 struct ly_model {
-    ly_yolo9 *net;
-    char size[8];
-    int64_t nc, imgsz;
-    char **names;    /* nc strings, "" where the checkpoint has none */
-    int threads;     /* resolved */
-    ly_tensor input; /* letterboxed input, reused while the size stays */
+    ly_model_desc d;
+    int threads; /* resolved */
 };
 
 struct ly_results {
@@ -33,15 +24,14 @@ struct ly_results {
     double preprocess_ms, inference_ms, postprocess_ms;
 };
 
-static double now_ms(void)
+double ly_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* Re-set the current error with `context: ` in front of its message. */
-static ly_status prefix_error(ly_status status, const char *context)
+ly_status ly_error_prefix(ly_status status, const char *context)
 {
     char message[768];
     snprintf(message, sizeof message, "%s", ly_last_error());
@@ -49,26 +39,6 @@ static ly_status prefix_error(ly_status status, const char *context)
 }
 
 /* ---- Loading ------------------------------------------------------------ */
-
-static ly_status check_metadata(const ly_checkpoint *ck, const char *path)
-{
-    const char *value;
-    ly_status st = ly_checkpoint_meta_string(ck, "model_family", &value);
-    if (st == LY_OK && strcmp(value, "yolo9") != 0)
-        return ly_set_error(LY_E_UNSUPPORTED,
-                            "ly_model_load: %s: model family '%s' is not supported (this build "
-                            "runs yolo9)",
-                            path, value);
-    if (st != LY_OK && st != LY_E_NOT_FOUND) return prefix_error(st, "ly_model_load");
-    st = ly_checkpoint_meta_string(ck, "task", &value);
-    if (st == LY_OK && strcmp(value, "detect") != 0)
-        return ly_set_error(LY_E_UNSUPPORTED,
-                            "ly_model_load: %s: task '%s' is not supported (this build runs "
-                            "detect)",
-                            path, value);
-    if (st != LY_OK && st != LY_E_NOT_FOUND) return prefix_error(st, "ly_model_load");
-    return LY_OK;
-}
 
 static char *copy_string(const char *s)
 {
@@ -78,62 +48,23 @@ static char *copy_string(const char *s)
     return c;
 }
 
-static ly_status load_names(ly_model *m, const ly_checkpoint *ck, const char *path)
+ly_status ly_model_names_copy(ly_model_desc *d, const char *const *names, size_t count)
 {
-    size_t count = 0;
-    const char *const *names = NULL;
-    ly_status st = ly_checkpoint_class_names(ck, &count, &names);
-    if (st != LY_OK && st != LY_E_NOT_FOUND) return prefix_error(st, "ly_model_load");
-    if (st == LY_E_NOT_FOUND) count = 0, names = NULL;
-    if (!names && m->nc == LY_COCO_CLASSES) names = ly_coco_names, count = LY_COCO_CLASSES;
-    m->names = calloc((size_t)m->nc, sizeof *m->names);
-    if (!m->names)
-        return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: %s: out of memory for %lld names", path,
-                            (long long)m->nc);
-    for (int64_t i = 0; i < m->nc; i++) {
-        const char *name = (size_t)i < count && names[i] ? names[i] : "";
-        m->names[i] = copy_string(name);
-        if (!m->names[i])
-            return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: %s: out of memory", path);
+    d->names = calloc(d->nc > 0 ? (size_t)d->nc : 1, sizeof *d->names);
+    if (!d->names)
+        return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory for %lld names",
+                            (long long)d->nc);
+    for (int64_t i = 0; i < d->nc; i++) {
+        const char *name = (size_t)i < count && names && names[i] ? names[i] : "";
+        d->names[i] = copy_string(name);
+        if (!d->names[i]) return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
     }
     return LY_OK;
 }
 
-static ly_status load_from_checkpoint(ly_model *m, const ly_checkpoint *ck, const char *path)
-{
-    ly_status st = check_metadata(ck, path);
-    if (st != LY_OK) return st;
-    st = ly_yolo9_build(ck, &m->net);
-    if (st != LY_OK) {
-        char context[600];
-        snprintf(context, sizeof context, "ly_model_load: %s", path);
-        return prefix_error(st, context);
-    }
-    snprintf(m->size, sizeof m->size, "%s", ly_yolo9_size(m->net));
-    m->nc = ly_yolo9_num_classes(m->net);
-    int64_t meta_nc;
-    st = ly_checkpoint_meta_int(ck, "nc", &meta_nc);
-    if (st == LY_OK && meta_nc != m->nc)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: metadata nc = %lld but the weights have %lld "
-                            "classes",
-                            path, (long long)meta_nc, (long long)m->nc);
-    if (st != LY_OK && st != LY_E_NOT_FOUND) return prefix_error(st, "ly_model_load");
-    m->imgsz = DEFAULT_IMGSZ;
-    int64_t imgsz;
-    st = ly_checkpoint_meta_int(ck, "imgsz", &imgsz);
-    if (st == LY_OK) {
-        if (imgsz <= 0 || imgsz % STRIDE != 0 || imgsz > 32768)
-            return ly_set_error(LY_E_FORMAT,
-                                "ly_model_load: %s: metadata imgsz = %lld, expected a positive "
-                                "multiple of %d",
-                                path, (long long)imgsz, STRIDE);
-        m->imgsz = imgsz;
-    } else if (st != LY_E_NOT_FOUND) {
-        return prefix_error(st, "ly_model_load");
-    }
-    return load_names(m, ck, path);
-}
+/* Most specific first: the checkpoint reader takes whatever is left. */
+static const ly_model_loader_fn loaders[] = {ly_pte_load_model, ly_nanodet_load_model,
+                                             ly_yolo9_load_model};
 
 ly_status ly_model_load(const char *path, const ly_model_options *options, ly_model **out)
 {
@@ -149,12 +80,12 @@ ly_status ly_model_load(const char *path, const ly_model_options *options, ly_mo
     if (!m) return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
     m->threads = ly_threads_resolve(options ? options->threads : 0);
 
-    ly_checkpoint *ck;
-    ly_status st = ly_checkpoint_open(path, &ck);
-    if (st == LY_OK) {
-        st = load_from_checkpoint(m, ck, path);
-        ly_checkpoint_close(ck);
-    }
+    ly_status st = LY_E_DECLINED;
+    for (size_t i = 0; i < sizeof loaders / sizeof loaders[0] && st == LY_E_DECLINED; i++)
+        st = loaders[i](path, &m->d);
+    if (st == LY_OK && (!m->d.family || !m->d.names))
+        st = ly_set_error(LY_E_INTERNAL, "ly_model_load: %s: loader left the model incomplete",
+                          path);
     if (st != LY_OK) {
         ly_model_free(m);
         return st;
@@ -166,12 +97,11 @@ ly_status ly_model_load(const char *path, const ly_model_options *options, ly_mo
 ly_status ly_model_free(ly_model *model)
 {
     if (!model) return LY_OK;
-    if (model->net) ly_yolo9_free(model->net);
-    if (model->names)
-        for (int64_t i = 0; i < model->nc; i++)
-            free(model->names[i]);
-    free(model->names);
-    ly_tensor_free(&model->input);
+    if (model->d.family && model->d.net) model->d.family->free(model->d.net);
+    if (model->d.names)
+        for (int64_t i = 0; i < model->d.nc; i++)
+            free(model->d.names[i]);
+    free(model->d.names);
     free(model);
     return LY_OK;
 }
@@ -180,12 +110,15 @@ ly_status ly_model_get_info(const ly_model *model, ly_model_info *info)
 {
     if (!model || !info)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_get_info: model or info is NULL");
-    info->family = "yolo9";
-    info->size = model->size;
-    info->task = "detect";
-    info->nc = model->nc;
-    info->imgsz = model->imgsz;
-    info->names = (const char *const *)model->names;
+    info->family = model->d.family->name;
+    info->size = model->d.size;
+    info->task = model->d.task;
+    info->nc = model->d.nc;
+    info->imgsz = model->d.imgsz;
+    info->names = (const char *const *)model->d.names;
+    info->default_conf = model->d.default_conf;
+    info->default_iou = model->d.default_iou;
+    info->default_max_det = model->d.default_max_det;
     return LY_OK;
 }
 
@@ -203,6 +136,13 @@ ly_status ly_model_set_threads(ly_model *model, int threads)
 
 /* ---- Running ------------------------------------------------------------ */
 
+static bool input_size_ok(const ly_model *m, int64_t h, int64_t w)
+{
+    if (h <= 0 || w <= 0) return false;
+    if (m->d.stride > 0) return h % m->d.stride == 0 && w % m->d.stride == 0;
+    return h == m->d.imgsz && w == m->d.imgsz;
+}
+
 ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_fn visit,
                        void *user)
 {
@@ -211,19 +151,19 @@ ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_
     ly_status st = ly_check_tensor(input, "ly_model_run: input", LY_F32);
     if (st != LY_OK) return st;
     char shape[96];
-    if (input->ndim != 4 || input->shape[0] != 1 || input->shape[1] != 3 || input->shape[2] <= 0 ||
-        input->shape[3] <= 0 || input->shape[2] % STRIDE != 0 || input->shape[3] % STRIDE != 0)
-        return ly_set_error(LY_E_SHAPE,
-                            "ly_model_run: input %s: expected [1, 3, H, W] with H and W positive "
-                            "multiples of %d",
-                            ly_shape_str(input, shape, sizeof shape), STRIDE);
-    ly_tensor outputs[LY_YOLO9_OUTPUTS];
-    const char *names[LY_YOLO9_OUTPUTS];
-    st = ly_yolo9_forward(model->net, input, model->threads, outputs, names);
-    if (st != LY_OK) return st;
-    for (int i = 0; i < LY_YOLO9_OUTPUTS; i++)
-        visit(names[i], &outputs[i], user);
-    return LY_OK;
+    if (input->ndim != 4 || input->shape[0] != 1 || input->shape[1] != 3 ||
+        !input_size_ok(model, input->shape[2], input->shape[3])) {
+        if (model->d.stride > 0)
+            return ly_set_error(LY_E_SHAPE,
+                                "ly_model_run: input %s: expected [1, 3, H, W] with H and W "
+                                "positive multiples of %lld",
+                                ly_shape_str(input, shape, sizeof shape),
+                                (long long)model->d.stride);
+        return ly_set_error(LY_E_SHAPE, "ly_model_run: input %s: expected [1, 3, %lld, %lld]",
+                            ly_shape_str(input, shape, sizeof shape), (long long)model->d.imgsz,
+                            (long long)model->d.imgsz);
+    }
+    return model->d.family->run(model->d.net, input, model->threads, visit, user);
 }
 
 ly_status ly_predict_options_init(ly_predict_options *options)
@@ -231,15 +171,15 @@ ly_status ly_predict_options_init(ly_predict_options *options)
     if (!options)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_predict_options_init: options is NULL");
     memset(options, 0, sizeof *options);
-    options->conf = 0.25f;
-    options->iou = 0.45f;
-    options->max_det = 300;
+    options->conf = -1.f;
+    options->iou = -1.f;
+    options->max_det = 0;
     options->imgsz = 0;
     return LY_OK;
 }
 
 static ly_status check_predict_args(const ly_model *m, const ly_image_view *image,
-                                    const ly_predict_options *o, int *imgsz)
+                                    const ly_predict_options *o, ly_predict_options *resolved)
 {
     const char *fn = "ly_model_predict";
     if (!image->pixels) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: image pixels is NULL", fn);
@@ -253,37 +193,38 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
     if (image->format != LY_PIXELS_RGB && image->format != LY_PIXELS_BGR)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: unknown pixel format %d", fn,
                             (int)image->format);
-    int64_t size = o->imgsz ? o->imgsz : m->imgsz;
-    if (size <= 0 || size % STRIDE != 0 || size > 32768)
+    *resolved = *o;
+    if (o->conf < 0.f) resolved->conf = m->d.default_conf;
+    if (o->iou < 0.f) resolved->iou = m->d.default_iou;
+    if (o->max_det <= 0) resolved->max_det = m->d.default_max_det;
+    int64_t size = o->imgsz ? o->imgsz : m->d.imgsz;
+    if (!input_size_ok(m, size, size) || size > 32768) {
+        if (m->d.stride > 0)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: imgsz %lld: expected a positive multiple of %lld", fn,
+                                (long long)size, (long long)m->d.stride);
         return ly_set_error(LY_E_INVALID_ARGUMENT,
-                            "%s: imgsz %lld: expected a positive multiple of %d", fn,
-                            (long long)size, STRIDE);
+                            "%s: imgsz %lld: this %s model takes only %lld", fn, (long long)size,
+                            m->d.family->name, (long long)m->d.imgsz);
+    }
+    resolved->imgsz = (int)size;
     for (size_t i = 0; i < o->n_classes; i++)
-        if (o->classes && (o->classes[i] < 0 || o->classes[i] >= m->nc))
+        if (o->classes && (o->classes[i] < 0 || o->classes[i] >= m->d.nc))
             return ly_set_error(LY_E_INVALID_ARGUMENT,
                                 "%s: class %d: the model has classes 0..%lld", fn, o->classes[i],
-                                (long long)m->nc - 1);
-    *imgsz = (int)size;
+                                (long long)m->d.nc - 1);
     return LY_OK;
-}
-
-static ly_status ensure_input(ly_model *m, int size)
-{
-    ly_tensor *t = &m->input;
-    if (t->data && t->shape[2] == size && t->shape[3] == size) return LY_OK;
-    ly_tensor_free(t);
-    int64_t shape[4] = {1, 3, size, size};
-    return ly_tensor_alloc(t, LY_F32, 4, shape);
 }
 
 static ly_status make_results(const ly_model *m, const ly_box *boxes, size_t count,
                               ly_results **out)
 {
+    char *const *names = m->d.names;
     ly_results *r = calloc(1, sizeof *r);
     if (!r) return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
     size_t text = 1;
     for (size_t i = 0; i < count; i++)
-        text += strlen(m->names[boxes[i].cls]) + 1;
+        text += strlen(names[boxes[i].cls]) + 1;
     r->detections = calloc(count ? count : 1, sizeof *r->detections);
     r->name_text = malloc(text);
     if (!r->detections || !r->name_text) {
@@ -297,8 +238,8 @@ static ly_status make_results(const ly_model *m, const ly_box *boxes, size_t cou
         memcpy(d->xyxy, boxes[i].xyxy, sizeof d->xyxy);
         d->conf = boxes[i].conf;
         d->cls = boxes[i].cls;
-        size_t n = strlen(m->names[d->cls]) + 1;
-        memcpy(p, m->names[d->cls], n);
+        size_t n = strlen(names[d->cls]) + 1;
+        memcpy(p, names[d->cls], n);
         d->name = p;
         p += n;
     }
@@ -319,41 +260,29 @@ ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
         ly_predict_options_init(&defaults);
         options = &defaults;
     }
-    int size = 0;
-    ly_status st = check_predict_args(model, image, options, &size);
+    ly_predict_options resolved;
+    ly_status st = check_predict_args(model, image, options, &resolved);
     if (st != LY_OK) return st;
 
-    double t0 = now_ms();
-    st = ensure_input(model, size);
-    if (st != LY_OK) return st;
-    ly_letterbox geometry;
-    st = ly_yolo9_preprocess(image->pixels, image->width, image->height, image->stride,
-                             image->format == LY_PIXELS_BGR, size, size, model->input.data,
-                             &geometry);
-    if (st != LY_OK) return st;
-
-    double t1 = now_ms();
-    ly_tensor outputs[LY_YOLO9_OUTPUTS];
-    const char *names[LY_YOLO9_OUTPUTS];
-    st = ly_yolo9_forward(model->net, &model->input, model->threads, outputs, names);
-    if (st != LY_OK) return st;
-
-    double t2 = now_ms();
     ly_box *boxes = NULL;
     size_t count = 0;
-    st = ly_yolo9_postprocess(&outputs[0], geometry.ratio, image->width, image->height, options,
-                              &boxes, &count);
+    double times[3] = {0, 0, 0};
+    st = model->d.family->predict(model->d.net, image, &resolved, model->threads, &boxes, &count,
+                                  times);
+    for (size_t i = 0; st == LY_OK && i < count; i++)
+        if (boxes[i].cls < 0 || boxes[i].cls >= model->d.nc)
+            st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
+                              boxes[i].cls);
     if (st == LY_OK) st = make_results(model, boxes, count, out);
     free(boxes);
     if (st != LY_OK) return st;
 
-    double t3 = now_ms();
     ly_results *r = *out;
     r->orig_height = image->height;
     r->orig_width = image->width;
-    r->preprocess_ms = t1 - t0;
-    r->inference_ms = t2 - t1;
-    r->postprocess_ms = t3 - t2;
+    r->preprocess_ms = times[0];
+    r->inference_ms = times[1];
+    r->postprocess_ms = times[2];
     return LY_OK;
 }
 

@@ -5,7 +5,7 @@
 #ifndef LY_MODELS_YOLO9_PREPOST_H
 #define LY_MODELS_YOLO9_PREPOST_H
 
-#include "libreyolo/model.h"
+#include "models/family.h"
 
 /* ---- Preprocessing ------------------------------------------------------ */
 
@@ -34,12 +34,6 @@ ly_status ly_yolo9_preprocess(const uint8_t *pixels, int width, int height, size
                               int target_h, int target_w, float *out, ly_letterbox *geometry);
 
 /* ---- Postprocessing ----------------------------------------------------- */
-
-typedef struct ly_box {
-    float xyxy[4]; /* original-image pixels */
-    float conf;
-    int cls;
-} ly_box;
 
 /* Decode `predictions` [1, 4 + nc, A] (xyxy in input pixels, then class
  * scores) of an image letterboxed with `ratio` from orig_w x orig_h:

@@ -1,0 +1,9 @@
+/* ExecuTorch .pte programs as a model family (placeholder until the runtime lands). */
+#include "models/family.h"
+
+ly_status ly_pte_load_model(const char *path, ly_model_desc *out)
+{
+    (void)path;
+    (void)out;
+    return LY_E_DECLINED;
+}

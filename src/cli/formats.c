@@ -1,0 +1,12 @@
+/* `libreyolo formats`: placeholder until it lands. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+
+int ly_cli_formats(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fputs("libreyolo formats: not available in this build yet\n", stderr);
+    return 1;
+}
