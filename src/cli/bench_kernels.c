@@ -39,7 +39,7 @@ static void print_usage(FILE *to)
 {
     fputs(
         "usage: libreyolo bench kernels [--slot S] [--size-mib N] [--threads N] [--repeat R]\n"
-        "                               [--json]\n"
+        "                               [--json] [--no-peer]\n"
         "\n"
         "Times every eligible implementation of every slot (best of R after a warm-up, at most\n"
         "~2 s per line) on N MiB fp32 tensors (unpack slots: an N MiB output) and on a 1 MiB\n"
@@ -51,7 +51,10 @@ static void print_usage(FILE *to)
         "  --threads N    threads per call and for the copy (default 1)\n"
         "  --repeat R     samples per line (default 5)\n"
         "  --json         one JSON object instead of the table\n"
-        "Target (64 MiB, one thread): accelerated >= 8x reference and >= 50% of copy bandwidth.\n",
+        "  --no-peer      attention slots: skip the PyTorch peer\n"
+        "Target (64 MiB, one thread): accelerated >= 8x reference and >= 50% of copy bandwidth.\n"
+        "The attention slots (ms_deform_attn, sdpa) run on real model shapes instead, at 1 and 2\n"
+        "threads (or --threads), next to PyTorch's formulation of the same op.\n",
         to);
 }
 
@@ -575,6 +578,11 @@ static void print_table(const rows *rs, const copy_result *copies, int n_copies,
         big_bytes / 1048576.0);
 }
 
+static bool is_attention_slot(const char *slot)
+{
+    return strncmp(slot, "ms_deform_attn", 14) == 0 || strncmp(slot, "sdpa", 4) == 0;
+}
+
 int ly_cli_bench_kernels(int argc, char **argv)
 {
     if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
@@ -588,7 +596,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
     }
     const char *only_slot = NULL;
     int size_mib = DEFAULT_SIZE_MIB, threads = 1, repeat = DEFAULT_REPEAT;
-    bool json = false;
+    bool json = false, no_peer = false, threads_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -604,6 +612,9 @@ int ly_cli_bench_kernels(int argc, char **argv)
             ok = ly_cli_parse_int(argv[++i], 1, 4096, &size_mib);
         } else if (strcmp(a, "--threads") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 64, &threads);
+            threads_given = true;
+        } else if (strcmp(a, "--no-peer") == 0) {
+            no_peer = true;
         } else if (strcmp(a, "--repeat") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 1000, &repeat);
         } else {
@@ -673,6 +684,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
         const char *slot = NULL;
         if (ly_kernel_slot_name(i, &slot) != LY_OK) continue;
         if (only_slot && strcmp(slot, only_slot) != 0) continue;
+        if (is_attention_slot(slot)) continue; /* their own shapes and peer, below */
         for (int s = 0; s < n_sizes && !out_of_memory; s++)
             bench_slot(slot, &b, sizes[s] / sizeof(float), copies[s].gbps, threads, repeat, &rs,
                        &out_of_memory);
@@ -689,5 +701,11 @@ int ly_cli_bench_kernels(int argc, char **argv)
     else
         print_table(&rs, copies, n_sizes, threads, repeat, (double)sizes[0]);
     free(rs.items);
-    return 0;
+
+    ly_bench_attention_options attention = {threads_given ? threads : 0, repeat, json, no_peer};
+    int rc = 0;
+    if (!only_slot || strncmp(only_slot, "ms_deform_attn", 14) == 0)
+        rc |= ly_cli_bench_msda(&attention);
+    if (!only_slot || strncmp(only_slot, "sdpa", 4) == 0) rc |= ly_cli_bench_sdpa(&attention);
+    return rc;
 }

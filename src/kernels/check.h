@@ -90,6 +90,14 @@ ly_status ly_check_parity(const char *slot_or_null, const char *impl_or_null, in
 ly_status ly_check_parity_ex(const ly_check_options *options, ly_check_report_fn report,
                              void *user);
 
+/* Slots whose cases are generated next to their kernels (attention): same
+ * contract as one slot of ly_check_parity_ex; *n_matched counts the
+ * implementations that matched options->impl. */
+ly_status ly_check_msda_slot(const char *slot, const ly_check_options *options,
+                             ly_check_report_fn report, void *user, int *n_matched);
+ly_status ly_check_sdpa_slot(const char *slot, const ly_check_options *options,
+                             ly_check_report_fn report, void *user, int *n_matched);
+
 /* True when `result` fails the gate (any mismatch or error). */
 bool ly_check_result_failed(const ly_check_result *result);
 
