@@ -44,7 +44,12 @@ struct ly_model_family {
     ly_status (*predict)(void *net, const ly_image_view *image, const ly_predict_options *options,
                          int threads, ly_box **boxes, size_t *count, double times_ms[3]);
     void (*free)(void *net);
+    /* The network as a graph, for exporters (NULL when the family has none). */
+    struct ly_graph *(*graph)(void *net);
 };
+
+/* The model's family description and network (exporters, benchmarks). */
+const ly_model_desc *ly_model_desc_of(const ly_model *model);
 
 /* A loader: returns LY_E_DECLINED when `path` is not its kind of file (without
  * setting an error), anything else is final. */

@@ -94,6 +94,11 @@ ly_status ly_model_load(const char *path, const ly_model_options *options, ly_mo
     return LY_OK;
 }
 
+const ly_model_desc *ly_model_desc_of(const ly_model *model)
+{
+    return model ? &model->d : NULL;
+}
+
 ly_status ly_model_free(ly_model *model)
 {
     if (!model) return LY_OK;

@@ -13,18 +13,7 @@ typedef enum value_kind {
     VALUE_SLICE  /* a channel range of another value */
 } value_kind;
 
-typedef enum node_op {
-    OP_CONV2D,
-    OP_MAX_POOL2D,
-    OP_AVG_POOL2D,
-    OP_UPSAMPLE,
-    OP_SILU,
-    OP_SIGMOID,
-    OP_DFL,
-    OP_CONCAT,
-    OP_SLICE,
-    OP_CUSTOM
-} node_op;
+typedef ly_graph_op node_op;
 
 typedef struct value {
     value_kind kind;
@@ -164,7 +153,7 @@ static ly_status new_node(ly_graph *g, node_op op, const char *name, int n_in,
     char *name_copy = copy_string(name);
     if (!name_copy) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", who);
     ly_graph_value v;
-    ly_status st = new_value(g, op == OP_SLICE ? VALUE_SLICE : VALUE_NODE, &v);
+    ly_status st = new_value(g, op == LY_GRAPH_OP_SLICE ? VALUE_SLICE : VALUE_NODE, &v);
     if (st != LY_OK) {
         free(name_copy);
         return st;
@@ -204,7 +193,7 @@ void ly_graph_free(ly_graph *g)
     if (!g) return;
     for (size_t i = 0; i < g->n_nodes; i++) {
         free(g->nodes[i].name);
-        if (g->nodes[i].op == OP_CUSTOM && g->nodes[i].custom.destroy)
+        if (g->nodes[i].op == LY_GRAPH_OP_CUSTOM && g->nodes[i].custom.destroy)
             g->nodes[i].custom.destroy(g->nodes[i].custom_ctx);
     }
     for (size_t i = 0; i < g->n_constants; i++) {
@@ -312,7 +301,7 @@ ly_status ly_graph_conv2d(ly_graph *g, const char *name, ly_graph_value x, const
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: residual is not a value of this graph",
                             name);
     node *n = NULL;
-    ly_status st = new_node(g, OP_CONV2D, name, 1, &x, &n, out);
+    ly_status st = new_node(g, LY_GRAPH_OP_CONV2D, name, 1, &x, &n, out);
     if (st != LY_OK) return st;
     n->weight = w;
     n->bias = b;
@@ -347,13 +336,13 @@ static ly_status add_pool(ly_graph *g, node_op op, const char *name, ly_graph_va
 ly_status ly_graph_max_pool2d(ly_graph *g, const char *name, ly_graph_value x,
                               const ly_kernel_params *params, ly_graph_value *out)
 {
-    return add_pool(g, OP_MAX_POOL2D, name, x, params, out);
+    return add_pool(g, LY_GRAPH_OP_MAX_POOL2D, name, x, params, out);
 }
 
 ly_status ly_graph_avg_pool2d(ly_graph *g, const char *name, ly_graph_value x,
                               const ly_kernel_params *params, ly_graph_value *out)
 {
-    return add_pool(g, OP_AVG_POOL2D, name, x, params, out);
+    return add_pool(g, LY_GRAPH_OP_AVG_POOL2D, name, x, params, out);
 }
 
 ly_status ly_graph_upsample_nearest2d(ly_graph *g, const char *name, ly_graph_value x,
@@ -362,7 +351,7 @@ ly_status ly_graph_upsample_nearest2d(ly_graph *g, const char *name, ly_graph_va
     if (scale < 1)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: scale %lld < 1", name, (long long)scale);
     node *n = NULL;
-    ly_status st = new_node(g, OP_UPSAMPLE, name, 1, &x, &n, out);
+    ly_status st = new_node(g, LY_GRAPH_OP_UPSAMPLE, name, 1, &x, &n, out);
     if (st != LY_OK) return st;
     n->params.scale = scale;
     return LY_OK;
@@ -370,24 +359,24 @@ ly_status ly_graph_upsample_nearest2d(ly_graph *g, const char *name, ly_graph_va
 
 ly_status ly_graph_silu(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out)
 {
-    return new_node(g, OP_SILU, name, 1, &x, NULL, out);
+    return new_node(g, LY_GRAPH_OP_SILU, name, 1, &x, NULL, out);
 }
 
 ly_status ly_graph_sigmoid(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out)
 {
-    return new_node(g, OP_SIGMOID, name, 1, &x, NULL, out);
+    return new_node(g, LY_GRAPH_OP_SIGMOID, name, 1, &x, NULL, out);
 }
 
 ly_status ly_graph_dfl(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out)
 {
-    return new_node(g, OP_DFL, name, 1, &x, NULL, out);
+    return new_node(g, LY_GRAPH_OP_DFL, name, 1, &x, NULL, out);
 }
 
 ly_status ly_graph_concat(ly_graph *g, const char *name, int n, const ly_graph_value *inputs,
                           ly_graph_value *out)
 {
     node *nd = NULL;
-    ly_status st = new_node(g, OP_CONCAT, name, n, inputs, &nd, out);
+    ly_status st = new_node(g, LY_GRAPH_OP_CONCAT, name, n, inputs, &nd, out);
     if (st != LY_OK) return st;
     nd->params.axis = 1;
     return LY_OK;
@@ -401,7 +390,7 @@ ly_status ly_graph_slice(ly_graph *g, const char *name, ly_graph_value x, int64_
                             "%s: channel range [%lld, +%lld) is empty or negative", name,
                             (long long)start, (long long)count);
     node *n = NULL;
-    ly_status st = new_node(g, OP_SLICE, name, 1, &x, &n, out);
+    ly_status st = new_node(g, LY_GRAPH_OP_SLICE, name, 1, &x, &n, out);
     if (st != LY_OK) return st;
     n->slice_start = start;
     n->slice_count = count;
@@ -416,7 +405,7 @@ ly_status ly_graph_custom(ly_graph *g, const char *name, const ly_graph_custom_o
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: custom op without infer/run", name);
     }
     node *nd = NULL;
-    ly_status st = new_node(g, OP_CUSTOM, name, n, inputs, &nd, out);
+    ly_status st = new_node(g, LY_GRAPH_OP_CUSTOM, name, n, inputs, &nd, out);
     if (st != LY_OK) {
         if (op->destroy) op->destroy(ctx);
         return st;
@@ -479,7 +468,7 @@ static ly_status infer_node(ly_graph *g, node *n)
     o->dtype = LY_F32;
     o->data = NULL;
     switch (n->op) {
-    case OP_CONV2D: {
+    case LY_GRAPH_OP_CONV2D: {
         ly_status st = expect_nchw(n, x, "input");
         if (st != LY_OK) return st;
         const ly_tensor *w = n->weight;
@@ -508,8 +497,8 @@ static ly_status infer_node(ly_graph *g, node *n)
         }
         return LY_OK;
     }
-    case OP_MAX_POOL2D:
-    case OP_AVG_POOL2D: {
+    case LY_GRAPH_OP_MAX_POOL2D:
+    case LY_GRAPH_OP_AVG_POOL2D: {
         ly_status st = expect_nchw(n, x, "input");
         int64_t ho = 0, wo = 0;
         if (st == LY_OK)
@@ -522,7 +511,7 @@ static ly_status infer_node(ly_graph *g, node *n)
         *o = (ly_tensor){.dtype = LY_F32, .ndim = 4, .shape = {x->shape[0], x->shape[1], ho, wo}};
         return LY_OK;
     }
-    case OP_UPSAMPLE: {
+    case LY_GRAPH_OP_UPSAMPLE: {
         ly_status st = expect_nchw(n, x, "input");
         if (st != LY_OK) return st;
         *o = *x;
@@ -531,18 +520,18 @@ static ly_status infer_node(ly_graph *g, node *n)
         o->data = NULL;
         return LY_OK;
     }
-    case OP_SILU:
-    case OP_SIGMOID:
+    case LY_GRAPH_OP_SILU:
+    case LY_GRAPH_OP_SIGMOID:
         *o = *x;
         o->data = NULL;
         return LY_OK;
-    case OP_DFL:
+    case LY_GRAPH_OP_DFL:
         if (x->ndim != 3 || x->shape[1] % 4 != 0 || x->shape[1] == 0)
             return ly_set_error(LY_E_SHAPE, "%s: input %s, expected [N, 4*R, A]", n->name,
                                 ly_shape_str(x, a, sizeof a));
         *o = (ly_tensor){.dtype = LY_F32, .ndim = 3, .shape = {x->shape[0], 4, x->shape[2]}};
         return LY_OK;
-    case OP_SLICE:
+    case LY_GRAPH_OP_SLICE:
         if (x->ndim < 2 || x->shape[0] != 1 || n->slice_start + n->slice_count > x->shape[1])
             return ly_set_error(LY_E_SHAPE, "%s: channels [%lld, %lld) of %s (batch 1 expected)",
                                 n->name, (long long)n->slice_start,
@@ -552,7 +541,7 @@ static ly_status infer_node(ly_graph *g, node *n)
         o->shape[1] = n->slice_count;
         o->data = NULL;
         return LY_OK;
-    case OP_CONCAT: {
+    case LY_GRAPH_OP_CONCAT: {
         if (x->ndim < 2 || x->shape[0] != 1)
             return ly_set_error(LY_E_SHAPE, "%s: input 0 %s, expected batch 1 and a channel axis",
                                 n->name, ly_shape_str(x, a, sizeof a));
@@ -571,7 +560,7 @@ static ly_status infer_node(ly_graph *g, node *n)
         }
         return LY_OK;
     }
-    case OP_CUSTOM: {
+    case LY_GRAPH_OP_CUSTOM: {
         ly_tensor in[LY_GRAPH_MAX_NODE_INPUTS];
         for (int i = 0; i < n->n_in; i++) {
             in[i] = g->values[n->in[i]].t;
@@ -622,7 +611,7 @@ static void decide_aliases(ly_graph *g)
     }
     for (size_t i = 0; i < g->n_nodes; i++) {
         node *n = &g->nodes[i];
-        if (n->op != OP_CONCAT) continue;
+        if (n->op != LY_GRAPH_OP_CONCAT) continue;
         for (int k = 0; k < n->n_in; k++) {
             ly_graph_value in = n->in[k];
             value *v = &g->values[in];
@@ -790,9 +779,9 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
         int64_t inner = 1;
         for (int d = 2; d < o->ndim; d++)
             inner *= o->shape[d];
-        if (n->op == OP_SLICE) {
+        if (n->op == LY_GRAPH_OP_SLICE) {
             g->values[n->out].offset = n->slice_start * inner;
-        } else if (n->op == OP_CONCAT) {
+        } else if (n->op == LY_GRAPH_OP_CONCAT) {
             int64_t channel = 0;
             for (int k = 0; k < n->n_in; k++) {
                 if (!n->copy_in[k]) g->values[n->in[k]].offset = channel * inner;
@@ -820,12 +809,12 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
         node *n = &g->nodes[i];
         int32_t step = (int32_t)i;
         n->scratch_buffer = -1;
-        if (n->op == OP_SLICE) continue; /* no work: its readers keep the source alive */
+        if (n->op == LY_GRAPH_OP_SLICE) continue; /* no work: its readers keep the source alive */
         touch(g, n->out, step);
         for (int k = 0; k < n->n_in; k++)
-            if (n->op != OP_CONCAT || n->copy_in[k]) touch(g, n->in[k], step);
+            if (n->op != LY_GRAPH_OP_CONCAT || n->copy_in[k]) touch(g, n->in[k], step);
         if (n->residual != LY_GRAPH_NONE) touch(g, n->residual, step);
-        if (n->op == OP_CUSTOM && n->scratch_bytes > 0) {
+        if (n->op == LY_GRAPH_OP_CUSTOM && n->scratch_bytes > 0) {
             if (!grow((void **)&g->buffers, &g->cap_buffers, g->n_buffers + 1, sizeof(buffer)))
                 return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
             g->buffers[g->n_buffers] = (buffer){align_up(n->scratch_bytes), step, step, 0};
@@ -869,19 +858,19 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
 static const char *slot_of(node_op op)
 {
     switch (op) {
-    case OP_CONV2D:
+    case LY_GRAPH_OP_CONV2D:
         return LY_SLOT_CONV2D;
-    case OP_MAX_POOL2D:
+    case LY_GRAPH_OP_MAX_POOL2D:
         return LY_SLOT_MAX_POOL2D;
-    case OP_AVG_POOL2D:
+    case LY_GRAPH_OP_AVG_POOL2D:
         return LY_SLOT_AVG_POOL2D;
-    case OP_UPSAMPLE:
+    case LY_GRAPH_OP_UPSAMPLE:
         return LY_SLOT_UPSAMPLE_NEAREST2D;
-    case OP_SILU:
+    case LY_GRAPH_OP_SILU:
         return LY_SLOT_SILU;
-    case OP_SIGMOID:
+    case LY_GRAPH_OP_SIGMOID:
         return LY_SLOT_SIGMOID;
-    case OP_DFL:
+    case LY_GRAPH_OP_DFL:
         return LY_SLOT_DFL;
     default:
         return NULL;
@@ -892,9 +881,9 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
 {
     ly_tensor *out = &g->values[n->out].t;
     switch (n->op) {
-    case OP_SLICE:
+    case LY_GRAPH_OP_SLICE:
         return LY_OK;
-    case OP_CONCAT: {
+    case LY_GRAPH_OP_CONCAT: {
         /* Inputs placed in the output are already there; copy the others
          * (a channel range of a batch-1 tensor is one contiguous block). */
         int64_t inner = 1;
@@ -910,7 +899,7 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
         }
         return LY_OK;
     }
-    case OP_CUSTOM: {
+    case LY_GRAPH_OP_CUSTOM: {
         ly_tensor in[LY_GRAPH_MAX_NODE_INPUTS];
         for (int i = 0; i < n->n_in; i++)
             in[i] = g->values[n->in[i]].t;
@@ -924,7 +913,7 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
         call.params = n->params;
         call.threads = threads;
         call.in[0] = &g->values[n->in[0]].t;
-        if (n->op == OP_CONV2D) {
+        if (n->op == LY_GRAPH_OP_CONV2D) {
             call.in[1] = n->weight;
             call.in[2] = n->bias;
             call.in[3] = n->residual != LY_GRAPH_NONE ? &g->values[n->residual].t : NULL;
@@ -1002,5 +991,60 @@ ly_status ly_graph_value_view(const ly_graph *g, ly_graph_value v, ly_tensor *vi
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "ly_graph_value_view: the graph has not been planned");
     *view = g->values[v].t;
+    return LY_OK;
+}
+
+/* ---- walking (export) ---------------------------------------------------- */
+
+int ly_graph_node_count(const ly_graph *g)
+{
+    return g ? (int)g->n_nodes : 0;
+}
+
+ly_status ly_graph_node_at(const ly_graph *g, int index, ly_graph_node_info *info)
+{
+    if (!g || !info) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_node_at: NULL argument");
+    if (index < 0 || (size_t)index >= g->n_nodes)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_node_at: node %d of %zu", index,
+                            g->n_nodes);
+    const node *n = &g->nodes[index];
+    memset(info, 0, sizeof *info);
+    info->op = n->op;
+    info->name = n->name;
+    info->n_inputs = n->n_in;
+    memcpy(info->inputs, n->in, sizeof info->inputs);
+    info->output = n->out;
+    info->residual = n->residual;
+    info->weight = n->weight;
+    info->bias = n->bias;
+    info->params = n->params;
+    info->slice_start = n->slice_start;
+    info->slice_count = n->slice_count;
+    info->custom = n->op == LY_GRAPH_OP_CUSTOM ? &n->custom : NULL;
+    info->custom_ctx = n->custom_ctx;
+    return LY_OK;
+}
+
+int ly_graph_input_count(const ly_graph *g)
+{
+    return g ? (int)g->n_inputs : 0;
+}
+
+ly_status ly_graph_input_at(const ly_graph *g, int index, ly_graph_value *value, const char **name)
+{
+    if (!g || index < 0 || (size_t)index >= g->n_inputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_input_at: no input %d", index);
+    if (value) *value = g->inputs[index];
+    if (name) *name = g->input_names[index];
+    return LY_OK;
+}
+
+ly_status ly_graph_output_value(const ly_graph *g, int index, ly_graph_value *value,
+                                const char **name)
+{
+    if (!g || index < 0 || (size_t)index >= g->n_outputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_output_value: no output %d", index);
+    if (value) *value = g->outputs[index].v;
+    if (name) *name = g->outputs[index].name;
     return LY_OK;
 }

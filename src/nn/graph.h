@@ -42,6 +42,8 @@ typedef int32_t ly_graph_value;
  * scratch it needs in bytes (planned in the arena, live only during the node);
  * `run` computes `out`. Both return LY_OK or set the error. */
 typedef struct ly_graph_custom_op {
+    /* Stable name of what the op computes ("yolo9.decode"): exporters map it. */
+    const char *kind;
     ly_status (*infer)(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out,
                        size_t *scratch_bytes);
     ly_status (*run)(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out, void *scratch,
@@ -114,5 +116,43 @@ typedef struct ly_graph_stats {
 } ly_graph_stats;
 ly_status ly_graph_get_stats(const ly_graph *g, ly_graph_stats *stats);
 ly_status ly_graph_value_view(const ly_graph *g, ly_graph_value v, ly_tensor *view);
+
+/* ---- Walking the graph (exporters) -------------------------------------- */
+
+typedef enum ly_graph_op {
+    LY_GRAPH_OP_CONV2D,
+    LY_GRAPH_OP_MAX_POOL2D,
+    LY_GRAPH_OP_AVG_POOL2D,
+    LY_GRAPH_OP_UPSAMPLE, /* nearest, integer params.scale */
+    LY_GRAPH_OP_SILU,
+    LY_GRAPH_OP_SIGMOID,
+    LY_GRAPH_OP_DFL,
+    LY_GRAPH_OP_CONCAT, /* channels */
+    LY_GRAPH_OP_SLICE,  /* channels [slice_start, +slice_count) */
+    LY_GRAPH_OP_CUSTOM
+} ly_graph_op;
+
+/* One node, in execution order. Pointers stay valid while the graph lives. */
+typedef struct ly_graph_node_info {
+    ly_graph_op op;
+    const char *name;
+    int n_inputs;
+    ly_graph_value inputs[LY_GRAPH_MAX_NODE_INPUTS];
+    ly_graph_value output;
+    ly_graph_value residual;          /* conv2d: added after the activation, or NONE */
+    const ly_tensor *weight, *bias;   /* conv2d (bias may be NULL) */
+    ly_kernel_params params;
+    int64_t slice_start, slice_count; /* slice */
+    const ly_graph_custom_op *custom; /* custom */
+    void *custom_ctx;
+} ly_graph_node_info;
+
+int ly_graph_node_count(const ly_graph *g);
+ly_status ly_graph_node_at(const ly_graph *g, int index, ly_graph_node_info *info);
+int ly_graph_input_count(const ly_graph *g);
+ly_status ly_graph_input_at(const ly_graph *g, int index, ly_graph_value *value, const char **name);
+/* The value behind output `index` (ly_graph_get_output gives its data). */
+ly_status ly_graph_output_value(const ly_graph *g, int index, ly_graph_value *value,
+                                const char **name);
 
 #endif

@@ -785,7 +785,7 @@ static void build_network(builder *b)
         return;
     }
     *d = (decode_ctx){.nc = b->nc, .reg_max = REG_MAX, .strides = {8.0f, 16.0f, 32.0f}};
-    static const ly_graph_custom_op decode_op = {decode_infer, decode_run, free};
+    static const ly_graph_custom_op decode_op = {"yolo9.decode", decode_infer, decode_run, free};
     ly_graph_value pred = LY_GRAPH_NONE;
     note_graph_error(b, ly_graph_custom(b->g, "head.decode", &decode_op, d, 3, raw, &pred));
     if (b->fatal != LY_OK) return;

@@ -4,6 +4,7 @@
 #include "models/coco_names.h"
 #include "models/family.h"
 #include "models/yolo9/prepost.h"
+#include "models/yolo9/build.h"
 #include "models/yolo9/yolo9.h"
 
 #include "core/core.h"
@@ -152,7 +153,13 @@ static ly_status yolo9_predict(void *net, const ly_image_view *image,
     return st;
 }
 
-static const ly_model_family yolo9_family = {"yolo9", yolo9_run, yolo9_predict, yolo9_free};
+static struct ly_graph *yolo9_graph(void *net)
+{
+    return ((yolo9_model *)net)->net->graph;
+}
+
+static const ly_model_family yolo9_family = {"yolo9", yolo9_run, yolo9_predict, yolo9_free,
+                                             yolo9_graph};
 
 ly_status ly_yolo9_load_model(const char *path, ly_model_desc *d)
 {
