@@ -301,7 +301,12 @@ static void test_info(void **state)
     assert_int_equal(info.imgsz, 640);
     assert_string_equal(info.names[0], "person");
     assert_string_equal(info.names[79], "toothbrush");
-    assert_true(info.default_conf == 0.25f && info.default_iou == 0.45f && info.default_max_det == 300);
+    assert_true(info.default_conf == 0.25f && info.default_iou == 0.45f &&
+                info.default_max_det == 300);
+    int fused = -1; /* YOLO9 has no attention modules */
+    assert_int_equal(ly_model_set_fused_attention(model, true, &fused), LY_OK);
+    assert_int_equal(fused, 0);
+    assert_int_equal(ly_model_set_fused_attention(NULL, true, &fused), LY_E_INVALID_ARGUMENT);
     assert_int_equal(ly_model_set_threads(model, -1), LY_E_INVALID_ARGUMENT);
     assert_int_equal(ly_model_set_threads(model, 0), LY_OK);
 }

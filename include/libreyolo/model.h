@@ -106,6 +106,14 @@ typedef void (*ly_model_output_fn)(const char *name, const ly_tensor *output, vo
 LY_API ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_fn visit,
                               void *user);
 
+/* Fused attention (spec: LibreYOLO's set_fused_attention): set the
+ * `fused_attn` flag of every attention module of the model to `enabled` and
+ * report in *count how many modules carry the flag (also those already set;
+ * 0 for models without attention, such as YOLO9 and NanoDet). A module with
+ * the flag runs the fused SDPA provider when it is on; graph capture for
+ * export always uses the manual math. `count` may be NULL. */
+LY_API ly_status ly_model_set_fused_attention(ly_model *model, bool enabled, int *count);
+
 #ifdef __cplusplus
 }
 #endif

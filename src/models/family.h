@@ -46,6 +46,9 @@ struct ly_model_family {
     void (*free)(void *net);
     /* The network as a graph, for exporters (NULL when the family has none). */
     struct ly_graph *(*graph)(void *net);
+    /* Set the fused_attn flag of every attention module; returns how many
+     * carry it (NULL: the family has no attention modules). */
+    int (*set_fused_attention)(void *net, bool enabled);
 };
 
 /* The model's family description and network (exporters, benchmarks). */

@@ -139,6 +139,16 @@ ly_status ly_model_set_threads(ly_model *model, int threads)
     return LY_OK;
 }
 
+ly_status ly_model_set_fused_attention(ly_model *model, bool enabled, int *count)
+{
+    if (!model)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_set_fused_attention: model is NULL");
+    const ly_model_family *f = model->d.family;
+    int n = f->set_fused_attention ? f->set_fused_attention(model->d.net, enabled) : 0;
+    if (count) *count = n;
+    return LY_OK;
+}
+
 /* ---- Running ------------------------------------------------------------ */
 
 static bool input_size_ok(const ly_model *m, int64_t h, int64_t w)

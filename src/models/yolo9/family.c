@@ -158,8 +158,13 @@ static struct ly_graph *yolo9_graph(void *net)
     return ((yolo9_model *)net)->net->graph;
 }
 
-static const ly_model_family yolo9_family = {"yolo9", yolo9_run, yolo9_predict, yolo9_free,
-                                             yolo9_graph};
+static const ly_model_family yolo9_family = {
+    .name = "yolo9",
+    .run = yolo9_run,
+    .predict = yolo9_predict,
+    .free = yolo9_free,
+    .graph = yolo9_graph,
+};
 
 ly_status ly_yolo9_load_model(const char *path, ly_model_desc *d)
 {
