@@ -1244,6 +1244,7 @@ static ly_status check_slot(const char *slot, const ly_check_options *opt,
     if (strncmp(slot, "ms_deform_attn", 14) == 0)
         return ly_check_msda_slot(slot, opt, report, user, n_matched);
     if (strncmp(slot, "sdpa", 4) == 0) return ly_check_sdpa_slot(slot, opt, report, user, n_matched);
+    if (ly_check_is_nn_slot(slot)) return ly_check_nn_slot(slot, opt, report, user, n_matched);
     impl_listing listing = {0};
     ly_status st = ly_kernel_list(slot, on_listed, &listing);
     if (st == LY_OK && listing.out_of_memory)

@@ -90,6 +90,14 @@ ly_status ly_check_parity(const char *slot_or_null, const char *impl_or_null, in
 ly_status ly_check_parity_ex(const ly_check_options *options, ly_check_report_fn report,
                              void *user);
 
+/* Network-op slots (conv2d, pools, upsample, silu, sigmoid, dfl) are gated by a
+ * tolerance: |impl - reference| <= LY_CHECK_NN_TOLERANCE * max(1, max|reference|)
+ * (libraries sum in their own order and bring their own exp). */
+#define LY_CHECK_NN_TOLERANCE 1e-4
+bool ly_check_is_nn_slot(const char *slot);
+ly_status ly_check_nn_slot(const char *slot, const ly_check_options *options,
+                           ly_check_report_fn report, void *user, int *n_matched);
+
 /* Slots whose cases are generated next to their kernels (attention): same
  * contract as one slot of ly_check_parity_ex; *n_matched counts the
  * implementations that matched options->impl. */
