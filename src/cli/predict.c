@@ -2,6 +2,7 @@
  * lines for scripts, and annotated copies of the images. */
 #include "cli/cli.h"
 #include "cli/cli_util.h"
+#include "cli/fetch_progress.h"
 #include "cli/json_out.h"
 #include "io/image.h"
 #include "libreyolo/model.h"
@@ -19,17 +20,21 @@
 #include <sys/stat.h>
 
 #define DEFAULT_SAVE_DIR "runs/predict"
+#define DEFAULT_MODEL "nanodet"
 #define JPEG_QUALITY 90
 
 static void print_usage(FILE *to)
 {
-    fputs("usage: libreyolo predict --model M --source PATH [--conf X] [--iou X] [--max-det N]\n"
+    fputs("usage: libreyolo predict --source PATH [--model M] [--conf X] [--iou X] [--max-det N]\n"
           "                         [--imgsz S] [--classes 0,2,5] [--save DIR | --no-save]\n"
           "                         [--threads N] [--json]\n"
           "\n"
           "Detects objects in an image, or in every image of a directory (JPEG, PNG, BMP; in\n"
-          "name order), with LibreYOLO's pre- and post-processing.\n"
-          "  --model M        checkpoint (.pt or .safetensors)\n"
+          "name order), with the model's own pre- and post-processing.\n"
+          "  --model M        a checkpoint (.pt or .safetensors), a TF.js graph model (.json),\n"
+          "                   an ExecuTorch program (.pte), or a named model: \"nanodet\"\n"
+          "                   (NanoDet-g, COCO; the default), fetched into the cache on first\n"
+          "                   use (see libreyolo fetch --help)\n"
           "  --source PATH    an image file or a directory of them\n"
           "  --conf X         keep detections scoring above X (default: the model's,\n"
           "                   0.25 for YOLO9, 0.35 for NanoDet)\n"
@@ -80,11 +85,14 @@ static int parse_classes(const char *text, predict_args *a)
         errno = 0;
         long v = strtol(p, &end, 10);
         if (errno || end == p || v < 0 || v > INT_MAX || (*end && *end != ','))
-            return ly_cli_usage_error("predict", "--classes '%s': expected class ids like 0,2,5", text);
-        if (n == MAX_CLASSES) return ly_cli_usage_error("predict", "--classes: at most %d ids", MAX_CLASSES);
+            return ly_cli_usage_error("predict", "--classes '%s': expected class ids like 0,2,5",
+                                      text);
+        if (n == MAX_CLASSES)
+            return ly_cli_usage_error("predict", "--classes: at most %d ids", MAX_CLASSES);
         a->classes[n++] = (int)v;
         p = *end ? end + 1 : end;
-        if (*end && !*p) return ly_cli_usage_error("predict", "--classes '%s': trailing comma", text);
+        if (*end && !*p)
+            return ly_cli_usage_error("predict", "--classes '%s': trailing comma", text);
     }
     if (n == 0) return ly_cli_usage_error("predict", "--classes: give at least one class id");
     a->options.classes = a->classes;
@@ -113,7 +121,8 @@ static int parse_args(int argc, char **argv, predict_args *a)
                 return ly_cli_usage_error("predict", "--iou '%s': expected a number in [0, 1]", v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--max-det", &missing))) {
             if (!ly_cli_parse_int(v, 1, INT_MAX, &a->options.max_det))
-                return ly_cli_usage_error("predict", "--max-det '%s': expected a positive integer", v);
+                return ly_cli_usage_error("predict", "--max-det '%s': expected a positive integer",
+                                          v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--imgsz", &missing))) {
             if (!ly_cli_parse_int(v, 32, 32768, &a->options.imgsz) || a->options.imgsz % 32)
                 return ly_cli_usage_error("predict", "--imgsz '%s': expected a multiple of 32", v);
@@ -124,7 +133,8 @@ static int parse_args(int argc, char **argv, predict_args *a)
             a->save_dir = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--threads", &missing))) {
             if (!ly_cli_parse_int(v, 1, 4096, &a->threads))
-                return ly_cli_usage_error("predict", "--threads '%s': expected a positive integer", v);
+                return ly_cli_usage_error("predict", "--threads '%s': expected a positive integer",
+                                          v);
         } else if (strcmp(arg, "--no-save") == 0) {
             a->no_save = true;
         } else if (strcmp(arg, "--json") == 0) {
@@ -135,9 +145,10 @@ static int parse_args(int argc, char **argv, predict_args *a)
             return ly_cli_usage_error("predict", "unexpected argument '%s'", arg);
         }
     }
-    if (!a->model) return ly_cli_usage_error("predict", "missing --model");
+    if (!a->model) a->model = DEFAULT_MODEL;
     if (!a->source) return ly_cli_usage_error("predict", "missing --source");
-    if (a->save_dir && a->no_save) return ly_cli_usage_error("predict", "--save and --no-save exclude each other");
+    if (a->save_dir && a->no_save)
+        return ly_cli_usage_error("predict", "--save and --no-save exclude each other");
     if (!a->save_dir && !a->no_save && !a->json) a->save_dir = DEFAULT_SAVE_DIR;
     if (a->no_save) a->save_dir = NULL;
     return 0;
@@ -388,6 +399,15 @@ int ly_cli_predict(int argc, char **argv)
             free_list(sources, n_sources);
             return 1;
         }
+    }
+    /* A named model is fetched here rather than by the loader, so that a first
+     * download shows the command's progress line. */
+    char dir[PATH_MAX];
+    bool cached = false;
+    if (ly_model_cached(a.model, dir, sizeof dir, &cached) == LY_OK && !cached &&
+        ly_cli_fetch_quietly("predict", a.model, dir, sizeof dir) != 0) {
+        free_list(sources, n_sources);
+        return 1;
     }
     ly_model_options mo = {a.threads};
     ly_model *model;
