@@ -641,66 +641,70 @@ int ly_cli_bench_kernels(int argc, char **argv)
         }
     }
 
-    size_t sizes[2] = {(size_t)size_mib << 20, (size_t)SMALL_SIZE_MIB << 20};
-    int n_sizes = size_mib > SMALL_SIZE_MIB ? 2 : 1;
-    buffers b;
-    if (!buffers_alloc(&b, sizes[0] / sizeof(float))) {
-        buffers_free(&b);
-        fprintf(stderr, "libreyolo bench kernels: cannot allocate %d MiB buffers\n", size_mib);
-        return 1;
-    }
+    /* --slot with an attention slot: only its own rows below. */
+    bool attention_only = only_slot && is_attention_slot(only_slot);
+    if (!attention_only) {
+        size_t sizes[2] = {(size_t)size_mib << 20, (size_t)SMALL_SIZE_MIB << 20};
+        int n_sizes = size_mib > SMALL_SIZE_MIB ? 2 : 1;
+        buffers b;
+        if (!buffers_alloc(&b, sizes[0] / sizeof(float))) {
+            buffers_free(&b);
+            fprintf(stderr, "libreyolo bench kernels: cannot allocate %d MiB buffers\n", size_mib);
+            return 1;
+        }
 
-    /* Copy bandwidth at each size, between two buffers the ops do not use. */
-    copy_result copies[2];
-    uint8_t *src = aligned_alloc(64, sizes[0]), *dst = aligned_alloc(64, sizes[0]);
-    if (!src || !dst) {
+        /* Copy bandwidth at each size, between two buffers the ops do not use. */
+        copy_result copies[2];
+        uint8_t *src = aligned_alloc(64, sizes[0]), *dst = aligned_alloc(64, sizes[0]);
+        if (!src || !dst) {
+            free(src);
+            free(dst);
+            buffers_free(&b);
+            fprintf(stderr, "libreyolo bench kernels: cannot allocate the copy buffers\n");
+            return 1;
+        }
+        memset(src, 1, sizes[0]);
+        memset(dst, 2, sizes[0]);
+        for (int s = 0; s < n_sizes; s++) {
+            ly_cli_progress("bench: copy bandwidth, %zu MiB", sizes[s] >> 20);
+            copy_job job = {dst, src, sizes[s], threads};
+            timing with_memcpy, streaming;
+            time_best(run_memcpy, &job, repeat < 5 ? 5 : repeat, &with_memcpy);
+            time_best(run_streaming_copy, &job, repeat < 5 ? 5 : repeat, &streaming);
+            double bytes = 2.0 * (double)sizes[s];
+            copies[s] = (copy_result){(double)sizes[s], bytes / with_memcpy.best_s * 1e-9,
+                                      bytes / streaming.best_s * 1e-9, 0.0};
+            copies[s].gbps = copies[s].memcpy_gbps > copies[s].streaming_gbps
+                                 ? copies[s].memcpy_gbps
+                                 : copies[s].streaming_gbps;
+        }
         free(src);
         free(dst);
-        buffers_free(&b);
-        fprintf(stderr, "libreyolo bench kernels: cannot allocate the copy buffers\n");
-        return 1;
-    }
-    memset(src, 1, sizes[0]);
-    memset(dst, 2, sizes[0]);
-    for (int s = 0; s < n_sizes; s++) {
-        ly_cli_progress("bench: copy bandwidth, %zu MiB", sizes[s] >> 20);
-        copy_job job = {dst, src, sizes[s], threads};
-        timing with_memcpy, streaming;
-        time_best(run_memcpy, &job, repeat < 5 ? 5 : repeat, &with_memcpy);
-        time_best(run_streaming_copy, &job, repeat < 5 ? 5 : repeat, &streaming);
-        double bytes = 2.0 * (double)sizes[s];
-        copies[s] = (copy_result){(double)sizes[s], bytes / with_memcpy.best_s * 1e-9,
-                                  bytes / streaming.best_s * 1e-9, 0.0};
-        copies[s].gbps = copies[s].memcpy_gbps > copies[s].streaming_gbps
-                             ? copies[s].memcpy_gbps
-                             : copies[s].streaming_gbps;
-    }
-    free(src);
-    free(dst);
 
-    rows rs = {0};
-    bool out_of_memory = false;
-    for (size_t i = 0; i < count && !out_of_memory; i++) {
-        const char *slot = NULL;
-        if (ly_kernel_slot_name(i, &slot) != LY_OK) continue;
-        if (only_slot && strcmp(slot, only_slot) != 0) continue;
-        if (is_attention_slot(slot)) continue; /* their own shapes and peer, below */
-        for (int s = 0; s < n_sizes && !out_of_memory; s++)
-            bench_slot(slot, &b, sizes[s] / sizeof(float), copies[s].gbps, threads, repeat, &rs,
-                       &out_of_memory);
-    }
-    ly_cli_progress("%s", "");
-    buffers_free(&b);
-    if (out_of_memory) {
+        rows rs = {0};
+        bool out_of_memory = false;
+        for (size_t i = 0; i < count && !out_of_memory; i++) {
+            const char *slot = NULL;
+            if (ly_kernel_slot_name(i, &slot) != LY_OK) continue;
+            if (only_slot && strcmp(slot, only_slot) != 0) continue;
+            if (is_attention_slot(slot)) continue; /* their own shapes and peer, below */
+            for (int s = 0; s < n_sizes && !out_of_memory; s++)
+                bench_slot(slot, &b, sizes[s] / sizeof(float), copies[s].gbps, threads, repeat, &rs,
+                           &out_of_memory);
+        }
+        ly_cli_progress("%s", "");
+        buffers_free(&b);
+        if (out_of_memory) {
+            free(rs.items);
+            fprintf(stderr, "libreyolo bench kernels: out of memory\n");
+            return 1;
+        }
+        if (json)
+            print_json(&rs, copies, n_sizes, threads, repeat);
+        else
+            print_table(&rs, copies, n_sizes, threads, repeat, (double)sizes[0]);
         free(rs.items);
-        fprintf(stderr, "libreyolo bench kernels: out of memory\n");
-        return 1;
     }
-    if (json)
-        print_json(&rs, copies, n_sizes, threads, repeat);
-    else
-        print_table(&rs, copies, n_sizes, threads, repeat, (double)sizes[0]);
-    free(rs.items);
 
     ly_bench_attention_options attention = {threads_given ? threads : 0, repeat, json, no_peer};
     int rc = 0;

@@ -2,6 +2,7 @@
 #include "libreyolo/kernels.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "kernels/hub/hub.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -16,7 +17,8 @@ static void print_usage(FILE *to)
           "\n"
           "Without options: the implementation each slot resolves to on this machine.\n"
           "  --all   every implementation of every slot, newest first, with why each is or is\n"
-          "          not eligible here, and the selection in force (LIBREYOLO_KERNELS)\n"
+          "          not eligible here, the selection in force (LIBREYOLO_KERNELS), and the\n"
+          "          pinned hub providers: pinned, cached, loaded or disabled, and why\n"
           "  --json  the same as one JSON object\n",
           to);
 }
@@ -135,9 +137,87 @@ static bool selection_is_reference_only(const selection *sel)
            (strcmp(sel->value, "off") == 0 || strcmp(sel->value, "reference") == 0);
 }
 
+/* ---- Hub providers (src/kernels/hub) ------------------------------------------ */
+
+static void json_string_or_null(const char *s)
+{
+    ly_json_string(stdout, s && *s ? s : NULL);
+}
+
+static void print_hub_json(const ly_hub_status *hub)
+{
+    fprintf(stdout, ", \"hub\": {\"built\": %s, \"consulted\": %s, \"why_off\": ",
+            hub->built ? "true" : "false", hub->consulted ? "true" : "false");
+    json_string_or_null(hub->why_off);
+    fputs(", \"url\": ", stdout);
+    json_string_or_null(hub->url);
+    fputs(", \"lock\": ", stdout);
+    json_string_or_null(hub->lock);
+    fputs(", \"lock_error\": ", stdout);
+    json_string_or_null(hub->lock_error);
+    fputs(", \"providers\": [", stdout);
+    for (size_t i = 0; i < hub->count; i++) {
+        const ly_hub_entry *e = &hub->entries[i];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
+        ly_json_string(stdout, e->name);
+        fputs(", \"slots\": [", stdout);
+        char slots[sizeof e->slots];
+        snprintf(slots, sizeof slots, "%s", e->slots);
+        char *save = NULL;
+        int k = 0;
+        for (char *t = strtok_r(slots, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            fputs(k++ ? ", " : "", stdout);
+            ly_json_string(stdout, t);
+        }
+        fputs("], \"revision\": ", stdout);
+        ly_json_string(stdout, e->revision);
+        fputs(", \"variant\": ", stdout);
+        json_string_or_null(e->variant);
+        fputs(", \"file\": ", stdout);
+        json_string_or_null(e->file);
+        fputs(", \"sha256\": ", stdout);
+        json_string_or_null(e->sha256);
+        fputs(", \"state\": ", stdout);
+        ly_json_string(stdout, e->state);
+        fputs(", \"why\": ", stdout);
+        json_string_or_null(e->why);
+        fputs(", \"path\": ", stdout);
+        json_string_or_null(e->path);
+        fputs("}", stdout);
+    }
+    fputs("]}", stdout);
+}
+
+static void print_hub(const ly_hub_status *hub)
+{
+    if (hub->consulted)
+        printf("\nhub: consulted, LIBREYOLO_HUB_URL=%s\n", hub->url);
+    else
+        printf("\nhub: not consulted in this process: %s\n", hub->why_off);
+    printf("  lock: %s\n", hub->lock);
+    if (hub->lock_error[0])
+        printf("  lock error: %s\n", hub->lock_error);
+    else if (hub->count == 0)
+        puts("  (no provider pinned)");
+    int name_width = 0, slot_width = 0;
+    for (size_t i = 0; i < hub->count; i++) {
+        int n = (int)strlen(hub->entries[i].name);
+        if (n > name_width) name_width = n;
+        n = (int)strlen(hub->entries[i].slots);
+        if (n > slot_width) slot_width = n;
+    }
+    for (size_t i = 0; i < hub->count; i++) {
+        const ly_hub_entry *e = &hub->entries[i];
+        printf("  %-*s  %-*s  revision %s  %s  %s", name_width, e->name, slot_width, e->slots,
+               e->revision, e->variant[0] ? e->variant : "(no variant)", e->state);
+        if (e->why[0]) printf(": %s", e->why);
+        putchar('\n');
+    }
+}
+
 /* ---- Output ------------------------------------------------------------------ */
 
-static void print_json(const report *r, const selection *sel, bool all)
+static void print_json(const report *r, const selection *sel, bool all, const ly_hub_status *hub)
 {
     fputs("{\"version\": ", stdout);
     ly_json_string(stdout, ly_version());
@@ -179,6 +259,7 @@ static void print_json(const report *r, const selection *sel, bool all)
             fputs("]}", stdout);
         }
         fputs("]", stdout);
+        if (hub) print_hub_json(hub);
     }
     fputs("}\n", stdout);
 }
@@ -194,7 +275,7 @@ static void print_active(const report *r)
         printf("%-*s  %s\n", width, r->slots[i].slot, r->slots[i].active);
 }
 
-static void print_all(const report *r, const selection *sel)
+static void print_all(const report *r, const selection *sel, const ly_hub_status *hub)
 {
     if (!sel->variable)
         puts("selection: default, the newest eligible implementation "
@@ -232,6 +313,7 @@ static void print_all(const report *r, const selection *sel)
                        impl->why_not && *impl->why_not ? impl->why_not : "(no reason given)");
         }
     }
+    if (hub) print_hub(hub);
 }
 
 int ly_cli_kernels(int argc, char **argv)
@@ -261,6 +343,13 @@ int ly_cli_kernels(int argc, char **argv)
         list_ctx ctx = {&r, &r.slots[i]};
         st = ly_kernel_list(r.slots[i].slot, on_impl, &ctx);
     }
+    /* After the registry initialised: that is when the hub is consulted. */
+    ly_hub_status hub = {0};
+    bool have_hub = false;
+    if (st == LY_OK && all) {
+        st = ly_hub_status_get(&hub);
+        have_hub = st == LY_OK;
+    }
     int code = 0;
     if (st != LY_OK) {
         fprintf(stderr, "libreyolo: %s\n", ly_last_error());
@@ -269,13 +358,14 @@ int ly_cli_kernels(int argc, char **argv)
         fputs("libreyolo: out of memory\n", stderr);
         code = 1;
     } else if (json) {
-        print_json(&r, &sel, all);
+        print_json(&r, &sel, all, have_hub ? &hub : NULL);
     } else if (all) {
-        print_all(&r, &sel);
+        print_all(&r, &sel, have_hub ? &hub : NULL);
     } else {
         print_active(&r);
     }
     report_free(&r);
+    ly_hub_status_free(&hub);
     if (code == 0 && fflush(stdout) != 0) {
         perror("libreyolo: stdout");
         code = 1;

@@ -7,6 +7,7 @@
  * that fails half-way leaves nothing behind.
  */
 #include "core/core.h"
+#include "kernels/hub/hub.h"
 #include "kernels/registry_internal.h"
 
 #include <dirent.h>
@@ -82,30 +83,25 @@ typedef struct loaded_set {
     size_t count;
 } loaded_set;
 
-static void load_one(const char *path, loaded_set *loaded)
+/* Open one library, run its entry point and commit what it staged. When
+ * `only_name` is set (the hub), every registration must be named so and be for
+ * one of `only_slots`, or nothing is committed. On failure the error says why
+ * (without the path) and the library is closed. */
+static ly_status load_library(const char *path, const char *only_name,
+                              const char *const *only_slots, size_t n_only_slots,
+                              size_t *registered)
 {
-    char real[PATH_MAX];
-    if (!realpath(path, real)) snprintf(real, sizeof real, "%s", path);
-    for (size_t i = 0; i < loaded->count; i++)
-        if (strcmp(loaded->paths[i], real) == 0) return; /* listed twice on the path */
-    if (loaded->count == MAX_LOADED) {
-        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: more than %d plugins", path, MAX_LOADED);
-        return;
-    }
-    loaded->paths[loaded->count++] = strdup(real);
-
+    *registered = 0;
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
-        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: cannot load it: %s", path, dlerror());
-        return;
+        const char *why = dlerror();
+        return ly_set_error(LY_E_IO, "cannot load it: %s", why ? why : "dlopen failed");
     }
     ly_kernel_plugin_entry_fn entry;
     *(void **)&entry = dlsym(handle, LY_KERNEL_PLUGIN_ENTRY);
     if (!entry) {
-        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: it does not export %s", path,
-               LY_KERNEL_PLUGIN_ENTRY);
         dlclose(handle);
-        return;
+        return ly_set_error(LY_E_FORMAT, "it does not export %s", LY_KERNEL_PLUGIN_ENTRY);
     }
     ly_kernel_plugin_api api = {
         .api_version = LY_KERNEL_PLUGIN_API_VERSION,
@@ -122,27 +118,66 @@ static void load_one(const char *path, loaded_set *loaded)
     ly_clear_error();
     ly_status st = entry(&api, &built_for);
     if (built_for != LY_KERNEL_PLUGIN_API_VERSION) {
-        ly_log(LY_LOG_WARNING,
-               "kernel plugin %s skipped: built for plugin API version %u, this library "
-               "provides version %u",
-               path, built_for, LY_KERNEL_PLUGIN_API_VERSION);
         dlclose(handle);
-        return;
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "built for plugin API version %u, this library provides version %u",
+                            built_for, LY_KERNEL_PLUGIN_API_VERSION);
     }
     if (st != LY_OK || stage_overflow) {
-        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: its entry point failed: %s: %s", path,
-               ly_status_name(st), ly_last_error());
+        char why[512];
+        snprintf(why, sizeof why, "%s", ly_last_error());
         dlclose(handle);
-        return;
+        return ly_set_error(st != LY_OK ? st : LY_E_NO_MEMORY, "its entry point failed: %s: %s",
+                            ly_status_name(st), why);
+    }
+    for (size_t i = 0; only_name && i < staged_count; i++) {
+        bool slot_ok = false;
+        for (size_t j = 0; j < n_only_slots; j++)
+            slot_ok = slot_ok || strcmp(stage[i].slot, only_slots[j]) == 0;
+        if (!slot_ok || strcmp(stage[i].name, only_name) != 0) {
+            dlclose(handle);
+            return ly_set_error(LY_E_FORMAT,
+                                "it registers '%s' for slot '%s', which the lock does not pin",
+                                stage[i].name, stage[i].slot);
+        }
     }
     /* The handle stays open for the life of the process: the registry holds its
      * function pointers. */
-    for (size_t i = 0; i < staged_count; i++)
+    for (size_t i = 0; i < staged_count; i++) {
         if (ly_kernel_register(stage[i].slot, stage[i].name, stage[i].fn, stage[i].predicate) !=
             LY_OK)
             ly_log(LY_LOG_WARNING, "kernel plugin %s: registering %s/%s failed: %s", path,
                    stage[i].slot, stage[i].name, ly_last_error());
+        else
+            ++*registered;
+    }
     ly_log(LY_LOG_DEBUG, "kernel plugin %s: %zu implementations registered", path, staged_count);
+    return LY_OK;
+}
+
+ly_status ly_plugin_load_file(const char *path, const char *name, const char *const *slots,
+                              size_t n_slots, size_t *registered)
+{
+    size_t count = 0;
+    ly_status st = load_library(path, name, slots, n_slots, &count);
+    if (registered) *registered = count;
+    return st;
+}
+
+static void load_one(const char *path, loaded_set *loaded)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real)) snprintf(real, sizeof real, "%s", path);
+    for (size_t i = 0; i < loaded->count; i++)
+        if (strcmp(loaded->paths[i], real) == 0) return; /* listed twice on the path */
+    if (loaded->count == MAX_LOADED) {
+        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: more than %d plugins", path, MAX_LOADED);
+        return;
+    }
+    loaded->paths[loaded->count++] = strdup(real);
+    size_t registered;
+    if (load_library(path, NULL, NULL, 0, &registered) != LY_OK)
+        ly_log(LY_LOG_WARNING, "kernel plugin %s skipped: %s", path, ly_last_error());
 }
 
 static void load_directory(const char *dir, loaded_set *loaded)
@@ -189,5 +224,6 @@ void ly_plugins_load(void)
             load_directory(exe, &loaded);
         }
     }
-    for (size_t i = 0; i < loaded.count; i++) free(loaded.paths[i]);
+    for (size_t i = 0; i < loaded.count; i++)
+        free(loaded.paths[i]);
 }

@@ -9,6 +9,7 @@
  */
 #include "core/core.h"
 #include "kernels/registry_internal.h"
+#include "kernels/hub/hub.h"
 #include "kernels/slot.h"
 
 #include <ctype.h>
@@ -232,6 +233,8 @@ static void ensure_providers(const char *selection)
         ly_register_nn_providers();
         ly_register_msda_providers();
         ly_register_sdpa_providers();
+        /* Pinned hub providers last: upstream prefers them where eligible. */
+        ly_hub_load();
         atomic_store_explicit(&providers_loaded, true, memory_order_release);
     }
     pthread_mutex_unlock(&providers_lock);

@@ -1,0 +1,135 @@
+/*
+ * Shared by the ms_deform_attn reference, the AVX2 provider and the parity
+ * cases: the geometry of a validated call and the per-sample arithmetic.
+ *
+ * The sample arithmetic is inline so that each translation unit (baseline ISA
+ * for the reference, -mavx2 -mfma for the provider) compiles the very same
+ * IEEE operations: every step is one correctly rounded operation (fmaf where
+ * the numbers want a fused multiply-add, never a contraction: the whole
+ * project builds with -ffp-contract=off), so the bits cannot depend on the ISA.
+ * docs/attention.md states the order in words.
+ */
+#ifndef LY_KERNELS_ATTENTION_MSDA_INTERNAL_H
+#define LY_KERNELS_ATTENTION_MSDA_INTERNAL_H
+
+#include "libreyolo/msda.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* What a validated call describes. Pointers are the call's operands; `grad_out`
+ * is NULL for the forward. */
+typedef struct ly_msda_geom {
+    int64_t B, len_in, H, C, Lq, L;
+    int64_t K; /* sampling points per (b, q, h): sum over levels of points[l] */
+    int mode;
+    int64_t lvl_h[LY_MSDA_MAX_LEVELS], lvl_w[LY_MSDA_MAX_LEVELS];
+    int64_t lvl_start[LY_MSDA_MAX_LEVELS];  /* first position of the level in value */
+    int64_t lvl_points[LY_MSDA_MAX_LEVELS]; /* points of the level */
+    float half_w[LY_MSDA_MAX_LEVELS], half_h[LY_MSDA_MAX_LEVELS];   /* 0.5f * size, exact */
+    float max_col[LY_MSDA_MAX_LEVELS], max_row[LY_MSDA_MAX_LEVELS]; /* size - 1, exact */
+    float size_w[LY_MSDA_MAX_LEVELS], size_h[LY_MSDA_MAX_LEVELS];   /* size, exact */
+    const float *value, *loc, *attn, *grad_out;
+} ly_msda_geom;
+
+/* Fill `g` from a call the slot's contract accepted (never fails). */
+void ly_msda_geom_init(const ly_kernel_call *call, bool backward, ly_msda_geom *g);
+
+/* Slot implementations. */
+ly_status ly_msda_reference_forward(const ly_kernel_call *call);
+ly_status ly_msda_reference_backward(const ly_kernel_call *call);
+#ifdef LY_HAVE_AVX2_PROVIDERS
+ly_status ly_msda_avx2_forward(const ly_kernel_call *call);
+ly_status ly_msda_avx2_backward(const ly_kernel_call *call);
+#endif
+
+/* The canonical NaN every NaN result is written as: payloads and signs of NaN
+ * depend on operand order inside an FMA instruction, which a compiler chooses. */
+#define LY_MSDA_NAN_BITS 0x7FC00000u
+
+static inline float ly_msda_nan(void)
+{
+    uint32_t u = LY_MSDA_NAN_BITS;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float ly_msda_canon(float v)
+{
+    return v != v ? ly_msda_nan() : v;
+}
+
+/* One bilinear sample: the four corner weights, the fractional parts (the
+ * backward needs them) and the element offsets (relative to the batch's value
+ * block) of the corners' channel 0, -1 for a corner outside the level. */
+typedef struct ly_msda_sample {
+    float w[4]; /* (y0,x0), (y0,x0+1), (y0+1,x0), (y0+1,x0+1) */
+    float lx, ly, hx, hy;
+    int64_t off[4];
+} ly_msda_sample;
+
+/* grid_sample's unnormalisation, align_corners=False, with the grid formed as
+ * every family forms it: g = 2*loc - 1 (one rounding: 2*loc is exact), then
+ * (g + 1) rounded, then fma(g + 1, size/2, -0.5). Corners are tested in float,
+ * before any conversion, so no coordinate (NaN, inf, 1e30) is ever converted
+ * out of range. */
+static inline void ly_msda_bilinear(const ly_msda_geom *g, int64_t l, int64_t h, float loc_x,
+                                    float loc_y, ly_msda_sample *s)
+{
+    float gx = 2.0f * loc_x - 1.0f, gy = 2.0f * loc_y - 1.0f;
+    float x = fmaf(gx + 1.0f, g->half_w[l], -0.5f);
+    float y = fmaf(gy + 1.0f, g->half_h[l], -0.5f);
+    float x0 = floorf(x), y0 = floorf(y);
+    float lx = x - x0, ly = y - y0;
+    float hx = 1.0f - lx, hy = 1.0f - ly;
+    s->lx = lx;
+    s->ly = ly;
+    s->hx = hx;
+    s->hy = hy;
+    s->w[0] = hy * hx;
+    s->w[1] = hy * lx;
+    s->w[2] = ly * hx;
+    s->w[3] = ly * lx;
+    float max_col = g->max_col[l], max_row = g->max_row[l];
+    bool c0 = x0 >= 0.0f && x0 <= max_col, c1 = x0 >= -1.0f && x0 <= max_col - 1.0f;
+    bool r0 = y0 >= 0.0f && y0 <= max_row, r1 = y0 >= -1.0f && y0 <= max_row - 1.0f;
+    int64_t col = (c0 || c1) ? (int64_t)x0 : 0, row = (r0 || r1) ? (int64_t)y0 : 0;
+    int64_t W = g->lvl_w[l], HC = g->H * g->C;
+    int64_t base = (g->lvl_start[l] + row * W + col) * HC + h * g->C;
+    s->off[0] = r0 && c0 ? base : -1;
+    s->off[1] = r0 && c1 ? base + HC : -1;
+    s->off[2] = r1 && c0 ? base + W * HC : -1;
+    s->off[3] = r1 && c1 ? base + (W + 1) * HC : -1;
+}
+
+/* D-FINE's nearest index: int64(loc*size + 0.5) (two roundings), clamped to
+ * [0, size - 1]. The clamp happens in float, so NaN (and anything below 1)
+ * gives 0 and anything at or above size gives size - 1 without an
+ * out-of-range conversion. */
+static inline int64_t ly_msda_nearest(float loc, float size_f, int64_t size)
+{
+    float t = loc * size_f + 0.5f;
+    if (!(t >= 1.0f)) return 0;
+    if (t >= size_f) return size - 1;
+    return (int64_t)t;
+}
+
+static inline int64_t ly_msda_discrete_offset(const ly_msda_geom *g, int64_t l, int64_t h,
+                                              float loc_x, float loc_y)
+{
+    int64_t ix = ly_msda_nearest(loc_x, g->size_w[l], g->lvl_w[l]);
+    int64_t iy = ly_msda_nearest(loc_y, g->size_h[l], g->lvl_h[l]);
+    return ((g->lvl_start[l] + iy * g->lvl_w[l] + ix) * g->H + h) * g->C;
+}
+
+/* The fixed tree that ends every channel reduction: lane partial sums p[t]
+ * (t = c mod 8) combined as an AVX 256 -> 128 -> 64 -> 32 fold does. */
+static inline float ly_msda_tree8(const float p[8])
+{
+    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
+
+#endif
