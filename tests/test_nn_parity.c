@@ -61,6 +61,15 @@ static const conv_case cases[] = {
     {"1x1 s2 16->8 10x10 (trailing input dropped)", 1, 16, 10, 10, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1,
      LY_ACT_NONE, true, false},
     {"5x5 p2 s3 4->4 14x14", 1, 4, 14, 14, 4, 5, 5, 3, 3, 2, 2, 1, 1, 1, LY_ACT_RELU, false, true},
+    /* NanoDet-g: LeakyReLU(0.1) after 3x3 and 1x1 convolutions, strided stem. */
+    {"nanodet 3x3 leaky 32->64 13x13", 1, 32, 13, 13, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1,
+     LY_ACT_LEAKY_RELU, true, false},
+    {"nanodet 1x1 leaky 64->32 13x13", 1, 64, 13, 13, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1,
+     LY_ACT_LEAKY_RELU, true, false},
+    {"nanodet stem 3->16 3x3 s2 leaky 26x26", 1, 3, 26, 26, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1,
+     LY_ACT_LEAKY_RELU, true, false},
+    {"nanodet 1x1 lateral 48->16 +res 9x9", 1, 48, 9, 9, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_NONE,
+     true, true},
 };
 
 static bool verbose(void)
@@ -124,6 +133,7 @@ static void conv_data_init(conv_data *d, const conv_case *c)
     d->call.params.dilation[1] = c->dw;
     d->call.params.groups = c->groups;
     d->call.params.activation = c->activation;
+    d->call.params.alpha = 0.1;
     d->call.threads = 1;
 }
 
@@ -301,6 +311,139 @@ static void test_conv2d_providers_registered_by_name(void **state)
     assert_int_equal(ly_kernel_resolve(LY_SLOT_CONV2D, NULL, &name, NULL), LY_OK);
     assert_string_equal(name, "reference");
     unsetenv("LIBREYOLO_KERNELS");
+}
+
+/* The LeakyReLU slope is part of what a cached operator was built for. */
+static void test_conv2d_leaky_alpha_not_cached_stale(void **state)
+{
+    (void)state;
+    const conv_case *c = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strstr(cases[i].name, "1x1 leaky")) c = &cases[i];
+    assert_non_null(c);
+    conv_data d;
+    conv_data_init(&d, c);
+    impl_list list = providers_for(&d.call);
+    for (int k = 0; k < list.count; k++) {
+        for (int round = 0; round < 2; round++) {
+            d.call.params.alpha = round == 0 ? 0.1 : 0.25;
+            run_reference(&d);
+            run_impl_into_out(&d, list.names[k]);
+            compare(list.names[k], round == 0 ? "leaky 0.1" : "leaky 0.25 after 0.1", &d.ref,
+                    &d.out);
+        }
+    }
+    /* A slope that is not a number is refused by the slot. */
+    d.call.params.alpha = NAN;
+    d.call.out[0] = &d.out;
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_CONV2D, &d.call), LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "params.alpha"));
+    conv_data_free(&d);
+}
+
+/* resize_bilinear2d's reference against the formula of nn.h in double, for
+ * each coordinate convention, up, down and uneven; add is exact. */
+static double resize_source(int64_t d, int64_t in, int64_t out, int align, int half)
+{
+    if (align) return out > 1 ? (double)d * (double)(in - 1) / (double)(out - 1) : 0.0;
+    double s = half ? ((double)d + 0.5) * (double)in / (double)out - 0.5
+                    : (double)d * (double)in / (double)out;
+    return s < 0 ? 0 : s;
+}
+
+static void test_resize_and_add_references(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t h, w, ho, wo;
+        int align, half;
+    } rs[] = {
+        {13, 13, 26, 26, 0, 1}, {52, 52, 26, 26, 0, 1}, {26, 26, 13, 13, 0, 1}, {5, 7, 11, 3, 0, 1},
+        {5, 7, 11, 3, 1, 0},    {5, 7, 11, 3, 0, 0},    {1, 1, 4, 4, 0, 1},     {4, 4, 1, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+        int64_t xs[4] = {1, 3, rs[i].h, rs[i].w}, ys[4] = {1, 3, rs[i].ho, rs[i].wo};
+        rng_state = 500 + i;
+        ly_tensor x, y;
+        assert_int_equal(
+            ly_tensor_init(&x, random_buffer(3 * rs[i].h * rs[i].w, 4.0f), LY_F32, 4, xs), LY_OK);
+        assert_int_equal(
+            ly_tensor_init(&y, random_buffer(3 * rs[i].ho * rs[i].wo, 1.0f), LY_F32, 4, ys), LY_OK);
+        ly_kernel_call call;
+        ly_kernel_call_init(&call);
+        call.in[0] = &x;
+        call.out[0] = &y;
+        call.params.size[0] = rs[i].ho;
+        call.params.size[1] = rs[i].wo;
+        call.params.align_corners = rs[i].align;
+        call.params.half_pixel_centers = rs[i].half;
+        ly_status st = ly_kernel_dispatch(LY_SLOT_RESIZE_BILINEAR2D, &call);
+        if (st != LY_OK) fail_msg("resize %zu: %s", i, ly_last_error());
+        const float *in = x.data, *out = y.data;
+        for (int64_t c = 0; c < 3; c++)
+            for (int64_t oy = 0; oy < rs[i].ho; oy++)
+                for (int64_t ox = 0; ox < rs[i].wo; ox++) {
+                    double sy = resize_source(oy, rs[i].h, rs[i].ho, rs[i].align, rs[i].half);
+                    double sx = resize_source(ox, rs[i].w, rs[i].wo, rs[i].align, rs[i].half);
+                    int64_t y0 = (int64_t)sy, x0 = (int64_t)sx;
+                    int64_t y1 = y0 < rs[i].h - 1 ? y0 + 1 : y0,
+                            x1 = x0 < rs[i].w - 1 ? x0 + 1 : x0;
+                    double ly = sy - (double)y0, lx = sx - (double)x0;
+                    const float *p = in + c * rs[i].h * rs[i].w;
+                    double want =
+                        (1 - ly) * ((1 - lx) * p[y0 * rs[i].w + x0] + lx * p[y0 * rs[i].w + x1]) +
+                        ly * ((1 - lx) * p[y1 * rs[i].w + x0] + lx * p[y1 * rs[i].w + x1]);
+                    double got = out[(c * rs[i].ho + oy) * rs[i].wo + ox];
+                    if (fabs(got - want) > 1e-5)
+                        fail_msg(
+                            "resize %lldx%lld -> %lldx%lld (align %d, half %d) at (%lld, %lld, "
+                            "%lld): %.9g, expected %.9g",
+                            (long long)rs[i].h, (long long)rs[i].w, (long long)rs[i].ho,
+                            (long long)rs[i].wo, rs[i].align, rs[i].half, (long long)c,
+                            (long long)oy, (long long)ox, got, want);
+                }
+        free(x.data);
+        free(y.data);
+    }
+    /* Both conventions at once, or no size, are refused. */
+    int64_t s4[4] = {1, 1, 2, 2};
+    float v[4] = {1, 2, 3, 4}, o[16];
+    ly_tensor x, y;
+    ly_tensor_init(&x, v, LY_F32, 4, s4);
+    int64_t s16[4] = {1, 1, 4, 4};
+    ly_tensor_init(&y, o, LY_F32, 4, s16);
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.in[0] = &x;
+    call.out[0] = &y;
+    call.params.size[0] = call.params.size[1] = 4;
+    call.params.align_corners = 1;
+    call.params.half_pixel_centers = 1;
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
+    call.params.align_corners = 0;
+    call.params.size[0] = 0;
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "params.size"));
+
+    /* add */
+    int64_t shape[3] = {2, 3, 37};
+    rng_state = 77;
+    ly_tensor a, b, sum;
+    ly_tensor_init(&a, random_buffer(222, 10.0f), LY_F32, 3, shape);
+    ly_tensor_init(&b, random_buffer(222, 10.0f), LY_F32, 3, shape);
+    ly_tensor_init(&sum, random_buffer(222, 1.0f), LY_F32, 3, shape);
+    ly_kernel_call_init(&call);
+    call.in[0] = &a;
+    call.in[1] = &b;
+    call.out[0] = &sum;
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_ADD, &call), LY_OK);
+    for (int i = 0; i < 222; i++)
+        assert_true(((float *)sum.data)[i] == ((float *)a.data)[i] + ((float *)b.data)[i]);
+    b.shape[2] = 36;
+    assert_int_equal(ly_kernel_dispatch(LY_SLOT_ADD, &call), LY_E_SHAPE);
+    free(a.data);
+    free(b.data);
+    free(sum.data);
 }
 
 /* Dispatch (the path a model takes) gives the reference's numbers too. */
@@ -514,6 +657,8 @@ int main(void)
         cmocka_unit_test(test_conv2d_output_aliases_residual),
         cmocka_unit_test(test_conv2d_providers_registered_by_name),
         cmocka_unit_test(test_conv2d_dispatch),
+        cmocka_unit_test(test_conv2d_leaky_alpha_not_cached_stale),
+        cmocka_unit_test(test_resize_and_add_references),
         cmocka_unit_test(test_conv2d_concurrent_callers),
         cmocka_unit_test(test_elementwise_providers_match_reference),
         cmocka_unit_test(test_dfl_providers_match_reference),

@@ -9,7 +9,8 @@
  *
  *  conv2d              in: x [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or NULL,
  *                          residual [N, O, Ho, Wo] or NULL
- *                      params: stride, padding, dilation, groups, activation
+ *                      params: stride, padding, dilation, groups, activation (+ alpha for
+ *                      LY_ACT_LEAKY_RELU)
  *                      out: [N, O, Ho, Wo] = act(conv(x, weight) + bias) + residual,
  *                      Ho = (H + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for W)
  *  max_pool2d          in: x   params: kernel, stride, padding (pads are -inf)   out: [N, C, Ho, Wo]
@@ -17,6 +18,17 @@
  *  upsample_nearest2d  in: x   params: scale                      out: [N, C, H*scale, W*scale]
  *  concat              in: up to 4 tensors equal but on `axis`   params: axis   out: joined
  *  silu, sigmoid       in: x (any shape)                          out: [x shape]
+ *  add                 in: a, b (any shape, the same)             out: a + b
+ *  resize_bilinear2d   in: x [N, C, H, W]
+ *                      params: size (Ho, Wo), align_corners, half_pixel_centers
+ *                      out: [N, C, Ho, Wo], PyTorch's bilinear interpolation
+ *                      (F.interpolate mode "bilinear"): source coordinate
+ *                      s = scale * d with align_corners (scale (H-1)/(Ho-1)), else
+ *                      max(scale * (d + 0.5) - 0.5, 0) with half_pixel_centers
+ *                      (scale H/Ho; TF2 and PyTorch's default), else scale * d
+ *                      (TF1's legacy resize); i0 = floor(s), i1 = min(i0 + 1, H - 1),
+ *                      weights (1 - (s - i0), s - i0); out = h0 * (w0 * x00 + w1 * x01)
+ *                      + h1 * (w0 * x10 + w1 * x11). Both flags set is refused (as TF).
  *  dfl                 in: x [N, 4*R, A] (side-major: channel = side*R + bin)
  *                      out: [N, 4, A] = sum_b b * softmax_b(x[side*R + b]) per side
  */
@@ -37,6 +49,8 @@ extern "C" {
 #define LY_SLOT_SILU "silu"
 #define LY_SLOT_SIGMOID "sigmoid"
 #define LY_SLOT_DFL "dfl"
+#define LY_SLOT_ADD "add"
+#define LY_SLOT_RESIZE_BILINEAR2D "resize_bilinear2d"
 
 #ifdef __cplusplus
 }

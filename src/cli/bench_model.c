@@ -13,10 +13,17 @@
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "libreyolo/io.h"
+#include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
+#include "models/family.h"
+#include "nn/graph.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86_FMA_PROBE 1
+#endif
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -39,6 +46,7 @@ extern char **environ;
 #define DEFAULT_RUNS 20
 #define DEFAULT_WARMUP 3
 #define DEFAULT_CORE_GFLOPS 93.0 /* one core's fp32 FMA peak on the project's reference VM */
+#define DEFAULT_NANODET_INPUT "../shared/testdata/nanodet/parkour/input.npy"
 #define PEER_TIMEOUT_S 600
 #define PROBE_TIMEOUT_S 60
 #define DEFAULT_IMAGE "../shared/testdata/images/parkour.jpg"
@@ -56,22 +64,26 @@ static void print_usage(FILE *to)
         "prediction on an image file end to end (median and p90 of R runs after W warm-ups),\n"
         "reports peak RSS and the RSS of the model, then runs the peers in bench/peers/ on\n"
         "the same input and thread count: ONNX Runtime (node + onnxruntime-node) on an ONNX\n"
-        "export of the network and PyTorch (python3 + torch) on the same checkpoint.\n"
-        "  --model M         checkpoint (.pt)\n"
+        "export of the network and PyTorch (python3 + torch) on the same checkpoint (YOLO9\n"
+        "checkpoints only: a TF.js graph such as NanoDet has no peers).\n"
+        "  --model M         checkpoint (.pt), TF.js graph model, or a named model (nanodet)\n"
         "  --imgsz S         square input size (default: the checkpoint's)\n"
         "  --threads N       threads for us and for each peer (default 1)\n"
         "  --runs R          timed runs (default 20)\n"
         "  --warmup W        warm-up runs (default 3)\n"
         "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/input.npy\n"
-        "                    next to M when it fits, else a fixed pseudo-random input)\n"
+        "                    next to M, or for NanoDet " DEFAULT_NANODET_INPUT ",\n"
+        "                    when it fits, else a fixed pseudo-random input)\n"
         "  --image I         image for the end-to-end line (default " DEFAULT_IMAGE "\n"
         "                    when present); --no-image skips that line\n"
         "  --onnx O.onnx     the ONNX Runtime peer's model (default: M with the suffix .onnx)\n"
         "  --peers DIR       where ort_yolo9.js and torch_yolo9.py are (default:\n"
         "                    $LIBREYOLO_BENCH_PEERS, ./bench/peers, <exe>/../bench/peers)\n"
         "  --no-peers        only our own figures\n"
-        "  --gflop G         the network's cost at S (default: known for LibreYOLO9t, 7.7 at 640)\n"
-        "  --core-gflops P   one core's FMA peak, GFLOP/s (default 93)\n"
+        "  --gflop G         the network's cost at S (default: LibreYOLO9t's 7.7 at 640, else\n"
+        "                    2 x the multiply-adds of the network's convolutions)\n"
+        "  --core-gflops P   one core's FMA peak, GFLOP/s (default: measured here with AVX2/\n"
+        "                    AVX-512 FMA chains, best of 5; 93, the project's VM, without them)\n"
         "  --json            one JSON object instead of the table\n"
         "Environment: LIBREYOLO_PYTHON (default: the first of python3, /usr/bin/python3 that\n"
         "can import torch), LIBREYOLO_NODE (default node).\n"
@@ -161,8 +173,9 @@ typedef struct bench_config {
     bool no_peers;
     int imgsz; /* 0: the checkpoint's */
     int threads, runs, warmup;
-    double gflop; /* 0: known table */
-    double core_gflops;
+    double gflop;       /* 0: known table */
+    double core_gflops; /* 0: measure */
+    char peak_source[96];
     bool json;
 } bench_config;
 
@@ -181,6 +194,7 @@ typedef struct ours_result {
     latency predict;
     double pre_ms, net_ms, post_ms;
     size_t detections;
+    double graph_gflop; /* the network's convolutions at imgsz; NAN when unknown */
 } ours_result;
 
 static void ignore_output(const char *name, const ly_tensor *output, void *user)
@@ -238,6 +252,8 @@ static int prepare_input(const bench_config *cfg, ours_result *r, ly_tensor *inp
     char dir[PATH_MAX], guess[PATH_MAX + 32];
     dirname_of(cfg->model_path, dir, sizeof dir);
     snprintf(guess, sizeof guess, "%s/ref_parkour/input.npy", dir);
+    if (strcmp(r->info.family, "nanodet") == 0)
+        snprintf(guess, sizeof guess, "%s", DEFAULT_NANODET_INPUT);
     if (file_exists(guess) && ly_npy_load(guess, input) == LY_OK) {
         if (input_fits(input, r->imgsz)) {
             snprintf(r->input_desc, sizeof r->input_desc, "%s", guess);
@@ -356,6 +372,26 @@ static void choose_image(const bench_config *cfg, ours_result *r)
              "no image (%s not found; use --image I)", DEFAULT_IMAGE);
 }
 
+/* 2 x the multiply-adds of every convolution of the network as last run
+ * (NAN when the family has no graph). */
+static double graph_gflop(const ly_model *m)
+{
+    const ly_model_desc *d = ly_model_desc_of(m);
+    struct ly_graph *g = d && d->family->graph ? d->family->graph(d->net) : NULL;
+    if (!g) return NAN;
+    double macs = 0;
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info n;
+        ly_tensor out;
+        if (ly_graph_node_at(g, i, &n) != LY_OK || n.op != LY_GRAPH_OP_CONV2D) continue;
+        if (ly_graph_value_view(g, n.output, &out) != LY_OK) return NAN;
+        /* weight [O, C / groups, kh, kw]: each output takes C / groups * kh * kw. */
+        macs += (double)ly_tensor_numel(&out) *
+                (double)(n.weight->shape[1] * n.weight->shape[2] * n.weight->shape[3]);
+    }
+    return 2.0 * macs / 1e9;
+}
+
 static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *input)
 {
     ly_model_options mopt = {.threads = cfg->threads};
@@ -386,6 +422,7 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
     double rss_before_runs = rss_now_mib();
     rc = time_network(m, input, cfg, &r->run);
     if (rc) goto done;
+    r->graph_gflop = graph_gflop(m);
     r->rss_model_after_warmup_mib = r->rss_model_after_load_mib + rss_now_mib() - rss_before_runs;
 
     choose_image(cfg, r);
@@ -820,6 +857,12 @@ static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *
         peer_unavailable(torch, "--no-peers");
         return;
     }
+    if (strcmp(r->info.family, "yolo9") != 0) {
+        const char *why = "none for this model (a TF.js graph; the peers run YOLO9 checkpoints)";
+        peer_unavailable(ort, "%s", why);
+        peer_unavailable(torch, "%s", why);
+        return;
+    }
     char dir[PATH_MAX];
     if (!find_peers_dir(cfg, dir, sizeof dir)) {
         const char *why = "peer scripts not found (looked in $LIBREYOLO_BENCH_PEERS, "
@@ -852,7 +895,79 @@ static double network_gflop(const bench_config *cfg, const ours_result *r)
     if (cfg->gflop > 0) return cfg->gflop;
     if (strcmp(r->info.family, "yolo9") == 0 && strcmp(r->info.size, "t") == 0)
         return 7.7 * ((double)r->imgsz / 640.0) * ((double)r->imgsz / 640.0);
-    return NAN;
+    return r->graph_gflop;
+}
+
+/* ---- One core's FMA peak ----------------------------------------------------------- */
+
+/* Twelve independent FMA chains (more than latency x throughput on current
+ * x86 cores), written out so each stays in a register, on one thread; GFLOP/s
+ * of `iterations` rounds. Compiled for AVX2/AVX-512 and called only where the
+ * CPU has them. */
+#define FMA_CHAINS 12
+#define FMA_ROUND(fmadd)                                                                           \
+    c0 = fmadd(c0, a, b), c1 = fmadd(c1, a, b), c2 = fmadd(c2, a, b), c3 = fmadd(c3, a, b),        \
+    c4 = fmadd(c4, a, b), c5 = fmadd(c5, a, b), c6 = fmadd(c6, a, b), c7 = fmadd(c7, a, b),        \
+    c8 = fmadd(c8, a, b), c9 = fmadd(c9, a, b), c10 = fmadd(c10, a, b), c11 = fmadd(c11, a, b)
+#ifdef HAVE_X86_FMA_PROBE
+__attribute__((target("avx2,fma"))) static double fma_avx2_gflops(int64_t iterations)
+{
+    __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    /* Distinct starting values: equal chains could be merged by the compiler. */
+    __m256 c0 = _mm256_set1_ps(0), c1 = _mm256_set1_ps(1), c2 = _mm256_set1_ps(2),
+           c3 = _mm256_set1_ps(3), c4 = _mm256_set1_ps(4), c5 = _mm256_set1_ps(5),
+           c6 = _mm256_set1_ps(6), c7 = _mm256_set1_ps(7), c8 = _mm256_set1_ps(8),
+           c9 = _mm256_set1_ps(9), c10 = _mm256_set1_ps(10), c11 = _mm256_set1_ps(11);
+    double t0 = ly_cli_now_s();
+    for (int64_t k = 0; k < iterations; k++)
+        FMA_ROUND(_mm256_fmadd_ps);
+    double t = ly_cli_now_s() - t0;
+    __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
+                               _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
+    sum = _mm256_add_ps(sum, _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
+    volatile float keep = _mm256_cvtss_f32(sum); /* the chains must not be optimised away */
+    (void)keep;
+    return t > 0 ? (double)iterations * FMA_CHAINS * 8 * 2 / t / 1e9 : 0;
+}
+
+__attribute__((target("avx512f"))) static double fma_avx512_gflops(int64_t iterations)
+{
+    __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    __m512 c0 = _mm512_set1_ps(0), c1 = _mm512_set1_ps(1), c2 = _mm512_set1_ps(2),
+           c3 = _mm512_set1_ps(3), c4 = _mm512_set1_ps(4), c5 = _mm512_set1_ps(5),
+           c6 = _mm512_set1_ps(6), c7 = _mm512_set1_ps(7), c8 = _mm512_set1_ps(8),
+           c9 = _mm512_set1_ps(9), c10 = _mm512_set1_ps(10), c11 = _mm512_set1_ps(11);
+    double t0 = ly_cli_now_s();
+    for (int64_t k = 0; k < iterations; k++)
+        FMA_ROUND(_mm512_fmadd_ps);
+    double t = ly_cli_now_s() - t0;
+    __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                               _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
+    sum = _mm512_add_ps(sum, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+    volatile float keep = _mm512_reduce_add_ps(sum);
+    (void)keep;
+    return t > 0 ? (double)iterations * FMA_CHAINS * 16 * 2 / t / 1e9 : 0;
+}
+#endif
+
+/* Best of 5 short runs (~10 ms each): other processes only ever slow it down.
+ * 0 when this CPU has no FMA. */
+static double measure_core_gflops(void)
+{
+    double best = 0;
+#ifdef HAVE_X86_FMA_PROBE
+    ly_cpu_features cpu;
+    if (ly_cpu_features_get(&cpu) != LY_OK || !cpu.avx2 || !cpu.fma) return 0;
+    for (int trial = 0; trial < 5; trial++) {
+        double g = fma_avx2_gflops(5000000);
+        if (g > best) best = g;
+        if (cpu.avx512f) {
+            g = fma_avx512_gflops(2500000);
+            if (g > best) best = g;
+        }
+    }
+#endif
+    return best;
 }
 
 static void print_peer_row(const peer_result *p, double ours_ms)
@@ -901,8 +1016,10 @@ static void print_table(const bench_config *cfg, const ours_result *r, const pee
     if (isfinite(gflop)) {
         double bound_ms = gflop / (cfg->core_gflops * cfg->threads) * 1e3;
         printf("FMA-peak bound: %.2f GFLOP / (%.0f GFLOP/s x %d) = %.1f ms; our median is %.2fx "
-               "the bound\n",
-               gflop, cfg->core_gflops, cfg->threads, bound_ms, r->run.median_ms / bound_ms);
+               "the bound (%.0f%% of the peak)\n",
+               gflop, cfg->core_gflops, cfg->threads, bound_ms, r->run.median_ms / bound_ms,
+               100.0 * bound_ms / r->run.median_ms);
+        printf("  (one core's FMA peak: %s)\n", cfg->peak_source);
     } else {
         printf("FMA-peak bound: unknown network cost (use --gflop G)\n");
     }
@@ -986,6 +1103,10 @@ static void print_json(const bench_config *cfg, const ours_result *r, const peer
     ly_json_number(o, gflop);
     fputs(", \"core_gflops\": ", o);
     ly_json_number(o, cfg->core_gflops);
+    fputs(", \"core_gflops_source\": ", o);
+    ly_json_string(o, cfg->peak_source);
+    fputs(", \"fraction_of_peak\": ", o);
+    ly_json_number(o, bound_ms / r->run.median_ms);
     fputs(", \"ms\": ", o);
     ly_json_number(o, bound_ms);
     fputs(", \"ours_over_bound\": ", o);
@@ -1001,10 +1122,7 @@ static void print_json(const bench_config *cfg, const ours_result *r, const peer
 
 int ly_cli_bench_model(int argc, char **argv)
 {
-    bench_config cfg = {.threads = 1,
-                        .runs = DEFAULT_RUNS,
-                        .warmup = DEFAULT_WARMUP,
-                        .core_gflops = DEFAULT_CORE_GFLOPS};
+    bench_config cfg = {.threads = 1, .runs = DEFAULT_RUNS, .warmup = DEFAULT_WARMUP};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -1061,8 +1179,26 @@ int ly_cli_bench_model(int argc, char **argv)
         return 2;
     }
 
+    if (cfg.core_gflops > 0) {
+        snprintf(cfg.peak_source, sizeof cfg.peak_source, "--core-gflops %g", cfg.core_gflops);
+    } else {
+        ly_cli_progress("bench: measuring one core's FMA peak");
+        cfg.core_gflops = measure_core_gflops();
+        ly_cli_progress_end();
+        if (cfg.core_gflops > 0) {
+            snprintf(cfg.peak_source, sizeof cfg.peak_source,
+                     "measured here, best of 5 runs of FMA chains");
+        } else {
+            cfg.core_gflops = DEFAULT_CORE_GFLOPS;
+            snprintf(cfg.peak_source, sizeof cfg.peak_source,
+                     "%.0f GFLOP/s, the project's VM (no FMA here to measure)",
+                     DEFAULT_CORE_GFLOPS);
+        }
+    }
+
     ours_result r;
     memset(&r, 0, sizeof r);
+    r.graph_gflop = NAN;
     ly_tensor input;
     memset(&input, 0, sizeof input);
     int rc = measure_ours(&cfg, &r, &input);

@@ -3,6 +3,8 @@
 #include "cli/json_out.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/model.h"
+#include "models/family.h"
+#include "nn/graph.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,9 +13,11 @@ static void print_usage(FILE *to)
 {
     fputs("usage: libreyolo info --model M [--json]\n"
           "\n"
-          "Shows the model family, size, task, classes and input size of checkpoint M,\n"
-          "and how many tensors and parameters its state dict has (parameters exclude\n"
-          "BatchNorm running statistics and counters).\n"
+          "Shows the model family, size, task, classes and input size of model M (a\n"
+          "checkpoint, a TF.js graph model or a named model such as nanodet), and how many\n"
+          "tensors and parameters it has: a checkpoint's state dict (parameters exclude\n"
+          "BatchNorm running statistics and counters), else the weights and biases of its\n"
+          "network.\n"
           "  --json           one JSON object instead of text\n",
           to);
 }
@@ -45,6 +49,37 @@ static ly_status count_tensors(const char *path, size_t *tensors, int64_t *param
     }
     ly_checkpoint_close(ck);
     return st;
+}
+
+/* Families without a state dict: the convolution weights and biases of the
+ * network, as loaded (for NanoDet exactly the model file's parameters). */
+static ly_status count_graph(const ly_model *model, size_t *tensors, int64_t *params)
+{
+    const ly_model_desc *d = ly_model_desc_of(model);
+    struct ly_graph *g = d && d->family->graph ? d->family->graph(d->net) : NULL;
+    *tensors = 0;
+    *params = 0;
+    if (!g) return LY_OK;
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info n;
+        ly_status st = ly_graph_node_at(g, i, &n);
+        if (st != LY_OK) return st;
+        const ly_tensor *t[2] = {n.weight, n.bias};
+        for (int k = 0; k < 2; k++)
+            if (t[k]) {
+                (*tensors)++;
+                *params += ly_tensor_numel(t[k]);
+            }
+    }
+    return LY_OK;
+}
+
+/* What the network's input is, as the family's preprocessing makes it. */
+static const char *input_description(const char *family)
+{
+    if (strcmp(family, "nanodet") == 0)
+        return "float32 BGR (x - mean) / std, letterboxed centred on zeros";
+    return "float32 RGB /255, letterboxed top-left on 114";
 }
 
 int ly_cli_info(int argc, char **argv)
@@ -83,7 +118,9 @@ int ly_cli_info(int argc, char **argv)
         return 1;
     }
     ly_model_get_info(model, &info);
-    if (count_tensors(path, &tensors, &params) != LY_OK) {
+    ly_status counted = strcmp(info.family, "yolo9") == 0 ? count_tensors(path, &tensors, &params)
+                                                          : count_graph(model, &tensors, &params);
+    if (counted != LY_OK) {
         fprintf(stderr, "libreyolo info: %s\n", ly_last_error());
         ly_model_free(model);
         return 1;
@@ -113,8 +150,8 @@ int ly_cli_info(int argc, char **argv)
         printf("task        %s\n", info.task);
         printf("classes     %lld\n", (long long)info.nc);
         printf("imgsz       %lld\n", (long long)info.imgsz);
-        printf("input       [1, 3, %lld, %lld] float32 RGB /255, letterboxed top-left on 114\n",
-               (long long)info.imgsz, (long long)info.imgsz);
+        printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,
+               input_description(info.family));
         printf("tensors     %zu\n", tensors);
         printf("parameters  %lld\n", (long long)params);
         fputs("names      ", stdout);

@@ -16,10 +16,12 @@ static void print_usage(FILE *to)
 {
     fputs("usage: libreyolo run --model M --input X.npy --output-dir DIR [--threads N]\n"
           "\n"
-          "Runs the network of checkpoint M, without pre- or post-processing, on X\n"
-          "(float32 [1, 3, H, W], H and W multiples of 32, as LibreYOLO's preprocessing\n"
-          "makes it) and writes each output to DIR/<name>.npy (for YOLO9: predictions,\n"
-          "raw_p3, raw_p4, raw_p5). DIR is created if needed; files are written atomically.\n"
+          "Runs the network of model M (a checkpoint, a TF.js graph model, or a named model\n"
+          "such as nanodet), without pre- or post-processing, on X (float32 [1, 3, H, W] as\n"
+          "the model's preprocessing makes it: YOLO9 takes H and W multiples of 32, NanoDet-g\n"
+          "416 x 416) and writes each output to DIR/<name>.npy (YOLO9: predictions, raw_p3,\n"
+          "raw_p4, raw_p5; NanoDet: Identity ... Identity_5, its graph's signature names).\n"
+          "DIR is created if needed; files are written atomically.\n"
           "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n",
           to);
 }

@@ -10,7 +10,7 @@
 typedef enum value_kind {
     VALUE_INPUT, /* external: the caller's buffer */
     VALUE_NODE,  /* written by a node */
-    VALUE_SLICE  /* a channel range of another value */
+    VALUE_SLICE  /* a view of another value: a channel range, or a reshape */
 } value_kind;
 
 typedef ly_graph_op node_op;
@@ -40,6 +40,9 @@ typedef struct node {
     const ly_tensor *weight, *bias;
     ly_kernel_params params;
     int64_t slice_start, slice_count;
+    int shape_ndim;                         /* reshape target / transpose rank */
+    int64_t shape[LY_MAX_DIMS];             /* reshape */
+    int perm[LY_MAX_DIMS];                  /* transpose */
     bool copy_in[LY_GRAPH_MAX_NODE_INPUTS]; /* concat: input copied, not placed */
     ly_graph_custom_op custom;
     void *custom_ctx;
@@ -153,7 +156,8 @@ static ly_status new_node(ly_graph *g, node_op op, const char *name, int n_in,
     char *name_copy = copy_string(name);
     if (!name_copy) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", who);
     ly_graph_value v;
-    ly_status st = new_value(g, op == LY_GRAPH_OP_SLICE ? VALUE_SLICE : VALUE_NODE, &v);
+    bool view = op == LY_GRAPH_OP_SLICE || op == LY_GRAPH_OP_RESHAPE;
+    ly_status st = new_value(g, view ? VALUE_SLICE : VALUE_NODE, &v);
     if (st != LY_OK) {
         free(name_copy);
         return st;
@@ -314,6 +318,7 @@ ly_status ly_graph_conv2d(ly_graph *g, const char *name, ly_graph_value x, const
     n->params.dilation[1] = params->dilation[1];
     n->params.groups = params->groups;
     n->params.activation = params->activation;
+    n->params.alpha = params->alpha;
     return LY_OK;
 }
 
@@ -365,6 +370,75 @@ ly_status ly_graph_silu(ly_graph *g, const char *name, ly_graph_value x, ly_grap
 ly_status ly_graph_sigmoid(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out)
 {
     return new_node(g, LY_GRAPH_OP_SIGMOID, name, 1, &x, NULL, out);
+}
+
+ly_status ly_graph_add(ly_graph *g, const char *name, ly_graph_value a, ly_graph_value b,
+                       ly_graph_value *out)
+{
+    ly_graph_value in[2] = {a, b};
+    return new_node(g, LY_GRAPH_OP_ADD, name, 2, in, NULL, out);
+}
+
+ly_status ly_graph_resize_bilinear2d(ly_graph *g, const char *name, ly_graph_value x,
+                                     int64_t height, int64_t width, const ly_kernel_params *params,
+                                     ly_graph_value *out)
+{
+    if (!params) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params is NULL", name);
+    if (height < 1 || width < 1)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: output size %lldx%lld, expected >= 1", name,
+                            (long long)height, (long long)width);
+    node *n = NULL;
+    ly_status st = new_node(g, LY_GRAPH_OP_RESIZE_BILINEAR, name, 1, &x, &n, out);
+    if (st != LY_OK) return st;
+    n->params.size[0] = height;
+    n->params.size[1] = width;
+    n->params.align_corners = params->align_corners;
+    n->params.half_pixel_centers = params->half_pixel_centers;
+    return LY_OK;
+}
+
+ly_status ly_graph_reshape(ly_graph *g, const char *name, ly_graph_value x, int ndim,
+                           const int64_t *shape, ly_graph_value *out)
+{
+    if (ndim < 1 || ndim > LY_MAX_DIMS || !shape)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: reshape to %d dimensions, expected 1 to %d",
+                            name, ndim, LY_MAX_DIMS);
+    int inferred = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == -1) inferred++;
+        if (shape[i] < -1 || inferred > 1)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: reshape extent %d is %lld, expected >= 0 or one -1", name, i,
+                                (long long)shape[i]);
+    }
+    node *n = NULL;
+    ly_status st = new_node(g, LY_GRAPH_OP_RESHAPE, name, 1, &x, &n, out);
+    if (st != LY_OK) return st;
+    n->shape_ndim = ndim;
+    memcpy(n->shape, shape, (size_t)ndim * sizeof *shape);
+    return LY_OK;
+}
+
+ly_status ly_graph_transpose(ly_graph *g, const char *name, ly_graph_value x, int ndim,
+                             const int *perm, ly_graph_value *out)
+{
+    if (ndim < 1 || ndim > LY_MAX_DIMS || !perm)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: transpose of %d axes, expected 1 to %d",
+                            name, ndim, LY_MAX_DIMS);
+    bool seen[LY_MAX_DIMS] = {false};
+    for (int i = 0; i < ndim; i++) {
+        if (perm[i] < 0 || perm[i] >= ndim || seen[perm[i]])
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: perm[%d] = %d, expected a permutation of 0..%d", name, i,
+                                perm[i], ndim - 1);
+        seen[perm[i]] = true;
+    }
+    node *n = NULL;
+    ly_status st = new_node(g, LY_GRAPH_OP_TRANSPOSE, name, 1, &x, &n, out);
+    if (st != LY_OK) return st;
+    n->shape_ndim = ndim;
+    memcpy(n->perm, perm, (size_t)ndim * sizeof *perm);
+    return LY_OK;
 }
 
 ly_status ly_graph_dfl(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out)
@@ -524,6 +598,51 @@ static ly_status infer_node(ly_graph *g, node *n)
     case LY_GRAPH_OP_SIGMOID:
         *o = *x;
         o->data = NULL;
+        return LY_OK;
+    case LY_GRAPH_OP_ADD: {
+        const ly_tensor *y = &g->values[n->in[1]].t;
+        if (y->ndim != x->ndim || memcmp(y->shape, x->shape, (size_t)x->ndim * sizeof(int64_t)))
+            return ly_set_error(LY_E_SHAPE, "%s: operands %s and %s, expected one shape", n->name,
+                                ly_shape_str(x, a, sizeof a), ly_shape_str(y, b, sizeof b));
+        *o = *x;
+        o->data = NULL;
+        return LY_OK;
+    }
+    case LY_GRAPH_OP_RESIZE_BILINEAR: {
+        ly_status st = expect_nchw(n, x, "input");
+        if (st != LY_OK) return st;
+        *o = (ly_tensor){.dtype = LY_F32,
+                         .ndim = 4,
+                         .shape = {x->shape[0], x->shape[1], n->params.size[0], n->params.size[1]}};
+        return LY_OK;
+    }
+    case LY_GRAPH_OP_RESHAPE: {
+        int64_t known = 1, numel = ly_tensor_numel(x);
+        int free_axis = -1;
+        *o = (ly_tensor){.dtype = LY_F32, .ndim = n->shape_ndim};
+        for (int i = 0; i < n->shape_ndim; i++) {
+            o->shape[i] = n->shape[i];
+            if (n->shape[i] == -1)
+                free_axis = i;
+            else if (__builtin_mul_overflow(known, n->shape[i], &known))
+                known = -1;
+        }
+        if (free_axis >= 0 && known > 0 && numel % known == 0) o->shape[free_axis] = numel / known;
+        if (ly_tensor_numel(o) != numel || (free_axis >= 0 && known <= 0))
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: cannot view %s (%lld elements) as the %d-d shape "
+                                "asked",
+                                n->name, ly_shape_str(x, a, sizeof a), (long long)numel,
+                                n->shape_ndim);
+        return LY_OK;
+    }
+    case LY_GRAPH_OP_TRANSPOSE:
+        if (x->ndim != n->shape_ndim)
+            return ly_set_error(LY_E_SHAPE, "%s: input %s has %d dimensions, perm has %d", n->name,
+                                ly_shape_str(x, a, sizeof a), x->ndim, n->shape_ndim);
+        *o = (ly_tensor){.dtype = LY_F32, .ndim = x->ndim};
+        for (int i = 0; i < x->ndim; i++)
+            o->shape[i] = x->shape[n->perm[i]];
         return LY_OK;
     case LY_GRAPH_OP_DFL:
         if (x->ndim != 3 || x->shape[1] % 4 != 0 || x->shape[1] == 0)
@@ -781,6 +900,8 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
             inner *= o->shape[d];
         if (n->op == LY_GRAPH_OP_SLICE) {
             g->values[n->out].offset = n->slice_start * inner;
+        } else if (n->op == LY_GRAPH_OP_RESHAPE) {
+            g->values[n->out].offset = 0;
         } else if (n->op == LY_GRAPH_OP_CONCAT) {
             int64_t channel = 0;
             for (int k = 0; k < n->n_in; k++) {
@@ -809,7 +930,8 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
         node *n = &g->nodes[i];
         int32_t step = (int32_t)i;
         n->scratch_buffer = -1;
-        if (n->op == LY_GRAPH_OP_SLICE) continue; /* no work: its readers keep the source alive */
+        /* Views do no work: their readers keep the source alive. */
+        if (n->op == LY_GRAPH_OP_SLICE || n->op == LY_GRAPH_OP_RESHAPE) continue;
         touch(g, n->out, step);
         for (int k = 0; k < n->n_in; k++)
             if (n->op != LY_GRAPH_OP_CONCAT || n->copy_in[k]) touch(g, n->in[k], step);
@@ -872,8 +994,42 @@ static const char *slot_of(node_op op)
         return LY_SLOT_SIGMOID;
     case LY_GRAPH_OP_DFL:
         return LY_SLOT_DFL;
+    case LY_GRAPH_OP_ADD:
+        return LY_SLOT_ADD;
+    case LY_GRAPH_OP_RESIZE_BILINEAR:
+        return LY_SLOT_RESIZE_BILINEAR2D;
     default:
         return NULL;
+    }
+}
+
+/* y = x with axes permuted (y.shape[i] = x.shape[perm[i]]), walking y in
+ * order; the innermost axis is a strided gather. */
+static void transpose_copy(const ly_tensor *x, ly_tensor *y, const int *perm)
+{
+    int nd = x->ndim;
+    int64_t numel = ly_tensor_numel(y);
+    if (numel <= 0 || nd < 1) return;
+    int64_t in_stride[LY_MAX_DIMS] = {0}, stride[LY_MAX_DIMS] = {0}, index[LY_MAX_DIMS] = {0};
+    in_stride[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--)
+        in_stride[d] = in_stride[d + 1] * x->shape[d + 1];
+    for (int i = 0; i < nd; i++)
+        stride[i] = in_stride[perm[i]];
+    const float *src = x->data;
+    float *dst = y->data;
+    int64_t inner = y->shape[nd - 1], step = stride[nd - 1];
+    for (int64_t done = 0; done < numel; done += inner) {
+        int64_t base = 0;
+        for (int i = 0; i < nd - 1; i++)
+            base += index[i] * stride[i];
+        for (int64_t j = 0; j < inner; j++)
+            dst[j] = src[base + j * step];
+        dst += inner;
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++index[i] < y->shape[i]) break;
+            index[i] = 0;
+        }
     }
 }
 
@@ -882,6 +1038,10 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
     ly_tensor *out = &g->values[n->out].t;
     switch (n->op) {
     case LY_GRAPH_OP_SLICE:
+    case LY_GRAPH_OP_RESHAPE:
+        return LY_OK;
+    case LY_GRAPH_OP_TRANSPOSE:
+        transpose_copy(&g->values[n->in[0]].t, out, n->perm);
         return LY_OK;
     case LY_GRAPH_OP_CONCAT: {
         /* Inputs placed in the output are already there; copy the others
@@ -913,6 +1073,7 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
         call.params = n->params;
         call.threads = threads;
         call.in[0] = &g->values[n->in[0]].t;
+        if (n->op == LY_GRAPH_OP_ADD) call.in[1] = &g->values[n->in[1]].t;
         if (n->op == LY_GRAPH_OP_CONV2D) {
             call.in[1] = n->weight;
             call.in[2] = n->bias;
@@ -1022,6 +1183,9 @@ ly_status ly_graph_node_at(const ly_graph *g, int index, ly_graph_node_info *inf
     info->slice_count = n->slice_count;
     info->custom = n->op == LY_GRAPH_OP_CUSTOM ? &n->custom : NULL;
     info->custom_ctx = n->custom_ctx;
+    info->shape_ndim = n->shape_ndim;
+    memcpy(info->shape, n->shape, sizeof info->shape);
+    memcpy(info->perm, n->perm, sizeof info->perm);
     return LY_OK;
 }
 

@@ -5,9 +5,10 @@
  *
  * Building: add inputs, constants (weights owned by the graph), and nodes in
  * execution order; each node produces one value. Values are referred to by
- * index (ly_graph_value). Concat and slice cost nothing at run time:
+ * index (ly_graph_value). Concat, slice and reshape cost nothing at run time:
  *  - a slice along the channel axis is a view (with batch 1 a channel range of
- *    an NCHW tensor is contiguous);
+ *    an NCHW tensor is contiguous), and so is a reshape (every value is
+ *    contiguous);
  *  - the inputs of a channel concat are, where possible, planned as views of
  *    its output, so their producers write straight into their channel range.
  *    An input that cannot be placed there (a graph input, a slice, a value
@@ -63,7 +64,7 @@ ly_status ly_graph_constant(ly_graph *g, int ndim, const int64_t *shape, ly_tens
 
 /* conv2d slot: act(conv(x, weight) + bias) + residual. `weight` and `bias`
  * (bias may be NULL) must be graph constants; `residual` may be LY_GRAPH_NONE.
- * Reads params stride, padding, dilation, groups, activation. */
+ * Reads params stride, padding, dilation, groups, activation, alpha. */
 ly_status ly_graph_conv2d(ly_graph *g, const char *name, ly_graph_value x, const ly_tensor *weight,
                           const ly_tensor *bias, ly_graph_value residual,
                           const ly_kernel_params *params, ly_graph_value *out);
@@ -76,6 +77,22 @@ ly_status ly_graph_upsample_nearest2d(ly_graph *g, const char *name, ly_graph_va
                                       int64_t scale, ly_graph_value *out);
 ly_status ly_graph_silu(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out);
 ly_status ly_graph_sigmoid(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out);
+/* add slot: a + b, both of one shape. */
+ly_status ly_graph_add(ly_graph *g, const char *name, ly_graph_value a, ly_graph_value b,
+                       ly_graph_value *out);
+/* resize_bilinear2d slot to (height, width): params.size is set from them, and
+ * align_corners, half_pixel_centers are read from `params`. */
+ly_status ly_graph_resize_bilinear2d(ly_graph *g, const char *name, ly_graph_value x,
+                                     int64_t height, int64_t width, const ly_kernel_params *params,
+                                     ly_graph_value *out);
+/* x viewed with another shape of as many elements (a view: no copy). One
+ * extent may be -1: whatever the others leave. */
+ly_status ly_graph_reshape(ly_graph *g, const char *name, ly_graph_value x, int ndim,
+                           const int64_t *shape, ly_graph_value *out);
+/* out = x with its axes permuted: out.shape[i] = x.shape[perm[i]] (a copy, run
+ * by the graph itself; perm has x's number of dimensions). */
+ly_status ly_graph_transpose(ly_graph *g, const char *name, ly_graph_value x, int ndim,
+                             const int *perm, ly_graph_value *out);
 /* dfl slot: [1, 4*R, A] -> [1, 4, A]. */
 ly_status ly_graph_dfl(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out);
 /* Join on axis 1 (channels); batch must be 1. */
@@ -129,7 +146,11 @@ typedef enum ly_graph_op {
     LY_GRAPH_OP_DFL,
     LY_GRAPH_OP_CONCAT, /* channels */
     LY_GRAPH_OP_SLICE,  /* channels [slice_start, +slice_count) */
-    LY_GRAPH_OP_CUSTOM
+    LY_GRAPH_OP_CUSTOM,
+    LY_GRAPH_OP_ADD,             /* inputs[0] + inputs[1] */
+    LY_GRAPH_OP_RESIZE_BILINEAR, /* params.size, align_corners, half_pixel_centers */
+    LY_GRAPH_OP_RESHAPE,         /* a view with shape[0..shape_ndim) (-1: inferred) */
+    LY_GRAPH_OP_TRANSPOSE        /* out.shape[i] = in.shape[perm[i]] */
 } ly_graph_op;
 
 /* One node, in execution order. Pointers stay valid while the graph lives. */
@@ -139,12 +160,15 @@ typedef struct ly_graph_node_info {
     int n_inputs;
     ly_graph_value inputs[LY_GRAPH_MAX_NODE_INPUTS];
     ly_graph_value output;
-    ly_graph_value residual;          /* conv2d: added after the activation, or NONE */
-    const ly_tensor *weight, *bias;   /* conv2d (bias may be NULL) */
+    ly_graph_value residual;        /* conv2d: added after the activation, or NONE */
+    const ly_tensor *weight, *bias; /* conv2d (bias may be NULL) */
     ly_kernel_params params;
     int64_t slice_start, slice_count; /* slice */
     const ly_graph_custom_op *custom; /* custom */
     void *custom_ctx;
+    int shape_ndim; /* reshape: target shape; transpose: number of axes of perm */
+    int64_t shape[LY_MAX_DIMS];
+    int perm[LY_MAX_DIMS]; /* transpose */
 } ly_graph_node_info;
 
 int ly_graph_node_count(const ly_graph *g);

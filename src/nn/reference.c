@@ -41,7 +41,7 @@ float ly_nn_silu(float x)
     return x / (1.0f + expf(-x));
 }
 
-float ly_nn_activate(float x, int64_t activation)
+float ly_nn_activate(float x, int64_t activation, float alpha)
 {
     switch (activation) {
     case LY_ACT_SILU:
@@ -50,6 +50,8 @@ float ly_nn_activate(float x, int64_t activation)
         return ly_nn_sigmoid(x);
     case LY_ACT_RELU:
         return x < 0.0f ? 0.0f : x; /* NaN stays NaN, as PyTorch */
+    case LY_ACT_LEAKY_RELU:
+        return x < 0.0f ? x * alpha : x;
     default:
         return x;
     }
@@ -103,7 +105,8 @@ void ly_nn_conv_geometry_of(const ly_kernel_call *call, ly_nn_conv_geometry *g)
                                .dh = p->dilation[0],
                                .dw = p->dilation[1],
                                .groups = p->groups,
-                               .activation = p->activation};
+                               .activation = p->activation,
+                               .alpha = (float)p->alpha};
 }
 
 typedef struct conv_job {
@@ -156,7 +159,7 @@ static void conv_tile(const conv_job *job, int64_t n, int64_t oc, int64_t oy0, i
         const float *res = job->residual ? job->residual + plane_out + oy * g->wo : NULL;
         const float *a = acc + (oy - oy0) * cols;
         for (int64_t ox = ox0; ox < ox1; ox++) {
-            float v = ly_nn_activate(a[ox - ox0] + bias, g->activation);
+            float v = ly_nn_activate(a[ox - ox0] + bias, g->activation, g->alpha);
             out[ox] = res ? v + res[ox] : v;
         }
     }
@@ -205,6 +208,7 @@ typedef struct epilogue_job {
     float *out;
     const float *bias, *residual;
     int64_t channels, plane, activation;
+    float alpha;
 } epilogue_job;
 
 static void epilogue_range(void *ctx, int64_t begin, int64_t end)
@@ -215,17 +219,18 @@ static void epilogue_range(void *ctx, int64_t begin, int64_t end)
         float *out = job->out + item * job->plane;
         const float *res = job->residual ? job->residual + item * job->plane : NULL;
         for (int64_t i = 0; i < job->plane; i++) {
-            float v = ly_nn_activate(out[i] + bias, job->activation);
+            float v = ly_nn_activate(out[i] + bias, job->activation, job->alpha);
             out[i] = res ? v + res[i] : v;
         }
     }
 }
 
 void ly_nn_conv_epilogue(float *out, const float *bias, const float *residual, int64_t n,
-                         int64_t channels, int64_t plane, int64_t activation, int threads)
+                         int64_t channels, int64_t plane, int64_t activation, float alpha,
+                         int threads)
 {
     if (!bias && !residual && activation == LY_ACT_NONE) return;
-    epilogue_job job = {out, bias, residual, channels, plane, activation};
+    epilogue_job job = {out, bias, residual, channels, plane, activation, alpha};
     int64_t items = n * channels;
     if (items * plane < PARALLEL_MIN_ELEMENTS) threads = 1;
     ly_parallel_for(items, 1, threads, epilogue_range, &job);
@@ -511,5 +516,118 @@ ly_status ly_ref_dfl(const ly_kernel_call *call)
         }
     }
     free(e);
+    return LY_OK;
+}
+
+/* ---- add ------------------------------------------------------------------------------- */
+
+typedef struct add_job {
+    const float *a, *b;
+    float *y;
+} add_job;
+
+static void add_range(void *ctx, int64_t begin, int64_t end)
+{
+    const add_job *job = ctx;
+    for (int64_t i = begin; i < end; i++)
+        job->y[i] = job->a[i] + job->b[i];
+}
+
+ly_status ly_ref_add(const ly_kernel_call *call)
+{
+    add_job job = {call->in[0]->data, call->in[1]->data, call->out[0]->data};
+    int64_t n = ly_tensor_numel(call->in[0]);
+    ly_parallel_for(n, 4096, threads_for(call, n), add_range, &job);
+    return LY_OK;
+}
+
+/* ---- resize_bilinear2d ------------------------------------------------------------------ */
+
+/* One axis' taps: output index d reads inputs i0[d], i1[d] with weights w0[d], w1[d]. */
+typedef struct resize_axis {
+    int64_t *i0, *i1;
+    float *w0, *w1;
+} resize_axis;
+
+/* PyTorch's source index and weights (area_pixel_compute_source_index and
+ * compute_indices_weights_linear), in float as its CPU kernel computes them. */
+static void resize_axis_fill(resize_axis *a, int64_t in, int64_t out, bool align_corners,
+                             bool half_pixel)
+{
+    float scale = align_corners ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f)
+                                : (float)in / (float)out;
+    for (int64_t d = 0; d < out; d++) {
+        float s;
+        if (align_corners || !half_pixel) {
+            s = scale * (float)d;
+        } else {
+            s = scale * ((float)d + 0.5f) - 0.5f;
+            if (s < 0.0f) s = 0.0f;
+        }
+        int64_t i0 = (int64_t)s; /* s >= 0: truncation is floor */
+        if (i0 > in - 1) i0 = in - 1;
+        float l1 = s - (float)i0;
+        l1 = l1 < 0.0f ? 0.0f : l1 > 1.0f ? 1.0f : l1;
+        a->i0[d] = i0;
+        a->i1[d] = i0 < in - 1 ? i0 + 1 : i0;
+        a->w0[d] = 1.0f - l1;
+        a->w1[d] = l1;
+    }
+}
+
+typedef struct resize_job {
+    const float *x;
+    float *y;
+    int64_t h, w, ho, wo;
+    resize_axis ax_h, ax_w;
+} resize_job;
+
+static void resize_range(void *ctx, int64_t begin, int64_t end)
+{
+    const resize_job *j = ctx;
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *in = j->x + plane * j->h * j->w;
+        float *out = j->y + plane * j->ho * j->wo;
+        for (int64_t oy = 0; oy < j->ho; oy++) {
+            const float *r0 = in + j->ax_h.i0[oy] * j->w, *r1 = in + j->ax_h.i1[oy] * j->w;
+            float h0 = j->ax_h.w0[oy], h1 = j->ax_h.w1[oy];
+            float *o = out + oy * j->wo;
+            for (int64_t ox = 0; ox < j->wo; ox++) {
+                int64_t x0 = j->ax_w.i0[ox], x1 = j->ax_w.i1[ox];
+                float w0 = j->ax_w.w0[ox], w1 = j->ax_w.w1[ox];
+                o[ox] = h0 * (w0 * r0[x0] + w1 * r0[x1]) + h1 * (w0 * r1[x0] + w1 * r1[x1]);
+            }
+        }
+    }
+}
+
+ly_status ly_ref_resize_bilinear2d(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0];
+    ly_tensor *y = call->out[0];
+    resize_job job = {.x = x->data,
+                      .y = y->data,
+                      .h = x->shape[2],
+                      .w = x->shape[3],
+                      .ho = y->shape[2],
+                      .wo = y->shape[3]};
+    size_t taps = (size_t)(job.ho + job.wo);
+    int64_t *index = malloc(2 * taps * sizeof *index);
+    float *weight = malloc(2 * taps * sizeof *weight);
+    if (!index || !weight) {
+        free(index);
+        free(weight);
+        return ly_set_error(LY_E_NO_MEMORY, "resize_bilinear2d: out of memory for %zu taps", taps);
+    }
+    job.ax_h = (resize_axis){index, index + job.ho, weight, weight + job.ho};
+    job.ax_w = (resize_axis){index + 2 * job.ho, index + 2 * job.ho + job.wo, weight + 2 * job.ho,
+                             weight + 2 * job.ho + job.wo};
+    bool align = call->params.align_corners != 0, half = call->params.half_pixel_centers != 0;
+    resize_axis_fill(&job.ax_h, job.h, job.ho, align, half);
+    resize_axis_fill(&job.ax_w, job.w, job.wo, align, half);
+    int64_t planes = x->shape[0] * x->shape[1];
+    ly_parallel_for(planes, 1, threads_for(call, ly_tensor_numel(y) * 4), resize_range, &job);
+    free(index);
+    free(weight);
     return LY_OK;
 }

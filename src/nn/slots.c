@@ -8,6 +8,7 @@
 #include "libreyolo/nn.h"
 #include "nn/reference.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* Bounds on scalar params: far beyond any network, small enough that output
@@ -108,11 +109,15 @@ static ly_status infer_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNE
     TRY(check_pair(slot, "stride", p->stride, 1, MAX_WINDOW_PARAM));
     TRY(check_pair(slot, "padding", p->padding, 0, MAX_WINDOW_PARAM));
     TRY(check_pair(slot, "dilation", p->dilation, 1, MAX_WINDOW_PARAM));
-    if (p->activation < LY_ACT_NONE || p->activation > LY_ACT_RELU)
+    if (p->activation < LY_ACT_NONE || p->activation > LY_ACT_LEAKY_RELU)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "%s: params.activation is %lld, expected an ly_activation (0 none, "
-                            "1 silu, 2 sigmoid, 3 relu)",
+                            "1 silu, 2 sigmoid, 3 relu, 4 leaky relu)",
                             slot, (long long)p->activation);
+    if (p->activation == LY_ACT_LEAKY_RELU && !isfinite(p->alpha))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.alpha is %g, expected a finite negative slope", slot,
+                            p->alpha);
     int64_t groups = p->groups, c = x->shape[1], o = w->shape[0];
     if (groups < 1 || groups > c || c % groups != 0 || o % groups != 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
@@ -323,6 +328,52 @@ static ly_status infer_dfl(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_M
     return LY_OK;
 }
 
+static ly_status infer_add(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                           int *n_out)
+{
+    const char *slot = LY_SLOT_ADD;
+    TRY(check_call(slot, call, out, n_out));
+    TRY(check_operand(slot, call->in[0], "a"));
+    TRY(check_operand(slot, call->in[1], "b"));
+    TRY(ly_check_same_shape(call->in[0], "add: a", call->in[1], "add: b"));
+    set_output(out, n_out, call->in[0]->ndim, call->in[0]->shape);
+    return LY_OK;
+}
+
+/* ---- resize ----------------------------------------------------------------------------- */
+
+static ly_status infer_resize_bilinear2d(const ly_kernel_call *call,
+                                         ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    const char *slot = LY_SLOT_RESIZE_BILINEAR2D;
+    TRY(check_call(slot, call, out, n_out));
+    const ly_kernel_params *p = &call->params;
+    const ly_tensor *x = call->in[0];
+    TRY(check_operand(slot, x, "x"));
+    TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
+    TRY(check_pair(slot, "size", p->size, 1, MAX_WINDOW_PARAM));
+    if ((p->align_corners != 0 && p->align_corners != 1) ||
+        (p->half_pixel_centers != 0 && p->half_pixel_centers != 1))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.align_corners %lld and half_pixel_centers %lld, expected "
+                            "0 or 1 each",
+                            slot, (long long)p->align_corners, (long long)p->half_pixel_centers);
+    if (p->align_corners && p->half_pixel_centers)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.align_corners and half_pixel_centers are both 1, expected "
+                            "at most one (they define the source coordinate differently)",
+                            slot);
+    if (x->shape[2] < 1 || x->shape[3] < 1) {
+        char buf[128];
+        return ly_set_error(LY_E_SHAPE, "%s: x: shape %s, expected H and W of at least 1", slot,
+                            ly_shape_str(x, buf, sizeof buf));
+    }
+    int64_t shape[4] = {x->shape[0], x->shape[1], p->size[0], p->size[1]};
+    TRY(check_output_size(slot, 4, shape));
+    set_output(out, n_out, 4, shape);
+    return LY_OK;
+}
+
 /* ---- The table ---------------------------------------------------------------------- */
 
 const ly_slot_def ly_nn_slots[] = {
@@ -334,6 +385,8 @@ const ly_slot_def ly_nn_slots[] = {
     {LY_SLOT_SILU, infer_silu, ly_ref_silu},
     {LY_SLOT_SIGMOID, infer_sigmoid, ly_ref_sigmoid},
     {LY_SLOT_DFL, infer_dfl, ly_ref_dfl},
+    {LY_SLOT_ADD, infer_add, ly_ref_add},
+    {LY_SLOT_RESIZE_BILINEAR2D, infer_resize_bilinear2d, ly_ref_resize_bilinear2d},
 };
 
 const size_t ly_nn_slot_count = sizeof ly_nn_slots / sizeof ly_nn_slots[0];

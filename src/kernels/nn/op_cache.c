@@ -79,6 +79,7 @@ void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads)
     key->groups = g.groups;
     key->activation = g.activation;
     key->has_residual = call->in[3] != NULL;
+    if (g.activation == LY_ACT_LEAKY_RELU) memcpy(&key->alpha_bits, &g.alpha, sizeof g.alpha);
     key->threads = threads;
 }
 

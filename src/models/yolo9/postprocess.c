@@ -1,6 +1,6 @@
 /*
  * LibreYOLO's YOLO9 post-processing (yolo9.md 1.7), with torchvision's
- * batched_nms as it runs on the CPU, so the same boxes survive:
+ * batched_nms as it runs on the CPU (models/nms.h), so the same boxes survive:
  *  - candidates are the (anchor, class) pairs with score > conf, in anchor-major
  *    order as nonzero() lists them; beyond max(max_det, 30000) only the best
  *    scores stay;
@@ -15,61 +15,21 @@
  */
 #include "models/yolo9/prepost.h"
 
+#include "models/nms.h"
+
 #include "core/core.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    MIN_TOPK = 30000,
-    /* torchvision switches to one NMS per class above 4000 coordinates on the CPU. */
-    COORDINATE_TRICK_MAX_BOXES = 1000
-};
+enum { MIN_TOPK = 30000 };
 
-typedef struct candidate {
-    float box[4]; /* original-image pixels, clipped */
-    float score;
-    int cls;
-    int64_t order; /* position among the candidates: ties keep it */
-} candidate;
-
-/* Descending score, then candidate order: a stable descending sort. */
-static int by_score_desc(const void *a, const void *b)
-{
-    const candidate *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    return (x->order > y->order) - (x->order < y->order);
-}
+typedef ly_nms_candidate candidate;
 
 static float clampf(float v, float lo, float hi)
 {
     return fminf(fmaxf(v, lo), hi);
-}
-
-/* torchvision's nms over boxes[0..n) already in descending score order;
- * `boxes` is 4 floats per box. keep[i] is set to 1 for the survivors. */
-static void nms_sorted(const float *boxes, size_t n, double iou, uint8_t *keep, float *areas)
-{
-    for (size_t i = 0; i < n; i++) {
-        const float *b = boxes + 4 * i;
-        areas[i] = (b[2] - b[0]) * (b[3] - b[1]);
-        keep[i] = 1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!keep[i]) continue;
-        const float *bi = boxes + 4 * i;
-        for (size_t j = i + 1; j < n; j++) {
-            if (!keep[j]) continue;
-            const float *bj = boxes + 4 * j;
-            float xx1 = fmaxf(bi[0], bj[0]), yy1 = fmaxf(bi[1], bj[1]);
-            float xx2 = fminf(bi[2], bj[2]), yy2 = fminf(bi[3], bj[3]);
-            float w = fmaxf(0.f, xx2 - xx1), h = fmaxf(0.f, yy2 - yy1);
-            float inter = w * h;
-            float ovr = inter / (areas[i] + areas[j] - inter);
-            if ((double)ovr > iou) keep[j] = 0;
-        }
-    }
 }
 
 static bool class_wanted(int cls, const ly_predict_options *o)
@@ -170,68 +130,6 @@ static size_t to_image_boxes(candidate *c, size_t n, double ratio, int orig_w, i
     return kept;
 }
 
-/* batched_nms over c[0..n) sorted by descending score; keep[i] marks survivors. */
-static ly_status batched_nms(const candidate *c, size_t n, double iou, uint8_t *keep)
-{
-    float *boxes = malloc(n * 4 * sizeof *boxes);
-    float *areas = malloc(n * sizeof *areas);
-    size_t *members = NULL;
-    uint8_t *keep_class = NULL;
-    ly_status st = LY_OK;
-    if (!boxes || !areas) {
-        st = ly_set_error(LY_E_NO_MEMORY, "ly_yolo9_postprocess: out of memory");
-        goto done;
-    }
-    if (n <= COORDINATE_TRICK_MAX_BOXES) {
-        float max_coordinate = -INFINITY;
-        for (size_t i = 0; i < n; i++)
-            for (int k = 0; k < 4; k++)
-                max_coordinate = fmaxf(max_coordinate, c[i].box[k]);
-        for (size_t i = 0; i < n; i++) {
-            float offset = (float)c[i].cls * (max_coordinate + 1.f);
-            for (int k = 0; k < 4; k++)
-                boxes[4 * i + k] = c[i].box[k] + offset;
-        }
-        nms_sorted(boxes, n, iou, keep, areas);
-        goto done;
-    }
-    /* One NMS per class, over that class's boxes in the same (stable) order. */
-    members = malloc(n * sizeof *members);
-    keep_class = malloc(n);
-    if (!members || !keep_class) {
-        st = ly_set_error(LY_E_NO_MEMORY, "ly_yolo9_postprocess: out of memory");
-        goto done;
-    }
-    memset(keep, 0, n);
-    uint8_t *seen = calloc(n, 1);
-    if (!seen) {
-        st = ly_set_error(LY_E_NO_MEMORY, "ly_yolo9_postprocess: out of memory");
-        goto done;
-    }
-    for (size_t first = 0; first < n; first++) {
-        if (seen[first]) continue;
-        int cls = c[first].cls;
-        size_t m = 0;
-        for (size_t i = first; i < n; i++) {
-            if (c[i].cls != cls) continue;
-            seen[i] = 1;
-            members[m] = i;
-            memcpy(boxes + 4 * m, c[i].box, sizeof c[i].box);
-            m++;
-        }
-        nms_sorted(boxes, m, iou, keep_class, areas);
-        for (size_t i = 0; i < m; i++)
-            keep[members[i]] = keep_class[i];
-    }
-    free(seen);
-done:
-    free(boxes);
-    free(areas);
-    free(members);
-    free(keep_class);
-    return st;
-}
-
 ly_status ly_yolo9_postprocess(const ly_tensor *predictions, double ratio, int orig_w, int orig_h,
                                const ly_predict_options *options, ly_box **out, size_t *count)
 {
@@ -248,18 +146,18 @@ ly_status ly_yolo9_postprocess(const ly_tensor *predictions, double ratio, int o
 
     size_t topk = options->max_det > MIN_TOPK ? (size_t)options->max_det : MIN_TOPK;
     if (n > topk) {
-        qsort(c, n, sizeof *c, by_score_desc);
+        ly_nms_sort(c, n);
         n = topk;
     }
     n = to_image_boxes(c, n, ratio, orig_w, orig_h);
-    qsort(c, n, sizeof *c, by_score_desc);
+    ly_nms_sort(c, n);
 
     uint8_t *keep = malloc(n ? n : 1);
     if (!keep) {
         free(c);
         return ly_set_error(LY_E_NO_MEMORY, "ly_yolo9_postprocess: out of memory");
     }
-    st = batched_nms(c, n, (double)options->iou, keep);
+    st = ly_nms_batched(c, n, (double)options->iou, keep, "ly_yolo9_postprocess");
     size_t kept = 0;
     for (size_t i = 0; st == LY_OK && i < n; i++)
         kept += keep[i];

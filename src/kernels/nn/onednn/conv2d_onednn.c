@@ -76,7 +76,7 @@ static void destroy_op(void *p)
 
 /* Convolution primitive descriptor with the activation and, if asked, the sum. */
 static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t activation,
-                                  bool with_sum, dnnl_primitive_desc_t *pd)
+                                  float alpha, bool with_sum, dnnl_primitive_desc_t *pd)
 {
     dnnl_engine_t engine = ly_onednn_engine();
     dnnl_primitive_attr_t attr = NULL;
@@ -93,6 +93,9 @@ static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t a
             break;
         case LY_ACT_RELU:
             st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+            break;
+        case LY_ACT_LEAKY_RELU: /* oneDNN's relu alpha is the negative slope */
+            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, alpha, 0.0f);
             break;
         default:
             break;
@@ -173,13 +176,13 @@ static plan choose_plan(const ly_conv_key *k)
     return p;
 }
 
-static dnnl_status_t make_activation(const dnnl_memory_desc_t *md, int64_t activation,
+static dnnl_status_t make_activation(const dnnl_memory_desc_t *md, int64_t activation, float slope,
                                      dnnl_primitive_t *out)
 {
     dnnl_alg_kind_t alg = activation == LY_ACT_SILU      ? dnnl_eltwise_swish
                           : activation == LY_ACT_SIGMOID ? dnnl_eltwise_logistic
                                                          : dnnl_eltwise_relu;
-    float alpha = activation == LY_ACT_SILU ? 1.0f : 0.0f;
+    float alpha = activation == LY_ACT_SILU ? 1.0f : activation == LY_ACT_LEAKY_RELU ? slope : 0.0f;
     dnnl_eltwise_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t st =
@@ -218,6 +221,8 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_user, 4, src_dims, dnnl_f32, dnnl_nchw));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_user, 4, dst_dims, dnnl_f32, dnnl_nchw));
     plan how = choose_plan(k);
+    float alpha;
+    memcpy(&alpha, &k->alpha_bits, sizeof alpha);
     dnnl_format_tag_t src_tag = how.src, dst_tag = how.dst;
     int64_t fused_activation = how.separate_activation ? LY_ACT_NONE : k->activation;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, src_tag));
@@ -236,7 +241,7 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
     DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
         &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
         k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
-    dnnl_status_t made = make_conv_pd(&desc, fused_activation, false, &pd);
+    dnnl_status_t made = make_conv_pd(&desc, fused_activation, alpha, false, &pd);
     if (made == dnnl_unimplemented &&
         (src_tag != dnnl_format_tag_any || dst_tag != dnnl_format_tag_any)) {
         /* The preferred layouts have no kernel here (another ISA): let oneDNN choose. */
@@ -249,7 +254,7 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
             k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
         fused_activation = k->activation;
         how.separate_activation = false;
-        made = make_conv_pd(&desc, fused_activation, false, &pd);
+        made = make_conv_pd(&desc, fused_activation, alpha, false, &pd);
     }
     if (made == dnnl_unimplemented) {
         /* Not a failure: oneDNN has no kernel for this case; the next one serves it. */
@@ -268,7 +273,7 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
         DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
             &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
             k->bias ? &bias_md : NULL, &dst_user, strides, dilates, pad_l, pad_r));
-        DNNL_TRY(make_conv_pd(&desc, fused_activation, true, &pd));
+        DNNL_TRY(make_conv_pd(&desc, fused_activation, alpha, true, &pd));
         dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     }
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -298,7 +303,7 @@ static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_stat
     }
 
     if (how.separate_activation)
-        DNNL_TRY(make_activation(&dst_user, k->activation, &op->activation));
+        DNNL_TRY(make_activation(&dst_user, k->activation, alpha, &op->activation));
     DNNL_TRY(dnnl_memory_create(&op->src_user, &src_user, engine, DNNL_MEMORY_NONE));
     DNNL_TRY(dnnl_memory_create(&op->dst_user, &dst_user, engine, DNNL_MEMORY_NONE));
     if (!dnnl_memory_desc_equal(src_md, &src_user)) {

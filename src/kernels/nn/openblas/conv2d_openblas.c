@@ -101,7 +101,7 @@ static ly_status conv2d_openblas(const ly_kernel_call *call)
         }
     }
     ly_nn_conv_epilogue(call->out[0]->data, call->in[2] ? call->in[2]->data : NULL, residual, n,
-                        g.o, pixels, g.activation, threads);
+                        g.o, pixels, g.activation, g.alpha, threads);
     return LY_OK;
 }
 

@@ -116,6 +116,7 @@ typedef struct transpose_job {
     int64_t n, channels, plane; /* per image: [channels][plane] <-> [plane][channels] */
     int64_t channel_tiles, plane_tiles;
     int64_t activation; /* applied on the way back to NCHW */
+    float alpha;
 } transpose_job;
 
 static void to_nhwc_tile(void *ctx, size_t index)
@@ -144,7 +145,7 @@ static void to_nchw_tile(void *ctx, size_t index)
     const float *res = j->residual ? j->residual + n * j->channels * j->plane : NULL;
     for (int64_t c = c0; c < c1; c++)
         for (int64_t p = p0; p < p1; p++) {
-            float v = ly_nn_activate(src[p * j->channels + c], j->activation);
+            float v = ly_nn_activate(src[p * j->channels + c], j->activation, j->alpha);
             dst[c * j->plane + p] = res ? v + res[c * j->plane + p] : v;
         }
 }
@@ -160,6 +161,13 @@ static void transpose(pthreadpool_t pool, transpose_job *job, void (*tile)(void 
         for (size_t i = 0; i < tiles; i++)
             tile(job, i);
     }
+}
+
+static float alpha_of(const ly_conv_key *k)
+{
+    float alpha;
+    memcpy(&alpha, &k->alpha_bits, sizeof alpha);
+    return alpha;
 }
 
 static ly_status run_op(const xnnpack_op *op, const ly_conv_key *k, const ly_kernel_call *call,
@@ -193,7 +201,8 @@ static ly_status run_op(const xnnpack_op *op, const ly_conv_key *k, const ly_ker
                          .n = k->n,
                          .channels = k->o,
                          .plane = k->ho * k->wo,
-                         .activation = op->relu_fused ? LY_ACT_NONE : k->activation};
+                         .activation = op->relu_fused ? LY_ACT_NONE : k->activation,
+                         .alpha = alpha_of(k)};
     transpose(pool, &out, to_nchw_tile);
     return LY_OK;
 }
