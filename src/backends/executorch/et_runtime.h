@@ -1,0 +1,59 @@
+/*
+ * Running ExecuTorch programs (internal): the method executor (values,
+ * planned memory, KernelCalls on our portable kernels, DelegateCalls) and the
+ * XNNPACK delegate it calls, which lives in xnnpack/ so that builds without
+ * XNNPACK drop it (ly_et_xnnpack_available() is false there).
+ */
+#ifndef LY_BACKENDS_EXECUTORCH_ET_RUNTIME_H
+#define LY_BACKENDS_EXECUTORCH_ET_RUNTIME_H
+
+#include "export/pte/pte.h"
+
+/* ---- the XNNPACK delegate --------------------------------------------------- */
+
+typedef struct ly_et_xnnpack ly_et_xnnpack;
+
+/* Whether this build carries the XNNPACK delegate (XnnpackBackend). */
+bool ly_et_xnnpack_available(void);
+
+/* Build a delegate instance from its processed blob (XH00 + XNNGraph):
+ * every node checked, weights resolved through the program's named data or
+ * the blob's constant area and packed, memory planned. `what` names the
+ * delegate in messages. The program must outlive the instance. */
+ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *blob,
+                             const char *what, ly_et_xnnpack **out);
+/* Number of externals (DelegateCall args it reads). */
+size_t ly_et_xnnpack_num_externs(const ly_et_xnnpack *d);
+/* Dims the graph declares for external `id` (NCHW/contiguous order). */
+ly_status ly_et_xnnpack_extern_dims(const ly_et_xnnpack *d, size_t id, int *ndim, int64_t *dims,
+                                    bool *is_output);
+/* Run with args[external_id] (f32, contiguous; outputs written). Buffers
+ * must have 16 readable bytes past their end (XNNPACK reads ahead). */
+ly_status ly_et_xnnpack_execute(ly_et_xnnpack *d, ly_tensor *const *args, size_t n_args,
+                                int threads);
+void ly_et_xnnpack_free(ly_et_xnnpack *d);
+
+/* ---- the method -------------------------------------------------------------- */
+
+typedef struct ly_et_method ly_et_method;
+
+/* Prepare "forward" of a decoded (validated) program: values, planned
+ * buffers, constants, operators resolved against our portable kernels,
+ * delegates initialised. Everything that can fail on a bad program fails
+ * here, before anything runs. The program must outlive the method. */
+ly_status ly_et_method_load(const ly_pte_program *program, const char *what, ly_et_method **out);
+void ly_et_method_free(ly_et_method *m);
+
+size_t ly_et_method_num_inputs(const ly_et_method *m);
+size_t ly_et_method_num_outputs(const ly_et_method *m);
+/* Input i's declared shape (f32 tensors only). */
+ly_status ly_et_method_input_shape(const ly_et_method *m, size_t i, ly_tensor *shape);
+/* Copy inputs into the method (set_input), run the chain, and give views of
+ * the outputs (valid until the next execute or free). */
+ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t n_inputs,
+                               int threads);
+ly_status ly_et_method_output(const ly_et_method *m, size_t i, ly_tensor *view);
+/* Instruction counts, for reports and tests. */
+void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *kernel_calls);
+
+#endif

@@ -1,0 +1,1461 @@
+/* A model graph lowered to an ExecuTorch program with the XNNPACK delegate (see lower.h). */
+#include "export/lower.h"
+
+#include "core/core.h"
+#include "export/pte/pte.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE_ID LY_XNN_INVALID_ID
+#define YOLO9_REG_MAX 16
+
+enum { LOGICAL = 0, CHANNELS_LAST = 1 };
+
+/* ---- memory ---------------------------------------------------------------- */
+
+typedef struct arena {
+    void **blocks;
+    size_t n, cap;
+    bool failed;
+} arena;
+
+static void *arena_calloc(arena *a, size_t count, size_t size)
+{
+    if (a->failed) return NULL;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 256;
+        void **p = realloc(a->blocks, cap * sizeof *p);
+        if (!p) {
+            a->failed = true;
+            return NULL;
+        }
+        a->blocks = p;
+        a->cap = cap;
+    }
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        a->failed = true;
+        return NULL;
+    }
+    a->blocks[a->n++] = p;
+    return p;
+}
+
+static void arena_free(arena *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->blocks[i]);
+    free(a->blocks);
+    *a = (arena){0};
+}
+
+/* Grow *items (of `size` bytes each) to hold one more; false when out of memory. */
+static bool grow(void **items, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap) return true;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *p = realloc(*items, c * size);
+    if (!p) return false;
+    memset((char *)p + *cap * size, 0, (c - *cap) * size);
+    *items = p;
+    *cap = c;
+    return true;
+}
+
+#define GROW(arr, n, cap) grow((void **)&(arr), &(cap), (n), sizeof *(arr))
+
+/* ---- the lowering state ---------------------------------------------------- */
+
+typedef struct gnode {
+    ly_graph_node_info info;
+    bool portable;
+    int part; /* delegated: partition; portable: level (runs after partition `part`) */
+} gnode;
+
+typedef struct ptensor {
+    int evalue;
+    uint64_t nbytes;
+    int first, last; /* instruction range where it is live */
+} ptensor;
+
+typedef struct named_entry {
+    char *key;
+    const void *data;
+    size_t size;
+} named_entry;
+
+typedef struct lower {
+    ly_graph *g;
+    arena mem;
+    int n_nodes, n_values;
+    gnode *nodes;
+    ly_tensor *shape; /* per value */
+    int *producer;    /* per value: node index, -1 graph input, -2 none */
+    bool *exported;   /* per value: an exported graph output */
+    int *pvalue;      /* per value: program EValue index or -1 */
+    /* program */
+    ly_pte_evalue *values;
+    size_t n_pvalues, cap_pvalues;
+    ly_pte_instruction *instr;
+    size_t n_instr, cap_instr;
+    ly_pte_operator ops[8];
+    size_t n_ops;
+    ly_pte_delegate *delegates;
+    size_t n_delegates, cap_delegates;
+    ly_pte_bytes *blobs; /* delegate payloads, owned (malloc'd) */
+    size_t n_blobs, cap_blobs;
+    named_entry *named;
+    size_t n_named, cap_named;
+    ptensor *pt;
+    size_t n_pt, cap_pt;
+    int32_t *inputs, *outputs;
+    size_t n_inputs, n_outputs;
+    int kernel_calls;
+    int64_t input_h; /* the first graph input's height (YOLO9 strides) */
+} lower;
+
+static ly_status oom(void)
+{
+    return ly_set_error(LY_E_NO_MEMORY, "export: out of memory");
+}
+
+static int64_t numel_of(const ly_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/* ---- program values ---------------------------------------------------------- */
+
+static int add_evalue(lower *L, ly_pte_evalue v)
+{
+    if (!GROW(L->values, L->n_pvalues, L->cap_pvalues)) return -1;
+    L->values[L->n_pvalues] = v;
+    return (int)L->n_pvalues++;
+}
+
+/* An NCHW (contiguous) f32 tensor, memory-planned later. */
+static int add_tensor_value(lower *L, const ly_tensor *shape)
+{
+    int32_t *sizes = arena_calloc(&L->mem, (size_t)shape->ndim, sizeof *sizes);
+    uint8_t *order = arena_calloc(&L->mem, (size_t)shape->ndim, 1);
+    if (!sizes || !order) return -1;
+    for (int i = 0; i < shape->ndim; i++) {
+        sizes[i] = (int32_t)shape->shape[i];
+        order[i] = (uint8_t)i;
+    }
+    ly_pte_evalue v = {.type = LY_PTE_EVALUE_TENSOR};
+    v.u.tensor = (ly_pte_tensor){.scalar_type = LY_PTE_FLOAT,
+                                 .sizes = sizes,
+                                 .n_sizes = (size_t)shape->ndim,
+                                 .dim_order = order,
+                                 .n_dim_order = (size_t)shape->ndim,
+                                 .allocation_info = {.present = true, .memory_id = 1},
+                                 .shape_dynamism = LY_PTE_STATIC};
+    int id = add_evalue(L, v);
+    if (id < 0 || !GROW(L->pt, L->n_pt, L->cap_pt)) return -1;
+    L->pt[L->n_pt++] = (ptensor){
+        .evalue = id, .nbytes = (uint64_t)numel_of(shape) * sizeof(float), .first = -1, .last = -1};
+    return id;
+}
+
+static ly_pte_instruction *add_instr(lower *L)
+{
+    if (!GROW(L->instr, L->n_instr, L->cap_instr)) return NULL;
+    ly_pte_instruction *in = &L->instr[L->n_instr++];
+    memset(in, 0, sizeof *in);
+    return in;
+}
+
+static int op_index(lower *L, const char *name, const char *overload)
+{
+    for (size_t i = 0; i < L->n_ops; i++)
+        if (strcmp(L->ops[i].name, name) == 0 && strcmp(L->ops[i].overload, overload) == 0)
+            return (int)i;
+    if (L->n_ops == sizeof L->ops / sizeof L->ops[0]) return -1;
+    L->ops[L->n_ops] = (ly_pte_operator){name, overload};
+    return (int)L->n_ops++;
+}
+
+/* Record that program value `evalue` is used (or defined) by instruction `at`. */
+static void touch(lower *L, int evalue, int at)
+{
+    for (size_t i = 0; i < L->n_pt; i++)
+        if (L->pt[i].evalue == evalue) {
+            ptensor *p = &L->pt[i];
+            if (p->first < 0 || at < p->first) p->first = at;
+            if (at > p->last) p->last = at;
+            return;
+        }
+}
+
+/* ---- named data -------------------------------------------------------------- */
+
+static ly_status add_named(lower *L, const char *name, const void *data, size_t size,
+                           const char **key_out)
+{
+    size_t cap = strlen(name) + 80;
+    char *key = arena_calloc(&L->mem, cap, 1);
+    if (!key) return oom();
+    ly_status st = ly_pte_named_key(name, data, size, key, cap);
+    if (st != LY_OK) return st;
+    for (size_t i = 0; i < L->n_named; i++)
+        if (strcmp(L->named[i].key, key) == 0) {
+            *key_out = L->named[i].key;
+            return LY_OK;
+        }
+    if (!GROW(L->named, L->n_named, L->cap_named)) return oom();
+    L->named[L->n_named++] = (named_entry){key, data, size};
+    *key_out = key;
+    return LY_OK;
+}
+
+/* ---- one delegated partition as an XNNGraph ------------------------------------ */
+
+typedef struct xgraph {
+    lower *L;
+    int part;
+    ly_xnn_value *v;
+    size_t n_v, cap_v;
+    ly_xnn_node *n;
+    size_t n_n, cap_n;
+    ly_xnn_constant_data *c;
+    size_t n_c, cap_c;
+    uint32_t (*xid)[2];    /* per graph value and layout */
+    int *ext_in, *ext_out; /* graph values */
+    size_t n_in, n_out;
+    uint32_t *in_ids, *out_ids;
+    ly_status st;
+    uint32_t proj_id; /* the DFL projection [1, 16], shared */
+    const char *node_name;
+} xgraph;
+
+static bool cl_rank(int ndim)
+{
+    return ndim == 3 || ndim == 4;
+}
+
+/* Dims of graph value `v` in `layout`. */
+static int dims_of(const ly_tensor *s, int layout, uint32_t *dims)
+{
+    int nd = s->ndim;
+    if (layout == CHANNELS_LAST && nd == 4) {
+        int64_t d[4] = {s->shape[0], s->shape[2], s->shape[3], s->shape[1]};
+        for (int i = 0; i < 4; i++)
+            dims[i] = (uint32_t)d[i];
+    } else if (layout == CHANNELS_LAST && nd == 3) {
+        dims[0] = (uint32_t)s->shape[0];
+        dims[1] = (uint32_t)s->shape[2];
+        dims[2] = (uint32_t)s->shape[1];
+    } else {
+        for (int i = 0; i < nd; i++)
+            dims[i] = (uint32_t)s->shape[i];
+    }
+    return nd;
+}
+
+static uint32_t new_value(xgraph *x, int ndim, const uint32_t *dims, uint32_t external_id,
+                          uint32_t flags)
+{
+    if (x->st != LY_OK) return NONE_ID;
+    uint32_t *d = arena_calloc(&x->L->mem, (size_t)ndim, sizeof *d);
+    if (!d || !GROW(x->v, x->n_v, x->cap_v)) {
+        x->st = oom();
+        return NONE_ID;
+    }
+    memcpy(d, dims, (size_t)ndim * sizeof *d);
+    uint32_t id = (uint32_t)x->n_v++;
+    x->v[id] = (ly_xnn_value){.type = LY_XNN_TENSOR_VALUE,
+                              .tensor = {.datatype = LY_XNN_DT_FP32,
+                                         .num_dims = (uint32_t)ndim,
+                                         .dims = d,
+                                         .n_dims = (size_t)ndim,
+                                         .external_id = external_id,
+                                         .flags = flags,
+                                         .id_out = id}};
+    return id;
+}
+
+static uint32_t new_internal(xgraph *x, int ndim, const uint32_t *dims)
+{
+    return new_value(x, ndim, dims, NONE_ID, 0);
+}
+
+/* A constant tensor whose bytes go to named data. `data` must outlive the lowering. */
+static uint32_t new_const(xgraph *x, const char *name, int ndim, const uint32_t *dims,
+                          const void *data, size_t size)
+{
+    if (x->st != LY_OK) return NONE_ID;
+    const char *key = NULL;
+    ly_status st = add_named(x->L, name, data, size, &key);
+    if (st != LY_OK || !GROW(x->c, x->n_c, x->cap_c)) {
+        x->st = st != LY_OK ? st : oom();
+        return NONE_ID;
+    }
+    uint32_t index = (uint32_t)x->n_c++;
+    x->c[index] = (ly_xnn_constant_data){.offset = UINT64_MAX, .size = size, .named_key = key};
+    uint32_t id = new_internal(x, ndim, dims);
+    if (id != NONE_ID) x->v[id].tensor.constant_buffer_idx = index;
+    return id;
+}
+
+static ly_xnn_node *new_node(xgraph *x, ly_xnn_node_type type)
+{
+    if (x->st != LY_OK) return NULL;
+    if (!GROW(x->n, x->n_n, x->cap_n)) {
+        x->st = oom();
+        return NULL;
+    }
+    ly_xnn_node *n = &x->n[x->n_n];
+    memset(n, 0, sizeof *n);
+    n->type = type;
+    n->debug_handle = (uint32_t)++x->n_n;
+    return n;
+}
+
+static void node_1x1(xgraph *x, ly_xnn_node_type type, uint32_t in, uint32_t out)
+{
+    ly_xnn_node *n = new_node(x, type);
+    if (n) n->u.n1x1 = (__typeof__(n->u.n1x1)){in, out, 0};
+}
+
+static void node_2x1(xgraph *x, ly_xnn_node_type type, uint32_t a, uint32_t b, uint32_t out)
+{
+    ly_xnn_node *n = new_node(x, type);
+    if (n) n->u.n2x1 = (__typeof__(n->u.n2x1)){a, b, out, 0};
+}
+
+static void node_transpose(xgraph *x, uint32_t in, uint32_t out, int nd, const uint32_t *perm)
+{
+    uint32_t *p = arena_calloc(&x->L->mem, (size_t)nd, sizeof *p);
+    ly_xnn_node *n = new_node(x, LY_XNN_STATIC_TRANSPOSE);
+    if (!p) x->st = oom();
+    if (!n || !p) return;
+    memcpy(p, perm, (size_t)nd * sizeof *p);
+    n->u.transpose.num_dims = (uint32_t)nd;
+    n->u.transpose.perm = p;
+    n->u.transpose.n_perm = (size_t)nd;
+    n->u.transpose.input_id = in;
+    n->u.transpose.output_id = out;
+}
+
+static void node_reshape(xgraph *x, uint32_t in, uint32_t out, int nd, const uint32_t *shape)
+{
+    uint32_t *p = arena_calloc(&x->L->mem, (size_t)nd, sizeof *p);
+    ly_xnn_node *n = new_node(x, LY_XNN_STATIC_RESHAPE);
+    if (!p) x->st = oom();
+    if (!n || !p) return;
+    memcpy(p, shape, (size_t)nd * sizeof *p);
+    n->u.reshape.num_dims = (uint32_t)nd;
+    n->u.reshape.new_shape = p;
+    n->u.reshape.n_new_shape = (size_t)nd;
+    n->u.reshape.input_id = in;
+    n->u.reshape.output_id = out;
+}
+
+static void node_slice(xgraph *x, uint32_t in, uint32_t out, int nd, const uint32_t *offsets,
+                       const uint32_t *sizes)
+{
+    uint32_t *o = arena_calloc(&x->L->mem, (size_t)nd, sizeof *o);
+    uint32_t *s = arena_calloc(&x->L->mem, (size_t)nd, sizeof *s);
+    ly_xnn_node *n = new_node(x, LY_XNN_STATIC_SLICE);
+    if (!o || !s) x->st = oom();
+    if (!n || !o || !s) return;
+    memcpy(o, offsets, (size_t)nd * sizeof *o);
+    memcpy(s, sizes, (size_t)nd * sizeof *s);
+    n->u.slice = (__typeof__(n->u.slice)){.num_dims = (uint32_t)nd,
+                                          .offsets = o,
+                                          .n_offsets = (size_t)nd,
+                                          .sizes = s,
+                                          .n_sizes = (size_t)nd,
+                                          .input_id = in,
+                                          .output_id = out};
+}
+
+/* Concatenate n inputs on `axis` into `out` (chained by fours, as XNNPACK's
+ * Concatenate2..4 take). `dims` are the output's. */
+static void node_concat(xgraph *x, int n, const uint32_t *in, uint32_t out, int nd,
+                        const uint32_t *dims, uint32_t axis, const uint32_t *widths)
+{
+    uint32_t acc = in[0], acc_width = widths[0];
+    int i = 1;
+    while (i < n && x->st == LY_OK) {
+        int take = n - i < 3 ? n - i : 3;
+        if (take + 1 < 2) break;
+        bool last = i + take == n;
+        uint32_t width = acc_width;
+        for (int k = 0; k < take; k++)
+            width += widths[i + k];
+        uint32_t target = out;
+        if (!last) {
+            uint32_t d[LY_MAX_DIMS] = {0};
+            memcpy(d, dims, (size_t)nd * sizeof *d);
+            d[axis] = width;
+            target = new_internal(x, nd, d);
+        }
+        static const ly_xnn_node_type types[] = {LY_XNN_CONCATENATE2, LY_XNN_CONCATENATE3,
+                                                 LY_XNN_CONCATENATE4};
+        ly_xnn_node *node = new_node(x, types[take - 1]);
+        if (!node) return;
+        uint32_t ids[4] = {acc, NONE_ID, NONE_ID, NONE_ID};
+        for (int k = 0; k < take; k++)
+            ids[k + 1] = in[i + k];
+        node->u.cat = (__typeof__(node->u.cat)){.axis = axis,
+                                                .input1_id = ids[0],
+                                                .input2_id = ids[1],
+                                                .input3_id = ids[2],
+                                                .input4_id = ids[3],
+                                                .output_id = target,
+                                                .input5_id = NONE_ID};
+        acc = target;
+        acc_width = width;
+        i += take;
+    }
+}
+
+static const uint32_t to_cl4[4] = {0, 2, 3, 1}, from_cl4[4] = {0, 3, 1, 2};
+static const uint32_t swap3[3] = {0, 2, 1};
+
+/* Graph value `v` in `layout`, converting with a static transpose if it only
+ * exists in the other one. */
+static uint32_t get(xgraph *x, ly_graph_value v, int layout)
+{
+    if (x->st != LY_OK) return NONE_ID;
+    const ly_tensor *s = &x->L->shape[v];
+    if (!cl_rank(s->ndim)) layout = LOGICAL;
+    if (x->xid[v][layout] != NONE_ID) return x->xid[v][layout];
+    int other = 1 - layout;
+    if (x->xid[v][other] == NONE_ID) {
+        x->st = ly_set_error(LY_E_INTERNAL, "export: %s: value %d used before it is defined",
+                             x->node_name, (int)v);
+        return NONE_ID;
+    }
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(s, layout, dims);
+    uint32_t id = new_internal(x, nd, dims);
+    const uint32_t *perm = nd == 3 ? swap3 : layout == CHANNELS_LAST ? to_cl4 : from_cl4;
+    node_transpose(x, x->xid[v][other], id, nd, perm);
+    x->xid[v][layout] = id;
+    return id;
+}
+
+/* The layout `v` already has, preferring channels-last. */
+static int have(const xgraph *x, ly_graph_value v)
+{
+    return x->xid[v][CHANNELS_LAST] != NONE_ID ? CHANNELS_LAST : LOGICAL;
+}
+
+static int ext_out_index(const xgraph *x, ly_graph_value v)
+{
+    for (size_t i = 0; i < x->n_out; i++)
+        if (x->ext_out[i] == v) return (int)i;
+    return -1;
+}
+
+/* The value a node defines for graph value `v` in `layout`: the partition's
+ * external output itself when `v` leaves it and the layout is the logical one. */
+static uint32_t define(xgraph *x, ly_graph_value v, int layout)
+{
+    const ly_tensor *s = &x->L->shape[v];
+    if (!cl_rank(s->ndim)) layout = LOGICAL;
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(s, layout, dims);
+    int k = ext_out_index(x, v);
+    uint32_t id;
+    if (k >= 0 && layout == LOGICAL) {
+        id = new_value(x, nd, dims, (uint32_t)(x->n_in + (size_t)k), LY_XNN_FLAG_EXTERNAL_OUTPUT);
+        if (id != NONE_ID) x->out_ids[k] = id;
+    } else {
+        id = new_internal(x, nd, dims);
+    }
+    if (id != NONE_ID) x->xid[v][layout] = id;
+    return id;
+}
+
+static char *const_name(xgraph *x, const char *node, const char *what)
+{
+    size_t n = strlen(node) + strlen(what) + 2;
+    char *s = arena_calloc(&x->L->mem, n, 1);
+    if (!s) {
+        x->st = oom();
+        return NULL;
+    }
+    snprintf(s, n, "%s_%s", node, what);
+    for (char *p = s; *p; p++)
+        if (*p == '.') *p = '_';
+    return s;
+}
+
+/* ---- ops ------------------------------------------------------------------- */
+
+/* y = act(conv(x) + b) (+ residual): Conv2d / DepthwiseConv2d, then the
+ * activation as XNNPACK nodes (SiLU = x * sigmoid(x)), then the add. */
+static void emit_conv(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_tensor *w = n->weight;
+    const ly_tensor *out_shape = &x->L->shape[n->output];
+    if (!w || w->ndim != 4 || x->L->shape[n->inputs[0]].ndim != 4) {
+        x->st = ly_set_error(LY_E_UNSUPPORTED, "export: %s: only 2-D convolutions are supported",
+                             n->name);
+        return;
+    }
+    int64_t O = w->shape[0], Cg = w->shape[1], KH = w->shape[2], KW = w->shape[3];
+    int64_t G = n->params.groups > 0 ? n->params.groups : 1;
+    bool depthwise = Cg == 1;
+    uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
+    float *filter = arena_calloc(&x->L->mem, (size_t)(O * Cg * KH * KW), sizeof(float));
+    if (!filter) {
+        x->st = oom();
+        return;
+    }
+    const float *src = w->data;
+    uint32_t fdims[4];
+    if (depthwise) {
+        /* [O, 1, KH, KW] -> [1, KH, KW, O] */
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t t = 0; t < KH * KW; t++)
+                filter[t * O + o] = src[o * KH * KW + t];
+        fdims[0] = 1, fdims[1] = (uint32_t)KH, fdims[2] = (uint32_t)KW, fdims[3] = (uint32_t)O;
+    } else {
+        /* OIHW -> OHWI */
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t c = 0; c < Cg; c++)
+                for (int64_t t = 0; t < KH * KW; t++)
+                    filter[(o * KH * KW + t) * Cg + c] = src[(o * Cg + c) * KH * KW + t];
+        fdims[0] = (uint32_t)O, fdims[1] = (uint32_t)KH, fdims[2] = (uint32_t)KW,
+        fdims[3] = (uint32_t)Cg;
+    }
+    uint32_t filter_id = new_const(x, const_name(x, n->name, "weight"), 4, fdims, filter,
+                                   (size_t)(O * Cg * KH * KW) * sizeof(float));
+    uint32_t bias_id = NONE_ID;
+    if (n->bias) {
+        uint32_t bd = (uint32_t)O;
+        bias_id = new_const(x, const_name(x, n->name, "bias"), 1, &bd, n->bias->data,
+                            (size_t)O * sizeof(float));
+    }
+    int64_t act = n->params.activation;
+    bool tail = act == LY_ACT_SILU || act == LY_ACT_SIGMOID || act == LY_ACT_LEAKY_RELU ||
+                n->residual != LY_GRAPH_NONE;
+    uint32_t dims[4] = {0};
+    dims_of(out_shape, CHANNELS_LAST, dims);
+    uint32_t conv_out = tail ? new_internal(x, 4, dims) : define(x, n->output, CHANNELS_LAST);
+    ly_xnn_node *node = new_node(x, depthwise ? LY_XNN_DEPTHWISE_CONV2D : LY_XNN_CONV2D);
+    if (!node) return;
+    node->u.conv = (__typeof__(node->u.conv)){.padding_top = (uint32_t)n->params.padding[0],
+                                              .padding_right = (uint32_t)n->params.padding[1],
+                                              .padding_bottom = (uint32_t)n->params.padding[0],
+                                              .padding_left = (uint32_t)n->params.padding[1],
+                                              .kernel_height = (uint32_t)KH,
+                                              .kernel_width = (uint32_t)KW,
+                                              .subsampling_height = (uint32_t)n->params.stride[0],
+                                              .subsampling_width = (uint32_t)n->params.stride[1],
+                                              .dilation_height = (uint32_t)n->params.dilation[0],
+                                              .dilation_width = (uint32_t)n->params.dilation[1],
+                                              .group_input_channels = (uint32_t)Cg,
+                                              .group_output_channels = (uint32_t)(O / G),
+                                              .groups = (uint32_t)G,
+                                              .input1_id = in,
+                                              .filter_id = filter_id,
+                                              .bias_id = bias_id,
+                                              .output_id = conv_out};
+    if (act == LY_ACT_RELU) {
+        node->has_output_min_max = true;
+        node->output_min = 0.0f;
+        node->output_max = INFINITY;
+    }
+    if (!tail) return;
+    bool residual = n->residual != LY_GRAPH_NONE;
+    uint32_t y = conv_out;
+    if (act == LY_ACT_SILU || act == LY_ACT_SIGMOID || act == LY_ACT_LEAKY_RELU) {
+        uint32_t done = residual ? new_internal(x, 4, dims) : define(x, n->output, CHANNELS_LAST);
+        if (act == LY_ACT_SILU) {
+            uint32_t s = new_internal(x, 4, dims);
+            node_1x1(x, LY_XNN_SIGMOID, y, s);
+            node_2x1(x, LY_XNN_MULTIPLY, y, s, done);
+        } else if (act == LY_ACT_SIGMOID) {
+            node_1x1(x, LY_XNN_SIGMOID, y, done);
+        } else {
+            ly_xnn_node *l = new_node(x, LY_XNN_LEAKY_RELU);
+            if (l)
+                l->u.leaky_relu = (__typeof__(l->u.leaky_relu)){(float)n->params.alpha, y, done, 0};
+        }
+        y = done;
+    }
+    if (residual) {
+        uint32_t r = get(x, n->residual, CHANNELS_LAST);
+        node_2x1(x, LY_XNN_ADD, y, r, define(x, n->output, CHANNELS_LAST));
+    }
+}
+
+static void emit_pool(xgraph *x, const ly_graph_node_info *n, bool max)
+{
+    uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
+    uint32_t out = define(x, n->output, CHANNELS_LAST);
+    ly_xnn_node *node = new_node(x, max ? LY_XNN_MAX_POOLING_2D : LY_XNN_AVG_POOLING_2D);
+    if (!node) return;
+    node->u.pooling =
+        (__typeof__(node->u.pooling)){.padding_top = (uint32_t)n->params.padding[0],
+                                      .padding_right = (uint32_t)n->params.padding[1],
+                                      .padding_bottom = (uint32_t)n->params.padding[0],
+                                      .padding_left = (uint32_t)n->params.padding[1],
+                                      .pooling_height = (uint32_t)n->params.kernel[0],
+                                      .pooling_width = (uint32_t)n->params.kernel[1],
+                                      .stride_height = (uint32_t)n->params.stride[0],
+                                      .stride_width = (uint32_t)n->params.stride[1],
+                                      .dilation_height = 1,
+                                      .dilation_width = 1,
+                                      .input_id = in,
+                                      .output_id = out};
+}
+
+static void emit_unary(xgraph *x, const ly_graph_node_info *n, bool silu)
+{
+    int layout = have(x, n->inputs[0]);
+    uint32_t in = get(x, n->inputs[0], layout);
+    if (!silu) {
+        node_1x1(x, LY_XNN_SIGMOID, in, define(x, n->output, layout));
+        return;
+    }
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(&x->L->shape[n->output], layout, dims);
+    uint32_t s = new_internal(x, nd, dims);
+    node_1x1(x, LY_XNN_SIGMOID, in, s);
+    node_2x1(x, LY_XNN_MULTIPLY, in, s, define(x, n->output, layout));
+}
+
+static void emit_add(xgraph *x, const ly_graph_node_info *n)
+{
+    int layout = have(x, n->inputs[0]);
+    uint32_t a = get(x, n->inputs[0], layout), b = get(x, n->inputs[1], layout);
+    node_2x1(x, LY_XNN_ADD, a, b, define(x, n->output, layout));
+}
+
+static void emit_concat(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_tensor *s = &x->L->shape[n->output];
+    int layout = LOGICAL;
+    for (int i = 0; i < n->n_inputs; i++)
+        if (have(x, n->inputs[i]) == CHANNELS_LAST) layout = CHANNELS_LAST;
+    if (!cl_rank(s->ndim)) layout = LOGICAL;
+    uint32_t in[LY_GRAPH_MAX_NODE_INPUTS], widths[LY_GRAPH_MAX_NODE_INPUTS];
+    for (int i = 0; i < n->n_inputs; i++) {
+        in[i] = get(x, n->inputs[i], layout);
+        widths[i] = (uint32_t)x->L->shape[n->inputs[i]].shape[1];
+    }
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(s, layout, dims);
+    uint32_t axis = layout == CHANNELS_LAST ? (uint32_t)nd - 1 : 1;
+    uint32_t out = define(x, n->output, layout);
+    if (n->n_inputs == 1) {
+        node_1x1(x, LY_XNN_COPY, in[0], out);
+        return;
+    }
+    node_concat(x, n->n_inputs, in, out, nd, dims, axis, widths);
+}
+
+static void emit_slice(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_tensor *s = &x->L->shape[n->output];
+    int layout = cl_rank(s->ndim) ? have(x, n->inputs[0]) : LOGICAL;
+    uint32_t in = get(x, n->inputs[0], layout);
+    uint32_t dims[LY_MAX_DIMS], offsets[LY_MAX_DIMS] = {0};
+    int nd = dims_of(s, layout, dims);
+    offsets[layout == CHANNELS_LAST ? nd - 1 : 1] = (uint32_t)n->slice_start;
+    node_slice(x, in, define(x, n->output, layout), nd, offsets, dims);
+}
+
+/* [1, 4R, A] -> [1, 4, A]: channels-last [1, A, 4R] viewed as [1, 4A, R],
+ * softmax over R, projected on 0..R-1 (a fully-connected layer), [1, A, 4]. */
+static uint32_t dfl_projection(xgraph *x, int64_t R)
+{
+    if (x->proj_id != NONE_ID && x->v[x->proj_id].tensor.dims[1] == (uint32_t)R) return x->proj_id;
+    float *proj = arena_calloc(&x->L->mem, (size_t)R, sizeof(float));
+    if (!proj) {
+        x->st = oom();
+        return NONE_ID;
+    }
+    for (int64_t i = 0; i < R; i++)
+        proj[i] = (float)i;
+    uint32_t dims[2] = {1, (uint32_t)R};
+    x->proj_id = new_const(x, "dfl_project", 2, dims, proj, (size_t)R * sizeof(float));
+    return x->proj_id;
+}
+
+static uint32_t emit_dfl_cl(xgraph *x, uint32_t box_cl, int64_t A, int64_t R, uint32_t out)
+{
+    uint32_t d3[3] = {1, (uint32_t)(A * 4), (uint32_t)R};
+    uint32_t r = new_internal(x, 3, d3);
+    node_reshape(x, box_cl, r, 3, d3);
+    uint32_t p = new_internal(x, 3, d3);
+    node_1x1(x, LY_XNN_SOFTMAX, r, p);
+    uint32_t e3[3] = {1, (uint32_t)(A * 4), 1};
+    uint32_t e = new_internal(x, 3, e3);
+    ly_xnn_node *fc = new_node(x, LY_XNN_FULLY_CONNECTED);
+    uint32_t proj = dfl_projection(x, R);
+    if (fc) fc->u.fc = (__typeof__(fc->u.fc)){p, proj, NONE_ID, e, 0};
+    uint32_t o3[3] = {1, (uint32_t)A, 4};
+    if (out == NONE_ID) out = new_internal(x, 3, o3);
+    node_reshape(x, e, out, 3, o3);
+    return out;
+}
+
+static void emit_dfl(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_tensor *s = &x->L->shape[n->inputs[0]];
+    if (s->ndim != 3 || s->shape[1] % 4 != 0) {
+        x->st = ly_set_error(LY_E_UNSUPPORTED, "export: %s: dfl input must be [1, 4R, A]", n->name);
+        return;
+    }
+    uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
+    emit_dfl_cl(x, in, s->shape[2], s->shape[1] / 4, define(x, n->output, CHANNELS_LAST));
+}
+
+static void emit_resize(xgraph *x, const ly_graph_node_info *n)
+{
+    uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
+    uint32_t out = define(x, n->output, CHANNELS_LAST);
+    ly_xnn_node *node = new_node(x, LY_XNN_STATIC_RESIZE_BILINEAR_2D);
+    if (!node) return;
+    uint32_t flags = 0;
+    if (n->params.align_corners)
+        flags = 0x8; /* XNN_FLAG_ALIGN_CORNERS */
+    else if (!n->params.half_pixel_centers)
+        flags = 0x4; /* XNN_FLAG_TENSORFLOW_LEGACY_MODE */
+    node->u.resize = (__typeof__(node->u.resize)){(uint32_t)n->params.size[0],
+                                                  (uint32_t)n->params.size[1], in, out, flags};
+}
+
+static void emit_reshape(xgraph *x, const ly_graph_node_info *n)
+{
+    uint32_t in = get(x, n->inputs[0], LOGICAL);
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(&x->L->shape[n->output], LOGICAL, dims);
+    node_reshape(x, in, define(x, n->output, LOGICAL), nd, dims);
+}
+
+static void emit_transpose(xgraph *x, const ly_graph_node_info *n)
+{
+    uint32_t in = get(x, n->inputs[0], LOGICAL);
+    uint32_t perm[LY_MAX_DIMS];
+    for (int i = 0; i < n->shape_ndim; i++)
+        perm[i] = (uint32_t)n->perm[i];
+    node_transpose(x, in, define(x, n->output, LOGICAL), n->shape_ndim, perm);
+}
+
+/* LibreYOLO9's head decode (yolo9.md 1.6) in standard ops: per level, DFL over
+ * the 64 box channels, boxes = (anchor -/+ distances) * stride as xyxy,
+ * sigmoid of the class logits; levels joined, then [1, 4 + nc, A]. The
+ * anchors are the grid centres (x + 0.5, y + 0.5); the stride is the input
+ * size over the level's. */
+static void emit_yolo9_decode(xgraph *x, const ly_graph_node_info *n)
+{
+    const lower *L = x->L;
+    int64_t in_h = L->input_h;
+    const ly_tensor *out = &L->shape[n->output];
+    int64_t nc = out->shape[1] - 4, R = YOLO9_REG_MAX, total = out->shape[2];
+    uint32_t levels[LY_GRAPH_MAX_NODE_INPUTS];
+    for (int l = 0; l < n->n_inputs && x->st == LY_OK; l++) {
+        const ly_tensor *s = &L->shape[n->inputs[l]];
+        int64_t h = s->shape[2], w = s->shape[3], hw = h * w;
+        if (s->ndim != 4 || s->shape[1] != 4 * R + nc || h <= 0 || in_h % h != 0) {
+            x->st = ly_set_error(LY_E_UNSUPPORTED,
+                                 "export: %s: level %d does not look like a YOLO9 head output",
+                                 n->name, l);
+            return;
+        }
+        float stride = (float)(in_h / h);
+        uint32_t raw = get(x, n->inputs[l], CHANNELS_LAST);
+        char tag[64];
+        /* boxes */
+        uint32_t off[4] = {0, 0, 0, 0}, sz[4] = {1, (uint32_t)h, (uint32_t)w, (uint32_t)(4 * R)};
+        uint32_t box = new_internal(x, 4, sz);
+        node_slice(x, raw, box, 4, off, sz);
+        uint32_t dist = emit_dfl_cl(x, box, hw, R, NONE_ID);
+        uint32_t half[3] = {1, (uint32_t)hw, 2}, o0[3] = {0, 0, 0}, o2[3] = {0, 0, 2};
+        uint32_t lt = new_internal(x, 3, half), rb = new_internal(x, 3, half);
+        node_slice(x, dist, lt, 3, o0, half);
+        node_slice(x, dist, rb, 3, o2, half);
+        float *anchors = arena_calloc(&x->L->mem, (size_t)(2 * hw), sizeof(float));
+        float *stride_value = arena_calloc(&x->L->mem, 1, sizeof(float));
+        if (!anchors || !stride_value) {
+            x->st = oom();
+            return;
+        }
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t xx = 0; xx < w; xx++) {
+                anchors[2 * (y * w + xx)] = (float)xx + 0.5f;
+                anchors[2 * (y * w + xx) + 1] = (float)y + 0.5f;
+            }
+        *stride_value = stride;
+        snprintf(tag, sizeof tag, "anchors_%d", l);
+        uint32_t anchor_id = new_const(x, const_name(x, n->name, tag), 3, half, anchors,
+                                       (size_t)(2 * hw) * sizeof(float));
+        uint32_t one = 1;
+        snprintf(tag, sizeof tag, "stride_%d", l);
+        uint32_t stride_id =
+            new_const(x, const_name(x, n->name, tag), 1, &one, stride_value, sizeof(float));
+        uint32_t x1y1 = new_internal(x, 3, half), x2y2 = new_internal(x, 3, half);
+        node_2x1(x, LY_XNN_SUBTRACT, anchor_id, lt, x1y1);
+        node_2x1(x, LY_XNN_ADD, anchor_id, rb, x2y2);
+        uint32_t quad[3] = {1, (uint32_t)hw, 4};
+        uint32_t grid = new_internal(x, 3, quad), pixels = new_internal(x, 3, quad);
+        uint32_t pair[2] = {x1y1, x2y2}, widths2[2] = {2, 2};
+        node_concat(x, 2, pair, grid, 3, quad, 2, widths2);
+        node_2x1(x, LY_XNN_MULTIPLY, grid, stride_id, pixels);
+        /* classes */
+        uint32_t coff[4] = {0, 0, 0, (uint32_t)(4 * R)},
+                 csz[4] = {1, (uint32_t)h, (uint32_t)w, (uint32_t)nc};
+        uint32_t cls = new_internal(x, 4, csz);
+        node_slice(x, raw, cls, 4, coff, csz);
+        uint32_t flat[3] = {1, (uint32_t)hw, (uint32_t)nc};
+        uint32_t cls_flat = new_internal(x, 3, flat), scores = new_internal(x, 3, flat);
+        node_reshape(x, cls, cls_flat, 3, flat);
+        node_1x1(x, LY_XNN_SIGMOID, cls_flat, scores);
+        uint32_t ldims[3] = {1, (uint32_t)hw, (uint32_t)(4 + nc)};
+        levels[l] = new_internal(x, 3, ldims);
+        uint32_t parts[2] = {pixels, scores}, w2[2] = {4, (uint32_t)nc};
+        node_concat(x, 2, parts, levels[l], 3, ldims, 2, w2);
+    }
+    if (x->st != LY_OK) return;
+    uint32_t all_dims[3] = {1, (uint32_t)total, (uint32_t)(4 + nc)};
+    uint32_t widths[LY_GRAPH_MAX_NODE_INPUTS];
+    for (int l = 0; l < n->n_inputs; l++)
+        widths[l] = (uint32_t)(L->shape[n->inputs[l]].shape[2] * L->shape[n->inputs[l]].shape[3]);
+    uint32_t all = define(x, n->output, CHANNELS_LAST);
+    if (n->n_inputs == 1)
+        node_1x1(x, LY_XNN_COPY, levels[0], all);
+    else
+        node_concat(x, n->n_inputs, levels, all, 3, all_dims, 1, widths);
+}
+
+static ly_status emit(xgraph *x, const gnode *gn)
+{
+    const ly_graph_node_info *n = &gn->info;
+    x->node_name = n->name;
+    switch (n->op) {
+    case LY_GRAPH_OP_CONV2D:
+        emit_conv(x, n);
+        break;
+    case LY_GRAPH_OP_MAX_POOL2D:
+        emit_pool(x, n, true);
+        break;
+    case LY_GRAPH_OP_AVG_POOL2D:
+        emit_pool(x, n, false);
+        break;
+    case LY_GRAPH_OP_SILU:
+        emit_unary(x, n, true);
+        break;
+    case LY_GRAPH_OP_SIGMOID:
+        emit_unary(x, n, false);
+        break;
+    case LY_GRAPH_OP_ADD:
+        emit_add(x, n);
+        break;
+    case LY_GRAPH_OP_CONCAT:
+        emit_concat(x, n);
+        break;
+    case LY_GRAPH_OP_SLICE:
+        emit_slice(x, n);
+        break;
+    case LY_GRAPH_OP_DFL:
+        emit_dfl(x, n);
+        break;
+    case LY_GRAPH_OP_RESIZE_BILINEAR:
+        emit_resize(x, n);
+        break;
+    case LY_GRAPH_OP_RESHAPE:
+        emit_reshape(x, n);
+        break;
+    case LY_GRAPH_OP_TRANSPOSE:
+        emit_transpose(x, n);
+        break;
+    case LY_GRAPH_OP_CUSTOM:
+        emit_yolo9_decode(x, n);
+        break;
+    default:
+        return ly_set_error(LY_E_INTERNAL, "export: %s: op %d reached the XNNPACK lowering",
+                            n->name, (int)n->op);
+    }
+    return x->st;
+}
+
+/* ---- classification and partitioning ----------------------------------------- */
+
+static const char *op_name(ly_graph_op op)
+{
+    switch (op) {
+    case LY_GRAPH_OP_CONV2D:
+        return "conv2d";
+    case LY_GRAPH_OP_MAX_POOL2D:
+        return "max_pool2d";
+    case LY_GRAPH_OP_AVG_POOL2D:
+        return "avg_pool2d";
+    case LY_GRAPH_OP_UPSAMPLE:
+        return "upsample_nearest2d";
+    case LY_GRAPH_OP_SILU:
+        return "silu";
+    case LY_GRAPH_OP_SIGMOID:
+        return "sigmoid";
+    case LY_GRAPH_OP_DFL:
+        return "dfl";
+    case LY_GRAPH_OP_CONCAT:
+        return "concat";
+    case LY_GRAPH_OP_SLICE:
+        return "slice";
+    case LY_GRAPH_OP_CUSTOM:
+        return "custom";
+    case LY_GRAPH_OP_ADD:
+        return "add";
+    case LY_GRAPH_OP_RESIZE_BILINEAR:
+        return "resize_bilinear2d";
+    case LY_GRAPH_OP_RESHAPE:
+        return "reshape";
+    case LY_GRAPH_OP_TRANSPOSE:
+        return "transpose";
+    }
+    return "?";
+}
+
+/* Delegated, portable, or no mapping (error naming the op). */
+static ly_status classify(const lower *L, gnode *gn)
+{
+    const ly_graph_node_info *n = &gn->info;
+    const ly_tensor *in = n->n_inputs > 0 ? &L->shape[n->inputs[0]] : NULL;
+    switch (n->op) {
+    case LY_GRAPH_OP_UPSAMPLE:
+        gn->portable = true;
+        return LY_OK;
+    case LY_GRAPH_OP_AVG_POOL2D:
+        /* XNNPACK's average pooling leaves padding out of the count. */
+        gn->portable =
+            n->params.count_include_pad && (n->params.padding[0] > 0 || n->params.padding[1] > 0);
+        return LY_OK;
+    case LY_GRAPH_OP_CONV2D:
+        if (!in || in->ndim != 4 || !n->weight || n->params.activation > LY_ACT_LEAKY_RELU) break;
+        return LY_OK;
+    case LY_GRAPH_OP_MAX_POOL2D:
+    case LY_GRAPH_OP_RESIZE_BILINEAR:
+        if (!in || in->ndim != 4) break;
+        return LY_OK;
+    case LY_GRAPH_OP_SILU:
+    case LY_GRAPH_OP_SIGMOID:
+    case LY_GRAPH_OP_DFL:
+    case LY_GRAPH_OP_CONCAT:
+    case LY_GRAPH_OP_SLICE:
+    case LY_GRAPH_OP_ADD:
+    case LY_GRAPH_OP_RESHAPE:
+    case LY_GRAPH_OP_TRANSPOSE:
+        return LY_OK;
+    case LY_GRAPH_OP_CUSTOM: {
+        const char *kind = n->custom && n->custom->kind ? n->custom->kind : "(unnamed)";
+        if (strcmp(kind, "yolo9.decode") == 0) return LY_OK;
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "export: node '%s': op '%s' has no ExecuTorch export mapping", n->name,
+                            kind);
+    }
+    }
+    return ly_set_error(LY_E_UNSUPPORTED,
+                        "export: node '%s': op '%s' has no ExecuTorch export mapping for these "
+                        "operands",
+                        n->name, op_name(n->op));
+}
+
+static int node_inputs(const ly_graph_node_info *n, ly_graph_value *out)
+{
+    int k = 0;
+    for (int i = 0; i < n->n_inputs; i++)
+        out[k++] = n->inputs[i];
+    if (n->op == LY_GRAPH_OP_CONV2D && n->residual != LY_GRAPH_NONE) out[k++] = n->residual;
+    return k;
+}
+
+/* Partitions in dependency order: a delegated node goes after every portable
+ * node it depends on; a portable node runs after the partitions it reads. */
+static int partition(lower *L)
+{
+    int parts = 0;
+    for (int i = 0; i < L->n_nodes; i++) {
+        gnode *gn = &L->nodes[i];
+        ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
+        int k = node_inputs(&gn->info, ins);
+        int p = gn->portable ? -1 : 0;
+        for (int j = 0; j < k; j++) {
+            int src = L->producer[ins[j]];
+            if (src < 0) continue;
+            const gnode *s = &L->nodes[src];
+            int need = gn->portable ? s->part : s->portable ? s->part + 1 : s->part;
+            if (need > p) p = need;
+        }
+        gn->part = p;
+        if (!gn->portable && p + 1 > parts) parts = p + 1;
+    }
+    return parts;
+}
+
+/* ---- memory planning ---------------------------------------------------------- */
+
+static int compare_size(const void *a, const void *b)
+{
+    const ptensor *x = *(const ptensor *const *)a, *y = *(const ptensor *const *)b;
+    return x->nbytes < y->nbytes ? 1 : x->nbytes > y->nbytes ? -1 : x->evalue - y->evalue;
+}
+
+/* Greedy by size, first fit among the placed tensors whose live ranges meet. */
+static ly_status plan_memory(lower *L, uint64_t *total)
+{
+    size_t n = L->n_pt;
+    ptensor **order = calloc(n ? n : 1, sizeof *order);
+    uint64_t *offset = calloc(n ? n : 1, sizeof *offset);
+    bool *placed = calloc(n ? n : 1, sizeof *placed);
+    if (!order || !offset || !placed) {
+        free(order);
+        free(offset);
+        free(placed);
+        return oom();
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = &L->pt[i];
+    qsort(order, n, sizeof *order, compare_size);
+    *total = 0;
+    for (size_t i = 0; i < n; i++) {
+        ptensor *p = order[i];
+        uint64_t size = (p->nbytes + 15) / 16 * 16, at = 0;
+        bool moved = true;
+        while (moved) {
+            moved = false;
+            for (size_t j = 0; j < i; j++) {
+                const ptensor *q = order[j];
+                size_t qi = (size_t)(q - L->pt);
+                if (q->last < p->first || p->last < q->first) continue;
+                uint64_t qs = offset[qi], qe = qs + (q->nbytes + 15) / 16 * 16;
+                if (at < qe && qs < at + size) {
+                    at = qe;
+                    moved = true;
+                }
+            }
+        }
+        size_t pi = (size_t)(p - L->pt);
+        offset[pi] = at;
+        placed[pi] = true;
+        if (at + size > *total) *total = at + size;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ly_pte_allocation *a = &L->values[L->pt[i].evalue].u.tensor.allocation_info;
+        a->memory_offset_low = (uint32_t)(offset[i] & 0xFFFFFFFFu);
+        a->memory_offset_high = (uint32_t)(offset[i] >> 32);
+    }
+    free(order);
+    free(offset);
+    free(placed);
+    return LY_OK;
+}
+
+/* ---- the program ------------------------------------------------------------ */
+
+static ly_status emit_portable(lower *L, const gnode *gn)
+{
+    const ly_graph_node_info *n = &gn->info;
+    int in = L->pvalue[n->inputs[0]], out = L->pvalue[n->output];
+    ly_pte_instruction *ins = add_instr(L);
+    int32_t *args = arena_calloc(&L->mem, 9, sizeof *args);
+    if (!ins || !args) return oom();
+    int at = (int)L->n_instr - 1, n_args = 0, op;
+    if (n->op == LY_GRAPH_OP_UPSAMPLE) {
+        /* upsample_nearest2d.vec_out(input, output_size?, scale_factors?, *, out) */
+        double *scales = arena_calloc(&L->mem, 2, sizeof *scales);
+        if (!scales) return oom();
+        scales[0] = scales[1] = (double)n->params.scale;
+        int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
+        ly_pte_evalue sv = {.type = LY_PTE_EVALUE_DOUBLE_LIST};
+        sv.u.double_list.items = scales;
+        sv.u.double_list.n_items = 2;
+        int sf = add_evalue(L, sv);
+        op = op_index(L, "aten::upsample_nearest2d", "vec_out");
+        if (none < 0 || sf < 0 || op < 0) return oom();
+        args[n_args++] = in;
+        args[n_args++] = none;
+        args[n_args++] = sf;
+    } else {
+        /* avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+         * divisor_override?, *, out) */
+        int lists[3];
+        const int64_t *src[3] = {n->params.kernel, n->params.stride, n->params.padding};
+        for (int k = 0; k < 3; k++) {
+            int64_t *items = arena_calloc(&L->mem, 2, sizeof *items);
+            if (!items) return oom();
+            items[0] = src[k][0];
+            items[1] = src[k][1];
+            ly_pte_evalue v = {.type = LY_PTE_EVALUE_INT_LIST};
+            v.u.int_list.items = items;
+            v.u.int_list.n_items = 2;
+            lists[k] = add_evalue(L, v);
+        }
+        ly_pte_evalue f = {.type = LY_PTE_EVALUE_BOOL}, t = {.type = LY_PTE_EVALUE_BOOL};
+        t.u.bool_val = n->params.count_include_pad != 0;
+        int ceil_v = add_evalue(L, f), cip = add_evalue(L, t);
+        int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
+        op = op_index(L, "aten::avg_pool2d", "out");
+        if (lists[0] < 0 || lists[1] < 0 || lists[2] < 0 || ceil_v < 0 || cip < 0 || none < 0 ||
+            op < 0)
+            return oom();
+        args[n_args++] = in;
+        for (int k = 0; k < 3; k++)
+            args[n_args++] = lists[k];
+        args[n_args++] = ceil_v;
+        args[n_args++] = cip;
+        args[n_args++] = none;
+    }
+    /* The out argument, then the return value (the same tensor), as the emitter does. */
+    args[n_args++] = out;
+    args[n_args++] = out;
+    ins->type = LY_PTE_KERNEL_CALL;
+    ins->u.kernel_call.op_index = op;
+    ins->u.kernel_call.args = args;
+    ins->u.kernel_call.n_args = (size_t)n_args;
+    touch(L, in, at);
+    touch(L, out, at);
+    L->kernel_calls++;
+    return LY_OK;
+}
+
+static bool in_list(const int *list, size_t n, int v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == v) return true;
+    return false;
+}
+
+/* Build partition `part` as an XNNGraph, encode it, and emit its DelegateCall. */
+static ly_status emit_partition(lower *L, int part)
+{
+    xgraph x = {.L = L, .part = part, .proj_id = NONE_ID};
+    ly_status st = LY_OK;
+    x.xid = calloc((size_t)L->n_values, sizeof *x.xid);
+    x.ext_in = calloc((size_t)L->n_values, sizeof *x.ext_in);
+    x.ext_out = calloc((size_t)L->n_values, sizeof *x.ext_out);
+    x.in_ids = calloc((size_t)L->n_values, sizeof *x.in_ids);
+    x.out_ids = calloc((size_t)L->n_values, sizeof *x.out_ids);
+    if (!x.xid || !x.ext_in || !x.ext_out || !x.in_ids || !x.out_ids ||
+        !GROW(x.c, x.n_c, x.cap_c)) {
+        st = oom();
+        goto done;
+    }
+    for (int v = 0; v < L->n_values; v++)
+        x.xid[v][0] = x.xid[v][1] = NONE_ID;
+    x.c[x.n_c++] = (ly_xnn_constant_data){0, 0, NULL};
+
+    /* Externals: inputs in first-use order, then outputs in definition order. */
+    for (int i = 0; i < L->n_nodes; i++) {
+        const gnode *gn = &L->nodes[i];
+        if (gn->portable || gn->part != part) continue;
+        ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
+        int k = node_inputs(&gn->info, ins);
+        for (int j = 0; j < k; j++) {
+            int src = L->producer[ins[j]];
+            bool inside = src >= 0 && !L->nodes[src].portable && L->nodes[src].part == part;
+            if (!inside && !in_list(x.ext_in, x.n_in, ins[j])) x.ext_in[x.n_in++] = ins[j];
+        }
+    }
+    for (int i = 0; i < L->n_nodes; i++) {
+        const gnode *gn = &L->nodes[i];
+        if (gn->portable || gn->part != part) continue;
+        ly_graph_value v = gn->info.output;
+        bool leaves = L->exported[v];
+        for (int j = 0; j < L->n_nodes && !leaves; j++) {
+            const gnode *c = &L->nodes[j];
+            if (!c->portable && c->part == part) continue;
+            ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
+            int k = node_inputs(&c->info, ins);
+            for (int m = 0; m < k; m++)
+                if (ins[m] == v) leaves = true;
+        }
+        if (leaves) x.ext_out[x.n_out++] = v;
+    }
+    for (size_t i = 0; i < x.n_in; i++) {
+        uint32_t dims[LY_MAX_DIMS] = {0};
+        int nd = dims_of(&L->shape[x.ext_in[i]], LOGICAL, dims);
+        x.in_ids[i] = new_value(&x, nd, dims, (uint32_t)i, LY_XNN_FLAG_EXTERNAL_INPUT);
+        x.xid[x.ext_in[i]][LOGICAL] = x.in_ids[i];
+    }
+    for (size_t i = 0; i < x.n_out; i++)
+        x.out_ids[i] = NONE_ID;
+    for (int i = 0; i < L->n_nodes && st == LY_OK; i++) {
+        const gnode *gn = &L->nodes[i];
+        if (!gn->portable && gn->part == part) st = emit(&x, gn);
+    }
+    /* Outputs still channels-last leave through a transpose. */
+    for (size_t i = 0; i < x.n_out && st == LY_OK; i++) {
+        if (x.out_ids[i] != NONE_ID) continue;
+        ly_graph_value v = x.ext_out[i];
+        uint32_t src = x.xid[v][CHANNELS_LAST];
+        uint32_t dims[LY_MAX_DIMS] = {0};
+        int nd = dims_of(&L->shape[v], LOGICAL, dims);
+        uint32_t id = new_value(&x, nd, dims, (uint32_t)(x.n_in + i), LY_XNN_FLAG_EXTERNAL_OUTPUT);
+        node_transpose(&x, src, id, nd, nd == 3 ? swap3 : from_cl4);
+        x.out_ids[i] = id;
+        st = x.st;
+    }
+    if (st != LY_OK) goto done;
+
+    ly_xnn_graph graph = {.version = "0",
+                          .xnodes = x.n,
+                          .n_xnodes = x.n_n,
+                          .xvalues = x.v,
+                          .n_xvalues = x.n_v,
+                          .num_externs = (uint32_t)(x.n_in + x.n_out),
+                          .input_ids = x.in_ids,
+                          .n_input_ids = x.n_in,
+                          .output_ids = x.out_ids,
+                          .n_output_ids = x.n_out,
+                          .constant_data = x.c,
+                          .n_constant_data = x.n_c};
+    uint8_t *blob = NULL;
+    size_t blob_size = 0;
+    st = ly_xnn_encode(&graph, NULL, 0, &blob, &blob_size);
+    if (st != LY_OK) goto done;
+    if (!GROW(L->blobs, L->n_blobs, L->cap_blobs) ||
+        !GROW(L->delegates, L->n_delegates, L->cap_delegates)) {
+        free(blob);
+        st = oom();
+        goto done;
+    }
+    L->blobs[L->n_blobs++] = (ly_pte_bytes){blob, blob_size};
+    /* Segment index fixed up once the segment list is known. */
+    L->delegates[L->n_delegates++] = (ly_pte_delegate){
+        .id = LY_PTE_XNNPACK_BACKEND_ID, .location = LY_PTE_SEGMENT, .index = (uint32_t)L->n_blobs};
+
+    ly_pte_instruction *ins = add_instr(L);
+    int32_t *args = arena_calloc(&L->mem, x.n_in + x.n_out, sizeof *args);
+    if (!ins || !args) {
+        st = oom();
+        goto done;
+    }
+    int at = (int)L->n_instr - 1;
+    for (size_t i = 0; i < x.n_in; i++) {
+        args[i] = L->pvalue[x.ext_in[i]];
+        touch(L, args[i], at);
+    }
+    for (size_t i = 0; i < x.n_out; i++) {
+        args[x.n_in + i] = L->pvalue[x.ext_out[i]];
+        touch(L, args[x.n_in + i], at);
+    }
+    ins->type = LY_PTE_DELEGATE_CALL;
+    ins->u.delegate_call.delegate_index = (int32_t)L->n_delegates - 1;
+    ins->u.delegate_call.args = args;
+    ins->u.delegate_call.n_args = x.n_in + x.n_out;
+done:
+    free(x.xid);
+    free(x.ext_in);
+    free(x.ext_out);
+    free(x.in_ids);
+    free(x.out_ids);
+    free(x.v);
+    free(x.n);
+    free(x.c);
+    return st;
+}
+
+/* Which values exist at program level: graph inputs, whatever crosses a
+ * partition boundary or feeds a portable op, portable outputs, exported outputs. */
+static ly_status make_program_values(lower *L)
+{
+    for (int v = 0; v < L->n_values; v++)
+        L->pvalue[v] = -1;
+    for (int i = 0; i < ly_graph_input_count(L->g); i++) {
+        ly_graph_value v;
+        ly_status st = ly_graph_input_at(L->g, i, &v, NULL);
+        if (st != LY_OK) return st;
+        int id = add_tensor_value(L, &L->shape[v]);
+        if (id < 0) return oom();
+        L->pvalue[v] = id;
+        L->inputs[L->n_inputs++] = id;
+        touch(L, id, 0);
+    }
+    for (int i = 0; i < L->n_nodes; i++) {
+        const gnode *gn = &L->nodes[i];
+        ly_graph_value v = gn->info.output;
+        bool program = gn->portable || L->exported[v];
+        for (int j = i + 1; j < L->n_nodes && !program; j++) {
+            const gnode *c = &L->nodes[j];
+            ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
+            int k = node_inputs(&c->info, ins);
+            for (int m = 0; m < k; m++)
+                if (ins[m] == v && (c->portable || c->part != gn->part)) program = true;
+        }
+        if (!program) continue;
+        int id = add_tensor_value(L, &L->shape[v]);
+        if (id < 0) return oom();
+        L->pvalue[v] = id;
+    }
+    return LY_OK;
+}
+
+ly_status ly_export_lower(ly_graph *g, const ly_lower_options *options, ly_lower_result *out)
+{
+    if (!g || !out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_export_lower: NULL argument");
+    memset(out, 0, sizeof *out);
+    lower L = {.g = g};
+    ly_status st = LY_OK;
+    ly_graph_stats stats;
+    st = ly_graph_get_stats(g, &stats);
+    if (st != LY_OK) return st;
+    L.n_nodes = ly_graph_node_count(g);
+    L.n_values = stats.values;
+    L.nodes = calloc((size_t)L.n_nodes + 1, sizeof *L.nodes);
+    L.shape = calloc((size_t)L.n_values + 1, sizeof *L.shape);
+    L.producer = calloc((size_t)L.n_values + 1, sizeof *L.producer);
+    L.exported = calloc((size_t)L.n_values + 1, sizeof *L.exported);
+    L.pvalue = calloc((size_t)L.n_values + 1, sizeof *L.pvalue);
+    L.inputs = calloc((size_t)ly_graph_input_count(g) + 1, sizeof *L.inputs);
+    L.outputs = calloc((size_t)ly_graph_output_count(g) + 1, sizeof *L.outputs);
+    if (!L.nodes || !L.shape || !L.producer || !L.exported || !L.pvalue || !L.inputs ||
+        !L.outputs) {
+        st = oom();
+        goto done;
+    }
+    for (int v = 0; v < L.n_values; v++) {
+        L.producer[v] = -2;
+        st = ly_graph_value_view(g, v, &L.shape[v]);
+        if (st != LY_OK) goto done;
+    }
+    for (int i = 0; i < ly_graph_input_count(g); i++) {
+        ly_graph_value v;
+        st = ly_graph_input_at(g, i, &v, NULL);
+        if (st != LY_OK) goto done;
+        L.producer[v] = -1;
+        if (i == 0 && L.shape[v].ndim == 4) L.input_h = L.shape[v].shape[2];
+    }
+    for (int i = 0; i < L.n_nodes; i++) {
+        st = ly_graph_node_at(g, i, &L.nodes[i].info);
+        if (st != LY_OK) goto done;
+        L.producer[L.nodes[i].info.output] = i;
+    }
+    for (int i = 0; i < L.n_nodes; i++) {
+        st = classify(&L, &L.nodes[i]);
+        if (st != LY_OK) goto done;
+    }
+    int n_out = options && options->outputs ? options->n_outputs : ly_graph_output_count(g);
+    for (int i = 0; i < n_out; i++) {
+        int index = options && options->outputs ? options->outputs[i] : i;
+        ly_graph_value v;
+        st = ly_graph_output_value(g, index, &v, NULL);
+        if (st != LY_OK) goto done;
+        L.exported[v] = true;
+    }
+    int parts = partition(&L);
+    if (parts == 0) {
+        st = ly_set_error(LY_E_UNSUPPORTED,
+                          "ExecuTorch produced no XNNPACK delegate partitions. Refusing to label "
+                          "a portable-kernel-only program as XNNPACK.");
+        goto done;
+    }
+    st = make_program_values(&L);
+    if (st != LY_OK) goto done;
+    /* Portable nodes that read only graph inputs, then each partition followed
+     * by the portable nodes that read it. */
+    for (int level = -1; level < parts && st == LY_OK; level++) {
+        if (level >= 0) {
+            bool any = false;
+            for (int i = 0; i < L.n_nodes; i++)
+                if (!L.nodes[i].portable && L.nodes[i].part == level) any = true;
+            if (any) st = emit_partition(&L, level);
+        }
+        for (int i = 0; i < L.n_nodes && st == LY_OK; i++)
+            if (L.nodes[i].portable && L.nodes[i].part == level)
+                st = emit_portable(&L, &L.nodes[i]);
+    }
+    if (st != LY_OK) goto done;
+    for (int i = 0; i < n_out; i++) {
+        int index = options && options->outputs ? options->outputs[i] : i;
+        ly_graph_value v;
+        st = ly_graph_output_value(g, index, &v, NULL);
+        if (st != LY_OK) goto done;
+        if (L.pvalue[v] < 0) {
+            st = ly_set_error(LY_E_UNSUPPORTED, "export: output %d is a graph input", index);
+            goto done;
+        }
+        L.outputs[L.n_outputs++] = L.pvalue[v];
+        touch(&L, L.pvalue[v], (int)L.n_instr);
+    }
+    uint64_t planned = 0;
+    st = plan_memory(&L, &planned);
+    if (st != LY_OK) goto done;
+
+    /* Segments: [0] the (empty) constant segment, the delegate blobs, then
+     * one segment per named buffer. */
+    size_t n_segments = 1 + L.n_blobs + L.n_named;
+    ly_pte_segment_in *segments = calloc(n_segments, sizeof *segments);
+    ly_pte_named_data *named = calloc(L.n_named + 1, sizeof *named);
+    if (!segments || !named) {
+        free(segments);
+        free(named);
+        st = oom();
+        goto done;
+    }
+    for (size_t i = 0; i < L.n_blobs; i++)
+        segments[1 + i] = (ly_pte_segment_in){L.blobs[i].data, L.blobs[i].size, 0};
+    for (size_t i = 0; i < L.n_named; i++) {
+        segments[1 + L.n_blobs + i] = (ly_pte_segment_in){L.named[i].data, L.named[i].size, 16};
+        named[i] = (ly_pte_named_data){L.named[i].key, (uint32_t)(1 + L.n_blobs + i)};
+    }
+    static const uint64_t constant_offsets[1] = {0};
+    int64_t buffer_sizes[2] = {0, (int64_t)planned};
+    ly_pte_chain chain = {.instructions = L.instr, .n_instructions = L.n_instr};
+    ly_pte_plan plan = {.name = LY_PTE_FORWARD,
+                        .has_container_meta_type = true,
+                        .encoded_inp_str = "T2#1#0(T1#1($),D0())",
+                        .encoded_out_str = "$",
+                        .values = L.values,
+                        .n_values = L.n_pvalues,
+                        .inputs = L.inputs,
+                        .n_inputs = L.n_inputs,
+                        .outputs = L.outputs,
+                        .n_outputs = L.n_outputs,
+                        .chains = &chain,
+                        .n_chains = 1,
+                        .operators = L.ops,
+                        .n_operators = L.n_ops,
+                        .delegates = L.delegates,
+                        .n_delegates = L.n_delegates,
+                        .non_const_buffer_sizes = buffer_sizes,
+                        .n_non_const_buffer_sizes = 2};
+    ly_pte_program program = {.version = 0,
+                              .execution_plan = &plan,
+                              .n_execution_plan = 1,
+                              .constant_segment = {.present = true,
+                                                   .segment_index = 0,
+                                                   .offsets = constant_offsets,
+                                                   .n_offsets = 1},
+                              .named_data = named,
+                              .n_named_data = L.n_named};
+    st = ly_pte_encode(&program, segments, n_segments, &out->program, &out->size);
+    free(segments);
+    free(named);
+    if (st != LY_OK) goto done;
+    out->delegate_partitions = (int)L.n_delegates;
+    out->kernel_calls = L.kernel_calls;
+done:
+    if (L.mem.failed && st == LY_OK) st = oom();
+    for (size_t i = 0; i < L.n_blobs; i++)
+        free((void *)L.blobs[i].data);
+    free(L.blobs);
+    free(L.nodes);
+    free(L.shape);
+    free(L.producer);
+    free(L.exported);
+    free(L.pvalue);
+    free(L.inputs);
+    free(L.outputs);
+    free(L.values);
+    free(L.instr);
+    free(L.delegates);
+    free(L.named);
+    free(L.pt);
+    arena_free(&L.mem);
+    return st;
+}

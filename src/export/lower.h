@@ -1,0 +1,42 @@
+/*
+ * A model graph (src/nn/graph.h) lowered to an ExecuTorch program with the
+ * XNNPACK delegate, as ExecuTorch's to_edge_transform_and_lower + XNNPACK
+ * partitioner + to_executorch would emit it (executorch.md A4, B2-B4):
+ *
+ *  - every op the XNNPACK delegate takes becomes XNNPACK nodes; ops it cannot
+ *    take (nearest upsample, average pooling counting padding) become
+ *    KernelCalls to portable "out" kernels between delegated partitions, which
+ *    are cut where a delegated op depends on a portable one;
+ *  - inside a partition activations are channels-last: conv/pool/resize need
+ *    it, reshape/transpose need the logical (NCHW) order, the rest take either;
+ *    static transposes are inserted where a value is needed in the other
+ *    order, and at the partition's external inputs and outputs, which are
+ *    NCHW (contiguous dim order) as in ExecuTorch;
+ *  - custom ops are expressed with standard ops when their kind is known
+ *    ("yolo9.decode": slice, reshape, softmax, fully-connected, sub/add/mul,
+ *    concat, sigmoid, transpose), so a stock runtime runs them;
+ *  - weights go to named data (key "<name>_<sha256>", one segment each),
+ *    program-level tensors are memory-planned into one buffer.
+ *
+ * The graph must have been planned for the export input shape.
+ */
+#ifndef LY_EXPORT_LOWER_H
+#define LY_EXPORT_LOWER_H
+
+#include "nn/graph.h"
+
+typedef struct ly_lower_options {
+    const int *outputs; /* graph output indices to export, in order (NULL: all) */
+    int n_outputs;
+} ly_lower_options;
+
+typedef struct ly_lower_result {
+    uint8_t *program; /* the .pte bytes (free()) */
+    size_t size;
+    int delegate_partitions; /* DelegateCalls in the program */
+    int kernel_calls;        /* portable KernelCalls */
+} ly_lower_result;
+
+ly_status ly_export_lower(ly_graph *g, const ly_lower_options *options, ly_lower_result *out);
+
+#endif

@@ -1,0 +1,727 @@
+/*
+ * ExecuTorch export: option validation in LibreYOLO's order and wording,
+ * the formats matrix, the sidecar, the atomic commit of the pair under
+ * injected failures and crashes at every step, and lowering of graphs to
+ * programs that run back to the graph's numbers. Runs without the shared
+ * fixture (a random-weight LibreYOLO9t is written to the scratch directory).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "test_util.h"
+
+#include "backends/executorch/et_runtime.h"
+#include "core/core.h"
+#include "export/commit.h"
+#include "export/lower.h"
+#include "libreyolo/export.h"
+#include "libreyolo/model.h"
+#include "libreyolo/nn.h"
+#include "nn/graph.h"
+#include "test_export_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <unistd.h>
+
+static char model_path[512];
+static ly_model *model;
+/* Where the commit tests write: tmpfs when there is one, so the hundreds of
+ * fsyncs they make cost nothing (the logic under test is the same). */
+static char commit_root[256];
+
+static void quiet_log(ly_log_level level, const char *message, void *user)
+{
+    (void)level, (void)message, (void)user;
+}
+
+static int setup(void **state)
+{
+    if (ly_test_scratch_setup(state) != 0) return -1;
+    ly_test_scratch_path("LibreYOLO9t_rand.safetensors", model_path, sizeof model_path);
+    write_random_yolo9t(model_path, 4, 7);
+    ly_set_log_handler(quiet_log, NULL, LY_LOG_DEBUG);
+    snprintf(commit_root, sizeof commit_root, "/dev/shm/ly_export_XXXXXX");
+    if (!mkdtemp(commit_root)) snprintf(commit_root, sizeof commit_root, "%s", ly_test_scratch());
+    return ly_model_load(model_path, NULL, &model) == LY_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    ly_model_free(model);
+    /* remove nested directories the tests made */
+    char cmd[600];
+    if (strcmp(commit_root, ly_test_scratch()) != 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", commit_root);
+        if (system(cmd) != 0) return -1;
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", ly_test_scratch());
+    if (system(cmd) != 0) return ly_test_scratch_teardown(state);
+    return 0;
+}
+
+static void expect_error(ly_status st, ly_status want, const char *needle)
+{
+    if (st != want || !strstr(ly_last_error(), needle))
+        fail_msg("status %s, message \"%s\"; expected %s with \"%s\"", ly_status_name(st),
+                 ly_last_error(), ly_status_name(want), needle);
+}
+
+/* ---- formats ------------------------------------------------------------------ */
+
+static void test_formats_matrix(void **state)
+{
+    (void)state;
+    const ly_export_format_info *f;
+    size_t n;
+    assert_int_equal(ly_export_formats(&f, &n), LY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(f[0].name, "executorch");
+    assert_string_equal(f[0].extension, ".pte");
+    assert_false(f[0].fp16 || f[0].int8 || f[0].requires_onnx || f[0].dynamic);
+
+    ly_export_tier tier;
+    const char *reason, *constraint;
+    assert_int_equal(
+        ly_export_support("yolo9", "detect", "executorch", &tier, &reason, &constraint), LY_OK);
+    assert_int_equal(tier, LY_EXPORT_VALIDATED);
+    assert_string_equal(constraint,
+                        "ExecuTorch 1.2, XNNPACK, CPU, FP32, batch 1, fixed input shape");
+    assert_non_null(strstr(reason, "raw-output parity"));
+    assert_int_equal(ly_export_support("yolo9", "segment", "executorch", &tier, &reason, NULL),
+                     LY_OK);
+    assert_int_equal(tier, LY_EXPORT_BLOCKED);
+    assert_string_equal(reason,
+                        "YOLO9 segmentation export is not supported; YOLO9 is detection-only in "
+                        "LibreYOLO.");
+    assert_int_equal(ly_export_support("nanodet", "detect", "executorch", &tier, &reason, NULL),
+                     LY_OK);
+    assert_int_equal(tier, LY_EXPORT_AVAILABLE);
+    assert_non_null(strstr(reason, "numeric runtime parity has not been recorded"));
+    assert_int_equal(ly_export_support("yolo9", "dance", "executorch", &tier, &reason, NULL),
+                     LY_OK);
+    assert_int_equal(tier, LY_EXPORT_BLOCKED);
+    assert_string_equal(reason, "'dance' is not a canonical LibreYOLO task.");
+    assert_int_equal(ly_export_support("yolo9", "detect", "onnx", &tier, &reason, NULL), LY_OK);
+    assert_string_equal(reason, "'onnx' is not a registered export format.");
+    assert_string_equal(ly_export_tier_name(LY_EXPORT_AVAILABLE), "available");
+
+    const char *const *tasks;
+    assert_int_equal(ly_export_family_tasks("yolo9", &tasks, &n), LY_OK);
+    assert_string_equal(tasks[0], "detect");
+    expect_error(ly_export_family_tasks("yolo99", &tasks, &n), LY_E_NOT_FOUND,
+                 "Unknown model family: 'yolo99'");
+}
+
+/* ---- option validation -------------------------------------------------------- */
+
+static ly_status export_with(ly_export_options *o)
+{
+    char out_dir[600], out[700];
+    ly_test_scratch_path("never", out_dir, sizeof out_dir);
+    snprintf(out, sizeof out, "%s/v.pte", out_dir);
+    if (!o->output_path) o->output_path = out;
+    ly_status st = ly_model_export(model, o, NULL, 0);
+    /* every refusal comes before anything is written, directories included */
+    if (st != LY_OK) assert_false(file_exists(out_dir));
+    return st;
+}
+
+static void test_validation_order_and_wording(void **state)
+{
+    (void)state;
+    ly_export_options o;
+    ly_export_options_init(&o);
+    o.batch = 2;
+    o.half = true;
+    o.delegate = "coreml";
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT,
+                 "ExecuTorch v1 requires batch=1, got batch=2.");
+    ly_export_options_init(&o);
+    o.dynamic = true;
+    o.int8 = true;
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT, "ExecuTorch v1 requires dynamic=False.");
+    ly_export_options_init(&o);
+    o.half = true;
+    o.delegate = "coreml";
+    expect_error(export_with(&o), LY_E_UNSUPPORTED, "EXECUTORCH FP16 export is not supported.");
+    ly_export_options_init(&o);
+    o.int8 = true;
+    expect_error(export_with(&o), LY_E_UNSUPPORTED, "EXECUTORCH INT8 export is not supported.");
+    ly_export_options_init(&o);
+    o.half = o.int8 = true; /* INT8 wins, as upstream warns */
+    expect_error(export_with(&o), LY_E_UNSUPPORTED, "EXECUTORCH INT8 export is not supported.");
+    ly_export_options_init(&o);
+    o.delegate = "CoreML";
+    o.device = "cuda";
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT,
+                 "ExecuTorch v1 supports delegate='xnnpack' only, got 'coreml'.");
+    ly_export_options_init(&o);
+    o.nms = true;
+    o.device = "cuda";
+    expect_error(export_with(&o), LY_E_UNSUPPORTED,
+                 "EXECUTORCH embedded NMS export is not supported.");
+    ly_export_options_init(&o);
+    o.device = "cuda:0";
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT,
+                 "ExecuTorch XNNPACK export requires device='cpu'.");
+    int64_t three[3] = {640, 640, 3}, neg[1] = {-1}, rect[2] = {640, 480}, odd[1] = {100},
+            zero[2] = {0, 640};
+    ly_export_options_init(&o);
+    o.imgsz = three;
+    o.imgsz_len = 3;
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT,
+                 "imgsz tuple must be (height, width), got (640, 640, 3)");
+    ly_export_options_init(&o);
+    o.imgsz = neg;
+    o.imgsz_len = 1;
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT, "imgsz values must be positive, got -1.");
+    ly_export_options_init(&o);
+    o.imgsz = zero;
+    o.imgsz_len = 2;
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT,
+                 "imgsz values must be positive, got (0, 640).");
+    ly_export_options_init(&o);
+    o.imgsz = odd;
+    o.imgsz_len = 1;
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT, "must be divisible by 32");
+    ly_export_options_init(&o);
+    o.imgsz = rect;
+    o.imgsz_len = 2;
+    expect_error(export_with(&o), LY_E_UNSUPPORTED,
+                 "Rectangular imgsz export is not validated for format 'executorch'.");
+    ly_export_options_init(&o);
+    o.format = "onnx";
+    expect_error(export_with(&o), LY_E_INVALID_ARGUMENT, "Unsupported export format 'onnx'");
+}
+
+static void test_default_output_path(void **state)
+{
+    (void)state;
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(ly_test_scratch()), 0);
+    ly_export_options o;
+    ly_export_options_init(&o);
+    int64_t small[1] = {64};
+    o.imgsz = small;
+    o.imgsz_len = 1;
+    o.model_path = "/somewhere/My.Model.safetensors";
+    char written[256];
+    assert_int_equal(ly_model_export(model, &o, written, sizeof written), LY_OK);
+    assert_string_equal(written, "weights/My.Model.pte");
+    assert_true(file_exists("weights/My.Model.pte.json"));
+    o.model_path = NULL;
+    assert_int_equal(ly_model_export(model, &o, written, sizeof written), LY_OK);
+    assert_string_equal(written, "weights/LibreYOLO9t.pte");
+    /* a stem only from checkpoint suffixes; a short out_path is refused before writing */
+    o.model_path = "model.bin";
+    unlink("weights/LibreYOLO9t.pte");
+    expect_error(ly_model_export(model, &o, written, 4), LY_E_INVALID_ARGUMENT,
+                 "weights/LibreYOLO9t.pte");
+    assert_false(file_exists("weights/LibreYOLO9t.pte"));
+    assert_int_equal(chdir(cwd), 0);
+}
+
+/* ---- the sidecar ------------------------------------------------------------- */
+
+static void test_sidecar_keys(void **state)
+{
+    (void)state;
+    char out[700], side[720];
+    ly_test_scratch_path("side/m.pte", out, sizeof out);
+    snprintf(side, sizeof side, "%s.json", out);
+    ly_export_options o;
+    ly_export_options_init(&o);
+    int64_t small[2] = {64, 64};
+    o.imgsz = small;
+    o.imgsz_len = 2;
+    o.output_path = out;
+    o.device = "AUTO"; /* accepted, as "cpu" */
+    o.delegate = "XNNPACK";
+    assert_int_equal(ly_model_export(model, &o, NULL, 0), LY_OK);
+    size_t n;
+    char *text = (char *)read_all(side, &n);
+    assert_non_null(text);
+    /* json.dumps(metadata, indent=2, sort_keys=True), no trailing newline */
+    static const char *const expected = "{\n"
+                                        "  \"default_task\": \"detect\",\n"
+                                        "  \"dynamic\": false,\n"
+                                        "  \"executorch_delegate\": \"xnnpack\",\n"
+                                        "  \"executorch_delegate_partitions\": 3,\n"
+                                        "  \"executorch_version\": \"1.2.0\",\n"
+                                        "  \"imgsz\": 64,\n"
+                                        "  \"imgsz_h\": 64,\n"
+                                        "  \"imgsz_w\": 64,\n"
+                                        "  \"libreyolo_version\": \"" LY_VERSION_STRING "\",\n"
+                                        "  \"model_family\": \"yolo9\",\n"
+                                        "  \"model_size\": \"t\",\n"
+                                        "  \"names\": {\n"
+                                        "    \"0\": \"class_0\",\n"
+                                        "    \"1\": \"class_1\",\n"
+                                        "    \"2\": \"class_2\",\n"
+                                        "    \"3\": \"class_3\"\n"
+                                        "  },\n"
+                                        "  \"nb_classes\": 4,\n"
+                                        "  \"nc\": 4,\n"
+                                        "  \"obb\": false,\n"
+                                        "  \"precision\": \"fp32\",\n"
+                                        "  \"schema_version\": \"1.0\",\n"
+                                        "  \"size\": \"t\",\n"
+                                        "  \"supported_tasks\": [\n"
+                                        "    \"detect\"\n"
+                                        "  ],\n"
+                                        "  \"task\": \"detect\"\n"
+                                        "}";
+    assert_string_equal(text, expected);
+    free(text);
+}
+
+/* ---- the atomic commit --------------------------------------------------------- */
+
+static const char NEW_PROGRAM[] = "new program bytes", NEW_SIDECAR[] = "{\"new\": true}";
+static const char OLD_PROGRAM[] = "old program", OLD_SIDECAR[] = "{\"old\": true}";
+
+typedef enum pair_state { NOTHING, OLD_PAIR, NEW_PAIR, MIXED } pair_state;
+
+static pair_state state_of(const char *program)
+{
+    char side[800];
+    snprintf(side, sizeof side, "%s.json", program);
+    size_t np = 0, ns = 0;
+    char *p = (char *)read_all(program, &np), *s = (char *)read_all(side, &ns);
+    pair_state st = MIXED;
+    if (!p && !s)
+        st = NOTHING;
+    else if (p && s && strcmp(p, OLD_PROGRAM) == 0 && strcmp(s, OLD_SIDECAR) == 0)
+        st = OLD_PAIR;
+    else if (p && s && strcmp(p, NEW_PROGRAM) == 0 && strcmp(s, NEW_SIDECAR) == 0)
+        st = NEW_PAIR;
+    free(p);
+    free(s);
+    return st;
+}
+
+/* Entries of `dir` other than the pair (temporaries, backups, journals). */
+static int leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "m.pte") &&
+            strcmp(e->d_name, "m.pte.json"))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void reset_dir(const char *dir, bool with_old)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    if (!with_old) return;
+    assert_int_equal(mkdir(dir, 0777), 0);
+    char p[700], s[720];
+    snprintf(p, sizeof p, "%s/m.pte", dir);
+    snprintf(s, sizeof s, "%s/m.pte.json", dir);
+    write_all(p, OLD_PROGRAM, strlen(OLD_PROGRAM));
+    write_all(s, OLD_SIDECAR, strlen(OLD_SIDECAR));
+}
+
+static ly_status commit(const char *program)
+{
+    return ly_export_commit_pair(program, NEW_PROGRAM, strlen(NEW_PROGRAM), NEW_SIDECAR,
+                                 strlen(NEW_SIDECAR));
+}
+
+static void test_commit_faults(void **state)
+{
+    (void)state;
+    char dir[600], program[700];
+    snprintf(dir, sizeof dir, "%s/%s", commit_root, "pair");
+    snprintf(program, sizeof program, "%s/m.pte", dir);
+    for (int with_old = 0; with_old < 2; with_old++) {
+        pair_state before = with_old ? OLD_PAIR : NOTHING;
+        /* How many steps a clean commit takes. */
+        reset_dir(dir, with_old);
+        ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+        assert_int_equal(commit(program), LY_OK);
+        int steps = ly_export_fault_steps();
+        assert_true(steps > 10);
+        assert_int_equal(state_of(program), NEW_PAIR);
+        assert_int_equal(leftovers(dir), 0);
+        for (int k = 1; k <= steps; k++) {
+            /* A full disk (or any error) at step k: the previous state, nothing left over,
+             * unless the failure hit only the tidying after the commit point. */
+            reset_dir(dir, with_old);
+            ly_export_fault_inject(k, LY_FAULT_ERROR, ENOSPC);
+            ly_status st = commit(program);
+            pair_state now = state_of(program);
+            if (st == LY_OK) {
+                assert_int_equal(now, NEW_PAIR);
+            } else {
+                if (now != before)
+                    fail_msg("error at step %d/%d (with_old %d): state %d, %s", k, steps, with_old,
+                             (int)now, ly_last_error());
+                assert_int_equal(leftovers(dir), 0);
+            }
+            ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+            bool recovered;
+            assert_int_equal(ly_export_recover(program, &recovered), LY_OK);
+            assert_int_equal(leftovers(dir), 0);
+            /* A crash at step k: whatever is on disk, the next reader (recovery)
+             * sees the old pair or the new one. */
+            reset_dir(dir, with_old);
+            ly_export_fault_inject(k, LY_FAULT_CRASH, 0);
+            st = commit(program);
+            assert_int_equal(st, LY_E_INTERNAL);
+            ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+            assert_int_equal(ly_export_recover(program, &recovered), LY_OK);
+            now = state_of(program);
+            if (now != before && now != NEW_PAIR)
+                fail_msg("crash at step %d/%d (with_old %d): state %d after recovery", k, steps,
+                         with_old, (int)now);
+            /* and a later commit works */
+            assert_int_equal(commit(program), LY_OK);
+            assert_int_equal(state_of(program), NEW_PAIR);
+        }
+    }
+    ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+}
+
+/* A failure during the rollback itself: the backups are kept and named, and
+ * the journal lets the next reader restore the old pair. */
+static void test_commit_rollback_incomplete(void **state)
+{
+    (void)state;
+    char dir[600], program[700];
+    snprintf(dir, sizeof dir, "%s/%s", commit_root, "pair2");
+    snprintf(program, sizeof program, "%s/m.pte", dir);
+    reset_dir(dir, true);
+    ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+    assert_int_equal(commit(program), LY_OK);
+    int steps = ly_export_fault_steps();
+    bool seen = false;
+    for (int k = 1; k <= steps && !seen; k++) {
+        for (int j = k + 1; j <= k + 6 && !seen; j++) {
+            reset_dir(dir, true);
+            ly_export_fault_inject(k, LY_FAULT_ERROR, EIO);
+            ly_export_fault_also(j);
+            ly_status st = commit(program);
+            ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+            if (st == LY_OK || !strstr(ly_last_error(), "rollback was incomplete")) continue;
+            seen = true;
+            assert_non_null(strstr(ly_last_error(),
+                                   "ExecuTorch artifact commit failed and rollback was "
+                                   "incomplete. Recovery backups were retained at: "));
+            assert_true(leftovers(dir) > 0);
+            bool recovered = false;
+            assert_int_equal(ly_export_recover(program, &recovered), LY_OK);
+            assert_true(recovered);
+            assert_int_equal(state_of(program), OLD_PAIR);
+            assert_int_equal(leftovers(dir), 0);
+        }
+    }
+    assert_true(seen);
+}
+
+static void test_commit_hostile_journal(void **state)
+{
+    (void)state;
+    char dir[600], program[700], journal[720];
+    snprintf(dir, sizeof dir, "%s/%s", commit_root, "pair3");
+    snprintf(program, sizeof program, "%s/m.pte", dir);
+    snprintf(journal, sizeof journal, "%s/.m.pte.commit", dir);
+    reset_dir(dir, true);
+    /* A journal naming files outside the pair is refused, not obeyed. */
+    const char *bad = "libreyolo-export-commit 1\nstate pending\nfile m.pte\t\t../../etc/x\n"
+                      "file m.pte.json\t\t\n";
+    write_all(journal, bad, strlen(bad));
+    expect_error(ly_export_recover(program, NULL), LY_E_FORMAT, "is malformed");
+    assert_int_equal(state_of(program), OLD_PAIR);
+    unlink(journal);
+}
+
+/* ---- lowering ------------------------------------------------------------------ */
+
+static uint64_t seed = 42;
+
+static float rnd(void)
+{
+    return (float)(ly_test_splitmix64(&seed) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+static void conv(ly_graph *g, const char *name, ly_graph_value x, int64_t cin, int64_t cout,
+                 int64_t k, int64_t stride, int64_t groups, int64_t act, ly_graph_value residual,
+                 ly_graph_value *out)
+{
+    int64_t ws[4] = {cout, cin / groups, k, k}, bs[1] = {cout};
+    ly_tensor w, b;
+    assert_int_equal(ly_graph_constant(g, 4, ws, &w), LY_OK);
+    assert_int_equal(ly_graph_constant(g, 1, bs, &b), LY_OK);
+    for (int64_t i = 0; i < ly_tensor_numel(&w); i++)
+        ((float *)w.data)[i] = rnd() / sqrtf((float)(cin / groups * k * k));
+    for (int64_t i = 0; i < cout; i++)
+        ((float *)b.data)[i] = 0.1f * rnd();
+    ly_kernel_call c;
+    ly_kernel_call_init(&c);
+    c.params.stride[0] = c.params.stride[1] = stride;
+    c.params.padding[0] = c.params.padding[1] = k / 2;
+    c.params.groups = groups;
+    c.params.activation = act;
+    c.params.alpha = 0.1;
+    assert_int_equal(ly_graph_conv2d(g, name, x, &w, &b, residual, &c.params, out), LY_OK);
+}
+
+/* Every op the lowering maps, in one graph: conv (plain, grouped, depthwise,
+ * each activation, residual), pooling (average counting padding stays
+ * portable), nearest upsample (portable), bilinear resize, concat of five,
+ * slices, add, sigmoid, silu, reshape, transpose, dfl. */
+static ly_graph *make_graph(void)
+{
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, a, b, c, d, e, f, h, u, r, cat, s1, s2, sum, sg, sl, re, tr, pooled, dfl_in,
+        dfl;
+    assert_int_equal(ly_graph_input(g, "images", 4, &x), LY_OK);
+    conv(g, "c0", x, 3, 16, 3, 2, 1, LY_ACT_SILU, LY_GRAPH_NONE, &a);
+    conv(g, "c1", a, 16, 16, 3, 1, 4, LY_ACT_RELU, LY_GRAPH_NONE, &b);
+    conv(g, "dw", b, 16, 16, 3, 1, 16, LY_ACT_LEAKY_RELU, a, &c);
+    conv(g, "c2", c, 16, 8, 1, 1, 1, LY_ACT_SIGMOID, LY_GRAPH_NONE, &d);
+    ly_kernel_call k;
+    ly_kernel_call_init(&k);
+    k.params.kernel[0] = k.params.kernel[1] = 3;
+    k.params.stride[0] = k.params.stride[1] = 2;
+    k.params.padding[0] = k.params.padding[1] = 1;
+    assert_int_equal(ly_graph_max_pool2d(g, "mp", c, &k.params, &e), LY_OK);
+    k.params.count_include_pad = 1;
+    assert_int_equal(ly_graph_avg_pool2d(g, "ap_pad", e, &k.params, &pooled), LY_OK);
+    assert_int_equal(ly_graph_upsample_nearest2d(g, "up", pooled, 2, &u), LY_OK);
+    conv(g, "c3", u, 16, 8, 3, 1, 1, LY_ACT_NONE, LY_GRAPH_NONE, &f);
+    ly_kernel_call_init(&k);
+    k.params.half_pixel_centers = 1;
+    assert_int_equal(ly_graph_resize_bilinear2d(g, "rs", f, 16, 16, &k.params, &r), LY_OK);
+    conv(g, "c4", e, 16, 8, 1, 1, 1, LY_ACT_SILU, LY_GRAPH_NONE, &h);
+    ly_graph_value up2;
+    assert_int_equal(ly_graph_upsample_nearest2d(g, "up2", h, 2, &up2), LY_OK);
+    ly_graph_value parts[5] = {a, d, r, up2, b};
+    assert_int_equal(ly_graph_concat(g, "cat", 5, parts, &cat), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "s1", cat, 4, 16, &s1), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "s2", cat, 20, 16, &s2), LY_OK);
+    assert_int_equal(ly_graph_add(g, "sum", s1, s2, &sum), LY_OK);
+    assert_int_equal(ly_graph_sigmoid(g, "sg", sum, &sg), LY_OK);
+    assert_int_equal(ly_graph_silu(g, "sl", sg, &sl), LY_OK);
+    int64_t shape[3] = {1, 16, -1};
+    assert_int_equal(ly_graph_reshape(g, "re", sl, 3, shape, &re), LY_OK);
+    int perm[3] = {0, 2, 1};
+    assert_int_equal(ly_graph_transpose(g, "tr", re, 3, perm, &tr), LY_OK);
+    conv(g, "c5", cat, 56, 64, 1, 1, 1, LY_ACT_NONE, LY_GRAPH_NONE, &dfl_in);
+    int64_t dshape[3] = {1, 64, -1};
+    ly_graph_value dfl_flat;
+    assert_int_equal(ly_graph_reshape(g, "dre", dfl_in, 3, dshape, &dfl_flat), LY_OK);
+    assert_int_equal(ly_graph_dfl(g, "dfl", dfl_flat, &dfl), LY_OK);
+    assert_int_equal(ly_graph_output(g, tr, "tr"), LY_OK);
+    assert_int_equal(ly_graph_output(g, dfl, "dfl"), LY_OK);
+    assert_int_equal(ly_graph_output(g, cat, "cat"), LY_OK);
+    return g;
+}
+
+static double rel_diff(const ly_tensor *a, const ly_tensor *b)
+{
+    int64_t n = ly_tensor_numel(a);
+    double diff = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
+        if (fabs(x - y) > diff) diff = fabs(x - y);
+        if (fabs(x) > mag) mag = fabs(x);
+    }
+    return mag > 0 ? diff / mag : diff;
+}
+
+static void test_lower_every_op(void **state)
+{
+    (void)state;
+    ly_graph *g = make_graph();
+    int64_t ishape[4] = {1, 3, 32, 32};
+    ly_tensor in;
+    assert_int_equal(ly_tensor_init(&in, NULL, LY_F32, 4, ishape), LY_OK);
+    float *data = malloc(3 * 32 * 32 * sizeof(float));
+    for (int i = 0; i < 3 * 32 * 32; i++)
+        data[i] = rnd();
+    in.data = data;
+    assert_int_equal(ly_kernels_capture_begin(), LY_OK);
+    assert_int_equal(ly_graph_plan(g, 1, &in), LY_OK);
+    ly_lower_result r;
+    ly_status st = ly_export_lower(g, NULL, &r);
+    assert_int_equal(ly_kernels_capture_end(), LY_OK);
+    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    assert_true(r.delegate_partitions >= 2);
+    assert_int_equal(r.kernel_calls, 3); /* two upsamples and the padded average pool */
+    ly_pte_program *p;
+    assert_int_equal(ly_pte_decode(r.program, r.size, "lowered", &p), LY_OK);
+    ly_et_method *m;
+    st = ly_et_method_load(p, "lowered", &m);
+    if (!ly_et_xnnpack_available()) {
+        expect_error(st, LY_E_UNSUPPORTED, "does not provide XnnpackBackend");
+    } else {
+        if (st != LY_OK) fail_msg("%s", ly_last_error());
+        assert_int_equal(ly_graph_run(g, 1, &in, 1), LY_OK);
+        for (int threads = 1; threads <= 2; threads++) {
+            assert_int_equal(ly_et_method_execute(m, &in, 1, threads), LY_OK);
+            assert_int_equal(ly_et_method_num_outputs(m), 3);
+            for (int i = 0; i < 3; i++) {
+                ly_tensor want, got;
+                assert_int_equal(ly_graph_get_output(g, i, &want, NULL), LY_OK);
+                assert_int_equal(ly_et_method_output(m, (size_t)i, &got), LY_OK);
+                assert_int_equal(got.ndim, want.ndim);
+                for (int k = 0; k < want.ndim; k++)
+                    assert_int_equal(got.shape[k], want.shape[k]);
+                double rel = rel_diff(&want, &got);
+                if (rel > 1e-5) fail_msg("output %d differs by %g relative", i, rel);
+            }
+        }
+        ly_et_method_free(m);
+    }
+    ly_pte_program_free(p);
+    free(r.program);
+    free(data);
+    ly_graph_free(g);
+}
+
+static ly_status unknown_infer(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out,
+                               size_t *scratch)
+{
+    (void)ctx, (void)n_in;
+    *out = in[0];
+    out->data = NULL;
+    *scratch = 0;
+    return LY_OK;
+}
+
+static ly_status unknown_run(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out,
+                             void *scratch, int threads)
+{
+    (void)ctx, (void)n_in, (void)in, (void)out, (void)scratch, (void)threads;
+    return LY_OK;
+}
+
+static void test_lower_refusals(void **state)
+{
+    (void)state;
+    int64_t ishape[4] = {1, 3, 8, 8};
+    ly_tensor in = {.dtype = LY_F32, .ndim = 4};
+    memcpy(in.shape, ishape, sizeof ishape);
+    ly_lower_result r;
+    /* Only a portable op: no delegate partition, upstream's wording. */
+    ly_graph *g;
+    ly_graph_value x, y;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    assert_int_equal(ly_graph_input(g, "x", 4, &x), LY_OK);
+    assert_int_equal(ly_graph_upsample_nearest2d(g, "up", x, 2, &y), LY_OK);
+    assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
+    assert_int_equal(ly_graph_plan(g, 1, &in), LY_OK);
+    expect_error(ly_export_lower(g, NULL, &r), LY_E_UNSUPPORTED,
+                 "ExecuTorch produced no XNNPACK delegate partitions. Refusing to label a "
+                 "portable-kernel-only program as XNNPACK.");
+    ly_graph_free(g);
+    /* An op without a mapping is named. */
+    static const ly_graph_custom_op op = {"acme.mystery", unknown_infer, unknown_run, NULL};
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    assert_int_equal(ly_graph_input(g, "x", 4, &x), LY_OK);
+    assert_int_equal(ly_graph_sigmoid(g, "s", x, &y), LY_OK);
+    ly_graph_value z;
+    assert_int_equal(ly_graph_custom(g, "head.mystery", &op, NULL, 1, &y, &z), LY_OK);
+    assert_int_equal(ly_graph_output(g, z, "z"), LY_OK);
+    assert_int_equal(ly_graph_plan(g, 1, &in), LY_OK);
+    expect_error(ly_export_lower(g, NULL, &r), LY_E_UNSUPPORTED,
+                 "node 'head.mystery': op 'acme.mystery' has no ExecuTorch export mapping");
+    ly_graph_free(g);
+}
+
+/* The random YOLO9t exported at 64 and run back through ly_model_load. */
+static void collect(const char *name, const ly_tensor *t, void *user)
+{
+    ly_tensor *out = user;
+    if (strcmp(name, "predictions") != 0) return;
+    int64_t n = ly_tensor_numel(t);
+    out->data = malloc((size_t)n * sizeof(float));
+    memcpy(out->data, t->data, (size_t)n * sizeof(float));
+    out->ndim = t->ndim;
+    memcpy(out->shape, t->shape, sizeof out->shape);
+    out->dtype = LY_F32;
+}
+
+static void test_yolo9_round_trip(void **state)
+{
+    (void)state;
+    char out[700];
+    ly_test_scratch_path("rt/y.pte", out, sizeof out);
+    ly_export_options o;
+    ly_export_options_init(&o);
+    int64_t small[1] = {64};
+    o.imgsz = small;
+    o.imgsz_len = 1;
+    o.output_path = out;
+    assert_int_equal(ly_model_export(model, &o, NULL, 0), LY_OK);
+    ly_model *pte;
+    ly_status st = ly_model_load(out, NULL, &pte);
+    if (!ly_et_xnnpack_available()) {
+        expect_error(st, LY_E_UNSUPPORTED, "does not provide XnnpackBackend");
+        return;
+    }
+    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model_info info;
+    assert_int_equal(ly_model_get_info(pte, &info), LY_OK);
+    assert_string_equal(info.family, "yolo9");
+    assert_string_equal(info.size, "t");
+    assert_int_equal(info.nc, 4);
+    assert_int_equal(info.imgsz, 64);
+    assert_string_equal(info.names[3], "class_3");
+    int64_t shape[4] = {1, 3, 64, 64};
+    ly_tensor in;
+    assert_int_equal(ly_tensor_init(&in, NULL, LY_F32, 4, shape), LY_OK);
+    float *data = malloc(3 * 64 * 64 * sizeof(float));
+    for (int i = 0; i < 3 * 64 * 64; i++)
+        data[i] = 0.5f + 0.5f * rnd();
+    in.data = data;
+    ly_tensor a = {0}, b = {0};
+    assert_int_equal(ly_model_run(model, &in, collect, &a), LY_OK);
+    assert_int_equal(ly_model_run(pte, &in, collect, &b), LY_OK);
+    assert_non_null(a.data);
+    assert_non_null(b.data);
+    assert_int_equal(a.shape[1], 8);
+    assert_int_equal(b.shape[1], 8);
+    assert_int_equal(a.shape[2], 64 + 16 + 4);
+    assert_int_equal(b.shape[2], 84);
+    double rel = rel_diff(&a, &b);
+    if (rel > 1e-4) fail_msg("predictions differ by %g relative", rel);
+    free(a.data);
+    free(b.data);
+    free(data);
+    ly_model_free(pte);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_formats_matrix),
+        cmocka_unit_test(test_validation_order_and_wording),
+        cmocka_unit_test(test_default_output_path),
+        cmocka_unit_test(test_sidecar_keys),
+        cmocka_unit_test(test_commit_faults),
+        cmocka_unit_test(test_commit_rollback_incomplete),
+        cmocka_unit_test(test_commit_hostile_journal),
+        cmocka_unit_test(test_lower_every_op),
+        cmocka_unit_test(test_lower_refusals),
+        cmocka_unit_test(test_yolo9_round_trip),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

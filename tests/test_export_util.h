@@ -1,0 +1,145 @@
+/* Shared by the export and .pte runtime tests: a LibreYOLO9t checkpoint with
+ * random weights written as .safetensors (so the tests run without the shared
+ * fixture), and small file helpers. Include after cmocka.h and test_util.h. */
+#ifndef LY_TESTS_TEST_EXPORT_UTIL_H
+#define LY_TESTS_TEST_EXPORT_UTIL_H
+
+#include "models/yolo9/build.h"
+
+#include <math.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct st_key {
+    char name[160];
+    int ndim;
+    int64_t shape[4];
+} st_key;
+
+typedef struct st_keys {
+    st_key *k;
+    size_t n, cap;
+} st_keys;
+
+static void st_collect(const char *key, int ndim, const int64_t *shape, void *user)
+{
+    st_keys *ks = user;
+    if (ks->n == ks->cap) {
+        ks->cap = ks->cap ? 2 * ks->cap : 256;
+        ks->k = realloc(ks->k, ks->cap * sizeof *ks->k);
+        assert_non_null(ks->k);
+    }
+    st_key *k = &ks->k[ks->n++];
+    snprintf(k->name, sizeof k->name, "%s", key);
+    k->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        k->shape[i] = shape[i];
+}
+
+static bool ends_with_(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* LibreYOLO9t with `nc` classes, random weights (seeded), BatchNorm statistics
+ * that keep activations in range; written to `path` as .safetensors. */
+static inline void write_random_yolo9t(const char *path, int64_t nc, uint64_t seed)
+{
+    st_keys ks = {0};
+    assert_int_equal(ly_yolo9_expected_keys("t", nc, st_collect, &ks), LY_OK);
+    size_t total = 0;
+    for (size_t i = 0; i < ks.n; i++) {
+        int64_t n = 1;
+        for (int d = 0; d < ks.k[i].ndim; d++)
+            n *= ks.k[i].shape[d];
+        total += (size_t)n;
+    }
+    float *data = malloc(total * sizeof(float));
+    assert_non_null(data);
+    size_t header_cap = ks.n * 256 + 256, len = 0;
+    char *header = malloc(header_cap);
+    assert_non_null(header);
+    len += (size_t)snprintf(header + len, header_cap - len,
+                            "{\"__metadata__\":{\"model_family\":\"yolo9\",\"task\":\"detect\"}");
+    size_t at = 0;
+    for (size_t i = 0; i < ks.n; i++) {
+        const st_key *k = &ks.k[i];
+        int64_t n = 1, fan_in = 1;
+        for (int d = 0; d < k->ndim; d++)
+            n *= k->shape[d];
+        for (int d = 1; d < k->ndim; d++)
+            fan_in *= k->shape[d];
+        float scale = k->ndim == 4 ? 1.7f / sqrtf((float)fan_in) : 0.1f;
+        for (int64_t j = 0; j < n; j++) {
+            float u = (float)(ly_test_splitmix64(&seed) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+            float v = u * scale;
+            if (ends_with_(k->name, ".bn.weight")) v = 1.0f + 0.2f * u;
+            if (ends_with_(k->name, ".bn.running_var")) v = 1.0f + 0.5f * (u + 1.0f);
+            if (ends_with_(k->name, ".bn.running_mean")) v = 0.05f * u;
+            data[at + (size_t)j] = v;
+        }
+        len += (size_t)snprintf(header + len, header_cap - len,
+                                ",\"%s\":{\"dtype\":\"F32\",\"shape\":[", k->name);
+        for (int d = 0; d < k->ndim; d++)
+            len += (size_t)snprintf(header + len, header_cap - len, "%s%lld", d ? "," : "",
+                                    (long long)k->shape[d]);
+        len += (size_t)snprintf(header + len, header_cap - len, "],\"data_offsets\":[%zu,%zu]}",
+                                at * 4, (at + (size_t)n) * 4);
+        at += (size_t)n;
+    }
+    len += (size_t)snprintf(header + len, header_cap - len, "}");
+    while (len % 8)
+        header[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t hl = len;
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(hl >> (8 * i));
+    assert_int_equal(fwrite(le, 1, 8, f), 8);
+    assert_int_equal(fwrite(header, 1, len, f), len);
+    assert_int_equal(fwrite(data, sizeof(float), total, f), total);
+    assert_int_equal(fclose(f), 0);
+    free(header);
+    free(data);
+    free(ks.k);
+}
+
+static inline bool file_exists(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0;
+}
+
+/* Whole file into memory (NUL-terminated); NULL if unreadable. */
+static inline uint8_t *read_all(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc((size_t)n + 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (p) p[n] = 0;
+    if (size) *size = (size_t)n;
+    return p;
+}
+
+static inline void write_all(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, size, f), size);
+    assert_int_equal(fclose(f), 0);
+}
+
+#endif
