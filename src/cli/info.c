@@ -118,8 +118,13 @@ int ly_cli_info(int argc, char **argv)
         return 1;
     }
     ly_model_get_info(model, &info);
-    ly_status counted = strcmp(info.family, "yolo9") == 0 ? count_tensors(path, &tensors, &params)
-                                                          : count_graph(model, &tensors, &params);
+    /* A checkpoint is counted as stored; anything else (TF.js graph, .pte program)
+     * from the network as loaded. */
+    size_t len = strlen(path);
+    bool is_pte = len >= 4 && strcmp(path + len - 4, ".pte") == 0;
+    ly_status counted = strcmp(info.family, "yolo9") == 0 && !is_pte
+                            ? count_tensors(path, &tensors, &params)
+                            : count_graph(model, &tensors, &params);
     if (counted != LY_OK) {
         fprintf(stderr, "libreyolo info: %s\n", ly_last_error());
         ly_model_free(model);
@@ -134,10 +139,13 @@ int ly_cli_info(int argc, char **argv)
         ly_json_string(stdout, info.size);
         fputs(",\"task\":", stdout);
         ly_json_string(stdout, info.task);
-        printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld],\"tensors\":%zu,"
-               "\"parameters\":%lld,\"names\":[",
-               (long long)info.nc, (long long)info.imgsz, (long long)info.imgsz,
-               (long long)info.imgsz, tensors, (long long)params);
+        printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld]", (long long)info.nc,
+               (long long)info.imgsz, (long long)info.imgsz, (long long)info.imgsz);
+        if (is_pte)
+            fputs(",\"tensors\":null,\"parameters\":null", stdout);
+        else
+            printf(",\"tensors\":%zu,\"parameters\":%lld", tensors, (long long)params);
+        fputs(",\"names\":[", stdout);
         for (int64_t i = 0; i < info.nc; i++) {
             if (i) fputc(',', stdout);
             ly_json_string(stdout, info.names[i]);
@@ -152,8 +160,12 @@ int ly_cli_info(int argc, char **argv)
         printf("imgsz       %lld\n", (long long)info.imgsz);
         printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,
                input_description(info.family));
-        printf("tensors     %zu\n", tensors);
-        printf("parameters  %lld\n", (long long)params);
+        if (is_pte) { /* the weights live in the program's segments */
+            puts("tensors     (inside the ExecuTorch program)");
+        } else {
+            printf("tensors     %zu\n", tensors);
+            printf("parameters  %lld\n", (long long)params);
+        }
         fputs("names      ", stdout);
         for (int64_t i = 0; i < info.nc; i++)
             printf("%s%lld:%s", i ? ", " : " ", (long long)i, *info.names[i] ? info.names[i] : "?");
