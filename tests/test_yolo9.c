@@ -95,6 +95,96 @@ static void make_input(ly_tensor *t, int64_t c, int64_t h, int64_t w)
         d[i] = (float)(i % 7) - 3.0f;
 }
 
+/* A 3x3 conv (padding 1, SiLU) with random weights. */
+static ly_graph_value random_conv(ly_graph *g, ly_graph_value x, int64_t in, int64_t out,
+                                  ly_graph_value residual)
+{
+    int64_t wshape[4] = {out, in, 3, 3};
+    ly_tensor w, b;
+    assert_int_equal(ly_graph_constant(g, 4, wshape, &w), LY_OK);
+    assert_int_equal(ly_graph_constant(g, 1, &out, &b), LY_OK);
+    for (int64_t i = 0; i < ly_tensor_numel(&w); i++)
+        ((float *)w.data)[i] = uniform(-0.3f, 0.3f);
+    for (int64_t i = 0; i < out; i++)
+        ((float *)b.data)[i] = uniform(-0.1f, 0.1f);
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.params.padding[0] = call.params.padding[1] = 1;
+    call.params.activation = LY_ACT_SILU;
+    ly_graph_value y;
+    assert_int_equal(ly_graph_conv2d(g, "conv", x, &w, &b, residual, &call.params, &y), LY_OK);
+    return y;
+}
+
+/* Values between oneDNN convolutions are kept in channel-blocked layouts
+ * where every writer and reader allows it (graph.c, plan_layouts). Whatever
+ * the planner decides (slices at offsets that are and are not whole blocks,
+ * concats, residuals, a pool in between, the RGB first layer), the outputs
+ * are the same as with NCHW everywhere (LIBREYOLO_BLOCKED=0) and as the
+ * reference's, and switching re-plans no memory. */
+static void test_graph_blocked_layouts_match_nchw(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, a, b, c, k, d, e, f, f2, parts[3], cat, pool, out, out2;
+    assert_int_equal(ly_graph_input(g, "x", 4, &x), LY_OK);
+    a = random_conv(g, x, 3, 32, LY_GRAPH_NONE);
+    assert_int_equal(ly_graph_slice(g, "s16", a, 16, 16, &b), LY_OK); /* whole blocks */
+    c = random_conv(g, b, 16, 16, b);                                 /* residual */
+    k = random_conv(g, c, 16, 16, LY_GRAPH_NONE);
+    assert_int_equal(ly_graph_slice(g, "s4", k, 4, 8, &d), LY_OK); /* not whole blocks */
+    e = random_conv(g, d, 8, 24, LY_GRAPH_NONE);
+    f = random_conv(g, c, 16, 8, LY_GRAPH_NONE);
+    parts[0] = c;
+    parts[1] = e;
+    parts[2] = f;
+    assert_int_equal(ly_graph_concat(g, "cat", 3, parts, &cat), LY_OK);
+    f2 = random_conv(g, c, 16, 16, LY_GRAPH_NONE);
+    ly_kernel_call pcall;
+    ly_kernel_call_init(&pcall);
+    pcall.params.kernel[0] = pcall.params.kernel[1] = 3;
+    pcall.params.stride[0] = pcall.params.stride[1] = 1;
+    pcall.params.padding[0] = pcall.params.padding[1] = 1;
+    assert_int_equal(ly_graph_max_pool2d(g, "pool", f2, &pcall.params, &pool), LY_OK);
+    out = random_conv(g, pool, 16, 16, LY_GRAPH_NONE);
+    out2 = random_conv(g, cat, 48, 16, out);
+    assert_int_equal(ly_graph_output(g, out2, "y"), LY_OK);
+
+    ly_tensor in;
+    make_input(&in, 3, 13, 11);
+    const char *modes[][2] = {{"", "0"}, {"", ""}, {"reference", ""}};
+    float *results[3] = {NULL};
+    int64_t n = 16 * 13 * 11;
+    for (int m = 0; m < 3; m++) {
+        setenv("LIBREYOLO_KERNELS", modes[m][0], 1);
+        setenv("LIBREYOLO_BLOCKED", modes[m][1], 1);
+        assert_int_equal(ly_graph_run(g, 1, &in, 1), LY_OK);
+        ly_tensor y;
+        assert_int_equal(ly_graph_get_output(g, 0, &y, NULL), LY_OK);
+        assert_int_equal(ly_tensor_numel(&y), n);
+        results[m] = malloc((size_t)n * sizeof(float));
+        assert_non_null(results[m]);
+        memcpy(results[m], y.data, (size_t)n * sizeof(float));
+    }
+    setenv("LIBREYOLO_KERNELS", "", 1);
+    unsetenv("LIBREYOLO_BLOCKED");
+    for (int m = 1; m < 3; m++)
+        for (int64_t i = 0; i < n; i++) {
+            float want = results[0][i];
+            if (fabsf(results[m][i] - want) > 1e-4f * (1.0f + fabsf(want)))
+                fail_msg("mode %d element %lld: %g, expected %g", m, (long long)i,
+                         (double)results[m][i], (double)want);
+        }
+    ly_graph_stats s;
+    assert_int_equal(ly_graph_get_stats(g, &s), LY_OK);
+    assert_int_equal(s.plans, 1);
+    for (int m = 0; m < 3; m++)
+        free(results[m]);
+    ly_tensor_free(&in);
+    ly_graph_free(g);
+}
+
 /* A chain x -> c1 -> c2 -> c3 -> c4 needs two buffers, not four, and the
  * third reuses the first's memory. */
 static void test_graph_liveness_reuse(void **state)
@@ -728,6 +818,7 @@ static void test_yolo9_fixture_parity(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_graph_blocked_layouts_match_nchw),
         cmocka_unit_test(test_graph_liveness_reuse),
         cmocka_unit_test(test_graph_concat_in_place),
         cmocka_unit_test(test_graph_arena_reuse),

@@ -1,6 +1,7 @@
 #include "nn/graph.h"
 
 #include "core/core.h"
+#include "kernels/nn/providers.h"
 #include "libreyolo/nn.h"
 
 #include <stdio.h>
@@ -27,6 +28,7 @@ typedef struct value {
     int64_t offset;
     int32_t buffer;       /* planned buffer index for owners, -1 otherwise */
     bool in_concat;       /* placed in a concat's output */
+    int block;            /* buffer owners: channel block of the data, 0 NCHW (plan_layouts) */
     int32_t output_index; /* -1 if not a graph output */
 } value;
 
@@ -48,6 +50,7 @@ typedef struct node {
     void *custom_ctx;
     size_t scratch_bytes;
     int32_t scratch_buffer;
+    unsigned layout; /* conv2d: LY_NN_*_BLOCKED bits; nonzero runs the blocked provider */
 } node;
 
 typedef struct buffer {
@@ -77,6 +80,7 @@ struct ly_graph {
 
     /* The plan. */
     bool planned;
+    bool planned_blocked; /* the plan may use blocked layouts (see blocked_wanted) */
     bool aliases_decided;
     int64_t (*planned_shapes)[LY_MAX_DIMS]; /* per input */
     buffer *buffers;
@@ -826,6 +830,179 @@ static ly_status place_buffers(ly_graph *g)
     return LY_OK;
 }
 
+/* ---- blocked layouts ----------------------------------------------------
+ *
+ * oneDNN's convolutions run on 8-channel blocked data (nChw8c), and reordering
+ * NCHW to that and back around every convolution cost ~11 ms of ~95 on
+ * LibreYOLO9t at 640 (1 thread). So a buffer whose every writer and reader can
+ * work on blocked data is kept blocked: convolutions served by the blocked
+ * provider (both channel counts multiples of 8), and channel slices and
+ * concats at multiples of 8 channels, which in blocked layout are the same
+ * contiguous ranges as in NCHW. Anything else (pools, upsample, the decode,
+ * graph inputs and outputs) sees NCHW, so the walk API's view of the graph
+ * and every output keep NCHW semantics. Never while capturing for export
+ * (references only), and only while the registry would give conv2d to the
+ * provider that has the blocked entry (LIBREYOLO_KERNELS can change that
+ * between runs: the plan is then redone). LIBREYOLO_BLOCKED=0 turns it off. */
+
+static bool blocked_wanted(ly_nn_blocked_conv_fn *fn_out)
+{
+    const char *impl = NULL, *active = NULL;
+    /* Resolving first also registers the providers (on the first call). */
+    if (ly_kernel_resolve(LY_SLOT_CONV2D, NULL, &active, NULL) != LY_OK || !active) return false;
+    ly_nn_blocked_conv_fn fn = ly_nn_blocked_conv(&impl, NULL);
+    if (fn_out) *fn_out = fn;
+    if (!fn || ly_kernels_capturing()) return false;
+    const char *env = getenv("LIBREYOLO_BLOCKED");
+    if (env && strcmp(env, "0") == 0) return false;
+    return strcmp(active, impl) == 0;
+}
+
+static bool multiple_of_8_channels(const ly_tensor *t)
+{
+    return t->ndim == 4 && t->shape[0] == 1 && t->shape[1] % 8 == 0;
+}
+
+/* Whether this conv node can run on the blocked provider (for this call). */
+static bool conv_blockable(const ly_graph *g, const node *n, const char *impl)
+{
+    const ly_tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out].t;
+    /* A first layer (RGB) reads NCHW as it is and may still write blocked. */
+    bool first = x->ndim == 4 && x->shape[0] == 1 && x->shape[1] < 8 && n->params.groups <= 1;
+    if (!(multiple_of_8_channels(x) || first) || !multiple_of_8_channels(y)) return false;
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.params = n->params;
+    call.in[0] = x;
+    call.in[1] = n->weight;
+    call.in[2] = n->bias;
+    call.in[3] = n->residual != LY_GRAPH_NONE ? &g->values[n->residual].t : NULL;
+    call.out[0] = &g->values[n->out].t;
+    const char *active = NULL;
+    return ly_kernel_resolve(LY_SLOT_CONV2D, &call, &active, NULL) == LY_OK && active &&
+           strcmp(active, impl) == 0;
+}
+
+static int block_of(const ly_graph *g, ly_graph_value v)
+{
+    return g->values[root_of(g, v, NULL)].block;
+}
+
+/* Lower v's buffer to at most `block` (16 -> 8 -> 0: every step is a valid
+ * layout for fewer channel counts); true if it changed. */
+static bool lower(ly_graph *g, ly_graph_value v, int block)
+{
+    value *r = &g->values[root_of(g, v, NULL)];
+    if (r->block <= block) return false;
+    r->block = block;
+    return true;
+}
+
+/* Largest block (of 16, 8, 0) not above `block` that divides `channels`. */
+static int fitting_block(int64_t channels, int block)
+{
+    if (block >= 16 && channels % 16 == 0) return 16;
+    if (block >= 8 && channels % 8 == 0) return 8;
+    return 0;
+}
+
+static unsigned layout_bits(int src_block, int dst_block)
+{
+    return (src_block == 16  ? LY_NN_SRC_BLOCKED16
+            : src_block == 8 ? LY_NN_SRC_BLOCKED8
+                             : 0u) |
+           (dst_block == 16  ? LY_NN_DST_BLOCKED16
+            : dst_block == 8 ? LY_NN_DST_BLOCKED8
+                             : 0u);
+}
+
+/* Needs shapes, aliases and view offsets; sets value.block and node.layout. */
+static void plan_layouts(ly_graph *g, bool want)
+{
+    const char *impl = NULL;
+    int preferred = 0;
+    ly_nn_blocked_conv(&impl, &preferred);
+    bool *capable = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *capable);
+    if (!capable) want = false; /* NCHW throughout is always right */
+    for (size_t i = 0; i < g->n_values; i++) {
+        value *v = &g->values[i];
+        bool owner = want && v->kind == VALUE_NODE && v->parent == LY_GRAPH_NONE &&
+                     v->output_index < 0 && v->t.ndim == 4 && v->t.shape[0] == 1;
+        v->block = owner ? fitting_block(v->t.shape[1], preferred) : 0;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++)
+        g->nodes[i].layout = 0;
+    if (!want) {
+        free(capable);
+        return;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        node *n = &g->nodes[i];
+        if (n->op == LY_GRAPH_OP_CONV2D) capable[i] = conv_blockable(g, n, impl);
+    }
+    for (size_t i = 0; i < g->n_outputs; i++)
+        lower(g, g->outputs[i].v, 0);
+    /* Blocks only go down, so this settles within a few passes. */
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < g->n_nodes; i++) {
+            node *n = &g->nodes[i];
+            switch (n->op) {
+            case LY_GRAPH_OP_CONV2D:
+                if (!capable[i]) {
+                    changed |= lower(g, n->in[0], 0);
+                    changed |= lower(g, n->out, 0);
+                    if (n->residual != LY_GRAPH_NONE) changed |= lower(g, n->residual, 0);
+                } else if (n->residual != LY_GRAPH_NONE) {
+                    /* The residual is added to the output element by element. */
+                    int b = block_of(g, n->residual) < block_of(g, n->out)
+                                ? block_of(g, n->residual)
+                                : block_of(g, n->out);
+                    changed |= lower(g, n->residual, b);
+                    changed |= lower(g, n->out, b);
+                }
+                break;
+            case LY_GRAPH_OP_SLICE: {
+                /* A view of whole blocks: the same range as in NCHW. */
+                int b = block_of(g, n->in[0]);
+                int fit = fitting_block(n->slice_start, fitting_block(n->slice_count, b));
+                if (g->values[n->out].t.ndim != 4) fit = 0;
+                changed |= lower(g, n->in[0], fit);
+                break;
+            }
+            case LY_GRAPH_OP_CONCAT: {
+                int b = block_of(g, n->out);
+                for (int k = 0; k < n->n_in; k++) {
+                    const ly_tensor *x = &g->values[n->in[k]].t;
+                    int bk = x->ndim == 4 ? fitting_block(x->shape[1], block_of(g, n->in[k])) : 0;
+                    if (bk < b) b = bk;
+                }
+                changed |= lower(g, n->out, b);
+                for (int k = 0; k < n->n_in; k++)
+                    changed |= lower(g, n->in[k], b);
+                break;
+            }
+            default:
+                changed |= lower(g, n->out, 0);
+                for (int k = 0; k < n->n_in; k++)
+                    changed |= lower(g, n->in[k], 0);
+                if (n->residual != LY_GRAPH_NONE) changed |= lower(g, n->residual, 0);
+                break;
+            }
+        }
+    }
+    int blocked_convs = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        node *n = &g->nodes[i];
+        if (n->op != LY_GRAPH_OP_CONV2D || !capable[i]) continue;
+        n->layout = layout_bits(block_of(g, n->in[0]), block_of(g, n->out));
+        blocked_convs += n->layout != 0;
+    }
+    ly_log(LY_LOG_DEBUG, "graph: %d convolution(s) on channel-blocked data (%s, block %d)",
+           blocked_convs, impl, preferred);
+    free(capable);
+}
+
 static bool same_input_shapes(const ly_graph *g, int n_inputs, const ly_tensor *inputs)
 {
     if (!g->planned || !g->planned_shapes || (size_t)n_inputs != g->n_inputs) return false;
@@ -876,7 +1053,13 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
     if (!g) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_plan: graph is NULL");
     ly_status st = check_inputs(g, "ly_graph_plan", n_inputs, inputs);
     if (st != LY_OK) return st;
-    if (same_input_shapes(g, n_inputs, inputs)) return LY_OK;
+    bool want = blocked_wanted(NULL);
+    if (same_input_shapes(g, n_inputs, inputs)) {
+        /* Layouts change no buffer's size: the memory plan stands. */
+        if (want != g->planned_blocked) plan_layouts(g, want);
+        g->planned_blocked = want;
+        return LY_OK;
+    }
     g->planned = false;
 
     for (int i = 0; i < n_inputs; i++) {
@@ -910,6 +1093,9 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
             }
         }
     }
+
+    plan_layouts(g, want);
+    g->planned_blocked = want;
 
     /* Buffers: one per value that owns storage, one per custom scratch. */
     g->n_buffers = 0;
@@ -1080,7 +1266,12 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
             call.in[3] = n->residual != LY_GRAPH_NONE ? &g->values[n->residual].t : NULL;
         }
         call.out[0] = out;
-        ly_status st = ly_kernel_dispatch(slot_of(n->op), &call);
+        ly_status st;
+        ly_nn_blocked_conv_fn blocked = NULL;
+        if (n->layout && (blocked = ly_nn_blocked_conv(NULL, NULL)) != NULL)
+            st = blocked(&call, n->layout);
+        else
+            st = ly_kernel_dispatch(slot_of(n->op), &call);
         if (st != LY_OK) {
             /* Keep the kernel's message, say which node it was. */
             char msg[512];

@@ -240,9 +240,15 @@ void *ly_nn_scratch(int index, size_t bytes)
     if (set->size[index] >= bytes && set->data[index]) return set->data[index];
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
+    /* The old contents are not kept, so free first: the allocator can then
+     * grow the block in place instead of leaving a hole of every past size
+     * (LibreYOLO9t's growing reorder sizes left ~3 MiB of such holes). */
+    free(set->data[index]);
+    set->data[index] = NULL;
+    set->size[index] = 0;
     void *p = aligned_alloc(64, rounded);
     if (!p) return NULL;
-    free(set->data[index]);
+    ly_log(LY_LOG_DEBUG, "nn scratch %d: %zu bytes", index, rounded);
     set->data[index] = p;
     set->size[index] = rounded;
     return p;

@@ -24,7 +24,8 @@ typedef struct ly_conv_key {
     int64_t sh, sw, ph, pw, dh, dw, groups, activation;
     int64_t has_residual, threads;
     uint32_t alpha_bits; /* LY_ACT_LEAKY_RELU's slope as float bits (0 otherwise) */
-    uint32_t unused;     /* keeps the key free of padding: it is hashed as bytes */
+    uint32_t layout;     /* LY_NN_*_BLOCKED bits (providers.h); also keeps the key free
+                            of padding: it is hashed as bytes */
 } ly_conv_key;
 
 /* Fill `key` for a validated conv2d call run on `threads` threads. */
