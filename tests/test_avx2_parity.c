@@ -11,6 +11,7 @@
 #include "libreyolo/quant.h"
 #include "quant/numerics.h"
 #include "quant/reference.h"
+#include "test_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -69,19 +70,9 @@ static float from_bits(uint32_t u)
     return f;
 }
 
-static bool have_avx2(void)
-{
-#ifndef LY_HAVE_AVX2_PROVIDERS
-    return false;
-#else
-    ly_cpu_features cpu;
-    return ly_cpu_features_get(&cpu) == LY_OK && cpu.avx2 && cpu.fma;
-#endif
-}
-
 #define SKIP_WITHOUT_AVX2()                                                                        \
     do {                                                                                           \
-        if (!have_avx2()) {                                                                        \
+        if (!ly_test_have_avx2()) {                                                                \
             skip();                                                                                \
             return;                                                                                \
         }                                                                                          \

@@ -24,16 +24,6 @@
 /* cmocka.h needs the headers above. */
 #include <cmocka.h>
 
-static bool have_avx2(void)
-{
-#ifndef LY_HAVE_AVX2_PROVIDERS
-    return false;
-#else
-    ly_cpu_features cpu;
-    return ly_cpu_features_get(&cpu) == LY_OK && cpu.avx2 && cpu.fma;
-#endif
-}
-
 /* ---- A problem: every operand of both slots ------------------------------------- */
 
 typedef struct problem {
@@ -633,7 +623,7 @@ static void expect_same_bits(const float *a, const float *b, int64_t n, const ch
 static void test_avx2_bitwise(void **state)
 {
     (void)state;
-    if (!have_avx2()) {
+    if (!ly_test_have_avx2()) {
         skip();
         return;
     }
@@ -682,7 +672,7 @@ static void test_avx2_bitwise(void **state)
 static void test_capture(void **state)
 {
     (void)state;
-    if (!have_avx2()) {
+    if (!ly_test_have_avx2()) {
         skip();
         return;
     }
@@ -884,7 +874,7 @@ static void test_parity_harness(void **state)
         ly_check_options opt = {.slot = slots[s], .threads = 2, .size = LY_CHECK_QUICK};
         assert_int_equal(ly_check_parity_ex(&opt, on_result, &t), LY_OK);
         if (t.failed) fail_msg("%s", t.first);
-        assert_int_equal(t.results, have_avx2() ? 1 : 0);
+        assert_int_equal(t.results, ly_test_have_avx2() ? 1 : 0);
         /* "reference" against itself: determinism */
         tally self = {0};
         opt.impl = "reference";

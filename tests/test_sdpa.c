@@ -29,16 +29,6 @@
 #define SANITIZED 0
 #endif
 
-static bool have_fused(void)
-{
-#ifndef LY_HAVE_AVX2_PROVIDERS
-    return false;
-#else
-    ly_cpu_features cpu;
-    return ly_cpu_features_get(&cpu) == LY_OK && cpu.avx2 && cpu.fma;
-#endif
-}
-
 static float normal(uint64_t *s)
 {
     double u1 = (double)(ly_test_splitmix64(s) >> 11) * 0x1.0p-53;
@@ -283,7 +273,7 @@ static void test_bool_mask_adds_one(void **state)
     p.call.in[3] = &tb;
     float *with_bool = run(&p, "reference", 1);
     assert_bits_equal(with_float, with_bool, out_numel(&p), "u8 vs f32 mask");
-    if (have_fused()) {
+    if (ly_test_have_avx2()) {
         float *fused = run(&p, LY_SDPA_FUSED_AVX2, 2);
         assert_bits_equal(with_bool, fused, out_numel(&p), "u8 mask fused");
         free(fused);
@@ -372,7 +362,7 @@ static void check_fused_case(const fused_case *fc, const int *threads, int n_thr
 static void test_fused_model_shapes(void **state)
 {
     (void)state;
-    if (!have_fused()) skip();
+    if (!ly_test_have_avx2()) skip();
     const int threads[] = {1, 2, 3};
     fused_case cases[] = {
         {"swin-t stage 1 windows", 64, 3, 49, 49, 32, 32, 1.5f, 1, 0},
@@ -392,7 +382,7 @@ static void test_fused_model_shapes(void **state)
 static void test_fused_tails_masks_values(void **state)
 {
     (void)state;
-    if (!have_fused()) skip();
+    if (!ly_test_have_avx2()) skip();
     const int threads[] = {1, 2, 5};
     static const int64_t shapes[][6] = {
         {1, 1, 1, 1, 1, 1},  {2, 3, 5, 13, 7, 9}, {1, 2, 17, 33, 3, 5},   {1, 1, 3, 9, 65, 33},
@@ -524,13 +514,13 @@ static void test_policy(void **state)
     /* Without the spy the flag reaches the fused provider (when this machine has it). */
     const char *name = NULL;
     assert_int_equal(ly_kernel_resolve(LY_SLOT_SDPA, &p.call, &name, NULL), LY_OK);
-    assert_string_equal(name, have_fused() ? LY_SDPA_FUSED_AVX2 : "reference");
+    assert_string_equal(name, ly_test_have_avx2() ? LY_SDPA_FUSED_AVX2 : "reference");
     memset(p.out, 0, (size_t)out_numel(&p) * sizeof(float));
     assert_int_equal(ly_sdpa_run(&module, &p.call), LY_OK);
     assert_bits_equal(ref, p.out, out_numel(&p), "flag on (fused)");
 
     /* While capturing, the fused provider's predicate declines too. */
-    if (have_fused()) {
+    if (ly_test_have_avx2()) {
         assert_int_equal(ly_kernels_capture_begin(), LY_OK);
         assert_int_equal(ly_kernel_run_impl(LY_SLOT_SDPA, LY_SDPA_FUSED_AVX2, &p.call),
                          LY_E_UNAVAILABLE);
@@ -593,7 +583,7 @@ static void test_parity_harness(void **state)
     ly_check_options opt = {.slot = LY_SLOT_SDPA, .threads = 2, .size = LY_CHECK_QUICK};
     assert_int_equal(ly_check_parity_ex(&opt, on_result, &seen), LY_OK);
     if (seen.failed) fail_msg("%s", seen.why);
-    assert_int_equal(seen.fused_reports, have_fused() ? 1 : 0);
+    assert_int_equal(seen.fused_reports, ly_test_have_avx2() ? 1 : 0);
 
     /* "reference" against itself: determinism. */
     memset(&seen, 0, sizeof seen);

@@ -3,12 +3,27 @@
 #ifndef LY_TESTS_TEST_UTIL_H
 #define LY_TESTS_TEST_UTIL_H
 
+#include "libreyolo/kernels.h"
+
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Whether the AVX2+FMA providers were built and this CPU can run them: the tests
+ * comparing them against the reference skip otherwise. */
+static inline bool ly_test_have_avx2(void)
+{
+#ifndef LY_HAVE_AVX2_PROVIDERS
+    return false;
+#else
+    ly_cpu_features cpu;
+    return ly_cpu_features_get(&cpu) == LY_OK && cpu.avx2 && cpu.fma;
+#endif
+}
 
 /* splitmix64: a deterministic, seedable stream for test data. */
 static inline uint64_t ly_test_splitmix64(uint64_t *state)

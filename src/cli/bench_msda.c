@@ -17,25 +17,16 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define MIN_SAMPLE_S 0.01
 #define PEER_TIMEOUT_S 900
 #define PROBE_TIMEOUT_S 60
-#define MAX_OUTPUT (1 << 20)
 #define GOAL_VS_TORCH 10.0 /* forward, one thread */
 
 typedef struct bench_shape {
@@ -215,146 +206,6 @@ static double median_ms(const run_ctx *r, int repeats)
 
 /* ---- The PyTorch peer ------------------------------------------------------------- */
 
-typedef struct captured {
-    char *out, *err;
-    size_t out_len, err_len;
-    int exit_code;
-    bool timed_out;
-} captured;
-
-static void keep(char **buf, size_t *len, const char *data, size_t n)
-{
-    if (*len + n > MAX_OUTPUT) n = MAX_OUTPUT - *len;
-    char *grown = realloc(*buf, *len + n + 1);
-    if (!grown) return;
-    memcpy(grown + *len, data, n);
-    *len += n;
-    grown[*len] = '\0';
-    *buf = grown;
-}
-
-/* argv with stdin from /dev/null; stdout and stderr collected. 0 or an errno. */
-static int run_capture(char *const argv[], int timeout_s, captured *c)
-{
-    memset(c, 0, sizeof *c);
-    c->exit_code = -1;
-    int out_pipe[2], err_pipe[2];
-    if (pipe(out_pipe) != 0) return errno;
-    if (pipe(err_pipe) != 0) {
-        int e = errno;
-        close(out_pipe[0]);
-        close(out_pipe[1]);
-        return e;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[1]);
-    pid_t pid;
-    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    if (e != 0) {
-        close(out_pipe[0]);
-        close(err_pipe[0]);
-        return e;
-    }
-    struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN},
-                            {.fd = err_pipe[0], .events = POLLIN}};
-    int open_fds = 2;
-    double deadline = ly_cli_now_s() + timeout_s;
-    char chunk[4096];
-    while (open_fds > 0) {
-        double left = deadline - ly_cli_now_s();
-        if (left <= 0) {
-            c->timed_out = true;
-            kill(pid, SIGKILL);
-            break;
-        }
-        int n = poll(fds, 2, (int)(left * 1000) + 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            kill(pid, SIGKILL);
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
-            if (got > 0) {
-                if (i == 0)
-                    keep(&c->out, &c->out_len, chunk, (size_t)got);
-                else
-                    keep(&c->err, &c->err_len, chunk, (size_t)got);
-            } else if (got == 0 || errno != EINTR) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (fds[i].fd >= 0) close(fds[i].fd);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!c->timed_out && WIFEXITED(status)) c->exit_code = WEXITSTATUS(status);
-    return 0;
-}
-
-static void captured_free(captured *c)
-{
-    free(c->out);
-    free(c->err);
-}
-
-static void last_line(const char *text, char *out, size_t size)
-{
-    out[0] = '\0';
-    if (!text) return;
-    const char *end = text + strlen(text);
-    while (end > text && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
-        end--;
-    const char *start = end;
-    while (start > text && start[-1] != '\n')
-        start--;
-    size_t n = (size_t)(end - start) < size - 1 ? (size_t)(end - start) : size - 1;
-    memcpy(out, start, n);
-    out[n] = '\0';
-}
-
-static bool file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* bench/peers/torch_msda.py: $LIBREYOLO_BENCH_PEERS, ./bench/peers, <exe>/../bench/peers. */
-static bool find_script(char *out, size_t size)
-{
-    char exe_based[PATH_MAX + 32] = "";
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        snprintf(exe_based, sizeof exe_based, "%s/../bench/peers", exe);
-    }
-    const char *dirs[3] = {getenv("LIBREYOLO_BENCH_PEERS"), "bench/peers", exe_based};
-    for (int i = 0; i < 3; i++) {
-        if (!dirs[i] || !*dirs[i]) continue;
-        snprintf(out, size, "%s/torch_msda.py", dirs[i]);
-        if (file_exists(out)) return true;
-    }
-    return false;
-}
-
 typedef struct peer_time {
     double forward_ms, backward_ms;
 } peer_time;
@@ -457,33 +308,19 @@ static void remove_data(const char *dir)
 static void run_peer(peer *p, const int *threads, int n_threads, int repeats, const char *data_dir)
 {
     char script[PATH_MAX + 32];
-    if (!find_script(script, sizeof script)) {
+    if (!ly_cli_find_peer_script("torch_msda.py", script, sizeof script)) {
         snprintf(p->reason, sizeof p->reason,
                  "bench/peers/torch_msda.py not found (run from the repository or set "
                  "LIBREYOLO_BENCH_PEERS)");
         return;
     }
-    const char *env_python = getenv("LIBREYOLO_PYTHON");
-    const char *candidates[2] = {"python3", "/usr/bin/python3"};
-    int n_candidates = 2;
-    if (env_python && *env_python) {
-        candidates[0] = env_python;
-        n_candidates = 1;
-    }
-    const char *python = NULL;
-    for (int i = 0; i < n_candidates && !python; i++) {
-        char *probe[] = {(char *)candidates[i], "-c", "import torch, numpy", NULL};
-        captured c;
-        if (run_capture(probe, PROBE_TIMEOUT_S, &c) == 0) {
-            if (c.exit_code == 0) python = candidates[i];
-            captured_free(&c);
-        }
-    }
+    const char *tried = NULL;
+    const char *python = ly_cli_find_python("import torch, numpy", PROBE_TIMEOUT_S, &tried);
     if (!python) {
         snprintf(p->reason, sizeof p->reason,
                  "%s cannot import torch and numpy (apt-get install python3-torch "
                  "python3-numpy, or set LIBREYOLO_PYTHON)",
-                 n_candidates == 1 ? candidates[0] : "python3, /usr/bin/python3");
+                 tried);
         return;
     }
     char shape_args[N_SHAPES][160], thread_arg[64] = "", repeat_arg[16];
@@ -522,15 +359,15 @@ static void run_peer(peer *p, const int *threads, int n_threads, int repeats, co
     }
     argv[n] = NULL;
     ly_cli_progress("bench: running the PyTorch peer (ms_deform_attn)");
-    captured c;
-    int e = run_capture(argv, PEER_TIMEOUT_S, &c);
+    ly_cli_captured c;
+    int e = ly_cli_run_capture(argv, PEER_TIMEOUT_S, &c);
     ly_cli_progress_end();
     if (e != 0) {
         snprintf(p->reason, sizeof p->reason, "cannot start %s: %s", python, strerror(e));
         return;
     }
     char why[256];
-    last_line(c.err, why, sizeof why);
+    ly_cli_last_line(c.err, why, sizeof why);
     if (c.timed_out)
         snprintf(p->reason, sizeof p->reason, "timed out after %d s", PEER_TIMEOUT_S);
     else if (c.exit_code != 0)
@@ -538,7 +375,7 @@ static void run_peer(peer *p, const int *threads, int n_threads, int repeats, co
                  why[0] ? why : "(no message)");
     else
         parse_peer(p, c.out, threads, n_threads);
-    captured_free(&c);
+    ly_cli_captured_free(&c);
 }
 
 /* ---- The run ------------------------------------------------------------------------- */

@@ -16,24 +16,15 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define PEER_TIMEOUT_S 600
 #define PROBE_TIMEOUT_S 60
-#define MAX_CAPTURE (1 << 20)
 #define MAX_IMPLS 8
 #define TARGET_VS_REFERENCE 2.0
 
@@ -172,127 +163,6 @@ static ly_status time_impl(const char *impl, const ly_kernel_call *call, int run
 
 /* ---- the PyTorch peer ------------------------------------------------------------------- */
 
-typedef struct captured {
-    char *out, *err;
-    size_t out_len, err_len;
-    int exit_code;
-    bool timed_out;
-} captured;
-
-static void append_bytes(char **buf, size_t *len, const char *data, size_t n)
-{
-    if (*len + n > MAX_CAPTURE) n = MAX_CAPTURE - *len;
-    char *grown = realloc(*buf, *len + n + 1);
-    if (!grown) return;
-    memcpy(grown + *len, data, n);
-    *len += n;
-    grown[*len] = '\0';
-    *buf = grown;
-}
-
-/* argv (searched on PATH), stdin from /dev/null, stdout and stderr collected.
- * Returns 0 or the errno that kept it from starting. */
-static int run_capture(char *const argv[], int timeout_s, captured *c)
-{
-    memset(c, 0, sizeof *c);
-    c->exit_code = -1;
-    int out_pipe[2], err_pipe[2];
-    if (pipe(out_pipe) != 0) return errno;
-    if (pipe(err_pipe) != 0) {
-        int e = errno;
-        close(out_pipe[0]);
-        close(out_pipe[1]);
-        return e;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[1]);
-    pid_t pid;
-    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    if (e != 0) {
-        close(out_pipe[0]);
-        close(err_pipe[0]);
-        return e;
-    }
-    struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN},
-                            {.fd = err_pipe[0], .events = POLLIN}};
-    int open_fds = 2;
-    double deadline = ly_cli_now_s() + timeout_s;
-    char chunk[4096];
-    while (open_fds > 0) {
-        double left = deadline - ly_cli_now_s();
-        if (left <= 0) {
-            c->timed_out = true;
-            kill(pid, SIGKILL);
-            break;
-        }
-        int n = poll(fds, 2, (int)(left * 1000) + 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            kill(pid, SIGKILL);
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
-            if (got > 0) {
-                if (i == 0)
-                    append_bytes(&c->out, &c->out_len, chunk, (size_t)got);
-                else
-                    append_bytes(&c->err, &c->err_len, chunk, (size_t)got);
-            } else if (got == 0 || errno != EINTR) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (fds[i].fd >= 0) close(fds[i].fd);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!c->timed_out && WIFEXITED(status)) c->exit_code = WEXITSTATUS(status);
-    return 0;
-}
-
-static void captured_free(captured *c)
-{
-    free(c->out);
-    free(c->err);
-}
-
-static void last_line(const char *text, char *out, size_t size)
-{
-    out[0] = '\0';
-    if (!text) return;
-    const char *end = text + strlen(text);
-    while (end > text && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
-        end--;
-    const char *start = end;
-    while (start > text && start[-1] != '\n')
-        start--;
-    size_t n = (size_t)(end - start);
-    if (n >= size) n = size - 1;
-    memcpy(out, start, n);
-    out[n] = '\0';
-}
-
-static bool file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 typedef struct peer {
     bool available;
     char reason[512];
@@ -304,51 +174,25 @@ typedef struct peer {
 static void find_peer(peer *p)
 {
     memset(p, 0, sizeof *p);
-    char exe_based[PATH_MAX + 32] = "";
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        snprintf(exe_based, sizeof exe_based, "%s/../bench/peers", exe);
-    }
-    const char *dirs[3] = {getenv("LIBREYOLO_BENCH_PEERS"), "bench/peers", exe_based};
-    for (int i = 0; i < 3 && !p->script[0]; i++) {
-        if (!dirs[i] || !*dirs[i]) continue;
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/torch_sdpa.py", dirs[i]);
-        if (file_exists(path)) snprintf(p->script, sizeof p->script, "%s", path);
-    }
-    if (!p->script[0]) {
+    if (!ly_cli_find_peer_script("torch_sdpa.py", p->script, sizeof p->script)) {
+        p->script[0] = '\0';
         snprintf(p->reason, sizeof p->reason,
                  "bench/peers/torch_sdpa.py not found (set LIBREYOLO_BENCH_PEERS)");
         return;
     }
-    const char *env_python = getenv("LIBREYOLO_PYTHON");
-    const char *candidates[2] = {"python3", "/usr/bin/python3"};
-    int n_candidates = 2;
-    if (env_python && *env_python) {
-        candidates[0] = env_python;
-        n_candidates = 1;
-    }
     ly_cli_progress("bench sdpa: looking for a python3 with torch");
-    for (int i = 0; i < n_candidates && !p->available; i++) {
-        char *probe[] = {(char *)candidates[i], "-c", "import torch", NULL};
-        captured c;
-        if (run_capture(probe, PROBE_TIMEOUT_S, &c) != 0) continue;
-        if (c.exit_code == 0) {
-            p->available = true;
-            snprintf(p->python, sizeof p->python, "%s", candidates[i]);
-        }
-        captured_free(&c);
-    }
+    const char *tried = NULL;
+    const char *python = ly_cli_find_python("import torch", PROBE_TIMEOUT_S, &tried);
     ly_cli_progress_end();
-    if (!p->available)
+    if (python) {
+        p->available = true;
+        snprintf(p->python, sizeof p->python, "%s", python);
+    } else {
         snprintf(p->reason, sizeof p->reason,
                  "%s cannot import torch (apt-get install python3-torch, or set "
                  "LIBREYOLO_PYTHON)",
-                 n_candidates == 1 ? candidates[0] : "python3, /usr/bin/python3");
+                 tried);
+    }
 }
 
 /* Every shape at one thread count in one interpreter (torch's import costs
@@ -381,15 +225,15 @@ static bool run_peer(peer *p, int threads, int repeats, double torch_ms[N_SHAPES
     }
     argv[n] = NULL;
     ly_cli_progress("bench sdpa: PyTorch manual attention, %d thread(s)", threads);
-    captured c;
-    int e = run_capture(argv, PEER_TIMEOUT_S, &c);
+    ly_cli_captured c;
+    int e = ly_cli_run_capture(argv, PEER_TIMEOUT_S, &c);
     ly_cli_progress_end();
     if (e != 0) {
         snprintf(why, why_size, "cannot start %.200s: %s", p->python, strerror(e));
         return false;
     }
     char last[256];
-    last_line(c.err, last, sizeof last);
+    ly_cli_last_line(c.err, last, sizeof last);
     cJSON *root = c.out ? cJSON_Parse(c.out) : NULL;
     bool ok = false;
     if (c.timed_out) {
@@ -412,7 +256,7 @@ static bool run_peer(peer *p, int threads, int repeats, double torch_ms[N_SHAPES
         ok = true;
     }
     cJSON_Delete(root);
-    captured_free(&c);
+    ly_cli_captured_free(&c);
     return ok;
 }
 

@@ -1,12 +1,21 @@
 #include "cli/cli_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int ly_cli_usage_error(const char *command, const char *fmt, ...)
 {
@@ -74,4 +83,159 @@ void ly_cli_progress_end(void)
     if (!progress_enabled()) return;
     fputs("\r\033[K", stderr);
     fflush(stderr);
+}
+
+static void append_capped(char **buf, size_t *len, const char *data, size_t n)
+{
+    if (*len + n > LY_CLI_MAX_CAPTURE) n = LY_CLI_MAX_CAPTURE - *len;
+    char *grown = realloc(*buf, *len + n + 1);
+    if (!grown) return;
+    memcpy(grown + *len, data, n);
+    *len += n;
+    grown[*len] = '\0';
+    *buf = grown;
+}
+
+int ly_cli_run_capture(char *const argv[], int timeout_s, ly_cli_captured *c)
+{
+    memset(c, 0, sizeof *c);
+    c->exit_code = -1;
+    int out_pipe[2], err_pipe[2];
+    if (pipe(out_pipe) != 0) return errno;
+    if (pipe(err_pipe) != 0) {
+        int e = errno;
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+        return e;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
+    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
+    posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
+    posix_spawn_file_actions_addclose(&fa, err_pipe[1]);
+    pid_t pid;
+    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    if (e != 0) {
+        close(out_pipe[0]);
+        close(err_pipe[0]);
+        return e;
+    }
+    struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN},
+                            {.fd = err_pipe[0], .events = POLLIN}};
+    int open_fds = 2;
+    double deadline = ly_cli_now_s() + timeout_s;
+    char chunk[4096];
+    while (open_fds > 0) {
+        double left = deadline - ly_cli_now_s();
+        if (left <= 0) {
+            c->timed_out = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        int n = poll(fds, 2, (int)(left * 1000) + 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
+            if (got > 0) {
+                if (i == 0)
+                    append_capped(&c->out, &c->out_len, chunk, (size_t)got);
+                else
+                    append_capped(&c->err, &c->err_len, chunk, (size_t)got);
+            } else if (got == 0 || errno != EINTR) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0) close(fds[i].fd);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!c->timed_out && WIFEXITED(status)) c->exit_code = WEXITSTATUS(status);
+    return 0;
+}
+
+void ly_cli_captured_free(ly_cli_captured *c)
+{
+    free(c->out);
+    free(c->err);
+    memset(c, 0, sizeof *c);
+}
+
+void ly_cli_last_line(const char *text, char *out, size_t size)
+{
+    out[0] = '\0';
+    if (!text) return;
+    const char *end = text + strlen(text);
+    while (end > text && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
+        end--;
+    const char *start = end;
+    while (start > text && start[-1] != '\n')
+        start--;
+    size_t n = (size_t)(end - start);
+    if (n >= size) n = size - 1;
+    memcpy(out, start, n);
+    out[n] = '\0';
+}
+
+bool ly_cli_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool ly_cli_find_peer_script(const char *name, char *out, size_t size)
+{
+    /* next to the executable when it sits in <repo>/build/ */
+    char exe_based[PATH_MAX + 32] = "";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        snprintf(exe_based, sizeof exe_based, "%s/../bench/peers", exe);
+    }
+    const char *dirs[3] = {getenv("LIBREYOLO_BENCH_PEERS"), "bench/peers", exe_based};
+    for (int i = 0; i < 3; i++) {
+        if (!dirs[i] || !*dirs[i]) continue;
+        snprintf(out, size, "%s/%s", dirs[i], name);
+        if (ly_cli_file_exists(out)) return true;
+    }
+    return false;
+}
+
+const char *ly_cli_find_python(const char *code, int timeout_s, const char **tried)
+{
+    const char *env_python = getenv("LIBREYOLO_PYTHON");
+    const char *candidates[2] = {"python3", "/usr/bin/python3"};
+    int n_candidates = 2;
+    if (env_python && *env_python) {
+        candidates[0] = env_python;
+        n_candidates = 1;
+    }
+    for (int i = 0; i < n_candidates; i++) {
+        char *probe[] = {(char *)candidates[i], "-c", (char *)code, NULL};
+        ly_cli_captured c;
+        if (ly_cli_run_capture(probe, timeout_s, &c) != 0) continue;
+        bool ok = c.exit_code == 0;
+        ly_cli_captured_free(&c);
+        if (ok) return candidates[i];
+    }
+    if (tried) *tried = n_candidates == 1 ? candidates[0] : "python3, /usr/bin/python3";
+    return NULL;
 }

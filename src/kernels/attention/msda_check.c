@@ -17,6 +17,7 @@
  * name, so a reported case can be rerun alone.
  */
 #include "core/core.h"
+#include "kernels/attention/check_common.h"
 #include "kernels/attention/msda_internal.h"
 #include "kernels/check.h"
 
@@ -421,25 +422,6 @@ static void describe(const mcase *c, int out_index, int64_t index, char *buf, si
            (double)attn[k]);
 }
 
-static void note_error(ly_check_result *r, const char *fmt, ...) LY_PRINTF(2, 3);
-static void note_error(ly_check_result *r, const char *fmt, ...)
-{
-    if (r->errors++ > 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->first_error, sizeof r->first_error, fmt, ap);
-    va_end(ap);
-}
-
-static double abs_diff(float a, float b)
-{
-    if (isnan(a) && isnan(b)) return 0.0;
-    if (isnan(a) || isnan(b)) return INFINITY;
-    if (a == b) return 0.0;
-    if (isinf(a) || isinf(b)) return INFINITY;
-    return fabs((double)a - (double)b);
-}
-
 static void compare(ly_check_result *r, const mcase *c, const output_set *ref,
                     const output_set *got)
 {
@@ -450,7 +432,7 @@ static void compare(ly_check_result *r, const mcase *c, const output_set *ref,
         for (int64_t i = 0; i < n; i++) {
             if (a[i] == b[i]) continue;
             r->bit_differences++;
-            double diff = abs_diff(bits_f32(a[i]), bits_f32(b[i]));
+            double diff = ly_attn_abs_diff(bits_f32(a[i]), bits_f32(b[i]));
             if (diff > r->max_abs_diff) r->max_abs_diff = diff;
             if (!r->exact && diff <= r->tolerance) continue;
             r->mismatches++;
@@ -556,13 +538,13 @@ static ly_status run_case(const char *slot, mcase *c, listing *l)
             if (!l->items[k].runnable) continue;
             ly_check_result *r = &l->items[k].result;
             if (st != LY_OK)
-                note_error(r, "reference failed on case '%s': %s: %s", c->name, ly_status_name(st),
-                           ly_last_error());
+                ly_attn_note_error(r, "reference failed on case '%s': %s: %s", c->name,
+                                   ly_status_name(st), ly_last_error());
             else if (broken >= 0)
-                note_error(r, "reference wrote past the end of out[%d] on case '%s'", broken,
-                           c->name);
+                ly_attn_note_error(r, "reference wrote past the end of out[%d] on case '%s'",
+                                   broken, c->name);
             else
-                note_error(r, "reference modified in[%d] on case '%s'", modified, c->name);
+                ly_attn_note_error(r, "reference modified in[%d] on case '%s'", modified, c->name);
         }
         restore_inputs(c);
         outputs_free(&ref);
@@ -582,19 +564,19 @@ static ly_status run_case(const char *slot, mcase *c, listing *l)
             continue;
         }
         if (st != LY_OK) {
-            note_error(r, "failed on case '%s': %s: %s", c->name, ly_status_name(st),
-                       ly_last_error());
+            ly_attn_note_error(r, "failed on case '%s': %s: %s", c->name, ly_status_name(st),
+                               ly_last_error());
             continue;
         }
         r->cases++;
         modified = inputs_modified(c);
         if (modified >= 0) {
-            note_error(r, "modified in[%d] on case '%s'", modified, c->name);
+            ly_attn_note_error(r, "modified in[%d] on case '%s'", modified, c->name);
             restore_inputs(c);
         }
         broken = outputs_guard_broken(&got);
         if (broken >= 0)
-            note_error(r, "wrote past the end of out[%d] on case '%s'", broken, c->name);
+            ly_attn_note_error(r, "wrote past the end of out[%d] on case '%s'", broken, c->name);
         compare(r, c, &ref, &got);
     }
     outputs_free(&ref);

@@ -10,6 +10,7 @@
  * afterwards, and half the cases use buffers misaligned by one element.
  */
 #include "core/core.h"
+#include "kernels/attention/check_common.h"
 #include "kernels/attention/sdpa_internal.h"
 #include "kernels/check.h"
 
@@ -425,25 +426,6 @@ static int inputs_modified(const sdpa_case *c)
     return -1;
 }
 
-static void note_error(ly_check_result *r, const char *fmt, ...) LY_PRINTF(2, 3);
-static void note_error(ly_check_result *r, const char *fmt, ...)
-{
-    if (r->errors++ > 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->first_error, sizeof r->first_error, fmt, ap);
-    va_end(ap);
-}
-
-static double abs_diff(float a, float b)
-{
-    if (isnan(a) && isnan(b)) return 0.0;
-    if (isnan(a) || isnan(b)) return INFINITY;
-    if (a == b) return 0.0;
-    if (isinf(a) || isinf(b)) return INFINITY;
-    return fabs((double)a - (double)b);
-}
-
 static void compare(ly_check_result *r, const sdpa_case *c, const output *ref, const output *got)
 {
     int64_t n = ly_tensor_numel(&ref->t);
@@ -455,7 +437,7 @@ static void compare(ly_check_result *r, const sdpa_case *c, const output *ref, c
         r->bit_differences++;
         r->mismatches++;
         float fa = ly_sdpa_bits_f32(a[i]), fb = ly_sdpa_bits_f32(b[i]);
-        double diff = abs_diff(fa, fb);
+        double diff = ly_attn_abs_diff(fa, fb);
         if (diff > r->max_abs_diff) r->max_abs_diff = diff;
         if (r->n_shown >= LY_CHECK_MAX_SHOWN) continue;
         ly_check_mismatch *m = &r->shown[r->n_shown++];
@@ -531,12 +513,13 @@ static bool run_case(const case_spec *spec, void *user)
             ly_check_result *r = &run->impls[k].result;
             if (r->skipped) continue;
             if (st != LY_OK)
-                note_error(r, "reference failed on case '%s': %s: %s", c.name, ly_status_name(st),
-                           ly_last_error());
+                ly_attn_note_error(r, "reference failed on case '%s': %s: %s", c.name,
+                                   ly_status_name(st), ly_last_error());
             else if (modified >= 0)
-                note_error(r, "reference modified in[%d] on case '%s'", modified, c.name);
+                ly_attn_note_error(r, "reference modified in[%d] on case '%s'", modified, c.name);
             else
-                note_error(r, "reference wrote past the end of out[0] on case '%s'", c.name);
+                ly_attn_note_error(r, "reference wrote past the end of out[0] on case '%s'",
+                                   c.name);
         }
         goto done;
     }
@@ -552,18 +535,19 @@ static bool run_case(const case_spec *spec, void *user)
             continue;
         }
         if (st != LY_OK) {
-            note_error(r, "failed on case '%s': %s: %s", c.name, ly_status_name(st),
-                       ly_last_error());
+            ly_attn_note_error(r, "failed on case '%s': %s: %s", c.name, ly_status_name(st),
+                               ly_last_error());
             continue;
         }
         r->cases++;
         modified = inputs_modified(&c);
         if (modified >= 0) {
-            note_error(r, "modified in[%d] on case '%s'", modified, c.name);
+            ly_attn_note_error(r, "modified in[%d] on case '%s'", modified, c.name);
             for (int i = 0; i < c.n_in; i++)
                 if (c.in[i].pristine) memcpy(c.in[i].t.data, c.in[i].pristine, c.in[i].bytes);
         }
-        if (guard_broken(&got)) note_error(r, "wrote past the end of out[0] on case '%s'", c.name);
+        if (guard_broken(&got))
+            ly_attn_note_error(r, "wrote past the end of out[0] on case '%s'", c.name);
         compare(r, &c, &ref, &got);
     }
 done:
