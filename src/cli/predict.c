@@ -11,6 +11,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -416,6 +419,11 @@ int ly_cli_predict(int argc, char **argv)
         free_list(sources, n_sources);
         return 1;
     }
+    /* Loading's temporaries are freed by now: give their pages back before the
+     * runs reuse only part of them. */
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
     int status = 0;
     for (size_t i = 0; i < n_sources; i++)
         if (predict_one(model, &a, sources[i]) != 0) status = 1;

@@ -28,6 +28,7 @@ typedef struct value {
     int64_t offset;
     int32_t buffer;       /* planned buffer index for owners, -1 otherwise */
     bool in_concat;       /* placed in a concat's output */
+    bool in_arena;        /* VALUE_INPUT: stored in the arena (ly_graph_input_in_arena) */
     int block;            /* buffer owners: channel block of the data, 0 NCHW (plan_layouts) */
     int32_t output_index; /* -1 if not a graph output */
 } value;
@@ -1040,8 +1041,13 @@ static void resolve_views(ly_graph *g, const ly_tensor *inputs)
         ly_graph_value r = root_of(g, (ly_graph_value)i, &off);
         const value *rv = &g->values[r];
         char *base = NULL;
-        if (rv->kind == VALUE_INPUT)
-            base = inputs ? inputs[rv->input_index].data : NULL;
+        /* An input kept in the arena is still read where the caller has it:
+         * its bytes there are only used when the caller wrote into them
+         * (ly_graph_input_buffer), so a run costs no copy. */
+        if (rv->kind == VALUE_INPUT && inputs && inputs[rv->input_index].data)
+            base = inputs[rv->input_index].data;
+        else if (rv->kind == VALUE_INPUT && rv->buffer < 0)
+            base = NULL;
         else if (rv->buffer >= 0 && g->arena)
             base = (char *)g->arena + g->buffers[rv->buffer].offset;
         g->values[i].t.data = base ? base + off * (int64_t)sizeof(float) : NULL;
@@ -1103,7 +1109,8 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
     for (size_t i = 0; i < g->n_values; i++) {
         value *v = &g->values[i];
         v->buffer = -1;
-        if (v->kind != VALUE_NODE || v->parent != LY_GRAPH_NONE) continue;
+        bool owner = v->kind == VALUE_NODE || (v->kind == VALUE_INPUT && v->in_arena);
+        if (!owner || v->parent != LY_GRAPH_NONE) continue;
         if (!grow((void **)&g->buffers, &g->cap_buffers, g->n_buffers + 1, sizeof(buffer)))
             return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
         size_t bytes = align_up((size_t)ly_tensor_numel(&v->t) * sizeof(float));
@@ -1112,6 +1119,8 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
         v->buffer = (int32_t)g->n_buffers++;
     }
     int32_t end = (int32_t)g->n_nodes;
+    for (size_t i = 0; i < g->n_inputs; i++) /* written before the first node */
+        touch(g, g->inputs[i], 0);
     for (size_t i = 0; i < g->n_nodes; i++) {
         node *n = &g->nodes[i];
         int32_t step = (int32_t)i;
@@ -1297,6 +1306,31 @@ ly_status ly_graph_run(ly_graph *g, int n_inputs, const ly_tensor *inputs, int t
         st = run_node(g, &g->nodes[i], threads);
         if (st != LY_OK) return st;
     }
+    return LY_OK;
+}
+
+ly_status ly_graph_input_in_arena(ly_graph *g, int index)
+{
+    if (!g || index < 0 || (size_t)index >= g->n_inputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_input_in_arena: no input %d", index);
+    value *v = &g->values[g->inputs[index]];
+    if (!v->in_arena) {
+        v->in_arena = true;
+        g->planned = false;
+    }
+    return LY_OK;
+}
+
+ly_status ly_graph_input_buffer(const ly_graph *g, int index, void **data)
+{
+    if (!g || !data || index < 0 || (size_t)index >= g->n_inputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_input_buffer: no input %d", index);
+    const value *v = &g->values[g->inputs[index]];
+    if (!g->planned || v->buffer < 0 || !g->arena)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_graph_input_buffer: input '%s' is not planned in the arena",
+                            g->input_names[index]);
+    *data = (char *)g->arena + g->buffers[v->buffer].offset;
     return LY_OK;
 }
 

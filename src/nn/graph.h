@@ -58,6 +58,17 @@ void ly_graph_free(ly_graph *g);
 /* A graph input of `ndim` dimensions; its shape comes with each run. */
 ly_status ly_graph_input(ly_graph *g, const char *name, int ndim, ly_graph_value *out);
 
+/* Plan room for input `index` in the arena, whose bytes the planner reuses
+ * once its last reader has run. A caller can fill it (ly_graph_input_buffer,
+ * after ly_graph_plan) and run on it, instead of a buffer of its own: that
+ * saves the input's size on a model whose arena peak is past the first layers.
+ * A run on other data still reads that data where it is. */
+ly_status ly_graph_input_in_arena(ly_graph *g, int index);
+
+/* Input `index`'s room in the arena of the current plan (ly_graph_input_in_arena);
+ * valid until the next plan for other shapes, or free. */
+ly_status ly_graph_input_buffer(const ly_graph *g, int index, void **data);
+
 /* A zeroed f32 tensor owned by the graph (64-byte aligned), for weights to be
  * written by the caller. Its address never changes. */
 ly_status ly_graph_constant(ly_graph *g, int ndim, const int64_t *shape, ly_tensor *out);

@@ -1,10 +1,10 @@
 /* YOLO9 as a model family: checkpoint loading, predict and run (family.h). */
+#include "models/family.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
-#include "models/family.h"
-#include "models/yolo9/prepost.h"
 #include "models/yolo9/build.h"
+#include "models/yolo9/prepost.h"
 #include "models/yolo9/yolo9.h"
 
 #include "core/core.h"
@@ -17,7 +17,6 @@ enum { DEFAULT_IMGSZ = 640, STRIDE = 32 };
 
 typedef struct yolo9_model {
     ly_yolo9 *net;
-    ly_tensor input; /* letterboxed input, reused while the size stays */
 } yolo9_model;
 
 static ly_status check_metadata(const ly_checkpoint *ck, const char *path)
@@ -78,6 +77,11 @@ static ly_status load_from_checkpoint(yolo9_model *y, ly_model_desc *d, const ly
         snprintf(context, sizeof context, "ly_model_load: %s", path);
         return ly_error_prefix(st, context);
     }
+    /* The input lives in the graph's arena, so predict letterboxes straight
+     * into it and its bytes serve later layers once the stem has read it
+     * (LibreYOLO9t at 640: ~3 MiB less peak RSS than a buffer of its own). */
+    st = ly_graph_input_in_arena(y->net->graph, 0);
+    if (st != LY_OK) return st;
     snprintf(d->size, sizeof d->size, "%s", ly_yolo9_size(y->net));
     d->nc = ly_yolo9_num_classes(y->net);
     int64_t meta_nc;
@@ -98,12 +102,11 @@ static void yolo9_free(void *net)
     yolo9_model *y = net;
     if (!y) return;
     if (y->net) ly_yolo9_free(y->net);
-    ly_tensor_free(&y->input);
     free(y);
 }
 
-static ly_status yolo9_run(void *net, const ly_tensor *input, int threads,
-                           ly_model_output_fn visit, void *user)
+static ly_status yolo9_run(void *net, const ly_tensor *input, int threads, ly_model_output_fn visit,
+                           void *user)
 {
     yolo9_model *y = net;
     ly_tensor outputs[LY_YOLO9_OUTPUTS];
@@ -115,13 +118,22 @@ static ly_status yolo9_run(void *net, const ly_tensor *input, int threads,
     return LY_OK;
 }
 
-static ly_status ensure_input(yolo9_model *y, int size)
+/* The graph's own input buffer for a size x size image, planned now. */
+static ly_status arena_input(yolo9_model *y, int size, ly_tensor *input)
 {
-    ly_tensor *t = &y->input;
-    if (t->data && t->shape[2] == size && t->shape[3] == size) return LY_OK;
-    ly_tensor_free(t);
-    int64_t shape[4] = {1, 3, size, size};
-    return ly_tensor_alloc(t, LY_F32, 4, shape);
+    struct ly_graph *g = y->net->graph;
+    ly_tensor shape;
+    memset(&shape, 0, sizeof shape);
+    shape.dtype = LY_F32;
+    shape.ndim = 4;
+    shape.shape[0] = 1;
+    shape.shape[1] = 3;
+    shape.shape[2] = size;
+    shape.shape[3] = size;
+    ly_status st = ly_graph_plan(g, 1, &shape);
+    if (st == LY_OK) st = ly_graph_input_buffer(g, 0, &shape.data);
+    if (st == LY_OK) *input = shape;
+    return st;
 }
 
 static ly_status yolo9_predict(void *net, const ly_image_view *image,
@@ -131,17 +143,18 @@ static ly_status yolo9_predict(void *net, const ly_image_view *image,
     yolo9_model *y = net;
     double t0 = ly_now_ms();
     int size = options->imgsz;
-    ly_status st = ensure_input(y, size);
+    ly_tensor input;
+    ly_status st = arena_input(y, size, &input);
     if (st != LY_OK) return st;
     ly_letterbox geometry;
     st = ly_yolo9_preprocess(image->pixels, image->width, image->height, image->stride,
-                             image->format == LY_PIXELS_BGR, size, size, y->input.data, &geometry);
+                             image->format == LY_PIXELS_BGR, size, size, input.data, &geometry);
     if (st != LY_OK) return st;
 
     double t1 = ly_now_ms();
     ly_tensor outputs[LY_YOLO9_OUTPUTS];
     const char *names[LY_YOLO9_OUTPUTS];
-    st = ly_yolo9_forward(y->net, &y->input, threads, outputs, names);
+    st = ly_yolo9_forward(y->net, &input, threads, outputs, names);
     if (st != LY_OK) return st;
 
     double t2 = ly_now_ms();

@@ -342,13 +342,23 @@ static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, in
            dnnl_memory_desc_equal(src_md, &src_user) ? "" : ", src reordered",
            dnnl_memory_desc_equal(dst_md, &dst_user) ? "" : ", dst reordered");
 
-    /* Weights: reordered once into memory the operator owns. */
-    DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, DNNL_MEMORY_ALLOCATE));
-    DNNL_TRY(dnnl_memory_create(&weights_user, &w_user, engine, call->in[1]->data));
-    DNNL_TRY(make_reorder(&w_user, w_md, false, &weights_reorder));
-    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_FROM, weights_user}, {DNNL_ARG_TO, op->weights}};
-    DNNL_TRY(dnnl_primitive_execute(weights_reorder, op->stream, 2, wargs));
-    DNNL_TRY(dnnl_stream_wait(op->stream));
+    /* Weights: reordered once into memory the operator owns, unless the
+     * kernel reads them as they are (plain OIHW): then it reads the caller's,
+     * which the key names by pointer and fingerprint, instead of a copy. */
+    if (dnnl_memory_desc_equal(w_md, &w_user)) {
+        ly_log(LY_LOG_DEBUG, "conv2d (onednn): plain weights shared, %zu B",
+               dnnl_memory_desc_get_size(w_md));
+        DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, call->in[1]->data));
+    } else {
+        ly_log(LY_LOG_DEBUG, "conv2d (onednn): weights packed, %zu B",
+               dnnl_memory_desc_get_size(w_md));
+        DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, DNNL_MEMORY_ALLOCATE));
+        DNNL_TRY(dnnl_memory_create(&weights_user, &w_user, engine, call->in[1]->data));
+        DNNL_TRY(make_reorder(&w_user, w_md, false, &weights_reorder));
+        dnnl_exec_arg_t wargs[] = {{DNNL_ARG_FROM, weights_user}, {DNNL_ARG_TO, op->weights}};
+        DNNL_TRY(dnnl_primitive_execute(weights_reorder, op->stream, 2, wargs));
+        DNNL_TRY(dnnl_stream_wait(op->stream));
+    }
     if (k->bias) {
         void *handle = NULL;
         DNNL_TRY(dnnl_memory_create(&op->bias, &bias_md, engine, DNNL_MEMORY_ALLOCATE));
