@@ -19,7 +19,6 @@
 #include "nn/graph.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define HAVE_X86_FMA_PROBE 1
@@ -30,9 +29,6 @@
 #include <malloc.h>
 #endif
 #include <math.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,11 +36,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 #define DEFAULT_RUNS 20
 #define DEFAULT_WARMUP 3
@@ -53,7 +47,6 @@ extern char **environ;
 #define PEER_TIMEOUT_S 600
 #define PROBE_TIMEOUT_S 60
 #define DEFAULT_IMAGE "../shared/testdata/images/parkour.jpg"
-#define MAX_OUTPUT (1 << 20) /* bytes of a peer's stdout/stderr kept */
 
 static void print_usage(FILE *to)
 {
@@ -95,11 +88,6 @@ static void print_usage(FILE *to)
         to);
 }
 
-static bool file_exists(const char *path)
-{
-    struct stat st;
-    return path && stat(path, &st) == 0;
-}
 
 static bool parse_positive(const char *s, double *out)
 {
@@ -257,7 +245,7 @@ static int prepare_input(const bench_config *cfg, ours_result *r, ly_tensor *inp
     snprintf(guess, sizeof guess, "%s/ref_parkour/input.npy", dir);
     if (strcmp(r->info.family, "nanodet") == 0)
         snprintf(guess, sizeof guess, "%s", DEFAULT_NANODET_INPUT);
-    if (file_exists(guess) && ly_npy_load(guess, input) == LY_OK) {
+    if (ly_cli_file_exists(guess) && ly_npy_load(guess, input) == LY_OK) {
         if (input_fits(input, r->imgsz)) {
             snprintf(r->input_desc, sizeof r->input_desc, "%s", guess);
             snprintf(r->input_file, sizeof r->input_file, "%s", guess);
@@ -359,7 +347,7 @@ static void choose_image(const bench_config *cfg, ours_result *r)
         snprintf(r->image, sizeof r->image, "%s", cfg->image_path);
         return;
     }
-    if (file_exists(DEFAULT_IMAGE)) {
+    if (ly_cli_file_exists(DEFAULT_IMAGE)) {
         snprintf(r->image, sizeof r->image, "%s", DEFAULT_IMAGE);
         return;
     }
@@ -367,7 +355,7 @@ static void choose_image(const bench_config *cfg, ours_result *r)
     char dir[PATH_MAX], guess[PATH_MAX + 32];
     dirname_of(cfg->model_path, dir, sizeof dir);
     snprintf(guess, sizeof guess, "%s/../images/parkour.jpg", dir);
-    if (file_exists(guess)) {
+    if (ly_cli_file_exists(guess)) {
         snprintf(r->image, sizeof r->image, "%s", guess);
         return;
     }
@@ -454,124 +442,6 @@ done:
 }
 
 /* ---- Peers ----------------------------------------------------------------------- */
-
-typedef struct captured {
-    char *out, *err;
-    size_t out_len, err_len;
-    int exit_code; /* -1: killed or did not exit normally */
-    bool timed_out;
-} captured;
-
-static void captured_free(captured *c)
-{
-    free(c->out);
-    free(c->err);
-    memset(c, 0, sizeof *c);
-}
-
-static bool append(char **buf, size_t *len, const char *data, size_t n)
-{
-    if (*len + n > MAX_OUTPUT) n = MAX_OUTPUT - *len;
-    char *grown = realloc(*buf, *len + n + 1);
-    if (!grown) return false;
-    memcpy(grown + *len, data, n);
-    *len += n;
-    grown[*len] = '\0';
-    *buf = grown;
-    return true;
-}
-
-/* Run argv (searched on PATH) with stdin from /dev/null, collecting stdout and
- * stderr. Returns 0, or an errno value when it could not be started. */
-static int run_capture(char *const argv[], int timeout_s, captured *c)
-{
-    memset(c, 0, sizeof *c);
-    c->exit_code = -1;
-    int out_pipe[2], err_pipe[2];
-    if (pipe(out_pipe) != 0) return errno;
-    if (pipe(err_pipe) != 0) {
-        int e = errno;
-        close(out_pipe[0]);
-        close(out_pipe[1]);
-        return e;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[1]);
-    pid_t pid;
-    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    if (e != 0) {
-        close(out_pipe[0]);
-        close(err_pipe[0]);
-        return e;
-    }
-    struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN},
-                            {.fd = err_pipe[0], .events = POLLIN}};
-    int open_fds = 2;
-    double deadline = ly_cli_now_s() + timeout_s;
-    char chunk[4096];
-    while (open_fds > 0) {
-        double left = deadline - ly_cli_now_s();
-        if (left <= 0) {
-            c->timed_out = true;
-            kill(pid, SIGKILL);
-            break;
-        }
-        int n = poll(fds, 2, (int)(left * 1000) + 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            kill(pid, SIGKILL);
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
-            if (got > 0) {
-                if (i == 0)
-                    append(&c->out, &c->out_len, chunk, (size_t)got);
-                else
-                    append(&c->err, &c->err_len, chunk, (size_t)got);
-            } else if (got == 0 || errno != EINTR) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (fds[i].fd >= 0) close(fds[i].fd);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!c->timed_out && WIFEXITED(status)) c->exit_code = WEXITSTATUS(status);
-    return 0;
-}
-
-/* The last non-empty line of a peer's stderr, for a one-line reason. */
-static void last_line(const char *text, char *out, size_t size)
-{
-    out[0] = '\0';
-    if (!text) return;
-    const char *end = text + strlen(text);
-    while (end > text && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
-        end--;
-    const char *start = end;
-    while (start > text && start[-1] != '\n')
-        start--;
-    size_t n = (size_t)(end - start);
-    if (n >= size) n = size - 1;
-    memcpy(out, start, n);
-    out[n] = '\0';
-}
 
 /* The value after "key": in a flat scan of a JSON text (our peers' keys are unique). */
 static const char *json_value(const char *json, const char *key)
@@ -665,9 +535,9 @@ static void peer_unavailable(peer_result *p, const char *fmt, ...)
 
 static void run_peer(peer_result *p, char *const argv[])
 {
-    captured c;
+    ly_cli_captured c;
     ly_cli_progress("bench: running the %s peer", p->label);
-    int e = run_capture(argv, PEER_TIMEOUT_S, &c);
+    int e = ly_cli_run_capture(argv, PEER_TIMEOUT_S, &c);
     ly_cli_progress_end();
     if (e != 0) {
         peer_unavailable(p, "cannot start %s: %s", argv[0], strerror(e));
@@ -675,7 +545,7 @@ static void run_peer(peer_result *p, char *const argv[])
     }
     p->json = first_json_object(c.out);
     char why[256];
-    last_line(c.err, why, sizeof why);
+    ly_cli_last_line(c.err, why, sizeof why);
     if (c.timed_out) {
         p->state = PEER_FAILED;
         snprintf(p->reason, sizeof p->reason, "timed out after %d s", PEER_TIMEOUT_S);
@@ -700,15 +570,15 @@ static void run_peer(peer_result *p, char *const argv[])
         else if (p->parity == 0)
             snprintf(p->reason, sizeof p->reason, "parity check failed: %s", why);
     }
-    captured_free(&c);
+    ly_cli_captured_free(&c);
 }
 
 static bool probe_ok(char *const argv[])
 {
-    captured c;
-    int e = run_capture(argv, PROBE_TIMEOUT_S, &c);
+    ly_cli_captured c;
+    int e = ly_cli_run_capture(argv, PROBE_TIMEOUT_S, &c);
     bool ok = e == 0 && c.exit_code == 0;
-    if (e == 0) captured_free(&c);
+    if (e == 0) ly_cli_captured_free(&c);
     return ok;
 }
 
@@ -734,9 +604,9 @@ static bool find_peers_dir(const bench_config *cfg, char *out, size_t size)
         if (!candidates[i] || !*candidates[i]) continue;
         char probe[PATH_MAX + 32];
         snprintf(probe, sizeof probe, "%s/ort_yolo9.js", candidates[i]);
-        bool has_ort = file_exists(probe);
+        bool has_ort = ly_cli_file_exists(probe);
         snprintf(probe, sizeof probe, "%s/torch_yolo9.py", candidates[i]);
-        if (has_ort || file_exists(probe)) {
+        if (has_ort || ly_cli_file_exists(probe)) {
             snprintf(out, size, "%s", candidates[i]);
             return true;
         }
@@ -779,25 +649,25 @@ static void run_ort(const bench_config *cfg, const char *dir, const ours_result 
 {
     char script[PATH_MAX + 32], module[PATH_MAX + 64], onnx[PATH_MAX];
     snprintf(script, sizeof script, "%s/ort_yolo9.js", dir);
-    snprintf(module, sizeof module, "%s/node_modules/onnxruntime-node", dir);
+    snprintf(module, sizeof module, "%s/node_modules/onnxruntime-node/package.json", dir);
     if (cfg->onnx_path)
         snprintf(onnx, sizeof onnx, "%s", cfg->onnx_path);
     else
         default_onnx(cfg->model_path, onnx, sizeof onnx);
     const char *node = getenv("LIBREYOLO_NODE");
     if (!node || !*node) node = "node";
-    if (!file_exists(script)) {
+    if (!ly_cli_file_exists(script)) {
         peer_unavailable(p, "%s not found", script);
         return;
     }
-    if (!file_exists(module)) {
+    if (!ly_cli_file_exists(module)) {
         peer_unavailable(p,
                          "onnxruntime-node is not installed (cd %s && "
                          "ONNXRUNTIME_NODE_INSTALL=skip npm install)",
                          dir);
         return;
     }
-    if (!file_exists(onnx)) {
+    if (!ly_cli_file_exists(onnx)) {
         peer_unavailable(p, "no ONNX model at %s (use --onnx PATH)", onnx);
         return;
     }
@@ -814,7 +684,7 @@ static void run_torch(const bench_config *cfg, const char *dir, const ours_resul
 {
     char script[PATH_MAX + 32];
     snprintf(script, sizeof script, "%s/torch_yolo9.py", dir);
-    if (!file_exists(script)) {
+    if (!ly_cli_file_exists(script)) {
         peer_unavailable(p, "%s not found", script);
         return;
     }
@@ -1186,7 +1056,7 @@ int ly_cli_bench_model(int argc, char **argv)
         print_usage(stderr);
         return 2;
     }
-    if (cfg.image_path && !file_exists(cfg.image_path)) {
+    if (cfg.image_path && !ly_cli_file_exists(cfg.image_path)) {
         fprintf(stderr, "libreyolo bench model: --image %s: no such file\n", cfg.image_path);
         return 2;
     }
