@@ -39,7 +39,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #define DEFAULT_RUNS 20
 #define DEFAULT_WARMUP 3
 #define DEFAULT_CORE_GFLOPS 93.0 /* one core's fp32 FMA peak on the project's reference VM */
@@ -87,7 +86,6 @@ static void print_usage(FILE *to)
         "as \"not available\", not as errors.\n",
         to);
 }
-
 
 static bool parse_positive(const char *s, double *out)
 {
