@@ -8,6 +8,7 @@
  * needs plausible (and deliberately implausible) operands, not the oracle's.
  */
 #include "kernels/check.h"
+#include "kernels/check_rng.h"
 
 #include "core/core.h"
 
@@ -21,46 +22,7 @@
 
 /* ---- Deterministic randomness (splitmix64) -------------------------------------- */
 
-typedef struct rng {
-    uint64_t state;
-} rng;
-
-static uint64_t rng_next(rng *r)
-{
-    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(rng *r, uint64_t n)
-{
-    return n ? rng_next(r) % n : 0;
-}
-
-/* Uniform in [0, 1). */
-static double rng_unit(rng *r)
-{
-    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-static float rng_normal(rng *r)
-{
-    double u1 = rng_unit(r), u2 = rng_unit(r);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
-static uint64_t fnv1a(const char *a, const char *b)
-{
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (const char *s = a; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    h = (h ^ '|') * 0x100000001B3ull;
-    for (const char *s = b; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    return h;
-}
+typedef ly_check_rng rng;
 
 static uint32_t f32_bits(float x)
 {
@@ -201,7 +163,7 @@ static const char *const dist_names[DIST_COUNT] = {"normal", "outliers", "tiny",
 
 static float random_sign(rng *r, float v)
 {
-    return (rng_next(r) & 1) ? -v : v;
+    return (ly_check_rng_next(r) & 1) ? -v : v;
 }
 
 static void fill_f32(float *p, int64_t n, dist d, rng *r, const value_tables *t)
@@ -209,28 +171,28 @@ static void fill_f32(float *p, int64_t n, dist d, rng *r, const value_tables *t)
     switch (d) {
     case DIST_NORMAL:
         for (int64_t i = 0; i < n; i++)
-            p[i] = rng_normal(r);
+            p[i] = ly_check_rng_normal(r);
         break;
     case DIST_OUTLIERS:
         for (int64_t i = 0; i < n; i++) {
-            p[i] = rng_normal(r);
-            if (rng_below(r, 64) == 0) p[i] *= 1000.0f;
+            p[i] = ly_check_rng_normal(r);
+            if (ly_check_rng_below(r, 64) == 0) p[i] *= 1000.0f;
         }
         break;
     case DIST_TINY:
         /* Mostly subnormal, some smallest normals, a few exact zeros. */
         for (int64_t i = 0; i < n; i++) {
-            p[i] = (float)((rng_unit(r) * 2.0 - 1.0) * 2.5e-38);
-            if (rng_below(r, 97) == 0) p[i] = 0.0f;
+            p[i] = (float)((ly_check_rng_unit(r) * 2.0 - 1.0) * 2.5e-38);
+            if (ly_check_rng_below(r, 97) == 0) p[i] = 0.0f;
         }
         break;
     case DIST_EDGE:
         for (int64_t i = 0; i < n; i++) {
-            uint64_t pick = rng_below(r, 8);
+            uint64_t pick = ly_check_rng_below(r, 8);
             if (pick == 0)
-                p[i] = rng_normal(r);
+                p[i] = ly_check_rng_normal(r);
             else
-                p[i] = random_sign(r, t->edge[rng_below(r, (uint64_t)t->n_edge)]);
+                p[i] = random_sign(r, t->edge[ly_check_rng_below(r, (uint64_t)t->n_edge)]);
         }
         break;
     case DIST_MIDPOINTS:
@@ -239,19 +201,19 @@ static void fill_f32(float *p, int64_t n, dist d, rng *r, const value_tables *t)
          * E2M1 blocks carry +-6*2^k so an MXFP4/NVFP4 scale lands on 2^k. */
         for (int64_t b = 0; b < n; b += 16) {
             int64_t end = b + 16 < n ? b + 16 : n;
-            uint64_t type = rng_below(r, 3);
+            uint64_t type = ly_check_rng_below(r, 3);
             int k;
             for (int64_t i = b; i < end; i++) {
                 float v;
                 if (type == 0) {
-                    k = (int)rng_below(r, 17) - 8;
-                    v = i == b ? 6.0f : t->e2m1[rng_below(r, (uint64_t)t->n_e2m1)];
+                    k = (int)ly_check_rng_below(r, 17) - 8;
+                    v = i == b ? 6.0f : t->e2m1[ly_check_rng_below(r, (uint64_t)t->n_e2m1)];
                 } else if (type == 1) {
-                    k = (int)rng_below(r, 7) - 3;
-                    v = t->e4m3[rng_below(r, (uint64_t)t->n_e4m3)];
+                    k = (int)ly_check_rng_below(r, 7) - 3;
+                    v = t->e4m3[ly_check_rng_below(r, (uint64_t)t->n_e4m3)];
                 } else {
-                    k = (int)rng_below(r, 5) - 2;
-                    v = t->ties[rng_below(r, (uint64_t)t->n_ties)];
+                    k = (int)ly_check_rng_below(r, 5) - 2;
+                    v = t->ties[ly_check_rng_below(r, (uint64_t)t->n_ties)];
                 }
                 p[i] = random_sign(r, ldexpf(v, k));
             }
@@ -547,9 +509,9 @@ static void perturb_scales(float *scale, int64_t n, bool edge, rng *r, const val
     for (int64_t i = 0; i < n; i++) {
         float s = scale[i];
         if (!(s >= 1e-12f)) s = 1.0f;
-        if (rng_below(r, 4) == 0) s = ldexpf(1.0f, (int)rng_below(r, 9) - 4);
-        if (edge && rng_below(r, 2) == 0)
-            s = t->bad_scales[rng_below(r, (uint64_t)t->n_bad_scales)];
+        if (ly_check_rng_below(r, 4) == 0) s = ldexpf(1.0f, (int)ly_check_rng_below(r, 9) - 4);
+        if (edge && ly_check_rng_below(r, 2) == 0)
+            s = t->bad_scales[ly_check_rng_below(r, (uint64_t)t->n_bad_scales)];
         scale[i] = s;
     }
 }
@@ -570,7 +532,7 @@ static int64_t pick_in_features(int mode, int64_t cols, int64_t padded, rng *r)
     case 3:
         return 1;
     default:
-        return padded > 0 ? 1 + (int64_t)rng_below(r, (uint64_t)padded) : 0;
+        return padded > 0 ? 1 + (int64_t)ly_check_rng_below(r, (uint64_t)padded) : 0;
     }
 }
 
@@ -635,7 +597,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
     }
     if (variant[0]) append(c->name, sizeof c->name, " %s", variant);
     if (s->ordinal & 1) append(c->name, sizeof c->name, " misaligned");
-    r.state = fnv1a(slot, c->name);
+    r.state = ly_check_seed(slot, c->name);
 
     if (is_unpack(s->kind)) {
         bool nv = s->kind == K_UNPACK_NVFP4;
@@ -648,7 +610,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
         uint8_t *payload = add_input(c, 0, LY_U8, 2, pshape);
         if (!payload) return;
         for (int64_t i = 0; i < rows * payload_cols; i++)
-            payload[i] = (uint8_t)rng_next(&r);
+            payload[i] = (uint8_t)ly_check_rng_next(&r);
         int64_t sshape[2] = {rows, ng};
         int in_mode = nv ? s->variant / 9 : s->variant / 8;
         c->params.in_features = pick_in_features(in_mode, cols, ng * g, &r);
@@ -668,7 +630,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
             uint8_t *codes = add_input(c, 1, LY_F8E4M3, 2, sshape);
             if (!codes) return;
             for (int64_t i = 0; i < rows * ng; i++)
-                codes[i] = bs_mode == 0 ? (uint8_t)(i * 167 % 256) : (uint8_t)rng_next(&r);
+                codes[i] = bs_mode == 0 ? (uint8_t)(i * 167 % 256) : (uint8_t)ly_check_rng_next(&r);
         } else {
             float *bscale = add_input(c, 1, LY_F32, 2, sshape);
             if (!bscale) return;
@@ -679,9 +641,10 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
         }
         float *amax = add_input(c, 2, LY_F32, 1, (int64_t[]){1});
         if (!amax) return;
-        amax[0] = amax_mode == 0   ? 2688.0f
-                  : amax_mode == 1 ? fabsf(rng_normal(&r)) * 100.0f
-                                   : t->bad_scales[rng_below(&r, (uint64_t)t->n_bad_scales)];
+        amax[0] = amax_mode == 0 ? 2688.0f
+                  : amax_mode == 1
+                      ? fabsf(ly_check_rng_normal(&r)) * 100.0f
+                      : t->bad_scales[ly_check_rng_below(&r, (uint64_t)t->n_bad_scales)];
         return;
     }
 
@@ -753,7 +716,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
                 {-1e30f, 1e30f}, {-1e-45f, 0.0f}, {-FLT_MAX, FLT_MAX},   {-127.5f, 127.5f},
                 {-0.0f, 1e-38f}, {-255.0f, 0.0f},
             };
-            uint64_t k = rng_below(&r, sizeof pairs / sizeof pairs[0]);
+            uint64_t k = ly_check_rng_below(&r, sizeof pairs / sizeof pairs[0]);
             *lo = pairs[k][0];
             *hi = pairs[k][1];
         }
@@ -801,9 +764,10 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
     case K_NVFP4_WEIGHT: {
         float *amax = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1});
         if (!amax) return;
-        amax[0] = s->variant == 0   ? amax_nan(x, numel)
-                  : s->variant == 1 ? 2688.0f
-                                    : t->bad_scales[rng_below(&r, (uint64_t)t->n_bad_scales)];
+        amax[0] = s->variant == 0 ? amax_nan(x, numel)
+                  : s->variant == 1
+                      ? 2688.0f
+                      : t->bad_scales[ly_check_rng_below(&r, (uint64_t)t->n_bad_scales)];
         break;
     }
     default:
@@ -1243,7 +1207,8 @@ static ly_status check_slot(const char *slot, const ly_check_options *opt,
 {
     if (strncmp(slot, "ms_deform_attn", 14) == 0)
         return ly_check_msda_slot(slot, opt, report, user, n_matched);
-    if (strncmp(slot, "sdpa", 4) == 0) return ly_check_sdpa_slot(slot, opt, report, user, n_matched);
+    if (strncmp(slot, "sdpa", 4) == 0)
+        return ly_check_sdpa_slot(slot, opt, report, user, n_matched);
     if (ly_check_is_nn_slot(slot)) return ly_check_nn_slot(slot, opt, report, user, n_matched);
     impl_listing listing = {0};
     ly_status st = ly_kernel_list(slot, on_listed, &listing);

@@ -20,6 +20,7 @@
 #include "kernels/attention/check_common.h"
 #include "kernels/attention/msda_internal.h"
 #include "kernels/check.h"
+#include "kernels/check_rng.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -91,26 +92,11 @@ static bool wanted(const shape_def *s, const variant *v, ly_check_size size)
 
 /* ---- Deterministic data ---------------------------------------------------------- */
 
-typedef struct rng {
-    uint64_t state;
-} rng;
-
-static uint64_t rng_next(rng *r)
-{
-    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+typedef ly_check_rng rng;
 
 static float rng_unit(rng *r) /* [0, 1) */
 {
-    return (float)(rng_next(r) >> 40) * 0x1p-24f;
-}
-
-static uint64_t rng_below(rng *r, uint64_t n)
-{
-    return rng_next(r) % n;
+    return (float)(ly_check_rng_next(r) >> 40) * 0x1p-24f;
 }
 
 /* Roughly normal (a sum of four uniforms), cheap enough for megabytes. */
@@ -119,29 +105,18 @@ static float rng_normalish(rng *r)
     return (rng_unit(r) + rng_unit(r) + rng_unit(r) + rng_unit(r) - 2.0f) * 1.7f;
 }
 
-static uint64_t fnv1a(const char *a, const char *b)
-{
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (const char *s = a; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    h = (h ^ '|') * 0x100000001B3ull;
-    for (const char *s = b; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    return h;
-}
-
 static float special_value(rng *r)
 {
     static const float table[] = {NAN,     INFINITY, -INFINITY, 1e30f,   -3e38f,  0x1p-140f,
                                   -1e-45f, 0.0f,     -0.0f,     FLT_MIN, 65504.0f};
-    return table[rng_below(r, sizeof table / sizeof table[0])];
+    return table[ly_check_rng_below(r, sizeof table / sizeof table[0])];
 }
 
 static void fill_values(float *p, int64_t n, val_kind k, rng *r)
 {
     for (int64_t i = 0; i < n; i++) {
         p[i] = rng_normalish(r);
-        if (k == VAL_SPECIAL && rng_below(r, 16) == 0) p[i] = special_value(r);
+        if (k == VAL_SPECIAL && ly_check_rng_below(r, 16) == 0) p[i] = special_value(r);
     }
 }
 
@@ -150,11 +125,11 @@ static float pick_loc(loc_kind k, int64_t size, rng *r)
 {
     if (k == LOC_EDGE) {
         static const float xs[6] = {-1.0f, -0.5f, 0.0f, 0.0f, 0.5f, 1.0f}; /* + size for 3..5 */
-        int e = (int)rng_below(r, 7);
+        int e = (int)ly_check_rng_below(r, 7);
         if (e == 6) return rng_unit(r);
         float x = xs[e] + (e >= 3 ? (float)size - 1.0f : 0.0f);
         float loc = (x + 0.5f) / (float)size;
-        uint64_t nudge = rng_below(r, 4);
+        uint64_t nudge = ly_check_rng_below(r, 4);
         if (nudge == 1) loc = nextafterf(loc, -INFINITY);
         if (nudge == 2) loc = nextafterf(loc, INFINITY);
         return loc;
@@ -162,7 +137,8 @@ static float pick_loc(loc_kind k, int64_t size, rng *r)
     if (k == LOC_OUTSIDE) {
         static const float far[] = {1e10f, -1e10f, INFINITY, -INFINITY, NAN,   -0.0f, 0.0f,
                                     1.0f,  3e38f,  -3e38f,   1e-40f,    -2.0f, 9.5f};
-        if (rng_below(r, 4) == 0) return far[rng_below(r, sizeof far / sizeof far[0])];
+        if (ly_check_rng_below(r, 4) == 0)
+            return far[ly_check_rng_below(r, sizeof far / sizeof far[0])];
         return rng_unit(r) * 3.0f - 1.0f;
     }
     return rng_unit(r) * 1.1f - 0.05f;
@@ -250,7 +226,7 @@ static bool materialize(mcase *c, const char *slot)
     snprintf(c->name, sizeof c->name, "%s %s loc=%s values=%s%s", s->name,
              v->mode == LY_MSDA_DISCRETE ? "discrete" : "bilinear", loc_names[v->loc],
              val_names[v->val], c->misaligned ? " misaligned" : "");
-    rng r = {fnv1a(slot, c->name)};
+    rng r = {ly_check_seed(slot, c->name)};
     c->params = (ly_kernel_params){.mode = v->mode};
     int base = c->backward ? 1 : 0;
 
@@ -301,7 +277,7 @@ static bool materialize(mcase *c, const char *slot)
         }
         for (int64_t i = 0; i < K; i++) {
             a[i] /= sum;
-            if (v->val == VAL_SPECIAL && rng_below(&r, 16) == 0) a[i] = special_value(&r);
+            if (v->val == VAL_SPECIAL && ly_check_rng_below(&r, 16) == 0) a[i] = special_value(&r);
         }
     }
     if (c->backward) {

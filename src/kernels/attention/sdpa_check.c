@@ -13,6 +13,7 @@
 #include "kernels/attention/check_common.h"
 #include "kernels/attention/sdpa_internal.h"
 #include "kernels/check.h"
+#include "kernels/check_rng.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -21,37 +22,6 @@
 #include <stdlib.h>
 
 /* ---- randomness (splitmix64, seeded from the case name) -------------------------------- */
-
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double next_unit(uint64_t *s)
-{
-    return (double)(next_u64(s) >> 11) * 0x1.0p-53;
-}
-
-static float next_normal(uint64_t *s)
-{
-    double u1 = next_unit(s), u2 = next_unit(s);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
-static uint64_t seed_of(const char *a, const char *b)
-{
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (const char *s = a; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    h = (h ^ '|') * 0x100000001B3ull;
-    for (const char *s = b; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    return h;
-}
 
 /* ---- the case list ------------------------------------------------------------------ */
 
@@ -225,24 +195,24 @@ static void case_free(sdpa_case *c)
     }
 }
 
-static float hostile(uint64_t *r)
+static float hostile(ly_check_rng *r)
 {
     static const float values[] = {NAN,  INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1e30f,  -1e30f,
                                    0.0f, -0.0f,    1e-45f,    FLT_MIN, 88.0f,    -88.0f, 1e4f};
-    return values[next_u64(r) % (sizeof values / sizeof values[0])];
+    return values[ly_check_rng_next(r) % (sizeof values / sizeof values[0])];
 }
 
-static void fill_values(float *x, int64_t n, value_kind kind, float gain, uint64_t *r)
+static void fill_values(float *x, int64_t n, value_kind kind, float gain, ly_check_rng *r)
 {
     for (int64_t i = 0; i < n; i++) {
-        float v = next_normal(r);
+        float v = ly_check_rng_normal(r);
         switch (kind) {
         case V_PEAKY:
             v *= 30.0f * gain; /* most softmax terms underflow; sums near 1 */
             break;
         case V_EDGE:
             v *= gain;
-            if (next_u64(r) % 97 == 0) v = hostile(r);
+            if (ly_check_rng_next(r) % 97 == 0) v = hostile(r);
             break;
         case V_TINY:
             v *= 1e-39f; /* subnormal operands and products */
@@ -255,13 +225,13 @@ static void fill_values(float *x, int64_t n, value_kind kind, float gain, uint64
     }
 }
 
-static void fill_mask(float *m, int64_t n, int64_t row_len, int kind, uint64_t *r)
+static void fill_mask(float *m, int64_t n, int64_t row_len, int kind, ly_check_rng *r)
 {
     for (int64_t i = 0; i < n; i++) {
-        uint64_t u = next_u64(r);
+        uint64_t u = ly_check_rng_next(r);
         switch (kind) {
         case 0: /* normal */
-            m[i] = next_normal(r);
+            m[i] = ly_check_rng_normal(r);
             break;
         case 1: /* 0 / -100 */
             m[i] = u % 3 == 0 ? -100.0f : 0.0f;
@@ -273,14 +243,14 @@ static void fill_mask(float *m, int64_t n, int64_t row_len, int kind, uint64_t *
             m[i] = u % 2 ? -FLT_MAX : 0.0f;
             break;
         default: /* -inf rows: whole rows of -inf */
-            m[i] = ((i / (row_len ? row_len : 1)) % 3 == 1) ? -INFINITY : next_normal(r);
+            m[i] = ((i / (row_len ? row_len : 1)) % 3 == 1) ? -INFINITY : ly_check_rng_normal(r);
             break;
         }
     }
 }
 
 static void add_mask(sdpa_case *c, int index, mask_kind kind, const shape *s, bool misaligned,
-                     uint64_t *r)
+                     ly_check_rng *r)
 {
     int64_t dims[4];
     int ndim = 4;
@@ -339,7 +309,7 @@ static void add_mask(sdpa_case *c, int index, mask_kind kind, const shape *s, bo
         uint8_t *m = add_input(c, index, LY_U8, ndim, dims, misaligned);
         if (!m) return;
         for (int64_t i = 0; i < n; i++) {
-            uint64_t u = next_u64(r) % 5;
+            uint64_t u = ly_check_rng_next(r) % 5;
             m[i] = kind == M_BOOL_K ? (uint8_t)(u * 60) : (uint8_t)(u < 2);
         }
         return;
@@ -357,7 +327,7 @@ static void materialize(sdpa_case *c, const char *slot, const case_spec *spec)
              "] %s mask=%s scale=%s%s",
              s->name, s->B, s->H, s->Nq, s->Nk, s->d, s->dv, value_names[spec->values],
              mask_names[spec->mask], scale_names[spec->scale], mis ? " misaligned" : "");
-    uint64_t r = seed_of(slot, c->name);
+    ly_check_rng r = {ly_check_seed(slot, c->name)};
     c->params = (ly_kernel_params){0};
     c->params.attn_scale = scales[spec->scale];
     int64_t qs[4] = {s->B, s->H, s->Nq, s->d}, ks[4] = {s->B, s->H, s->Nk, s->d},
