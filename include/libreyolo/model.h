@@ -44,7 +44,7 @@ typedef struct ly_model_info {
     const char *size;   /* "t", "s", "m", "c" */
     const char *task;   /* "detect" */
     int64_t nc;
-    int64_t imgsz;      /* square input size the checkpoint was made for */
+    int64_t imgsz;            /* square input size the checkpoint was made for */
     const char *const *names; /* nc entries */
     /* What predict uses for options left at "model default". */
     float default_conf, default_iou;
@@ -58,10 +58,10 @@ LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
  * (ly_model_info): YOLO9 conf 0.25, IoU 0.45, max_det 300; NanoDet conf 0.35,
  * IoU 0.6, max_det 100. */
 typedef struct ly_predict_options {
-    float conf;      /* score threshold; < 0: the model's default */
-    float iou;       /* NMS IoU threshold; < 0: the model's default */
-    int max_det;     /* <= 0: the model's default */
-    int imgsz;       /* 0: the model's */
+    float conf;         /* score threshold; < 0: the model's default */
+    float iou;          /* NMS IoU threshold; < 0: the model's default */
+    int max_det;        /* <= 0: the model's default */
+    int imgsz;          /* 0: the model's */
     const int *classes; /* keep only these class ids (NULL: all) */
     size_t n_classes;
 } ly_predict_options;

@@ -8,24 +8,26 @@
 
 static void print_usage(FILE *to)
 {
-    fputs("usage: libreyolo [--version] [--help] <command> [<args>]\n"
-          "\n"
-          "commands:\n"
-          "  kernels [--all] [--json]     show which implementation serves each kernel slot\n"
-          "  kernels check [...]          run every implementation against the reference\n"
-          "  kernels run SLOT [...]       run one slot on .npy inputs\n"
-          "  bench kernels [...]          measure every quant kernel implementation\n"
-          "  bench conv [...]             time every conv2d provider on LibreYOLO9t's convolutions\n"
-          "  bench model --model M [...]  latency, load time and memory, against ONNX Runtime and PyTorch\n"
-          "  predict --source P [--model M] detect objects in images (default model: nanodet)\n"
-          "  run --model M --input X.npy  run the network alone, write its outputs\n"
-          "  info --model M               what a checkpoint holds\n"
-          "  fetch NAME | --list          install a named model (nanodet) into the cache\n"
-          "  export --model M --format F  write an ExecuTorch program (.pte) and its sidecar\n"
-          "  formats [--family F]         which export formats each family supports\n"
-          "\n"
-          "Run `libreyolo <command> --help` for a command's options.\n",
-          to);
+    fputs(
+        "usage: libreyolo [--version] [--help] <command> [<args>]\n"
+        "\n"
+        "commands:\n"
+        "  kernels [--all] [--json]     show which implementation serves each kernel slot\n"
+        "  kernels check [...]          run every implementation against the reference\n"
+        "  kernels run SLOT [...]       run one slot on .npy inputs\n"
+        "  bench kernels [...]          measure every quant kernel implementation\n"
+        "  bench conv [...]             time every conv2d provider on LibreYOLO9t's convolutions\n"
+        "  bench model --model M [...]  latency, load time and memory, against ONNX Runtime and "
+        "PyTorch\n"
+        "  predict --source P [--model M] detect objects in images (default model: nanodet)\n"
+        "  run --model M --input X.npy  run the network alone, write its outputs\n"
+        "  info --model M               what a checkpoint holds\n"
+        "  fetch NAME | --list          install a named model (nanodet) into the cache\n"
+        "  export --model M --format F  write an ExecuTorch program (.pte) and its sidecar\n"
+        "  formats [--family F]         which export formats each family supports\n"
+        "\n"
+        "Run `libreyolo <command> --help` for a command's options.\n",
+        to);
 }
 
 int main(int argc, char **argv)

@@ -26,9 +26,9 @@ typedef struct ly_model_desc {
     char size[16];
     char task[16];
     int64_t nc;
-    int64_t imgsz;          /* default (square) input size */
-    int64_t stride;         /* inputs must be multiples of this; 0: only imgsz */
-    char **names;           /* nc strings, "" where unknown */
+    int64_t imgsz;  /* default (square) input size */
+    int64_t stride; /* inputs must be multiples of this; 0: only imgsz */
+    char **names;   /* nc strings, "" where unknown */
     float default_conf, default_iou;
     int default_max_det;
 } ly_model_desc;

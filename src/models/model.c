@@ -218,9 +218,8 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
             return ly_set_error(LY_E_INVALID_ARGUMENT,
                                 "%s: imgsz %lld: expected a positive multiple of %lld", fn,
                                 (long long)size, (long long)m->d.stride);
-        return ly_set_error(LY_E_INVALID_ARGUMENT,
-                            "%s: imgsz %lld: this %s model takes only %lld", fn, (long long)size,
-                            m->d.family->name, (long long)m->d.imgsz);
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: imgsz %lld: this %s model takes only %lld",
+                            fn, (long long)size, m->d.family->name, (long long)m->d.imgsz);
     }
     resolved->imgsz = (int)size;
     for (size_t i = 0; i < o->n_classes; i++)
