@@ -23,6 +23,7 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
+#include "kernels/nn/providers.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/io.h"
 #include "libreyolo/nn.h"
@@ -36,6 +37,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #define FIXTURE LY_SHARED_DIR "/testdata/yolo9"
 
@@ -815,6 +820,153 @@ static void test_yolo9_fixture_parity(void **state)
     ly_yolo9_free(net);
 }
 
+/* Copies of every conv's weights as the walk API gives them, and where they live. */
+typedef struct weight_copies {
+    int count;
+    float **data;
+    const void **where;
+    size_t *bytes;
+} weight_copies;
+
+static void copy_weights(ly_graph *g, weight_copies *c)
+{
+    int n = ly_graph_node_count(g);
+    c->count = 0;
+    c->data = calloc((size_t)n, sizeof *c->data);
+    c->where = calloc((size_t)n, sizeof *c->where);
+    c->bytes = calloc((size_t)n, sizeof *c->bytes);
+    assert_true(c->data && c->where && c->bytes);
+    for (int i = 0; i < n; i++) {
+        ly_graph_node_info info;
+        assert_int_equal(ly_graph_node_at(g, i, &info), LY_OK);
+        if (info.op != LY_GRAPH_OP_CONV2D) continue;
+        size_t bytes = (size_t)ly_tensor_numel(info.weight) * sizeof(float);
+        c->data[c->count] = malloc(bytes);
+        assert_non_null(c->data[c->count]);
+        memcpy(c->data[c->count], info.weight->data, bytes);
+        c->where[c->count] = info.weight->data;
+        c->bytes[c->count++] = bytes;
+    }
+}
+
+/* Resident pages of the copied weights (mincore), -1 where not measurable. */
+static long resident_weight_pages(const weight_copies *c, long *total)
+{
+    *total = 0;
+#ifdef __linux__
+    long page = sysconf(_SC_PAGESIZE), resident = 0;
+    for (int i = 0; i < c->count; i++) {
+        if ((uintptr_t)c->where[i] % (uintptr_t)page != 0) continue;
+        size_t pages = (c->bytes[i] + (size_t)page - 1) / (size_t)page;
+        *total += (long)pages;
+        unsigned char *vec = malloc(pages);
+        assert_non_null(vec);
+        assert_int_equal(mincore((void *)c->where[i], pages * (size_t)page, vec), 0);
+        for (size_t p = 0; p < pages; p++)
+            resident += vec[p] & 1;
+        free(vec);
+    }
+    return resident;
+#else
+    (void)c;
+    return -1;
+#endif
+}
+
+static void expect_weights_unchanged(ly_graph *g, const weight_copies *c)
+{
+    int k = 0;
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info info;
+        assert_int_equal(ly_graph_node_at(g, i, &info), LY_OK);
+        if (info.op != LY_GRAPH_OP_CONV2D) continue;
+        assert_true(k < c->count);
+        assert_ptr_equal(info.weight->data, c->where[k]);
+        if (memcmp(info.weight->data, c->data[k], c->bytes[k]) != 0)
+            fail_msg("conv node %d (%s): weights not restored bit for bit", i, info.name);
+        k++;
+    }
+    assert_int_equal(k, c->count);
+}
+
+static void free_copies(weight_copies *c)
+{
+    for (int i = 0; i < c->count; i++)
+        free(c->data[i]);
+    free(c->data);
+    free(c->where);
+    free(c->bytes);
+}
+
+/* Weights the blocked provider packed give their pages back after a run
+ * (graph.c, release_weights) and come back exactly whenever they may be read:
+ * on another provider (LIBREYOLO_KERNELS=reference, as when capturing for
+ * export), at another thread count, and through the walk API, which export
+ * lowers from. Outputs stay within the parity gates on every path. */
+static void test_yolo9_released_weights_restore(void **state)
+{
+    (void)state;
+    if (!have_file(FIXTURE "/LibreYOLO9t_seed0.pt")) {
+        print_message("skipped: the fixture " FIXTURE " is absent\n");
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(FIXTURE "/LibreYOLO9t_seed0.pt", &ck) != LY_OK)
+        fail_msg("open: %s", ly_last_error());
+    ly_yolo9 *net;
+    if (ly_yolo9_build(ck, &net) != LY_OK) fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+    weight_copies copies;
+    copy_weights(net->graph, &copies); /* the checkpoint's folded weights, before any run */
+
+    ly_tensor input, refs[LY_YOLO9_OUTPUTS];
+    static const char *files[LY_YOLO9_OUTPUTS] = {"predictions", "raw_p3", "raw_p4", "raw_p5"};
+    assert_int_equal(ly_npy_load(FIXTURE "/ref_parkour/input.npy", &input), LY_OK);
+    for (int i = 0; i < LY_YOLO9_OUTPUTS; i++) {
+        char path[512];
+        snprintf(path, sizeof path, FIXTURE "/ref_parkour/%s.npy", files[i]);
+        assert_int_equal(ly_npy_load(path, &refs[i]), LY_OK);
+    }
+    /* Default (blocked where oneDNN is), 1 thread, 2 threads, blocked again,
+     * then the reference: each run's outputs against LibreYOLO's. */
+    static const struct {
+        const char *kernels;
+        int threads;
+    } runs[] = {{"", 1}, {"", 2}, {"", 1}, {"reference", 1}};
+    int n_runs = 4;
+#ifdef LY_SANITIZED
+    n_runs = 3; /* the reference conv is minutes under ASan */
+#endif
+    bool blocked = ly_nn_blocked_conv(NULL, NULL) != NULL;
+    for (int r = 0; r < n_runs; r++) {
+        setenv("LIBREYOLO_KERNELS", runs[r].kernels, 1);
+        ly_tensor out[LY_YOLO9_OUTPUTS];
+        const char *names[LY_YOLO9_OUTPUTS];
+        if (ly_yolo9_forward(net, &input, runs[r].threads, out, names) != LY_OK)
+            fail_msg("forward (run %d): %s", r, ly_last_error());
+        for (int i = 0; i < LY_YOLO9_OUTPUTS; i++) {
+            error_figures e = compare(&out[i], &refs[i]);
+            if (!(e.rms_rel <= 1e-3 && e.max_rel <= 5e-3))
+                fail_msg("run %d (%s, %d threads) %s: rms_rel %.3g max_rel %.3g", r,
+                         runs[r].kernels, runs[r].threads, files[i], e.rms_rel, e.max_rel);
+        }
+        long total, resident = resident_weight_pages(&copies, &total);
+        if (verbose()) printf("run %d: %ld of %ld weight pages resident\n", r, resident, total);
+        /* Some stay: convs off the blocked path, and those oneDNN reads in place. */
+        if (blocked && !runs[r].kernels[0] && resident >= 0 && resident * 4 > total)
+            fail_msg("run %d: %ld of %ld weight pages still resident after a blocked run", r,
+                     resident, total);
+        if (r == 0) expect_weights_unchanged(net->graph, &copies); /* walk restores */
+    }
+    setenv("LIBREYOLO_KERNELS", "", 1);
+    expect_weights_unchanged(net->graph, &copies);
+    free_copies(&copies);
+    ly_npy_free(&input);
+    for (int i = 0; i < LY_YOLO9_OUTPUTS; i++)
+        ly_npy_free(&refs[i]);
+    ly_yolo9_free(net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -826,6 +978,7 @@ int main(void)
         cmocka_unit_test(test_yolo9_synthetic_and_key_errors),
         cmocka_unit_test(test_yolo9_other_sizes),
         cmocka_unit_test(test_yolo9_fixture_parity),
+        cmocka_unit_test(test_yolo9_released_weights_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,10 +413,12 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
     if (rc) goto done;
 
     /* The input buffer is ours, not the model's: measure around it. */
+    /* Walked before any run: the walk hands out weight pointers, so after
+     * runs it would bring back weights the graph released (graph.c). */
+    r->graph_gflop = graph_gflop(m);
     double rss_before_runs = rss_now_mib();
     rc = time_network(m, input, cfg, &r->run);
     if (rc) goto done;
-    r->graph_gflop = graph_gflop(m);
     r->rss_model_after_warmup_mib = r->rss_model_after_load_mib + rss_now_mib() - rss_before_runs;
 
     choose_image(cfg, r);

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 typedef enum value_kind {
     VALUE_INPUT, /* external: the caller's buffer */
@@ -51,7 +54,8 @@ typedef struct node {
     void *custom_ctx;
     size_t scratch_bytes;
     int32_t scratch_buffer;
-    unsigned layout; /* conv2d: LY_NN_*_BLOCKED bits; nonzero runs the blocked provider */
+    unsigned layout;           /* conv2d: LY_NN_*_BLOCKED bits; nonzero runs the blocked provider */
+    ly_nn_conv_weights packed; /* conv2d: the blocked provider's copy of the weights */
 } node;
 
 typedef struct buffer {
@@ -120,6 +124,23 @@ static char *copy_string(const char *s)
 static size_t align_up(size_t n)
 {
     return (n + LY_GRAPH_ALIGN - 1) / LY_GRAPH_ALIGN * LY_GRAPH_ALIGN;
+}
+
+/* Constants of at least a page are page-aligned and sized in whole pages, so
+ * that a conv's weights can give their pages back (release_weights) without
+ * touching a neighbour's. */
+#define CONSTANT_PAGE 4096
+
+static size_t constant_bytes(int64_t numel, size_t *alignment)
+{
+    size_t bytes = align_up((size_t)numel * sizeof(float));
+    if (bytes == 0) bytes = LY_GRAPH_ALIGN;
+    *alignment = LY_GRAPH_ALIGN;
+    if (bytes >= CONSTANT_PAGE) {
+        bytes = (bytes + CONSTANT_PAGE - 1) / CONSTANT_PAGE * CONSTANT_PAGE;
+        *alignment = CONSTANT_PAGE;
+    }
+    return bytes;
 }
 
 static bool valid_value(const ly_graph *g, ly_graph_value v)
@@ -200,8 +221,10 @@ ly_status ly_graph_create(ly_graph **out)
 void ly_graph_free(ly_graph *g)
 {
     if (!g) return;
+    const ly_nn_blocked_conv_provider *provider = ly_nn_blocked_conv(NULL, NULL);
     for (size_t i = 0; i < g->n_nodes; i++) {
         free(g->nodes[i].name);
+        if (g->nodes[i].packed.keeper && provider) provider->forget(&g->nodes[i].packed);
         if (g->nodes[i].op == LY_GRAPH_OP_CUSTOM && g->nodes[i].custom.destroy)
             g->nodes[i].custom.destroy(g->nodes[i].custom_ctx);
     }
@@ -268,9 +291,9 @@ ly_status ly_graph_constant(ly_graph *g, int ndim, const int64_t *shape, ly_tens
         free(t);
         return st;
     }
-    size_t bytes = align_up((size_t)ly_tensor_numel(t) * sizeof(float));
-    if (bytes == 0) bytes = LY_GRAPH_ALIGN;
-    t->data = aligned_alloc(LY_GRAPH_ALIGN, bytes);
+    size_t alignment;
+    size_t bytes = constant_bytes(ly_tensor_numel(t), &alignment);
+    t->data = aligned_alloc(alignment, bytes);
     if (!t->data ||
         !grow((void **)&g->constants, &g->cap_constants, g->n_constants + 1, sizeof(ly_tensor *))) {
         free(t->data);
@@ -846,12 +869,12 @@ static ly_status place_buffers(ly_graph *g)
  * provider that has the blocked entry (LIBREYOLO_KERNELS can change that
  * between runs: the plan is then redone). LIBREYOLO_BLOCKED=0 turns it off. */
 
-static bool blocked_wanted(ly_nn_blocked_conv_fn *fn_out)
+static bool blocked_wanted(const ly_nn_blocked_conv_provider **fn_out)
 {
     const char *impl = NULL, *active = NULL;
     /* Resolving first also registers the providers (on the first call). */
     if (ly_kernel_resolve(LY_SLOT_CONV2D, NULL, &active, NULL) != LY_OK || !active) return false;
-    ly_nn_blocked_conv_fn fn = ly_nn_blocked_conv(&impl, NULL);
+    const ly_nn_blocked_conv_provider *fn = ly_nn_blocked_conv(&impl, NULL);
     if (fn_out) *fn_out = fn;
     if (!fn || ly_kernels_capturing()) return false;
     const char *env = getenv("LIBREYOLO_BLOCKED");
@@ -1228,6 +1251,53 @@ static void transpose_copy(const ly_tensor *x, ly_tensor *y, const int *perm)
     }
 }
 
+/* ---- weights held packed by the blocked provider ------------------------
+ *
+ * Once a conv has run on the blocked provider with weights it packed into a
+ * copy of its own, the plain weights are not read again by runs: their pages
+ * go back to the system (LibreYOLO9t: 7.5 MiB of peak RSS). They come back,
+ * reordered exactly from the packed copy, before anything else may read them:
+ * another provider (LIBREYOLO_KERNELS, capture for export) and the walk API,
+ * which hands out weight pointers. */
+
+static ly_status restore_weights(const node *n)
+{
+    ly_nn_conv_weights *w = (ly_nn_conv_weights *)&n->packed;
+    if (!w->released) return LY_OK;
+    const ly_nn_blocked_conv_provider *provider = ly_nn_blocked_conv(NULL, NULL);
+    if (!provider)
+        return ly_set_error(LY_E_PROVIDER,
+                            "%s: weights were released and no provider can "
+                            "restore them",
+                            n->name);
+    ly_status st = provider->restore(w, n->weight->data);
+    if (st != LY_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ly_last_error());
+        return ly_set_error(st, "%s: %s", n->name, msg);
+    }
+    return LY_OK;
+}
+
+static void release_weights(const ly_graph *g, node *n)
+{
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    if (n->packed.released || !n->packed.keeper) return;
+    size_t alignment;
+    size_t bytes = constant_bytes(ly_tensor_numel(n->weight), &alignment);
+    if (alignment != CONSTANT_PAGE || (uintptr_t)n->weight->data % CONSTANT_PAGE != 0) return;
+    /* Another node on the same weights may read them on another provider. */
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (&g->nodes[i] != n && g->nodes[i].op == LY_GRAPH_OP_CONV2D &&
+            g->nodes[i].weight == n->weight)
+            return;
+    if (madvise(n->weight->data, bytes, MADV_DONTNEED) == 0) n->packed.released = true;
+#else
+    (void)g;
+    (void)n;
+#endif
+}
+
 static ly_status run_node(ly_graph *g, node *n, int threads)
 {
     ly_tensor *out = &g->values[n->out].t;
@@ -1276,11 +1346,15 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
         }
         call.out[0] = out;
         ly_status st;
-        ly_nn_blocked_conv_fn blocked = NULL;
-        if (n->layout && (blocked = ly_nn_blocked_conv(NULL, NULL)) != NULL)
-            st = blocked(&call, n->layout);
-        else
+        const ly_nn_blocked_conv_provider *blocked = NULL;
+        if (n->layout && (blocked = ly_nn_blocked_conv(NULL, NULL)) != NULL) {
+            st = blocked->run(&call, n->layout, &n->packed);
+            if (st == LY_OK) release_weights(g, n);
+        } else {
+            st = n->op == LY_GRAPH_OP_CONV2D ? restore_weights(n) : LY_OK;
+            if (st != LY_OK) return st;
             st = ly_kernel_dispatch(slot_of(n->op), &call);
+        }
         if (st != LY_OK) {
             /* Keep the kernel's message, say which node it was. */
             char msg[512];
@@ -1394,6 +1468,8 @@ ly_status ly_graph_node_at(const ly_graph *g, int index, ly_graph_node_info *inf
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_node_at: node %d of %zu", index,
                             g->n_nodes);
     const node *n = &g->nodes[index];
+    ly_status st = restore_weights(n); /* the caller may read them */
+    if (st != LY_OK) return st;
     memset(info, 0, sizeof *info);
     info->op = n->op;
     info->name = n->name;

@@ -52,7 +52,18 @@ static uint64_t fingerprint(const ly_tensor *weight, const ly_tensor *bias)
     return h;
 }
 
+uint64_t ly_conv_fingerprint(const ly_kernel_call *call)
+{
+    return fingerprint(call->in[1], call->in[2]);
+}
+
 void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads)
+{
+    ly_conv_key_init_with(key, call, threads, ly_conv_fingerprint(call));
+}
+
+void ly_conv_key_init_with(ly_conv_key *key, const ly_kernel_call *call, int threads,
+                           uint64_t fingerprint_value)
 {
     const ly_tensor *w = call->in[1], *b = call->in[2];
     ly_nn_conv_geometry g;
@@ -60,7 +71,7 @@ void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads)
     memset(key, 0, sizeof *key); /* the key is hashed and compared as bytes */
     key->weight = w->data;
     key->bias = b ? b->data : NULL;
-    key->fingerprint = fingerprint(w, b);
+    key->fingerprint = fingerprint_value;
     key->n = g.n;
     key->c = g.c;
     key->h = g.h;
@@ -198,6 +209,33 @@ void ly_op_cache_release(ly_op_cache *cache, ly_op_entry *entry)
     ly_op_entry *victims = evict_locked(cache);
     pthread_mutex_unlock(&cache->lock);
     destroy_entries(cache, victims);
+}
+
+void ly_op_cache_pin(ly_op_cache *cache, ly_op_entry *entry)
+{
+    pthread_mutex_lock(&cache->lock);
+    entry->users++;
+    pthread_mutex_unlock(&cache->lock);
+}
+
+void ly_op_cache_unpin(ly_op_cache *cache, ly_op_entry *entry)
+{
+    pthread_mutex_lock(&cache->lock);
+    entry->users--;
+    ly_op_entry *victims = evict_locked(cache);
+    pthread_mutex_unlock(&cache->lock);
+    destroy_entries(cache, victims);
+}
+
+void *ly_op_cache_lock(ly_op_entry *entry)
+{
+    pthread_mutex_lock(&entry->use);
+    return entry->op;
+}
+
+void ly_op_cache_unlock(ly_op_entry *entry)
+{
+    pthread_mutex_unlock(&entry->use);
 }
 
 /* ---- per-thread scratch ---------------------------------------------------------------- */

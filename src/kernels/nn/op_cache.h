@@ -30,6 +30,11 @@ typedef struct ly_conv_key {
 
 /* Fill `key` for a validated conv2d call run on `threads` threads. */
 void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads);
+/* The same with the weights' fingerprint given (computed earlier by
+ * ly_conv_fingerprint): the weights are not read. */
+void ly_conv_key_init_with(ly_conv_key *key, const ly_kernel_call *call, int threads,
+                           uint64_t fingerprint);
+uint64_t ly_conv_fingerprint(const ly_kernel_call *call);
 
 typedef struct ly_op_entry ly_op_entry;
 
@@ -60,6 +65,12 @@ typedef struct ly_op_cache {
 ly_status ly_op_cache_acquire(ly_op_cache *cache, const ly_conv_key *key, ly_op_create_fn create,
                               const ly_kernel_call *call, ly_op_entry **entry, void **op);
 void ly_op_cache_release(ly_op_cache *cache, ly_op_entry *entry);
+/* Keep an entry from eviction until unpinned (the operator is not held: use
+ * ly_op_cache_lock / unlock around using it). */
+void ly_op_cache_pin(ly_op_cache *cache, ly_op_entry *entry);
+void ly_op_cache_unpin(ly_op_cache *cache, ly_op_entry *entry);
+void *ly_op_cache_lock(ly_op_entry *entry);
+void ly_op_cache_unlock(ly_op_entry *entry);
 
 /* A per-thread, 64-byte aligned buffer of at least `bytes` (index 0..3 gives
  * independent buffers), kept and grown across calls; NULL if out of memory. */

@@ -17,23 +17,24 @@
 #include <stdatomic.h>
 
 /* Written at registration (under the registry's once), read at graph plans. */
-static _Atomic(ly_nn_blocked_conv_fn) blocked_conv;
+static const ly_nn_blocked_conv_provider *_Atomic blocked_conv;
 static const char *_Atomic blocked_conv_impl;
 static _Atomic int blocked_conv_block;
 
-void ly_nn_set_blocked_conv(ly_nn_blocked_conv_fn fn, const char *impl, int block)
+void ly_nn_set_blocked_conv(const ly_nn_blocked_conv_provider *provider, const char *impl,
+                            int block)
 {
     atomic_store(&blocked_conv_impl, impl);
     atomic_store(&blocked_conv_block, block);
-    atomic_store(&blocked_conv, fn);
+    atomic_store(&blocked_conv, provider);
 }
 
-ly_nn_blocked_conv_fn ly_nn_blocked_conv(const char **impl, int *block)
+const ly_nn_blocked_conv_provider *ly_nn_blocked_conv(const char **impl, int *block)
 {
-    ly_nn_blocked_conv_fn fn = atomic_load(&blocked_conv);
-    if (impl) *impl = fn ? atomic_load(&blocked_conv_impl) : NULL;
-    if (block) *block = fn ? atomic_load(&blocked_conv_block) : 0;
-    return fn;
+    const ly_nn_blocked_conv_provider *p = atomic_load(&blocked_conv);
+    if (impl) *impl = p ? atomic_load(&blocked_conv_impl) : NULL;
+    if (block) *block = p ? atomic_load(&blocked_conv_block) : 0;
+    return p;
 }
 
 void ly_register_nn_providers(void)

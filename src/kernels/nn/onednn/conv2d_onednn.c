@@ -49,9 +49,12 @@ typedef struct onednn_op {
     int residual_arg;                    /* its execution argument */
     size_t src_lib_bytes, dst_lib_bytes; /* scratch sizes (0: no reorder on that side) */
     bool reference;                      /* oneDNN serves it with its reference kernel (slow) */
+    bool weights_packed;                 /* op->weights is a copy (not the caller's buffer) */
+    dnnl_memory_desc_t weights_plain;    /* the caller's OIHW / GOIHW layout, for restoring */
 } onednn_op;
 
 static void destroy_op(void *p);
+static ly_status restore_weights(ly_nn_conv_weights *weights, void *plain);
 static ly_op_cache cache = LY_OP_CACHE_INIT(CACHE_CAPACITY, destroy_op);
 
 static ly_status dnnl_failed(const char *what, dnnl_status_t st)
@@ -353,6 +356,8 @@ static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, in
         ly_log(LY_LOG_DEBUG, "conv2d (onednn): weights packed, %zu B",
                dnnl_memory_desc_get_size(w_md));
         DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, DNNL_MEMORY_ALLOCATE));
+        op->weights_packed = true;
+        op->weights_plain = w_user;
         DNNL_TRY(dnnl_memory_create(&weights_user, &w_user, engine, call->in[1]->data));
         DNNL_TRY(make_reorder(&w_user, w_md, false, &weights_reorder));
         dnnl_exec_arg_t wargs[] = {{DNNL_ARG_FROM, weights_user}, {DNNL_ARG_TO, op->weights}};
@@ -462,38 +467,105 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
     return LY_OK;
 }
 
-static ly_status run_conv(const ly_kernel_call *call, unsigned layout)
+/* Graph weights (providers.h): a released node's operator is found by the
+ * fingerprint taken at packing, so the plain pages are never read again. */
+static ly_status run_conv(const ly_kernel_call *call, unsigned layout, ly_nn_conv_weights *weights)
 {
     if (!ly_onednn_engine()) return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
     int threads = ly_threads_resolve(call->threads);
+    if (weights && weights->released &&
+        (weights->keeper_threads != threads || weights->keeper_layout != layout)) {
+        /* Another operator would be packed from the plain weights. */
+        ly_status st = restore_weights(weights, call->in[1]->data);
+        if (st != LY_OK) return st;
+    }
     int previous = ly_onednn_threads_begin(threads);
     ly_conv_key key;
-    ly_conv_key_init(&key, call, threads);
+    if (weights) {
+        if (!weights->fingerprinted) {
+            weights->fingerprint = ly_conv_fingerprint(call);
+            weights->fingerprinted = true;
+        }
+        ly_conv_key_init_with(&key, call, threads, weights->fingerprint);
+    } else {
+        ly_conv_key_init(&key, call, threads);
+    }
     key.layout = layout;
     ly_op_entry *entry = NULL;
     void *op = NULL;
     ly_status st = ly_op_cache_acquire(&cache, &key, create_op, call, &entry, &op);
     if (st == LY_OK) {
         st = run_op(op, call);
+        bool packed = ((onednn_op *)op)->weights_packed;
+        if (weights && packed && weights->keeper != entry) {
+            ly_op_cache_pin(&cache, entry);
+            ly_op_entry *old = weights->keeper;
+            weights->keeper = entry;
+            weights->keeper_threads = threads;
+            weights->keeper_layout = layout;
+            if (old) ly_op_cache_unpin(&cache, old);
+        }
         ly_op_cache_release(&cache, entry);
     }
     ly_onednn_threads_end(previous);
     return st;
 }
 
-static ly_status conv2d_onednn(const ly_kernel_call *call)
+static ly_status restore_weights(ly_nn_conv_weights *weights, void *plain)
 {
-    return run_conv(call, 0);
+    ly_op_entry *entry = weights->keeper;
+    if (!entry) {
+        if (weights->released)
+            return ly_set_error(LY_E_PROVIDER, "conv2d (onednn): released weights have no "
+                                               "packed copy to restore them from");
+        return LY_OK;
+    }
+    onednn_op *op = ly_op_cache_lock(entry);
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t to = NULL;
+    const dnnl_memory_desc_t *packed = NULL;
+    dnnl_status_t st = dnnl_memory_get_memory_desc(op->weights, &packed);
+    if (st == dnnl_success) st = dnnl_memory_create(&to, &op->weights_plain, engine, plain);
+    if (st == dnnl_success) st = make_reorder(packed, &op->weights_plain, false, &reorder);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, op->weights}, {DNNL_ARG_TO, to}};
+        st = dnnl_primitive_execute(reorder, op->stream, 2, args);
+    }
+    if (st == dnnl_success) st = dnnl_stream_wait(op->stream);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (to) dnnl_memory_destroy(to);
+    ly_op_cache_unlock(entry);
+    if (st != dnnl_success) return dnnl_failed("restoring packed weights", st);
+    weights->released = false;
+    weights->keeper = NULL;
+    ly_op_cache_unpin(&cache, entry);
+    return LY_OK;
 }
 
-static ly_status conv2d_onednn_blocked(const ly_kernel_call *call, unsigned layout)
+static void forget_weights(ly_nn_conv_weights *weights)
 {
-    ly_status st = run_conv(call, layout);
+    if (weights->keeper) ly_op_cache_unpin(&cache, weights->keeper);
+    weights->keeper = NULL;
+}
+
+static ly_status conv2d_onednn(const ly_kernel_call *call)
+{
+    return run_conv(call, 0, NULL);
+}
+
+static ly_status conv2d_onednn_blocked(const ly_kernel_call *call, unsigned layout,
+                                       ly_nn_conv_weights *weights)
+{
+    ly_status st = run_conv(call, layout, weights);
     if (st == LY_E_DECLINED) /* the graph has no other provider for blocked data */
         return ly_set_error(LY_E_PROVIDER, "conv2d (onednn): no oneDNN implementation for this "
                                            "convolution on 8-channel blocked data");
     return st;
 }
+
+static const ly_nn_blocked_conv_provider blocked_provider = {conv2d_onednn_blocked, restore_weights,
+                                                             forget_weights};
 
 void ly_register_nn_onednn(void)
 {
@@ -501,7 +573,7 @@ void ly_register_nn_onednn(void)
      * 3x3 convolutions they are ~25% faster than the 8-channel AVX2 ones. */
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     int block = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 16 : 8;
-    ly_nn_set_blocked_conv(conv2d_onednn_blocked, "onednn", block);
+    ly_nn_set_blocked_conv(&blocked_provider, "onednn", block);
     if (ly_kernel_register(LY_SLOT_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate) != LY_OK)
         ly_log(LY_LOG_WARNING, "could not register the onednn kernel of conv2d: %s",
                ly_last_error());
