@@ -9,8 +9,8 @@
  */
 #include "libreyolo/kernels.h"
 #include "libreyolo/quant.h"
-#include "quant/numerics.h"
-#include "quant/reference.h"
+#include "ops/quant/numerics.h"
+#include "ops/quant/reference.h"
 #include "test_util.h"
 
 #include <float.h>

@@ -14,14 +14,14 @@
 
 #include "test_util.h"
 
-#include "backends/executorch/et_runtime.h"
+#include "engines/executorch/et_runtime.h"
 #include "core/core.h"
 #include "export/commit.h"
 #include "export/lower.h"
 #include "libreyolo/export.h"
 #include "libreyolo/model.h"
 #include "libreyolo/nn.h"
-#include "nn/graph.h"
+#include "graph/graph.h"
 #include "test_export_util.h"
 
 #include <dirent.h>

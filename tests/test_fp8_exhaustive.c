@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "libreyolo/quant.h"
-#include "quant/numerics.h"
+#include "ops/quant/numerics.h"
 
 static float from_bits(uint32_t u)
 {

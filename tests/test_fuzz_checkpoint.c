@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "checkpoint_builder.h"
-#include "io/zip.h"
+#include "importers/checkpoint/zip.h"
 #include "libreyolo/checkpoint.h"
 
 #include <stdio.h>

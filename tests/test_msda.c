@@ -6,7 +6,7 @@
  * AVX2 provider bit-identical to the reference on 1, 2 and 3 threads; the
  * contract's error messages; export capture; the parity harness' cases.
  */
-#include "kernels/attention/msda_internal.h"
+#include "ops/msda/msda_internal.h"
 #include "kernels/check.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/msda.h"

@@ -1,9 +1,9 @@
 /*
- * The conv2d providers' operator cache (src/kernels/nn/op_cache.c): hits, the
+ * The conv2d providers' operator cache (src/providers/op_cache.c): hits, the
  * weight fingerprint, least-recently-used eviction that spares entries in use,
  * and the per-thread scratch buffers.
  */
-#include "kernels/nn/op_cache.h"
+#include "providers/op_cache.h"
 #include "libreyolo/nn.h"
 
 #include <setjmp.h>

@@ -15,7 +15,7 @@
 
 #include "test_util.h"
 
-#include "backends/executorch/et_runtime.h"
+#include "engines/executorch/et_runtime.h"
 #include "core/core.h"
 #include "export/commit.h"
 #include "export/lower.h"
@@ -24,7 +24,7 @@
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 #include "models/family.h"
-#include "nn/graph.h"
+#include "graph/graph.h"
 #include "test_export_util.h"
 
 #include <math.h>

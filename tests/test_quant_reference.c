@@ -17,8 +17,8 @@
 
 #include "kernels/slot.h"
 #include "libreyolo/quant.h"
-#include "quant/numerics.h"
-#include "quant/reference.h"
+#include "ops/quant/numerics.h"
+#include "ops/quant/reference.h"
 
 /* ---- Helpers -------------------------------------------------------------------- */
 

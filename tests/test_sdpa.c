@@ -5,7 +5,7 @@
  * the fused-attention policy (which code runs for each flag, and under capture),
  * and the slot's cases in the parity harness.
  */
-#include "kernels/attention/sdpa_internal.h"
+#include "ops/sdpa/sdpa_internal.h"
 #include "kernels/check.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/sdpa.h"

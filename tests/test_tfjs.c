@@ -19,11 +19,11 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
-#include "io/tfjs/tfjs.h"
+#include "importers/tfjs/tfjs.h"
 #include "libreyolo/fetch.h"
 #include "libreyolo/kernels.h"
-#include "models/nanodet/tfjs_graph.h"
-#include "nn/graph.h"
+#include "importers/tfjs/tfjs_graph.h"
+#include "graph/graph.h"
 #include "test_util.h"
 
 #include <math.h>

@@ -23,12 +23,12 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
-#include "kernels/nn/providers.h"
+#include "providers/nn_providers.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/io.h"
 #include "libreyolo/nn.h"
 #include "models/yolo9/build.h"
-#include "nn/graph.h"
+#include "graph/graph.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * Multi-scale deformable attention (MSDeformAttn), the sampling core of the
  * deformable DETRs (Deformable-DETR, RT-DETR, D-FINE, DEIM/DEIMv2, RF-DETR, ...).
  *
- * Two registry slots. Their portable reference (src/kernels/attention/reference/)
+ * Two registry slots. Their portable reference (src/ops/msda/)
  * defines the numbers bit for bit; docs/attention.md gives the exact operation
  * order, which every provider (AVX2 here, CUDA as a plugin) reproduces.
  *

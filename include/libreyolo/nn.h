@@ -1,5 +1,5 @@
 /*
- * Network-op slots. Each has a portable C reference (src/nn/) that defines the
+ * Network-op slots. Each has a portable C reference (src/ops/nn/) that defines the
  * numbers and accelerated providers from optional libraries (oneDNN "onednn",
  * XNNPACK "xnnpack", OpenBLAS "openblas"), registered by name so
  * LIBREYOLO_KERNELS=onednn etc. selects one. Parity with the reference is within

@@ -2,7 +2,7 @@
  * Quantization: fake-quant (simulated quantization) slots, their qparams helpers,
  * and the packed checkpoint formats.
  *
- * Every fake-quant op is a registry slot whose portable reference (src/quant/)
+ * Every fake-quant op is a registry slot whose portable reference (src/ops/quant/)
  * defines the numbers bit for bit, reproducing LibreYOLO's PyTorch reference
  * literally (see docs/numerics.md for each choice). All arithmetic is fp32.
  *

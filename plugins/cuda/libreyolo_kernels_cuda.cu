@@ -4,7 +4,7 @@
  * providers"). It registers "cuda" for ms_deform_attn and
  * ms_deform_attn_backward (include/libreyolo/msda.h).
  *
- * The numbers are the portable reference's (src/kernels/attention/reference/,
+ * The numbers are the portable reference's (src/ops/msda/,
  * order in docs/attention.md), meant bit for bit. The arithmetic lives in
  * msda_cuda_kernels.h, shared with a CPU run of the same code that the tests
  * compare with the reference (tests/test_cuda_kernels.c): every product, sum

@@ -5,7 +5,7 @@
  *  - by the C compiler, into tests/test_cuda_kernels.c, which runs every
  *    "thread" on the CPU and compares the bits with the portable reference. That
  *    is how the kernels are checked on a machine without a GPU.
- * It mirrors src/kernels/attention/msda_internal.h and reference/msda.c
+ * It mirrors src/ops/msda/msda_internal.h and reference.c
  * operation by operation. Under nvcc every product, sum and FMA is an explicit
  * round-to-nearest intrinsic, so nvcc can neither contract nor reorder it; in
  * C the same operations are plain IEEE ones (the project builds with

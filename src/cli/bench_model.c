@@ -16,7 +16,7 @@
 #include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
 #include "models/family.h"
-#include "nn/graph.h"
+#include "graph/graph.h"
 
 #include <errno.h>
 #if defined(__x86_64__) || defined(__i386__)

@@ -4,7 +4,7 @@
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/model.h"
 #include "models/family.h"
-#include "nn/graph.h"
+#include "graph/graph.h"
 
 #include <stdio.h>
 #include <string.h>

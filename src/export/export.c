@@ -13,7 +13,7 @@
 #include "export/json_text.h"
 #include "export/lower.h"
 #include "models/family.h"
-#include "nn/graph.h"
+#include "graph/graph.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

@@ -1,5 +1,5 @@
 /*
- * A model graph (src/nn/graph.h) lowered to an ExecuTorch program with the
+ * A model graph (src/graph/graph.h) lowered to an ExecuTorch program with the
  * XNNPACK delegate, as ExecuTorch's to_edge_transform_and_lower + XNNPACK
  * partitioner + to_executorch would emit it (executorch.md A4, B2-B4):
  *
@@ -23,7 +23,7 @@
 #ifndef LY_EXPORT_LOWER_H
 #define LY_EXPORT_LOWER_H
 
-#include "nn/graph.h"
+#include "graph/graph.h"
 
 typedef struct ly_lower_options {
     const int *outputs; /* graph output indices to export, in order (NULL: all) */

@@ -18,11 +18,11 @@ typedef struct ly_slot_def {
  * initialises (in this order). */
 extern const ly_slot_def ly_quant_slots[];
 extern const size_t ly_quant_slot_count;
-extern const ly_slot_def ly_nn_slots[]; /* src/nn/slots.c */
+extern const ly_slot_def ly_nn_slots[]; /* src/ops/nn/contract.c */
 extern const size_t ly_nn_slot_count;
-extern const ly_slot_def ly_msda_slots[]; /* src/kernels/attention/msda_slots.c */
+extern const ly_slot_def ly_msda_slots[]; /* src/ops/msda/contract.c */
 extern const size_t ly_msda_slot_count;
-extern const ly_slot_def ly_sdpa_slots[]; /* src/kernels/attention/sdpa_slots.c */
+extern const ly_slot_def ly_sdpa_slots[]; /* src/ops/sdpa/contract.c */
 extern const size_t ly_sdpa_slot_count;
 
 /* Contract of a builtin slot, or NULL. */

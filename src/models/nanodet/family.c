@@ -10,12 +10,12 @@
  */
 #include "models/family.h"
 #include "core/core.h"
-#include "io/tfjs/tfjs.h"
+#include "importers/tfjs/tfjs.h"
 #include "libreyolo/fetch.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
 #include "models/nanodet/nanodet.h"
-#include "models/nanodet/tfjs_graph.h"
+#include "importers/tfjs/tfjs_graph.h"
 
 #include <limits.h>
 #include <stdio.h>

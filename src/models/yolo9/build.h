@@ -7,7 +7,7 @@
 #define LY_MODELS_YOLO9_BUILD_H
 
 #include "models/yolo9/yolo9.h"
-#include "nn/graph.h"
+#include "graph/graph.h"
 
 struct ly_yolo9 {
     ly_graph *graph;

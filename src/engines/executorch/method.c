@@ -1,0 +1,512 @@
+/*
+ * The "forward" method of an ExecuTorch program, as ExecuTorch's
+ * Method::init / execute do it (executorch.md B4): values parsed once,
+ * memory-planned tensors placed in the planned buffers, constants pointing
+ * into the program, operators resolved (here: against our portable kernels),
+ * delegates initialised; every check that can fail on a bad program runs at
+ * load. Execution walks the chains' instructions.
+ */
+#include "engines/executorch/method_internal.h"
+
+#include "core/core.h"
+#include "models/family.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLACK 64                        /* bytes past every buffer: XNNPACK reads up to 16 ahead */
+#define MAX_PLANNED ((uint64_t)4 << 30) /* per buffer: far above any detector's needs */
+
+typedef struct instr_rt {
+    const et_kernel *kernel;   /* kernel calls */
+    ly_tensor **delegate_args; /* delegate calls */
+} instr_rt;
+
+struct ly_et_method {
+    const ly_pte_program *p;
+    const ly_pte_plan *plan;
+    char what[600];
+    et_value *v;
+    size_t n_v;
+    uint8_t **buffers;
+    size_t n_buffers;
+    void **owned; /* private tensor memory */
+    size_t n_owned;
+    ly_et_xnnpack **delegates;
+    instr_rt **instr; /* per chain */
+    size_t delegate_calls, kernel_calls;
+    /* MoveCalls can put a value of another shape where a kernel was checked:
+     * then every kernel call is checked again before it runs. */
+    bool has_moves;
+};
+
+static ly_status bad(const ly_et_method *m, const char *fmt, ...) LY_PRINTF(2, 3);
+static ly_status bad(const ly_et_method *m, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ly_set_error(LY_E_FORMAT, "%s: %s", m->what, msg);
+}
+
+static ly_dtype dtype_of(int scalar_type)
+{
+    switch (scalar_type) {
+    case LY_PTE_FLOAT:
+        return LY_F32;
+    case LY_PTE_DOUBLE:
+        return LY_F64;
+    case LY_PTE_CHAR:
+        return LY_I8;
+    case LY_PTE_INT:
+        return LY_I32;
+    case LY_PTE_LONG:
+        return LY_I64;
+    case LY_PTE_HALF:
+        return LY_F16;
+    default:
+        return LY_U8; /* bytes, bool and the rest: kernels check scalar_type */
+    }
+}
+
+static void *alloc_owned(ly_et_method *m, uint64_t bytes)
+{
+    void **list = realloc(m->owned, (m->n_owned + 1) * sizeof *list);
+    if (!list) return NULL;
+    m->owned = list;
+    void *p = calloc(1, (size_t)bytes + SLACK);
+    if (p) m->owned[m->n_owned++] = p;
+    return p;
+}
+
+static ly_status load_tensor(ly_et_method *m, size_t index, const ly_pte_tensor *t, et_value *v)
+{
+    if (t->n_sizes > LY_MAX_DIMS)
+        return bad(m, "value %zu: rank %zu is above the %d this runtime supports", index,
+                   t->n_sizes, LY_MAX_DIMS);
+    if (t->shape_dynamism != LY_PTE_STATIC && t->shape_dynamism != LY_PTE_DYNAMIC_BOUND)
+        return bad(m, "value %zu: dynamic unbound shapes are not supported", index);
+    v->scalar_type = t->scalar_type;
+    v->t.dtype = dtype_of(t->scalar_type);
+    v->t.ndim = (int)t->n_sizes;
+    v->contiguous = t->n_dim_order == t->n_sizes;
+    for (size_t i = 0; i < t->n_sizes; i++) {
+        v->t.shape[i] = t->sizes[i];
+        if (v->contiguous && t->dim_order[i] != i) v->contiguous = false;
+    }
+    ly_status st = ly_pte_tensor_nbytes(t, &v->nbytes);
+    if (st != LY_OK) return ly_error_prefix(st, m->what);
+    if (t->data_buffer_idx > 0 && !t->allocation_info.present) {
+        ly_pte_bytes bytes;
+        st = ly_pte_constant_data(m->p, t, &bytes);
+        if (st != LY_OK) return ly_error_prefix(st, m->what);
+        if (bytes.size < v->nbytes)
+            return bad(m, "value %zu: constant holds %zu bytes, needs %llu", index, bytes.size,
+                       (unsigned long long)v->nbytes);
+        v->t.data = (void *)bytes.data;
+        size_t align = ly_pte_scalar_size(t->scalar_type);
+        if (align > 1 && (uintptr_t)v->t.data % align != 0)
+            return bad(m, "value %zu: constant data is not aligned to its %zu-byte elements", index,
+                       align);
+        return LY_OK;
+    }
+    if (t->data_buffer_idx > 0)
+        return bad(m, "value %zu: mutable (initialised planned) tensors are not supported", index);
+    v->writable = true;
+    if (t->allocation_info.present) {
+        uint32_t id = t->allocation_info.memory_id;
+        uint64_t off = ly_pte_memory_offset(&t->allocation_info);
+        if (id == 0 || id > m->n_buffers)
+            return bad(m, "value %zu: memory_id %u, the plan has %zu buffers", index, id,
+                       m->n_buffers);
+        uint64_t size = (uint64_t)m->plan->non_const_buffer_sizes[id];
+        if (off > size || v->nbytes > size - off)
+            return bad(m,
+                       "value %zu: %llu bytes at offset %llu do not fit planned buffer %u (%llu "
+                       "bytes)",
+                       index, (unsigned long long)v->nbytes, (unsigned long long)off, id,
+                       (unsigned long long)size);
+        size_t align = ly_pte_scalar_size(t->scalar_type);
+        if (align > 1 && off % align != 0)
+            return bad(m, "value %zu: offset %llu is not aligned to its %zu-byte elements", index,
+                       (unsigned long long)off, align);
+        v->t.data = m->buffers[id - 1] + off;
+        return LY_OK;
+    }
+    /* Neither constant nor planned: memory of its own (ExecuTorch expects the
+     * caller to bind inputs like this; we copy into it). */
+    if (v->nbytes > MAX_PLANNED) return bad(m, "value %zu is too large", index);
+    v->t.data = alloc_owned(m, v->nbytes);
+    if (!v->t.data) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    return LY_OK;
+}
+
+static ly_status load_values(ly_et_method *m)
+{
+    const ly_pte_plan *plan = m->plan;
+    m->n_buffers = plan->n_non_const_buffer_sizes > 0 ? plan->n_non_const_buffer_sizes - 1 : 0;
+    m->buffers = calloc(m->n_buffers ? m->n_buffers : 1, sizeof *m->buffers);
+    if (!m->buffers) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    for (size_t i = 0; i < m->n_buffers; i++) {
+        int64_t size = plan->non_const_buffer_sizes[i + 1];
+        if (size < 0 || (uint64_t)size > MAX_PLANNED)
+            return bad(m, "planned buffer %zu has size %lld", i, (long long)size);
+        /* calloc: zeroed pages on demand, so a large plan costs what it touches */
+        m->buffers[i] = calloc(1, (size_t)size + SLACK);
+        if (!m->buffers[i])
+            return ly_set_error(LY_E_NO_MEMORY,
+                                "%s: cannot allocate planned buffer %zu (%lld bytes)", m->what, i,
+                                (long long)size);
+    }
+    m->n_v = plan->n_values;
+    m->v = calloc(m->n_v ? m->n_v : 1, sizeof *m->v);
+    if (!m->v) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    for (size_t i = 0; i < m->n_v; i++) {
+        const ly_pte_evalue *e = &plan->values[i];
+        et_value *v = &m->v[i];
+        v->type = e->type;
+        switch (e->type) {
+        case LY_PTE_EVALUE_TENSOR: {
+            ly_status st = load_tensor(m, i, &e->u.tensor, v);
+            if (st != LY_OK) return st;
+            break;
+        }
+        case LY_PTE_EVALUE_INT:
+            v->i = e->u.int_val;
+            break;
+        case LY_PTE_EVALUE_DOUBLE:
+            v->d = e->u.double_val;
+            break;
+        case LY_PTE_EVALUE_BOOL:
+            v->b = e->u.bool_val;
+            break;
+        case LY_PTE_EVALUE_INT_LIST:
+            v->ints = e->u.int_list.items;
+            v->n_items = e->u.int_list.n_items;
+            break;
+        case LY_PTE_EVALUE_DOUBLE_LIST:
+            v->doubles = e->u.double_list.items;
+            v->n_items = e->u.double_list.n_items;
+            break;
+        case LY_PTE_EVALUE_TENSOR_LIST:
+        case LY_PTE_EVALUE_OPTIONAL_TENSOR_LIST:
+            v->tensors = e->type == LY_PTE_EVALUE_TENSOR_LIST ? e->u.tensor_list.items
+                                                              : e->u.optional_tensor_list.items;
+            v->n_items = e->u.tensor_list.n_items;
+            for (size_t k = 0; k < v->n_items; k++)
+                if (v->tensors[k] < -1 || v->tensors[k] >= (int32_t)m->n_v)
+                    return bad(m, "value %zu: tensor list item %zu is not a value", i, k);
+            break;
+        default:
+            break;
+        }
+    }
+    return LY_OK;
+}
+
+static bool tensor_value(const ly_et_method *m, int32_t index)
+{
+    return index >= 0 && (size_t)index < m->n_v && m->v[index].type == LY_PTE_EVALUE_TENSOR;
+}
+
+static ly_status check_args(const ly_et_method *m, const int32_t *args, size_t n, size_t at)
+{
+    for (size_t k = 0; k < n; k++)
+        if (args[k] < 0 || (size_t)args[k] >= m->n_v)
+            return bad(m, "instruction %zu: argument %zu (%d) is not a value", at, k, args[k]);
+    return LY_OK;
+}
+
+static ly_status prepare_delegate_call(ly_et_method *m, const ly_pte_instruction *in, instr_rt *rt,
+                                       size_t at)
+{
+    int32_t di = in->u.delegate_call.delegate_index;
+    if (di < 0 || (size_t)di >= m->plan->n_delegates)
+        return bad(m, "instruction %zu: delegate %d of %zu", at, di, m->plan->n_delegates);
+    ly_et_xnnpack *d = m->delegates[di];
+    size_t n = in->u.delegate_call.n_args, externs = ly_et_xnnpack_num_externs(d);
+    const int32_t *args = in->u.delegate_call.args;
+    ly_status st = check_args(m, args, n, at);
+    if (st != LY_OK) return st;
+    if (n != externs)
+        return bad(m,
+                   "instruction %zu: the delegate call passes %zu arguments, delegate %d has "
+                   "%zu externals",
+                   at, n, di, externs);
+    rt->delegate_args = calloc(n ? n : 1, sizeof *rt->delegate_args);
+    if (!rt->delegate_args) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    for (size_t k = 0; k < n; k++) {
+        if (!tensor_value(m, args[k]))
+            return bad(m, "instruction %zu: delegate argument %zu is not a tensor", at, k);
+        et_value *v = &m->v[args[k]];
+        int nd;
+        int64_t dims[16];
+        bool is_output;
+        st = ly_et_xnnpack_extern_dims(d, k, &nd, dims, &is_output);
+        if (st != LY_OK) return st;
+        bool same = v->scalar_type == LY_PTE_FLOAT && v->contiguous && v->t.ndim == nd;
+        for (int i = 0; same && i < nd; i++)
+            same = v->t.shape[i] == dims[i];
+        if (!same)
+            return bad(m,
+                       "instruction %zu: delegate argument %zu (value %d) is not the contiguous "
+                       "f32 tensor its external declares",
+                       at, k, args[k]);
+        if (is_output && !v->writable)
+            return bad(m, "instruction %zu: delegate output %zu is a constant", at, k);
+        rt->delegate_args[k] = &v->t;
+    }
+    return LY_OK;
+}
+
+static ly_status prepare(ly_et_method *m)
+{
+    const ly_pte_plan *plan = m->plan;
+    if (plan->n_chains == 0) return bad(m, "the plan has no chains");
+    m->instr = calloc(plan->n_chains, sizeof *m->instr);
+    if (!m->instr) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    for (size_t c = 0; c < plan->n_chains; c++) {
+        const ly_pte_chain *chain = &plan->chains[c];
+        m->instr[c] = calloc(chain->n_instructions ? chain->n_instructions : 1, sizeof **m->instr);
+        if (!m->instr[c]) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+        for (size_t i = 0; i < chain->n_instructions; i++) {
+            const ly_pte_instruction *in = &chain->instructions[i];
+            instr_rt *rt = &m->instr[c][i];
+            ly_status st = LY_OK;
+            switch (in->type) {
+            case LY_PTE_KERNEL_CALL: {
+                int32_t op = in->u.kernel_call.op_index;
+                if (op < 0 || (size_t)op >= plan->n_operators)
+                    return bad(m, "instruction %zu: operator %d of %zu", i, op, plan->n_operators);
+                const ly_pte_operator *o = &plan->operators[op];
+                const char *overload = o->overload ? o->overload : "";
+                rt->kernel = ly_et_find_kernel(o->name, overload);
+                if (!rt->kernel)
+                    return ly_set_error(LY_E_UNSUPPORTED,
+                                        "%s: instruction %zu: operator %s%s%s is not registered "
+                                        "in this runtime (the program's instructions don't have "
+                                        "a corresponding operator registered)",
+                                        m->what, i, o->name, *overload ? "." : "", overload);
+                st = check_args(m, in->u.kernel_call.args, in->u.kernel_call.n_args, i);
+                if (st == LY_OK) {
+                    char what[700];
+                    snprintf(what, sizeof what, "%s: instruction %zu (%s%s%s)", m->what, i, o->name,
+                             *overload ? "." : "", overload);
+                    st = rt->kernel->check(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
+                                           what);
+                }
+                m->kernel_calls++;
+                break;
+            }
+            case LY_PTE_DELEGATE_CALL:
+                st = prepare_delegate_call(m, in, rt, i);
+                m->delegate_calls++;
+                break;
+            case LY_PTE_MOVE_CALL:
+                m->has_moves = true;
+                if (in->u.move_call.move_from < 0 || (size_t)in->u.move_call.move_from >= m->n_v ||
+                    in->u.move_call.move_to < 0 || (size_t)in->u.move_call.move_to >= m->n_v)
+                    st = bad(m, "instruction %zu: move between values out of range", i);
+                break;
+            case LY_PTE_JUMP_FALSE_CALL: {
+                int32_t cv = in->u.jump_false_call.cond_value_index,
+                        dst = in->u.jump_false_call.destination_instruction;
+                if (cv < 0 || (size_t)cv >= m->n_v || m->v[cv].type != LY_PTE_EVALUE_BOOL ||
+                    dst < 0 || (size_t)dst > chain->n_instructions)
+                    st = bad(m, "instruction %zu: jump with a bad condition or destination", i);
+                break;
+            }
+            case LY_PTE_FREE_CALL:
+                if (in->u.free_call.value_index < 0 ||
+                    (size_t)in->u.free_call.value_index >= m->n_v)
+                    st = bad(m, "instruction %zu: free of a value out of range", i);
+                break;
+            default:
+                st = bad(m, "instruction %zu has no arguments", i);
+            }
+            if (st != LY_OK) return st;
+        }
+    }
+    for (size_t i = 0; i < plan->n_inputs; i++)
+        if (!tensor_value(m, plan->inputs[i]) || !m->v[plan->inputs[i]].writable ||
+            !m->v[plan->inputs[i]].contiguous)
+            return bad(m, "input %zu is not a writable contiguous tensor", i);
+    for (size_t i = 0; i < plan->n_outputs; i++)
+        if (!tensor_value(m, plan->outputs[i]))
+            return bad(m, "output %zu is not a tensor (this runtime returns tensors only)", i);
+    return LY_OK;
+}
+
+void ly_et_method_free(ly_et_method *m)
+{
+    if (!m) return;
+    if (m->instr) {
+        for (size_t c = 0; c < m->plan->n_chains; c++) {
+            if (!m->instr[c]) continue;
+            for (size_t i = 0; i < m->plan->chains[c].n_instructions; i++)
+                free(m->instr[c][i].delegate_args);
+            free(m->instr[c]);
+        }
+        free(m->instr);
+    }
+    if (m->delegates)
+        for (size_t i = 0; i < m->plan->n_delegates; i++)
+            ly_et_xnnpack_free(m->delegates[i]);
+    free(m->delegates);
+    for (size_t i = 0; i < m->n_buffers; i++)
+        free(m->buffers ? m->buffers[i] : NULL);
+    free(m->buffers);
+    for (size_t i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->v);
+    free(m);
+}
+
+ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_method **out)
+{
+    *out = NULL;
+    const ly_pte_plan *plan = ly_pte_find_plan(p, LY_PTE_FORWARD);
+    if (!plan)
+        return ly_set_error(LY_E_FORMAT,
+                            "%s: ExecuTorch program does not contain a 'forward' "
+                            "method.",
+                            what);
+    ly_et_method *m = calloc(1, sizeof *m);
+    if (!m) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", what);
+    m->p = p;
+    m->plan = plan;
+    snprintf(m->what, sizeof m->what, "%s", what);
+    ly_status st = load_values(m);
+    if (st == LY_OK) {
+        m->delegates = calloc(plan->n_delegates ? plan->n_delegates : 1, sizeof *m->delegates);
+        if (!m->delegates) st = ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", what);
+    }
+    for (size_t i = 0; st == LY_OK && i < plan->n_delegates; i++) {
+        const ly_pte_delegate *d = &plan->delegates[i];
+        if (!d->id || strcmp(d->id, LY_PTE_XNNPACK_BACKEND_ID) != 0) {
+            st = ly_set_error(LY_E_NOT_FOUND, "%s: Backend %s is not registered.", what,
+                              d->id ? d->id : "(null)");
+            break;
+        }
+        if (!ly_et_xnnpack_available()) {
+            st = ly_set_error(LY_E_UNSUPPORTED,
+                              "%s: The installed ExecuTorch runtime does not provide "
+                              "XnnpackBackend, but this program requires it.",
+                              what);
+            break;
+        }
+        ly_pte_bytes blob;
+        st = ly_pte_delegate_blob(p, d, &blob);
+        if (st != LY_OK) break;
+        char dwhat[700];
+        snprintf(dwhat, sizeof dwhat, "%s: delegate %zu", what, i);
+        st = ly_et_xnnpack_init(p, &blob, dwhat, &m->delegates[i]);
+    }
+    if (st == LY_OK) st = prepare(m);
+    if (st != LY_OK) {
+        ly_et_method_free(m);
+        return st;
+    }
+    *out = m;
+    return LY_OK;
+}
+
+size_t ly_et_method_num_inputs(const ly_et_method *m)
+{
+    return m->plan->n_inputs;
+}
+
+size_t ly_et_method_num_outputs(const ly_et_method *m)
+{
+    return m->plan->n_outputs;
+}
+
+ly_status ly_et_method_input_shape(const ly_et_method *m, size_t i, ly_tensor *shape)
+{
+    if (i >= m->plan->n_inputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: no input %zu", m->what, i);
+    *shape = m->v[m->plan->inputs[i]].t;
+    shape->data = NULL;
+    return LY_OK;
+}
+
+void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *kernel_calls)
+{
+    if (delegate_calls) *delegate_calls = m->delegate_calls;
+    if (kernel_calls) *kernel_calls = m->kernel_calls;
+}
+
+ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t n_inputs,
+                               int threads)
+{
+    const ly_pte_plan *plan = m->plan;
+    if (n_inputs != plan->n_inputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: %zu inputs given, the method takes %zu",
+                            m->what, n_inputs, plan->n_inputs);
+    for (size_t i = 0; i < n_inputs; i++) {
+        et_value *v = &m->v[plan->inputs[i]];
+        const ly_tensor *x = &inputs[i];
+        bool same = x->dtype == v->t.dtype && x->ndim == v->t.ndim && x->data;
+        for (int k = 0; same && k < x->ndim; k++)
+            same = x->shape[k] == v->t.shape[k];
+        if (!same) {
+            char got[96], want[96];
+            return ly_set_error(LY_E_SHAPE, "%s: input %zu is %s %s, the program takes %s %s",
+                                m->what, i, ly_dtype_name(x->dtype),
+                                ly_shape_str(x, got, sizeof got), ly_dtype_name(v->t.dtype),
+                                ly_shape_str(&v->t, want, sizeof want));
+        }
+        memcpy(v->t.data, x->data, (size_t)v->nbytes);
+    }
+    for (size_t c = 0; c < plan->n_chains; c++) {
+        const ly_pte_chain *chain = &plan->chains[c];
+        size_t budget = (chain->n_instructions + 1) * 4096, pc = 0;
+        while (pc < chain->n_instructions) {
+            if (budget-- == 0)
+                return ly_set_error(LY_E_FORMAT, "%s: chain %zu did not finish (a jump loop?)",
+                                    m->what, c);
+            const ly_pte_instruction *in = &chain->instructions[pc];
+            const instr_rt *rt = &m->instr[c][pc];
+            ly_status st = LY_OK;
+            size_t next = pc + 1;
+            switch (in->type) {
+            case LY_PTE_KERNEL_CALL:
+                if (m->has_moves)
+                    st = rt->kernel->check(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
+                                           m->what);
+                if (st == LY_OK)
+                    st = rt->kernel->run(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
+                                         threads);
+                break;
+            case LY_PTE_DELEGATE_CALL:
+                st = ly_et_xnnpack_execute(m->delegates[in->u.delegate_call.delegate_index],
+                                           rt->delegate_args, in->u.delegate_call.n_args, threads);
+                break;
+            case LY_PTE_MOVE_CALL:
+                m->v[in->u.move_call.move_to] = m->v[in->u.move_call.move_from];
+                break;
+            case LY_PTE_JUMP_FALSE_CALL:
+                if (!m->v[in->u.jump_false_call.cond_value_index].b)
+                    next = (size_t)in->u.jump_false_call.destination_instruction;
+                break;
+            default:
+                break;
+            }
+            if (st != LY_OK) return st;
+            pc = next;
+        }
+    }
+    return LY_OK;
+}
+
+ly_status ly_et_method_output(const ly_et_method *m, size_t i, ly_tensor *view)
+{
+    if (i >= m->plan->n_outputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: no output %zu", m->what, i);
+    *view = m->v[m->plan->outputs[i]].t;
+    return LY_OK;
+}

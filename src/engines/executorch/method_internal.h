@@ -1,0 +1,39 @@
+/* The method executor's values, shared with the portable kernels (internal). */
+#ifndef LY_BACKENDS_EXECUTORCH_METHOD_INTERNAL_H
+#define LY_BACKENDS_EXECUTORCH_METHOD_INTERNAL_H
+
+#include "engines/executorch/et_runtime.h"
+
+typedef struct et_value {
+    ly_pte_evalue_type type;
+    /* tensors */
+    ly_tensor t;     /* view: data, dtype (f32 for FLOAT), shape */
+    int scalar_type; /* ly_pte_scalar_type */
+    bool writable;   /* planned or private memory (not a constant) */
+    bool contiguous; /* dim_order is 0..n-1 */
+    uint64_t nbytes;
+    /* scalars and lists (pointing into the program) */
+    int64_t i;
+    double d;
+    bool b;
+    const int64_t *ints;
+    const double *doubles;
+    const int32_t *tensors; /* tensor list: value indices */
+    size_t n_items;
+} et_value;
+
+typedef struct et_kernel et_kernel;
+
+/* A portable kernel: `check` validates one call's arguments at load (types,
+ * shapes, that outputs are writable), `run` executes it. Args are value
+ * indices, already checked to be in range. */
+struct et_kernel {
+    const char *name, *overload;
+    ly_status (*check)(const et_value *v, const int32_t *args, size_t n, const char *what);
+    ly_status (*run)(et_value *v, const int32_t *args, size_t n, int threads);
+};
+
+/* The kernel registered for (name, overload), NULL if none. */
+const et_kernel *ly_et_find_kernel(const char *name, const char *overload);
+
+#endif

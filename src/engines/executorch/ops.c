@@ -1,0 +1,653 @@
+/*
+ * Portable "out" kernels for KernelCalls, on contiguous f32 tensors: what an
+ * XNNPACK program keeps outside its delegate (nearest upsample, average
+ * pooling that counts padding) and the small glue ops ExecuTorch's emitter
+ * leaves between partitions. Argument lists follow the ATen schemas, with
+ * the out tensor last and the return value (the same tensor) after it, as
+ * ExecuTorch's emitter writes them; `check` runs at load, so `run` never
+ * meets an argument it cannot handle.
+ */
+#include "engines/executorch/method_internal.h"
+
+#include "core/core.h"
+#include "libreyolo/nn.h"
+#include "models/family.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static ly_status refuse(const char *what, const char *fmt, ...) LY_PRINTF(2, 3);
+static ly_status refuse(const char *what, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ly_set_error(LY_E_UNSUPPORTED, "%s: %s", what, msg);
+}
+
+/* Arguments: `want` with the return value appended, or want - 1 without it. */
+static ly_status count(const int32_t *a, size_t n, size_t want, const char *what)
+{
+    if (n == want && a[want - 1] == a[want - 2]) return LY_OK;
+    if (n == want - 1) return LY_OK;
+    return refuse(what, "%zu arguments, expected %zu (the out tensor, then the same as return)", n,
+                  want);
+}
+
+static ly_status f32(const et_value *v, int32_t i, const char *what, const char *role,
+                     bool writable)
+{
+    const et_value *x = &v[i];
+    if (x->type != LY_PTE_EVALUE_TENSOR || x->scalar_type != LY_PTE_FLOAT || !x->contiguous)
+        return refuse(what, "%s must be a contiguous float tensor", role);
+    if (writable && !x->writable) return refuse(what, "%s must not be a constant", role);
+    return LY_OK;
+}
+
+static bool same_shape(const ly_tensor *a, const ly_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static ly_status expect_shape(const ly_tensor *out, int nd, const int64_t *dims, const char *what)
+{
+    ly_tensor want = {.ndim = nd};
+    memcpy(want.shape, dims, (size_t)nd * sizeof *dims);
+    if (!same_shape(out, &want)) {
+        char a[96], b[96];
+        return refuse(what, "out is %s, the op computes %s", ly_shape_str(out, a, sizeof a),
+                      ly_shape_str(&want, b, sizeof b));
+    }
+    return LY_OK;
+}
+
+static bool is_null(const et_value *v, int32_t i)
+{
+    return v[i].type == LY_PTE_EVALUE_NULL;
+}
+
+static int64_t dim_arg(int64_t d, int nd)
+{
+    return d < 0 ? d + nd : d;
+}
+
+/* ---- upsample_nearest2d.vec_out(input, output_size?, scale_factors?, *, out) ---- */
+
+static ly_status upsample_size(const et_value *v, const int32_t *a, int64_t *oh, int64_t *ow,
+                               const char *what)
+{
+    const ly_tensor *x = &v[a[0]].t;
+    if (!is_null(v, a[1])) {
+        if (v[a[1]].type != LY_PTE_EVALUE_INT_LIST || v[a[1]].n_items != 2)
+            return refuse(what, "output_size must be two ints or None");
+        *oh = v[a[1]].ints[0];
+        *ow = v[a[1]].ints[1];
+    } else {
+        if (v[a[2]].type != LY_PTE_EVALUE_DOUBLE_LIST || v[a[2]].n_items != 2)
+            return refuse(what, "scale_factors must be two floats when output_size is None");
+        double sh = v[a[2]].doubles[0], sw = v[a[2]].doubles[1];
+        if (!(sh > 0 && sh < 1e6 && sw > 0 && sw < 1e6))
+            return refuse(what, "scale_factors (%g, %g) must be positive", sh, sw);
+        *oh = (int64_t)floor((double)x->shape[2] * sh);
+        *ow = (int64_t)floor((double)x->shape[3] * sw);
+    }
+    if (*oh <= 0 || *ow <= 0 || *oh > 1 << 20 || *ow > 1 << 20)
+        return refuse(what, "output size %lldx%lld", (long long)*oh, (long long)*ow);
+    return LY_OK;
+}
+
+static ly_status upsample_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 5, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "input", false);
+    if (st == LY_OK) st = f32(v, a[3], what, "out", true);
+    if (st != LY_OK) return st;
+    const ly_tensor *x = &v[a[0]].t;
+    if (x->ndim != 4) return refuse(what, "input must be [N, C, H, W]");
+    int64_t oh = 0, ow = 0;
+    st = upsample_size(v, a, &oh, &ow, what);
+    if (st != LY_OK) return st;
+    int64_t dims[4] = {x->shape[0], x->shape[1], oh, ow};
+    return expect_shape(&v[a[3]].t, 4, dims, what);
+}
+
+static ly_status upsample_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    const ly_tensor *x = &v[a[0]].t;
+    ly_tensor *y = &v[a[3]].t;
+    int64_t H = x->shape[2], W = x->shape[3], oh = y->shape[2], ow = y->shape[3];
+    if (oh % H == 0 && ow % W == 0 && oh / H == ow / W) {
+        ly_kernel_call call;
+        ly_kernel_call_init(&call);
+        call.in[0] = x;
+        call.out[0] = y;
+        call.params.scale = oh / H;
+        call.threads = threads;
+        return ly_kernel_dispatch(LY_SLOT_UPSAMPLE_NEAREST2D, &call);
+    }
+    /* PyTorch's nearest: src = min(floor(dst * in / out), in - 1). */
+    const float *src = x->data;
+    float *dst = y->data;
+    int64_t planes = x->shape[0] * x->shape[1];
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t i = 0; i < oh; i++) {
+            int64_t si = (int64_t)floorf((float)i * ((float)H / (float)oh));
+            si = si < H - 1 ? si : H - 1;
+            for (int64_t j = 0; j < ow; j++) {
+                int64_t sj = (int64_t)floorf((float)j * ((float)W / (float)ow));
+                sj = sj < W - 1 ? sj : W - 1;
+                dst[(p * oh + i) * ow + j] = src[(p * H + si) * W + sj];
+            }
+        }
+    return LY_OK;
+}
+
+/* ---- avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode,
+ *                     count_include_pad, divisor_override?, *, out) ---------------- */
+
+static bool pair(const et_value *v, int32_t i, int64_t out[2], bool empty_ok)
+{
+    if (v[i].type != LY_PTE_EVALUE_INT_LIST) return false;
+    if (v[i].n_items == 0 && empty_ok) return true;
+    if (v[i].n_items == 1)
+        out[0] = out[1] = v[i].ints[0];
+    else if (v[i].n_items == 2)
+        out[0] = v[i].ints[0], out[1] = v[i].ints[1];
+    else
+        return false;
+    return true;
+}
+
+static ly_status avg_pool_call(const et_value *v, const int32_t *a, ly_kernel_call *call,
+                               const char *what)
+{
+    ly_kernel_call_init(call);
+    ly_kernel_params *p = &call->params;
+    if (!pair(v, a[1], p->kernel, false)) return refuse(what, "kernel_size must be 1 or 2 ints");
+    p->stride[0] = p->kernel[0], p->stride[1] = p->kernel[1];
+    if (!pair(v, a[2], p->stride, true)) return refuse(what, "stride must be 0, 1 or 2 ints");
+    if (!pair(v, a[3], p->padding, false)) return refuse(what, "padding must be 1 or 2 ints");
+    if (v[a[4]].type != LY_PTE_EVALUE_BOOL || v[a[4]].b)
+        return refuse(what, "ceil_mode=True is not supported");
+    if (v[a[5]].type != LY_PTE_EVALUE_BOOL) return refuse(what, "count_include_pad must be a bool");
+    if (!is_null(v, a[6])) return refuse(what, "divisor_override is not supported");
+    p->count_include_pad = v[a[5]].b;
+    call->in[0] = &v[a[0]].t;
+    return LY_OK;
+}
+
+static ly_status avg_pool_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 9, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[7], what, "out", true);
+    ly_kernel_call call;
+    if (st == LY_OK) st = avg_pool_call(v, a, &call, what);
+    if (st != LY_OK) return st;
+    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
+    int n_out;
+    st = ly_kernel_infer_outputs(LY_SLOT_AVG_POOL2D, &call, outs, &n_out);
+    if (st != LY_OK) return ly_error_prefix(st, what);
+    return expect_shape(&v[a[7]].t, outs[0].ndim, outs[0].shape, what);
+}
+
+static ly_status avg_pool_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    ly_kernel_call call;
+    ly_status st = avg_pool_call(v, a, &call, "avg_pool2d");
+    if (st != LY_OK) return st;
+    call.out[0] = &v[a[7]].t;
+    call.threads = threads;
+    return ly_kernel_dispatch(LY_SLOT_AVG_POOL2D, &call);
+}
+
+/* ---- elementwise: add.out(self, other, alpha), sub.out, mul.out, sigmoid.out ---- */
+
+/* Broadcast a and b (numpy, right-aligned) into out's shape. */
+static bool broadcasts(const ly_tensor *a, const ly_tensor *b, const ly_tensor *out)
+{
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    if (out->ndim != nd) return false;
+    for (int i = 0; i < nd; i++) {
+        int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        if (out->shape[i] != (da > db ? da : db)) return false;
+    }
+    return true;
+}
+
+static ly_status binary_check(const et_value *v, const int32_t *a, size_t n, const char *what,
+                              bool alpha)
+{
+    size_t base = alpha ? 5 : 4;
+    ly_status st = count(a, n, base, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[1], what, "other", false);
+    if (st == LY_OK) st = f32(v, a[base - 2], what, "out", true);
+    if (st != LY_OK) return st;
+    if (alpha && v[a[2]].type != LY_PTE_EVALUE_INT && v[a[2]].type != LY_PTE_EVALUE_DOUBLE)
+        return refuse(what, "alpha must be a number");
+    if (!broadcasts(&v[a[0]].t, &v[a[1]].t, &v[a[base - 2]].t))
+        return refuse(what, "operands do not broadcast to out");
+    return LY_OK;
+}
+
+static ly_status add_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    return binary_check(v, a, n, what, true);
+}
+
+static ly_status mul_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    return binary_check(v, a, n, what, false);
+}
+
+static void binary_run(et_value *v, const int32_t *a, int32_t out, int op, float alpha)
+{
+    const ly_tensor *x = &v[a[0]].t, *y = &v[a[1]].t;
+    ly_tensor *o = &v[out].t;
+    int nd = o->ndim;
+    int64_t sx[LY_MAX_DIMS], sy[LY_MAX_DIMS], ix = 1, iy = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        int kx = i - (nd - x->ndim), ky = i - (nd - y->ndim);
+        int64_t dx = kx >= 0 ? x->shape[kx] : 1, dy = ky >= 0 ? y->shape[ky] : 1;
+        sx[i] = dx == 1 ? 0 : ix;
+        sy[i] = dy == 1 ? 0 : iy;
+        ix *= dx;
+        iy *= dy;
+    }
+    const float *px = x->data, *py = y->data;
+    float *po = o->data;
+    int64_t total = ly_tensor_numel(o), idx[LY_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < total; k++) {
+        int64_t ox = 0, oy = 0;
+        for (int i = 0; i < nd; i++)
+            ox += idx[i] * sx[i], oy += idx[i] * sy[i];
+        float p = px[ox], q = py[oy];
+        po[k] = op == 0 ? p + alpha * q : op == 1 ? p - alpha * q : p * q;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < o->shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static float alpha_of(const et_value *v, int32_t i)
+{
+    return v[i].type == LY_PTE_EVALUE_INT ? (float)v[i].i : (float)v[i].d;
+}
+
+static ly_status add_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    binary_run(v, a, a[3], 0, alpha_of(v, a[2]));
+    return LY_OK;
+}
+
+static ly_status sub_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    binary_run(v, a, a[3], 1, alpha_of(v, a[2]));
+    return LY_OK;
+}
+
+static ly_status mul_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    binary_run(v, a, a[2], 2, 1.0f);
+    return LY_OK;
+}
+
+static ly_status sigmoid_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 3, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[1], what, "out", true);
+    if (st == LY_OK && !same_shape(&v[a[0]].t, &v[a[1]].t))
+        st = refuse(what, "out must have self's shape");
+    return st;
+}
+
+static ly_status sigmoid_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    ly_tensor x = v[a[0]].t, y = v[a[1]].t;
+    int64_t numel = ly_tensor_numel(&x);
+    x.ndim = y.ndim = 1;
+    x.shape[0] = y.shape[0] = numel;
+    call.in[0] = &x;
+    call.out[0] = &y;
+    call.threads = threads;
+    return ly_kernel_dispatch(LY_SLOT_SIGMOID, &call);
+}
+
+static ly_status silu_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    ly_tensor x = v[a[0]].t, y = v[a[1]].t;
+    int64_t numel = ly_tensor_numel(&x);
+    x.ndim = y.ndim = 1;
+    x.shape[0] = y.shape[0] = numel;
+    call.in[0] = &x;
+    call.out[0] = &y;
+    call.threads = threads;
+    return ly_kernel_dispatch(LY_SLOT_SILU, &call);
+}
+
+static ly_status relu_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    const float *x = v[a[0]].t.data;
+    float *y = v[a[1]].t.data;
+    int64_t numel = ly_tensor_numel(&v[a[0]].t);
+    for (int64_t i = 0; i < numel; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return LY_OK;
+}
+
+/* ---- copies: view_copy.out(self, size), clone.out(self, memory_format?),
+ *      _to_dim_order_copy.out(self, non_blocking, dim_order?) --------------------- */
+
+static ly_status view_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 4, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[2], what, "out", true);
+    if (st != LY_OK) return st;
+    if (v[a[1]].type != LY_PTE_EVALUE_INT_LIST) return refuse(what, "size must be a list of ints");
+    if (ly_tensor_numel(&v[a[0]].t) != ly_tensor_numel(&v[a[2]].t))
+        return refuse(what, "out must hold as many elements as self");
+    return LY_OK;
+}
+
+static ly_status copy_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 4, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[2], what, "out", true);
+    if (st != LY_OK) return st;
+    if (!same_shape(&v[a[0]].t, &v[a[2]].t)) return refuse(what, "out must have self's shape");
+    const et_value *order = &v[a[1]];
+    if (order->type == LY_PTE_EVALUE_INT_LIST)
+        for (size_t i = 0; i < order->n_items; i++)
+            if (order->ints[i] != (int64_t)i)
+                return refuse(what, "only the contiguous dim order is supported");
+    return LY_OK;
+}
+
+static ly_status dim_order_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 5, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[3], what, "out", true);
+    if (st != LY_OK) return st;
+    if (!same_shape(&v[a[0]].t, &v[a[3]].t)) return refuse(what, "out must have self's shape");
+    const et_value *order = &v[a[2]];
+    if (order->type == LY_PTE_EVALUE_INT_LIST)
+        for (size_t i = 0; i < order->n_items; i++)
+            if (order->ints[i] != (int64_t)i)
+                return refuse(what, "only the contiguous dim order is supported");
+    return LY_OK;
+}
+
+static ly_status copy2_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    memmove(v[a[2]].t.data, v[a[0]].t.data, (size_t)v[a[0]].nbytes);
+    return LY_OK;
+}
+
+static ly_status copy3_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    memmove(v[a[3]].t.data, v[a[0]].t.data, (size_t)v[a[0]].nbytes);
+    return LY_OK;
+}
+
+/* ---- cat.out(tensors, dim) ------------------------------------------------------ */
+
+static ly_status cat_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 4, what);
+    if (st == LY_OK) st = f32(v, a[2], what, "out", true);
+    if (st != LY_OK) return st;
+    if (v[a[0]].type != LY_PTE_EVALUE_TENSOR_LIST || v[a[0]].n_items == 0)
+        return refuse(what, "tensors must be a non-empty tensor list");
+    if (v[a[1]].type != LY_PTE_EVALUE_INT) return refuse(what, "dim must be an int");
+    const ly_tensor *o = &v[a[2]].t;
+    int64_t d = dim_arg(v[a[1]].i, o->ndim), total = 0;
+    if (d < 0 || d >= o->ndim)
+        return refuse(what, "dim %lld of a %d-D out", (long long)v[a[1]].i, o->ndim);
+    for (size_t k = 0; k < v[a[0]].n_items; k++) {
+        int32_t t = v[a[0]].tensors[k];
+        if (t < 0) return refuse(what, "tensor %zu is None", k);
+        st = f32(v, t, what, "a tensor", false);
+        if (st != LY_OK) return st;
+        const ly_tensor *x = &v[t].t;
+        if (x->ndim != o->ndim) return refuse(what, "tensor %zu has another rank", k);
+        for (int i = 0; i < o->ndim; i++)
+            if (i != d && x->shape[i] != o->shape[i])
+                return refuse(what, "tensor %zu does not match out off dim %lld", k, (long long)d);
+        total += x->shape[d];
+    }
+    if (total != o->shape[d]) return refuse(what, "the tensors do not add up to out along dim");
+    return LY_OK;
+}
+
+static ly_status cat_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    const ly_tensor *o = &v[a[2]].t;
+    int64_t d = dim_arg(v[a[1]].i, o->ndim), outer = 1, inner = 1;
+    for (int i = 0; i < d; i++)
+        outer *= o->shape[i];
+    for (int i = (int)d + 1; i < o->ndim; i++)
+        inner *= o->shape[i];
+    float *dst = o->data;
+    int64_t at = 0;
+    for (size_t k = 0; k < v[a[0]].n_items; k++) {
+        const ly_tensor *x = &v[v[a[0]].tensors[k]].t;
+        int64_t block = x->shape[d] * inner;
+        for (int64_t r = 0; r < outer; r++)
+            memmove(dst + r * o->shape[d] * inner + at * inner, (const float *)x->data + r * block,
+                    (size_t)block * sizeof(float));
+        at += x->shape[d];
+    }
+    return LY_OK;
+}
+
+/* ---- permute_copy.out(self, dims) ------------------------------------------------- */
+
+static ly_status permute_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 4, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[2], what, "out", true);
+    if (st != LY_OK) return st;
+    const ly_tensor *x = &v[a[0]].t;
+    const et_value *p = &v[a[1]];
+    if (p->type != LY_PTE_EVALUE_INT_LIST || p->n_items != (size_t)x->ndim)
+        return refuse(what, "dims must list self's %d dimensions", x->ndim);
+    bool seen[LY_MAX_DIMS] = {false};
+    int64_t dims[LY_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) {
+        int64_t k = dim_arg(p->ints[i], x->ndim);
+        if (k < 0 || k >= x->ndim || seen[k]) return refuse(what, "dims is not a permutation");
+        seen[k] = true;
+        dims[i] = x->shape[k];
+    }
+    return expect_shape(&v[a[2]].t, x->ndim, dims, what);
+}
+
+static ly_status permute_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    const ly_tensor *x = &v[a[0]].t;
+    ly_tensor *o = &v[a[2]].t;
+    int nd = x->ndim;
+    int64_t sx[LY_MAX_DIMS], s[LY_MAX_DIMS], idx[LY_MAX_DIMS] = {0};
+    int64_t acc = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        sx[i] = acc;
+        acc *= x->shape[i];
+    }
+    for (int i = 0; i < nd; i++)
+        s[i] = sx[dim_arg(v[a[1]].ints[i], nd)];
+    const float *src = x->data;
+    float *dst = o->data;
+    int64_t total = ly_tensor_numel(o);
+    for (int64_t k = 0; k < total; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < nd; i++)
+            off += idx[i] * s[i];
+        dst[k] = src[off];
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < o->shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return LY_OK;
+}
+
+/* ---- _softmax.out(self, dim, half_to_float) -------------------------------------- */
+
+static ly_status softmax_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 5, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[3], what, "out", true);
+    if (st != LY_OK) return st;
+    const ly_tensor *x = &v[a[0]].t;
+    if (v[a[1]].type != LY_PTE_EVALUE_INT) return refuse(what, "dim must be an int");
+    int64_t d = dim_arg(v[a[1]].i, x->ndim);
+    if (d < 0 || d >= x->ndim) return refuse(what, "dim out of range");
+    if (!same_shape(x, &v[a[3]].t)) return refuse(what, "out must have self's shape");
+    return LY_OK;
+}
+
+static ly_status softmax_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    const ly_tensor *x = &v[a[0]].t;
+    int64_t d = dim_arg(v[a[1]].i, x->ndim), outer = 1, len = x->shape[d], inner = 1;
+    for (int i = 0; i < d; i++)
+        outer *= x->shape[i];
+    for (int i = (int)d + 1; i < x->ndim; i++)
+        inner *= x->shape[i];
+    const float *src = x->data;
+    float *dst = v[a[3]].t.data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *p = src + o * len * inner + i;
+            float *q = dst + o * len * inner + i;
+            float m = p[0];
+            for (int64_t k = 1; k < len; k++)
+                m = p[k * inner] > m ? p[k * inner] : m;
+            float sum = 0.0f;
+            for (int64_t k = 0; k < len; k++) {
+                q[k * inner] = expf(p[k * inner] - m);
+                sum += q[k * inner];
+            }
+            for (int64_t k = 0; k < len; k++)
+                q[k * inner] /= sum;
+        }
+    return LY_OK;
+}
+
+/* ---- slice_copy.Tensor_out(self, dim, start?, end?, step) ------------------------- */
+
+static void slice_bounds(const et_value *v, const int32_t *a, int64_t size, int64_t *start,
+                         int64_t *end, int64_t *step)
+{
+    *start = is_null(v, a[2]) ? 0 : v[a[2]].i;
+    *end = is_null(v, a[3]) ? size : v[a[3]].i;
+    *step = v[a[4]].i;
+    if (*start < 0) *start += size;
+    if (*end < 0) *end += size;
+    *start = *start < 0 ? 0 : *start > size ? size : *start;
+    *end = *end < *start ? *start : *end > size ? size : *end;
+}
+
+static ly_status slice_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 7, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[5], what, "out", true);
+    if (st != LY_OK) return st;
+    const ly_tensor *x = &v[a[0]].t;
+    if (v[a[1]].type != LY_PTE_EVALUE_INT || v[a[4]].type != LY_PTE_EVALUE_INT ||
+        (!is_null(v, a[2]) && v[a[2]].type != LY_PTE_EVALUE_INT) ||
+        (!is_null(v, a[3]) && v[a[3]].type != LY_PTE_EVALUE_INT))
+        return refuse(what, "dim, start, end and step must be ints (start/end may be None)");
+    int64_t d = dim_arg(v[a[1]].i, x->ndim);
+    if (d < 0 || d >= x->ndim || v[a[4]].i < 1) return refuse(what, "bad dim or step");
+    int64_t start, end, step, dims[LY_MAX_DIMS];
+    slice_bounds(v, a, x->shape[d], &start, &end, &step);
+    memcpy(dims, x->shape, sizeof dims);
+    dims[d] = (end - start + step - 1) / step;
+    return expect_shape(&v[a[5]].t, x->ndim, dims, what);
+}
+
+static ly_status slice_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n, (void)threads;
+    const ly_tensor *x = &v[a[0]].t;
+    const ly_tensor *o = &v[a[5]].t;
+    int64_t d = dim_arg(v[a[1]].i, x->ndim), start, end, step, outer = 1, inner = 1;
+    slice_bounds(v, a, x->shape[d], &start, &end, &step);
+    for (int i = 0; i < d; i++)
+        outer *= x->shape[i];
+    for (int i = (int)d + 1; i < x->ndim; i++)
+        inner *= x->shape[i];
+    const float *src = x->data;
+    float *dst = o->data;
+    for (int64_t r = 0; r < outer; r++)
+        for (int64_t k = 0; k < o->shape[d]; k++)
+            memcpy(dst + (r * o->shape[d] + k) * inner,
+                   src + (r * x->shape[d] + start + k * step) * inner,
+                   (size_t)inner * sizeof(float));
+    return LY_OK;
+}
+
+/* ---- the table ----------------------------------------------------------------- */
+
+static const et_kernel kernels[] = {
+    {"aten::upsample_nearest2d", "vec_out", upsample_check, upsample_run},
+    {"aten::avg_pool2d", "out", avg_pool_check, avg_pool_run},
+    {"aten::add", "out", add_check, add_run},
+    {"aten::sub", "out", add_check, sub_run},
+    {"aten::mul", "out", mul_check, mul_run},
+    {"aten::sigmoid", "out", sigmoid_check, sigmoid_run},
+    {"aten::silu", "out", sigmoid_check, silu_run},
+    {"aten::relu", "out", sigmoid_check, relu_run},
+    {"aten::view_copy", "out", view_check, copy2_run},
+    {"aten::clone", "out", copy_check, copy2_run},
+    {"dim_order_ops::_to_dim_order_copy", "out", dim_order_check, copy3_run},
+    {"aten::cat", "out", cat_check, cat_run},
+    {"aten::permute_copy", "out", permute_check, permute_run},
+    {"aten::_softmax", "out", softmax_check, softmax_run},
+    {"aten::slice_copy", "Tensor_out", slice_check, slice_run},
+};
+
+const et_kernel *ly_et_find_kernel(const char *name, const char *overload)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (strcmp(kernels[i].name, name) == 0 && strcmp(kernels[i].overload, overload) == 0)
+            return &kernels[i];
+    return NULL;
+}

@@ -1,0 +1,346 @@
+/*
+ * The contracts of the ms_deform_attn slots (include/libreyolo/msda.h): operand
+ * validation with output shapes, the typed wrappers, and the registration of
+ * the AVX2 provider. This file is compiled for the baseline ISA: it runs before
+ * anyone knows the CPU has AVX2.
+ */
+#include "core/core.h"
+#include "ops/msda/msda_internal.h"
+#include "kernels/slot.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        ly_status try_status_ = (expr);                                                            \
+        if (try_status_ != LY_OK) return try_status_;                                              \
+    } while (0)
+
+/* Level sizes are exact in fp32 (coordinates are computed in float) and the
+ * element offsets of any level fit in int64 with room to spare. */
+#define MAX_LEVEL_SIZE ((int64_t)1 << 24)
+#define MAX_POINTS ((int64_t)1 << 20)
+
+/* "[1, ?, 8, 3, ?, 2]": the expected extents, "?" where any is fine. */
+static void expected_text(int ndim, const int64_t *want, char *buf, size_t size)
+{
+    size_t len = 0;
+    len += (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && len < size; i++) {
+        if (want[i] < 0)
+            len += (size_t)snprintf(buf + len, size - len, "%s?", i ? ", " : "");
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s%" PRId64, i ? ", " : "", want[i]);
+    }
+    if (len < size) snprintf(buf + len, size - len, "]");
+}
+
+/* dtype, then rank and extents (want[i] < 0: any). `layout` names the dims,
+ * `origin` says where the fixed ones come from. */
+static ly_status check_operand(const char *slot, const ly_tensor *t, const char *name,
+                               ly_dtype dtype, int ndim, const int64_t *want, const char *layout,
+                               const char *origin)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s: %s", slot, name);
+    TRY(ly_check_tensor(t, what, dtype));
+    bool ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++)
+        ok = want[i] < 0 || t->shape[i] == want[i];
+    if (ok) return LY_OK;
+    char got[128], exp[128];
+    expected_text(ndim, want, exp, sizeof exp);
+    return ly_set_error(LY_E_SHAPE, "%s: shape %s, expected %s = %s%s%s", what,
+                        ly_shape_str(t, got, sizeof got), layout, exp, origin[0] ? " " : "",
+                        origin);
+}
+
+typedef struct dims {
+    int64_t B, len_in, H, C, Lq, L, P, K;
+    bool ragged;
+} dims;
+
+static ly_status check_mode(const char *slot, const ly_kernel_call *call)
+{
+    int64_t mode = call->params.mode;
+    if (mode == LY_MSDA_BILINEAR || mode == LY_MSDA_DISCRETE) return LY_OK;
+    return ly_set_error(LY_E_INVALID_ARGUMENT,
+                        "%s: params.mode is %lld, expected 0 (bilinear) or 1 (discrete)", slot,
+                        (long long)mode);
+}
+
+/* value, spatial_shapes, num_points, sampling_locations, attention_weights:
+ * in[base..base+3] and in[np_index]. */
+static ly_status check_inputs(const char *slot, const ly_kernel_call *call, int base, int np_index,
+                              dims *d)
+{
+    TRY(check_mode(slot, call));
+    const ly_tensor *value = call->in[base], *shapes = call->in[base + 1],
+                    *loc = call->in[base + 2], *attn = call->in[base + 3],
+                    *npoints = call->in[np_index];
+    TRY(check_operand(slot, value, "value", LY_F32, 4, (const int64_t[]){-1, -1, -1, -1},
+                      "[B, Len_in, H, C]", ""));
+    d->B = value->shape[0];
+    d->len_in = value->shape[1];
+    d->H = value->shape[2];
+    d->C = value->shape[3];
+
+    char what[96];
+    snprintf(what, sizeof what, "%s: spatial_shapes", slot);
+    TRY(ly_check_tensor(shapes, what, LY_I64));
+    char got[128];
+    if (shapes->ndim != 2 || shapes->shape[1] != 2 || shapes->shape[0] < 1 ||
+        shapes->shape[0] > LY_MSDA_MAX_LEVELS)
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: shape %s, expected [L, 2] (rows (h, w)) with 1 <= L <= %d", what,
+                            ly_shape_str(shapes, got, sizeof got), LY_MSDA_MAX_LEVELS);
+    d->L = shapes->shape[0];
+    const int64_t *hw = shapes->data;
+    int64_t total = 0;
+    for (int64_t l = 0; l < d->L; l++) {
+        int64_t h = hw[2 * l], w = hw[2 * l + 1];
+        if (h < 1 || w < 1 || h > MAX_LEVEL_SIZE || w > MAX_LEVEL_SIZE)
+            return ly_set_error(
+                LY_E_SHAPE, "%s: level %lld is (h %lld, w %lld), expected each in [1, %lld]", what,
+                (long long)l, (long long)h, (long long)w, (long long)MAX_LEVEL_SIZE);
+        total += h * w;
+    }
+    if (total != d->len_in)
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: the levels cover sum(h*w) = %lld positions, expected Len_in = "
+                            "%lld (value is %s)",
+                            what, (long long)total, (long long)d->len_in,
+                            ly_shape_str(value, got, sizeof got));
+
+    d->ragged = npoints != NULL;
+    if (d->ragged) {
+        snprintf(what, sizeof what, "%s: num_points", slot);
+        TRY(ly_check_tensor(npoints, what, LY_I64));
+        if (npoints->ndim != 1 || npoints->shape[0] != d->L)
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: shape %s, expected [L] = [%lld] (one count per level of "
+                                "spatial_shapes)",
+                                what, ly_shape_str(npoints, got, sizeof got), (long long)d->L);
+        const int64_t *np = npoints->data;
+        d->K = 0;
+        for (int64_t l = 0; l < d->L; l++) {
+            if (np[l] < 0 || np[l] > MAX_POINTS)
+                return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                    "%s: level %lld has %lld points, expected [0, %lld]", what,
+                                    (long long)l, (long long)np[l], (long long)MAX_POINTS);
+            d->K += np[l];
+        }
+        TRY(check_operand(slot, loc, "sampling_locations", LY_F32, 5,
+                          (const int64_t[]){d->B, -1, d->H, d->K, 2}, "[B, Lq, H, sum(P), 2]",
+                          "(B, H from value; sum(P) from num_points)"));
+        d->Lq = loc->shape[1];
+        TRY(check_operand(slot, attn, "attention_weights", LY_F32, 4,
+                          (const int64_t[]){d->B, d->Lq, d->H, d->K}, "[B, Lq, H, sum(P)]",
+                          "(as sampling_locations)"));
+    } else {
+        TRY(check_operand(slot, loc, "sampling_locations", LY_F32, 6,
+                          (const int64_t[]){d->B, -1, d->H, d->L, -1, 2}, "[B, Lq, H, L, P, 2]",
+                          "(B, H from value; L from spatial_shapes; ragged point counts need "
+                          "num_points)"));
+        d->Lq = loc->shape[1];
+        d->P = loc->shape[4];
+        if (d->P > MAX_POINTS)
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: sampling_locations: P = %lld points per level, expected at "
+                                "most %lld",
+                                slot, (long long)d->P, (long long)MAX_POINTS);
+        d->K = d->L * d->P;
+        TRY(check_operand(slot, attn, "attention_weights", LY_F32, 5,
+                          (const int64_t[]){d->B, d->Lq, d->H, d->L, d->P}, "[B, Lq, H, L, P]",
+                          "(as sampling_locations)"));
+    }
+    int64_t n;
+    if (__builtin_mul_overflow(d->B, d->Lq, &n) || __builtin_mul_overflow(n, d->H, &n) ||
+        __builtin_mul_overflow(n, d->C, &n) || n > INT64_MAX / 8 ||
+        __builtin_mul_overflow(d->H, d->C, &n) || n > INT64_MAX / 8)
+        return ly_set_error(LY_E_SHAPE, "%s: the output [B, Lq, H*C] overflows the address space",
+                            slot);
+    return LY_OK;
+}
+
+static ly_status check_call(const char *slot, const ly_kernel_call *call,
+                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    if (!call || !out || !n_out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", slot);
+    return LY_OK;
+}
+
+static void set_output(ly_tensor *out, const ly_tensor *like)
+{
+    *out = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = like->ndim};
+    for (int i = 0; i < like->ndim; i++)
+        out->shape[i] = like->shape[i];
+}
+
+static ly_status infer_forward(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                               int *n_out)
+{
+    const char *slot = LY_SLOT_MS_DEFORM_ATTN;
+    TRY(check_call(slot, call, out, n_out));
+    if (call->in[5])
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: in[5] is set, expected NULL (num_points is in[4])", slot);
+    dims d;
+    TRY(check_inputs(slot, call, 0, 4, &d));
+    out[0] = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = 3, .shape = {d.B, d.Lq, d.H * d.C}};
+    *n_out = 1;
+    return LY_OK;
+}
+
+static ly_status infer_backward(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                int *n_out)
+{
+    const char *slot = LY_SLOT_MS_DEFORM_ATTN_BACKWARD;
+    TRY(check_call(slot, call, out, n_out));
+    dims d;
+    TRY(check_inputs(slot, call, 1, 5, &d));
+    TRY(check_operand(slot, call->in[0], "grad_output", LY_F32, 3,
+                      (const int64_t[]){d.B, d.Lq, d.H * d.C}, "[B, Lq, H*C]",
+                      "(the forward's output)"));
+    set_output(&out[0], call->in[1]);
+    set_output(&out[1], call->in[3]);
+    set_output(&out[2], call->in[4]);
+    *n_out = 3;
+    return LY_OK;
+}
+
+void ly_msda_geom_init(const ly_kernel_call *call, bool backward, ly_msda_geom *g)
+{
+    int base = backward ? 1 : 0;
+    const ly_tensor *value = call->in[base], *shapes = call->in[base + 1],
+                    *loc = call->in[base + 2], *attn = call->in[base + 3],
+                    *npoints = call->in[backward ? 5 : 4];
+    memset(g, 0, sizeof *g);
+    g->B = value->shape[0];
+    g->len_in = value->shape[1];
+    g->H = value->shape[2];
+    g->C = value->shape[3];
+    g->Lq = loc->shape[1];
+    g->L = shapes->shape[0];
+    g->mode = (int)call->params.mode;
+    const int64_t *hw = shapes->data;
+    const int64_t *np = npoints ? npoints->data : NULL;
+    int64_t start = 0;
+    g->K = 0;
+    for (int64_t l = 0; l < g->L; l++) {
+        g->lvl_h[l] = hw[2 * l];
+        g->lvl_w[l] = hw[2 * l + 1];
+        g->lvl_start[l] = start;
+        start += g->lvl_h[l] * g->lvl_w[l];
+        g->lvl_points[l] = np ? np[l] : loc->shape[4];
+        g->K += g->lvl_points[l];
+        g->size_w[l] = (float)g->lvl_w[l];
+        g->size_h[l] = (float)g->lvl_h[l];
+        g->half_w[l] = 0.5f * g->size_w[l];
+        g->half_h[l] = 0.5f * g->size_h[l];
+        g->max_col[l] = (float)(g->lvl_w[l] - 1);
+        g->max_row[l] = (float)(g->lvl_h[l] - 1);
+    }
+    g->value = value->data;
+    g->loc = loc->data;
+    g->attn = attn->data;
+    g->grad_out = backward ? call->in[0]->data : NULL;
+}
+
+const ly_slot_def ly_msda_slots[2] = {
+    {LY_SLOT_MS_DEFORM_ATTN, infer_forward, ly_msda_reference_forward},
+    {LY_SLOT_MS_DEFORM_ATTN_BACKWARD, infer_backward, ly_msda_reference_backward},
+};
+const size_t ly_msda_slot_count = 2;
+
+/* ---- Typed wrappers --------------------------------------------------------------- */
+
+ly_status ly_ms_deform_attn(const ly_tensor *value, const ly_tensor *spatial_shapes,
+                            const ly_tensor *sampling_locations, const ly_tensor *attention_weights,
+                            const ly_tensor *num_points, int mode, int threads, ly_tensor *out)
+{
+    ly_kernel_call call;
+    TRY(ly_kernel_call_init(&call));
+    call.in[0] = value;
+    call.in[1] = spatial_shapes;
+    call.in[2] = sampling_locations;
+    call.in[3] = attention_weights;
+    call.in[4] = num_points;
+    call.out[0] = out;
+    call.params.mode = mode;
+    call.threads = threads;
+    return ly_kernel_dispatch(LY_SLOT_MS_DEFORM_ATTN, &call);
+}
+
+ly_status ly_ms_deform_attn_backward(const ly_tensor *grad_output, const ly_tensor *value,
+                                     const ly_tensor *spatial_shapes,
+                                     const ly_tensor *sampling_locations,
+                                     const ly_tensor *attention_weights,
+                                     const ly_tensor *num_points, int mode, int threads,
+                                     ly_tensor *grad_value, ly_tensor *grad_locations,
+                                     ly_tensor *grad_attention_weights)
+{
+    ly_kernel_call call;
+    TRY(ly_kernel_call_init(&call));
+    call.in[0] = grad_output;
+    call.in[1] = value;
+    call.in[2] = spatial_shapes;
+    call.in[3] = sampling_locations;
+    call.in[4] = attention_weights;
+    call.in[5] = num_points;
+    call.out[0] = grad_value;
+    call.out[1] = grad_locations;
+    call.out[2] = grad_attention_weights;
+    call.params.mode = mode;
+    call.threads = threads;
+    return ly_kernel_dispatch(LY_SLOT_MS_DEFORM_ATTN_BACKWARD, &call);
+}
+
+/* ---- The AVX2 provider --------------------------------------------------------------- */
+
+#ifdef LY_HAVE_AVX2_PROVIDERS
+
+/* The provider handles every layout the contract accepts (uniform and ragged,
+ * both modes, any C with tails), so it declines only for the machine and for
+ * an export capture. The capture is asked only about an actual call: a
+ * machine-wide answer (call == NULL) is cached by the registry. */
+static ly_status avx2_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not)
+{
+    if (!cpu || !cpu->avx2 || !cpu->fma) {
+        *why_not = "CPU or OS lacks AVX2/FMA";
+        return LY_E_DECLINED;
+    }
+    if (call && ly_kernels_capturing()) {
+        *why_not = "a graph is being captured for export (portable math only)";
+        return LY_E_DECLINED;
+    }
+    return LY_OK;
+}
+
+void ly_register_msda_providers(void)
+{
+    static const struct {
+        const char *slot;
+        ly_kernel_fn fn;
+    } impls[] = {
+        {LY_SLOT_MS_DEFORM_ATTN, ly_msda_avx2_forward},
+        {LY_SLOT_MS_DEFORM_ATTN_BACKWARD, ly_msda_avx2_backward},
+    };
+    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++) {
+        ly_status st = ly_kernel_register(impls[i].slot, "avx2", impls[i].fn, avx2_predicate);
+        if (st != LY_OK)
+            ly_log(LY_LOG_WARNING, "could not register the avx2 kernel of '%s': %s", impls[i].slot,
+                   ly_last_error());
+    }
+}
+
+#else
+
+void ly_register_msda_providers(void)
+{
+}
+
+#endif

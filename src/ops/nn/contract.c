@@ -1,0 +1,392 @@
+/*
+ * The contracts of the network-op slots (include/libreyolo/nn.h): one validator
+ * per slot that checks operands and params and gives the output shape, and the
+ * reference that serves the slot when nothing faster is eligible.
+ */
+#include "core/core.h"
+#include "kernels/slot.h"
+#include "libreyolo/nn.h"
+#include "ops/nn/reference.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* Bounds on scalar params: far beyond any network, small enough that output
+ * extents computed from them cannot overflow. */
+#define MAX_WINDOW_PARAM (1 << 20)
+#define MAX_SCALE (1 << 16)
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        ly_status try_status_ = (expr);                                                            \
+        if (try_status_ != LY_OK) return try_status_;                                              \
+    } while (0)
+
+static ly_status check_operand(const char *slot, const ly_tensor *t, const char *name)
+{
+    char what[128];
+    snprintf(what, sizeof what, "%s: %s", slot, name);
+    return ly_check_tensor(t, what, LY_F32);
+}
+
+static ly_status check_ndim(const char *slot, const ly_tensor *t, const char *name, int ndim,
+                            const char *layout)
+{
+    if (t->ndim == ndim) return LY_OK;
+    char buf[128];
+    return ly_set_error(LY_E_SHAPE, "%s: %s: shape %s, expected %d dims %s", slot, name,
+                        ly_shape_str(t, buf, sizeof buf), ndim, layout);
+}
+
+static ly_status check_pair(const char *slot, const char *param, const int64_t v[2], int64_t lo,
+                            int64_t hi)
+{
+    for (int i = 0; i < 2; i++)
+        if (v[i] < lo || v[i] > hi)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: params.%s is (%lld, %lld), expected each in [%lld, %lld]",
+                                slot, param, (long long)v[0], (long long)v[1], (long long)lo,
+                                (long long)hi);
+    return LY_OK;
+}
+
+static ly_status check_call(const char *slot, const ly_kernel_call *call,
+                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    if (!call || !out || !n_out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", slot);
+    return LY_OK;
+}
+
+/* The output must be addressable in bytes. */
+static ly_status check_output_size(const char *slot, int ndim, const int64_t *shape)
+{
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++)
+        if (__builtin_mul_overflow(numel, shape[d], &numel) || numel > INT64_MAX / 8)
+            return ly_set_error(LY_E_SHAPE, "%s: the output overflows the address space", slot);
+    return LY_OK;
+}
+
+static void set_output(ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out, int ndim,
+                       const int64_t *shape)
+{
+    out[0] = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = ndim};
+    for (int i = 0; i < ndim; i++)
+        out[0].shape[i] = shape[i];
+    *n_out = 1;
+}
+
+/* Output extent along one axis, or an error naming the axis when the window
+ * does not fit. */
+static ly_status out_extent(const char *slot, const char *axis, int64_t in, int64_t kernel,
+                            int64_t stride, int64_t padding, int64_t dilation, int64_t *extent)
+{
+    *extent = ly_nn_out_extent(in, kernel, stride, padding, dilation);
+    if (*extent >= 1) return LY_OK;
+    return ly_set_error(LY_E_SHAPE,
+                        "%s: the %s window (kernel %lld, dilation %lld) spans %lld, more than the "
+                        "padded input %lld + 2 * %lld; expected an output of at least 1",
+                        slot, axis, (long long)kernel, (long long)dilation,
+                        (long long)(dilation * (kernel - 1) + 1), (long long)in,
+                        (long long)padding);
+}
+
+/* ---- conv2d -------------------------------------------------------------------------- */
+
+static ly_status infer_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                              int *n_out)
+{
+    const char *slot = LY_SLOT_CONV2D;
+    TRY(check_call(slot, call, out, n_out));
+    const ly_kernel_params *p = &call->params;
+    const ly_tensor *x = call->in[0], *w = call->in[1], *bias = call->in[2],
+                    *residual = call->in[3];
+    TRY(check_operand(slot, x, "x"));
+    TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
+    TRY(check_operand(slot, w, "weight"));
+    TRY(check_ndim(slot, w, "weight", 4, "([O, C / groups, kh, kw])"));
+    TRY(check_pair(slot, "stride", p->stride, 1, MAX_WINDOW_PARAM));
+    TRY(check_pair(slot, "padding", p->padding, 0, MAX_WINDOW_PARAM));
+    TRY(check_pair(slot, "dilation", p->dilation, 1, MAX_WINDOW_PARAM));
+    if (p->activation < LY_ACT_NONE || p->activation > LY_ACT_LEAKY_RELU)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.activation is %lld, expected an ly_activation (0 none, "
+                            "1 silu, 2 sigmoid, 3 relu, 4 leaky relu)",
+                            slot, (long long)p->activation);
+    if (p->activation == LY_ACT_LEAKY_RELU && !isfinite(p->alpha))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.alpha is %g, expected a finite negative slope", slot,
+                            p->alpha);
+    int64_t groups = p->groups, c = x->shape[1], o = w->shape[0];
+    if (groups < 1 || groups > c || c % groups != 0 || o % groups != 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.groups is %lld, expected >= 1 dividing both the input "
+                            "channels %lld and the output channels %lld",
+                            slot, (long long)groups, (long long)c, (long long)o);
+    char ws[128], xs[128];
+    if (w->shape[1] != c / groups)
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: weight: shape %s, expected dim 1 = C / groups = %lld / %lld "
+                            "(x is %s)",
+                            slot, ly_shape_str(w, ws, sizeof ws), (long long)c, (long long)groups,
+                            ly_shape_str(x, xs, sizeof xs));
+    if (o < 1 || w->shape[2] < 1 || w->shape[3] < 1 || w->shape[2] > MAX_WINDOW_PARAM ||
+        w->shape[3] > MAX_WINDOW_PARAM)
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: weight: shape %s, expected at least one output channel and a "
+                            "kernel of 1..%d per axis",
+                            slot, ly_shape_str(w, ws, sizeof ws), MAX_WINDOW_PARAM);
+    int64_t shape[4] = {x->shape[0], o, 0, 0};
+    TRY(out_extent(slot, "height", x->shape[2], w->shape[2], p->stride[0], p->padding[0],
+                   p->dilation[0], &shape[2]));
+    TRY(out_extent(slot, "width", x->shape[3], w->shape[3], p->stride[1], p->padding[1],
+                   p->dilation[1], &shape[3]));
+    if (bias) {
+        TRY(check_operand(slot, bias, "bias"));
+        if (bias->ndim != 1 || bias->shape[0] != o) {
+            char bs[128];
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: bias: shape %s, expected [%lld] (one per output "
+                                "channel) or NULL",
+                                slot, ly_shape_str(bias, bs, sizeof bs), (long long)o);
+        }
+    }
+    TRY(check_output_size(slot, 4, shape));
+    set_output(out, n_out, 4, shape);
+    if (residual) {
+        TRY(check_operand(slot, residual, "residual"));
+        TRY(ly_check_same_shape(&out[0], "the output", residual, "conv2d: residual"));
+    }
+    return LY_OK;
+}
+
+/* ---- pooling --------------------------------------------------------------------------- */
+
+static ly_status infer_pool(const char *slot, const ly_kernel_call *call,
+                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    TRY(check_call(slot, call, out, n_out));
+    const ly_kernel_params *p = &call->params;
+    const ly_tensor *x = call->in[0];
+    TRY(check_operand(slot, x, "x"));
+    TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
+    TRY(check_pair(slot, "kernel", p->kernel, 1, MAX_WINDOW_PARAM));
+    TRY(check_pair(slot, "stride", p->stride, 1, MAX_WINDOW_PARAM));
+    TRY(check_pair(slot, "padding", p->padding, 0, MAX_WINDOW_PARAM));
+    /* As PyTorch: a window must always hold at least one real element. */
+    for (int i = 0; i < 2; i++)
+        if (p->padding[i] > p->kernel[i] / 2)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: params.padding (%lld, %lld), expected at most half of "
+                                "params.kernel (%lld, %lld)",
+                                slot, (long long)p->padding[0], (long long)p->padding[1],
+                                (long long)p->kernel[0], (long long)p->kernel[1]);
+    int64_t shape[4] = {x->shape[0], x->shape[1], 0, 0};
+    TRY(out_extent(slot, "height", x->shape[2], p->kernel[0], p->stride[0], p->padding[0], 1,
+                   &shape[2]));
+    TRY(out_extent(slot, "width", x->shape[3], p->kernel[1], p->stride[1], p->padding[1], 1,
+                   &shape[3]));
+    TRY(check_output_size(slot, 4, shape));
+    set_output(out, n_out, 4, shape);
+    return LY_OK;
+}
+
+static ly_status infer_max_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                  int *n_out)
+{
+    return infer_pool(LY_SLOT_MAX_POOL2D, call, out, n_out);
+}
+
+static ly_status infer_avg_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                  int *n_out)
+{
+    TRY(infer_pool(LY_SLOT_AVG_POOL2D, call, out, n_out));
+    int64_t cip = call->params.count_include_pad;
+    if (cip != 0 && cip != 1)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.count_include_pad is %lld, expected 0 or 1",
+                            LY_SLOT_AVG_POOL2D, (long long)cip);
+    return LY_OK;
+}
+
+/* ---- upsample, concat ------------------------------------------------------------------ */
+
+static ly_status infer_upsample_nearest2d(const ly_kernel_call *call,
+                                          ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    const char *slot = LY_SLOT_UPSAMPLE_NEAREST2D;
+    TRY(check_call(slot, call, out, n_out));
+    const ly_tensor *x = call->in[0];
+    TRY(check_operand(slot, x, "x"));
+    TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
+    int64_t s = call->params.scale;
+    if (s < 1 || s > MAX_SCALE)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params.scale is %lld, expected 1..%d", slot,
+                            (long long)s, MAX_SCALE);
+    int64_t shape[4] = {x->shape[0], x->shape[1], 0, 0}, numel;
+    if (__builtin_mul_overflow(x->shape[2], s, &shape[2]) ||
+        __builtin_mul_overflow(x->shape[3], s, &shape[3]) ||
+        __builtin_mul_overflow(ly_tensor_numel(x), s * s, &numel) || numel > INT64_MAX / 8)
+        return ly_set_error(LY_E_SHAPE, "%s: the output of x times %lld overflows", slot,
+                            (long long)s);
+    set_output(out, n_out, 4, shape);
+    return LY_OK;
+}
+
+static ly_status infer_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                              int *n_out)
+{
+    const char *slot = LY_SLOT_CONCAT;
+    TRY(check_call(slot, call, out, n_out));
+    const ly_tensor *first = call->in[0];
+    TRY(check_operand(slot, first, "in[0]"));
+    int ndim = first->ndim;
+    if (ndim < 1)
+        return ly_set_error(LY_E_SHAPE, "%s: in[0]: 0-d tensor, expected at least 1 dim", slot);
+    int64_t axis = call->params.axis;
+    if (axis < -ndim || axis >= ndim)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.axis is %lld, expected -%d..%d for %d-dim inputs", slot,
+                            (long long)axis, ndim, ndim - 1, ndim);
+    if (axis < 0) axis += ndim;
+    int64_t shape[LY_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        shape[d] = first->shape[d];
+    bool ended = false;
+    for (int i = 1; i < LY_KERNEL_MAX_INPUTS; i++) {
+        const ly_tensor *t = call->in[i];
+        if (!t) {
+            ended = true;
+            continue;
+        }
+        if (ended)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: in[%d] follows a NULL input, expected the inputs packed from "
+                                "in[0]",
+                                slot, i);
+        char name[16], a[128], b[128];
+        snprintf(name, sizeof name, "in[%d]", i);
+        TRY(check_operand(slot, t, name));
+        bool fits = t->ndim == ndim;
+        for (int d = 0; fits && d < ndim; d++)
+            fits = d == axis || t->shape[d] == first->shape[d];
+        if (!fits)
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: %s: shape %s, expected the shape of in[0] %s except on axis "
+                                "%lld",
+                                slot, name, ly_shape_str(t, a, sizeof a),
+                                ly_shape_str(first, b, sizeof b), (long long)axis);
+        if (__builtin_add_overflow(shape[axis], t->shape[axis], &shape[axis]))
+            return ly_set_error(LY_E_SHAPE, "%s: the joined axis overflows", slot);
+    }
+    TRY(check_output_size(slot, ndim, shape));
+    set_output(out, n_out, ndim, shape);
+    return LY_OK;
+}
+
+/* ---- elementwise, dfl ------------------------------------------------------------------- */
+
+static ly_status infer_unary(const char *slot, const ly_kernel_call *call,
+                             ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    TRY(check_call(slot, call, out, n_out));
+    TRY(check_operand(slot, call->in[0], "x"));
+    set_output(out, n_out, call->in[0]->ndim, call->in[0]->shape);
+    return LY_OK;
+}
+
+static ly_status infer_silu(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                            int *n_out)
+{
+    return infer_unary(LY_SLOT_SILU, call, out, n_out);
+}
+
+static ly_status infer_sigmoid(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                               int *n_out)
+{
+    return infer_unary(LY_SLOT_SIGMOID, call, out, n_out);
+}
+
+static ly_status infer_dfl(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                           int *n_out)
+{
+    const char *slot = LY_SLOT_DFL;
+    TRY(check_call(slot, call, out, n_out));
+    const ly_tensor *x = call->in[0];
+    TRY(check_operand(slot, x, "x"));
+    TRY(check_ndim(slot, x, "x", 3, "([N, 4 * bins, anchors])"));
+    if (x->shape[1] < 4 || x->shape[1] % 4 != 0) {
+        char buf[128];
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: x: shape %s, expected dim 1 = 4 * bins with bins >= 1 (side-major "
+                            "box logits)",
+                            slot, ly_shape_str(x, buf, sizeof buf));
+    }
+    int64_t shape[3] = {x->shape[0], 4, x->shape[2]};
+    set_output(out, n_out, 3, shape);
+    return LY_OK;
+}
+
+static ly_status infer_add(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                           int *n_out)
+{
+    const char *slot = LY_SLOT_ADD;
+    TRY(check_call(slot, call, out, n_out));
+    TRY(check_operand(slot, call->in[0], "a"));
+    TRY(check_operand(slot, call->in[1], "b"));
+    TRY(ly_check_same_shape(call->in[0], "add: a", call->in[1], "add: b"));
+    set_output(out, n_out, call->in[0]->ndim, call->in[0]->shape);
+    return LY_OK;
+}
+
+/* ---- resize ----------------------------------------------------------------------------- */
+
+static ly_status infer_resize_bilinear2d(const ly_kernel_call *call,
+                                         ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    const char *slot = LY_SLOT_RESIZE_BILINEAR2D;
+    TRY(check_call(slot, call, out, n_out));
+    const ly_kernel_params *p = &call->params;
+    const ly_tensor *x = call->in[0];
+    TRY(check_operand(slot, x, "x"));
+    TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
+    TRY(check_pair(slot, "size", p->size, 1, MAX_WINDOW_PARAM));
+    if ((p->align_corners != 0 && p->align_corners != 1) ||
+        (p->half_pixel_centers != 0 && p->half_pixel_centers != 1))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.align_corners %lld and half_pixel_centers %lld, expected "
+                            "0 or 1 each",
+                            slot, (long long)p->align_corners, (long long)p->half_pixel_centers);
+    if (p->align_corners && p->half_pixel_centers)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.align_corners and half_pixel_centers are both 1, expected "
+                            "at most one (they define the source coordinate differently)",
+                            slot);
+    if (x->shape[2] < 1 || x->shape[3] < 1) {
+        char buf[128];
+        return ly_set_error(LY_E_SHAPE, "%s: x: shape %s, expected H and W of at least 1", slot,
+                            ly_shape_str(x, buf, sizeof buf));
+    }
+    int64_t shape[4] = {x->shape[0], x->shape[1], p->size[0], p->size[1]};
+    TRY(check_output_size(slot, 4, shape));
+    set_output(out, n_out, 4, shape);
+    return LY_OK;
+}
+
+/* ---- The table ---------------------------------------------------------------------- */
+
+const ly_slot_def ly_nn_slots[] = {
+    {LY_SLOT_CONV2D, infer_conv2d, ly_ref_conv2d},
+    {LY_SLOT_MAX_POOL2D, infer_max_pool2d, ly_ref_max_pool2d},
+    {LY_SLOT_AVG_POOL2D, infer_avg_pool2d, ly_ref_avg_pool2d},
+    {LY_SLOT_UPSAMPLE_NEAREST2D, infer_upsample_nearest2d, ly_ref_upsample_nearest2d},
+    {LY_SLOT_CONCAT, infer_concat, ly_ref_concat},
+    {LY_SLOT_SILU, infer_silu, ly_ref_silu},
+    {LY_SLOT_SIGMOID, infer_sigmoid, ly_ref_sigmoid},
+    {LY_SLOT_DFL, infer_dfl, ly_ref_dfl},
+    {LY_SLOT_ADD, infer_add, ly_ref_add},
+    {LY_SLOT_RESIZE_BILINEAR2D, infer_resize_bilinear2d, ly_ref_resize_bilinear2d},
+};
+
+const size_t ly_nn_slot_count = sizeof ly_nn_slots / sizeof ly_nn_slots[0];

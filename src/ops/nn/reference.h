@@ -1,0 +1,53 @@
+/*
+ * Portable references of the network-op slots (include/libreyolo/nn.h). They
+ * define the numbers; accelerated providers match them within a tolerance.
+ * Each assumes the call passed its slot's validator (src/ops/nn/contract.c).
+ */
+#ifndef LY_NN_REFERENCE_H
+#define LY_NN_REFERENCE_H
+
+#include "libreyolo/kernels.h"
+
+ly_status ly_ref_conv2d(const ly_kernel_call *call);
+ly_status ly_ref_max_pool2d(const ly_kernel_call *call);
+ly_status ly_ref_avg_pool2d(const ly_kernel_call *call);
+ly_status ly_ref_upsample_nearest2d(const ly_kernel_call *call);
+ly_status ly_ref_concat(const ly_kernel_call *call);
+ly_status ly_ref_silu(const ly_kernel_call *call);
+ly_status ly_ref_sigmoid(const ly_kernel_call *call);
+ly_status ly_ref_dfl(const ly_kernel_call *call);
+ly_status ly_ref_add(const ly_kernel_call *call);
+ly_status ly_ref_resize_bilinear2d(const ly_kernel_call *call);
+
+/* Scalar forms shared with the providers, which apply bias, activation and
+ * residual after a library's convolution. */
+float ly_nn_silu(float x);    /* x / (1 + expf(-x)) */
+float ly_nn_sigmoid(float x); /* 1 / (1 + expf(-x)) */
+/* `alpha` is LY_ACT_LEAKY_RELU's negative slope (ignored by the others). */
+float ly_nn_activate(float x, int64_t activation, float alpha);
+
+/* out = act(out + bias[o]) + residual over [N, O, plane] (bias, residual may be
+ * NULL), run on up to `threads` threads. Providers whose library computed the
+ * raw convolution into `out` finish with this. */
+void ly_nn_conv_epilogue(float *out, const float *bias, const float *residual, int64_t n,
+                         int64_t channels, int64_t plane, int64_t activation, float alpha,
+                         int threads);
+
+/* A conv2d call's geometry, read once from its (validated) tensors and params. */
+typedef struct ly_nn_conv_geometry {
+    int64_t n, c, h, w; /* input */
+    int64_t o, kh, kw;  /* weight [o, c / groups, kh, kw] */
+    int64_t ho, wo;     /* output */
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+    int64_t activation;
+    float alpha; /* LY_ACT_LEAKY_RELU's slope, as float (what the math uses) */
+} ly_nn_conv_geometry;
+
+void ly_nn_conv_geometry_of(const ly_kernel_call *call, ly_nn_conv_geometry *g);
+
+/* Output extent of a convolution or pooling window along one axis; < 1 when
+ * the (dilated) window does not fit the padded input. */
+int64_t ly_nn_out_extent(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
+                         int64_t dilation);
+
+#endif

@@ -1,0 +1,203 @@
+/*
+ * The sdpa slot's contract (include/libreyolo/sdpa.h): validation, output shape,
+ * the reference; the registration of the fused provider; the fused-attention
+ * policy helpers.
+ */
+#include "core/core.h"
+#include "ops/sdpa/sdpa_internal.h"
+#include "kernels/slot.h"
+
+#include <stdio.h>
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        ly_status try_status_ = (expr);                                                            \
+        if (try_status_ != LY_OK) return try_status_;                                              \
+    } while (0)
+
+static const char *const operand_names[5] = {"q", "k", "v", "mask (in[3])", "mask2 (in[4])"};
+
+static ly_status check_qkv(const ly_tensor *t, int index, const char *layout)
+{
+    char what[64], buf[128];
+    snprintf(what, sizeof what, "%s: %s", LY_SLOT_SDPA, operand_names[index]);
+    TRY(ly_check_tensor(t, what, LY_F32));
+    if (t->ndim != 4)
+        return ly_set_error(LY_E_SHAPE, "%s: shape %s, expected 4 dims %s", what,
+                            ly_shape_str(t, buf, sizeof buf), layout);
+    return LY_OK;
+}
+
+static ly_status check_mask(const ly_tensor *m, int index, const int64_t target[4])
+{
+    char what[64], buf[128];
+    snprintf(what, sizeof what, "%s: %s", LY_SLOT_SDPA, operand_names[index]);
+    TRY(ly_check_tensor(m, what, m->dtype == LY_U8 ? LY_U8 : LY_F32));
+    bool fits = m->ndim <= 4;
+    for (int i = 0; fits && i < m->ndim; i++) {
+        int64_t want = target[4 - m->ndim + i];
+        fits = m->shape[i] == want || m->shape[i] == 1;
+    }
+    if (!fits)
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: shape %s does not broadcast to the scores [%lld, %lld, %lld, "
+                            "%lld] (at most 4 dims, right aligned, each equal or 1)",
+                            what, ly_shape_str(m, buf, sizeof buf), (long long)target[0],
+                            (long long)target[1], (long long)target[2], (long long)target[3]);
+    return LY_OK;
+}
+
+static ly_status infer_sdpa(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                            int *n_out)
+{
+    const char *slot = LY_SLOT_SDPA;
+    if (!call || !out || !n_out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", slot);
+    const ly_tensor *q = call->in[0], *k = call->in[1], *v = call->in[2];
+    TRY(check_qkv(q, 0, "([B, H, Nq, d])"));
+    TRY(check_qkv(k, 1, "([B, H, Nk, d])"));
+    TRY(check_qkv(v, 2, "([B, H, Nk, dv])"));
+    char qs[128], ks[128], vs[128];
+    if (k->shape[0] != q->shape[0] || k->shape[1] != q->shape[1] || k->shape[3] != q->shape[3])
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: k: shape %s, expected [B, H, Nk, d] with B, H and d of q %s", slot,
+                            ly_shape_str(k, ks, sizeof ks), ly_shape_str(q, qs, sizeof qs));
+    if (v->shape[0] != q->shape[0] || v->shape[1] != q->shape[1] || v->shape[2] != k->shape[2])
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: v: shape %s, expected [B, H, Nk, dv] with B, H of q %s and Nk "
+                            "of k %s",
+                            slot, ly_shape_str(v, vs, sizeof vs), ly_shape_str(q, qs, sizeof qs),
+                            ly_shape_str(k, ks, sizeof ks));
+    int64_t target[4] = {q->shape[0], q->shape[1], q->shape[2], k->shape[2]};
+    for (int i = 3; i <= 4; i++)
+        if (call->in[i]) TRY(check_mask(call->in[i], i, target));
+    if (call->in[5])
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: in[5] must be NULL (the slot takes q, "
+                            "k, v and up to two masks)",
+                            slot);
+    if (!isfinite(call->params.attn_scale))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.attn_scale is %g, expected a finite scale (0: 1/sqrt(d))",
+                            slot, call->params.attn_scale);
+    out[0] = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = 4};
+    out[0].shape[0] = q->shape[0];
+    out[0].shape[1] = q->shape[1];
+    out[0].shape[2] = q->shape[2];
+    out[0].shape[3] = v->shape[3];
+    int64_t numel = 1;
+    for (int i = 0; i < 4; i++)
+        if (__builtin_mul_overflow(numel, out[0].shape[i], &numel) || numel > INT64_MAX / 8)
+            return ly_set_error(LY_E_SHAPE, "%s: the output overflows the address space", slot);
+    *n_out = 1;
+    return LY_OK;
+}
+
+const ly_slot_def ly_sdpa_slots[] = {
+    {LY_SLOT_SDPA, infer_sdpa, ly_sdpa_reference},
+};
+const size_t ly_sdpa_slot_count = sizeof ly_sdpa_slots / sizeof ly_sdpa_slots[0];
+
+/* ---- Unpacking a validated call ----------------------------------------------------- */
+
+static const float empty_tensor[1];
+
+static void mask_init(const ly_tensor *t, ly_sdpa_mask *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!t) return;
+    int64_t numel = ly_tensor_numel(t);
+    m->data = numel > 0 ? t->data : (const void *)empty_tensor;
+    m->is_bool = t->dtype == LY_U8;
+    int64_t stride = 1, strides[4] = {0, 0, 0, 0};
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int axis = 4 - t->ndim + i;
+        strides[axis] = t->shape[i] == 1 ? 0 : stride;
+        stride *= t->shape[i];
+    }
+    m->sb = strides[0];
+    m->sh = strides[1];
+    m->sq = strides[2];
+    m->sk = strides[3];
+}
+
+void ly_sdpa_problem_init(const ly_kernel_call *call, ly_sdpa_problem *p)
+{
+    const ly_tensor *q = call->in[0], *k = call->in[1], *v = call->in[2];
+    memset(p, 0, sizeof *p);
+    p->B = q->shape[0];
+    p->H = q->shape[1];
+    p->Nq = q->shape[2];
+    p->d = q->shape[3];
+    p->Nk = k->shape[2];
+    p->dv = v->shape[3];
+    double scale = call->params.attn_scale;
+    p->scale = scale != 0.0 ? (float)scale : (float)(1.0 / sqrt((double)p->d));
+    /* Empty operands may carry NULL data; arithmetic on NULL is undefined even
+     * with offset 0, so they point at a static element nobody reads. */
+    p->q = ly_tensor_numel(q) > 0 ? q->data : empty_tensor;
+    p->k = ly_tensor_numel(k) > 0 ? k->data : empty_tensor;
+    p->v = ly_tensor_numel(v) > 0 ? v->data : empty_tensor;
+    p->out = call->out[0]->data;
+    mask_init(call->in[3], &p->mask[0]);
+    mask_init(call->in[4], &p->mask[1]);
+    p->threads = ly_threads_resolve(call->threads);
+}
+
+float ly_sdpa_expf(float x)
+{
+    return ly_sdpa_expf_inline(x);
+}
+
+/* ---- Providers ------------------------------------------------------------------------ */
+
+#ifdef LY_HAVE_AVX2_PROVIDERS
+static ly_status avx2_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not)
+{
+    (void)call;
+    if (ly_kernels_capturing()) {
+        *why_not = "a graph is being captured for export (manual attention only)";
+        return LY_E_DECLINED;
+    }
+    if (cpu && cpu->avx2 && cpu->fma) return LY_OK;
+    *why_not = "CPU or OS lacks AVX2/FMA";
+    return LY_E_DECLINED;
+}
+#endif
+
+void ly_register_sdpa_providers(void)
+{
+#ifdef LY_HAVE_AVX2_PROVIDERS
+    if (ly_kernel_register(LY_SLOT_SDPA, LY_SDPA_FUSED_AVX2, ly_sdpa_avx2_fused, avx2_predicate) !=
+        LY_OK)
+        ly_log(LY_LOG_WARNING, "could not register the %s kernel of '%s': %s", LY_SDPA_FUSED_AVX2,
+               LY_SLOT_SDPA, ly_last_error());
+#endif
+}
+
+/* ---- Fused-attention policy ------------------------------------------------------------ */
+
+ly_status ly_sdpa_run(const ly_attention_module *module, const ly_kernel_call *call)
+{
+    if (!module) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_sdpa_run: module is NULL");
+    if (module->fused_attn && !ly_kernels_capturing())
+        return ly_kernel_dispatch(LY_SLOT_SDPA, call);
+    return ly_kernel_run_impl(LY_SLOT_SDPA, "reference", call);
+}
+
+ly_status ly_attention_set_fused(ly_attention_module *const *modules, size_t n, bool enabled,
+                                 int *count)
+{
+    if (n > 0 && !modules)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_attention_set_fused: modules is NULL for %zu modules", n);
+    int carried = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!modules[i]) continue;
+        modules[i]->fused_attn = enabled;
+        carried++;
+    }
+    if (count) *count = carried;
+    return LY_OK;
+}

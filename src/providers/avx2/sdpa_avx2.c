@@ -1,0 +1,394 @@
+/*
+ * The fused AVX2+FMA provider of the sdpa slot ("avx2"): bit-identical to
+ * the reference (src/ops/sdpa/reference.c) on every shape and thread
+ * count, because every output element goes through the same operation sequence;
+ * only which elements run side by side changes:
+ *
+ *  - q.k^T: each lane holds one key and runs that score's own sequential fmaf
+ *    chain over d (K is repacked as [key/8][d][8] panels); a 6-row x 16-key
+ *    register tile gives 12 independent accumulators.
+ *  - softmax per query row over a score row (no [Nq, Nk] matrix; no online
+ *    softmax): lane t of a ymm sees keys j = t mod 8 in increasing j, which is
+ *    exactly the reference's strided lane order, and the horizontal max/sum use
+ *    the reference's tree.
+ *  - P.v: lanes over output channels, each a sequential fmaf chain over keys (V is
+ *    repacked as [channel/8][Nk][8] panels), the same 6 x 16 tile.
+ *
+ * Work items are (batch*head, block of 6 query rows), split across threads in
+ * contiguous ranges; a thread repacks K and V when its range enters a new head.
+ */
+#include "core/core.h"
+#include "ops/sdpa/sdpa_internal.h"
+
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define MR 6 /* query rows per register tile */
+
+static float *alloc_floats(int64_t n)
+{
+    size_t bytes = ((size_t)(n < 16 ? 16 : n) * sizeof(float) + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes);
+}
+
+/* C[MR][16] = A[MR][L] . [B0 | B1] where each B is a contiguous [L][8] panel;
+ * every element is a sequential fmaf chain over l from +0. */
+static inline void tile_6x16(int64_t L, const float *A, int64_t lda, const float *B0,
+                             const float *B1, float *C, int64_t ldc)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    const float *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda, *a4 = A + 4 * lda,
+                *a5 = A + 5 * lda;
+    for (int64_t l = 0; l < L; l++) {
+        __m256 b0 = _mm256_load_ps(B0 + 8 * l), b1 = _mm256_load_ps(B1 + 8 * l);
+        __m256 a = _mm256_broadcast_ss(a0 + l);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(a1 + l);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(a2 + l);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(a3 + l);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(a4 + l);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(a5 + l);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
+    _mm256_store_ps(C, c00);
+    _mm256_store_ps(C + 8, c01);
+    _mm256_store_ps(C + ldc, c10);
+    _mm256_store_ps(C + ldc + 8, c11);
+    _mm256_store_ps(C + 2 * ldc, c20);
+    _mm256_store_ps(C + 2 * ldc + 8, c21);
+    _mm256_store_ps(C + 3 * ldc, c30);
+    _mm256_store_ps(C + 3 * ldc + 8, c31);
+    _mm256_store_ps(C + 4 * ldc, c40);
+    _mm256_store_ps(C + 4 * ldc + 8, c41);
+    _mm256_store_ps(C + 5 * ldc, c50);
+    _mm256_store_ps(C + 5 * ldc + 8, c51);
+}
+
+/* The last odd panel: C[MR][8]. */
+static inline void tile_6x8(int64_t L, const float *A, int64_t lda, const float *B0, float *C,
+                            int64_t ldc)
+{
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps();
+    __m256 c3 = _mm256_setzero_ps(), c4 = _mm256_setzero_ps(), c5 = _mm256_setzero_ps();
+    for (int64_t l = 0; l < L; l++) {
+        __m256 b0 = _mm256_load_ps(B0 + 8 * l);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + l), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + lda + l), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 2 * lda + l), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 3 * lda + l), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 4 * lda + l), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 5 * lda + l), b0, c5);
+    }
+    _mm256_store_ps(C, c0);
+    _mm256_store_ps(C + ldc, c1);
+    _mm256_store_ps(C + 2 * ldc, c2);
+    _mm256_store_ps(C + 3 * ldc, c3);
+    _mm256_store_ps(C + 4 * ldc, c4);
+    _mm256_store_ps(C + 5 * ldc, c5);
+}
+
+/* C[MR][8 * panels] = A[MR][L] . panels, where panel t is B + t * panel_stride. */
+static void gemm_rows(int64_t L, const float *A, int64_t lda, const float *B, int64_t panel_stride,
+                      int64_t panels, float *C, int64_t ldc)
+{
+    int64_t t = 0;
+    for (; t + 2 <= panels; t += 2)
+        tile_6x16(L, A, lda, B + t * panel_stride, B + (t + 1) * panel_stride, C + 8 * t, ldc);
+    if (t < panels) tile_6x8(L, A, lda, B + t * panel_stride, C + 8 * t, ldc);
+}
+
+/* ---- softmax, in the reference's lane order ------------------------------------------- */
+
+static inline __m256 exp8(__m256 x)
+{
+    __m256 small = _mm256_cmp_ps(x, _mm256_set1_ps(LY_SDPA_EXP_MIN), _CMP_LT_OQ);
+    __m256 t =
+        _mm256_fmadd_ps(x, _mm256_set1_ps(LY_SDPA_EXP_LOG2E), _mm256_set1_ps(LY_SDPA_EXP_MAGIC));
+    __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(LY_SDPA_EXP_MAGIC));
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(LY_SDPA_EXP_NLN2_HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(LY_SDPA_EXP_NLN2_LO), r);
+    __m256 p = _mm256_set1_ps(LY_SDPA_EXP_C6);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LY_SDPA_EXP_C5));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LY_SDPA_EXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LY_SDPA_EXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LY_SDPA_EXP_C2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e =
+        _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32((int)LY_SDPA_EXP_MAGIC_BITS));
+    e = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(small, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* The reference's trees: lanes (i, i+4), then (i, i+2), then (0, 1); _mm_max_ps(a, b)
+ * is a > b ? a : b, as ly_sdpa_max. */
+static inline float hmax8(__m256 v)
+{
+    __m128 t = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 u = _mm_max_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_max_ss(u, _mm_shuffle_ps(u, u, 1)));
+}
+
+static inline float hsum8(__m256 v)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1)));
+}
+
+static const int32_t tail_bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* Lanes [0, rem) all ones. */
+static inline __m256 tail_mask(int64_t rem)
+{
+    return _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(tail_bits + 8 - rem)));
+}
+
+typedef struct row_mask {
+    const ly_sdpa_mask *m;
+    int64_t row;
+    __m256 broadcast; /* the value when the mask broadcasts along keys */
+} row_mask;
+
+static inline __m256 mask8(const row_mask *rm, int64_t j)
+{
+    const ly_sdpa_mask *m = rm->m;
+    if (m->sk == 0) return rm->broadcast;
+    if (m->is_bool) {
+        __m128i bytes = _mm_loadl_epi64((const __m128i *)((const uint8_t *)m->data + rm->row + j));
+        __m256i zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256());
+        return _mm256_andnot_ps(_mm256_castsi256_ps(zero), _mm256_set1_ps(1.0f));
+    }
+    return _mm256_loadu_ps((const float *)m->data + rm->row + j);
+}
+
+/* Masks, max, exp, sum and normalisation of one score row s[0, n) (s is padded
+ * to a multiple of 8 and 32-byte aligned; padding lanes are ignored). */
+static void softmax_row(float *s, int64_t n, const ly_sdpa_problem *p, int64_t b, int64_t h,
+                        int64_t i)
+{
+    row_mask masks[2];
+    int n_masks = 0;
+    for (int k = 0; k < 2; k++) {
+        const ly_sdpa_mask *m = &p->mask[k];
+        if (!m->data) continue;
+        row_mask *rm = &masks[n_masks++];
+        rm->m = m;
+        rm->row = ly_sdpa_mask_row(m, b, h, i);
+        rm->broadcast =
+            m->sk == 0 ? _mm256_set1_ps(ly_sdpa_mask_value(m, rm->row)) : _mm256_setzero_ps();
+    }
+    int64_t full = n & ~(int64_t)7, rem = n - full;
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < full; j += 8) {
+        __m256 x = _mm256_load_ps(s + j);
+        if (n_masks) {
+            for (int k = 0; k < n_masks; k++)
+                x = _mm256_add_ps(x, mask8(&masks[k], j));
+            _mm256_store_ps(s + j, x);
+        }
+        mx = _mm256_max_ps(x, mx);
+    }
+    __m256 live = tail_mask(rem);
+    if (rem) {
+        __m256 x = _mm256_load_ps(s + full);
+        for (int k = 0; k < n_masks; k++) {
+            float vals[8] = {0};
+            for (int64_t t = 0; t < rem; t++)
+                vals[t] =
+                    ly_sdpa_mask_value(masks[k].m, masks[k].row + (full + t) * masks[k].m->sk);
+            x = _mm256_add_ps(x, _mm256_loadu_ps(vals));
+        }
+        _mm256_store_ps(s + full, x);
+        mx = _mm256_max_ps(_mm256_blendv_ps(_mm256_set1_ps(-INFINITY), x, live), mx);
+    }
+    __m256 m = _mm256_set1_ps(hmax8(mx));
+
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t j = 0; j < full; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(s + j), m));
+        _mm256_store_ps(s + j, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (rem) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(s + full), m));
+        _mm256_store_ps(s + full, e);
+        sum = _mm256_add_ps(sum, _mm256_and_ps(e, live));
+    }
+    __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
+    for (int64_t j = 0; j < n; j += 8)
+        _mm256_store_ps(s + j, _mm256_mul_ps(_mm256_load_ps(s + j), inv));
+}
+
+/* ---- driver ------------------------------------------------------------------------ */
+
+typedef struct fused_job {
+    const ly_sdpa_problem *p;
+    int64_t row_blocks;
+    atomic_bool out_of_memory;
+} fused_job;
+
+typedef struct scratch {
+    float *kp; /* [nkp][d][8] */
+    float *vp; /* [ncp][Nk][8] */
+    float *qs; /* [MR][d] */
+    float *s;  /* [MR][nk8] */
+    float *o;  /* [MR][dv8] */
+} scratch;
+
+/* 8 rows of 8 floats (src rows `lds` apart) transposed into 8 rows of 8 (dst rows
+ * 8 apart). */
+static inline void transpose8(const float *src, int64_t lds, float *dst)
+{
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds);
+    __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
+    __m256 r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds);
+    __m256 r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_store_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_store_ps(dst + 8, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_store_ps(dst + 16, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_store_ps(dst + 24, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_store_ps(dst + 32, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_store_ps(dst + 40, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_store_ps(dst + 48, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_store_ps(dst + 56, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* K as [key/8][d][8] panels, zero padded past Nk. Copies only: no arithmetic. */
+static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp)
+{
+    int64_t d = p->d, Nk = p->Nk;
+    const float *k = p->k + bh * Nk * d;
+    for (int64_t jp = 0; jp < nkp; jp++) {
+        float *panel = kp + jp * d * 8;
+        int64_t keys = Nk - jp * 8 < 8 ? Nk - jp * 8 : 8;
+        int64_t c = 0;
+        if (keys == 8)
+            for (; c + 8 <= d; c += 8)
+                transpose8(k + jp * 8 * d + c, d, panel + c * 8);
+        for (; c < d; c++)
+            for (int64_t t = 0; t < 8; t++)
+                panel[c * 8 + t] = t < keys ? k[(jp * 8 + t) * d + c] : 0.0f;
+    }
+}
+
+/* V as [channel/8][Nk][8] panels, zero padded past dv. Reading v in place (rows dv
+ * apart) measured a third slower: the panels stream contiguously. */
+static void pack_v(const ly_sdpa_problem *p, int64_t bh, float *vp, int64_t ncp)
+{
+    int64_t dv = p->dv, Nk = p->Nk;
+    const float *v = p->v + bh * Nk * dv;
+    for (int64_t cp = 0; cp < ncp; cp++) {
+        float *panel = vp + cp * Nk * 8;
+        int64_t cols = dv - cp * 8 < 8 ? dv - cp * 8 : 8;
+        if (cols == 8) {
+            for (int64_t j = 0; j < Nk; j++)
+                _mm256_store_ps(panel + j * 8, _mm256_loadu_ps(v + j * dv + cp * 8));
+            continue;
+        }
+        for (int64_t j = 0; j < Nk; j++)
+            for (int64_t t = 0; t < 8; t++)
+                panel[j * 8 + t] = t < cols ? v[j * dv + cp * 8 + t] : 0.0f;
+    }
+}
+
+static void store_rows(const ly_sdpa_problem *p, const float *o, int64_t dv8, float *out,
+                       int64_t rows)
+{
+    int64_t dv = p->dv, full = dv & ~(int64_t)7;
+    const __m256 canonical =
+        _mm256_castsi256_ps(_mm256_set1_epi32((int)LY_SDPA_CANONICAL_NAN_BITS));
+    for (int64_t r = 0; r < rows; r++) {
+        const float *src = o + r * dv8;
+        float *dst = out + r * dv;
+        for (int64_t c = 0; c < full; c += 8) {
+            __m256 x = _mm256_load_ps(src + c);
+            x = _mm256_blendv_ps(x, canonical, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            _mm256_storeu_ps(dst + c, x);
+        }
+        for (int64_t c = full; c < dv; c++)
+            dst[c] = ly_sdpa_canonical(src[c]);
+    }
+}
+
+static void items_range(void *ctx, int64_t begin, int64_t end)
+{
+    fused_job *job = ctx;
+    const ly_sdpa_problem *p = job->p;
+    int64_t d = p->d, Nk = p->Nk, dv = p->dv;
+    int64_t nkp = (Nk + 7) / 8, ncp = (dv + 7) / 8, nk8 = nkp * 8, dv8 = ncp * 8;
+    scratch w = {alloc_floats(nkp * d * 8), alloc_floats(ncp * Nk * 8), alloc_floats(MR * d),
+                 alloc_floats(MR * nk8), alloc_floats(MR * dv8)};
+    if (!w.kp || !w.vp || !w.qs || !w.s || !w.o) {
+        atomic_store(&job->out_of_memory, true);
+        goto done;
+    }
+    /* Rows past Nq in the last block compute on zeros and are never stored. */
+    memset(w.qs, 0, (size_t)(MR * d) * sizeof(float));
+    memset(w.s, 0, (size_t)(MR * nk8) * sizeof(float));
+    int64_t packed = -1;
+    for (int64_t item = begin; item < end; item++) {
+        int64_t bh = item / job->row_blocks, i0 = (item % job->row_blocks) * MR;
+        int64_t rows = p->Nq - i0 < MR ? p->Nq - i0 : MR;
+        if (bh != packed) {
+            pack_k(p, bh, w.kp, nkp);
+            pack_v(p, bh, w.vp, ncp);
+            packed = bh;
+        }
+        const float *q = p->q + (bh * p->Nq + i0) * d;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < d; c++)
+                w.qs[r * d + c] = q[r * d + c] * p->scale;
+        if (rows < MR) memset(w.qs + rows * d, 0, (size_t)((MR - rows) * d) * sizeof(float));
+
+        gemm_rows(d, w.qs, d, w.kp, d * 8, nkp, w.s, nk8);
+        for (int64_t r = 0; r < rows; r++)
+            softmax_row(w.s + r * nk8, Nk, p, bh / p->H, bh % p->H, i0 + r);
+        gemm_rows(Nk, w.s, nk8, w.vp, Nk * 8, ncp, w.o, dv8);
+        store_rows(p, w.o, dv8, p->out + (bh * p->Nq + i0) * dv, rows);
+    }
+done:
+    free(w.kp);
+    free(w.vp);
+    free(w.qs);
+    free(w.s);
+    free(w.o);
+}
+
+ly_status ly_sdpa_avx2_fused(const ly_kernel_call *call)
+{
+    ly_sdpa_problem p;
+    ly_sdpa_problem_init(call, &p);
+    if (p.B * p.H * p.Nq * p.dv == 0) return LY_OK;
+    fused_job job = {.p = &p, .row_blocks = (p.Nq + MR - 1) / MR};
+    atomic_init(&job.out_of_memory, false);
+    ly_parallel_for(p.B * p.H * job.row_blocks, 1, p.threads, items_range, &job);
+    if (atomic_load(&job.out_of_memory))
+        return ly_set_error(LY_E_NO_MEMORY, "%s/%s: out of memory for a row block of %lld keys",
+                            LY_SLOT_SDPA, LY_SDPA_FUSED_AVX2, (long long)p.Nk);
+    return LY_OK;
+}

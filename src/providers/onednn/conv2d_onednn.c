@@ -1,0 +1,580 @@
+/*
+ * conv2d on oneDNN (C API, 2.x): forward-inference convolution with the bias,
+ * the activation (eltwise swish alpha = 1 / logistic / relu post-op) and the
+ * residual fused.
+ *
+ * Layouts: our tensors are NCHW, but oneDNN's fast kernels (jit:avx2,
+ * brgconv) want blocked (nChw8c/nChw16c) or channels-last activations; on plain
+ * NCHW it falls back to im2col + GEMM, ~3x slower end to end on LibreYOLO9t. So
+ * src and dst are left to oneDNN (format "any") and reordered from and to NCHW
+ * on every call through per-thread scratch buffers (see choose_plan for the
+ * exceptions). Measured on LibreYOLO9t at 640, all 185 convs, 1 thread on an
+ * AVX-512 Zen 4 guest: plain NCHW 261 ms, oneDNN's choice with the reorders
+ * 91 ms (without them, not possible with NCHW tensors, 85 ms), channels-last
+ * 107 ms, choose_plan 88 ms (2 threads: 44-48 ms). The residual is added by
+ * the output reorder (its "sum" post-op), or by the convolution's own sum
+ * post-op when the output is already NCHW. Weights are reordered once per
+ * cached operator.
+ *
+ * Inside a graph most convolutions skip those reorders: the graph keeps the
+ * values between them in oneDNN's blocked layouts (nChw16c on AVX-512, else
+ * nChw8c; src/graph/graph.c, plan_layouts) and calls conv2d_onednn_blocked with
+ * the layout of each side, which becomes part of the cache key. LibreYOLO9t
+ * at 640, 1 thread: 94 -> 87 ms, and the reorder scratch 9.4 -> 3.9 MiB.
+ *
+ * Threads: call->threads is honoured through OpenMP (onednn_common.h) and is
+ * part of the cache key, since oneDNN plans a primitive's work split for the
+ * thread count it is created with.
+ */
+#include "core/core.h"
+#include "providers/onednn/onednn_common.h"
+#include "providers/op_cache.h"
+#include "providers/nn_providers.h"
+#include "libreyolo/nn.h"
+
+#include <dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Two LibreYOLO9 models at two thread counts fit. */
+#define CACHE_CAPACITY 512
+
+typedef struct onednn_op {
+    dnnl_stream_t stream; /* one per operator: an operator runs on one thread at a time */
+    dnnl_primitive_t conv, src_reorder, dst_reorder;
+    dnnl_primitive_t activation; /* applied in place after conv (plain pointwise plan) */
+    dnnl_memory_t weights, bias;
+    dnnl_memory_t src_user, src_lib, dst_lib, dst_user; /* data handles set per call */
+    dnnl_memory_t residual;              /* the residual read by a binary-add post-op, or NULL */
+    int residual_arg;                    /* its execution argument */
+    size_t src_lib_bytes, dst_lib_bytes; /* scratch sizes (0: no reorder on that side) */
+    bool reference;                      /* oneDNN serves it with its reference kernel (slow) */
+    bool weights_packed;                 /* op->weights is a copy (not the caller's buffer) */
+    dnnl_memory_desc_t weights_plain;    /* the caller's OIHW / GOIHW layout, for restoring */
+} onednn_op;
+
+static void destroy_op(void *p);
+static ly_status restore_weights(ly_nn_conv_weights *weights, void *plain);
+static ly_op_cache cache = LY_OP_CACHE_INIT(CACHE_CAPACITY, destroy_op);
+
+static ly_status dnnl_failed(const char *what, dnnl_status_t st)
+{
+    return ly_onednn_failed(LY_SLOT_CONV2D, what, st);
+}
+
+#define DNNL_TRY(expr)                                                                             \
+    do {                                                                                           \
+        dnnl_status_t dnnl_st_ = (expr);                                                           \
+        if (dnnl_st_ != dnnl_success) {                                                            \
+            *status = dnnl_failed(#expr, dnnl_st_);                                                \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static void destroy_op(void *p)
+{
+    onednn_op *op = p;
+    if (!op) return;
+    dnnl_primitive_t prims[] = {op->conv, op->src_reorder, op->dst_reorder, op->activation};
+    for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
+        if (prims[i]) dnnl_primitive_destroy(prims[i]);
+    dnnl_memory_t mems[] = {op->weights, op->bias,     op->src_user, op->src_lib,
+                            op->dst_lib, op->dst_user, op->residual};
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    if (op->stream) dnnl_stream_destroy(op->stream);
+    free(op);
+}
+
+/* Convolution primitive descriptor with the activation and, if asked, the sum. */
+static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t activation,
+                                  float alpha, bool with_sum, const dnnl_memory_desc_t *add_md,
+                                  dnnl_primitive_desc_t *pd)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post_ops = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success) st = dnnl_post_ops_create(&post_ops);
+    if (st == dnnl_success) {
+        switch (activation) {
+        case LY_ACT_SILU:
+            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f);
+            break;
+        case LY_ACT_SIGMOID:
+            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f);
+            break;
+        case LY_ACT_RELU:
+            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+            break;
+        case LY_ACT_LEAKY_RELU: /* oneDNN's relu alpha is the negative slope */
+            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, alpha, 0.0f);
+            break;
+        default:
+            break;
+        }
+    }
+    if (st == dnnl_success && with_sum) st = dnnl_post_ops_append_sum(post_ops, 1.0f);
+    if (st == dnnl_success && add_md)
+        st = dnnl_post_ops_append_binary(post_ops, dnnl_binary_add, add_md);
+    if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, post_ops);
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, desc, attr, engine, NULL);
+    if (post_ops) dnnl_post_ops_destroy(post_ops);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                  bool with_sum, dnnl_primitive_t *out)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post_ops = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success && with_sum) {
+        st = dnnl_post_ops_create(&post_ops);
+        if (st == dnnl_success) st = dnnl_post_ops_append_sum(post_ops, 1.0f);
+        if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, post_ops);
+    }
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr);
+    if (st == dnnl_success) st = dnnl_primitive_create(out, pd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (post_ops) dnnl_post_ops_destroy(post_ops);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* How a convolution runs. Mostly on oneDNN's choice of activation layout
+ * ("any", with reorders from and to NCHW), except where measurements on
+ * LibreYOLO9t's shapes (libreyolo bench conv, 1 thread) found better:
+ *  - a first layer (RGB) reads NCHW directly: oneDNN has kernels for that, and
+ *    reordering a 3-channel image costs more than it saves (2.4 -> 1.9 ms);
+ *  - a plain 1x1 convolution (stride 1, no padding, no groups, no residual) is
+ *    one GEMM over NCHW as it is: no reorders at all. oneDNN's GEMM-based
+ *    convolution applies swish/logistic post-ops element by element (7 GFLOP/s
+ *    end to end), so the activation runs as a separate in-place eltwise
+ *    primitive (JIT) instead (32->16 1x1 on 80x80: 0.157 -> 0.13 ms). A
+ *    oneDNN 2.6 matmul with the bias, swish and sum as post-ops was tried and
+ *    is slower on every 1x1 shape of LibreYOLO9t (gemm:jit +5-15%, brgemm,
+ *    which repacks the activations per call, +5-20%; 88 vs 85 ms of convs);
+ *  - on AVX-512 machines "any" picks 16-channel blocks or channels-last, but
+ *    for channel counts that are not multiples of 16 (24, 48) and for thin
+ *    strided convolutions the 8-channel blocked kernels are faster (24->24 3x3:
+ *    0.24 -> 0.19 ms; 16->32 3x3 /2 on 320x320, where the channels-last reorder
+ *    dominates: 4.3 -> 3.2 ms), so those ask for nChw8c, which is what "any"
+ *    gives on AVX2 machines anyway. Grouped convolutions keep "any". */
+typedef struct plan {
+    dnnl_format_tag_t src, dst;
+    bool separate_activation;
+} plan;
+
+static plan choose_plan(const ly_conv_key *k, int attempt)
+{
+    plan p = {dnnl_format_tag_any, dnnl_format_tag_any, false};
+    if (k->layout && attempt < 2) {
+        /* A side already blocked costs no reorder, so the whole convolution
+         * runs on blocked kernels, each side in its own block where oneDNN
+         * has a JIT kernel for that (attempt 0; an NCHW side takes the
+         * other's), else on 8-channel blocks (attempt 1: an NCHW side, or
+         * the other block size, is reordered), else as without layouts. */
+        dnnl_format_tag_t src = k->layout & LY_NN_SRC_BLOCKED16  ? dnnl_nChw16c
+                                : k->layout & LY_NN_SRC_BLOCKED8 ? dnnl_nChw8c
+                                                                 : dnnl_format_tag_undef;
+        dnnl_format_tag_t dst = k->layout & LY_NN_DST_BLOCKED16  ? dnnl_nChw16c
+                                : k->layout & LY_NN_DST_BLOCKED8 ? dnnl_nChw8c
+                                                                 : dnnl_format_tag_undef;
+        if (src == dnnl_format_tag_undef) src = k->c < 8 ? dnnl_nchw : dst; /* RGB: as below */
+        if (dst == dnnl_format_tag_undef) dst = src;
+        if (attempt == 1 && src != dst && k->c >= 8) src = dst = dnnl_nChw8c;
+        p.src = src;
+        p.dst = dst;
+        return p;
+    }
+    if (k->c < 8) {
+        p.src = dnnl_nchw;
+        return p;
+    }
+    bool pointwise = k->kh == 1 && k->kw == 1;
+    if (pointwise && k->sh == 1 && k->sw == 1 && k->ph == 0 && k->pw == 0 && k->groups == 1 &&
+        !k->has_residual) {
+        p.src = p.dst = dnnl_nchw;
+        p.separate_activation = k->activation != LY_ACT_NONE;
+        return p;
+    }
+    bool eight = k->c % 8 == 0 && k->o % 8 == 0 && k->groups == 1;
+    bool thin_strided = (k->sh > 1 || k->sw > 1) && k->c <= 16;
+    if (eight && (pointwise || thin_strided || k->c % 16 != 0 || k->o % 16 != 0))
+        p.src = p.dst = dnnl_nChw8c;
+    return p;
+}
+
+static dnnl_status_t make_activation(const dnnl_memory_desc_t *md, int64_t activation, float slope,
+                                     dnnl_primitive_t *out)
+{
+    dnnl_alg_kind_t alg = activation == LY_ACT_SILU      ? dnnl_eltwise_swish
+                          : activation == LY_ACT_SIGMOID ? dnnl_eltwise_logistic
+                                                         : dnnl_eltwise_relu;
+    float alpha = activation == LY_ACT_SILU ? 1.0f : activation == LY_ACT_LEAKY_RELU ? slope : 0.0f;
+    dnnl_eltwise_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st =
+        dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, md, alpha, 0.0f);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&pd, &desc, NULL, ly_onednn_engine(), NULL);
+    if (st == dnnl_success) st = dnnl_primitive_create(out, pd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, int attempt,
+                            ly_status *status)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    onednn_op *op = calloc(1, sizeof *op);
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t weights_reorder = NULL;
+    dnnl_memory_t weights_user = NULL;
+    if (!op) {
+        *status = ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
+        return NULL;
+    }
+    DNNL_TRY(dnnl_stream_create(&op->stream, engine, dnnl_stream_default_flags));
+
+    dnnl_dims_t src_dims = {k->n, k->c, k->h, k->w}, dst_dims = {k->n, k->o, k->ho, k->wo};
+    dnnl_dims_t bias_dims = {k->o};
+    dnnl_dims_t strides = {k->sh, k->sw}, dilates = {k->dh - 1, k->dw - 1};
+    dnnl_dims_t pad_l = {k->ph, k->pw};
+    /* The right padding the last window needs; with it oneDNN's output size is
+     * ours (and 0 when the floor drops trailing input, which oneDNN then ignores). */
+    dnnl_dims_t pad_r = {(k->ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->h - k->ph,
+                         (k->wo - 1) * k->sw + (k->kw - 1) * k->dw + 1 - k->w - k->pw};
+    for (int i = 0; i < 2; i++)
+        if (pad_r[i] < 0) pad_r[i] = 0;
+    dnnl_memory_desc_t src_user, dst_user, src_any, dst_any, w_any, w_user, bias_md;
+    dnnl_format_tag_t src_user_tag = k->layout & LY_NN_SRC_BLOCKED16  ? dnnl_nChw16c
+                                     : k->layout & LY_NN_SRC_BLOCKED8 ? dnnl_nChw8c
+                                                                      : dnnl_nchw;
+    dnnl_format_tag_t dst_user_tag = k->layout & LY_NN_DST_BLOCKED16  ? dnnl_nChw16c
+                                     : k->layout & LY_NN_DST_BLOCKED8 ? dnnl_nChw8c
+                                                                      : dnnl_nchw;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_user, 4, src_dims, dnnl_f32, src_user_tag));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_user, 4, dst_dims, dnnl_f32, dst_user_tag));
+    plan how = choose_plan(k, attempt);
+    float alpha;
+    memcpy(&alpha, &k->alpha_bits, sizeof alpha);
+    dnnl_format_tag_t src_tag = how.src, dst_tag = how.dst;
+    int64_t fused_activation = how.separate_activation ? LY_ACT_NONE : k->activation;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, src_tag));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dst_tag));
+    if (k->groups == 1) {
+        dnnl_dims_t wd = {k->o, k->c, k->kh, k->kw};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any));
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_oihw));
+    } else {
+        dnnl_dims_t wd = {k->groups, k->o / k->groups, k->c / k->groups, k->kh, k->kw};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_any, 5, wd, dnnl_f32, dnnl_format_tag_any));
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_user, 5, wd, dnnl_f32, dnnl_goihw));
+    }
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x));
+    dnnl_convolution_desc_t desc;
+    DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
+        &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
+        k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
+    dnnl_status_t made = make_conv_pd(&desc, fused_activation, alpha, false, NULL, &pd);
+    if (made == dnnl_unimplemented &&
+        (src_tag != dnnl_format_tag_any || dst_tag != dnnl_format_tag_any)) {
+        /* The preferred layouts have no kernel here (another ISA): let oneDNN choose. */
+        DNNL_TRY(
+            dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any));
+        DNNL_TRY(
+            dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any));
+        DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
+            &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
+            k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
+        fused_activation = k->activation;
+        how.separate_activation = false;
+        made = make_conv_pd(&desc, fused_activation, alpha, false, NULL, &pd);
+    }
+    if (made == dnnl_unimplemented) {
+        /* Not a failure: oneDNN has no kernel for this case; the next one serves it. */
+        *status = ly_set_error(LY_E_DECLINED, "conv2d (onednn): no oneDNN implementation for "
+                                              "this convolution");
+        goto fail;
+    }
+    DNNL_TRY(made);
+    const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    if (k->has_residual && dnnl_memory_desc_equal(dst_md, &dst_user)) {
+        /* NCHW output: the convolution adds the residual itself (sum post-op).
+         * The destination is pinned to NCHW, or oneDNN could pick another
+         * layout for the new descriptor and the sum would read scratch. */
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+        DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
+            &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
+            k->bias ? &bias_md : NULL, &dst_user, strides, dilates, pad_l, pad_r));
+        /* On blocked data the JIT kernels take a swish then a sum only as a
+         * binary add (with the sum oneDNN falls back to its reference
+         * kernel, ~20x slower); the binary add also reads the residual
+         * where it is, with no copy into the output first. */
+        bool binary = (k->layout & (LY_NN_DST_BLOCKED8 | LY_NN_DST_BLOCKED16)) &&
+                      fused_activation != LY_ACT_NONE;
+        DNNL_TRY(
+            make_conv_pd(&desc, fused_activation, alpha, !binary, binary ? &dst_user : NULL, &pd));
+        if (binary) {
+            DNNL_TRY(dnnl_memory_create(&op->residual, &dst_user, engine, DNNL_MEMORY_NONE));
+            op->residual_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1;
+        }
+        dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    }
+    const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    DNNL_TRY(dnnl_primitive_create(&op->conv, pd));
+    const char *impl = "?";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    op->reference = strncmp(impl, "ref", 3) == 0;
+    int64_t scratchpad = 0;
+    dnnl_primitive_desc_query(pd, dnnl_query_memory_consumption_s64, 0, &scratchpad);
+    ly_log(LY_LOG_DEBUG,
+           "conv2d (onednn): %lld->%lld %lldx%lld /%lld g%lld on %lldx%lld, %lld thread(s): %s, "
+           "scratchpad %lld B%s%s",
+           (long long)k->c, (long long)k->o, (long long)k->kh, (long long)k->kw, (long long)k->sh,
+           (long long)k->groups, (long long)k->h, (long long)k->w, (long long)k->threads, impl,
+           (long long)scratchpad,
+           dnnl_memory_desc_equal(src_md, &src_user) ? "" : ", src reordered",
+           dnnl_memory_desc_equal(dst_md, &dst_user) ? "" : ", dst reordered");
+
+    /* Weights: reordered once into memory the operator owns, unless the
+     * kernel reads them as they are (plain OIHW): then it reads the caller's,
+     * which the key names by pointer and fingerprint, instead of a copy. */
+    if (dnnl_memory_desc_equal(w_md, &w_user)) {
+        ly_log(LY_LOG_DEBUG, "conv2d (onednn): plain weights shared, %zu B",
+               dnnl_memory_desc_get_size(w_md));
+        DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, call->in[1]->data));
+    } else {
+        ly_log(LY_LOG_DEBUG, "conv2d (onednn): weights packed, %zu B",
+               dnnl_memory_desc_get_size(w_md));
+        DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, DNNL_MEMORY_ALLOCATE));
+        op->weights_packed = true;
+        op->weights_plain = w_user;
+        DNNL_TRY(dnnl_memory_create(&weights_user, &w_user, engine, call->in[1]->data));
+        DNNL_TRY(make_reorder(&w_user, w_md, false, &weights_reorder));
+        dnnl_exec_arg_t wargs[] = {{DNNL_ARG_FROM, weights_user}, {DNNL_ARG_TO, op->weights}};
+        DNNL_TRY(dnnl_primitive_execute(weights_reorder, op->stream, 2, wargs));
+        DNNL_TRY(dnnl_stream_wait(op->stream));
+    }
+    if (k->bias) {
+        void *handle = NULL;
+        DNNL_TRY(dnnl_memory_create(&op->bias, &bias_md, engine, DNNL_MEMORY_ALLOCATE));
+        DNNL_TRY(dnnl_memory_get_data_handle(op->bias, &handle));
+        memcpy(handle, call->in[2]->data, (size_t)k->o * sizeof(float));
+    }
+
+    if (how.separate_activation)
+        DNNL_TRY(make_activation(&dst_user, k->activation, alpha, &op->activation));
+    DNNL_TRY(dnnl_memory_create(&op->src_user, &src_user, engine, DNNL_MEMORY_NONE));
+    DNNL_TRY(dnnl_memory_create(&op->dst_user, &dst_user, engine, DNNL_MEMORY_NONE));
+    if (!dnnl_memory_desc_equal(src_md, &src_user)) {
+        op->src_lib_bytes = dnnl_memory_desc_get_size(src_md);
+        DNNL_TRY(dnnl_memory_create(&op->src_lib, src_md, engine, DNNL_MEMORY_NONE));
+        DNNL_TRY(make_reorder(&src_user, src_md, false, &op->src_reorder));
+    }
+    if (!dnnl_memory_desc_equal(dst_md, &dst_user)) {
+        op->dst_lib_bytes = dnnl_memory_desc_get_size(dst_md);
+        DNNL_TRY(dnnl_memory_create(&op->dst_lib, dst_md, engine, DNNL_MEMORY_NONE));
+        DNNL_TRY(make_reorder(dst_md, &dst_user, k->has_residual != 0, &op->dst_reorder));
+    }
+    dnnl_primitive_destroy(weights_reorder);
+    dnnl_memory_destroy(weights_user);
+    dnnl_primitive_desc_destroy(pd);
+    return op;
+
+fail:
+    if (weights_reorder) dnnl_primitive_destroy(weights_reorder);
+    if (weights_user) dnnl_memory_destroy(weights_user);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    destroy_op(op);
+    return NULL;
+}
+
+static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_status *status)
+{
+    /* Blocked data: the layouts asked for may have only oneDNN's reference
+     * kernel (~20x slower than a reorder more); then fewer constraints. */
+    for (int attempt = 0; k->layout && attempt < 2; attempt++) {
+        onednn_op *op = create_op_with(k, call, attempt, status);
+        if (op && !op->reference) return op;
+        destroy_op(op);
+    }
+    return create_op_with(k, call, 2, status);
+}
+
+#undef DNNL_TRY
+#define DNNL_TRY(expr)                                                                             \
+    do {                                                                                           \
+        dnnl_status_t dnnl_st_ = (expr);                                                           \
+        if (dnnl_st_ != dnnl_success) return dnnl_failed(#expr, dnnl_st_);                         \
+    } while (0)
+
+static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
+{
+    const ly_tensor *residual = call->in[3];
+    float *out = call->out[0]->data;
+    dnnl_memory_t src = op->src_user, dst = op->dst_user;
+    DNNL_TRY(dnnl_memory_set_data_handle(op->src_user, call->in[0]->data));
+    DNNL_TRY(dnnl_memory_set_data_handle(op->dst_user, out));
+    /* Both reorder buffers share one per-thread scratch block, so it grows to
+     * the largest pair one convolution needs rather than to the sum of the
+     * largest of each (LibreYOLO9t at 640: 9.4 MiB instead of 12.5). */
+    size_t src_span = (op->src_lib_bytes + 63) / 64 * 64;
+    char *scratch = NULL;
+    if (op->src_reorder || op->dst_reorder) {
+        scratch = ly_nn_scratch(0, src_span + op->dst_lib_bytes);
+        if (!scratch) return ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
+    }
+    if (op->src_reorder) {
+        DNNL_TRY(dnnl_memory_set_data_handle(op->src_lib, scratch));
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, op->src_user}, {DNNL_ARG_TO, op->src_lib}};
+        DNNL_TRY(dnnl_primitive_execute(op->src_reorder, op->stream, 2, args));
+        src = op->src_lib;
+    }
+    if (op->dst_reorder) {
+        DNNL_TRY(dnnl_memory_set_data_handle(op->dst_lib, scratch + src_span));
+        dst = op->dst_lib;
+    }
+    /* Both ways of adding the residual sum into what `out` already holds. */
+    if (residual && !op->residual && residual->data != (void *)out)
+        memcpy(out, residual->data, (size_t)ly_tensor_numel(residual) * sizeof(float));
+    dnnl_exec_arg_t args[5] = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, op->weights}, {DNNL_ARG_DST, dst}};
+    int nargs = 3;
+    if (op->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->bias};
+    if (op->residual) {
+        DNNL_TRY(dnnl_memory_set_data_handle(op->residual, residual->data));
+        args[nargs++] = (dnnl_exec_arg_t){op->residual_arg, op->residual};
+    }
+    DNNL_TRY(dnnl_primitive_execute(op->conv, op->stream, nargs, args));
+    if (op->dst_reorder) {
+        dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, op->dst_lib}, {DNNL_ARG_TO, op->dst_user}};
+        DNNL_TRY(dnnl_primitive_execute(op->dst_reorder, op->stream, 2, rargs));
+    }
+    if (op->activation) {
+        dnnl_exec_arg_t eargs[] = {{DNNL_ARG_SRC, op->dst_user}, {DNNL_ARG_DST, op->dst_user}};
+        DNNL_TRY(dnnl_primitive_execute(op->activation, op->stream, 2, eargs));
+    }
+    DNNL_TRY(dnnl_stream_wait(op->stream));
+    return LY_OK;
+}
+
+/* Graph weights (providers.h): a released node's operator is found by the
+ * fingerprint taken at packing, so the plain pages are never read again. */
+static ly_status run_conv(const ly_kernel_call *call, unsigned layout, ly_nn_conv_weights *weights)
+{
+    if (!ly_onednn_engine()) return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
+    int threads = ly_threads_resolve(call->threads);
+    if (weights && weights->released &&
+        (weights->keeper_threads != threads || weights->keeper_layout != layout)) {
+        /* Another operator would be packed from the plain weights. */
+        ly_status st = restore_weights(weights, call->in[1]->data);
+        if (st != LY_OK) return st;
+    }
+    int previous = ly_onednn_threads_begin(threads);
+    ly_conv_key key;
+    if (weights) {
+        if (!weights->fingerprinted) {
+            weights->fingerprint = ly_conv_fingerprint(call);
+            weights->fingerprinted = true;
+        }
+        ly_conv_key_init_with(&key, call, threads, weights->fingerprint);
+    } else {
+        ly_conv_key_init(&key, call, threads);
+    }
+    key.layout = layout;
+    ly_op_entry *entry = NULL;
+    void *op = NULL;
+    ly_status st = ly_op_cache_acquire(&cache, &key, create_op, call, &entry, &op);
+    if (st == LY_OK) {
+        st = run_op(op, call);
+        bool packed = ((onednn_op *)op)->weights_packed;
+        if (weights && packed && weights->keeper != entry) {
+            ly_op_cache_pin(&cache, entry);
+            ly_op_entry *old = weights->keeper;
+            weights->keeper = entry;
+            weights->keeper_threads = threads;
+            weights->keeper_layout = layout;
+            if (old) ly_op_cache_unpin(&cache, old);
+        }
+        ly_op_cache_release(&cache, entry);
+    }
+    ly_onednn_threads_end(previous);
+    return st;
+}
+
+static ly_status restore_weights(ly_nn_conv_weights *weights, void *plain)
+{
+    ly_op_entry *entry = weights->keeper;
+    if (!entry) {
+        if (weights->released)
+            return ly_set_error(LY_E_PROVIDER, "conv2d (onednn): released weights have no "
+                                               "packed copy to restore them from");
+        return LY_OK;
+    }
+    onednn_op *op = ly_op_cache_lock(entry);
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t to = NULL;
+    const dnnl_memory_desc_t *packed = NULL;
+    dnnl_status_t st = dnnl_memory_get_memory_desc(op->weights, &packed);
+    if (st == dnnl_success) st = dnnl_memory_create(&to, &op->weights_plain, engine, plain);
+    if (st == dnnl_success) st = make_reorder(packed, &op->weights_plain, false, &reorder);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, op->weights}, {DNNL_ARG_TO, to}};
+        st = dnnl_primitive_execute(reorder, op->stream, 2, args);
+    }
+    if (st == dnnl_success) st = dnnl_stream_wait(op->stream);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (to) dnnl_memory_destroy(to);
+    ly_op_cache_unlock(entry);
+    if (st != dnnl_success) return dnnl_failed("restoring packed weights", st);
+    weights->released = false;
+    weights->keeper = NULL;
+    ly_op_cache_unpin(&cache, entry);
+    return LY_OK;
+}
+
+static void forget_weights(ly_nn_conv_weights *weights)
+{
+    if (weights->keeper) ly_op_cache_unpin(&cache, weights->keeper);
+    weights->keeper = NULL;
+}
+
+static ly_status conv2d_onednn(const ly_kernel_call *call)
+{
+    return run_conv(call, 0, NULL);
+}
+
+static ly_status conv2d_onednn_blocked(const ly_kernel_call *call, unsigned layout,
+                                       ly_nn_conv_weights *weights)
+{
+    ly_status st = run_conv(call, layout, weights);
+    if (st == LY_E_DECLINED) /* the graph has no other provider for blocked data */
+        return ly_set_error(LY_E_PROVIDER, "conv2d (onednn): no oneDNN implementation for this "
+                                           "convolution on 8-channel blocked data");
+    return st;
+}
+
+static const ly_nn_blocked_conv_provider blocked_provider = {conv2d_onednn_blocked, restore_weights,
+                                                             forget_weights};
+
+void ly_register_nn_onednn(void)
+{
+    /* 16-channel blocks where the AVX-512 kernels (brgconv) exist: on LibreYOLO9t's
+     * 3x3 convolutions they are ~25% faster than the 8-channel AVX2 ones. */
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    int block = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 16 : 8;
+    ly_nn_set_blocked_conv(&blocked_provider, "onednn", block);
+    if (ly_kernel_register(LY_SLOT_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate) != LY_OK)
+        ly_log(LY_LOG_WARNING, "could not register the onednn kernel of conv2d: %s",
+               ly_last_error());
+}
