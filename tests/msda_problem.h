@@ -11,6 +11,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+/* The params of each mode (calls point at them; they outlive every call). */
+static const ly_ms_deform_attn_params msda_modes[2] = {{.mode = LY_MSDA_BILINEAR},
+                                                       {.mode = LY_MSDA_DISCRETE}};
+
 typedef struct problem {
     int64_t B, Lq, H, C, L;
     int64_t shapes[2 * LY_MSDA_MAX_LEVELS];
@@ -92,9 +96,9 @@ static inline ly_status forward(const problem *p, const char *impl, float *out, 
     call.in[3] = &p->t_attn;
     call.in[4] = p->ragged ? &p->t_npts : NULL;
     call.out[0] = &t_out;
-    call.params.mode = p->mode;
+    call.params = &msda_modes[p->mode];
     call.threads = threads;
-    return ly_kernel_run_impl(LY_SLOT_MS_DEFORM_ATTN, impl, &call);
+    return ly_kernel_run_impl(ly_op_name(LY_OP_MS_DEFORM_ATTN), impl, &call);
 }
 
 static inline ly_status backward(const problem *p, const char *impl, float *gv, float *gl,
@@ -115,9 +119,9 @@ static inline ly_status backward(const problem *p, const char *impl, float *gv, 
     call.out[0] = &t_gv;
     call.out[1] = &t_gl;
     call.out[2] = &t_ga;
-    call.params.mode = p->mode;
+    call.params = &msda_modes[p->mode];
     call.threads = threads;
-    return ly_kernel_run_impl(LY_SLOT_MS_DEFORM_ATTN_BACKWARD, impl, &call);
+    return ly_kernel_run_impl(ly_op_name(LY_OP_MS_DEFORM_ATTN_BACKWARD), impl, &call);
 }
 
 /* Every element of `got` has the bits of `want` (NaN included: both canonical). */

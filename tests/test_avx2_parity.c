@@ -355,14 +355,15 @@ static void test_int8_per_channel(void **state)
                     ly_kernel_call_init(&call);
                     call.in[0] = &x_t;
                     call.in[1] = frozen ? &scale_t : NULL;
-                    call.params.axis = axis;
+                    call.params = &(ly_fake_quant_int8_per_channel_params){.axis = axis};
                     case_info info = {.input = x, .input_n = n};
                     snprintf(info.name, sizeof info.name, "shape %zu, %s, axis %lld, scale %s", si,
                              fk == FILL_KINDS ? "ties" : fill_name((fill_kind)fk), (long long)axis,
                              frozen == 0   ? "dynamic"
                              : frozen == 1 ? "frozen"
                                            : "frozen special");
-                    run_forward_backward(&info, LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call, 2, n);
+                    run_forward_backward(&info, ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL),
+                                         &call, 2, n);
                 }
                 free(scale);
             }
@@ -407,7 +408,7 @@ static void test_int8_affine(void **state)
                 snprintf(info.name, sizeof info.name, "shape %zu, %s, lo %g hi %g", si,
                          fk == FILL_KINDS ? "ties" : fill_name((fill_kind)fk), (double)lo,
                          (double)hi);
-                run_forward_backward(&info, LY_SLOT_FAKE_QUANT_INT8_AFFINE, &call, 3, n);
+                run_forward_backward(&info, ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), &call, 3, n);
             }
         }
         free(x);
@@ -424,7 +425,7 @@ static void test_int8_affine(void **state)
     call.in[2] = &hi_t;
     case_info info = {.input = &x0, .input_n = 1};
     snprintf(info.name, sizeof info.name, "0-d");
-    run_forward_backward(&info, LY_SLOT_FAKE_QUANT_INT8_AFFINE, &call, 3, 1);
+    run_forward_backward(&info, ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), &call, 3, 1);
 }
 
 /* ---- fake_quant_fp8 -------------------------------------------------------------------- */
@@ -476,7 +477,7 @@ static void test_fp8(void **state)
                     snprintf(info.name, sizeof info.name, "shape %zu, %s, %s scale, variant %d", si,
                              fk == FILL_KINDS ? "ties" : fill_name((fill_kind)fk),
                              per_row ? "per-row" : "single", variant);
-                    run_forward_backward(&info, LY_SLOT_FAKE_QUANT_FP8, &call, 2, n);
+                    run_forward_backward(&info, ly_op_name(LY_OP_FAKE_QUANT_FP8), &call, 2, n);
                 }
             }
         }
@@ -529,8 +530,8 @@ static void test_int_grouped(void **state)
                     ly_kernel_call_init(&call);
                     call.in[0] = &x_t;
                     call.in[1] = frozen ? &scale_t : NULL;
-                    call.params.bits = bits;
-                    call.params.group_size = g;
+                    call.params =
+                        &(ly_fake_quant_int_grouped_params){.bits = bits, .group_size = g};
                     case_info info = {.input = x, .input_n = n};
                     snprintf(info.name, sizeof info.name,
                              "shape [%lld, %lld], bits %lld g %lld, %s, scale %s",
@@ -539,7 +540,8 @@ static void test_int_grouped(void **state)
                              frozen == 0   ? "dynamic"
                              : frozen == 1 ? "frozen"
                                            : "frozen special");
-                    run_forward_backward(&info, LY_SLOT_FAKE_QUANT_INT_GROUPED, &call, 2, n);
+                    run_forward_backward(&info, ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &call, 2,
+                                         n);
                 }
             free(scale);
         }
@@ -613,7 +615,7 @@ static void test_nvfp4_weight(void **state)
     (void)state;
     SKIP_WITHOUT_AVX2();
     rng_state = 5;
-    run_fp4(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, true, false);
+    run_fp4(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), true, false);
 }
 
 static void test_nvfp4_dynamic(void **state)
@@ -621,7 +623,7 @@ static void test_nvfp4_dynamic(void **state)
     (void)state;
     SKIP_WITHOUT_AVX2();
     rng_state = 6;
-    run_fp4(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, false, false);
+    run_fp4(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), false, false);
 }
 
 static void test_mxfp4(void **state)
@@ -629,8 +631,8 @@ static void test_mxfp4(void **state)
     (void)state;
     SKIP_WITHOUT_AVX2();
     rng_state = 7;
-    run_fp4(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, true, true);
-    run_fp4(LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC, false, true);
+    run_fp4(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), true, true);
+    run_fp4(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_DYNAMIC), false, true);
 }
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
@@ -792,10 +794,9 @@ static void test_unpack_int_grouped(void **state)
                     ly_kernel_call_init(&call);
                     call.in[0] = &payload_t;
                     call.in[1] = &scale_t;
-                    call.params.bits = bits;
-                    call.params.group_size = g;
-                    call.params.in_features = features[fi];
-                    case_info info = {.slot = LY_SLOT_UNPACK_INT_GROUPED};
+                    call.params = &(ly_unpack_int_grouped_params){
+                        .bits = bits, .group_size = g, .in_features = features[fi]};
+                    case_info info = {.slot = ly_op_name(LY_OP_UNPACK_INT_GROUPED)};
                     snprintf(info.name, sizeof info.name,
                              "rows %lld, bits %lld, g %lld, ng %lld, in_features %lld",
                              (long long)rows, (long long)bits, (long long)g, (long long)ng,
@@ -846,8 +847,8 @@ static void test_unpack_nvfp4(void **state)
                         call.in[0] = &payload_t;
                         call.in[1] = &bs_t;
                         call.in[2] = &amax_t;
-                        call.params.in_features = features[fi];
-                        case_info info = {.slot = LY_SLOT_UNPACK_NVFP4};
+                        call.params = &(ly_unpack_nvfp4_params){.in_features = features[fi]};
+                        case_info info = {.slot = ly_op_name(LY_OP_UNPACK_NVFP4)};
                         snprintf(info.name, sizeof info.name,
                                  "rows %lld, blocks %lld, %s scales, amax %g, in_features %lld",
                                  (long long)rows, (long long)nb, ly_dtype_name(dtypes[di]),
@@ -888,10 +889,19 @@ static void run_streamed(const stream_case *sc, const char *fill_label)
     ly_kernel_call_init(&call);
     for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
         call.in[i] = sc->in[i];
-    call.params.axis = sc->axis;
-    call.params.bits = sc->bits;
-    call.params.group_size = sc->group;
-    if (sc->in_features) call.params.in_features = sc->in_features;
+    /* The parameters of whichever op the case is for. */
+    ly_fake_quant_int8_per_channel_params axis = {.axis = sc->axis};
+    ly_fake_quant_int_grouped_params grouped = {.bits = sc->bits, .group_size = sc->group};
+    ly_unpack_int_grouped_params unpack = {.bits = sc->bits,
+                                           .group_size = sc->group,
+                                           .in_features = sc->in_features ? sc->in_features : -1};
+    ly_unpack_nvfp4_params unpack4 = {.in_features = sc->in_features ? sc->in_features : -1};
+    ly_op op = LY_OP_COUNT;
+    ly_op_from_name(sc->slot, &op);
+    if (op == LY_OP_FAKE_QUANT_INT8_PER_CHANNEL) call.params = &axis;
+    if (op == LY_OP_FAKE_QUANT_INT_GROUPED) call.params = &grouped;
+    if (op == LY_OP_UNPACK_INT_GROUPED) call.params = &unpack;
+    if (op == LY_OP_UNPACK_NVFP4) call.params = &unpack4;
     ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
     int n_out = 0;
     if (ly_kernel_infer_outputs(sc->slot, &call, outs, &n_out) != LY_OK)
@@ -969,22 +979,27 @@ static void test_streamed_outputs(void **state)
     ly_tensor group_scale_t = make_tensor(group_scale, LY_F32, 2, group_dims);
 
     const stream_case cases[] = {
-        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, {&x_t, NULL}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, {&x_t, &row_scale_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, {&x_t, NULL}, 1, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, {&grad_t, &x_t, NULL}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_INT8_AFFINE, {&x_t, &lo_t, &hi_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD, {&grad_t, &x_t, &lo_t, &hi_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_FP8, {&x_t, &row_scale_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_FP8_BACKWARD, {&grad_t, &x_t, &row_scale_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, {&x_t, &amax_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD, {&grad_t, &x_t, &amax_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, {&x_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, {&grad_t, &x_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, {&x_t}, 0, 0, 0, 0},
-        {LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD, {&grad_t, &x_t}, 0, 0, 0, 0},
-        {LY_SLOT_UNPACK_INT_GROUPED, {&payload_t, &group_scale_t}, 0, 4, 128, cols},
-        {LY_SLOT_UNPACK_NVFP4, {&nv_payload_t, &codes_t, &amax_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), {&x_t, NULL}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), {&x_t, &row_scale_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), {&x_t, NULL}, 1, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD), {&grad_t, &x_t, NULL}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), {&x_t, &lo_t, &hi_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE_BACKWARD),
+         {&grad_t, &x_t, &lo_t, &hi_t},
+         0,
+         0,
+         0,
+         0},
+        {ly_op_name(LY_OP_FAKE_QUANT_FP8), {&x_t, &row_scale_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_FP8_BACKWARD), {&grad_t, &x_t, &row_scale_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), {&x_t, &amax_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD), {&grad_t, &x_t, &amax_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), {&x_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD), {&grad_t, &x_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), {&x_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD), {&grad_t, &x_t}, 0, 0, 0, 0},
+        {ly_op_name(LY_OP_UNPACK_INT_GROUPED), {&payload_t, &group_scale_t}, 0, 4, 128, cols},
+        {ly_op_name(LY_OP_UNPACK_NVFP4), {&nv_payload_t, &codes_t, &amax_t}, 0, 0, 0, 0},
     };
     /* normal values (the fast paths), then edge values (NaN blocks take the
      * general path in the middle of a streamed range). */
@@ -1011,13 +1026,14 @@ static void test_streamed_outputs(void **state)
     ly_kernel_call_init(&call);
     call.in[0] = &x_t;
     call.out[0] = &ref_t;
-    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, "reference", &call),
-                     LY_OK);
+    assert_int_equal(
+        ly_kernel_run_impl(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), "reference", &call), LY_OK);
     call.in[0] = &in_place_t;
     call.out[0] = &in_place_t;
     call.threads = 2;
-    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, "avx2", &call), LY_OK);
-    case_info info = {.slot = LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, .name = "in place"};
+    assert_int_equal(ly_kernel_run_impl(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), "avx2", &call),
+                     LY_OK);
+    case_info info = {.slot = ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), .name = "in place"};
     compare(&info, 2, true, ref, in_place, n);
 
     free(in_place);

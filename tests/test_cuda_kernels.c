@@ -29,7 +29,7 @@ static ly_kernel_call forward_call(const problem *p, ly_tensor *t_out, float *ou
     call.in[3] = &p->t_attn;
     call.in[4] = p->ragged ? &p->t_npts : NULL;
     call.out[0] = t_out;
-    call.params.mode = p->mode;
+    call.params = &msda_modes[p->mode];
     return call;
 }
 
@@ -62,7 +62,7 @@ static void emulate_backward(const problem *p, float *gv, float *gl, float *ga)
     call.out[0] = &t_gv;
     call.out[1] = &t_gl;
     call.out[2] = &t_ga;
-    call.params.mode = p->mode;
+    call.params = &msda_modes[p->mode];
     msda_geometry g;
     const char *why = msda_read_geometry(&call, true, &g);
     if (why) fail_msg("the provider would decline: %s", why);

@@ -57,8 +57,8 @@ static int setup(void **state)
 static void test_registers_both_slots(void **state)
 {
     (void)state;
-    assert_true(cuda_listed(LY_SLOT_MS_DEFORM_ATTN_BACKWARD));
-    assert_true(cuda_listed(LY_SLOT_MS_DEFORM_ATTN));
+    assert_true(cuda_listed(ly_op_name(LY_OP_MS_DEFORM_ATTN_BACKWARD)));
+    assert_true(cuda_listed(ly_op_name(LY_OP_MS_DEFORM_ATTN)));
 }
 
 /* ---- No device: declines, says why, and the command shows it ------------------------ */
@@ -66,7 +66,7 @@ static void test_registers_both_slots(void **state)
 static void test_declines_without_device(void **state)
 {
     (void)state;
-    assert_true(cuda_listed(LY_SLOT_MS_DEFORM_ATTN));
+    assert_true(cuda_listed(ly_op_name(LY_OP_MS_DEFORM_ATTN)));
     if (eligible) {
         print_message("skipped: a CUDA device is present\n");
         skip();
@@ -104,7 +104,7 @@ static void test_declines_without_device(void **state)
 
 static bool have_device(void)
 {
-    return cuda_listed(LY_SLOT_MS_DEFORM_ATTN) && eligible;
+    return cuda_listed(ly_op_name(LY_OP_MS_DEFORM_ATTN)) && eligible;
 }
 
 static void expect_same_bits(const float *want, const float *got, int64_t n, const char *what)

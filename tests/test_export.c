@@ -14,14 +14,14 @@
 
 #include "test_util.h"
 
-#include "engines/executorch/et_runtime.h"
 #include "core/core.h"
+#include "engines/executorch/et_runtime.h"
 #include "export/commit.h"
 #include "export/lower.h"
+#include "graph/graph.h"
 #include "libreyolo/export.h"
 #include "libreyolo/model.h"
 #include "libreyolo/nn.h"
-#include "graph/graph.h"
 #include "test_export_util.h"
 
 #include <dirent.h>
@@ -471,14 +471,13 @@ static void conv(ly_graph *g, const char *name, ly_graph_value x, int64_t cin, i
         ((float *)w.data)[i] = rnd() / sqrtf((float)(cin / groups * k * k));
     for (int64_t i = 0; i < cout; i++)
         ((float *)b.data)[i] = 0.1f * rnd();
-    ly_kernel_call c;
-    ly_kernel_call_init(&c);
-    c.params.stride[0] = c.params.stride[1] = stride;
-    c.params.padding[0] = c.params.padding[1] = k / 2;
-    c.params.groups = groups;
-    c.params.activation = act;
-    c.params.alpha = 0.1;
-    assert_int_equal(ly_graph_conv2d(g, name, x, &w, &b, residual, &c.params, out), LY_OK);
+    ly_conv2d_params c = LY_CONV2D_DEFAULTS;
+    c.stride[0] = c.stride[1] = stride;
+    c.padding[0] = c.padding[1] = k / 2;
+    c.groups = groups;
+    c.activation = act;
+    c.alpha = 0.1;
+    assert_int_equal(ly_graph_conv2d(g, name, x, &w, &b, residual, &c, out), LY_OK);
 }
 
 /* Every op the lowering maps, in one graph: conv (plain, grouped, depthwise,
@@ -496,19 +495,18 @@ static ly_graph *make_graph(void)
     conv(g, "c1", a, 16, 16, 3, 1, 4, LY_ACT_RELU, LY_GRAPH_NONE, &b);
     conv(g, "dw", b, 16, 16, 3, 1, 16, LY_ACT_LEAKY_RELU, a, &c);
     conv(g, "c2", c, 16, 8, 1, 1, 1, LY_ACT_SIGMOID, LY_GRAPH_NONE, &d);
-    ly_kernel_call k;
-    ly_kernel_call_init(&k);
-    k.params.kernel[0] = k.params.kernel[1] = 3;
-    k.params.stride[0] = k.params.stride[1] = 2;
-    k.params.padding[0] = k.params.padding[1] = 1;
-    assert_int_equal(ly_graph_max_pool2d(g, "mp", c, &k.params, &e), LY_OK);
-    k.params.count_include_pad = 1;
-    assert_int_equal(ly_graph_avg_pool2d(g, "ap_pad", e, &k.params, &pooled), LY_OK);
+    ly_pool2d_params k = LY_POOL2D_DEFAULTS;
+    k.kernel[0] = k.kernel[1] = 3;
+    k.stride[0] = k.stride[1] = 2;
+    k.padding[0] = k.padding[1] = 1;
+    assert_int_equal(ly_graph_max_pool2d(g, "mp", c, &k, &e), LY_OK);
+    k.count_include_pad = 1;
+    assert_int_equal(ly_graph_avg_pool2d(g, "ap_pad", e, &k, &pooled), LY_OK);
     assert_int_equal(ly_graph_upsample_nearest2d(g, "up", pooled, 2, &u), LY_OK);
     conv(g, "c3", u, 16, 8, 3, 1, 1, LY_ACT_NONE, LY_GRAPH_NONE, &f);
-    ly_kernel_call_init(&k);
-    k.params.half_pixel_centers = 1;
-    assert_int_equal(ly_graph_resize_bilinear2d(g, "rs", f, 16, 16, &k.params, &r), LY_OK);
+    ly_resize_bilinear2d_params rp = LY_RESIZE_BILINEAR2D_DEFAULTS;
+    rp.half_pixel_centers = 1;
+    assert_int_equal(ly_graph_resize_bilinear2d(g, "rs", f, 16, 16, &rp, &r), LY_OK);
     conv(g, "c4", e, 16, 8, 1, 1, 1, LY_ACT_SILU, LY_GRAPH_NONE, &h);
     ly_graph_value up2;
     assert_int_equal(ly_graph_upsample_nearest2d(g, "up2", h, 2, &up2), LY_OK);

@@ -415,15 +415,17 @@ static void fuzz_unpack_int_grouped(rng *r, uint64_t it)
     assert_int_equal(ly_kernel_call_init(&call), LY_OK);
     call.in[0] = below(r, 20) ? &payload.t : NULL;
     call.in[1] = below(r, 20) ? &scale.t : NULL;
-    call.params.bits = bits;
-    call.params.group_size = g;
-    call.params.in_features = random_in_features(r, ng * (g > 0 && g < 4096 ? g : 1));
+    ly_unpack_int_grouped_params params = {
+        .bits = bits,
+        .group_size = g,
+        .in_features = random_in_features(r, ng * (g > 0 && g < 4096 ? g : 1))};
+    call.params = &params;
     call.threads = 1 + (int)below(r, 3);
-    make_output(r, LY_SLOT_UNPACK_INT_GROUPED, &call, &out, it);
+    make_output(r, ly_op_name(LY_OP_UNPACK_INT_GROUPED), &call, &out, it);
     call.out[0] = &out.t;
-    expect_status(ly_kernel_dispatch(LY_SLOT_UNPACK_INT_GROUPED, &call), "unpack_int_grouped", it);
+    expect_status(ly_kernel_dispatch_op(LY_OP_UNPACK_INT_GROUPED, &call), "unpack_int_grouped", it);
     expect_status(
-        ly_unpack_int_grouped(call.in[0], call.in[1], bits, g, call.params.in_features, &out.t),
+        ly_unpack_int_grouped(call.in[0], call.in[1], bits, g, params.in_features, &out.t),
         "ly_unpack_int_grouped", it);
     fuzz_tensor_free(&payload);
     fuzz_tensor_free(&scale);
@@ -448,14 +450,14 @@ static void fuzz_unpack_nvfp4(rng *r, uint64_t it)
     call.in[0] = below(r, 20) ? &payload.t : NULL;
     call.in[1] = below(r, 20) ? &block_scale.t : NULL;
     call.in[2] = below(r, 20) ? &amax.t : NULL;
-    call.params.in_features = random_in_features(r, nb * LY_NVFP4_BLOCK);
+    ly_unpack_nvfp4_params params = {.in_features = random_in_features(r, nb * LY_NVFP4_BLOCK)};
+    call.params = &params;
     call.threads = 1 + (int)below(r, 3);
-    make_output(r, LY_SLOT_UNPACK_NVFP4, &call, &out, it);
+    make_output(r, ly_op_name(LY_OP_UNPACK_NVFP4), &call, &out, it);
     call.out[0] = &out.t;
-    expect_status(ly_kernel_dispatch(LY_SLOT_UNPACK_NVFP4, &call), "unpack_nvfp4", it);
-    expect_status(
-        ly_unpack_nvfp4(call.in[0], call.in[1], call.in[2], call.params.in_features, &out.t),
-        "ly_unpack_nvfp4", it);
+    expect_status(ly_kernel_dispatch_op(LY_OP_UNPACK_NVFP4, &call), "unpack_nvfp4", it);
+    expect_status(ly_unpack_nvfp4(call.in[0], call.in[1], call.in[2], params.in_features, &out.t),
+                  "ly_unpack_nvfp4", it);
     fuzz_tensor_free(&payload);
     fuzz_tensor_free(&block_scale);
     fuzz_tensor_free(&amax);

@@ -285,7 +285,7 @@ static int setup(void **state)
     artifact("junk", "libreyolo_kernels_junk.so", "/nonexistent", junk_sha);
     if (!example_sha[0] || !failing_sha[0] || !junk_sha[0]) return -1;
 
-    const char *affine = LY_SLOT_FAKE_QUANT_INT8_AFFINE;
+    const char *affine = ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE);
     write_lock(lock_good, "good.json", "example", affine, "libreyolo_kernels_example.so",
                example_sha);
     write_lock(lock_bad_pin, "bad_pin.json", "example", affine, "libreyolo_kernels_example.so",
@@ -452,7 +452,7 @@ static ly_status run_affine(void)
     call.in[1] = &tlo;
     call.in[2] = &thi;
     call.out[0] = &to;
-    return ly_kernel_dispatch(LY_SLOT_FAKE_QUANT_INT8_AFFINE, &call);
+    return ly_kernel_dispatch_op(LY_OP_FAKE_QUANT_INT8_AFFINE, &call);
 }
 
 #define CHILD_CHECK(cond, ...)                                                                     \
@@ -474,12 +474,12 @@ static int child_main(void)
     ly_hub_status hub = {0};
     ly_set_log_handler(child_capture, NULL, LY_LOG_WARNING);
     const char *name = NULL;
-    ly_status st = ly_kernel_resolve(LY_SLOT_FAKE_QUANT_INT8_AFFINE, NULL, &name, NULL);
+    ly_status st = ly_kernel_resolve(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), NULL, &name, NULL);
     CHILD_CHECK(st == LY_OK, "resolve failed: %s", ly_last_error());
     /* Twice: a provider that fails at run time is disabled by the first. */
     CHILD_CHECK(run_affine() == LY_OK, "dispatch failed: %s", ly_last_error());
     CHILD_CHECK(run_affine() == LY_OK, "dispatch failed: %s", ly_last_error());
-    st = ly_kernel_resolve(LY_SLOT_FAKE_QUANT_INT8_AFFINE, NULL, &name, NULL);
+    st = ly_kernel_resolve(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), NULL, &name, NULL);
     CHILD_CHECK(st == LY_OK && strcmp(name, impl) == 0, "resolves to '%s', expected '%s'",
                 name ? name : "(none)", impl);
     CHILD_CHECK(ly_hub_status_get(&hub) == LY_OK, "ly_hub_status_get: %s", ly_last_error());

@@ -6,10 +6,10 @@
  * AVX2 provider bit-identical to the reference on 1, 2 and 3 threads; the
  * contract's error messages; export capture; the parity harness' cases.
  */
-#include "ops/msda/msda_internal.h"
 #include "kernels/check.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/msda.h"
+#include "ops/msda/msda_internal.h"
 #include "test_util.h"
 
 #include <float.h>
@@ -160,9 +160,9 @@ static ly_status run_forward(const problem *p, const char *impl, int threads, re
     call.in[3] = &p->t_attn;
     call.in[4] = p->ragged ? &p->t_np : NULL;
     call.out[0] = &r->t_out;
-    call.params.mode = p->mode;
+    call.params = &(ly_ms_deform_attn_params){.mode = p->mode};
     call.threads = threads;
-    return ly_kernel_run_impl(LY_SLOT_MS_DEFORM_ATTN, impl, &call);
+    return ly_kernel_run_impl(ly_op_name(LY_OP_MS_DEFORM_ATTN), impl, &call);
 }
 
 static ly_status run_backward(const problem *p, const char *impl, int threads, result *r)
@@ -178,9 +178,9 @@ static ly_status run_backward(const problem *p, const char *impl, int threads, r
     call.out[0] = &r->t_gv;
     call.out[1] = &r->t_gl;
     call.out[2] = &r->t_ga;
-    call.params.mode = p->mode;
+    call.params = &(ly_ms_deform_attn_params){.mode = p->mode};
     call.threads = threads;
-    return ly_kernel_run_impl(LY_SLOT_MS_DEFORM_ATTN_BACKWARD, impl, &call);
+    return ly_kernel_run_impl(ly_op_name(LY_OP_MS_DEFORM_ATTN_BACKWARD), impl, &call);
 }
 
 /* ---- The independent formulation, in double ------------------------------------ */
@@ -745,7 +745,7 @@ static void test_contract(void **state)
     call.in[2] = &p.t_loc;
     call.in[3] = &p.t_attn;
     call.out[0] = &r.t_out;
-    const char *slot = LY_SLOT_MS_DEFORM_ATTN;
+    const char *slot = ly_op_name(LY_OP_MS_DEFORM_ATTN);
     assert_int_equal(ly_kernel_dispatch(slot, &call), LY_OK);
 
     ly_tensor t = p.t_value;
@@ -813,9 +813,10 @@ static void test_contract(void **state)
     call.in[5] = &p.t_np;
     expect_error(ly_kernel_dispatch(slot, &call), LY_E_INVALID_ARGUMENT, "in[5]", "NULL");
     call.in[5] = NULL;
-    call.params.mode = 2;
+    ly_ms_deform_attn_params bad_mode = {.mode = 2};
+    call.params = &bad_mode;
     expect_error(ly_kernel_dispatch(slot, &call), LY_E_INVALID_ARGUMENT, "params.mode", "discrete");
-    call.params.mode = 0;
+    call.params = NULL;
 
     ly_tensor out = r.t_out;
     out.shape[2] = 7;
@@ -834,7 +835,7 @@ static void test_contract(void **state)
     bc.out[0] = &r.t_gv;
     bc.out[1] = &r.t_gl;
     bc.out[2] = &r.t_ga;
-    slot = LY_SLOT_MS_DEFORM_ATTN_BACKWARD;
+    slot = ly_op_name(LY_OP_MS_DEFORM_ATTN_BACKWARD);
     assert_int_equal(ly_kernel_dispatch(slot, &bc), LY_OK);
     t = p.t_grad;
     t.shape[2] = 9;
@@ -868,7 +869,8 @@ static void on_result(const ly_check_result *r, void *user)
 static void test_parity_harness(void **state)
 {
     (void)state;
-    const char *slots[2] = {LY_SLOT_MS_DEFORM_ATTN, LY_SLOT_MS_DEFORM_ATTN_BACKWARD};
+    const char *slots[2] = {ly_op_name(LY_OP_MS_DEFORM_ATTN),
+                            ly_op_name(LY_OP_MS_DEFORM_ATTN_BACKWARD)};
     for (int s = 0; s < 2; s++) {
         tally t = {0};
         ly_check_options opt = {.slot = slots[s], .threads = 2, .size = LY_CHECK_QUICK};

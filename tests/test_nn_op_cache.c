@@ -3,8 +3,8 @@
  * weight fingerprint, least-recently-used eviction that spares entries in use,
  * and the per-thread scratch buffers.
  */
-#include "providers/op_cache.h"
 #include "libreyolo/nn.h"
+#include "providers/op_cache.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,7 +115,9 @@ static void test_fingerprint_sees_values(void **state)
     call.in[1] = &wt;
     call.in[2] = &bt;
     call.out[0] = &yt;
-    call.params.padding[0] = call.params.padding[1] = 1;
+    ly_conv2d_params params = LY_CONV2D_DEFAULTS;
+    params.padding[0] = params.padding[1] = 1;
+    call.params = &params;
     ly_conv_key a, again, changed, bias_changed, threads;
     ly_conv_key_init(&a, &call, 1);
     ly_conv_key_init(&again, &call, 1);

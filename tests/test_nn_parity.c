@@ -97,6 +97,7 @@ static float *random_buffer(int64_t n, float scale)
 
 typedef struct conv_data {
     ly_tensor x, w, b, r, ref, out;
+    ly_conv2d_params params;
     ly_kernel_call call;
 } conv_data;
 
@@ -125,15 +126,17 @@ static void conv_data_init(conv_data *d, const conv_case *c)
     d->call.in[1] = &d->w;
     d->call.in[2] = c->bias ? &d->b : NULL;
     d->call.in[3] = c->residual ? &d->r : NULL;
-    d->call.params.stride[0] = c->sh;
-    d->call.params.stride[1] = c->sw;
-    d->call.params.padding[0] = c->ph;
-    d->call.params.padding[1] = c->pw;
-    d->call.params.dilation[0] = c->dh;
-    d->call.params.dilation[1] = c->dw;
-    d->call.params.groups = c->groups;
-    d->call.params.activation = c->activation;
-    d->call.params.alpha = 0.1;
+    d->params = (ly_conv2d_params)LY_CONV2D_DEFAULTS;
+    d->params.stride[0] = c->sh;
+    d->params.stride[1] = c->sw;
+    d->params.padding[0] = c->ph;
+    d->params.padding[1] = c->pw;
+    d->params.dilation[0] = c->dh;
+    d->params.dilation[1] = c->dw;
+    d->params.groups = c->groups;
+    d->params.activation = c->activation;
+    d->params.alpha = 0.1;
+    d->call.params = &d->params;
     d->call.threads = 1;
 }
 
@@ -150,7 +153,7 @@ static void conv_data_free(conv_data *d)
 static void run_reference(conv_data *d)
 {
     d->call.out[0] = &d->ref;
-    ly_status st = ly_kernel_run_impl(LY_SLOT_CONV2D, "reference", &d->call);
+    ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_CONV2D), "reference", &d->call);
     if (st != LY_OK) fail_msg("reference: %s: %s", ly_status_name(st), ly_last_error());
 }
 
@@ -193,7 +196,7 @@ static bool collect_impl(const char *name, ly_kernel_fn fn, void *user)
 static impl_list providers_for(const ly_kernel_call *call)
 {
     impl_list list = {.count = 0};
-    assert_int_equal(ly_kernel_iter(LY_SLOT_CONV2D, call, collect_impl, &list), LY_OK);
+    assert_int_equal(ly_kernel_iter(ly_op_name(LY_OP_CONV2D), call, collect_impl, &list), LY_OK);
     return list;
 }
 
@@ -201,7 +204,7 @@ static void run_impl_into_out(conv_data *d, const char *impl)
 {
     memset(d->out.data, 0xff, (size_t)ly_tensor_numel(&d->out) * sizeof(float)); /* NaN canary */
     d->call.out[0] = &d->out;
-    ly_status st = ly_kernel_run_impl(LY_SLOT_CONV2D, impl, &d->call);
+    ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_CONV2D), impl, &d->call);
     if (st != LY_OK) fail_msg("%s: %s: %s", impl, ly_status_name(st), ly_last_error());
 }
 
@@ -273,7 +276,7 @@ static void test_conv2d_output_aliases_residual(void **state)
     for (int k = 0; k < list.count; k++) {
         memcpy(d.r.data, saved, bytes);
         d.call.out[0] = &d.r;
-        ly_status st = ly_kernel_run_impl(LY_SLOT_CONV2D, list.names[k], &d.call);
+        ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_CONV2D), list.names[k], &d.call);
         if (st != LY_OK) fail_msg("%s: %s: %s", list.names[k], ly_status_name(st), ly_last_error());
         compare(list.names[k], "output aliases the residual", &d.ref, &d.r);
     }
@@ -302,13 +305,13 @@ static void test_conv2d_providers_registered_by_name(void **state)
     for (int i = 0; i < n; i++) {
         setenv("LIBREYOLO_KERNELS", built[i], 1);
         const char *name = NULL;
-        ly_status st = ly_kernel_resolve(LY_SLOT_CONV2D, NULL, &name, NULL);
+        ly_status st = ly_kernel_resolve(ly_op_name(LY_OP_CONV2D), NULL, &name, NULL);
         if (st != LY_OK) fail_msg("%s: %s", built[i], ly_last_error());
         assert_string_equal(name, built[i]);
     }
     setenv("LIBREYOLO_KERNELS", "off", 1);
     const char *name = NULL;
-    assert_int_equal(ly_kernel_resolve(LY_SLOT_CONV2D, NULL, &name, NULL), LY_OK);
+    assert_int_equal(ly_kernel_resolve(ly_op_name(LY_OP_CONV2D), NULL, &name, NULL), LY_OK);
     assert_string_equal(name, "reference");
     unsetenv("LIBREYOLO_KERNELS");
 }
@@ -326,7 +329,7 @@ static void test_conv2d_leaky_alpha_not_cached_stale(void **state)
     impl_list list = providers_for(&d.call);
     for (int k = 0; k < list.count; k++) {
         for (int round = 0; round < 2; round++) {
-            d.call.params.alpha = round == 0 ? 0.1 : 0.25;
+            d.params.alpha = round == 0 ? 0.1 : 0.25;
             run_reference(&d);
             run_impl_into_out(&d, list.names[k]);
             compare(list.names[k], round == 0 ? "leaky 0.1" : "leaky 0.25 after 0.1", &d.ref,
@@ -334,9 +337,9 @@ static void test_conv2d_leaky_alpha_not_cached_stale(void **state)
         }
     }
     /* A slope that is not a number is refused by the slot. */
-    d.call.params.alpha = NAN;
+    d.params.alpha = NAN;
     d.call.out[0] = &d.out;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_CONV2D, &d.call), LY_E_INVALID_ARGUMENT);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_CONV2D, &d.call), LY_E_INVALID_ARGUMENT);
     assert_non_null(strstr(ly_last_error(), "params.alpha"));
     conv_data_free(&d);
 }
@@ -373,11 +376,11 @@ static void test_resize_and_add_references(void **state)
         ly_kernel_call_init(&call);
         call.in[0] = &x;
         call.out[0] = &y;
-        call.params.size[0] = rs[i].ho;
-        call.params.size[1] = rs[i].wo;
-        call.params.align_corners = rs[i].align;
-        call.params.half_pixel_centers = rs[i].half;
-        ly_status st = ly_kernel_dispatch(LY_SLOT_RESIZE_BILINEAR2D, &call);
+        ly_resize_bilinear2d_params rp = {.size = {rs[i].ho, rs[i].wo},
+                                          .align_corners = rs[i].align,
+                                          .half_pixel_centers = rs[i].half};
+        call.params = &rp;
+        ly_status st = ly_kernel_dispatch_op(LY_OP_RESIZE_BILINEAR2D, &call);
         if (st != LY_OK) fail_msg("resize %zu: %s", i, ly_last_error());
         const float *in = x.data, *out = y.data;
         for (int64_t c = 0; c < 3; c++)
@@ -416,13 +419,12 @@ static void test_resize_and_add_references(void **state)
     ly_kernel_call_init(&call);
     call.in[0] = &x;
     call.out[0] = &y;
-    call.params.size[0] = call.params.size[1] = 4;
-    call.params.align_corners = 1;
-    call.params.half_pixel_centers = 1;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
-    call.params.align_corners = 0;
-    call.params.size[0] = 0;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
+    ly_resize_bilinear2d_params rp = {.size = {4, 4}, .align_corners = 1, .half_pixel_centers = 1};
+    call.params = &rp;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
+    rp.align_corners = 0;
+    rp.size[0] = 0;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
     assert_non_null(strstr(ly_last_error(), "params.size"));
 
     /* add */
@@ -436,11 +438,11 @@ static void test_resize_and_add_references(void **state)
     call.in[0] = &a;
     call.in[1] = &b;
     call.out[0] = &sum;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_ADD, &call), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_ADD, &call), LY_OK);
     for (int i = 0; i < 222; i++)
         assert_true(((float *)sum.data)[i] == ((float *)a.data)[i] + ((float *)b.data)[i]);
     b.shape[2] = 36;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_ADD, &call), LY_E_SHAPE);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_ADD, &call), LY_E_SHAPE);
     free(a.data);
     free(b.data);
     free(sum.data);
@@ -455,9 +457,9 @@ static void test_conv2d_dispatch(void **state)
     conv_data_init(&d, c);
     run_reference(&d);
     d.call.out[0] = &d.out;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_CONV2D, &d.call), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_CONV2D, &d.call), LY_OK);
     const char *name = NULL;
-    assert_int_equal(ly_kernel_resolve(LY_SLOT_CONV2D, &d.call, &name, NULL), LY_OK);
+    assert_int_equal(ly_kernel_resolve(ly_op_name(LY_OP_CONV2D), &d.call, &name, NULL), LY_OK);
     compare(name, "dispatch", &d.ref, &d.out);
     conv_data_free(&d);
 }
@@ -478,7 +480,7 @@ static void *worker_run(void *arg)
     call.out[0] = &wk->out;
     call.threads = 1;
     for (int i = 0; i < 8 && wk->status == LY_OK; i++)
-        wk->status = ly_kernel_run_impl(LY_SLOT_CONV2D, wk->impl, &call);
+        wk->status = ly_kernel_run_impl(ly_op_name(LY_OP_CONV2D), wk->impl, &call);
     return NULL;
 }
 
@@ -515,7 +517,7 @@ static void test_conv2d_concurrent_callers(void **state)
 static void test_elementwise_providers_match_reference(void **state)
 {
     (void)state;
-    const char *slots[] = {LY_SLOT_SILU, LY_SLOT_SIGMOID};
+    const char *slots[] = {ly_op_name(LY_OP_SILU), ly_op_name(LY_OP_SIGMOID)};
     int64_t shape[4] = {2, 3, 37, 41};
     int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
     rng_state = 42;
@@ -577,12 +579,12 @@ static void test_dfl_providers_match_reference(void **state)
         call.threads = 1;
         call.in[0] = &xt;
         call.out[0] = &ref;
-        assert_int_equal(ly_kernel_run_impl(LY_SLOT_DFL, "reference", &call), LY_OK);
+        assert_int_equal(ly_kernel_run_impl(ly_op_name(LY_OP_DFL), "reference", &call), LY_OK);
         impl_list list = {.count = 0};
-        assert_int_equal(ly_kernel_iter(LY_SLOT_DFL, &call, collect_impl, &list), LY_OK);
+        assert_int_equal(ly_kernel_iter(ly_op_name(LY_OP_DFL), &call, collect_impl, &list), LY_OK);
         call.out[0] = &got;
         for (int k = 0; k < list.count; k++) {
-            ly_status st = ly_kernel_run_impl(LY_SLOT_DFL, list.names[k], &call);
+            ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_DFL), list.names[k], &call);
             if (st != LY_OK) fail_msg("dfl/%s: %s", list.names[k], ly_last_error());
             compare(list.names[k], i == 0 ? "dfl [2, 64, 333]" : "dfl [1, 8, 37]", &ref, &got);
         }
@@ -601,9 +603,12 @@ static void test_pool_providers_match_reference(void **state)
         const char *slot;
         int64_t c, h, k, s, p, count_include_pad;
     } pools[] = {
-        {LY_SLOT_MAX_POOL2D, 64, 20, 5, 1, 2, 1}, {LY_SLOT_MAX_POOL2D, 16, 17, 3, 2, 1, 1},
-        {LY_SLOT_AVG_POOL2D, 32, 33, 2, 1, 0, 1}, {LY_SLOT_AVG_POOL2D, 64, 20, 2, 1, 0, 1},
-        {LY_SLOT_AVG_POOL2D, 16, 15, 3, 2, 1, 1}, {LY_SLOT_AVG_POOL2D, 16, 15, 3, 2, 1, 0},
+        {ly_op_name(LY_OP_MAX_POOL2D), 64, 20, 5, 1, 2, 1},
+        {ly_op_name(LY_OP_MAX_POOL2D), 16, 17, 3, 2, 1, 1},
+        {ly_op_name(LY_OP_AVG_POOL2D), 32, 33, 2, 1, 0, 1},
+        {ly_op_name(LY_OP_AVG_POOL2D), 64, 20, 2, 1, 0, 1},
+        {ly_op_name(LY_OP_AVG_POOL2D), 16, 15, 3, 2, 1, 1},
+        {ly_op_name(LY_OP_AVG_POOL2D), 16, 15, 3, 2, 1, 0},
     };
     for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
         int64_t ho = (pools[i].h + 2 * pools[i].p - pools[i].k) / pools[i].s + 1;
@@ -621,10 +626,11 @@ static void test_pool_providers_match_reference(void **state)
         call.threads = 1;
         call.in[0] = &x;
         call.out[0] = &ref;
-        call.params.kernel[0] = call.params.kernel[1] = pools[i].k;
-        call.params.stride[0] = call.params.stride[1] = pools[i].s;
-        call.params.padding[0] = call.params.padding[1] = pools[i].p;
-        call.params.count_include_pad = pools[i].count_include_pad;
+        ly_pool2d_params pp = {.kernel = {pools[i].k, pools[i].k},
+                               .stride = {pools[i].s, pools[i].s},
+                               .padding = {pools[i].p, pools[i].p},
+                               .count_include_pad = pools[i].count_include_pad};
+        call.params = &pp;
         assert_int_equal(ly_kernel_run_impl(pools[i].slot, "reference", &call), LY_OK);
         impl_list list = {.count = 0};
         assert_int_equal(ly_kernel_iter(pools[i].slot, &call, collect_impl, &list), LY_OK);

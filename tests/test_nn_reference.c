@@ -78,7 +78,7 @@ static void test_conv2d_plain(void **state)
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 3, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 2, 2}, ones);
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){12, 16, 24, 28}, 4, 0);
 }
 
@@ -87,19 +87,21 @@ static void test_conv2d_padding(void **state)
     (void)state;
     buf x, w, y;
     ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
     float nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, (float[]){1, 2, 3, 4});
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 3, 3}, nine);
-    call.params.padding[0] = call.params.padding[1] = 1;
+    p.padding[0] = p.padding[1] = 1;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){10, 10, 10, 10}, 4, 0);
 
     /* Asymmetric padding (h 0, w 1) with a 1x3 kernel [1, 10, 100]. */
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 1, 3}, (float[]){1, 10, 100});
-    call.params.padding[0] = 0;
+    p.padding[0] = 0;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){210, 21, 430, 43}, 4, 0);
 }
 
@@ -108,11 +110,13 @@ static void test_conv2d_stride2(void **state)
     (void)state;
     buf x, w, y;
     ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, NULL); /* 0..15 */
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 1, 1}, (float[]){2});
-    call.params.stride[0] = call.params.stride[1] = 2;
+    p.stride[0] = p.stride[1] = 2;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){0, 4, 16, 20}, 4, 0);
 
     /* 3x3 stride 2 pad 1 on 4x4 ones: windows see 4, 6 / 6, 9 real elements. */
@@ -123,9 +127,9 @@ static void test_conv2d_stride2(void **state)
         nine[i] = 1;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, ones16);
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 3, 3}, nine);
-    call.params.padding[0] = call.params.padding[1] = 1;
+    p.padding[0] = p.padding[1] = 1;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){4, 6, 6, 9}, 4, 0);
 }
 
@@ -134,11 +138,13 @@ static void test_conv2d_dilation(void **state)
     (void)state;
     buf x, w, y;
     ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 5, 5}, NULL); /* 0..24 */
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 2, 2}, (float[]){1, 1, 1, 1});
-    call.params.dilation[0] = call.params.dilation[1] = 2;
+    p.dilation[0] = p.dilation[1] = 2;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     float want[9];
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)
@@ -151,31 +157,34 @@ static void test_conv2d_groups_and_channels(void **state)
     (void)state;
     buf x, w, y;
     ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
     /* Two 1x2 input planes [1, 2] and [10, 20]. */
     call.in[0] = make(&x, 4, (int64_t[]){1, 2, 1, 2}, (float[]){1, 2, 10, 20});
     /* groups = 2: out0 = 3 * plane0, out1 = 5 * plane1, out2 = -1 * plane1. */
     call.in[1] = make(&w, 4, (int64_t[]){3, 1, 1, 1}, (float[]){3, 5, -1});
-    call.params.groups = 1;
+    p.groups = 1;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 3, 1, 2});
     /* 3 output channels do not split into 2 groups. */
-    call.params.groups = 2;
-    assert_int_equal(ly_kernel_run_impl(LY_SLOT_CONV2D, "reference", &call), LY_E_INVALID_ARGUMENT);
+    p.groups = 2;
+    assert_int_equal(ly_kernel_run_impl(ly_op_name(LY_OP_CONV2D), "reference", &call),
+                     LY_E_INVALID_ARGUMENT);
     call.in[1] = make(&w, 4, (int64_t[]){4, 1, 1, 1}, (float[]){3, -2, 5, -1});
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 4, 1, 2});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){3, 6, -2, -4, 50, 100, -10, -20}, 8, 0);
 
     /* groups = 1 sums over both channels in order: 1*a + 2*b. */
-    call.params.groups = 1;
+    p.groups = 1;
     call.in[1] = make(&w, 4, (int64_t[]){1, 2, 1, 1}, (float[]){1, 2});
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 1, 2});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){21, 42}, 2, 0);
 
     /* A batch of two images. */
     call.in[0] = make(&x, 4, (int64_t[]){2, 2, 1, 1}, (float[]){1, 2, 3, 4});
     call.out[0] = make_out(&y, 4, (int64_t[]){2, 1, 1, 1});
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){5, 11}, 2, 0);
 }
 
@@ -190,46 +199,48 @@ static void test_conv2d_bias_activations_residual(void **state)
     buf x, w, b, r, y;
     const float xs[4] = {-2.0f, -0.5f, 0.0f, 3.0f};
     ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, xs);
     call.in[1] = make(&w, 4, (int64_t[]){1, 1, 1, 1}, (float[]){1});
     call.in[2] = make(&b, 1, (int64_t[]){1}, (float[]){0.5f});
     int64_t ys[4] = {1, 1, 2, 2};
     float want[4];
 
-    call.params.activation = LY_ACT_NONE;
+    p.activation = LY_ACT_NONE;
     call.out[0] = make_out(&y, 4, ys);
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){-1.5f, 0.0f, 0.5f, 3.5f}, 4, 0);
 
-    call.params.activation = LY_ACT_RELU;
+    p.activation = LY_ACT_RELU;
     call.out[0] = make_out(&y, 4, ys);
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){0.0f, 0.0f, 0.5f, 3.5f}, 4, 0);
 
-    call.params.activation = LY_ACT_SILU;
+    p.activation = LY_ACT_SILU;
     call.out[0] = make_out(&y, 4, ys);
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     for (int i = 0; i < 4; i++)
         want[i] = (float)silu_d(xs[i] + 0.5);
     expect(y.data, want, 4, 1e-6);
 
-    call.params.activation = LY_ACT_SIGMOID;
+    p.activation = LY_ACT_SIGMOID;
     call.out[0] = make_out(&y, 4, ys);
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     for (int i = 0; i < 4; i++)
         want[i] = (float)(1.0 / (1.0 + exp(-(xs[i] + 0.5))));
     expect(y.data, want, 4, 1e-6);
 
     /* The residual is added after the activation. */
-    call.params.activation = LY_ACT_RELU;
+    p.activation = LY_ACT_RELU;
     call.in[3] = make(&r, 4, ys, (float[]){10, 20, 30, 40});
     call.out[0] = make_out(&y, 4, ys);
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(y.data, (float[]){10.0f, 20.0f, 30.5f, 43.5f}, 4, 0);
 
     /* The output may be the residual itself. */
     call.out[0] = &r.t;
-    run_ref(LY_SLOT_CONV2D, &call);
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     expect(r.data, (float[]){10.0f, 20.0f, 30.5f, 43.5f}, 4, 0);
 }
 
@@ -261,18 +272,20 @@ static void test_conv2d_matches_naive_loop(void **state)
     assert_int_equal(ly_tensor_init(&b, bv, LY_F32, 1, (int64_t[]){O}), LY_OK);
     assert_int_equal(ly_tensor_init(&y, out, LY_F32, 4, (int64_t[]){N, O, HO, WO}), LY_OK);
     ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
     call.in[0] = &x;
     call.in[1] = &w;
     call.in[2] = &b;
     call.out[0] = &y;
-    call.params.stride[0] = SH;
-    call.params.stride[1] = SW;
-    call.params.padding[0] = PH;
-    call.params.padding[1] = PW;
-    call.params.dilation[0] = DH;
-    call.params.dilation[1] = DW;
-    call.params.groups = G;
-    run_ref(LY_SLOT_CONV2D, &call);
+    p.stride[0] = SH;
+    p.stride[1] = SW;
+    p.padding[0] = PH;
+    p.padding[1] = PW;
+    p.dilation[0] = DH;
+    p.dilation[1] = DW;
+    p.groups = G;
+    run_ref(ly_op_name(LY_OP_CONV2D), &call);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++)
             for (int oy = 0; oy < HO; oy++)
@@ -304,18 +317,20 @@ static void test_max_pool2d(void **state)
     (void)state;
     buf x, y;
     ly_kernel_call call = new_call();
+    ly_pool2d_params p = LY_POOL2D_DEFAULTS;
+    call.params = &p;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 3, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
-    call.params.kernel[0] = call.params.kernel[1] = 2;
+    p.kernel[0] = p.kernel[1] = 2;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_MAX_POOL2D, &call);
+    run_ref(ly_op_name(LY_OP_MAX_POOL2D), &call);
     expect(y.data, (float[]){5, 6, 8, 9}, 4, 0);
 
     /* Padding is -inf: it never wins, even over negative values. */
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, (float[]){-4, -3, -2, -1});
-    call.params.kernel[0] = call.params.kernel[1] = 3;
-    call.params.padding[0] = call.params.padding[1] = 1;
+    p.kernel[0] = p.kernel[1] = 3;
+    p.padding[0] = p.padding[1] = 1;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_MAX_POOL2D, &call);
+    run_ref(ly_op_name(LY_OP_MAX_POOL2D), &call);
     expect(y.data, (float[]){-1, -1, -1, -1}, 4, 0);
 
     /* SPPELAN's 5x5 stride 1 pad 2, and NaN propagates. */
@@ -324,10 +339,10 @@ static void test_max_pool2d(void **state)
         v[i] = (float)i;
     v[0] = NAN;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, v);
-    call.params.kernel[0] = call.params.kernel[1] = 5;
-    call.params.padding[0] = call.params.padding[1] = 2;
+    p.kernel[0] = p.kernel[1] = 5;
+    p.padding[0] = p.padding[1] = 2;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 4, 4});
-    run_ref(LY_SLOT_MAX_POOL2D, &call);
+    run_ref(ly_op_name(LY_OP_MAX_POOL2D), &call);
     expect(y.data,
            (float[]){NAN, NAN, NAN, 11, NAN, NAN, NAN, 15, NAN, NAN, NAN, 15, 14, 15, 15, 15}, 16,
            0);
@@ -338,26 +353,28 @@ static void test_avg_pool2d(void **state)
     (void)state;
     buf x, y;
     ly_kernel_call call = new_call();
+    ly_pool2d_params p = LY_POOL2D_DEFAULTS;
+    call.params = &p;
     /* AConv's avg_pool2d(k=2, s=1, p=0). */
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 3, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
-    call.params.kernel[0] = call.params.kernel[1] = 2;
+    p.kernel[0] = p.kernel[1] = 2;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 2, 2});
-    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    run_ref(ly_op_name(LY_OP_AVG_POOL2D), &call);
     expect(y.data, (float[]){3, 4, 6, 7}, 4, 0);
 
     /* k 3, pad 1: corner windows hold 4 real elements out of 9. */
-    call.params.kernel[0] = call.params.kernel[1] = 3;
-    call.params.padding[0] = call.params.padding[1] = 1;
-    call.params.count_include_pad = 1;
+    p.kernel[0] = p.kernel[1] = 3;
+    p.padding[0] = p.padding[1] = 1;
+    p.count_include_pad = 1;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
-    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    run_ref(ly_op_name(LY_OP_AVG_POOL2D), &call);
     expect(y.data,
            (float[]){12.0f / 9, 21.0f / 9, 16.0f / 9, 27.0f / 9, 45.0f / 9, 33.0f / 9, 24.0f / 9,
                      39.0f / 9, 28.0f / 9},
            9, 1e-6);
-    call.params.count_include_pad = 0;
+    p.count_include_pad = 0;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
-    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    run_ref(ly_op_name(LY_OP_AVG_POOL2D), &call);
     expect(y.data,
            (float[]){12.0f / 4, 21.0f / 6, 16.0f / 4, 27.0f / 6, 45.0f / 9, 33.0f / 6, 24.0f / 4,
                      39.0f / 6, 28.0f / 4},
@@ -365,11 +382,11 @@ static void test_avg_pool2d(void **state)
 
     /* Stride 2 over two channels. */
     call.in[0] = make(&x, 4, (int64_t[]){1, 2, 2, 2}, (float[]){1, 2, 3, 4, 10, 20, 30, 40});
-    call.params.kernel[0] = call.params.kernel[1] = 2;
-    call.params.stride[0] = call.params.stride[1] = 2;
-    call.params.padding[0] = call.params.padding[1] = 0;
+    p.kernel[0] = p.kernel[1] = 2;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0] = p.padding[1] = 0;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 2, 1, 1});
-    run_ref(LY_SLOT_AVG_POOL2D, &call);
+    run_ref(ly_op_name(LY_OP_AVG_POOL2D), &call);
     expect(y.data, (float[]){2.5f, 25.0f}, 2, 0);
 }
 
@@ -378,15 +395,17 @@ static void test_upsample_nearest2d(void **state)
     (void)state;
     buf x, y;
     ly_kernel_call call = new_call();
+    ly_upsample_nearest2d_params p = LY_UPSAMPLE_NEAREST2D_DEFAULTS;
+    call.params = &p;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 2, 2}, (float[]){1, 2, 3, 4});
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 4, 4});
-    run_ref(LY_SLOT_UPSAMPLE_NEAREST2D, &call); /* default scale 2 */
+    run_ref(ly_op_name(LY_OP_UPSAMPLE_NEAREST2D), &call); /* default scale 2 */
     expect(y.data, (float[]){1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 16, 0);
 
-    call.params.scale = 3;
+    p.scale = 3;
     call.in[0] = make(&x, 4, (int64_t[]){1, 2, 1, 1}, (float[]){5, 6});
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 2, 3, 3});
-    run_ref(LY_SLOT_UPSAMPLE_NEAREST2D, &call);
+    run_ref(ly_op_name(LY_OP_UPSAMPLE_NEAREST2D), &call);
     expect(y.data, (float[]){5, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6}, 18, 0);
 }
 
@@ -395,30 +414,32 @@ static void test_concat(void **state)
     (void)state;
     buf a, b, c, y;
     ly_kernel_call call = new_call();
+    ly_concat_params p = LY_CONCAT_DEFAULTS;
+    call.params = &p;
     call.in[0] = make(&a, 4, (int64_t[]){1, 2, 1, 2}, (float[]){1, 2, 3, 4});
     call.in[1] = make(&b, 4, (int64_t[]){1, 1, 1, 2}, (float[]){5, 6});
     call.in[2] = make(&c, 4, (int64_t[]){1, 1, 1, 2}, (float[]){7, 8});
-    call.params.axis = 1;
+    p.axis = 1;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 4, 1, 2});
-    run_ref(LY_SLOT_CONCAT, &call);
+    run_ref(ly_op_name(LY_OP_CONCAT), &call);
     expect(y.data, (float[]){1, 2, 3, 4, 5, 6, 7, 8}, 8, 0);
 
     /* The last axis, counted from the end. */
     call.in[0] = make(&a, 2, (int64_t[]){2, 2}, (float[]){1, 2, 3, 4});
     call.in[1] = make(&b, 2, (int64_t[]){2, 1}, (float[]){5, 6});
     call.in[2] = NULL;
-    call.params.axis = -1;
+    p.axis = -1;
     call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
-    run_ref(LY_SLOT_CONCAT, &call);
+    run_ref(ly_op_name(LY_OP_CONCAT), &call);
     expect(y.data, (float[]){1, 2, 5, 3, 4, 6}, 6, 0);
 
     /* Batch axis, with an empty input. */
     call.in[0] = make(&a, 2, (int64_t[]){1, 2}, (float[]){1, 2});
     call.in[1] = make(&b, 2, (int64_t[]){0, 2}, NULL);
     call.in[2] = make(&c, 2, (int64_t[]){1, 2}, (float[]){3, 4});
-    call.params.axis = 0;
+    p.axis = 0;
     call.out[0] = make_out(&y, 2, (int64_t[]){2, 2});
-    run_ref(LY_SLOT_CONCAT, &call);
+    run_ref(ly_op_name(LY_OP_CONCAT), &call);
     expect(y.data, (float[]){1, 2, 3, 4}, 4, 0);
 }
 
@@ -433,14 +454,14 @@ static void test_silu_sigmoid(void **state)
     ly_kernel_call call = new_call();
     call.in[0] = make(&x, 2, (int64_t[]){2, 3}, xs);
     call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
-    run_ref(LY_SLOT_SILU, &call);
+    run_ref(ly_op_name(LY_OP_SILU), &call);
     for (int i = 0; i < 6; i++)
         want[i] = (float)silu_d(xs[i]);
     expect(y.data, want, 6, 1e-6);
     assert_true(y.data[0] <= 0.0f && y.data[0] > -1e-30f); /* -100 / (1 + e^100) ~ -0 */
 
     call.out[0] = make_out(&y, 2, (int64_t[]){2, 3});
-    run_ref(LY_SLOT_SIGMOID, &call);
+    run_ref(ly_op_name(LY_OP_SIGMOID), &call);
     for (int i = 0; i < 6; i++)
         want[i] = (float)(1.0 / (1.0 + exp(-(double)xs[i])));
     expect(y.data, want, 6, 1e-7);
@@ -449,11 +470,11 @@ static void test_silu_sigmoid(void **state)
     /* Any shape, including 0-d and empty. */
     call.in[0] = make(&x, 0, NULL, (float[]){0.0f});
     call.out[0] = make_out(&y, 0, NULL);
-    run_ref(LY_SLOT_SILU, &call);
+    run_ref(ly_op_name(LY_OP_SILU), &call);
     assert_true(y.data[0] == 0.0f);
     call.in[0] = make(&x, 1, (int64_t[]){0}, NULL);
     call.out[0] = make_out(&y, 1, (int64_t[]){0});
-    run_ref(LY_SLOT_SIGMOID, &call);
+    run_ref(ly_op_name(LY_OP_SIGMOID), &call);
 }
 
 static void test_dfl(void **state)
@@ -471,7 +492,7 @@ static void test_dfl(void **state)
                                 5, -5, 5, -5,         /* side 2 */
                                 -1000, 2, -1000, 2}); /* side 3 */
     call.out[0] = make_out(&y, 3, (int64_t[]){1, 4, 2});
-    run_ref(LY_SLOT_DFL, &call);
+    run_ref(ly_op_name(LY_OP_DFL), &call);
     expect(y.data, (float[]){0.5f, 0.75f, 0.0f, 1.0f, 0.5f, 0.5f, 0.5f, 0.5f}, 8, 1e-6);
 
     /* 16 bins (YOLO9's reg_max): all mass on bin 7 -> 7. */
@@ -481,7 +502,7 @@ static void test_dfl(void **state)
         v[i] = (i % 16 == 7) ? 50.0f : 0.0f;
     call.in[0] = make(&big, 3, (int64_t[]){1, 64, 1}, v);
     call.out[0] = make_out(&out, 3, (int64_t[]){1, 4, 1});
-    run_ref(LY_SLOT_DFL, &call);
+    run_ref(ly_op_name(LY_OP_DFL), &call);
     expect(out.data, (float[]){7, 7, 7, 7}, 4, 1e-4);
 }
 
@@ -501,52 +522,63 @@ static void test_conv2d_bad_calls(void **state)
     (void)state;
     buf x, w, b, r, y;
     ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
     call.in[0] = make(&x, 4, (int64_t[]){1, 2, 3, 3}, NULL);
     call.in[1] = make(&w, 4, (int64_t[]){4, 2, 3, 3}, NULL);
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 4, 1, 1});
     ly_kernel_call good = call;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_CONV2D, &call), LY_OK);
+    const ly_conv2d_params good_params = p;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_CONV2D, &call), LY_OK);
 
     call.in[0] = NULL;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
     call = good;
+    p = good_params;
     x.t.ndim = 3;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_SHAPE);
     x.t.ndim = 4;
     x.t.dtype = LY_F64;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_DTYPE);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_DTYPE);
     x.t.dtype = LY_F32;
     w.t.shape[1] = 1; /* C / groups mismatch */
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_SHAPE);
     w.t.shape[1] = 2;
-    call.params.groups = 3;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
-    call.params.groups = 0;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    p.groups = 3;
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
+    p.groups = 0;
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
     call = good;
-    call.params.stride[1] = 0;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    p = good_params;
+    p.stride[1] = 0;
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
     call = good;
-    call.params.padding[0] = -1;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    p = good_params;
+    p.padding[0] = -1;
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
     call = good;
-    call.params.dilation[0] = 2; /* a 5-tall window on a 3-tall input */
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    p = good_params;
+    p.dilation[0] = 2; /* a 5-tall window on a 3-tall input */
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_SHAPE);
     call = good;
-    call.params.activation = 9;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    p = good_params;
+    p.activation = 9;
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
     call = good;
+    p = good_params;
     call.in[2] = make(&b, 1, (int64_t[]){3}, NULL);
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_SHAPE);
     call = good;
+    p = good_params;
     call.in[3] = make(&r, 4, (int64_t[]){1, 4, 2, 1}, NULL);
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_SHAPE);
     call = good;
+    p = good_params;
     y.t.shape[3] = 2; /* the caller's output has the wrong shape */
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_SHAPE);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_SHAPE);
     y.t.shape[3] = 1;
     w.t.data = NULL;
-    expect_status(LY_SLOT_CONV2D, &call, LY_E_INVALID_ARGUMENT);
+    expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
 }
 
 static void test_other_slots_bad_calls(void **state)
@@ -554,55 +586,62 @@ static void test_other_slots_bad_calls(void **state)
     (void)state;
     buf x, x2, y;
     ly_kernel_call call = new_call();
+    ly_pool2d_params pool = LY_POOL2D_DEFAULTS;
+    ly_upsample_nearest2d_params up = LY_UPSAMPLE_NEAREST2D_DEFAULTS;
+    ly_concat_params cat = LY_CONCAT_DEFAULTS;
+    call.params = &pool;
     call.in[0] = make(&x, 4, (int64_t[]){1, 1, 4, 4}, NULL);
-    call.params.kernel[0] = call.params.kernel[1] = 2;
+    pool.kernel[0] = pool.kernel[1] = 2;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 3, 3});
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_MAX_POOL2D, &call), LY_OK);
-    call.params.padding[0] = 2; /* more than half the kernel */
-    expect_status(LY_SLOT_MAX_POOL2D, &call, LY_E_INVALID_ARGUMENT);
-    call.params.padding[0] = 0;
-    call.params.kernel[1] = 0;
-    expect_status(LY_SLOT_AVG_POOL2D, &call, LY_E_INVALID_ARGUMENT);
-    call.params.kernel[1] = 5; /* wider than the input */
-    expect_status(LY_SLOT_AVG_POOL2D, &call, LY_E_SHAPE);
-    call.params.kernel[1] = 2;
-    call.params.count_include_pad = 2;
-    expect_status(LY_SLOT_AVG_POOL2D, &call, LY_E_INVALID_ARGUMENT);
-    call.params.count_include_pad = 1;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_MAX_POOL2D, &call), LY_OK);
+    pool.padding[0] = 2; /* more than half the kernel */
+    expect_status(ly_op_name(LY_OP_MAX_POOL2D), &call, LY_E_INVALID_ARGUMENT);
+    pool.padding[0] = 0;
+    pool.kernel[1] = 0;
+    expect_status(ly_op_name(LY_OP_AVG_POOL2D), &call, LY_E_INVALID_ARGUMENT);
+    pool.kernel[1] = 5; /* wider than the input */
+    expect_status(ly_op_name(LY_OP_AVG_POOL2D), &call, LY_E_SHAPE);
+    pool.kernel[1] = 2;
+    pool.count_include_pad = 2;
+    expect_status(ly_op_name(LY_OP_AVG_POOL2D), &call, LY_E_INVALID_ARGUMENT);
+    pool.count_include_pad = 1;
 
-    call.params.scale = 0;
+    call.params = &up;
+    up.scale = 0;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 8, 8});
-    expect_status(LY_SLOT_UPSAMPLE_NEAREST2D, &call, LY_E_INVALID_ARGUMENT);
-    call.params.scale = 3;
-    expect_status(LY_SLOT_UPSAMPLE_NEAREST2D, &call, LY_E_SHAPE); /* out must be 12x12 */
-    call.params.scale = 2;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_UPSAMPLE_NEAREST2D, &call), LY_OK);
+    expect_status(ly_op_name(LY_OP_UPSAMPLE_NEAREST2D), &call, LY_E_INVALID_ARGUMENT);
+    up.scale = 3;
+    expect_status(ly_op_name(LY_OP_UPSAMPLE_NEAREST2D), &call, LY_E_SHAPE); /* out must be 12x12 */
+    up.scale = 2;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_UPSAMPLE_NEAREST2D, &call), LY_OK);
 
     call.in[1] = make(&x2, 4, (int64_t[]){1, 1, 4, 3}, NULL);
-    call.params.axis = 1;
+    call.params = &cat;
+    cat.axis = 1;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 2, 4, 4});
-    expect_status(LY_SLOT_CONCAT, &call, LY_E_SHAPE);
-    call.params.axis = 4;
-    expect_status(LY_SLOT_CONCAT, &call, LY_E_INVALID_ARGUMENT);
-    call.params.axis = 3;
+    expect_status(ly_op_name(LY_OP_CONCAT), &call, LY_E_SHAPE);
+    cat.axis = 4;
+    expect_status(ly_op_name(LY_OP_CONCAT), &call, LY_E_INVALID_ARGUMENT);
+    cat.axis = 3;
     call.out[0] = make_out(&y, 4, (int64_t[]){1, 1, 4, 7});
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_CONCAT, &call), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_CONCAT, &call), LY_OK);
     call.in[2] = NULL;
     call.in[3] = &x2.t; /* a gap before in[3] */
-    expect_status(LY_SLOT_CONCAT, &call, LY_E_INVALID_ARGUMENT);
+    expect_status(ly_op_name(LY_OP_CONCAT), &call, LY_E_INVALID_ARGUMENT);
     call.in[1] = call.in[3] = NULL;
 
+    call.params = NULL;
     call.in[0] = make(&x, 3, (int64_t[]){1, 6, 2}, NULL);
     call.out[0] = make_out(&y, 3, (int64_t[]){1, 4, 2});
-    expect_status(LY_SLOT_DFL, &call, LY_E_SHAPE);
+    expect_status(ly_op_name(LY_OP_DFL), &call, LY_E_SHAPE);
     call.in[0] = make(&x, 2, (int64_t[]){8, 2}, NULL);
-    expect_status(LY_SLOT_DFL, &call, LY_E_SHAPE);
+    expect_status(ly_op_name(LY_OP_DFL), &call, LY_E_SHAPE);
 
     x.t.dtype = LY_I32;
     call.out[0] = make_out(&y, 2, (int64_t[]){8, 2});
-    expect_status(LY_SLOT_SILU, &call, LY_E_DTYPE);
+    expect_status(ly_op_name(LY_OP_SILU), &call, LY_E_DTYPE);
     call.in[0] = NULL;
-    expect_status(LY_SLOT_SIGMOID, &call, LY_E_INVALID_ARGUMENT);
+    expect_status(ly_op_name(LY_OP_SIGMOID), &call, LY_E_INVALID_ARGUMENT);
 }
 
 /* Every slot of nn.h exists and reports what its output must be. */
@@ -615,19 +654,22 @@ static void test_infer_outputs(void **state)
     assert_int_equal(ly_tensor_init(&x.t, x.data, LY_F32, 4, (int64_t[]){1, 3, 640, 640}), LY_OK);
     call.in[0] = &x.t;
     call.in[1] = make(&w, 4, (int64_t[]){16, 3, 3, 3}, NULL);
-    call.params.stride[0] = call.params.stride[1] = 2;
-    call.params.padding[0] = call.params.padding[1] = 1;
+    ly_conv2d_params conv = LY_CONV2D_DEFAULTS;
+    conv.stride[0] = conv.stride[1] = 2;
+    conv.padding[0] = conv.padding[1] = 1;
+    call.params = &conv;
     ly_tensor out[LY_KERNEL_MAX_OUTPUTS];
     int n_out = 0;
-    assert_int_equal(ly_kernel_infer_outputs(LY_SLOT_CONV2D, &call, out, &n_out), LY_OK);
+    assert_int_equal(ly_kernel_infer_outputs(ly_op_name(LY_OP_CONV2D), &call, out, &n_out), LY_OK);
     assert_int_equal(n_out, 1);
     assert_int_equal(out[0].ndim, 4);
     assert_int_equal(out[0].shape[1], 16);
     assert_int_equal(out[0].shape[2], 320);
     assert_int_equal(out[0].shape[3], 320);
-    const char *slots[] = {
-        LY_SLOT_CONV2D, LY_SLOT_MAX_POOL2D, LY_SLOT_AVG_POOL2D, LY_SLOT_UPSAMPLE_NEAREST2D,
-        LY_SLOT_CONCAT, LY_SLOT_SILU,       LY_SLOT_SIGMOID,    LY_SLOT_DFL};
+    const char *slots[] = {ly_op_name(LY_OP_CONV2D),     ly_op_name(LY_OP_MAX_POOL2D),
+                           ly_op_name(LY_OP_AVG_POOL2D), ly_op_name(LY_OP_UPSAMPLE_NEAREST2D),
+                           ly_op_name(LY_OP_CONCAT),     ly_op_name(LY_OP_SILU),
+                           ly_op_name(LY_OP_SIGMOID),    ly_op_name(LY_OP_DFL)};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
         const char *name = NULL;
         assert_int_equal(ly_kernel_resolve(slots[i], NULL, &name, NULL), LY_OK);

@@ -62,8 +62,8 @@ static void run_slot(const char *slot, const ly_tensor *a, const ly_tensor *b, l
     call.in[0] = a;
     call.in[1] = b;
     call.out[0] = out;
-    call.params.bits = bits;
-    call.params.group_size = group_size;
+    ly_fake_quant_int_grouped_params grouped = {.bits = bits, .group_size = group_size};
+    if (strcmp(slot, ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED)) == 0) call.params = &grouped;
     assert_int_equal(ly_kernel_run_impl(slot, "reference", &call), LY_OK);
 }
 
@@ -104,7 +104,7 @@ static void test_int8_round_trip(void **state)
     assert_int_equal(ly_int8_weight_qparams(&wt, 0, &st), LY_OK);
     assert_int_equal(ly_pack_int8(&wt, &st, &ct), LY_OK);
     assert_int_equal(ly_unpack_int8(&ct, &st, &ut), LY_OK);
-    run_slot(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &wt, NULL, &ft, 4, 128);
+    run_slot(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &wt, NULL, &ft, 4, 128);
     assert_values_equal(un, fq, N);
     free(w);
     free(fq);
@@ -127,7 +127,7 @@ static void test_fp8_round_trip(void **state)
     assert_int_equal(ly_fp8_weight_qparams(&wt, false, &st), LY_OK);
     assert_int_equal(ly_pack_fp8(&wt, &st, &ct), LY_OK);
     assert_int_equal(ly_unpack_fp8(&ct, &st, &ut), LY_OK);
-    run_slot(LY_SLOT_FAKE_QUANT_FP8, &wt, &st, &ft, 4, 128);
+    run_slot(ly_op_name(LY_OP_FAKE_QUANT_FP8), &wt, &st, &ft, 4, 128);
     assert_values_equal(un, fq, N);
     /* Tensorwise scaling keeps the per-channel shape with equal entries. */
     assert_int_equal(ly_fp8_weight_qparams(&wt, true, &st), LY_OK);
@@ -135,7 +135,7 @@ static void test_fp8_round_trip(void **state)
         assert_int_equal(bits_of(scale[i]), bits_of(scale[0]));
     assert_int_equal(ly_pack_fp8(&wt, &st, &ct), LY_OK);
     assert_int_equal(ly_unpack_fp8(&ct, &st, &ut), LY_OK);
-    run_slot(LY_SLOT_FAKE_QUANT_FP8, &wt, &st, &ft, 4, 128);
+    run_slot(ly_op_name(LY_OP_FAKE_QUANT_FP8), &wt, &st, &ft, 4, 128);
     assert_values_equal(un, fq, N);
     free(w);
     free(fq);
@@ -160,7 +160,7 @@ static void nvfp4_round_trip(int64_t rows, int64_t in, uint64_t seed)
     ly_tensor ut = mk(un, LY_F32, 2, SHAPE(rows, in)), ft = mk(fq, LY_F32, 2, SHAPE(rows, in));
     assert_int_equal(ly_pack_nvfp4(&wt, &at, &pt, &bt), LY_OK);
     assert_int_equal(ly_unpack_nvfp4(&pt, &bt, &at, in, &ut), LY_OK);
-    run_slot(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, &wt, &at, &ft, 4, 128);
+    run_slot(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), &wt, &at, &ft, 4, 128);
     assert_values_equal(un, fq, n);
     free(w);
     free(fq);
@@ -191,7 +191,7 @@ static void int_grouped_round_trip(int64_t rows, int64_t in, int64_t bits, int64
     assert_int_equal(ly_int_group_qparams(&wt, bits, g, &st), LY_OK);
     assert_int_equal(ly_pack_int_grouped(&wt, &st, bits, g, &pt), LY_OK);
     assert_int_equal(ly_unpack_int_grouped(&pt, &st, bits, g, in, &ut), LY_OK);
-    run_slot(LY_SLOT_FAKE_QUANT_INT_GROUPED, &wt, NULL, &ft, bits, g);
+    run_slot(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &wt, NULL, &ft, bits, g);
     assert_values_equal(un, fq, n);
     /* Every group holds at most 2^bits distinct levels (in fact 2^bits - 1: qmin is
      * unreachable with a dynamic scale). */
@@ -238,7 +238,7 @@ static void mxfp4_round_trip(int64_t rows, int64_t in, uint64_t seed)
     ly_tensor ut = mk(un, LY_F32, 2, SHAPE(rows, in)), ft = mk(fq, LY_F32, 2, SHAPE(rows, in));
     assert_int_equal(ly_pack_mxfp4(&wt, &pt, &et), LY_OK);
     assert_int_equal(ly_unpack_mxfp4(&pt, &et, in, &ut), LY_OK);
-    run_slot(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, &wt, NULL, &ft, 4, 128);
+    run_slot(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), &wt, NULL, &ft, 4, 128);
     assert_values_equal(un, fq, n);
     free(w);
     free(fq);
@@ -314,7 +314,7 @@ static void test_nvfp4_layout_and_sign_of_zero(void **state)
     float un[16], fq[16];
     ly_tensor ut = mk(un, LY_F32, 2, SHAPE(1, 16)), ft = mk(fq, LY_F32, 2, SHAPE(1, 16));
     assert_int_equal(ly_unpack_nvfp4(&pt, &bt, &at, -1, &ut), LY_OK);
-    run_slot(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, &wt, &at, &ft, 4, 128);
+    run_slot(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), &wt, &at, &ft, 4, 128);
     assert_values_equal(un, fq, 16);
     /* -0.1 stores code 8: the unpack gives -0.0, the fake quant +0.0; equal values. */
     assert_int_equal(bits_of(un[10]), 0x80000000u);

@@ -120,7 +120,7 @@ static sabotage current_sabotage;
 
 static ly_status broken_impl(const ly_kernel_call *call)
 {
-    ly_status st = ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "reference", call);
+    ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "reference", call);
     if (st != LY_OK) return st;
     float *y = call->out[0]->data;
     int64_t n = ly_tensor_numel(call->out[0]);
@@ -160,9 +160,12 @@ static report run_broken(sabotage s)
     current_sabotage = s;
     report r = {0};
     assert_int_equal(
-        ly_kernel_register(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "broken", broken_impl, NULL), LY_OK);
-    ly_status st = ly_check_parity(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "broken", 1, collect, &r);
-    assert_int_equal(ly_kernel_unregister(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, "broken"), LY_OK);
+        ly_kernel_register(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "broken", broken_impl, NULL),
+        LY_OK);
+    ly_status st =
+        ly_check_parity(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "broken", 1, collect, &r);
+    assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "broken"),
+                     LY_OK);
     assert_int_equal(st, LY_OK);
     assert_int_equal(r.results, 1);
     return r;

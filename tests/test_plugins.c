@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
 #include <cmocka.h>
 
 #include "libreyolo/quant.h"
@@ -39,8 +40,8 @@ static int setup(void **state)
     char list[2048];
     snprintf(list, sizeof list,
              "%s/libreyolo_kernels_example:%s/libreyolo_kernels_failing:"
-             "%s/libreyolo_kernels_badversion:%s:/nonexistent/dir",
-             LY_PLUGIN_DIR, LY_PLUGIN_DIR, LY_PLUGIN_DIR, corrupt_dir);
+             "%s/libreyolo_kernels_badversion:%s/libreyolo_kernels_oldapi:%s:/nonexistent/dir",
+             LY_PLUGIN_DIR, LY_PLUGIN_DIR, LY_PLUGIN_DIR, LY_PLUGIN_DIR, corrupt_dir);
     setenv("LIBREYOLO_KERNELS_PATH", list, 1);
     unsetenv("LIBREYOLO_KERNELS");
     return ly_set_log_handler(capture, NULL, LY_LOG_WARNING) == LY_OK ? 0 : -1;
@@ -74,12 +75,17 @@ static void test_loading(void **state)
 {
     (void)state;
     names n = {""};
-    assert_int_equal(ly_kernel_list(LY_SLOT_FAKE_QUANT_INT8_AFFINE, list_cb, &n), LY_OK);
+    assert_int_equal(ly_kernel_list(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), list_cb, &n), LY_OK);
     assert_non_null(strstr(n.text, "example,"));
     assert_non_null(strstr(n.text, "failing,"));
     assert_null(strstr(n.text, "badversion"));
+    assert_null(strstr(n.text, "oldapi"));
     assert_non_null(strstr(warnings, "libreyolo_kernels_badversion.so skipped: built for plugin "
-                                     "API version 3"));
+                                     "API version 4, this library provides version 3"));
+    /* A plugin of the shared-params era is told why and what to do. */
+    assert_non_null(strstr(warnings, "libreyolo_kernels_oldapi.so skipped: built for plugin "
+                                     "API version 2"));
+    assert_non_null(strstr(warnings, "rebuild the plugin against this library's headers"));
     assert_non_null(strstr(warnings, "libreyolo_kernels_corrupt.so skipped: cannot load it"));
 }
 
@@ -98,7 +104,7 @@ static void run_affine(float *out)
     call.in[1] = &tlo;
     call.in[2] = &thi;
     call.out[0] = &to;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_FAKE_QUANT_INT8_AFFINE, &call), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_FAKE_QUANT_INT8_AFFINE, &call), LY_OK);
 }
 
 static void test_example_selected_by_name(void **state)

@@ -15,16 +15,16 @@
 
 #include "test_util.h"
 
-#include "engines/executorch/et_runtime.h"
 #include "core/core.h"
+#include "engines/executorch/et_runtime.h"
 #include "export/commit.h"
 #include "export/lower.h"
+#include "graph/graph.h"
 #include "libreyolo/export.h"
 #include "libreyolo/fetch.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 #include "models/family.h"
-#include "graph/graph.h"
 #include "test_export_util.h"
 
 #include <math.h>
@@ -81,11 +81,10 @@ static void conv(ly_graph *g, ly_graph_value x, int64_t cin, int64_t cout, int64
         ((float *)w.data)[i] = rnd() * 0.3f;
     for (int64_t i = 0; i < cout; i++)
         ((float *)b.data)[i] = 0.1f * rnd();
-    ly_kernel_call c;
-    ly_kernel_call_init(&c);
-    c.params.padding[0] = c.params.padding[1] = k / 2;
-    c.params.activation = act;
-    assert_int_equal(ly_graph_conv2d(g, "conv", x, &w, &b, LY_GRAPH_NONE, &c.params, out), LY_OK);
+    ly_conv2d_params c = LY_CONV2D_DEFAULTS;
+    c.padding[0] = c.padding[1] = k / 2;
+    c.activation = act;
+    assert_int_equal(ly_graph_conv2d(g, "conv", x, &w, &b, LY_GRAPH_NONE, &c, out), LY_OK);
 }
 
 /* conv -> upsample (portable) -> concat -> slice -> conv: two partitions. */

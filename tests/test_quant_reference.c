@@ -9,13 +9,13 @@
 
 #include <cmocka.h>
 
+#include "ops/ops_internal.h"
 #include "test_util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/slot.h"
 #include "libreyolo/quant.h"
 #include "ops/quant/numerics.h"
 #include "ops/quant/reference.h"
@@ -109,7 +109,7 @@ static void test_ste_literal(void **state)
     ly_tensor xt = mk(x, LY_F32, 1, SHAPE(3)), st = mk(&s, LY_F32, 1, SHAPE(1));
     ly_tensor ot = mk(out, LY_F32, 1, SHAPE(3));
     ly_kernel_call call = make_call(&xt, &st, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_FP8, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_FP8), &call), LY_OK);
     for (int i = 0; i < 3; i++)
         assert_true(isnan(out[i]));
 }
@@ -124,7 +124,7 @@ static void test_int8_per_channel_nan_inf_code(void **state)
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(1, 5)), st = mk(&scale, LY_F32, 1, SHAPE(1));
     ly_tensor ot = mk(out, LY_F32, 2, SHAPE(1, 5));
     ly_kernel_call call = make_call(&wt, &st, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &call), LY_OK);
     for (int i = 0; i < 4; i++)
         assert_same_bits(out[i], -64.0f);
     assert_same_bits(out[4], 3.0f);
@@ -140,7 +140,7 @@ static void test_int8_per_channel_backward_mask(void **state)
     ly_tensor gt = mk(grad, LY_F32, 2, SHAPE(1, 6)), ot = mk(out, LY_F32, 2, SHAPE(1, 6));
     ly_tensor ft = mk(fwd, LY_F32, 2, SHAPE(1, 6));
     ly_kernel_call call = make_call(&gt, &wt, &st, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD), &call), LY_OK);
     assert_same_bits(out[0], 1.0f);
     assert_same_bits(out[1], 0.0f);
     assert_same_bits(out[2], 1.0f);
@@ -149,7 +149,7 @@ static void test_int8_per_channel_backward_mask(void **state)
     assert_true(isnan(out[5])); /* torch multiplies by the mask: NaN * 1 */
     /* The frozen scale reaches code -128 in the forward. */
     call = make_call(&wt, &st, NULL, NULL, &ft);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &call), LY_OK);
     assert_same_bits(fwd[0], -128.0f);
     assert_same_bits(fwd[1], -128.0f);
     assert_same_bits(fwd[2], 127.0f);
@@ -166,7 +166,7 @@ static void test_int8_reciprocal_multiply(void **state)
     ly_tensor xt = mk(&x, LY_F32, 2, SHAPE(1, 1)), st = mk(&s, LY_F32, 1, SHAPE(1));
     ly_tensor ot = mk(&out, LY_F32, 2, SHAPE(1, 1));
     ly_kernel_call call = make_call(&xt, &st, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &call), LY_OK);
     assert_same_bits(out, 47.0f * s);
 }
 
@@ -182,11 +182,11 @@ static void test_int8_per_channel_dynamic_scale_and_axis(void **state)
             wt_data[k * C + c] = w[c * K + k];
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(C, K)), ot = mk(out_a, LY_F32, 2, SHAPE(C, K));
     ly_kernel_call call = make_call(&wt, NULL, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &call), LY_OK);
     ly_tensor wtt = mk(wt_data, LY_F32, 2, SHAPE(K, C)), ott = mk(out_t, LY_F32, 2, SHAPE(K, C));
     call = make_call(&wtt, NULL, NULL, NULL, &ott);
-    call.params.axis = -1;
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
+    call.params = &(ly_fake_quant_int8_per_channel_params){.axis = -1};
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &call), LY_OK);
     for (int c = 0; c < C; c++)
         for (int k = 0; k < K; k++)
             assert_same_bits(out_t[k * C + c], out_a[c * K + k]);
@@ -197,7 +197,7 @@ static void test_int8_per_channel_dynamic_scale_and_axis(void **state)
     assert_int_equal(ly_int8_weight_qparams(&wt, 0, &sc), LY_OK);
     ly_tensor obt = mk(out_b, LY_F32, 2, SHAPE(C, K));
     call = make_call(&wt, &sc, NULL, NULL, &obt);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &call), LY_OK);
     assert_memory_equal(out_a, out_b, sizeof out_a);
     for (int c = 0; c < C; c++) {
         float amax = 0.0f;
@@ -228,7 +228,7 @@ static void test_int8_affine(void **state)
     ly_tensor xt = mk(x, LY_F32, 1, SHAPE(N)), ot = mk(out, LY_F32, 1, SHAPE(N));
     ly_tensor lt = mk(&lo, LY_F32, 1, SHAPE(1)), ht = mk(&hi, LY_F32, 1, SHAPE(1));
     ly_kernel_call call = make_call(&xt, &lt, &ht, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_AFFINE, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), &call), LY_OK);
     for (int i = 0; i < N; i++) {
         assert_true(fabsf(x[i] - out[i]) < 4.0f / 255.0f);
         /* out = (code - zp) * scale with an integer code in [-128, 127]. */
@@ -240,12 +240,12 @@ static void test_int8_affine(void **state)
     ly_tensor yt = mk(y, LY_F32, 1, SHAPE(4)), gt = mk(g, LY_F32, 1, SHAPE(4));
     ly_tensor fyt = mk(fy, LY_F32, 1, SHAPE(4)), gyt = mk(gy, LY_F32, 1, SHAPE(4));
     call = make_call(&yt, &lt, &ht, NULL, &fyt);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_AFFINE, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), &call), LY_OK);
     assert_same_bits(fy[0], (float)(127 + 64) * scale);
     assert_same_bits(fy[1], (float)(-128 + 64) * scale);
     assert_same_bits(fy[2], (float)(-128 + 64) * scale);
     call = make_call(&gt, &yt, &lt, &ht, &gyt);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE_BACKWARD), &call), LY_OK);
     assert_same_bits(gy[0], 0.0f);
     assert_same_bits(gy[1], 0.0f);
     assert_same_bits(gy[2], 0.0f);
@@ -271,7 +271,7 @@ static void test_fp8_forward_and_broadcast(void **state)
     assert_int_equal(ly_fp8_weight_qparams(&xt, false, &sc), LY_OK);
     scale[2] = -1.0f; /* clamped to 1e-12 */
     ly_kernel_call call = make_call(&xt, &sc, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_FP8, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_FP8), &call), LY_OK);
     for (int r = 0; r < R; r++)
         for (int k = 0; k < K; k++) {
             float s = ly_nm_clamp_min(scale[r], 1e-12f), v = x[r * K + k];
@@ -283,7 +283,7 @@ static void test_fp8_forward_and_broadcast(void **state)
     /* One scale for every row. */
     ly_tensor one_t = mk(&one, LY_F32, 1, SHAPE(1));
     call = make_call(&xt, &one_t, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_FP8, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_FP8), &call), LY_OK);
     for (int i = 0; i < R * K; i++) {
         float y = fminf(fmaxf(x[i] / one, -448.0f), 448.0f);
         float q = ly_e4m3_to_fp32(ly_fp32_to_e4m3(y)) * one;
@@ -294,7 +294,7 @@ static void test_fp8_forward_and_broadcast(void **state)
     grad[3] = NAN;
     ly_tensor gt = mk(grad, LY_F32, 2, SHAPE(R, K)), got = mk(gout, LY_F32, 2, SHAPE(R, K));
     call = make_call(&gt, &xt, &sc, NULL, &got);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_FP8_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_FP8_BACKWARD), &call), LY_OK);
     assert_memory_equal(grad, gout, sizeof grad);
 }
 
@@ -307,10 +307,10 @@ static void test_int_grouped(void **state)
     float w[R * IN], out[R * IN], scale[R * NG];
     fill_uniform(w, R * IN, 1.0f, 21);
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(R, IN)), ot = mk(out, LY_F32, 2, SHAPE(R, IN));
+    ly_fake_quant_int_grouped_params grouped = {.bits = 4, .group_size = G};
     ly_kernel_call call = make_call(&wt, NULL, NULL, NULL, &ot);
-    call.params.bits = 4;
-    call.params.group_size = G;
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT_GROUPED, &call), LY_OK);
+    call.params = &grouped;
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &call), LY_OK);
     ly_tensor sc = mk(scale, LY_F32, 2, SHAPE(R, NG));
     assert_int_equal(ly_int_group_qparams(&wt, 4, G, &sc), LY_OK);
     for (int r = 0; r < R; r++)
@@ -327,11 +327,10 @@ static void test_int_grouped(void **state)
         frozen[i] = 0.01f;
     ly_tensor ft = mk(frozen, LY_F32, 2, SHAPE(R, NG));
     call = make_call(&wt, &ft, NULL, NULL, &ot);
-    call.params.bits = 4;
-    call.params.group_size = G;
+    call.params = &grouped;
     w[0] = -1.0f;
     w[1] = 1.0f;
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT_GROUPED, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &call), LY_OK);
     assert_same_bits(out[0], -1.0f + (-8.0f * 0.01f - -1.0f));
     assert_same_bits(out[1], 1.0f + (7.0f * 0.01f - 1.0f));
     /* IEEE division, not a reciprocal: x / s rounds to 7 where x * (1/s) gives 6. */
@@ -340,16 +339,15 @@ static void test_int_grouped(void **state)
     ly_tensor xt = mk(&x, LY_F32, 2, SHAPE(1, 1)), st = mk(&s, LY_F32, 2, SHAPE(1, 1));
     ly_tensor o_t = mk(&o, LY_F32, 2, SHAPE(1, 1));
     call = make_call(&xt, &st, NULL, NULL, &o_t);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT_GROUPED, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &call), LY_OK);
     assert_same_bits(o, x + (7.0f * s - x));
     /* Backward: identity, even where the forward clamped. */
     float g[R * IN], gout[R * IN];
     fill_uniform(g, R * IN, 1.0f, 22);
     ly_tensor gt = mk(g, LY_F32, 2, SHAPE(R, IN)), got = mk(gout, LY_F32, 2, SHAPE(R, IN));
     call = make_call(&gt, &wt, &ft, NULL, &got);
-    call.params.bits = 4;
-    call.params.group_size = G;
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD, &call), LY_OK);
+    call.params = &grouped;
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED_BACKWARD), &call), LY_OK);
     assert_memory_equal(g, gout, sizeof g);
 }
 
@@ -361,7 +359,7 @@ static ly_status run_nvfp4_weight(float *w, int64_t rows, int64_t cols, float am
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(rows, cols)), ot = mk(out, LY_F32, 2, SHAPE(rows, cols));
     ly_tensor at = mk(&amax, LY_F32, 1, SHAPE(1));
     ly_kernel_call call = make_call(&wt, &at, NULL, NULL, &ot);
-    return run_ref(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, &call);
+    return run_ref(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), &call);
 }
 
 static void test_nvfp4_tiny_block_saturates(void **state)
@@ -392,7 +390,7 @@ static void test_nvfp4_nan_poisons(void **state)
     /* Dynamic: the tensor amax is NaN, so everything is. */
     ly_tensor xt = mk(w, LY_F32, 2, SHAPE(2, 24)), ot = mk(out, LY_F32, 2, SHAPE(2, 24));
     ly_kernel_call call = make_call(&xt, NULL, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), &call), LY_OK);
     for (int i = 0; i < N; i++)
         assert_true(isnan(out[i]));
     /* Which NaN comes out is fixed by the source, not by the compiler's operand order:
@@ -439,7 +437,7 @@ static void test_nvfp4_sign_of_zero_and_formula(void **state)
     /* The dynamic op is the weight op with tensor_amax = max|x|. */
     ly_tensor xt = mk(w, LY_F32, 2, SHAPE(R, IN)), dt = mk(dyn, LY_F32, 2, SHAPE(R, IN));
     ly_kernel_call call = make_call(&xt, NULL, NULL, NULL, &dt);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), &call), LY_OK);
     assert_memory_equal(out, dyn, sizeof out);
 }
 
@@ -452,7 +450,7 @@ static float mxfp4_one(float amax_element)
     w[0] = amax_element;
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(1, 32)), ot = mk(out, LY_F32, 2, SHAPE(1, 32));
     ly_kernel_call call = make_call(&wt, NULL, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), &call), LY_OK);
     for (int i = 1; i < 32; i++)
         assert_int_equal(bits_of(out[i]), 0);
     return out[0];
@@ -504,7 +502,7 @@ static void test_mxfp4_formula_and_dynamic(void **state)
     w[70] = NAN;
     ly_tensor wt = mk(w, LY_F32, 2, SHAPE(R, IN)), ot = mk(out, LY_F32, 2, SHAPE(R, IN));
     ly_kernel_call call = make_call(&wt, NULL, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), &call), LY_OK);
     for (int r = 0; r < R; r++)
         for (int b = 0; b < IN; b += 32) {
             float bamax = 0.0f;
@@ -524,7 +522,7 @@ static void test_mxfp4_formula_and_dynamic(void **state)
         }
     ly_tensor dt = mk(dyn, LY_F32, 2, SHAPE(R, IN));
     call = make_call(&wt, NULL, NULL, NULL, &dt);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_DYNAMIC), &call), LY_OK);
     assert_memory_equal(out, dyn, sizeof out);
 }
 
@@ -545,13 +543,13 @@ static void test_fp4_backward(void **state)
     ly_tensor ot = mk(out, LY_F32, 2, SHAPE(R, IN)), at = mk(&amax, LY_F32, 1, SHAPE(1));
     /* MXFP4: eff is a power of two, so (grad * eff) / eff is grad. */
     ly_kernel_call call = make_call(&gt, &wt, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD), &call), LY_OK);
     assert_memory_equal(g, out, sizeof g);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD), &call), LY_OK);
     assert_memory_equal(g, out, sizeof g);
     /* NVFP4: (grad * eff) / eff with that block's eff, within 1 ulp of grad. */
     call = make_call(&gt, &wt, &at, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD), &call), LY_OK);
     float ts = ly_nm_nvfp4_tensor_scale(amax);
     for (int r = 0; r < R; r++)
         for (int b = 0; b < IN; b += 16) {
@@ -566,7 +564,7 @@ static void test_fp4_backward(void **state)
             }
         }
     call = make_call(&gt, &wt, NULL, NULL, &ot);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD), &call), LY_OK);
     for (int i = 0; i < R * IN; i++)
         assert_true(fabsf(out[i] - g[i]) <= 1e-6f);
 }
@@ -581,9 +579,10 @@ static void test_empty_tensors(void **state)
     ly_tensor x2 = mk(NULL, LY_F32, 2, SHAPE(3, 0)), out2 = mk(NULL, LY_F32, 2, SHAPE(3, 0));
     ly_tensor s1 = mk(&one, LY_F32, 1, SHAPE(1)), lt = mk(&lo, LY_F32, 1, SHAPE(1));
     ly_tensor ht = mk(&hi, LY_F32, 1, SHAPE(1));
-    const char *unary[] = {LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT,
-                           LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC, LY_SLOT_FAKE_QUANT_INT_GROUPED,
-                           LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL};
+    const char *unary[] = {
+        ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT),
+        ly_op_name(LY_OP_FAKE_QUANT_MXFP4_DYNAMIC), ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED),
+        ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL)};
     for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++) {
         ly_kernel_call call = make_call(&x, NULL, NULL, NULL, &out);
         assert_int_equal(run_ref(unary[i], &call), LY_OK);
@@ -591,45 +590,51 @@ static void test_empty_tensors(void **state)
         assert_int_equal(run_ref(unary[i], &call), LY_OK);
     }
     ly_kernel_call call = make_call(&x, &s1, NULL, NULL, &out);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_FP8, &call), LY_OK);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_FP8), &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), &call), LY_OK);
     call = make_call(&x2, &s1, NULL, NULL, &out2);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), &call), LY_OK);
     call = make_call(&x, &lt, &ht, NULL, &out);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_INT8_AFFINE, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), &call), LY_OK);
     call = make_call(&x, &x, NULL, NULL, &out);
-    assert_int_equal(run_ref(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD, &call), LY_OK);
+    assert_int_equal(run_ref(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD), &call), LY_OK);
 }
 
+/* The quant slots carry the spec's names, first in the manifest, in this order,
+ * each with a contract and a reference. */
 static void test_slot_table(void **state)
 {
     (void)state;
-    const char *names[] = {
-        LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL,
-        LY_SLOT_FAKE_QUANT_INT8_AFFINE,
-        LY_SLOT_FAKE_QUANT_FP8,
-        LY_SLOT_FAKE_QUANT_INT_GROUPED,
-        LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT,
-        LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC,
-        LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT,
-        LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC,
-        LY_SLOT_UNPACK_INT_GROUPED,
-        LY_SLOT_UNPACK_NVFP4,
-        LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD,
-        LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD,
-        LY_SLOT_FAKE_QUANT_FP8_BACKWARD,
-        LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD,
-        LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD,
-        LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD,
-        LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD,
-        LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD,
+    static const char *const names[] = {
+        "fake_quant_int8_per_channel",
+        "fake_quant_int8_affine",
+        "fake_quant_fp8",
+        "fake_quant_int_grouped",
+        "fake_quant_nvfp4_weight",
+        "fake_quant_nvfp4_dynamic",
+        "fake_quant_mxfp4_weight",
+        "fake_quant_mxfp4_dynamic",
+        "unpack_int_grouped",
+        "unpack_nvfp4",
+        "fake_quant_int8_per_channel_backward",
+        "fake_quant_int8_affine_backward",
+        "fake_quant_fp8_backward",
+        "fake_quant_int_grouped_backward",
+        "fake_quant_nvfp4_weight_backward",
+        "fake_quant_nvfp4_dynamic_backward",
+        "fake_quant_mxfp4_weight_backward",
+        "fake_quant_mxfp4_dynamic_backward",
     };
-    assert_int_equal(ly_quant_slot_count, sizeof names / sizeof names[0]);
-    for (size_t i = 0; i < ly_quant_slot_count; i++) {
-        assert_string_equal(ly_quant_slots[i].name, names[i]);
-        assert_non_null(ly_quant_slots[i].infer);
-        assert_non_null(ly_quant_slots[i].reference);
-        assert_ptr_equal(ly_slot_def_find(names[i]), &ly_quant_slots[i]);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        ly_op op;
+        assert_int_equal(ly_op_from_name(names[i], &op), LY_OK);
+        assert_int_equal((int)op, (int)i);
+        const ly_op_def *def = ly_op_def_of(op);
+        assert_non_null(def->contract);
+        assert_non_null(def->reference);
+        const char *slot = NULL;
+        assert_int_equal(ly_kernel_slot_name(i, &slot), LY_OK);
+        assert_string_equal(slot, names[i]);
     }
 }
 
@@ -665,77 +670,106 @@ static void test_bad_inputs(void **state)
     ly_tensor out_wrong = mk(data + 64, LY_F32, 2, SHAPE(4, 7));
     ly_kernel_call c;
 
+    ly_fake_quant_int8_per_channel_params pc = LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    ly_fake_quant_int_grouped_params gp = LY_FAKE_QUANT_INT_GROUPED_DEFAULTS;
+    ly_unpack_int_grouped_params up = LY_UNPACK_INT_GROUPED_DEFAULTS;
+    ly_unpack_nvfp4_params np4 = LY_UNPACK_NVFP4_DEFAULTS;
     /* int8 per channel */
     c = make_call(NULL, NULL, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_INVALID_ARGUMENT, "weight");
+    pc = (ly_fake_quant_int8_per_channel_params)LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    c.params = &pc;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_INVALID_ARGUMENT,
+                  "weight");
     c = make_call(&w_i8, NULL, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_DTYPE, "weight");
+    pc = (ly_fake_quant_int8_per_channel_params)LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    c.params = &pc;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_DTYPE, "weight");
     c = make_call(&w0d, NULL, NULL, NULL, &out0d);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_SHAPE, "weight");
+    pc = (ly_fake_quant_int8_per_channel_params)LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    c.params = &pc;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_SHAPE, "weight");
     c = make_call(&w, NULL, NULL, NULL, &out);
-    c.params.axis = 2;
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_INVALID_ARGUMENT, "axis");
-    c.params.axis = -3;
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_INVALID_ARGUMENT, "axis");
-    c.params.axis = -1;
-    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, "reference", &c),
-                     LY_OK);
+    pc = (ly_fake_quant_int8_per_channel_params)LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    c.params = &pc;
+    pc.axis = 2;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_INVALID_ARGUMENT, "axis");
+    pc.axis = -3;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_INVALID_ARGUMENT, "axis");
+    pc.axis = -1;
+    assert_int_equal(
+        ly_kernel_run_impl(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), "reference", &c), LY_OK);
     c = make_call(&w, &s3, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_SHAPE, "scale");
+    pc = (ly_fake_quant_int8_per_channel_params)LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    c.params = &pc;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_SHAPE, "scale");
     c = make_call(&w, NULL, NULL, NULL, &out_wrong);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_SHAPE, "out");
+    pc = (ly_fake_quant_int8_per_channel_params)LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    c.params = &pc;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_SHAPE, "out");
     c = make_call(&w, NULL, NULL, NULL, NULL);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, &c, LY_E_INVALID_ARGUMENT, "out");
+    pc = (ly_fake_quant_int8_per_channel_params)LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS;
+    c.params = &pc;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL), &c, LY_E_INVALID_ARGUMENT, "out");
 
     /* int8 affine */
     c = make_call(&w, NULL, &s1, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_AFFINE, &c, LY_E_INVALID_ARGUMENT, "lo");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), &c, LY_E_INVALID_ARGUMENT, "lo");
     c = make_call(&w, &s1, &s3, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_AFFINE, &c, LY_E_SHAPE, "hi");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE), &c, LY_E_SHAPE, "hi");
 
     /* fp8 */
     c = make_call(&w, NULL, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_FP8, &c, LY_E_INVALID_ARGUMENT, "scale");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_FP8), &c, LY_E_INVALID_ARGUMENT, "scale");
     c = make_call(&w, &s3, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_FP8, &c, LY_E_SHAPE, "scale");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_FP8), &c, LY_E_SHAPE, "scale");
     c = make_call(&w, &s4, NULL, NULL, &out);
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_FAKE_QUANT_FP8, &c), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_FAKE_QUANT_FP8, &c), LY_OK);
 
     /* int grouped */
     c = make_call(&w3d, NULL, NULL, NULL, &out3d);
-    expect_status(LY_SLOT_FAKE_QUANT_INT_GROUPED, &c, LY_E_SHAPE, "weight");
+    gp = (ly_fake_quant_int_grouped_params)LY_FAKE_QUANT_INT_GROUPED_DEFAULTS;
+    c.params = &gp;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &c, LY_E_SHAPE, "weight");
     c = make_call(&w, NULL, NULL, NULL, &out);
-    c.params.bits = 3;
-    expect_status(LY_SLOT_FAKE_QUANT_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "bits");
-    c.params.bits = 2;
-    c.params.group_size = 0;
-    expect_status(LY_SLOT_FAKE_QUANT_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "group_size");
-    c.params.group_size = -4;
-    expect_status(LY_SLOT_FAKE_QUANT_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "group_size");
+    gp = (ly_fake_quant_int_grouped_params)LY_FAKE_QUANT_INT_GROUPED_DEFAULTS;
+    c.params = &gp;
+    gp.bits = 3;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT, "bits");
+    gp.bits = 2;
+    gp.group_size = 0;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT,
+                  "group_size");
+    gp.group_size = -4;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT,
+                  "group_size");
     c = make_call(&w, &s4, NULL, NULL, &out); /* [4] instead of [4, 1] */
-    expect_status(LY_SLOT_FAKE_QUANT_INT_GROUPED, &c, LY_E_SHAPE, "scale");
-    c.params.group_size = INT64_MAX; /* one group per row: extreme but valid */
+    gp = (ly_fake_quant_int_grouped_params)LY_FAKE_QUANT_INT_GROUPED_DEFAULTS;
+    c.params = &gp;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), &c, LY_E_SHAPE, "scale");
+    gp.group_size = INT64_MAX; /* one group per row: extreme but valid */
     ly_tensor s41 = mk(data + 128, LY_F32, 2, SHAPE(4, 1));
     c.in[1] = &s41;
-    assert_int_equal(ly_kernel_run_impl(LY_SLOT_FAKE_QUANT_INT_GROUPED, "reference", &c), LY_OK);
+    assert_int_equal(ly_kernel_run_impl(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED), "reference", &c),
+                     LY_OK);
 
     /* nvfp4 / mxfp4 */
     c = make_call(&w, NULL, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, &c, LY_E_INVALID_ARGUMENT, "tensor_amax");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), &c, LY_E_INVALID_ARGUMENT,
+                  "tensor_amax");
     c = make_call(&w, &s2, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, &c, LY_E_SHAPE, "tensor_amax");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT), &c, LY_E_SHAPE, "tensor_amax");
     c = make_call(&w0d, NULL, NULL, NULL, &out0d);
-    expect_status(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, &c, LY_E_SHAPE, "x");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC), &c, LY_E_SHAPE, "x");
     c = make_call(&w_f64, NULL, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, &c, LY_E_DTYPE, "weight");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), &c, LY_E_DTYPE, "weight");
     c = make_call(NULL, NULL, NULL, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC, &c, LY_E_INVALID_ARGUMENT, "x");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_DYNAMIC), &c, LY_E_INVALID_ARGUMENT, "x");
 
     /* backward: grad must have the input's shape */
     ly_tensor g_wrong = mk(data + 128, LY_F32, 2, SHAPE(4, 7));
-    const char *backward[] = {LY_SLOT_FAKE_QUANT_FP8_BACKWARD,
-                              LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD,
-                              LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD};
+    const char *backward[] = {ly_op_name(LY_OP_FAKE_QUANT_FP8_BACKWARD),
+                              ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD),
+                              ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD)};
     for (size_t i = 0; i < 3; i++) {
         c = make_call(&g_wrong, &w, &s1, NULL, &out);
         expect_status(backward[i], &c, LY_E_SHAPE, "grad");
@@ -743,80 +777,92 @@ static void test_bad_inputs(void **state)
         expect_status(backward[i], &c, LY_E_INVALID_ARGUMENT, "grad");
     }
     c = make_call(&w, &w, &s3, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, &c, LY_E_SHAPE, "scale");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD), &c, LY_E_SHAPE, "scale");
     c = make_call(&w, &w, NULL, NULL, &out);
-    c.params.bits = 8;
-    expect_status(LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD, &c, LY_E_INVALID_ARGUMENT, "bits");
+    gp = (ly_fake_quant_int_grouped_params)LY_FAKE_QUANT_INT_GROUPED_DEFAULTS;
+    c.params = &gp;
+    gp.bits = 8;
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED_BACKWARD), &c, LY_E_INVALID_ARGUMENT,
+                  "bits");
     c = make_call(&w, &w, &s1, NULL, &out);
-    expect_status(LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD, &c, LY_E_INVALID_ARGUMENT, "hi");
+    expect_status(ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE_BACKWARD), &c, LY_E_INVALID_ARGUMENT,
+                  "hi");
     c = make_call(&w, &w, NULL, NULL, &out);
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, &c), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, &c), LY_OK);
 
     /* unpack_int_grouped: 4 rows, g 8, 2 groups -> 16 codes, 8 bytes at 4 bits */
     ly_tensor payload = mk(bytes, LY_U8, 2, SHAPE(4, 8)),
               gscale = mk(data + 128, LY_F32, 2, SHAPE(4, 2));
     ly_tensor uout = mk(data, LY_F32, 2, SHAPE(4, 16)), uout10 = mk(data, LY_F32, 2, SHAPE(4, 10));
     c = make_call(&payload, &gscale, NULL, NULL, &uout);
-    c.params.group_size = 8;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_UNPACK_INT_GROUPED, &c), LY_OK);
-    c.params.bits = 2; /* 8 bytes would hold 32 2-bit codes */
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_SHAPE, "payload");
-    c.params.bits = 3;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "bits");
-    c.params.bits = 4;
-    c.params.group_size = 0;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "group_size");
-    c.params.group_size = INT64_MAX; /* the product overflows: a mismatch, not UB */
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_SHAPE, "payload");
-    c.params.group_size = 8;
-    c.params.in_features = 17;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "in_features");
-    c.params.in_features = -2;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "in_features");
-    c.params.in_features = 10;
+    up = (ly_unpack_int_grouped_params)LY_UNPACK_INT_GROUPED_DEFAULTS;
+    c.params = &up;
+    up.group_size = 8;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_UNPACK_INT_GROUPED, &c), LY_OK);
+    up.bits = 2; /* 8 bytes would hold 32 2-bit codes */
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_SHAPE, "payload");
+    up.bits = 3;
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT, "bits");
+    up.bits = 4;
+    up.group_size = 0;
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT, "group_size");
+    up.group_size = INT64_MAX; /* the product overflows: a mismatch, not UB */
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_SHAPE, "payload");
+    up.group_size = 8;
+    up.in_features = 17;
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT, "in_features");
+    up.in_features = -2;
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT, "in_features");
+    up.in_features = 10;
     c.out[0] = &uout10;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_UNPACK_INT_GROUPED, &c), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_UNPACK_INT_GROUPED, &c), LY_OK);
     ly_tensor payload7 = mk(bytes, LY_U8, 2, SHAPE(4, 7)),
               payload_f32 = mk(data, LY_F32, 2, SHAPE(4, 8));
     c = make_call(&payload7, &gscale, NULL, NULL, &uout);
-    c.params.group_size = 8;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_SHAPE, "payload");
+    up = (ly_unpack_int_grouped_params)LY_UNPACK_INT_GROUPED_DEFAULTS;
+    c.params = &up;
+    up.group_size = 8;
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_SHAPE, "payload");
     c.in[0] = &payload_f32;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_DTYPE, "payload");
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_DTYPE, "payload");
     ly_tensor gscale3 = mk(data + 128, LY_F32, 2, SHAPE(3, 2));
     c.in[0] = &payload;
     c.in[1] = &gscale3;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_SHAPE, "scale");
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_SHAPE, "scale");
     c.in[1] = NULL;
-    expect_status(LY_SLOT_UNPACK_INT_GROUPED, &c, LY_E_INVALID_ARGUMENT, "scale");
+    expect_status(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, LY_E_INVALID_ARGUMENT, "scale");
 
     /* unpack_nvfp4: 4 rows, 1 block -> 8 bytes */
     ly_tensor bs = mk(bytes + 64, LY_F8E4M3, 2, SHAPE(4, 1)),
               bs_i8 = mk(bytes + 64, LY_I8, 2, SHAPE(4, 1));
     ly_tensor bs2 = mk(bytes + 64, LY_F8E4M3, 2, SHAPE(4, 2));
     c = make_call(&payload, &bs, &s1, NULL, &uout);
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_UNPACK_NVFP4, &c), LY_OK);
+    np4 = (ly_unpack_nvfp4_params)LY_UNPACK_NVFP4_DEFAULTS;
+    c.params = &np4;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_UNPACK_NVFP4, &c), LY_OK);
     c.in[1] = &bs2;
-    expect_status(LY_SLOT_UNPACK_NVFP4, &c, LY_E_SHAPE, "payload");
+    expect_status(ly_op_name(LY_OP_UNPACK_NVFP4), &c, LY_E_SHAPE, "payload");
     c.in[1] = &bs_i8;
-    expect_status(LY_SLOT_UNPACK_NVFP4, &c, LY_E_DTYPE, "block_scale");
+    expect_status(ly_op_name(LY_OP_UNPACK_NVFP4), &c, LY_E_DTYPE, "block_scale");
     c.in[1] = &bs;
     c.in[2] = NULL;
-    expect_status(LY_SLOT_UNPACK_NVFP4, &c, LY_E_INVALID_ARGUMENT, "tensor_amax");
+    expect_status(ly_op_name(LY_OP_UNPACK_NVFP4), &c, LY_E_INVALID_ARGUMENT, "tensor_amax");
     c.in[2] = &s1;
-    c.params.in_features = 17;
-    expect_status(LY_SLOT_UNPACK_NVFP4, &c, LY_E_INVALID_ARGUMENT, "in_features");
-    c.params.in_features = -1;
+    np4.in_features = 17;
+    expect_status(ly_op_name(LY_OP_UNPACK_NVFP4), &c, LY_E_INVALID_ARGUMENT, "in_features");
+    np4.in_features = -1;
     c.in[0] = &payload7;
-    expect_status(LY_SLOT_UNPACK_NVFP4, &c, LY_E_SHAPE, "payload");
+    expect_status(ly_op_name(LY_OP_UNPACK_NVFP4), &c, LY_E_SHAPE, "payload");
 
     /* The inferred output shape follows in_features. */
     ly_tensor inferred[LY_KERNEL_MAX_OUTPUTS];
     int n_out = 0;
     c = make_call(&payload, &gscale, NULL, NULL, NULL);
-    c.params.group_size = 8;
-    assert_int_equal(ly_kernel_infer_outputs(LY_SLOT_UNPACK_INT_GROUPED, &c, inferred, &n_out),
-                     LY_OK);
+    up = (ly_unpack_int_grouped_params)LY_UNPACK_INT_GROUPED_DEFAULTS;
+    c.params = &up;
+    up.group_size = 8;
+    assert_int_equal(
+        ly_kernel_infer_outputs(ly_op_name(LY_OP_UNPACK_INT_GROUPED), &c, inferred, &n_out), LY_OK);
     assert_int_equal(n_out, 1);
     assert_int_equal(inferred[0].ndim, 2);
     assert_int_equal(inferred[0].shape[0], 4);

@@ -5,10 +5,10 @@
  * the fused-attention policy (which code runs for each flag, and under capture),
  * and the slot's cases in the parity harness.
  */
-#include "ops/sdpa/sdpa_internal.h"
 #include "kernels/check.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/sdpa.h"
+#include "ops/sdpa/sdpa_internal.h"
 #include "test_util.h"
 
 #include <float.h>
@@ -43,6 +43,7 @@ typedef struct problem {
     float *q, *k, *v, *mask, *mask2, *out;
     uint8_t *bool_mask;
     ly_tensor tq, tk, tv, tm, tm2, tout;
+    ly_sdpa_params params;
     ly_kernel_call call;
 } problem;
 
@@ -72,6 +73,8 @@ static void problem_init(problem *p, int64_t B, int64_t H, int64_t Nq, int64_t N
     ly_tensor_init(&p->tv, p->v, LY_F32, 4, (int64_t[]){B, H, Nk, dv});
     ly_tensor_init(&p->tout, p->out, LY_F32, 4, (int64_t[]){B, H, Nq, dv});
     ly_kernel_call_init(&p->call);
+    p->params = (ly_sdpa_params)LY_SDPA_DEFAULTS;
+    p->call.params = &p->params;
     p->call.in[0] = &p->tq;
     p->call.in[1] = &p->tk;
     p->call.in[2] = &p->tv;
@@ -121,7 +124,7 @@ static float *run(problem *p, const char *impl, int threads)
     memset(dst, 0xA5, ((size_t)out_numel(p) + 1) * sizeof(float));
     p->tout.data = dst;
     p->call.threads = threads;
-    ly_status st = ly_kernel_run_impl(LY_SLOT_SDPA, impl, &p->call);
+    ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_SDPA), impl, &p->call);
     if (st != LY_OK) fail_msg("%s: %s: %s", impl, ly_status_name(st), ly_last_error());
     p->tout.data = saved;
     return dst;
@@ -235,7 +238,7 @@ static void test_scale_on_q(void **state)
     memcpy(p.q, q, sizeof q);
     memcpy(p.k, k, sizeof k);
     memcpy(p.v, v, sizeof v);
-    p.call.params.attn_scale = 0.1767767f;
+    p.params.scale = 0.1767767f;
     float *got = run(&p, "reference", 1);
     float s[2];
     for (int j = 0; j < 2; j++) {
@@ -418,7 +421,7 @@ static void test_reference_thread_invariant(void **state)
 
 static void expect_error(problem *p, ly_status want, const char *fragment)
 {
-    ly_status st = ly_kernel_dispatch(LY_SLOT_SDPA, &p->call);
+    ly_status st = ly_kernel_dispatch_op(LY_OP_SDPA, &p->call);
     if (st != want || !strstr(ly_last_error(), fragment))
         fail_msg("expected %s with '%s', got %s: %s", ly_status_name(want), fragment,
                  ly_status_name(st), ly_last_error());
@@ -429,7 +432,7 @@ static void test_validation(void **state)
     (void)state;
     problem p;
     problem_init(&p, 2, 3, 4, 5, 6, 7, 1, 1.0f);
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_SDPA, &p.call), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_SDPA, &p.call), LY_OK);
 
     ly_tensor bad = p.tk;
     bad.shape[3] = 5;
@@ -451,7 +454,7 @@ static void test_validation(void **state)
 
     float *m = problem_mask(&p, 3, 3, (int64_t[]){3, 4, 5});
     (void)m;
-    assert_int_equal(ly_kernel_dispatch(LY_SLOT_SDPA, &p.call), LY_OK);
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_SDPA, &p.call), LY_OK);
     p.tm.shape[0] = 2;
     expect_error(&p, LY_E_SHAPE, "does not broadcast");
     p.tm.shape[0] = 3;
@@ -463,9 +466,9 @@ static void test_validation(void **state)
     expect_error(&p, LY_E_INVALID_ARGUMENT, "in[5] must be NULL");
     p.call.in[5] = NULL;
 
-    p.call.params.attn_scale = INFINITY;
-    expect_error(&p, LY_E_INVALID_ARGUMENT, "attn_scale");
-    p.call.params.attn_scale = 0.0;
+    p.params.scale = INFINITY;
+    expect_error(&p, LY_E_INVALID_ARGUMENT, "params.scale");
+    p.params.scale = 0.0;
 
     ly_tensor wrong_out = p.tout;
     wrong_out.shape[3] = 6;
@@ -481,7 +484,7 @@ static int spy_calls;
 static ly_status spy(const ly_kernel_call *call)
 {
     spy_calls++;
-    return ly_kernel_run_impl(LY_SLOT_SDPA, "reference", call);
+    return ly_kernel_run_impl(ly_op_name(LY_OP_SDPA), "reference", call);
 }
 
 static void test_policy(void **state)
@@ -492,7 +495,7 @@ static void test_policy(void **state)
     float *ref = run(&p, "reference", 1);
 
     /* A spy registered on top shows which path a call takes. */
-    assert_int_equal(ly_kernel_register(LY_SLOT_SDPA, "spy", spy, NULL), LY_OK);
+    assert_int_equal(ly_kernel_register(ly_op_name(LY_OP_SDPA), "spy", spy, NULL), LY_OK);
     ly_attention_module module = {.fused_attn = false};
     spy_calls = 0;
     assert_int_equal(ly_sdpa_run(&module, &p.call), LY_OK);
@@ -509,11 +512,11 @@ static void test_policy(void **state)
     assert_int_equal(ly_kernels_capture_end(), LY_OK);
     assert_int_equal(spy_calls, 1);
     assert_bits_equal(ref, p.out, out_numel(&p), "capture");
-    assert_int_equal(ly_kernel_unregister(LY_SLOT_SDPA, "spy"), LY_OK);
+    assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_SDPA), "spy"), LY_OK);
 
     /* Without the spy the flag reaches the fused provider (when this machine has it). */
     const char *name = NULL;
-    assert_int_equal(ly_kernel_resolve(LY_SLOT_SDPA, &p.call, &name, NULL), LY_OK);
+    assert_int_equal(ly_kernel_resolve(ly_op_name(LY_OP_SDPA), &p.call, &name, NULL), LY_OK);
     assert_string_equal(name, ly_test_have_avx2() ? LY_SDPA_FUSED_AVX2 : "reference");
     memset(p.out, 0, (size_t)out_numel(&p) * sizeof(float));
     assert_int_equal(ly_sdpa_run(&module, &p.call), LY_OK);
@@ -522,7 +525,7 @@ static void test_policy(void **state)
     /* While capturing, the fused provider's predicate declines too. */
     if (ly_test_have_avx2()) {
         assert_int_equal(ly_kernels_capture_begin(), LY_OK);
-        assert_int_equal(ly_kernel_run_impl(LY_SLOT_SDPA, LY_SDPA_FUSED_AVX2, &p.call),
+        assert_int_equal(ly_kernel_run_impl(ly_op_name(LY_OP_SDPA), LY_SDPA_FUSED_AVX2, &p.call),
                          LY_E_UNAVAILABLE);
         assert_int_equal(ly_kernels_capture_end(), LY_OK);
     }
@@ -580,7 +583,7 @@ static void test_parity_harness(void **state)
 {
     (void)state;
     harness_seen seen = {0};
-    ly_check_options opt = {.slot = LY_SLOT_SDPA, .threads = 2, .size = LY_CHECK_QUICK};
+    ly_check_options opt = {.slot = ly_op_name(LY_OP_SDPA), .threads = 2, .size = LY_CHECK_QUICK};
     assert_int_equal(ly_check_parity_ex(&opt, on_result, &seen), LY_OK);
     if (seen.failed) fail_msg("%s", seen.why);
     assert_int_equal(seen.fused_reports, ly_test_have_avx2() ? 1 : 0);

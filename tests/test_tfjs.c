@@ -19,11 +19,11 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
+#include "graph/graph.h"
 #include "importers/tfjs/tfjs.h"
+#include "importers/tfjs/tfjs_graph.h"
 #include "libreyolo/fetch.h"
 #include "libreyolo/kernels.h"
-#include "importers/tfjs/tfjs_graph.h"
-#include "graph/graph.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -690,9 +690,9 @@ static void test_lower_synthetic_graph(void **state)
         adds += info.op == LY_GRAPH_OP_ADD;
         transposes += info.op == LY_GRAPH_OP_TRANSPOSE;
         if (info.op == LY_GRAPH_OP_CONV2D && strcmp(info.name, "c0") == 0) {
-            assert_int_equal(info.params.activation, LY_ACT_LEAKY_RELU);
-            assert_true(fabs(info.params.alpha - 0.1) < 1e-7);
-            assert_int_equal(info.params.padding[0], 1);
+            assert_int_equal(info.params.conv2d.activation, LY_ACT_LEAKY_RELU);
+            assert_true(fabs(info.params.conv2d.alpha - 0.1) < 1e-7);
+            assert_int_equal(info.params.conv2d.padding[0], 1);
         }
         if (info.op == LY_GRAPH_OP_CONV2D && strcmp(info.name, "c2") == 0)
             assert_int_not_equal(info.residual, LY_GRAPH_NONE);

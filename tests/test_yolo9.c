@@ -23,12 +23,12 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
-#include "providers/nn_providers.h"
+#include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/io.h"
 #include "libreyolo/nn.h"
 #include "models/yolo9/build.h"
-#include "graph/graph.h"
+#include "providers/nn_providers.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -77,10 +77,9 @@ static ly_graph_value scale_conv(ly_graph *g, ly_graph_value x, int64_t channels
         ((float *)w.data)[o * channels + o] = scale;
         ((float *)b.data)[o] = bias;
     }
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
+    ly_conv2d_params conv = LY_CONV2D_DEFAULTS;
     ly_graph_value out;
-    assert_int_equal(ly_graph_conv2d(g, "scale", x, &w, &b, residual, &call.params, &out), LY_OK);
+    assert_int_equal(ly_graph_conv2d(g, "scale", x, &w, &b, residual, &conv, &out), LY_OK);
     return out;
 }
 
@@ -112,12 +111,11 @@ static ly_graph_value random_conv(ly_graph *g, ly_graph_value x, int64_t in, int
         ((float *)w.data)[i] = uniform(-0.3f, 0.3f);
     for (int64_t i = 0; i < out; i++)
         ((float *)b.data)[i] = uniform(-0.1f, 0.1f);
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    call.params.padding[0] = call.params.padding[1] = 1;
-    call.params.activation = LY_ACT_SILU;
+    ly_conv2d_params conv = LY_CONV2D_DEFAULTS;
+    conv.padding[0] = conv.padding[1] = 1;
+    conv.activation = LY_ACT_SILU;
     ly_graph_value y;
-    assert_int_equal(ly_graph_conv2d(g, "conv", x, &w, &b, residual, &call.params, &y), LY_OK);
+    assert_int_equal(ly_graph_conv2d(g, "conv", x, &w, &b, residual, &conv, &y), LY_OK);
     return y;
 }
 
@@ -146,12 +144,10 @@ static void test_graph_blocked_layouts_match_nchw(void **state)
     parts[2] = f;
     assert_int_equal(ly_graph_concat(g, "cat", 3, parts, &cat), LY_OK);
     f2 = random_conv(g, c, 16, 16, LY_GRAPH_NONE);
-    ly_kernel_call pcall;
-    ly_kernel_call_init(&pcall);
-    pcall.params.kernel[0] = pcall.params.kernel[1] = 3;
-    pcall.params.stride[0] = pcall.params.stride[1] = 1;
-    pcall.params.padding[0] = pcall.params.padding[1] = 1;
-    assert_int_equal(ly_graph_max_pool2d(g, "pool", f2, &pcall.params, &pool), LY_OK);
+    ly_pool2d_params pool_params = LY_POOL2D_DEFAULTS;
+    pool_params.kernel[0] = pool_params.kernel[1] = 3;
+    pool_params.padding[0] = pool_params.padding[1] = 1;
+    assert_int_equal(ly_graph_max_pool2d(g, "pool", f2, &pool_params, &pool), LY_OK);
     out = random_conv(g, pool, 16, 16, LY_GRAPH_NONE);
     out2 = random_conv(g, cat, 48, 16, out);
     assert_int_equal(ly_graph_output(g, out2, "y"), LY_OK);
@@ -279,11 +275,10 @@ static void test_graph_arena_reuse(void **state)
     ly_graph_value x, y;
     assert_int_equal(ly_graph_input(g, "x", 4, &x), LY_OK);
     y = scale_conv(g, x, 3, 1.0f, 0.5f, LY_GRAPH_NONE);
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    call.params.kernel[0] = call.params.kernel[1] = 2;
-    call.params.stride[0] = call.params.stride[1] = 2;
-    assert_int_equal(ly_graph_max_pool2d(g, "pool", y, &call.params, &y), LY_OK);
+    ly_pool2d_params pool = LY_POOL2D_DEFAULTS;
+    pool.kernel[0] = pool.kernel[1] = 2;
+    pool.stride[0] = pool.stride[1] = 2;
+    assert_int_equal(ly_graph_max_pool2d(g, "pool", y, &pool, &y), LY_OK);
     assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
     ly_tensor a, b, c;
     make_input(&a, 3, 16, 16);
@@ -767,7 +762,7 @@ static void test_yolo9_fixture_parity(void **state)
     /* The default dispatch first, then each eligible conv2d implementation alone. */
     provider_list providers = {{NULL}, 0};
     setenv("LIBREYOLO_KERNELS", "", 1);
-    assert_int_equal(ly_kernel_list(LY_SLOT_CONV2D, collect_provider, &providers), LY_OK);
+    assert_int_equal(ly_kernel_list(ly_op_name(LY_OP_CONV2D), collect_provider, &providers), LY_OK);
     const char *runs[9] = {""};
     int n_runs = 1;
 #ifndef LY_SANITIZED
@@ -779,7 +774,8 @@ static void test_yolo9_fixture_parity(void **state)
         setenv("LIBREYOLO_KERNELS", runs[r], 1);
         if (runs[r][0]) {
             const char *serving = NULL;
-            assert_int_equal(ly_kernel_resolve(LY_SLOT_CONV2D, NULL, &serving, NULL), LY_OK);
+            assert_int_equal(ly_kernel_resolve(ly_op_name(LY_OP_CONV2D), NULL, &serving, NULL),
+                             LY_OK);
             assert_string_equal(serving, runs[r]);
         }
         ly_tensor out[LY_YOLO9_OUTPUTS];

@@ -27,6 +27,7 @@
 #define LIBREYOLO_KERNELS_H
 
 #include "libreyolo/libreyolo.h"
+#include "libreyolo/ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,51 +46,24 @@ LY_API ly_status ly_cpu_features_get(ly_cpu_features *out);
 
 /* ---- A call ------------------------------------------------------------- */
 
-#define LY_KERNEL_MAX_INPUTS 6
+#define LY_KERNEL_MAX_INPUTS 8
 #define LY_KERNEL_MAX_OUTPUTS 3
 
-/* Scalar arguments. Each slot documents which fields it reads; the others are
- * ignored. ly_kernel_params_default() gives the defaults. */
-typedef struct ly_kernel_params {
-    int64_t axis;        /* fake_quant_int8_per_channel: channel axis (default 0); concat axis */
-    int64_t bits;        /* int grouped: 2 or 4 (default 4) */
-    int64_t group_size;  /* int grouped: elements per group (default 128) */
-    int64_t in_features; /* unpack: columns to keep (default: all) = -1 */
-    int64_t stride[2];   /* conv2d, pooling: (h, w), default (1, 1) */
-    int64_t padding[2];  /* conv2d, pooling: (h, w), applied on both sides, default (0, 0) */
-    int64_t dilation[2]; /* conv2d: (h, w), default (1, 1) */
-    int64_t kernel[2];   /* pooling window (h, w), default (1, 1) */
-    int64_t groups;      /* conv2d: default 1 */
-    int64_t activation;  /* conv2d: an ly_activation, default LY_ACT_NONE */
-    int64_t scale;       /* upsample_nearest2d: integer factor, default 2 */
-    int64_t count_include_pad; /* avg_pool2d: 1 (default, as PyTorch) or 0 */
-    double alpha;        /* LY_ACT_LEAKY_RELU negative slope (default 0.01, as PyTorch) */
-    double attn_scale;   /* sdpa: factor applied to q·kᵀ; 0 (default) = 1/sqrt(head dim) */
-    int64_t mode;        /* ms_deform_attn: 0 bilinear (default), 1 discrete (nearest) */
-    int64_t size[2];     /* resize_bilinear2d: output (h, w) */
-    int64_t align_corners;      /* resize_bilinear2d: 0 (default) or 1 */
-    int64_t half_pixel_centers; /* resize_bilinear2d: 1 (default, PyTorch/TF2) or 0 (legacy TF) */
-} ly_kernel_params;
-
-/* Activations fused into conv2d. */
-typedef enum ly_activation {
-    LY_ACT_NONE = 0,
-    LY_ACT_SILU = 1,    /* x * sigmoid(x) */
-    LY_ACT_SIGMOID = 2, /* 1 / (1 + exp(-x)) */
-    LY_ACT_RELU = 3,
-    LY_ACT_LEAKY_RELU = 4 /* x < 0 ? alpha * x : x (params.alpha) */
-} ly_activation;
-
 /* One invocation of a slot. Inputs that a slot marks optional may be NULL
- * (e.g. the scale of fake_quant_int8_per_channel: NULL = computed from data). */
+ * (e.g. the scale of fake_quant_int8_per_channel: NULL = computed from data).
+ * `params` points to the op's own parameters struct (libreyolo/ops.h), or is
+ * NULL for the op's defaults; implementations always see a non-NULL pointer. */
 typedef struct ly_kernel_call {
     const ly_tensor *in[LY_KERNEL_MAX_INPUTS];
     ly_tensor *out[LY_KERNEL_MAX_OUTPUTS];
-    ly_kernel_params params;
+    const void *params;
     int threads; /* 0: LIBREYOLO_THREADS, else all logical CPUs */
 } ly_kernel_call;
 
 LY_API ly_status ly_kernel_call_init(ly_kernel_call *call);
+
+/* The parameters of a call an implementation is given, typed. */
+#define LY_PARAMS(call, type) ((const type *)(call)->params)
 
 /* An implementation. It may assume the call passed the slot's validation
  * (shapes, dtypes, non-NULL required operands, contiguous memory).
@@ -105,6 +79,67 @@ typedef ly_status (*ly_kernel_fn)(const ly_kernel_call *call);
 typedef ly_status (*ly_kernel_predicate)(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                          const char **why_not);
 
+/* ---- Stateful implementations ---------------------------------------------
+ *
+ * An implementation that prepares something per call site (packed weights, a
+ * library primitive) registers these besides, or instead of, a plain function.
+ * A graph prepares each node it gives to such an implementation once per plan
+ * (input shapes, thread count, selection) and owns the state; a call outside a
+ * graph (ly_kernel_dispatch) uses the plain function, or prepares, runs and
+ * releases on the spot when there is none.
+ *
+ * Layouts: besides the plain C-contiguous order every op documents, a state may
+ * read and write channel-blocked 4-d maps ([N][C/B][H][W][B], B = 8 or 16; the
+ * tensors keep their NCHW shapes, only the data order differs). The graph keeps
+ * a value blocked between nodes that all take the layout, so the reorders
+ * around each such node go away; anything else sees plain data.
+ */
+typedef enum ly_layout {
+    LY_LAYOUT_PLAIN = 0,
+    LY_LAYOUT_NCHW8C = 1,
+    LY_LAYOUT_NCHW16C = 2
+} ly_layout;
+#define LY_LAYOUT_BIT(layout) (1u << (layout))
+
+typedef struct ly_kernel_layouts {
+    uint32_t in[LY_KERNEL_MAX_INPUTS];   /* LY_LAYOUT_BITs each input may have (plain: always) */
+    uint32_t out[LY_KERNEL_MAX_OUTPUTS]; /* ... each output may be written in */
+    uint32_t tied;                       /* bit i: in[i] must have out[0]'s layout */
+    ly_layout preferred;                 /* the blocked layout it runs fastest on */
+} ly_kernel_layouts;
+
+typedef struct ly_kernel_prepare_info {
+    uint32_t constant_inputs; /* bit i: in[i] holds its final values (weights), may be packed */
+    ly_layout in_layout[LY_KERNEL_MAX_INPUTS];
+    ly_layout out_layout[LY_KERNEL_MAX_OUTPUTS];
+    int threads; /* what every run on the state will pass (resolved, >= 1) */
+} ly_kernel_prepare_info;
+
+typedef struct ly_kernel_stateful {
+    /* The layouts it takes for calls shaped like `call` (NULL: plain only). */
+    ly_status (*layouts)(const ly_kernel_call *call, ly_kernel_layouts *out);
+    /* Prepare for calls shaped like `call` (validated; inputs not in
+     * info->constant_inputs may have no data). LY_E_DECLINED: not this call. */
+    ly_status (*prepare)(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                         void **state);
+    /* Run a call shaped as prepared. May be called from several threads at once
+     * on one state. A failure disables the implementation, as for a function. */
+    ly_status (*run)(void *state, const ly_kernel_call *call);
+    void (*release)(void *state);
+    /* Optional: write constant input `index` back into `dst` exactly as prepare
+     * saw it, so that the graph may give its own copy's pages back meanwhile. */
+    ly_status (*restore_constant)(void *state, int index, void *dst);
+} ly_kernel_stateful;
+
+typedef struct ly_kernel_impl_desc {
+    uint32_t struct_size; /* sizeof(ly_kernel_impl_desc) */
+    const char *slot;
+    const char *name;
+    ly_kernel_fn fn;                    /* may be NULL when `stateful` is given */
+    ly_kernel_predicate predicate;      /* may be NULL (always eligible) */
+    const ly_kernel_stateful *stateful; /* may be NULL; must outlive the process */
+} ly_kernel_impl_desc;
+
 /* ---- Registry ------------------------------------------------------------ */
 
 /* Add an implementation at the front of `slot`'s list (a new slot is created
@@ -113,6 +148,8 @@ typedef ly_status (*ly_kernel_predicate)(const ly_kernel_call *call, const ly_cp
  * copied. */
 LY_API ly_status ly_kernel_register(const char *slot, const char *name, ly_kernel_fn fn,
                                     ly_kernel_predicate predicate);
+/* The same with every field of an implementation (stateful ones). */
+LY_API ly_status ly_kernel_register_impl(const ly_kernel_impl_desc *desc);
 
 /* Remove every implementation named `name` from `slot`. An unknown slot is
  * created empty (it then reports "unavailable"), as upstream does. */
@@ -152,6 +189,8 @@ LY_API ly_status ly_kernel_slot_name(size_t index, const char **name);
 /* Validate `call` against `slot`'s contract, then run it on the first eligible
  * implementation, falling back as described above. */
 LY_API ly_status ly_kernel_dispatch(const char *slot, const ly_kernel_call *call);
+/* The same for an op of the manifest, without looking its name up. */
+LY_API ly_status ly_kernel_dispatch_op(ly_op op, const ly_kernel_call *call);
 
 /* Validate `call`, then run it on the implementation named `impl` only (no
  * fallback, no forcing rules; its predicate must still accept the call).
@@ -185,11 +224,14 @@ LY_API bool ly_kernels_capturing(void);
  *                                      uint32_t *built_for_api_version);
  *
  * which sets *built_for_api_version = LY_KERNEL_PLUGIN_API_VERSION and
- * registers its implementations through api->register_kernel. Registrations
- * take effect only if the entry returns LY_OK and the versions match; otherwise
- * the library is skipped with one warning naming the file.
+ * registers its implementations through api->register_kernel (or
+ * api->register_impl). Registrations take effect only if the entry returns
+ * LY_OK and the versions match; otherwise the library is skipped with one
+ * warning naming the file. API 3 (this one) passes each op's own parameters
+ * struct (call->params); plugins built for API 1 or 2, whose calls carried one
+ * shared ly_kernel_params, are refused and must be rebuilt.
  */
-#define LY_KERNEL_PLUGIN_API_VERSION 2u
+#define LY_KERNEL_PLUGIN_API_VERSION 3u
 #define LY_KERNEL_PLUGIN_ENTRY "libreyolo_kernels_plugin"
 
 typedef struct ly_kernel_plugin_api {
@@ -202,9 +244,11 @@ typedef struct ly_kernel_plugin_api {
     ly_status (*run_reference)(const char *slot, const ly_kernel_call *call);
     /* Record the failure message returned with a non-OK status. */
     ly_status (*set_error)(ly_status status, const char *message);
-    /* Since API 2: true while the calling thread captures a graph for export
-     * (predicates should decline). */
+    /* True while the calling thread captures a graph for export (predicates
+     * should decline). */
     bool (*capturing)(void);
+    /* Register with every field (stateful implementations). */
+    ly_status (*register_impl)(const ly_kernel_impl_desc *desc);
 } ly_kernel_plugin_api;
 
 typedef ly_status (*ly_kernel_plugin_entry_fn)(const ly_kernel_plugin_api *api,

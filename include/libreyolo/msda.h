@@ -41,9 +41,6 @@
 extern "C" {
 #endif
 
-#define LY_SLOT_MS_DEFORM_ATTN "ms_deform_attn"
-#define LY_SLOT_MS_DEFORM_ATTN_BACKWARD "ms_deform_attn_backward"
-
 #define LY_MSDA_BILINEAR 0
 #define LY_MSDA_DISCRETE 1
 

@@ -13,10 +13,10 @@
  *                      LY_ACT_LEAKY_RELU)
  *                      out: [N, O, Ho, Wo] = act(conv(x, weight) + bias) + residual,
  *                      Ho = (H + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for W)
- *  max_pool2d          in: x   params: kernel, stride, padding (pads are -inf)   out: [N, C, Ho, Wo]
- *  avg_pool2d          in: x   params: kernel, stride, padding, count_include_pad  out: [N, C, Ho, Wo]
- *  upsample_nearest2d  in: x   params: scale                      out: [N, C, H*scale, W*scale]
- *  concat              in: up to 4 tensors equal but on `axis`   params: axis   out: joined
+ *  max_pool2d          in: x   params: kernel, stride, padding (pads are -inf)   out: [N, C, Ho,
+ * Wo] avg_pool2d          in: x   params: kernel, stride, padding, count_include_pad  out: [N, C,
+ * Ho, Wo] upsample_nearest2d  in: x   params: scale                      out: [N, C, H*scale,
+ * W*scale] concat              in: up to 8 tensors equal but on `axis`   params: axis   out: joined
  *  silu, sigmoid       in: x (any shape)                          out: [x shape]
  *  add                 in: a, b (any shape, the same)             out: a + b
  *  resize_bilinear2d   in: x [N, C, H, W]
@@ -40,17 +40,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define LY_SLOT_CONV2D "conv2d"
-#define LY_SLOT_MAX_POOL2D "max_pool2d"
-#define LY_SLOT_AVG_POOL2D "avg_pool2d"
-#define LY_SLOT_UPSAMPLE_NEAREST2D "upsample_nearest2d"
-#define LY_SLOT_CONCAT "concat"
-#define LY_SLOT_SILU "silu"
-#define LY_SLOT_SIGMOID "sigmoid"
-#define LY_SLOT_DFL "dfl"
-#define LY_SLOT_ADD "add"
-#define LY_SLOT_RESIZE_BILINEAR2D "resize_bilinear2d"
 
 #ifdef __cplusplus
 }

@@ -46,26 +46,6 @@
 extern "C" {
 #endif
 
-/* Slot names, in registration order. */
-#define LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL "fake_quant_int8_per_channel"
-#define LY_SLOT_FAKE_QUANT_INT8_AFFINE "fake_quant_int8_affine"
-#define LY_SLOT_FAKE_QUANT_FP8 "fake_quant_fp8"
-#define LY_SLOT_FAKE_QUANT_INT_GROUPED "fake_quant_int_grouped"
-#define LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT "fake_quant_nvfp4_weight"
-#define LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC "fake_quant_nvfp4_dynamic"
-#define LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT "fake_quant_mxfp4_weight"
-#define LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC "fake_quant_mxfp4_dynamic"
-#define LY_SLOT_UNPACK_INT_GROUPED "unpack_int_grouped"
-#define LY_SLOT_UNPACK_NVFP4 "unpack_nvfp4"
-#define LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD "fake_quant_int8_per_channel_backward"
-#define LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD "fake_quant_int8_affine_backward"
-#define LY_SLOT_FAKE_QUANT_FP8_BACKWARD "fake_quant_fp8_backward"
-#define LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD "fake_quant_int_grouped_backward"
-#define LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD "fake_quant_nvfp4_weight_backward"
-#define LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD "fake_quant_nvfp4_dynamic_backward"
-#define LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD "fake_quant_mxfp4_weight_backward"
-#define LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD "fake_quant_mxfp4_dynamic_backward"
-
 /* Constants of the formats. */
 #define LY_E2M1_MAX 6.0f
 #define LY_E4M3_MAX 448.0f
@@ -123,7 +103,8 @@ LY_API ly_status ly_pack_nvfp4(const ly_tensor *weight, const ly_tensor *tensor_
 LY_API ly_status ly_unpack_nvfp4(const ly_tensor *payload, const ly_tensor *block_scale,
                                  const ly_tensor *tensor_amax, int64_t in_features, ly_tensor *out);
 
-/* mxfp4: payload u8 [out, ceil(in/32)*16], block_exp i8 [out, ceil(in/32)] (unbiased e, eff = 2^e). */
+/* mxfp4: payload u8 [out, ceil(in/32)*16], block_exp i8 [out, ceil(in/32)] (unbiased e, eff = 2^e).
+ */
 LY_API ly_status ly_pack_mxfp4(const ly_tensor *weight, ly_tensor *payload, ly_tensor *block_exp);
 LY_API ly_status ly_unpack_mxfp4(const ly_tensor *payload, const ly_tensor *block_exp,
                                  int64_t in_features, ly_tensor *out);

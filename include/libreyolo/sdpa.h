@@ -15,8 +15,8 @@
  *         in[4] mask2 optional, same rules; added after in[3]. Swin adds the relative
  *                     position bias and then the shifted-window mask: two roundings that
  *                     one pre-summed mask would not reproduce.
- *         params.attn_scale  the scale; 0 (default) means 1/sqrt(d), computed in double and
- *                            rounded to f32; otherwise (float)attn_scale. Must be finite.
+ *         params      ly_sdpa_params (libreyolo/ops.h): scale; 0 (default) means 1/sqrt(d),
+ *                     computed in double and rounded to f32; otherwise (float)scale. Finite.
  *         out[0]      f32 [B, H, Nq, dv]; must not overlap the inputs.
  *
  * The numbers are defined by the portable reference, in this order, per (b, h, i):
@@ -48,7 +48,6 @@
 extern "C" {
 #endif
 
-#define LY_SLOT_SDPA "sdpa"
 /* Name of the AVX2+FMA fused provider (for LIBREYOLO_KERNELS and --impl). */
 #define LY_SDPA_FUSED_AVX2 "avx2"
 
@@ -68,7 +67,7 @@ LY_API float ly_sdpa_expf(float x);
  *
  * Here a model's attention module embeds an ly_attention_module and runs its
  * attention through ly_sdpa_run(). Families that use SDPA unconditionally (no flag
- * upstream) call ly_kernel_dispatch(LY_SLOT_SDPA, ...) directly.
+ * upstream) call ly_kernel_dispatch_op(LY_OP_SDPA, ...) directly.
  */
 typedef struct ly_attention_module {
     bool fused_attn; /* run the fused provider (when eligible) instead of the manual math */

@@ -265,7 +265,7 @@ ly_status msda_forward(const ly_kernel_call *call)
         {BUF_ATTN, call->in[3]->data, NULL, (size_t)samples * sizeof(float)},
         {BUF_OUT, NULL, call->out[0]->data, (size_t)outs * sizeof(float)},
     };
-    return run(LY_SLOT_MS_DEFORM_ATTN, t, 4, [&]() {
+    return run("ms_deform_attn", t, 4, [&]() {
         forward_kernel<<<blocks_for(outs), kBlock>>>(buf<float>(BUF_VALUE), buf<float>(BUF_LOC),
                                                      buf<float>(BUF_ATTN), buf<float>(BUF_OUT), g);
         return cudaSuccess;
@@ -289,7 +289,7 @@ ly_status msda_backward(const ly_kernel_call *call)
         {BUF_GRAD_LOC, NULL, call->out[1]->data, (size_t)samples * 2 * sizeof(float)},
         {BUF_GRAD_ATTN, NULL, call->out[2]->data, (size_t)samples * sizeof(float)},
     };
-    return run(LY_SLOT_MS_DEFORM_ATTN_BACKWARD, t, 7, [&]() {
+    return run("ms_deform_attn_backward", t, 7, [&]() {
         cudaError_t e = cudaMemset(buf<float>(BUF_OUT), 0, (size_t)values * sizeof(float));
         if (e != cudaSuccess) return e;
         grad_value_kernel<<<blocks_for(g.B * g.heads * g.channels), kBlock>>>(
@@ -365,8 +365,8 @@ EXPORT ly_status libreyolo_kernels_plugin(const ly_kernel_plugin_api *api,
         return LY_E_UNSUPPORTED;
     host = api;
     ly_status st =
-        api->register_kernel(LY_SLOT_MS_DEFORM_ATTN, kName, msda_forward, forward_predicate);
+        api->register_kernel("ms_deform_attn", kName, msda_forward, forward_predicate);
     if (st != LY_OK) return st;
-    return api->register_kernel(LY_SLOT_MS_DEFORM_ATTN_BACKWARD, kName, msda_backward,
+    return api->register_kernel("ms_deform_attn_backward", kName, msda_backward,
                                 backward_predicate);
 }

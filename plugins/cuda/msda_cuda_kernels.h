@@ -90,7 +90,8 @@ static inline const char *msda_read_geometry(const ly_kernel_call *call, bool ba
             return "cuda computes f32 value, locations and weights only";
     if (shapes->dtype != LY_I64 || (npts && npts->dtype != LY_I64))
         return "cuda takes i64 spatial_shapes and num_points only";
-    if (call->params.mode != LY_MSDA_BILINEAR && call->params.mode != LY_MSDA_DISCRETE)
+    const ly_ms_deform_attn_params *params = (const ly_ms_deform_attn_params *)call->params;
+    if (!params || (params->mode != LY_MSDA_BILINEAR && params->mode != LY_MSDA_DISCRETE))
         return outside;
     if (!msda_extents_positive(value, 4)) return "empty tensors are left to the reference";
     if (shapes->ndim != 2 || shapes->shape[1] != 2 || shapes->shape[0] < 1 ||
@@ -101,7 +102,7 @@ static inline const char *msda_read_geometry(const ly_kernel_call *call, bool ba
     g->heads = value->shape[2];
     g->channels = value->shape[3];
     g->levels = shapes->shape[0];
-    g->mode = (int)call->params.mode;
+    g->mode = (int)params->mode;
     const int64_t *hw = (const int64_t *)shapes->data;
     const int64_t *np = npts ? (const int64_t *)npts->data : NULL;
     if (!msda_extents_positive(loc, npts ? 5 : 6) || !msda_extents_positive(attn, npts ? 4 : 5))

@@ -119,6 +119,7 @@ typedef struct bench_options {
 
 typedef struct shape_buffers {
     ly_tensor x, w, b, r, y;
+    ly_conv2d_params params;
     ly_kernel_call call;
 } shape_buffers;
 
@@ -165,10 +166,12 @@ static ly_status buffers_init(shape_buffers *b, const conv_shape *s, int threads
     b->call.in[2] = &b->b;
     b->call.in[3] = s->residual ? &b->r : NULL;
     b->call.out[0] = &b->y;
-    b->call.params.stride[0] = b->call.params.stride[1] = s->stride;
-    b->call.params.padding[0] = b->call.params.padding[1] = (s->k - 1) / 2;
-    b->call.params.groups = s->groups;
-    b->call.params.activation = s->activation;
+    b->params = (ly_conv2d_params)LY_CONV2D_DEFAULTS;
+    b->params.stride[0] = b->params.stride[1] = s->stride;
+    b->params.padding[0] = b->params.padding[1] = (s->k - 1) / 2;
+    b->params.groups = s->groups;
+    b->params.activation = s->activation;
+    b->call.params = &b->params;
     b->call.threads = threads;
     return LY_OK;
 }
@@ -180,7 +183,7 @@ static double time_impl(const char *impl, const ly_kernel_call *call, int repeat
 {
     double t0 = ly_cli_now_s(), first;
     do {
-        ly_status st = ly_kernel_run_impl(LY_SLOT_CONV2D, impl, call);
+        ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_CONV2D), impl, call);
         first = ly_cli_now_s() - t0;
         if (st != LY_OK) {
             if (!error[0])
@@ -191,7 +194,7 @@ static double time_impl(const char *impl, const ly_kernel_call *call, int repeat
     double best = -1.0, spent = first;
     for (int i = 0; i < repeat && (i == 0 || spent < LINE_BUDGET_S); i++) {
         t0 = ly_cli_now_s();
-        ly_kernel_run_impl(LY_SLOT_CONV2D, impl, call);
+        ly_kernel_run_impl(ly_op_name(LY_OP_CONV2D), impl, call);
         double t = ly_cli_now_s() - t0;
         spent += t;
         if (best < 0 || t < best) best = t;
@@ -369,7 +372,7 @@ int ly_cli_bench_conv(int argc, char **argv)
             return 1;
         }
         impl_names names = {.count = 0};
-        ly_status st = ly_kernel_iter(LY_SLOT_CONV2D, &b.call, collect_name, &names);
+        ly_status st = ly_kernel_iter(ly_op_name(LY_OP_CONV2D), &b.call, collect_name, &names);
         if (st != LY_OK) {
             fprintf(stderr, "libreyolo bench conv: %s\n", ly_last_error());
             buffers_free(&b);

@@ -40,6 +40,7 @@ static void print_usage(FILE *to)
     fputs(
         "usage: libreyolo bench kernels [--slot S] [--size-mib N] [--threads N] [--repeat R]\n"
         "                               [--json] [--no-peer]\n"
+        "       libreyolo bench kernels --dispatch [--json]\n"
         "\n"
         "Times every eligible implementation of every slot (best of R after a warm-up, at most\n"
         "~2 s per line) on N MiB fp32 tensors (unpack slots: an N MiB output) and on a 1 MiB\n"
@@ -52,6 +53,8 @@ static void print_usage(FILE *to)
         "  --repeat R     samples per line (default 5)\n"
         "  --json         one JSON object instead of the table\n"
         "  --no-peer      attention slots: skip the PyTorch peer\n"
+        "  --dispatch     only the cost of one registry dispatch (a 16-element add, by op\n"
+        "                 id and by name, against calling the implementation directly)\n"
         "Target (64 MiB, one thread): accelerated >= 8x reference and >= 50% of copy bandwidth.\n"
         "The attention slots (ms_deform_attn, sdpa) run on real model shapes instead, at 1 and 2\n"
         "threads (or --threads), next to PyTorch's formulation of the same op.\n",
@@ -227,6 +230,10 @@ static void buffers_free(buffers *b)
 /* The tensors of one benchmark call; views into `buffers`. */
 typedef struct bench_call {
     ly_tensor t[LY_KERNEL_MAX_INPUTS + 1];
+    union {
+        ly_unpack_int_grouped_params unpack;
+        ly_pool2d_params pool;
+    } params;
     ly_kernel_call call;
     const char *slot;
     const char *impl;
@@ -273,14 +280,15 @@ static bool build_call(bench_call *bc, const char *slot, buffers *b, size_t nume
         n++;                                                                                       \
     } while (0)
 
-    if (strcmp(slot, LY_SLOT_UNPACK_INT_GROUPED) == 0) {
+    if (strcmp(slot, ly_op_name(LY_OP_UNPACK_INT_GROUPED)) == 0) {
         ADD(b->payload, LY_U8, 2, ((int64_t[]){rows, COLS / 2}));
         ADD(b->groups, LY_F32, 2, ((int64_t[]){rows, COLS / 128}));
-        bc->call.params.bits = 4;
-        bc->call.params.group_size = 128;
+        bc->params.unpack =
+            (ly_unpack_int_grouped_params){.bits = 4, .group_size = 128, .in_features = -1};
+        bc->call.params = &bc->params.unpack;
         return true;
     }
-    if (strcmp(slot, LY_SLOT_UNPACK_NVFP4) == 0) {
+    if (strcmp(slot, ly_op_name(LY_OP_UNPACK_NVFP4)) == 0) {
         b->one[0] = 2688.0f;
         ADD(b->payload, LY_U8, 2, ((int64_t[]){rows, COLS / 2}));
         ADD(b->codes, LY_F8E4M3, 2, ((int64_t[]){rows, COLS / 16}));
@@ -290,60 +298,62 @@ static bool build_call(bench_call *bc, const char *slot, buffers *b, size_t nume
     /* Network ops on YOLO9-like activations of the same size: elementwise on the
      * matrix, DFL on [1, 64, A], pools on [1, 64, s, s] as AConv (avg 2x2 s1) and
      * SPPELAN (max 5x5 s1 p2) run them. */
-    if (strcmp(slot, LY_SLOT_SILU) == 0 || strcmp(slot, LY_SLOT_SIGMOID) == 0) {
+    if (strcmp(slot, ly_op_name(LY_OP_SILU)) == 0 || strcmp(slot, ly_op_name(LY_OP_SIGMOID)) == 0) {
         ADD(b->x, LY_F32, 2, mat);
         return true;
     }
-    if (strcmp(slot, LY_SLOT_DFL) == 0) {
+    if (strcmp(slot, ly_op_name(LY_OP_DFL)) == 0) {
         int64_t anchors = (int64_t)(numel / 64);
         ADD(b->x, LY_F32, 3, ((int64_t[]){1, 64, anchors}));
         ly_tensor_init(out, b->out, LY_F32, 3, (int64_t[]){1, 4, anchors});
         bc->bytes = (double)anchors * 68.0 * 4.0;
         return true;
     }
-    bool max_pool = strcmp(slot, LY_SLOT_MAX_POOL2D) == 0;
-    if (max_pool || strcmp(slot, LY_SLOT_AVG_POOL2D) == 0) {
+    bool max_pool = strcmp(slot, ly_op_name(LY_OP_MAX_POOL2D)) == 0;
+    if (max_pool || strcmp(slot, ly_op_name(LY_OP_AVG_POOL2D)) == 0) {
         int64_t side = (int64_t)sqrt((double)(numel / 64));
         int64_t k = max_pool ? 5 : 2, pad = max_pool ? 2 : 0, out_side = side + 2 * pad - k + 1;
         ADD(b->x, LY_F32, 4, ((int64_t[]){1, 64, side, side}));
         ly_tensor_init(out, b->out, LY_F32, 4, (int64_t[]){1, 64, out_side, out_side});
-        bc->call.params.kernel[0] = bc->call.params.kernel[1] = k;
-        bc->call.params.padding[0] = bc->call.params.padding[1] = pad;
+        bc->params.pool = (ly_pool2d_params)LY_POOL2D_DEFAULTS;
+        bc->params.pool.kernel[0] = bc->params.pool.kernel[1] = k;
+        bc->params.pool.padding[0] = bc->params.pool.padding[1] = pad;
+        bc->call.params = &bc->params.pool;
         bc->bytes = (double)(side * side + out_side * out_side) * 64.0 * 4.0;
         return true;
     }
     if (backward) ADD(b->grad, LY_F32, 2, mat);
     ADD(b->x, LY_F32, 2, mat);
     /* An identity backward (quant.h) reads only the gradient. */
-    bool identity = backward && (strcmp(base, LY_SLOT_FAKE_QUANT_FP8) == 0 ||
-                                 strcmp(base, LY_SLOT_FAKE_QUANT_INT_GROUPED) == 0);
+    bool identity = backward && (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_FP8)) == 0 ||
+                                 strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED)) == 0);
     double bytes_needed = bc->bytes;
-    if (strcmp(base, LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL) == 0 ||
-        strcmp(base, LY_SLOT_FAKE_QUANT_INT_GROUPED) == 0) {
+    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL)) == 0 ||
+        strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED)) == 0) {
         bc->call.in[n] = NULL; /* dynamic scale, as training and calibration run it */
         if (identity) bc->bytes = bytes_needed - (double)numel * 4.0;
         return true;
     }
-    if (strcmp(base, LY_SLOT_FAKE_QUANT_INT8_AFFINE) == 0) {
+    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE)) == 0) {
         b->one[1] = -3.0f;
         b->one[2] = 3.0f;
         ADD(&b->one[1], LY_F32, 1, ((int64_t[]){1}));
         ADD(&b->one[2], LY_F32, 1, ((int64_t[]){1}));
         return true;
     }
-    if (strcmp(base, LY_SLOT_FAKE_QUANT_FP8) == 0) {
+    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_FP8)) == 0) {
         ADD(b->rows, LY_F32, 1, ((int64_t[]){rows}));
         if (identity) bc->bytes = bytes_needed - (double)numel * 4.0;
         return true;
     }
-    if (strcmp(base, LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT) == 0) {
+    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT)) == 0) {
         b->one[0] = 4.0f;
         ADD(&b->one[0], LY_F32, 1, ((int64_t[]){1}));
         return true;
     }
-    return strcmp(base, LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC) == 0 ||
-           strcmp(base, LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT) == 0 ||
-           strcmp(base, LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC) == 0;
+    return strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC)) == 0 ||
+           strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT)) == 0 ||
+           strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_MXFP4_DYNAMIC)) == 0;
 #undef ADD
 }
 
@@ -596,7 +606,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
     }
     const char *only_slot = NULL;
     int size_mib = DEFAULT_SIZE_MIB, threads = 1, repeat = DEFAULT_REPEAT;
-    bool json = false, no_peer = false, threads_given = false;
+    bool json = false, no_peer = false, threads_given = false, dispatch = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -615,6 +625,8 @@ int ly_cli_bench_kernels(int argc, char **argv)
             threads_given = true;
         } else if (strcmp(a, "--no-peer") == 0) {
             no_peer = true;
+        } else if (strcmp(a, "--dispatch") == 0) {
+            dispatch = true;
         } else if (strcmp(a, "--repeat") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 1000, &repeat);
         } else {
@@ -627,6 +639,8 @@ int ly_cli_bench_kernels(int argc, char **argv)
             return 2;
         }
     }
+
+    if (dispatch) return ly_cli_bench_dispatch(json);
 
     size_t count = 0;
     if (ly_kernel_slot_count(&count) != LY_OK) {

@@ -174,8 +174,9 @@ static ly_status run_once(const run_ctx *r)
         call.out[0] = &r->o->t_out;
     }
     call.threads = r->threads;
-    return ly_kernel_run_impl(
-        r->backward ? LY_SLOT_MS_DEFORM_ATTN_BACKWARD : LY_SLOT_MS_DEFORM_ATTN, r->impl, &call);
+    return ly_kernel_run_impl(r->backward ? ly_op_name(LY_OP_MS_DEFORM_ATTN_BACKWARD)
+                                          : ly_op_name(LY_OP_MS_DEFORM_ATTN),
+                              r->impl, &call);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -437,7 +438,7 @@ int ly_cli_bench_msda(const ly_bench_attention_options *options)
         n_threads = 1;
     }
     int repeats = options->repeats > 0 ? options->repeats : 5;
-    bool have_avx2 = eligible(LY_SLOT_MS_DEFORM_ATTN, "avx2");
+    bool have_avx2 = eligible(ly_op_name(LY_OP_MS_DEFORM_ATTN), "avx2");
 
     char tmpl[PATH_MAX];
     const char *tmpdir = getenv("TMPDIR");

@@ -149,10 +149,10 @@ static ly_status time_impl(const char *impl, const ly_kernel_call *call, int run
 {
     double t[64];
     if (runs > 64) runs = 64;
-    ly_status st = warmup ? ly_kernel_run_impl(LY_SLOT_SDPA, impl, call) : LY_OK;
+    ly_status st = warmup ? ly_kernel_run_impl(ly_op_name(LY_OP_SDPA), impl, call) : LY_OK;
     for (int i = 0; st == LY_OK && i < runs; i++) {
         double t0 = ly_cli_now_s();
-        st = ly_kernel_run_impl(LY_SLOT_SDPA, impl, call);
+        st = ly_kernel_run_impl(ly_op_name(LY_OP_SDPA), impl, call);
         t[i] = (ly_cli_now_s() - t0) * 1e3;
     }
     if (st != LY_OK) return st;
@@ -457,7 +457,7 @@ int ly_cli_bench_sdpa(const ly_bench_attention_options *options)
     }
     int repeats = options->repeats > 0 ? options->repeats : 5;
     impl_names impls = {0};
-    if (ly_kernel_list(LY_SLOT_SDPA, on_impl, &impls) != LY_OK) {
+    if (ly_kernel_list(ly_op_name(LY_OP_SDPA), on_impl, &impls) != LY_OK) {
         fprintf(stderr, "libreyolo bench kernels: sdpa: %s\n", ly_last_error());
         return 1;
     }

@@ -13,6 +13,7 @@ int ly_cli_kernels_run(int argc,
 int ly_cli_bench(int argc, char **argv);         /* bench kernels|conv|model [...] */
 int ly_cli_bench_kernels(int argc, char **argv); /* takes "kernels" [...] (argv[0] is "kernels") */
 int ly_cli_bench_conv(int argc, char **argv);    /* the arguments after "conv" */
+int ly_cli_bench_dispatch(bool json);            /* bench kernels --dispatch */
 int ly_cli_bench_model(int argc, char **argv);   /* the arguments after "model" */
 /* Attention rows of `bench kernels` (with the PyTorch peer); return an exit code. */
 typedef struct ly_bench_attention_options {

@@ -24,12 +24,25 @@ static void print_usage(FILE *to)
           "\n"
           "  --in PATH        a .npy input (C order, little-endian); the word `none`\n"
           "                   leaves an optional operand out (a file named none: ./none)\n"
-          "  --arg KEY=VALUE  a scalar parameter: axis, bits, group_size, in_features\n"
+          "  --arg KEY=VALUE  a parameter of the slot by its field name (libreyolo/ops.h), e.g.\n"
+          "                   axis=1, bits=4, stride=2,2 (pairs as two numbers), alpha=0.1\n"
           "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n"
           "  --out PATH       where to write an output (.npy, written atomically)\n"
           "\n"
-          "Each slot's operands, in order, are listed in include/libreyolo/quant.h.\n",
+          "Each slot's operands, in order, are listed with its family of ops in\n"
+          "include/libreyolo/ (quant.h, nn.h, msda.h, sdpa.h).\n",
           to);
+}
+
+static int fail(void)
+{
+    fprintf(stderr, "libreyolo: %s\n", ly_last_error());
+    return 1;
+}
+
+static int fail_status(void)
+{
+    return fail();
 }
 
 static bool parse_int64(const char *text, int64_t *value)
@@ -51,35 +64,68 @@ typedef struct run_args {
     const char *out_paths[LY_KERNEL_MAX_OUTPUTS];
     int n_out;
     int threads;
-    ly_kernel_params params;
+    const char *args[32]; /* --arg KEY=VALUE, applied once the slot is known */
+    int n_args;
 } run_args;
 
-#define KNOWN_KEYS "axis, bits, group_size, in_features"
-
-static int set_param(run_args *a, const char *assignment)
+/* One field's comma-separated values. */
+static bool parse_values(const ly_param_field *f, const char *text, void *field)
 {
-    const char *eq = strchr(assignment, '=');
-    if (!eq) return ly_cli_usage_error("kernels run", "--arg '%s': expected KEY=VALUE", assignment);
-    int key_len = (int)(eq - assignment);
-    const struct {
-        const char *key;
-        int64_t *field;
-    } keys[] = {
-        {"axis", &a->params.axis},
-        {"bits", &a->params.bits},
-        {"group_size", &a->params.group_size},
-        {"in_features", &a->params.in_features},
-    };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        if ((int)strlen(keys[i].key) != key_len ||
-            memcmp(keys[i].key, assignment, (size_t)key_len) != 0)
-            continue;
-        if (!parse_int64(eq + 1, keys[i].field))
-            return ly_cli_usage_error("kernels run", "--arg '%s': the value is not an integer", assignment);
-        return 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL, *item = strtok_r(buf, ",", &save);
+    for (int k = 0; k < f->count; k++) {
+        if (!item) return false;
+        if (f->type == LY_PARAM_INT) {
+            int64_t v;
+            if (!parse_int64(item, &v)) return false;
+            ((int64_t *)field)[k] = v;
+        } else {
+            char *end;
+            errno = 0;
+            double v = strtod(item, &end);
+            if (errno != 0 || *end != '\0') return false;
+            ((double *)field)[k] = v;
+        }
+        item = strtok_r(NULL, ",", &save);
     }
-    return ly_cli_usage_error("kernels run", "--arg '%s': unknown key '%.*s' (known keys: " KNOWN_KEYS ")", assignment,
-                       key_len, assignment);
+    return item == NULL;
+}
+
+/* Every --arg into `params` (the op's struct, starting from its defaults). */
+static int set_params(const run_args *a, ly_op op, void *params)
+{
+    const ly_param_field *fields;
+    size_t n_fields, size;
+    const void *defaults;
+    if (ly_op_params(op, &fields, &n_fields, &size, &defaults) != LY_OK) return fail_status();
+    memcpy(params, defaults, size);
+    for (int i = 0; i < a->n_args; i++) {
+        const char *assignment = a->args[i], *eq = strchr(assignment, '=');
+        if (!eq)
+            return ly_cli_usage_error("kernels run", "--arg '%s': expected KEY=VALUE", assignment);
+        int key_len = (int)(eq - assignment);
+        const ly_param_field *f = NULL;
+        for (size_t k = 0; k < n_fields && !f; k++)
+            if ((int)strlen(fields[k].name) == key_len &&
+                memcmp(fields[k].name, assignment, (size_t)key_len) == 0)
+                f = &fields[k];
+        if (!f) {
+            char known[256] = "";
+            for (size_t k = 0; k < n_fields; k++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
+                         fields[k].name);
+            return ly_cli_usage_error(
+                "kernels run", "--arg '%s': slot %s has no parameter '%.*s' (%s%s)", assignment,
+                a->slot, key_len, assignment, n_fields ? "its parameters: " : "it has none", known);
+        }
+        if (!parse_values(f, eq + 1, (char *)params + f->offset))
+            return ly_cli_usage_error("kernels run", "--arg '%s': expected %d %s value%s",
+                                      assignment, f->count,
+                                      f->type == LY_PARAM_INT ? "integer" : "number",
+                                      f->count == 1 ? "" : "s (comma-separated)");
+    }
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, run_args *a)
@@ -103,12 +149,15 @@ static int parse_args(int argc, char **argv, run_args *a)
                 return ly_cli_usage_error("kernels run", "at most %d --out", LY_KERNEL_MAX_OUTPUTS);
             a->out_paths[a->n_out++] = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--arg", &missing))) {
-            int code = set_param(a, v);
-            if (code != 0) return code;
+            if (a->n_args == (int)(sizeof a->args / sizeof a->args[0]))
+                return ly_cli_usage_error("kernels run", "at most %zu --arg",
+                                          sizeof a->args / sizeof a->args[0]);
+            a->args[a->n_args++] = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--threads", &missing))) {
             int64_t threads;
             if (!parse_int64(v, &threads) || threads < 1 || threads > INT_MAX)
-                return ly_cli_usage_error("kernels run", "--threads '%s': expected a positive integer", v);
+                return ly_cli_usage_error("kernels run",
+                                          "--threads '%s': expected a positive integer", v);
             a->threads = (int)threads;
         } else if (missing) {
             return ly_cli_usage_error("kernels run", "%s needs a value", arg);
@@ -117,19 +166,14 @@ static int parse_args(int argc, char **argv, run_args *a)
         } else if (!a->slot) {
             a->slot = arg;
         } else {
-            return ly_cli_usage_error("kernels run", "unexpected argument '%s' (the slot is given once)", arg);
+            return ly_cli_usage_error("kernels run",
+                                      "unexpected argument '%s' (the slot is given once)", arg);
         }
     }
     if (!a->slot) return ly_cli_usage_error("kernels run", "missing SLOT");
     if (a->n_in == 0) return ly_cli_usage_error("kernels run", "give at least one --in");
     if (a->n_out == 0) return ly_cli_usage_error("kernels run", "give at least one --out");
     return 0;
-}
-
-static int fail(void)
-{
-    fprintf(stderr, "libreyolo: %s\n", ly_last_error());
-    return 1;
 }
 
 /* Load, run, save; the caller frees the tensors whatever happens. */
@@ -167,10 +211,20 @@ int ly_cli_kernels_run(int argc, char **argv)
     run_args a = {0};
     ly_kernel_call call;
     if (ly_kernel_call_init(&call) != LY_OK) return fail();
-    a.params = call.params;
     int code = parse_args(argc, argv, &a);
     if (code != 0) return code < 0 ? 0 : code;
-    call.params = a.params;
+    /* A slot of the manifest takes its parameters by name; one only a plugin
+     * knows takes none. */
+    _Alignas(16) unsigned char params[256];
+    ly_op op;
+    if (ly_op_from_name(a.slot, &op) == LY_OK) {
+        code = set_params(&a, op, params);
+        if (code != 0) return code;
+        call.params = params;
+    } else if (a.n_args > 0) {
+        return ly_cli_usage_error(
+            "kernels run", "slot %s is not one of the library's ops: it takes no --arg", a.slot);
+    }
     call.threads = a.threads;
 
     ly_tensor inputs[LY_KERNEL_MAX_INPUTS] = {0};

@@ -35,6 +35,13 @@ const ly_cpu_features *ly_cpu(void);
 /* Tensor checks used by slot validators. `what` names the operand in messages,
  * e.g. "fake_quant_fp8: scale". Each returns LY_OK or sets the error. */
 ly_status ly_check_tensor(const ly_tensor *t, const char *what, ly_dtype dtype);
+/* The same, naming it "op: name" (formatted only on failure: contracts run on
+ * every call). */
+ly_status ly_check_operand(const ly_tensor *t, const char *op, const char *name, ly_dtype dtype);
+/* While the calling thread plans from shapes (a graph), tensors may have no
+ * data: the checks above skip that test. Nests. */
+void ly_shapes_only_begin(void);
+void ly_shapes_only_end(void);
 ly_status ly_check_same_shape(const ly_tensor *a, const char *what_a, const ly_tensor *b,
                               const char *what_b);
 /* "[2, 3, 4]" into buf. */

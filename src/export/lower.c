@@ -505,7 +505,7 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
         return;
     }
     int64_t O = w->shape[0], Cg = w->shape[1], KH = w->shape[2], KW = w->shape[3];
-    int64_t G = n->params.groups > 0 ? n->params.groups : 1;
+    int64_t G = n->params.conv2d.groups > 0 ? n->params.conv2d.groups : 1;
     bool depthwise = Cg == 1;
     uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
     float *filter = arena_calloc(&x->L->mem, (size_t)(O * Cg * KH * KW), sizeof(float));
@@ -538,7 +538,7 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
         bias_id = new_const(x, const_name(x, n->name, "bias"), 1, &bd, n->bias->data,
                             (size_t)O * sizeof(float));
     }
-    int64_t act = n->params.activation;
+    int64_t act = n->params.conv2d.activation;
     bool tail = act == LY_ACT_SILU || act == LY_ACT_SIGMOID || act == LY_ACT_LEAKY_RELU ||
                 n->residual != LY_GRAPH_NONE;
     uint32_t dims[4] = {0};
@@ -546,23 +546,24 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
     uint32_t conv_out = tail ? new_internal(x, 4, dims) : define(x, n->output, CHANNELS_LAST);
     ly_xnn_node *node = new_node(x, depthwise ? LY_XNN_DEPTHWISE_CONV2D : LY_XNN_CONV2D);
     if (!node) return;
-    node->u.conv = (__typeof__(node->u.conv)){.padding_top = (uint32_t)n->params.padding[0],
-                                              .padding_right = (uint32_t)n->params.padding[1],
-                                              .padding_bottom = (uint32_t)n->params.padding[0],
-                                              .padding_left = (uint32_t)n->params.padding[1],
-                                              .kernel_height = (uint32_t)KH,
-                                              .kernel_width = (uint32_t)KW,
-                                              .subsampling_height = (uint32_t)n->params.stride[0],
-                                              .subsampling_width = (uint32_t)n->params.stride[1],
-                                              .dilation_height = (uint32_t)n->params.dilation[0],
-                                              .dilation_width = (uint32_t)n->params.dilation[1],
-                                              .group_input_channels = (uint32_t)Cg,
-                                              .group_output_channels = (uint32_t)(O / G),
-                                              .groups = (uint32_t)G,
-                                              .input1_id = in,
-                                              .filter_id = filter_id,
-                                              .bias_id = bias_id,
-                                              .output_id = conv_out};
+    node->u.conv =
+        (__typeof__(node->u.conv)){.padding_top = (uint32_t)n->params.conv2d.padding[0],
+                                   .padding_right = (uint32_t)n->params.conv2d.padding[1],
+                                   .padding_bottom = (uint32_t)n->params.conv2d.padding[0],
+                                   .padding_left = (uint32_t)n->params.conv2d.padding[1],
+                                   .kernel_height = (uint32_t)KH,
+                                   .kernel_width = (uint32_t)KW,
+                                   .subsampling_height = (uint32_t)n->params.conv2d.stride[0],
+                                   .subsampling_width = (uint32_t)n->params.conv2d.stride[1],
+                                   .dilation_height = (uint32_t)n->params.conv2d.dilation[0],
+                                   .dilation_width = (uint32_t)n->params.conv2d.dilation[1],
+                                   .group_input_channels = (uint32_t)Cg,
+                                   .group_output_channels = (uint32_t)(O / G),
+                                   .groups = (uint32_t)G,
+                                   .input1_id = in,
+                                   .filter_id = filter_id,
+                                   .bias_id = bias_id,
+                                   .output_id = conv_out};
     if (act == LY_ACT_RELU) {
         node->has_output_min_max = true;
         node->output_min = 0.0f;
@@ -582,7 +583,8 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
         } else {
             ly_xnn_node *l = new_node(x, LY_XNN_LEAKY_RELU);
             if (l)
-                l->u.leaky_relu = (__typeof__(l->u.leaky_relu)){(float)n->params.alpha, y, done, 0};
+                l->u.leaky_relu =
+                    (__typeof__(l->u.leaky_relu)){(float)n->params.conv2d.alpha, y, done, 0};
         }
         y = done;
     }
@@ -599,14 +601,14 @@ static void emit_pool(xgraph *x, const ly_graph_node_info *n, bool max)
     ly_xnn_node *node = new_node(x, max ? LY_XNN_MAX_POOLING_2D : LY_XNN_AVG_POOLING_2D);
     if (!node) return;
     node->u.pooling =
-        (__typeof__(node->u.pooling)){.padding_top = (uint32_t)n->params.padding[0],
-                                      .padding_right = (uint32_t)n->params.padding[1],
-                                      .padding_bottom = (uint32_t)n->params.padding[0],
-                                      .padding_left = (uint32_t)n->params.padding[1],
-                                      .pooling_height = (uint32_t)n->params.kernel[0],
-                                      .pooling_width = (uint32_t)n->params.kernel[1],
-                                      .stride_height = (uint32_t)n->params.stride[0],
-                                      .stride_width = (uint32_t)n->params.stride[1],
+        (__typeof__(node->u.pooling)){.padding_top = (uint32_t)n->params.pool2d.padding[0],
+                                      .padding_right = (uint32_t)n->params.pool2d.padding[1],
+                                      .padding_bottom = (uint32_t)n->params.pool2d.padding[0],
+                                      .padding_left = (uint32_t)n->params.pool2d.padding[1],
+                                      .pooling_height = (uint32_t)n->params.pool2d.kernel[0],
+                                      .pooling_width = (uint32_t)n->params.pool2d.kernel[1],
+                                      .stride_height = (uint32_t)n->params.pool2d.stride[0],
+                                      .stride_width = (uint32_t)n->params.pool2d.stride[1],
                                       .dilation_height = 1,
                                       .dilation_width = 1,
                                       .input_id = in,
@@ -722,12 +724,12 @@ static void emit_resize(xgraph *x, const ly_graph_node_info *n)
     ly_xnn_node *node = new_node(x, LY_XNN_STATIC_RESIZE_BILINEAR_2D);
     if (!node) return;
     uint32_t flags = 0;
-    if (n->params.align_corners)
+    if (n->params.resize.align_corners)
         flags = 0x8; /* XNN_FLAG_ALIGN_CORNERS */
-    else if (!n->params.half_pixel_centers)
+    else if (!n->params.resize.half_pixel_centers)
         flags = 0x4; /* XNN_FLAG_TENSORFLOW_LEGACY_MODE */
-    node->u.resize = (__typeof__(node->u.resize)){(uint32_t)n->params.size[0],
-                                                  (uint32_t)n->params.size[1], in, out, flags};
+    node->u.resize = (__typeof__(node->u.resize)){
+        (uint32_t)n->params.resize.size[0], (uint32_t)n->params.resize.size[1], in, out, flags};
 }
 
 static void emit_reshape(xgraph *x, const ly_graph_node_info *n)
@@ -932,11 +934,12 @@ static ly_status classify(const lower *L, gnode *gn)
         return LY_OK;
     case LY_GRAPH_OP_AVG_POOL2D:
         /* XNNPACK's average pooling leaves padding out of the count. */
-        gn->portable =
-            n->params.count_include_pad && (n->params.padding[0] > 0 || n->params.padding[1] > 0);
+        gn->portable = n->params.pool2d.count_include_pad &&
+                       (n->params.pool2d.padding[0] > 0 || n->params.pool2d.padding[1] > 0);
         return LY_OK;
     case LY_GRAPH_OP_CONV2D:
-        if (!in || in->ndim != 4 || !n->weight || n->params.activation > LY_ACT_LEAKY_RELU) break;
+        if (!in || in->ndim != 4 || !n->weight || n->params.conv2d.activation > LY_ACT_LEAKY_RELU)
+            break;
         return LY_OK;
     case LY_GRAPH_OP_MAX_POOL2D:
     case LY_GRAPH_OP_RESIZE_BILINEAR:
@@ -1069,7 +1072,7 @@ static ly_status emit_portable(lower *L, const gnode *gn)
         /* upsample_nearest2d.vec_out(input, output_size?, scale_factors?, *, out) */
         double *scales = arena_calloc(&L->mem, 2, sizeof *scales);
         if (!scales) return oom();
-        scales[0] = scales[1] = (double)n->params.scale;
+        scales[0] = scales[1] = (double)n->params.upsample.scale;
         int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
         ly_pte_evalue sv = {.type = LY_PTE_EVALUE_DOUBLE_LIST};
         sv.u.double_list.items = scales;
@@ -1084,7 +1087,8 @@ static ly_status emit_portable(lower *L, const gnode *gn)
         /* avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
          * divisor_override?, *, out) */
         int lists[3];
-        const int64_t *src[3] = {n->params.kernel, n->params.stride, n->params.padding};
+        const int64_t *src[3] = {n->params.pool2d.kernel, n->params.pool2d.stride,
+                                 n->params.pool2d.padding};
         for (int k = 0; k < 3; k++) {
             int64_t *items = arena_calloc(&L->mem, 2, sizeof *items);
             if (!items) return oom();
@@ -1096,7 +1100,7 @@ static ly_status emit_portable(lower *L, const gnode *gn)
             lists[k] = add_evalue(L, v);
         }
         ly_pte_evalue f = {.type = LY_PTE_EVALUE_BOOL}, t = {.type = LY_PTE_EVALUE_BOOL};
-        t.u.bool_val = n->params.count_include_pad != 0;
+        t.u.bool_val = n->params.pool2d.count_include_pad != 0;
         int ceil_v = add_evalue(L, f), cip = add_evalue(L, t);
         int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
         op = op_index(L, "aten::avg_pool2d", "out");

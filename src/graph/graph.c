@@ -1,8 +1,8 @@
 #include "graph/graph.h"
 
 #include "core/core.h"
-#include "providers/nn_providers.h"
 #include "libreyolo/nn.h"
+#include "providers/nn_providers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +44,7 @@ typedef struct node {
     ly_graph_value out;
     ly_graph_value residual;
     const ly_tensor *weight, *bias;
-    ly_kernel_params params;
+    ly_graph_params params;
     int64_t slice_start, slice_count;
     int shape_ndim;                         /* reshape target / transpose rank */
     int64_t shape[LY_MAX_DIMS];             /* reshape */
@@ -196,9 +196,7 @@ static ly_status new_node(ly_graph *g, node_op op, const char *name, int n_in,
                 .residual = LY_GRAPH_NONE,
                 .scratch_buffer = -1};
     memcpy(n->in, in, (size_t)n_in * sizeof *in);
-    ly_kernel_call defaults;
-    ly_kernel_call_init(&defaults);
-    n->params = defaults.params;
+    memset(&n->params, 0, sizeof n->params);
     g->values[v].producer = (int32_t)g->n_nodes;
     g->n_nodes++;
     g->planned = false;
@@ -318,7 +316,7 @@ static const ly_tensor *find_constant(const ly_graph *g, const ly_tensor *t)
 
 ly_status ly_graph_conv2d(ly_graph *g, const char *name, ly_graph_value x, const ly_tensor *weight,
                           const ly_tensor *bias, ly_graph_value residual,
-                          const ly_kernel_params *params, ly_graph_value *out)
+                          const ly_conv2d_params *params, ly_graph_value *out)
 {
     if (!g || !params)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: graph or params is NULL", name);
@@ -338,42 +336,29 @@ ly_status ly_graph_conv2d(ly_graph *g, const char *name, ly_graph_value x, const
     n->weight = w;
     n->bias = b;
     n->residual = residual;
-    n->params.stride[0] = params->stride[0];
-    n->params.stride[1] = params->stride[1];
-    n->params.padding[0] = params->padding[0];
-    n->params.padding[1] = params->padding[1];
-    n->params.dilation[0] = params->dilation[0];
-    n->params.dilation[1] = params->dilation[1];
-    n->params.groups = params->groups;
-    n->params.activation = params->activation;
-    n->params.alpha = params->alpha;
+    n->params.conv2d = *params;
     return LY_OK;
 }
 
 static ly_status add_pool(ly_graph *g, node_op op, const char *name, ly_graph_value x,
-                          const ly_kernel_params *params, ly_graph_value *out)
+                          const ly_pool2d_params *params, ly_graph_value *out)
 {
     if (!params) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params is NULL", name);
     node *n = NULL;
     ly_status st = new_node(g, op, name, 1, &x, &n, out);
     if (st != LY_OK) return st;
-    for (int i = 0; i < 2; i++) {
-        n->params.kernel[i] = params->kernel[i];
-        n->params.stride[i] = params->stride[i];
-        n->params.padding[i] = params->padding[i];
-    }
-    n->params.count_include_pad = params->count_include_pad;
+    n->params.pool2d = *params;
     return LY_OK;
 }
 
 ly_status ly_graph_max_pool2d(ly_graph *g, const char *name, ly_graph_value x,
-                              const ly_kernel_params *params, ly_graph_value *out)
+                              const ly_pool2d_params *params, ly_graph_value *out)
 {
     return add_pool(g, LY_GRAPH_OP_MAX_POOL2D, name, x, params, out);
 }
 
 ly_status ly_graph_avg_pool2d(ly_graph *g, const char *name, ly_graph_value x,
-                              const ly_kernel_params *params, ly_graph_value *out)
+                              const ly_pool2d_params *params, ly_graph_value *out)
 {
     return add_pool(g, LY_GRAPH_OP_AVG_POOL2D, name, x, params, out);
 }
@@ -386,7 +371,7 @@ ly_status ly_graph_upsample_nearest2d(ly_graph *g, const char *name, ly_graph_va
     node *n = NULL;
     ly_status st = new_node(g, LY_GRAPH_OP_UPSAMPLE, name, 1, &x, &n, out);
     if (st != LY_OK) return st;
-    n->params.scale = scale;
+    n->params.upsample.scale = scale;
     return LY_OK;
 }
 
@@ -408,8 +393,8 @@ ly_status ly_graph_add(ly_graph *g, const char *name, ly_graph_value a, ly_graph
 }
 
 ly_status ly_graph_resize_bilinear2d(ly_graph *g, const char *name, ly_graph_value x,
-                                     int64_t height, int64_t width, const ly_kernel_params *params,
-                                     ly_graph_value *out)
+                                     int64_t height, int64_t width,
+                                     const ly_resize_bilinear2d_params *params, ly_graph_value *out)
 {
     if (!params) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params is NULL", name);
     if (height < 1 || width < 1)
@@ -418,10 +403,9 @@ ly_status ly_graph_resize_bilinear2d(ly_graph *g, const char *name, ly_graph_val
     node *n = NULL;
     ly_status st = new_node(g, LY_GRAPH_OP_RESIZE_BILINEAR, name, 1, &x, &n, out);
     if (st != LY_OK) return st;
-    n->params.size[0] = height;
-    n->params.size[1] = width;
-    n->params.align_corners = params->align_corners;
-    n->params.half_pixel_centers = params->half_pixel_centers;
+    n->params.resize = *params;
+    n->params.resize.size[0] = height;
+    n->params.resize.size[1] = width;
     return LY_OK;
 }
 
@@ -480,7 +464,7 @@ ly_status ly_graph_concat(ly_graph *g, const char *name, int n, const ly_graph_v
     node *nd = NULL;
     ly_status st = new_node(g, LY_GRAPH_OP_CONCAT, name, n, inputs, &nd, out);
     if (st != LY_OK) return st;
-    nd->params.axis = 1;
+    nd->params.concat.axis = 1;
     return LY_OK;
 }
 
@@ -574,7 +558,8 @@ static ly_status infer_node(ly_graph *g, node *n)
         ly_status st = expect_nchw(n, x, "input");
         if (st != LY_OK) return st;
         const ly_tensor *w = n->weight;
-        int64_t groups = n->params.groups;
+        const ly_conv2d_params *cp = &n->params.conv2d;
+        int64_t groups = cp->groups;
         if (groups < 1 || w->shape[0] % groups != 0 || x->shape[1] != w->shape[1] * groups)
             return ly_set_error(
                 LY_E_SHAPE,
@@ -583,11 +568,11 @@ static ly_status infer_node(ly_graph *g, node *n)
                 n->name, ly_shape_str(x, a, sizeof a), ly_shape_str(w, b, sizeof b),
                 (long long)groups, (long long)(w->shape[1] * groups));
         int64_t ho, wo;
-        st = window_extent(n, x->shape[2], w->shape[2], n->params.stride[0], n->params.padding[0],
-                           n->params.dilation[0], "height", &ho);
+        st = window_extent(n, x->shape[2], w->shape[2], cp->stride[0], cp->padding[0],
+                           cp->dilation[0], "height", &ho);
         if (st == LY_OK)
-            st = window_extent(n, x->shape[3], w->shape[3], n->params.stride[1],
-                               n->params.padding[1], n->params.dilation[1], "width", &wo);
+            st = window_extent(n, x->shape[3], w->shape[3], cp->stride[1], cp->padding[1],
+                               cp->dilation[1], "width", &wo);
         if (st != LY_OK) return st;
         *o = (ly_tensor){.dtype = LY_F32, .ndim = 4, .shape = {x->shape[0], w->shape[0], ho, wo}};
         if (n->residual != LY_GRAPH_NONE) {
@@ -604,11 +589,13 @@ static ly_status infer_node(ly_graph *g, node *n)
         ly_status st = expect_nchw(n, x, "input");
         int64_t ho = 0, wo = 0;
         if (st == LY_OK)
-            st = window_extent(n, x->shape[2], n->params.kernel[0], n->params.stride[0],
-                               n->params.padding[0], 1, "height", &ho);
+            st = window_extent(n, x->shape[2], n->params.pool2d.kernel[0],
+                               n->params.pool2d.stride[0], n->params.pool2d.padding[0], 1, "height",
+                               &ho);
         if (st == LY_OK)
-            st = window_extent(n, x->shape[3], n->params.kernel[1], n->params.stride[1],
-                               n->params.padding[1], 1, "width", &wo);
+            st = window_extent(n, x->shape[3], n->params.pool2d.kernel[1],
+                               n->params.pool2d.stride[1], n->params.pool2d.padding[1], 1, "width",
+                               &wo);
         if (st != LY_OK) return st;
         *o = (ly_tensor){.dtype = LY_F32, .ndim = 4, .shape = {x->shape[0], x->shape[1], ho, wo}};
         return LY_OK;
@@ -617,8 +604,8 @@ static ly_status infer_node(ly_graph *g, node *n)
         ly_status st = expect_nchw(n, x, "input");
         if (st != LY_OK) return st;
         *o = *x;
-        o->shape[2] *= n->params.scale;
-        o->shape[3] *= n->params.scale;
+        o->shape[2] *= n->params.upsample.scale;
+        o->shape[3] *= n->params.upsample.scale;
         o->data = NULL;
         return LY_OK;
     }
@@ -641,7 +628,8 @@ static ly_status infer_node(ly_graph *g, node *n)
         if (st != LY_OK) return st;
         *o = (ly_tensor){.dtype = LY_F32,
                          .ndim = 4,
-                         .shape = {x->shape[0], x->shape[1], n->params.size[0], n->params.size[1]}};
+                         .shape = {x->shape[0], x->shape[1], n->params.resize.size[0],
+                                   n->params.resize.size[1]}};
         return LY_OK;
     }
     case LY_GRAPH_OP_RESHAPE: {
@@ -873,7 +861,8 @@ static bool blocked_wanted(const ly_nn_blocked_conv_provider **fn_out)
 {
     const char *impl = NULL, *active = NULL;
     /* Resolving first also registers the providers (on the first call). */
-    if (ly_kernel_resolve(LY_SLOT_CONV2D, NULL, &active, NULL) != LY_OK || !active) return false;
+    if (ly_kernel_resolve(ly_op_name(LY_OP_CONV2D), NULL, &active, NULL) != LY_OK || !active)
+        return false;
     const ly_nn_blocked_conv_provider *fn = ly_nn_blocked_conv(&impl, NULL);
     if (fn_out) *fn_out = fn;
     if (!fn || ly_kernels_capturing()) return false;
@@ -892,18 +881,19 @@ static bool conv_blockable(const ly_graph *g, const node *n, const char *impl)
 {
     const ly_tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out].t;
     /* A first layer (RGB) reads NCHW as it is and may still write blocked. */
-    bool first = x->ndim == 4 && x->shape[0] == 1 && x->shape[1] < 8 && n->params.groups <= 1;
+    bool first =
+        x->ndim == 4 && x->shape[0] == 1 && x->shape[1] < 8 && n->params.conv2d.groups <= 1;
     if (!(multiple_of_8_channels(x) || first) || !multiple_of_8_channels(y)) return false;
     ly_kernel_call call;
     ly_kernel_call_init(&call);
-    call.params = n->params;
+    call.params = &n->params;
     call.in[0] = x;
     call.in[1] = n->weight;
     call.in[2] = n->bias;
     call.in[3] = n->residual != LY_GRAPH_NONE ? &g->values[n->residual].t : NULL;
     call.out[0] = &g->values[n->out].t;
     const char *active = NULL;
-    return ly_kernel_resolve(LY_SLOT_CONV2D, &call, &active, NULL) == LY_OK && active &&
+    return ly_kernel_resolve(ly_op_name(LY_OP_CONV2D), &call, &active, NULL) == LY_OK && active &&
            strcmp(active, impl) == 0;
 }
 
@@ -1195,29 +1185,29 @@ ly_status ly_graph_plan(ly_graph *g, int n_inputs, const ly_tensor *inputs)
 
 /* ---- running ----------------------------------------------------------- */
 
-static const char *slot_of(node_op op)
+static ly_op op_of(node_op op)
 {
     switch (op) {
     case LY_GRAPH_OP_CONV2D:
-        return LY_SLOT_CONV2D;
+        return LY_OP_CONV2D;
     case LY_GRAPH_OP_MAX_POOL2D:
-        return LY_SLOT_MAX_POOL2D;
+        return LY_OP_MAX_POOL2D;
     case LY_GRAPH_OP_AVG_POOL2D:
-        return LY_SLOT_AVG_POOL2D;
+        return LY_OP_AVG_POOL2D;
     case LY_GRAPH_OP_UPSAMPLE:
-        return LY_SLOT_UPSAMPLE_NEAREST2D;
+        return LY_OP_UPSAMPLE_NEAREST2D;
     case LY_GRAPH_OP_SILU:
-        return LY_SLOT_SILU;
+        return LY_OP_SILU;
     case LY_GRAPH_OP_SIGMOID:
-        return LY_SLOT_SIGMOID;
+        return LY_OP_SIGMOID;
     case LY_GRAPH_OP_DFL:
-        return LY_SLOT_DFL;
+        return LY_OP_DFL;
     case LY_GRAPH_OP_ADD:
-        return LY_SLOT_ADD;
+        return LY_OP_ADD;
     case LY_GRAPH_OP_RESIZE_BILINEAR:
-        return LY_SLOT_RESIZE_BILINEAR2D;
+        return LY_OP_RESIZE_BILINEAR2D;
     default:
-        return NULL;
+        return LY_OP_COUNT;
     }
 }
 
@@ -1335,7 +1325,7 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
     default: {
         ly_kernel_call call;
         ly_kernel_call_init(&call);
-        call.params = n->params;
+        call.params = &n->params; /* the union's member for this op */
         call.threads = threads;
         call.in[0] = &g->values[n->in[0]].t;
         if (n->op == LY_GRAPH_OP_ADD) call.in[1] = &g->values[n->in[1]].t;
@@ -1353,7 +1343,7 @@ static ly_status run_node(ly_graph *g, node *n, int threads)
         } else {
             st = n->op == LY_GRAPH_OP_CONV2D ? restore_weights(n) : LY_OK;
             if (st != LY_OK) return st;
-            st = ly_kernel_dispatch(slot_of(n->op), &call);
+            st = ly_kernel_dispatch_op(op_of(n->op), &call);
         }
         if (st != LY_OK) {
             /* Keep the kernel's message, say which node it was. */

@@ -73,17 +73,26 @@ ly_status ly_graph_input_buffer(const ly_graph *g, int index, void **data);
  * written by the caller. Its address never changes. */
 ly_status ly_graph_constant(ly_graph *g, int ndim, const int64_t *shape, ly_tensor *out);
 
+/* A node's parameters: those of its op. */
+typedef union ly_graph_params {
+    ly_conv2d_params conv2d;
+    ly_pool2d_params pool2d;
+    ly_upsample_nearest2d_params upsample;
+    ly_resize_bilinear2d_params resize;
+    ly_concat_params concat;
+} ly_graph_params;
+
 /* conv2d slot: act(conv(x, weight) + bias) + residual. `weight` and `bias`
  * (bias may be NULL) must be graph constants; `residual` may be LY_GRAPH_NONE.
  * Reads params stride, padding, dilation, groups, activation, alpha. */
 ly_status ly_graph_conv2d(ly_graph *g, const char *name, ly_graph_value x, const ly_tensor *weight,
                           const ly_tensor *bias, ly_graph_value residual,
-                          const ly_kernel_params *params, ly_graph_value *out);
+                          const ly_conv2d_params *params, ly_graph_value *out);
 /* max_pool2d / avg_pool2d slots: params kernel, stride, padding (+ count_include_pad). */
 ly_status ly_graph_max_pool2d(ly_graph *g, const char *name, ly_graph_value x,
-                              const ly_kernel_params *params, ly_graph_value *out);
+                              const ly_pool2d_params *params, ly_graph_value *out);
 ly_status ly_graph_avg_pool2d(ly_graph *g, const char *name, ly_graph_value x,
-                              const ly_kernel_params *params, ly_graph_value *out);
+                              const ly_pool2d_params *params, ly_graph_value *out);
 ly_status ly_graph_upsample_nearest2d(ly_graph *g, const char *name, ly_graph_value x,
                                       int64_t scale, ly_graph_value *out);
 ly_status ly_graph_silu(ly_graph *g, const char *name, ly_graph_value x, ly_graph_value *out);
@@ -94,7 +103,8 @@ ly_status ly_graph_add(ly_graph *g, const char *name, ly_graph_value a, ly_graph
 /* resize_bilinear2d slot to (height, width): params.size is set from them, and
  * align_corners, half_pixel_centers are read from `params`. */
 ly_status ly_graph_resize_bilinear2d(ly_graph *g, const char *name, ly_graph_value x,
-                                     int64_t height, int64_t width, const ly_kernel_params *params,
+                                     int64_t height, int64_t width,
+                                     const ly_resize_bilinear2d_params *params,
                                      ly_graph_value *out);
 /* x viewed with another shape of as many elements (a view: no copy). One
  * extent may be -1: whatever the others leave. */
@@ -173,7 +183,7 @@ typedef struct ly_graph_node_info {
     ly_graph_value output;
     ly_graph_value residual;        /* conv2d: added after the activation, or NONE */
     const ly_tensor *weight, *bias; /* conv2d (bias may be NULL) */
-    ly_kernel_params params;
+    ly_graph_params params;
     int64_t slice_start, slice_count; /* slice */
     const ly_graph_custom_op *custom; /* custom */
     void *custom_ctx;

@@ -1,34 +1,29 @@
 /*
- * The parity harness; see check.h.
- *
- * A case is first described by a small spec (slot kind, shape, value
- * distribution, variant number), so the cases can be counted for progress
- * without building them; materialize() then turns a spec into tensors. Inputs
- * are generated independently of the library's own qparams helpers: the harness
- * needs plausible (and deliberately implausible) operands, not the oracle's.
+ * The parity harness's driver and its shared runner (see check.h): routes each
+ * op to its folder's harness by the manifest's check column, runs the ops whose
+ * cases are plain calls (ly_cases_<name>), and runs and compares every case for
+ * the harnesses that use the runner.
  */
 #include "kernels/check.h"
-#include "kernels/check_rng.h"
 
 #include "core/core.h"
+#include "core/layout.h"
+#include "kernels/check_rng.h"
+#include "kernels/registry_internal.h"
 
-#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Deterministic randomness (splitmix64) -------------------------------------- */
-
-typedef ly_check_rng rng;
-
-static uint32_t f32_bits(float x)
+void ly_check_note_error(ly_check_result *r, const char *fmt, ...)
 {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
+    if (r->errors++ > 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->first_error, sizeof r->first_error, fmt, ap);
+    va_end(ap);
 }
 
 static float bits_f32(uint32_t u)
@@ -38,409 +33,12 @@ static float bits_f32(uint32_t u)
     return x;
 }
 
-/* ---- Value tables ------------------------------------------------------------ */
-
-/* E4M3FN code -> value, written here from the format definition so the harness
- * does not lean on the code it checks. */
-static float e4m3_value(unsigned code)
-{
-    unsigned e = (code >> 3) & 15, m = code & 7;
-    float v = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), (int)e - 10);
-    if ((code & 0x7F) == 0x7F) v = NAN;
-    return (code & 0x80) ? -v : v;
-}
-
-#define MAX_TABLE 1024
-
-typedef struct value_tables {
-    float edge[MAX_TABLE]; /* everything nasty, NaN and inf included */
-    int n_edge;
-    float finite[MAX_TABLE]; /* the finite part of `edge` */
-    int n_finite;
-    float e2m1[64]; /* E2M1 levels, midpoints and their neighbours */
-    int n_e2m1;
-    float e4m3[512]; /* E4M3 midpoints and their neighbours */
-    int n_e4m3;
-    float ties[300]; /* integer rounding ties j + 0.5 */
-    int n_ties;
-    float bad_scales[32]; /* frozen scales nobody should pass, but someone will */
-    int n_bad_scales;
-} value_tables;
-
-static void push(float *table, int *n, int cap, float v)
-{
-    if (*n < cap) table[(*n)++] = v;
-}
-
-static void push_neighbours(float *table, int *n, int cap, float v)
-{
-    push(table, n, cap, nextafterf(v, -INFINITY));
-    push(table, n, cap, v);
-    push(table, n, cap, nextafterf(v, INFINITY));
-}
-
-static void build_tables(value_tables *t)
-{
-    memset(t, 0, sizeof *t);
-    static const float e2m1_levels[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    static const float e2m1_mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-    for (size_t i = 0; i < sizeof e2m1_levels / sizeof e2m1_levels[0]; i++)
-        push(t->e2m1, &t->n_e2m1, 64, e2m1_levels[i]);
-    for (size_t i = 0; i < sizeof e2m1_mids / sizeof e2m1_mids[0]; i++)
-        push_neighbours(t->e2m1, &t->n_e2m1, 64, e2m1_mids[i]);
-
-    for (unsigned c = 0; c < 0x7E; c++)
-        push_neighbours(t->e4m3, &t->n_e4m3, 512, (e4m3_value(c) + e4m3_value(c + 1)) * 0.5f);
-    push_neighbours(t->e4m3, &t->n_e4m3, 512, 448.0f);
-    push_neighbours(t->e4m3, &t->n_e4m3, 512, 464.0f);
-    push_neighbours(t->e4m3, &t->n_e4m3, 512, 480.0f);
-
-    for (int j = -130; j <= 129; j++)
-        push(t->ties, &t->n_ties, 300, (float)j + 0.5f);
-
-    static const uint32_t special_bits[] = {
-        0x7FC00000u, 0xFFC00000u, 0x7FC12345u, 0xFF812345u, 0x7F800001u, /* NaN payloads */
-        0x7F800000u, 0xFF800000u,                                        /* +-inf */
-    };
-    for (size_t i = 0; i < sizeof special_bits / sizeof special_bits[0]; i++)
-        push(t->edge, &t->n_edge, MAX_TABLE, bits_f32(special_bits[i]));
-
-    float *f = t->finite;
-    int *nf = &t->n_finite;
-    static const uint32_t finite_bits[] = {
-        0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u,
-        0x007FFFFFu, 0x807FFFFFu, 0x00400000u, 0x00000007u, /* +-0 and subnormals */
-    };
-    for (size_t i = 0; i < sizeof finite_bits / sizeof finite_bits[0]; i++)
-        push(f, nf, MAX_TABLE, bits_f32(finite_bits[i]));
-    static const float finite_values[] = {
-        FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 1e9f,     -1e9f,   3e20f,   -1e30f,    0x1p127f,
-        1e38f,   1e-12f,   -1e-12f, 0x1p-9f,  0x1p-10f, 127.5f,  -128.5f, 128.5f,    -127.5f,
-        126.5f,  7.5f,     -8.5f,   1.5f,     -2.5f,    2688.0f, 1e-30f,  0x1p-102f,
-    };
-    for (size_t i = 0; i < sizeof finite_values / sizeof finite_values[0]; i++)
-        push(f, nf, MAX_TABLE, finite_values[i]);
-    /* Just below powers of two: fp32 log2 rounds some of these up (MXFP4). */
-    static const float powers[] = {1.0f, 2.0f, 4.0f, 8.0f, 0.125f, 128.0f, 0x1p-100f, 0x1p100f};
-    for (size_t i = 0; i < sizeof powers / sizeof powers[0]; i++) {
-        float below = nextafterf(powers[i], 0.0f);
-        push(f, nf, MAX_TABLE, powers[i]);
-        push(f, nf, MAX_TABLE, below);
-        push(f, nf, MAX_TABLE, nextafterf(below, 0.0f));
-    }
-    static const float e2m1_scales[] = {1.0f, 0.125f, 32.0f};
-    for (size_t s = 0; s < sizeof e2m1_scales / sizeof e2m1_scales[0]; s++)
-        for (int i = 0; i < t->n_e2m1; i++)
-            push(f, nf, MAX_TABLE, t->e2m1[i] * e2m1_scales[s]);
-    for (int i = 0; i < t->n_e4m3; i++)
-        push(f, nf, MAX_TABLE, t->e4m3[i]);
-    for (int i = 0; i < *nf; i++)
-        push(t->edge, &t->n_edge, MAX_TABLE, f[i]);
-
-    static const uint32_t bad_bits[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x7FC00000u,
-                                        0xFFC00000u, 0x7F800000u, 0xFF800000u};
-    for (size_t i = 0; i < sizeof bad_bits / sizeof bad_bits[0]; i++)
-        push(t->bad_scales, &t->n_bad_scales, 32, bits_f32(bad_bits[i]));
-    static const float bad_values[] = {-1.0f, -0.5f,   1e-30f,  1e-13f, 1e-12f,  FLT_MIN,
-                                       1e30f, FLT_MAX, 0.0625f, 3.0f,   0x1p-20f};
-    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++)
-        push(t->bad_scales, &t->n_bad_scales, 32, bad_values[i]);
-}
-
-/* ---- Distributions ------------------------------------------------------------ */
-
-typedef enum dist {
-    DIST_NORMAL,
-    DIST_OUTLIERS,
-    DIST_TINY,
-    DIST_EDGE,
-    DIST_MIDPOINTS,
-    DIST_COUNT
-} dist;
-
-static const char *const dist_names[DIST_COUNT] = {"normal", "outliers", "tiny", "edge",
-                                                   "midpoints"};
-
-static float random_sign(rng *r, float v)
-{
-    return (ly_check_rng_next(r) & 1) ? -v : v;
-}
-
-static void fill_f32(float *p, int64_t n, dist d, rng *r, const value_tables *t)
-{
-    switch (d) {
-    case DIST_NORMAL:
-        for (int64_t i = 0; i < n; i++)
-            p[i] = ly_check_rng_normal(r);
-        break;
-    case DIST_OUTLIERS:
-        for (int64_t i = 0; i < n; i++) {
-            p[i] = ly_check_rng_normal(r);
-            if (ly_check_rng_below(r, 64) == 0) p[i] *= 1000.0f;
-        }
-        break;
-    case DIST_TINY:
-        /* Mostly subnormal, some smallest normals, a few exact zeros. */
-        for (int64_t i = 0; i < n; i++) {
-            p[i] = (float)((ly_check_rng_unit(r) * 2.0 - 1.0) * 2.5e-38);
-            if (ly_check_rng_below(r, 97) == 0) p[i] = 0.0f;
-        }
-        break;
-    case DIST_EDGE:
-        for (int64_t i = 0; i < n; i++) {
-            uint64_t pick = ly_check_rng_below(r, 8);
-            if (pick == 0)
-                p[i] = ly_check_rng_normal(r);
-            else
-                p[i] = random_sign(r, t->edge[ly_check_rng_below(r, (uint64_t)t->n_edge)]);
-        }
-        break;
-    case DIST_MIDPOINTS:
-        /* Blocks of 16 that put the scaled values exactly on rounding ties (and one
-         * ulp either side) once the block or tensor scale is a power of two:
-         * E2M1 blocks carry +-6*2^k so an MXFP4/NVFP4 scale lands on 2^k. */
-        for (int64_t b = 0; b < n; b += 16) {
-            int64_t end = b + 16 < n ? b + 16 : n;
-            uint64_t type = ly_check_rng_below(r, 3);
-            int k;
-            for (int64_t i = b; i < end; i++) {
-                float v;
-                if (type == 0) {
-                    k = (int)ly_check_rng_below(r, 17) - 8;
-                    v = i == b ? 6.0f : t->e2m1[ly_check_rng_below(r, (uint64_t)t->n_e2m1)];
-                } else if (type == 1) {
-                    k = (int)ly_check_rng_below(r, 7) - 3;
-                    v = t->e4m3[ly_check_rng_below(r, (uint64_t)t->n_e4m3)];
-                } else {
-                    k = (int)ly_check_rng_below(r, 5) - 2;
-                    v = t->ties[ly_check_rng_below(r, (uint64_t)t->n_ties)];
-                }
-                p[i] = random_sign(r, ldexpf(v, k));
-            }
-        }
-        break;
-    default:
-        break;
-    }
-}
-
-/* max|x| as torch.amax computes it: a NaN anywhere gives NaN. */
-static float amax_nan(const float *x, int64_t n)
-{
-    float m = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (isnan(a)) return a;
-        if (a > m) m = a;
-    }
-    return m;
-}
-
-/* ---- Slots ---------------------------------------------------------------------- */
-
-typedef enum slot_kind {
-    K_INT8_PER_CHANNEL,
-    K_INT8_AFFINE,
-    K_FP8,
-    K_INT_GROUPED,
-    K_NVFP4_WEIGHT,
-    K_NVFP4_DYNAMIC,
-    K_MXFP4_WEIGHT,
-    K_MXFP4_DYNAMIC,
-    K_UNPACK_INT_GROUPED,
-    K_UNPACK_NVFP4,
-    K_UNKNOWN
-} slot_kind;
-
-static const char *const kind_slot_names[K_UNKNOWN] = {
-    "fake_quant_int8_per_channel",
-    "fake_quant_int8_affine",
-    "fake_quant_fp8",
-    "fake_quant_int_grouped",
-    "fake_quant_nvfp4_weight",
-    "fake_quant_nvfp4_dynamic",
-    "fake_quant_mxfp4_weight",
-    "fake_quant_mxfp4_dynamic",
-    "unpack_int_grouped",
-    "unpack_nvfp4",
-};
-
-static const char BACKWARD_SUFFIX[] = "_backward";
-
-static bool is_backward(const char *slot)
-{
-    size_t n = strlen(slot), s = sizeof BACKWARD_SUFFIX - 1;
-    return n > s && strcmp(slot + n - s, BACKWARD_SUFFIX) == 0;
-}
-
-static slot_kind kind_of(const char *slot)
-{
-    size_t n = strlen(slot);
-    if (is_backward(slot)) n -= sizeof BACKWARD_SUFFIX - 1;
-    for (int k = 0; k < K_UNKNOWN; k++)
-        if (strlen(kind_slot_names[k]) == n && strncmp(kind_slot_names[k], slot, n) == 0)
-            return (slot_kind)k;
-    return K_UNKNOWN;
-}
-
-static bool is_unpack(slot_kind k)
-{
-    return k == K_UNPACK_INT_GROUPED || k == K_UNPACK_NVFP4;
-}
-
-/* ---- Shapes: YOLO9 / DETR conv and linear weights, odd sizes, tails, degenerate - */
-
-typedef struct shape_def {
-    int ndim;
-    int64_t dim[4];
-    bool big; /* full size only */
-} shape_def;
-
-static const shape_def shapes[] = {
-    {4, {16, 3, 3, 3}, false},
-    {4, {32, 16, 3, 3}, false},
-    {4, {64, 64, 1, 1}, false},
-    {4, {128, 64, 3, 3}, false},
-    {4, {256, 256, 3, 3}, true},
-    {4, {96, 32, 1, 1}, false},
-    {2, {256, 256}, false},
-    {2, {512, 256}, false},
-    {2, {1024, 256}, false},
-    {2, {80, 256}, false},
-    {2, {300, 4}, false},
-    {2, {7, 13}, false},
-    {2, {3, 301}, false},
-    {2, {5, 17}, false},
-    {2, {1, 33}, false},
-    {4, {2, 1, 3, 5}, false},
-    {3, {2, 3, 47}, false},
-    {1, {37}, false},
-    {1, {1}, false},
-    {2, {1, 1}, false},
-    {0, {0}, false},
-    {1, {0}, false},
-    {2, {0, 16}, false},
-    {2, {16, 0}, false},
-};
-#define N_SHAPES (sizeof shapes / sizeof shapes[0])
-
-static int64_t shape_numel(const shape_def *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++)
-        n *= s->dim[i];
-    return n;
-}
-
-/* The 2-D view a [out, in] slot sees: conv weights flatten to [out, in*kh*kw]. */
-static void shape_2d(const shape_def *s, int64_t *rows, int64_t *cols)
-{
-    if (s->ndim < 2) {
-        *rows = 1;
-        *cols = s->ndim == 1 ? s->dim[0] : 1;
-        return;
-    }
-    *rows = s->dim[0];
-    *cols = *rows ? shape_numel(s) / *rows : 1;
-    for (int i = 1; *rows == 0 && i < s->ndim; i++)
-        *cols *= s->dim[i];
-}
-
-static const int64_t group_combos[8][2] = {{4, 128}, {2, 64}, {4, 64}, {2, 128},
-                                           {4, 32},  {2, 32}, {4, 7},  {2, 7}};
-
-enum { IN_FEATURES_MODES = 5 };
-
-/* Variants of each kind; see materialize() for what each number means. */
-static int variant_count(slot_kind k)
-{
-    switch (k) {
-    case K_INT8_PER_CHANNEL:
-        return 6; /* scale {dynamic, frozen, frozen-edge} x axis {0, last} */
-    case K_INT8_AFFINE:
-        return 3; /* lo/hi {from data, (-1,3), edge pair} */
-    case K_FP8:
-        return 5; /* scale [1] / [rows] / [rows,1,..] / edge [1] / edge [rows] */
-    case K_INT_GROUPED:
-        return 24; /* (bits, g) x scale {dynamic, frozen, frozen-edge} */
-    case K_NVFP4_WEIGHT:
-        return 3; /* tensor_amax {from data, 2688, edge} */
-    case K_UNPACK_INT_GROUPED:
-        return 8 * IN_FEATURES_MODES;
-    case K_UNPACK_NVFP4:
-        return 9 * IN_FEATURES_MODES; /* block scale x tensor_amax x in_features */
-    default:
-        return 1;
-    }
-}
-
-typedef struct case_spec {
-    slot_kind kind;
-    bool backward;
-    const shape_def *shape;
-    dist d;
-    int variant;
-    int64_t ordinal; /* within the slot: alternates aligned and misaligned memory */
-} case_spec;
-
-enum { QUICK_LARGE = 16384 };
-
-/* Whether a spec is part of the requested size. */
-static bool spec_wanted(const case_spec *s, ly_check_size size)
-{
-    if (s->kind == K_INT8_PER_CHANNEL && s->variant / 3 == 1 && s->shape->ndim <= 1)
-        return false; /* axis "last" is axis 0 */
-    if (size == LY_CHECK_FULL) return true;
-    if (s->shape->big) return false;
-    if (is_unpack(s->kind)) {
-        /* Unpack reads no float distribution but its scales: three are enough. */
-        if (s->d == DIST_OUTLIERS || s->d == DIST_MIDPOINTS) return false;
-    }
-    if (shape_numel(s->shape) <= QUICK_LARGE) return true;
-    return (s->d == DIST_NORMAL || s->d == DIST_EDGE) && s->variant % 3 == 0;
-}
-
-typedef bool (*spec_fn)(const case_spec *spec, void *user);
-
-static void enumerate_specs(slot_kind kind, bool backward, ly_check_size size, spec_fn fn,
-                            void *user)
-{
-    int64_t ordinal = 0;
-    for (size_t s = 0; s < N_SHAPES; s++)
-        for (int d = 0; d < DIST_COUNT; d++)
-            for (int v = 0; v < variant_count(kind); v++) {
-                case_spec spec = {kind, backward, &shapes[s], (dist)d, v, ordinal};
-                if (kind == K_UNPACK_NVFP4 && d != DIST_NORMAL && v % 3 != 2)
-                    continue; /* the distribution only feeds f32 block scales */
-                if (!spec_wanted(&spec, size)) continue;
-                ordinal++;
-                if (!fn(&spec, user)) return;
-            }
-}
-
-/* ---- A materialised case ------------------------------------------------------ */
-
-typedef struct owned_tensor {
-    ly_tensor t;
-    void *alloc;
-    size_t bytes;
-    void *pristine; /* copy taken before any run, to catch writes to inputs */
-} owned_tensor;
-
-typedef struct check_case {
-    char name[112];
-    case_spec spec;
-    int n_in;
-    owned_tensor in[LY_KERNEL_MAX_INPUTS];
-    bool absent[LY_KERNEL_MAX_INPUTS]; /* optional operand passed as NULL */
-    ly_kernel_params params;
-    bool out_of_memory;
-} check_case;
+/* ---- memory with guard bytes ----------------------------------------------------- */
 
 enum { GUARD_BYTES = 64, ALIGN = 64 };
 
 /* Memory for `bytes`, 64-byte aligned, or misaligned by one element so
- * implementations meet both. A few guard bytes follow. */
+ * implementations meet both. Guard bytes follow. */
 static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc)
 {
     *alloc = malloc(bytes + elem + ALIGN + GUARD_BYTES);
@@ -448,446 +46,6 @@ static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc
     uintptr_t p = ((uintptr_t)*alloc + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
     return (void *)(p + (misaligned ? elem : 0));
 }
-
-static void *add_input(check_case *c, int index, ly_dtype dtype, int ndim, const int64_t *shape)
-{
-    owned_tensor *o = &c->in[index];
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    size_t elem = ly_dtype_size(dtype);
-    o->bytes = (size_t)numel * elem;
-    void *data = alloc_view(o->bytes, elem, c->spec.ordinal & 1, &o->alloc);
-    if (!data) {
-        c->out_of_memory = true;
-        return NULL;
-    }
-    ly_tensor_init(&o->t, data, dtype, ndim, shape);
-    if (index + 1 > c->n_in) c->n_in = index + 1;
-    return data;
-}
-
-static void case_free(check_case *c)
-{
-    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++) {
-        free(c->in[i].alloc);
-        free(c->in[i].pristine);
-    }
-}
-
-static void append(char *buf, size_t size, const char *fmt, ...) LY_PRINTF(3, 4);
-static void append(char *buf, size_t size, const char *fmt, ...)
-{
-    size_t len = strlen(buf);
-    if (len + 1 >= size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, size - len, fmt, ap);
-    va_end(ap);
-}
-
-static void shape_text(int ndim, const int64_t *dim, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    append(buf, size, "[");
-    for (int i = 0; i < ndim; i++)
-        append(buf, size, "%s%" PRId64, i ? "," : "", dim[i]);
-    append(buf, size, "]");
-}
-
-/* Frozen scales start from amax/qmax of what they cover ... */
-static void slice_scales(float *scale, int64_t n, const float *x, int64_t numel, float divisor)
-{
-    int64_t per = n ? numel / n : 0;
-    for (int64_t i = 0; i < n; i++)
-        scale[i] = amax_nan(x + i * per, per) / divisor;
-}
-
-/* ... then some become powers of two, and (edge) anything at all. */
-static void perturb_scales(float *scale, int64_t n, bool edge, rng *r, const value_tables *t)
-{
-    for (int64_t i = 0; i < n; i++) {
-        float s = scale[i];
-        if (!(s >= 1e-12f)) s = 1.0f;
-        if (ly_check_rng_below(r, 4) == 0) s = ldexpf(1.0f, (int)ly_check_rng_below(r, 9) - 4);
-        if (edge && ly_check_rng_below(r, 2) == 0)
-            s = t->bad_scales[ly_check_rng_below(r, (uint64_t)t->n_bad_scales)];
-        scale[i] = s;
-    }
-}
-
-static const char *const scale_mode_names[3] = {"dynamic", "frozen", "frozen-edge"};
-static const char *const in_features_names[IN_FEATURES_MODES] = {"default", "full", "exact", "one",
-                                                                 "random"};
-
-static int64_t pick_in_features(int mode, int64_t cols, int64_t padded, rng *r)
-{
-    switch (mode) {
-    case 0:
-        return -1;
-    case 1:
-        return padded;
-    case 2:
-        return cols;
-    case 3:
-        return 1;
-    default:
-        return padded > 0 ? 1 + (int64_t)ly_check_rng_below(r, (uint64_t)padded) : 0;
-    }
-}
-
-/* Build the tensors of `c->spec`. Inputs follow include/libreyolo/quant.h. */
-static void materialize(check_case *c, const char *slot, const value_tables *t)
-{
-    const case_spec *s = &c->spec;
-    char shape_buf[48];
-    shape_text(s->shape->ndim, s->shape->dim, shape_buf, sizeof shape_buf);
-    snprintf(c->name, sizeof c->name, "%s %s", dist_names[s->d], shape_buf);
-    rng r = {0};
-    c->params = (ly_kernel_params){.axis = 0, .bits = 4, .group_size = 128, .in_features = -1};
-
-    int64_t rows, cols;
-    shape_2d(s->shape, &rows, &cols);
-    int ndim = s->shape->ndim;
-    const int64_t *dim = s->shape->dim;
-    int64_t numel = shape_numel(s->shape);
-    char variant[64] = "";
-
-    /* Name first (it seeds the generator), then data. */
-    switch (s->kind) {
-    case K_INT8_PER_CHANNEL:
-        snprintf(variant, sizeof variant, "axis=%s scale=%s", s->variant / 3 ? "last" : "0",
-                 scale_mode_names[s->variant % 3]);
-        break;
-    case K_INT8_AFFINE: {
-        static const char *const names[3] = {"lo/hi=data", "lo/hi=-1,3", "lo/hi=edge"};
-        snprintf(variant, sizeof variant, "%s", names[s->variant]);
-        break;
-    }
-    case K_FP8: {
-        static const char *const names[5] = {"scale=[1]", "scale=[rows]", "scale=[rows,1..]",
-                                             "scale=edge[1]", "scale=edge[rows]"};
-        snprintf(variant, sizeof variant, "%s", names[s->variant]);
-        break;
-    }
-    case K_INT_GROUPED:
-        snprintf(variant, sizeof variant, "bits=%" PRId64 " g=%" PRId64 " scale=%s",
-                 group_combos[s->variant / 3][0], group_combos[s->variant / 3][1],
-                 scale_mode_names[s->variant % 3]);
-        break;
-    case K_NVFP4_WEIGHT: {
-        static const char *const names[3] = {"amax=data", "amax=2688", "amax=edge"};
-        snprintf(variant, sizeof variant, "%s", names[s->variant]);
-        break;
-    }
-    case K_UNPACK_INT_GROUPED:
-        snprintf(variant, sizeof variant, "bits=%" PRId64 " g=%" PRId64 " in_features=%s",
-                 group_combos[s->variant % 8][0], group_combos[s->variant % 8][1],
-                 in_features_names[s->variant / 8]);
-        break;
-    case K_UNPACK_NVFP4: {
-        static const char *const bs[3] = {"all-codes", "random-codes", "f32"};
-        static const char *const amax[3] = {"2688", "data", "edge"};
-        snprintf(variant, sizeof variant, "block_scale=%s amax=%s in_features=%s",
-                 bs[s->variant % 3], amax[(s->variant / 3) % 3], in_features_names[s->variant / 9]);
-        break;
-    }
-    default:
-        break;
-    }
-    if (variant[0]) append(c->name, sizeof c->name, " %s", variant);
-    if (s->ordinal & 1) append(c->name, sizeof c->name, " misaligned");
-    r.state = ly_check_seed(slot, c->name);
-
-    if (is_unpack(s->kind)) {
-        bool nv = s->kind == K_UNPACK_NVFP4;
-        int64_t bits = nv ? 4 : group_combos[s->variant % 8][0];
-        int64_t g = nv ? 16 : group_combos[s->variant % 8][1];
-        int64_t ng = (cols + g - 1) / g;
-        /* A width the packing cannot express rounds up; the validator decides. */
-        int64_t payload_cols = (ng * g * bits + 7) / 8;
-        int64_t pshape[2] = {rows, payload_cols};
-        uint8_t *payload = add_input(c, 0, LY_U8, 2, pshape);
-        if (!payload) return;
-        for (int64_t i = 0; i < rows * payload_cols; i++)
-            payload[i] = (uint8_t)ly_check_rng_next(&r);
-        int64_t sshape[2] = {rows, ng};
-        int in_mode = nv ? s->variant / 9 : s->variant / 8;
-        c->params.in_features = pick_in_features(in_mode, cols, ng * g, &r);
-        if (!nv) {
-            c->params.bits = bits;
-            c->params.group_size = g;
-            float *scale = add_input(c, 1, LY_F32, 2, sshape);
-            if (!scale) return;
-            fill_f32(scale, rows * ng, s->d, &r, t);
-            if (s->d == DIST_NORMAL || s->d == DIST_OUTLIERS)
-                for (int64_t i = 0; i < rows * ng; i++)
-                    scale[i] = fabsf(scale[i]) * 0.05f;
-            return;
-        }
-        int bs_mode = s->variant % 3, amax_mode = (s->variant / 3) % 3;
-        if (bs_mode < 2) {
-            uint8_t *codes = add_input(c, 1, LY_F8E4M3, 2, sshape);
-            if (!codes) return;
-            for (int64_t i = 0; i < rows * ng; i++)
-                codes[i] = bs_mode == 0 ? (uint8_t)(i * 167 % 256) : (uint8_t)ly_check_rng_next(&r);
-        } else {
-            float *bscale = add_input(c, 1, LY_F32, 2, sshape);
-            if (!bscale) return;
-            fill_f32(bscale, rows * ng, s->d, &r, t);
-            if (s->d == DIST_NORMAL)
-                for (int64_t i = 0; i < rows * ng; i++)
-                    bscale[i] = fabsf(bscale[i]) * 50.0f;
-        }
-        float *amax = add_input(c, 2, LY_F32, 1, (int64_t[]){1});
-        if (!amax) return;
-        amax[0] = amax_mode == 0 ? 2688.0f
-                  : amax_mode == 1
-                      ? fabsf(ly_check_rng_normal(&r)) * 100.0f
-                      : t->bad_scales[ly_check_rng_below(&r, (uint64_t)t->n_bad_scales)];
-        return;
-    }
-
-    /* Fake-quant forward and backward: [grad,] x, then the op's own operands. */
-    int base = s->backward ? 1 : 0;
-    bool two_d = s->kind == K_INT_GROUPED;
-    int64_t xshape2[2] = {rows, cols};
-    int xndim = two_d ? 2 : ndim;
-    const int64_t *xshape = two_d ? xshape2 : dim;
-    if (s->backward) {
-        float *grad = add_input(c, 0, LY_F32, xndim, xshape);
-        if (!grad) return;
-        fill_f32(grad, numel, s->d == DIST_MIDPOINTS ? DIST_NORMAL : s->d, &r, t);
-    }
-    float *x = add_input(c, base, LY_F32, xndim, xshape);
-    if (!x) return;
-    fill_f32(x, numel, s->d, &r, t);
-    int64_t dim0 = ndim > 0 ? dim[0] : 1;
-
-    switch (s->kind) {
-    case K_INT8_PER_CHANNEL: {
-        int axis = s->variant / 3 ? (ndim > 0 ? ndim - 1 : 0) : 0;
-        int mode = s->variant % 3;
-        c->params.axis = axis;
-        if (mode == 0) {
-            c->absent[base + 1] = true;
-            c->n_in = base + 2;
-            break;
-        }
-        int64_t channels = ndim > 0 ? dim[axis] : 1;
-        float *scale = add_input(c, base + 1, LY_F32, 1, &channels);
-        if (!scale) return;
-        if (axis == 0) {
-            slice_scales(scale, channels, x, numel, 127.0f);
-        } else {
-            for (int64_t ch = 0; ch < channels; ch++)
-                scale[ch] = 0.0f;
-            for (int64_t i = 0; i < numel; i++) {
-                float a = fabsf(x[i]);
-                int64_t ch = i % channels;
-                if (isnan(a) || a > scale[ch]) scale[ch] = isnan(scale[ch]) ? scale[ch] : a;
-            }
-            for (int64_t ch = 0; ch < channels; ch++)
-                scale[ch] /= 127.0f;
-        }
-        perturb_scales(scale, channels, mode == 2, &r, t);
-        break;
-    }
-    case K_INT8_AFFINE: {
-        float *lo = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1});
-        float *hi = lo ? add_input(c, base + 2, LY_F32, 1, (int64_t[]){1}) : NULL;
-        if (!hi) return;
-        if (s->variant == 0) {
-            float mn = 0.0f, mx = 0.0f;
-            for (int64_t i = 0; i < numel; i++)
-                if (isfinite(x[i])) {
-                    mn = x[i] < mn ? x[i] : mn;
-                    mx = x[i] > mx ? x[i] : mx;
-                }
-            *lo = mn;
-            *hi = mx;
-        } else if (s->variant == 1) {
-            *lo = -1.0f;
-            *hi = 3.0f;
-        } else {
-            static const float pairs[][2] = {
-                {0.0f, 0.0f},    {-0.5f, -0.1f},  {2.0f, 5.0f},          {-1e-20f, 1e-20f},
-                {NAN, 1.0f},     {-1.0f, NAN},    {-INFINITY, INFINITY}, {3.0f, -1.0f},
-                {-1e30f, 1e30f}, {-1e-45f, 0.0f}, {-FLT_MAX, FLT_MAX},   {-127.5f, 127.5f},
-                {-0.0f, 1e-38f}, {-255.0f, 0.0f},
-            };
-            uint64_t k = ly_check_rng_below(&r, sizeof pairs / sizeof pairs[0]);
-            *lo = pairs[k][0];
-            *hi = pairs[k][1];
-        }
-        break;
-    }
-    case K_FP8: {
-        int v = s->variant;
-        bool per_row = v == 1 || v == 2 || v == 4;
-        int64_t sshape[LY_MAX_DIMS] = {per_row ? dim0 : 1};
-        int sndim = 1;
-        if (v == 2) {
-            sndim = ndim > 0 ? ndim : 1;
-            for (int i = 1; i < sndim; i++)
-                sshape[i] = 1;
-        }
-        int64_t n = per_row ? dim0 : 1;
-        float *scale = add_input(c, base + 1, LY_F32, sndim, sshape);
-        if (!scale) return;
-        slice_scales(scale, n, x, numel, 448.0f);
-        perturb_scales(scale, n, v >= 3, &r, t);
-        break;
-    }
-    case K_INT_GROUPED: {
-        int64_t bits = group_combos[s->variant / 3][0], g = group_combos[s->variant / 3][1];
-        int mode = s->variant % 3;
-        c->params.bits = bits;
-        c->params.group_size = g;
-        if (mode == 0) {
-            c->absent[base + 1] = true;
-            c->n_in = base + 2;
-            break;
-        }
-        int64_t ng = (cols + g - 1) / g;
-        float *scale = add_input(c, base + 1, LY_F32, 2, (int64_t[]){rows, ng});
-        if (!scale) return;
-        float qmax = (float)((1 << (bits - 1)) - 1);
-        for (int64_t row = 0; row < rows; row++)
-            for (int64_t j = 0; j < ng; j++) {
-                int64_t c0 = j * g, c1 = c0 + g < cols ? c0 + g : cols;
-                slice_scales(scale + row * ng + j, 1, x + row * cols + c0, c1 - c0, qmax);
-            }
-        perturb_scales(scale, rows * ng, mode == 2, &r, t);
-        break;
-    }
-    case K_NVFP4_WEIGHT: {
-        float *amax = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1});
-        if (!amax) return;
-        amax[0] = s->variant == 0 ? amax_nan(x, numel)
-                  : s->variant == 1
-                      ? 2688.0f
-                      : t->bad_scales[ly_check_rng_below(&r, (uint64_t)t->n_bad_scales)];
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* ---- Describing the inputs behind one output element ----------------------------- */
-
-static void describe_value(char *buf, size_t size, const char *what, float v)
-{
-    append(buf, size, "%s%s=%.9g (0x%08" PRIx32 ")", buf[0] ? " " : "", what, (double)v,
-           f32_bits(v));
-}
-
-static const float *f32_in(const check_case *c, int i)
-{
-    if (i >= c->n_in || c->absent[i] || c->in[i].t.dtype != LY_F32) return NULL;
-    return c->in[i].t.data;
-}
-
-static void describe_inputs(const check_case *c, int64_t index, const ly_tensor *out, char *buf,
-                            size_t size)
-{
-    buf[0] = '\0';
-    const case_spec *s = &c->spec;
-    int64_t out_numel = ly_tensor_numel(out);
-    if (index >= out_numel) {
-        append(buf, size, "(past the end of the output)");
-        return;
-    }
-    if (is_unpack(s->kind)) {
-        int64_t cols = out->ndim == 2 ? out->shape[1] : out_numel;
-        int64_t row = cols ? index / cols : 0, col = cols ? index % cols : 0;
-        const ly_tensor *payload = &c->in[0].t;
-        int64_t pcols = payload->ndim == 2 ? payload->shape[1] : 0;
-        int64_t bits = s->kind == K_UNPACK_NVFP4 ? 4 : c->params.bits;
-        int64_t g = s->kind == K_UNPACK_NVFP4 ? 16 : c->params.group_size;
-        int64_t byte = col * bits / 8;
-        if (byte < pcols)
-            append(buf, size, "payload[%" PRId64 ",%" PRId64 "]=0x%02x", row, byte,
-                   ((const uint8_t *)payload->data)[row * pcols + byte]);
-        const ly_tensor *scale = &c->in[1].t;
-        int64_t ng = scale->ndim == 2 ? scale->shape[1] : 0;
-        if (col / g < ng) {
-            int64_t si = row * ng + col / g;
-            if (scale->dtype == LY_F32)
-                describe_value(buf, size, "scale", ((const float *)scale->data)[si]);
-            else
-                append(buf, size, " block_scale=0x%02x (%.9g)", ((const uint8_t *)scale->data)[si],
-                       (double)e4m3_value(((const uint8_t *)scale->data)[si]));
-        }
-        if (s->kind == K_UNPACK_NVFP4 && f32_in(c, 2))
-            describe_value(buf, size, "tensor_amax", f32_in(c, 2)[0]);
-        return;
-    }
-    int base = s->backward ? 1 : 0;
-    if (s->backward && f32_in(c, 0)) describe_value(buf, size, "grad", f32_in(c, 0)[index]);
-    const float *x = f32_in(c, base);
-    if (!x) return;
-    describe_value(buf, size, "x", x[index]);
-    const ly_tensor *xt = &c->in[base].t;
-    const float *op = f32_in(c, base + 1);
-    int64_t numel = ly_tensor_numel(xt);
-    switch (s->kind) {
-    case K_INT8_PER_CHANNEL:
-        if (op) {
-            int64_t axis = c->params.axis, inner = 1;
-            for (int i = (int)axis + 1; i < xt->ndim; i++)
-                inner *= xt->shape[i];
-            int64_t ch = xt->ndim > 0 ? (index / inner) % xt->shape[axis] : 0;
-            describe_value(buf, size, "scale", op[ch]);
-        }
-        break;
-    case K_INT8_AFFINE:
-        if (op && f32_in(c, base + 2)) {
-            describe_value(buf, size, "lo", op[0]);
-            describe_value(buf, size, "hi", f32_in(c, base + 2)[0]);
-        }
-        break;
-    case K_FP8:
-        if (op) {
-            int64_t sn = ly_tensor_numel(&c->in[base + 1].t);
-            int64_t per = sn > 0 ? numel / sn : 1;
-            describe_value(buf, size, "scale", op[sn == 1 || per == 0 ? 0 : index / per]);
-        }
-        break;
-    case K_INT_GROUPED:
-        if (op) {
-            int64_t cols = xt->shape[1], g = c->params.group_size;
-            int64_t ng = (cols + g - 1) / g;
-            describe_value(buf, size, "scale", op[(index / cols) * ng + (index % cols) / g]);
-        }
-        break;
-    case K_NVFP4_WEIGHT:
-        if (op) describe_value(buf, size, "tensor_amax", op[0]);
-        break;
-    default:
-        break;
-    }
-}
-
-/* ---- Running and comparing -------------------------------------------------------- */
-
-typedef struct impl_state {
-    char name[64];
-    ly_check_result result;
-} impl_state;
-
-typedef struct slot_run {
-    const char *slot;
-    slot_kind kind;
-    bool backward;
-    const ly_check_options *opt;
-    const value_tables *tables;
-    impl_state *impls; /* eligible implementations: these run */
-    int n_impls;
-    int64_t total, done;
-    ly_status fatal;
-} slot_run;
 
 typedef struct output_set {
     int n;
@@ -900,16 +58,17 @@ static void outputs_free(output_set *o)
 {
     for (int i = 0; i < LY_KERNEL_MAX_OUTPUTS; i++)
         free(o->alloc[i]);
+    memset(o, 0, sizeof *o);
 }
 
-static bool outputs_alloc(output_set *o, const ly_tensor *shapes_, int n, bool misaligned)
+static bool outputs_alloc(output_set *o, const ly_tensor *shapes, int n, bool misaligned)
 {
     memset(o, 0, sizeof *o);
     o->n = n;
     for (int i = 0; i < n; i++) {
-        o->t[i] = shapes_[i];
-        size_t elem = ly_dtype_size(shapes_[i].dtype);
-        o->bytes[i] = (size_t)ly_tensor_numel(&shapes_[i]) * elem;
+        o->t[i] = shapes[i];
+        size_t elem = ly_dtype_size(shapes[i].dtype);
+        o->bytes[i] = (size_t)ly_tensor_numel(&shapes[i]) * elem;
         o->t[i].data = alloc_view(o->bytes[i], elem, misaligned, &o->alloc[i]);
         if (!o->t[i].data) return false;
     }
@@ -947,253 +106,31 @@ static int64_t outputs_guard_broken(const output_set *o, int *which)
     return -1;
 }
 
-static void note_error(ly_check_result *r, const char *fmt, ...) LY_PRINTF(2, 3);
-static void note_error(ly_check_result *r, const char *fmt, ...)
-{
-    if (r->errors++ > 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->first_error, sizeof r->first_error, fmt, ap);
-    va_end(ap);
-}
-
-static int inputs_modified(const check_case *c)
-{
-    for (int i = 0; i < c->n_in; i++)
-        if (!c->absent[i] && c->in[i].pristine &&
-            memcmp(c->in[i].t.data, c->in[i].pristine, c->in[i].bytes) != 0)
-            return i;
-    return -1;
-}
-
-static void restore_inputs(check_case *c)
-{
-    for (int i = 0; i < c->n_in; i++)
-        if (!c->absent[i] && c->in[i].pristine)
-            memcpy(c->in[i].t.data, c->in[i].pristine, c->in[i].bytes);
-}
-
-static void record_mismatch(ly_check_result *r, const check_case *c, int out_index,
-                            const ly_tensor *out, int64_t index, uint32_t ref_bits,
-                            uint32_t impl_bits)
-{
-    r->mismatches++;
-    if (r->n_shown >= LY_CHECK_MAX_SHOWN) return;
-    ly_check_mismatch *m = &r->shown[r->n_shown++];
-    snprintf(m->case_name, sizeof m->case_name, "%s", c->name);
-    shape_text(out->ndim, out->shape, m->shape, sizeof m->shape);
-    m->output = out_index;
-    m->index = index;
-    describe_inputs(c, index, out, m->inputs, sizeof m->inputs);
-    m->reference_bits = ref_bits;
-    m->impl_bits = impl_bits;
-    m->reference = bits_f32(ref_bits);
-    m->impl = bits_f32(impl_bits);
-}
-
-/* |a - b| for the report: 0 for equal bits or (both) NaN, inf when NaN or inf
- * meets anything else. */
-static double abs_diff(float a, float b)
-{
-    if (isnan(a) && isnan(b)) return 0.0;
-    if (isnan(a) || isnan(b)) return INFINITY;
-    if (a == b) return 0.0;
-    if (isinf(a) || isinf(b)) return INFINITY;
-    return fabs((double)a - (double)b);
-}
-
-static void compare_outputs(ly_check_result *r, const check_case *c, const output_set *ref,
-                            const output_set *got)
-{
-    for (int o = 0; o < ref->n; o++) {
-        int64_t n = ly_tensor_numel(&ref->t[o]);
-        r->elements += n;
-        if (ref->t[o].dtype != LY_F32) {
-            size_t elem = ly_dtype_size(ref->t[o].dtype);
-            for (int64_t i = 0; i < n; i++) {
-                const uint8_t *a = (const uint8_t *)ref->t[o].data + (size_t)i * elem;
-                const uint8_t *b = (const uint8_t *)got->t[o].data + (size_t)i * elem;
-                if (memcmp(a, b, elem) != 0) {
-                    r->bit_differences++;
-                    record_mismatch(r, c, o, &ref->t[o], i, a[0], b[0]);
-                }
-            }
-            continue;
-        }
-        const uint32_t *a = ref->t[o].data, *b = got->t[o].data;
-        for (int64_t i = 0; i < n; i++) {
-            if (a[i] == b[i]) continue;
-            r->bit_differences++;
-            double diff = abs_diff(bits_f32(a[i]), bits_f32(b[i]));
-            if (diff > r->max_abs_diff) r->max_abs_diff = diff;
-            bool ok = !r->exact && (diff <= r->tolerance);
-            if (!ok) record_mismatch(r, c, o, &ref->t[o], i, a[i], b[i]);
-        }
-    }
-}
-
-static bool is_decline(ly_status st)
-{
-    return st == LY_E_DECLINED || st == LY_E_UNAVAILABLE;
-}
-
 static const uint32_t REFERENCE_CANARY = 0x7FB0B0B0u, IMPL_CANARY = 0x7FBADBADu;
 
-static bool run_case(const case_spec *spec, void *user)
-{
-    slot_run *run = user;
-    check_case c = {.spec = *spec};
-    output_set ref = {0}, got = {0};
-    materialize(&c, run->slot, run->tables);
-    for (int i = 0; !c.out_of_memory && i < c.n_in; i++) {
-        if (c.absent[i]) continue;
-        c.in[i].pristine = malloc(c.in[i].bytes + 1);
-        if (!c.in[i].pristine)
-            c.out_of_memory = true;
-        else
-            memcpy(c.in[i].pristine, c.in[i].t.data, c.in[i].bytes);
-    }
-    if (c.out_of_memory) {
-        run->fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                                  run->slot, c.name);
-        goto done;
-    }
+/* ---- the run ------------------------------------------------------------------------ */
 
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    for (int i = 0; i < c.n_in; i++)
-        call.in[i] = c.absent[i] ? NULL : &c.in[i].t;
-    call.params = c.params;
-    call.threads = run->opt->threads;
-
-    ly_tensor shapes_out[LY_KERNEL_MAX_OUTPUTS];
-    int n_out = 0;
-    if (ly_kernel_infer_outputs(run->slot, &call, shapes_out, &n_out) != LY_OK) {
-        for (int k = 0; k < run->n_impls; k++)
-            if (!run->impls[k].result.skipped) run->impls[k].result.rejected++;
-        ly_clear_error();
-        goto done;
-    }
-    bool misaligned = spec->ordinal & 1;
-    if (!outputs_alloc(&ref, shapes_out, n_out, misaligned) ||
-        !outputs_alloc(&got, shapes_out, n_out, misaligned)) {
-        run->fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                                  run->slot, c.name);
-        goto done;
-    }
-    for (int i = 0; i < n_out; i++)
-        call.out[i] = &ref.t[i];
-    outputs_fill(&ref, REFERENCE_CANARY);
-    ly_status st = ly_kernel_run_impl(run->slot, "reference", &call);
-    int guard_out = 0;
-    int64_t guard = outputs_guard_broken(&ref, &guard_out);
-    int modified = inputs_modified(&c);
-    if (st != LY_OK || guard >= 0 || modified >= 0) {
-        for (int k = 0; k < run->n_impls; k++) {
-            ly_check_result *r = &run->impls[k].result;
-            if (r->skipped) continue;
-            if (st != LY_OK)
-                note_error(r, "reference failed on case '%s': %s: %s", c.name, ly_status_name(st),
-                           ly_last_error());
-            else if (guard >= 0)
-                note_error(r, "reference wrote past the end of out[%d] on case '%s'", guard_out,
-                           c.name);
-            else
-                note_error(r, "reference modified in[%d] on case '%s'", modified, c.name);
-        }
-        goto done;
-    }
-
-    for (int k = 0; k < run->n_impls; k++) {
-        ly_check_result *r = &run->impls[k].result;
-        if (r->skipped) continue;
-        for (int i = 0; i < n_out; i++)
-            call.out[i] = &got.t[i];
-        outputs_fill(&got, IMPL_CANARY);
-        st = ly_kernel_run_impl(run->slot, run->impls[k].name, &call);
-        if (is_decline(st)) {
-            r->declined++;
-            ly_clear_error();
-            continue;
-        }
-        if (st != LY_OK) {
-            note_error(r, "failed on case '%s': %s: %s", c.name, ly_status_name(st),
-                       ly_last_error());
-            continue;
-        }
-        r->cases++;
-        modified = inputs_modified(&c);
-        if (modified >= 0) {
-            note_error(r, "modified in[%d] on case '%s'", modified, c.name);
-            restore_inputs(&c);
-        }
-        guard = outputs_guard_broken(&got, &guard_out);
-        if (guard >= 0)
-            note_error(r, "wrote past the end of out[%d] (guard byte %" PRId64 ") on case '%s'",
-                       guard_out, guard, c.name);
-        compare_outputs(r, &c, &ref, &got);
-    }
-
-done:
-    outputs_free(&ref);
-    outputs_free(&got);
-    case_free(&c);
-    run->done++;
-    if (run->opt->progress)
-        run->opt->progress(run->slot, run->done, run->total, run->opt->progress_user);
-    return run->fatal == LY_OK;
-}
-
-static bool count_spec(const case_spec *spec, void *user)
-{
-    (void)spec;
-    (*(int64_t *)user)++;
-    return true;
-}
-
-/* ---- Per slot ------------------------------------------------------------------ */
-
-typedef struct listed_impl {
+typedef struct impl_state {
     char name[64];
-    bool eligible;
-    char why_not[128];
-} listed_impl;
+    const ly_impl *impl; /* NULL when skipped */
+    ly_check_result result;
+} impl_state;
 
-typedef struct impl_listing {
-    listed_impl *items;
+struct ly_check_run {
+    ly_op op;
+    const ly_op_def *def;
+    const ly_check_options *opt;
+    impl_state *impls;
+    int n_impls;
+    int64_t total, done;
+};
+
+typedef struct listing {
+    impl_state *items;
     int n, cap;
+    const ly_check_options *opt;
     bool out_of_memory;
-} impl_listing;
-
-static void on_listed(const char *slot, const char *impl, bool eligible, const char *why_not,
-                      void *user)
-{
-    (void)slot;
-    impl_listing *l = user;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 8;
-        listed_impl *grown = realloc(l->items, (size_t)cap * sizeof *grown);
-        if (!grown) {
-            l->out_of_memory = true;
-            return;
-        }
-        l->items = grown;
-        l->cap = cap;
-    }
-    listed_impl *it = &l->items[l->n++];
-    snprintf(it->name, sizeof it->name, "%s", impl);
-    it->eligible = eligible;
-    snprintf(it->why_not, sizeof it->why_not, "%s", why_not ? why_not : "");
-}
-
-static void result_init(ly_check_result *r, const char *slot, const char *impl, bool backward)
-{
-    memset(r, 0, sizeof *r);
-    r->slot = slot;
-    r->impl = impl;
-    r->exact = !backward;
-    r->tolerance = backward ? LY_CHECK_BACKWARD_TOLERANCE : 0.0;
-}
+} listing;
 
 static bool impl_selected(const ly_check_options *opt, const char *name)
 {
@@ -1201,90 +138,612 @@ static bool impl_selected(const ly_check_options *opt, const char *name)
     return strcmp(name, "reference") != 0;
 }
 
-static ly_status check_slot(const char *slot, const ly_check_options *opt,
-                            const value_tables *tables, ly_check_report_fn report, void *user,
-                            int *n_matched)
+static void on_listed(const char *slot, const char *impl, bool eligible, const char *why_not,
+                      void *user)
 {
-    if (strncmp(slot, "ms_deform_attn", 14) == 0)
-        return ly_check_msda_slot(slot, opt, report, user, n_matched);
-    if (strncmp(slot, "sdpa", 4) == 0)
-        return ly_check_sdpa_slot(slot, opt, report, user, n_matched);
-    if (ly_check_is_nn_slot(slot)) return ly_check_nn_slot(slot, opt, report, user, n_matched);
-    impl_listing listing = {0};
-    ly_status st = ly_kernel_list(slot, on_listed, &listing);
-    if (st == LY_OK && listing.out_of_memory)
-        st = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: out of memory", slot);
+    listing *l = user;
+    if (!impl_selected(l->opt, impl)) return;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 8;
+        impl_state *grown = realloc(l->items, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            l->out_of_memory = true;
+            return;
+        }
+        l->items = grown;
+        l->cap = cap;
+    }
+    impl_state *s = &l->items[l->n++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", impl);
+    s->result.slot = slot;
+    if (!eligible) {
+        s->result.skipped = true;
+        snprintf(s->result.why_skipped, sizeof s->result.why_skipped, "%s", why_not);
+    }
+}
+
+static void result_rule(ly_check_result *r, const ly_op_def *def)
+{
+    r->exact = def->parity == LY_PARITY_EXACT;
+    r->relative = def->parity == LY_PARITY_TOLERANCE;
+    r->tolerance = def->tolerance;
+}
+
+/* The registry entry behind a listed name (resolved under no selection filter:
+ * listing already applied it). */
+static const ly_impl *find_listed(ly_op op, const char *name)
+{
+    ly_selection all;
+    snprintf(all.text, sizeof all.text, "%s", name);
+    const ly_impl *impl = NULL;
+    /* With the selection set to its own name, select() returns it (or the
+     * reference, for an implementation that declines every call shape). */
+    if (ly_kernel_select(op, &all, NULL, &impl) != LY_OK) return NULL;
+    return strcmp(ly_impl_name(impl), name) == 0 ? impl : NULL;
+}
+
+ly_status ly_check_run_begin(ly_op op, const ly_check_options *opt, int64_t total_cases,
+                             ly_check_run **out, int *n_matched)
+{
+    *out = NULL;
+    const ly_op_def *def = ly_op_def_of(op);
+    ly_check_run *run = calloc(1, sizeof *run);
+    if (!run) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+    listing l = {.opt = opt};
+    ly_status st = ly_kernel_list(def->name, on_listed, &l);
+    if (st == LY_OK && l.out_of_memory)
+        st = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: out of memory", def->name);
     if (st != LY_OK) {
-        free(listing.items);
+        free(l.items);
+        free(run);
         return st;
     }
-    slot_run run = {.slot = slot,
-                    .kind = kind_of(slot),
-                    .backward = is_backward(slot),
-                    .opt = opt,
-                    .tables = tables};
-    /* Every listed implementation gets a result, in the registry's order (newest
-     * first); the eligible ones run together, sharing inputs and the reference's
-     * output. */
-    impl_state *states = calloc((size_t)listing.n + 1, sizeof *states);
-    if (!states) {
-        free(listing.items);
-        return ly_set_error(LY_E_NO_MEMORY, "parity check: %s: out of memory", slot);
-    }
-    int n_states = 0, n_runnable = 0;
-    for (int i = 0; i < listing.n; i++) {
-        const listed_impl *it = &listing.items[i];
-        if (!impl_selected(opt, it->name)) continue;
-        impl_state *s = &states[n_states++];
-        snprintf(s->name, sizeof s->name, "%s", it->name);
-        result_init(&s->result, slot, s->name, run.backward);
-        if (!it->eligible) {
-            s->result.skipped = true;
-            snprintf(s->result.why_skipped, sizeof s->result.why_skipped, "%s", it->why_not);
-        } else if (run.kind == K_UNKNOWN) {
+    for (int i = 0; i < l.n; i++) {
+        impl_state *s = &l.items[i];
+        s->result.impl = s->name;
+        result_rule(&s->result, def);
+        if (!s->result.skipped) s->impl = find_listed(op, s->name);
+        if (!s->result.skipped && !s->impl) {
             s->result.skipped = true;
             snprintf(s->result.why_skipped, sizeof s->result.why_skipped,
-                     "the harness has no cases for this slot");
-        } else {
-            n_runnable++;
+                     "not eligible on this machine");
         }
     }
-    *n_matched += n_states;
-    run.impls = states;
-    run.n_impls = n_states;
-    if (n_runnable > 0) {
-        enumerate_specs(run.kind, run.backward, opt->size, count_spec, &run.total);
-        enumerate_specs(run.kind, run.backward, opt->size, run_case, &run);
+    ly_clear_error();
+    run->op = op;
+    run->def = def;
+    run->opt = opt;
+    run->impls = l.items;
+    run->n_impls = l.n;
+    run->total = total_cases;
+    *n_matched += l.n;
+    *out = run;
+    return LY_OK;
+}
+
+bool ly_check_run_active(const ly_check_run *run)
+{
+    for (int i = 0; i < run->n_impls; i++)
+        if (!run->impls[i].result.skipped) return true;
+    return false;
+}
+
+void ly_check_run_end(ly_check_run *run, ly_check_report_fn report, void *user)
+{
+    if (!run) return;
+    for (int i = 0; report && i < run->n_impls; i++)
+        report(&run->impls[i].result, user);
+    free(run->impls);
+    free(run);
+}
+
+/* ---- comparing ----------------------------------------------------------------------- */
+
+typedef struct case_ctx {
+    const char *name;
+    ly_check_describe_fn describe;
+    const void *describe_user;
+} case_ctx;
+
+static void shape_text(const ly_tensor *t, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < t->ndim && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%" PRId64, i ? "," : "", t->shape[i]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+}
+
+static void record_mismatch(ly_check_result *r, const case_ctx *c, int out_index,
+                            const ly_tensor *out, int64_t index, uint32_t ref_bits,
+                            uint32_t impl_bits, double tolerance)
+{
+    r->mismatches++;
+    if (r->n_shown >= LY_CHECK_MAX_SHOWN) return;
+    ly_check_mismatch *m = &r->shown[r->n_shown++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->case_name, sizeof m->case_name, "%s", c->name);
+    shape_text(out, m->shape, sizeof m->shape);
+    m->output = out_index;
+    m->index = index;
+    if (c->describe)
+        c->describe(c->describe_user, out_index, index, m->inputs, sizeof m->inputs);
+    else if (tolerance > 0.0)
+        snprintf(m->inputs, sizeof m->inputs, "tolerance %.3g", tolerance);
+    m->reference_bits = ref_bits;
+    m->impl_bits = impl_bits;
+    m->reference = bits_f32(ref_bits);
+    m->impl = bits_f32(impl_bits);
+}
+
+static void compare_outputs(ly_check_result *r, const case_ctx *c, const output_set *ref,
+                            const output_set *got)
+{
+    for (int o = 0; o < ref->n; o++) {
+        int64_t n = ly_tensor_numel(&ref->t[o]);
+        r->elements += n;
+        if (ref->t[o].dtype != LY_F32) { /* indices, masks, codes: exact always */
+            size_t elem = ly_dtype_size(ref->t[o].dtype);
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t *a = (const uint8_t *)ref->t[o].data + (size_t)i * elem;
+                const uint8_t *b = (const uint8_t *)got->t[o].data + (size_t)i * elem;
+                if (memcmp(a, b, elem) != 0) {
+                    r->bit_differences++;
+                    record_mismatch(r, c, o, &ref->t[o], i, a[0], b[0], 0.0);
+                }
+            }
+            continue;
+        }
+        const uint32_t *a = ref->t[o].data, *b = got->t[o].data;
+        double tolerance = r->tolerance;
+        if (r->relative) {
+            double scale = 1.0;
+            for (int64_t i = 0; i < n; i++) {
+                double v = fabs((double)bits_f32(a[i]));
+                if (v > scale && isfinite(v)) scale = v;
+            }
+            tolerance *= scale;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            if (a[i] == b[i]) continue;
+            r->bit_differences++;
+            double diff = ly_check_abs_diff(bits_f32(a[i]), bits_f32(b[i]));
+            if (diff > r->max_abs_diff) r->max_abs_diff = diff;
+            bool ok = !r->exact && diff <= tolerance;
+            if (!ok) record_mismatch(r, c, o, &ref->t[o], i, a[i], b[i], tolerance);
+        }
     }
-    st = run.fatal;
-    if (st == LY_OK && report)
-        for (int i = 0; i < n_states; i++)
-            report(&states[i].result, user);
-    free(states);
-    free(listing.items);
+}
+
+/* ---- inputs: snapshots, to catch writes --------------------------------------------- */
+
+typedef struct snapshot {
+    void *copy[LY_KERNEL_MAX_INPUTS];
+    size_t bytes[LY_KERNEL_MAX_INPUTS];
+} snapshot;
+
+static bool snapshot_take(snapshot *s, const ly_kernel_call *call)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++) {
+        const ly_tensor *t = call->in[i];
+        if (!t || !t->data) continue;
+        s->bytes[i] = (size_t)ly_tensor_numel(t) * ly_dtype_size(t->dtype);
+        s->copy[i] = malloc(s->bytes[i] + 1);
+        if (!s->copy[i]) return false;
+        memcpy(s->copy[i], t->data, s->bytes[i]);
+    }
+    return true;
+}
+
+static int snapshot_changed(const snapshot *s, const ly_kernel_call *call)
+{
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        if (s->copy[i] && memcmp(call->in[i]->data, s->copy[i], s->bytes[i]) != 0) return i;
+    return -1;
+}
+
+static void snapshot_restore(const snapshot *s, const ly_kernel_call *call)
+{
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        if (s->copy[i]) memcpy(call->in[i]->data, s->copy[i], s->bytes[i]);
+}
+
+static void snapshot_free(snapshot *s)
+{
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        free(s->copy[i]);
+}
+
+static bool is_decline(ly_status st)
+{
+    return st == LY_E_DECLINED || st == LY_E_UNAVAILABLE;
+}
+
+/* After an implementation's run into `got`: inputs untouched, guards intact, then
+ * the values. */
+static void check_run(ly_check_result *r, const case_ctx *c, const snapshot *snap,
+                      const ly_kernel_call *call, const output_set *ref, const output_set *got,
+                      const char *how)
+{
+    r->cases++;
+    int modified = snapshot_changed(snap, call);
+    if (modified >= 0) {
+        ly_check_note_error(r, "modified in[%d] on case '%s'%s", modified, c->name, how);
+        snapshot_restore(snap, call);
+    }
+    int guard_out = 0;
+    int64_t guard = outputs_guard_broken(got, &guard_out);
+    if (guard >= 0)
+        ly_check_note_error(r,
+                            "wrote past the end of out[%d] (guard byte %" PRId64 ") on case '%s'%s",
+                            guard_out, guard, c->name, how);
+    compare_outputs(r, c, ref, got);
+}
+
+/* ---- the stateful form, with every layout it offers ---------------------------------- */
+
+/* The layout combinations worth a run: plain; each input blocked alone where
+ * offered; the output blocked; everything blocked. Returns how many were written. */
+static int layout_plans(const ly_kernel_layouts *lay, const ly_kernel_call *call, uint32_t constant,
+                        ly_kernel_prepare_info plans[8])
+{
+    int n = 0;
+    ly_kernel_prepare_info plain = {0};
+    plans[n++] = plain;
+    ly_layout want = lay->preferred != LY_LAYOUT_PLAIN ? lay->preferred : LY_LAYOUT_NCHW8C;
+    ly_layout options[2] = {want, want == LY_LAYOUT_NCHW8C ? LY_LAYOUT_NCHW16C : LY_LAYOUT_NCHW8C};
+    for (int k = 0; k < 2; k++) {
+        ly_layout l = options[k];
+        uint32_t bit = LY_LAYOUT_BIT(l);
+        bool out_ok = (lay->out[0] & bit) && ly_layout_fits(l, call->out[0]);
+        bool in_ok = (lay->in[0] & bit) && ly_layout_fits(l, call->in[0]) && !(constant & 1u);
+        ly_kernel_prepare_info p = {0};
+        if (in_ok && n < 8) {
+            p.in_layout[0] = l;
+            plans[n++] = p;
+        }
+        if (out_ok && n < 8) {
+            p = (ly_kernel_prepare_info){0};
+            p.out_layout[0] = l;
+            for (int i = 1; i < LY_KERNEL_MAX_INPUTS; i++)
+                if (call->in[i] && (lay->tied & (1u << i))) p.in_layout[i] = l;
+            plans[n++] = p;
+        }
+        if (in_ok && out_ok && n < 8) {
+            p.in_layout[0] = l;
+            plans[n++] = p;
+        }
+    }
+    return n;
+}
+
+/* Run `impl`'s stateful form on `call` as `plan` lays it out: blocked inputs are
+ * reordered copies, blocked outputs are reordered back into `got`. */
+static ly_status run_prepared(const ly_impl *impl, const ly_kernel_call *call, uint32_t constant,
+                              ly_kernel_prepare_info plan, output_set *got)
+{
+    const ly_kernel_stateful *sf = ly_impl_stateful(impl);
+    ly_kernel_call c = *call;
+    ly_tensor in_copy[LY_KERNEL_MAX_INPUTS], out_copy[LY_KERNEL_MAX_OUTPUTS];
+    float *buffers[LY_KERNEL_MAX_INPUTS + LY_KERNEL_MAX_OUTPUTS] = {0};
+    ly_status st = LY_OK;
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS && st == LY_OK; i++) {
+        if (!call->in[i] || plan.in_layout[i] == LY_LAYOUT_PLAIN) continue;
+        in_copy[i] = *call->in[i];
+        buffers[i] = malloc((size_t)ly_tensor_numel(&in_copy[i]) * sizeof(float) + 64);
+        if (!buffers[i])
+            st = ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+        else {
+            ly_layout_reorder(call->in[i]->data, LY_LAYOUT_PLAIN, buffers[i], plan.in_layout[i],
+                              in_copy[i].shape);
+            in_copy[i].data = buffers[i];
+            c.in[i] = &in_copy[i];
+        }
+    }
+    for (int i = 0; i < got->n && st == LY_OK; i++) {
+        if (plan.out_layout[i] == LY_LAYOUT_PLAIN) continue;
+        out_copy[i] = got->t[i];
+        float *b = malloc((size_t)ly_tensor_numel(&out_copy[i]) * sizeof(float) + 64);
+        buffers[LY_KERNEL_MAX_INPUTS + i] = b;
+        if (!b)
+            st = ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+        else {
+            out_copy[i].data = b;
+            c.out[i] = &out_copy[i];
+        }
+    }
+    plan.constant_inputs = constant;
+    plan.threads = ly_threads_resolve(call->threads);
+    void *state = NULL;
+    if (st == LY_OK) st = sf->prepare(&c, &plan, &state);
+    if (st == LY_OK) {
+        st = sf->run(state, &c);
+        sf->release(state);
+    }
+    for (int i = 0; i < got->n && st == LY_OK; i++)
+        if (plan.out_layout[i] != LY_LAYOUT_PLAIN)
+            ly_layout_reorder(out_copy[i].data, plan.out_layout[i], got->t[i].data, LY_LAYOUT_PLAIN,
+                              got->t[i].shape);
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
     return st;
+}
+
+static const char *layout_text(const ly_kernel_prepare_info *p, char *buf, size_t size)
+{
+    static const char *const names[] = {"plain", "nChw8c", "nChw16c"};
+    snprintf(buf, size, " (prepared: in %s, out %s)", names[p->in_layout[0]],
+             names[p->out_layout[0]]);
+    return buf;
+}
+
+ly_status ly_check_run_case(ly_check_run *run, const char *name, const ly_kernel_call *call_in,
+                            uint32_t constant, bool misaligned, ly_check_describe_fn describe,
+                            const void *describe_user)
+{
+    case_ctx cc = {name, describe, describe_user};
+    ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
+    int n_out = 0;
+    ly_kernel_call call = *call_in;
+    call.threads = run->opt->threads;
+    if (!call.params) call.params = run->def->defaults;
+    output_set ref = {0}, got = {0};
+    snapshot snap;
+    memset(&snap, 0, sizeof snap);
+    ly_status fatal = LY_OK;
+    /* The contract's outputs (a call it refuses is nobody's to run). */
+    memset(shapes, 0, sizeof shapes);
+    if (run->def->contract(&call, shapes, &n_out) != LY_OK) {
+        for (int k = 0; k < run->n_impls; k++)
+            if (!run->impls[k].result.skipped) run->impls[k].result.rejected++;
+        ly_clear_error();
+        goto done;
+    }
+    if (!snapshot_take(&snap, &call) || !outputs_alloc(&ref, shapes, n_out, misaligned) ||
+        !outputs_alloc(&got, shapes, n_out, misaligned)) {
+        fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
+                             run->def->name, name);
+        goto done;
+    }
+    for (int i = 0; i < n_out; i++)
+        call.out[i] = &ref.t[i];
+    outputs_fill(&ref, REFERENCE_CANARY);
+    ly_status st = ly_kernel_run_impl(run->def->name, "reference", &call);
+    int guard_out = 0;
+    int64_t guard = outputs_guard_broken(&ref, &guard_out);
+    int modified = snapshot_changed(&snap, &call);
+    if (st != LY_OK || guard >= 0 || modified >= 0) {
+        for (int k = 0; k < run->n_impls; k++) {
+            ly_check_result *r = &run->impls[k].result;
+            if (r->skipped) continue;
+            if (st != LY_OK)
+                ly_check_note_error(r, "reference failed on case '%s': %s: %s", name,
+                                    ly_status_name(st), ly_last_error());
+            else if (guard >= 0)
+                ly_check_note_error(r, "reference wrote past the end of out[%d] on case '%s'",
+                                    guard_out, name);
+            else
+                ly_check_note_error(r, "reference modified in[%d] on case '%s'", modified, name);
+        }
+        goto done;
+    }
+
+    for (int k = 0; k < run->n_impls; k++) {
+        impl_state *is = &run->impls[k];
+        ly_check_result *r = &is->result;
+        if (r->skipped) continue;
+        for (int i = 0; i < n_out; i++)
+            call.out[i] = &got.t[i];
+        outputs_fill(&got, IMPL_CANARY);
+        st = ly_kernel_run_impl(run->def->name, is->name, &call);
+        if (is_decline(st)) {
+            r->declined++;
+            ly_clear_error();
+        } else if (st != LY_OK) {
+            ly_check_note_error(r, "failed on case '%s': %s: %s", name, ly_status_name(st),
+                                ly_last_error());
+        } else {
+            check_run(r, &cc, &snap, &call, &ref, &got, "");
+        }
+        /* The stateful form, with each layout it offers. */
+        const ly_kernel_stateful *sf = ly_impl_stateful(is->impl);
+        if (!sf || is_decline(st)) continue;
+        ly_kernel_layouts lay = {0};
+        if (sf->layouts && sf->layouts(&call, &lay) != LY_OK) memset(&lay, 0, sizeof lay);
+        ly_kernel_prepare_info plans[8];
+        int n_plans = layout_plans(&lay, &call, constant, plans);
+        for (int p = 0; p < n_plans; p++) {
+            char how[64];
+            layout_text(&plans[p], how, sizeof how);
+            outputs_fill(&got, IMPL_CANARY);
+            st = run_prepared(is->impl, &call, constant, plans[p], &got);
+            if (st == LY_E_NO_MEMORY) {
+                fatal = st;
+                goto done;
+            }
+            if (is_decline(st)) {
+                ly_clear_error();
+                continue;
+            }
+            if (st != LY_OK) {
+                ly_check_note_error(r, "failed on case '%s'%s: %s: %s", name, how,
+                                    ly_status_name(st), ly_last_error());
+                continue;
+            }
+            r->prepared++;
+            check_run(r, &cc, &snap, &call, &ref, &got, how);
+        }
+    }
+
+done:
+    outputs_free(&ref);
+    outputs_free(&got);
+    snapshot_free(&snap);
+    run->done++;
+    if (run->opt->progress)
+        run->opt->progress(run->def->name, run->done, run->total, run->opt->progress_user);
+    return fatal;
+}
+
+/* ---- building cases ----------------------------------------------------------------- */
+
+void *ly_check_case_input(ly_check_case *c, int index, ly_dtype dtype, int ndim,
+                          const int64_t *shape)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++)
+        numel *= shape[i];
+    size_t bytes = (size_t)(numel > 0 ? numel : 1) * ly_dtype_size(dtype);
+    void *data = calloc(1, bytes);
+    if (!data) return NULL;
+    free(c->in[index].data);
+    ly_tensor_init(&c->in[index], data, dtype, ndim, shape);
+    c->present[index] = true;
+    return data;
+}
+
+ly_status ly_check_case_random(ly_check_case *c, int index, int ndim, const int64_t *shape,
+                               float scale, uint64_t *seed)
+{
+    float *p = ly_check_case_input(c, index, LY_F32, ndim, shape);
+    if (!p) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+    ly_check_rng r = {*seed};
+    int64_t n = ly_tensor_numel(&c->in[index]);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)(ly_check_rng_unit(&r) * 2.0 - 1.0) * scale;
+    *seed = r.state;
+    return LY_OK;
+}
+
+void ly_check_case_params(ly_check_case *c, const void *params, size_t size)
+{
+    if (size > sizeof c->params) size = sizeof c->params;
+    memcpy(c->params, params, size);
+    c->has_params = true;
+}
+
+void ly_check_case_free(ly_check_case *c)
+{
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        free(c->in[i].data);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- ops with plain cases (ly_cases_<name>) ------------------------------------------ */
+
+static int64_t count_cases(const ly_op_def *def)
+{
+    int64_t n = 0;
+    for (int i = 0;; i++) {
+        ly_check_case c;
+        memset(&c, 0, sizeof c);
+        ly_status st = def->cases(i, &c);
+        ly_check_case_free(&c);
+        if (st != LY_OK) break;
+        n++;
+    }
+    ly_clear_error();
+    return n;
+}
+
+static ly_status check_cases_op(ly_op op, const ly_check_options *opt, ly_check_report_fn report,
+                                void *user, int *n_matched)
+{
+    const ly_op_def *def = ly_op_def_of(op);
+    ly_check_run *run;
+    ly_status st = ly_check_run_begin(op, opt, count_cases(def), &run, n_matched);
+    if (st != LY_OK) return st;
+    for (int i = 0; st == LY_OK && ly_check_run_active(run); i++) {
+        ly_check_case c;
+        memset(&c, 0, sizeof c);
+        st = def->cases(i, &c);
+        if (st == LY_E_NOT_FOUND) {
+            ly_check_case_free(&c);
+            ly_clear_error();
+            st = LY_OK;
+            break;
+        }
+        if (st == LY_OK) {
+            ly_kernel_call call;
+            ly_kernel_call_init(&call);
+            uint32_t constant = 0;
+            for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+                if (c.present[k]) call.in[k] = &c.in[k];
+                if (c.constant[k]) constant |= 1u << k;
+            }
+            call.params = c.has_params ? c.params : NULL;
+            st = ly_check_run_case(run, c.name, &call, constant, i & 1, NULL, NULL);
+        }
+        ly_check_case_free(&c);
+    }
+    ly_check_run_end(run, st == LY_OK ? report : NULL, user);
+    return st;
+}
+
+/* ---- the driver ---------------------------------------------------------------------- */
+
+/* A slot only a plugin knows: no contract, no cases. */
+typedef struct uncovered {
+    const ly_check_options *opt;
+    ly_check_report_fn report;
+    void *user;
+    int *n_matched;
+} uncovered;
+
+static void report_uncovered(const char *slot, const char *impl, bool eligible, const char *why_not,
+                             void *user)
+{
+    (void)eligible;
+    (void)why_not;
+    uncovered *u = user;
+    if (!impl_selected(u->opt, impl)) return;
+    ly_check_result r;
+    memset(&r, 0, sizeof r);
+    r.slot = slot;
+    r.impl = impl;
+    r.skipped = true;
+    snprintf(r.why_skipped, sizeof r.why_skipped, "the harness has no cases for this slot");
+    if (u->report) u->report(&r, u->user);
+    ++*u->n_matched;
+}
+
+static ly_status check_slot(const char *slot, const ly_check_options *opt,
+                            ly_check_report_fn report, void *user, int *n_matched)
+{
+    ly_op op;
+    if (ly_op_lookup(slot, &op)) {
+        switch (ly_op_def_of(op)->check) {
+        case LY_CHECK_QUANT:
+            return ly_check_quant_op(op, opt, report, user, n_matched);
+        case LY_CHECK_MSDA:
+            return ly_check_msda_op(op, opt, report, user, n_matched);
+        case LY_CHECK_SDPA:
+            return ly_check_sdpa_op(op, opt, report, user, n_matched);
+        case LY_CHECK_CASES:
+            return check_cases_op(op, opt, report, user, n_matched);
+        }
+    }
+    uncovered u = {opt, report, user, n_matched};
+    return ly_kernel_list(slot, report_uncovered, &u);
 }
 
 ly_status ly_check_parity_ex(const ly_check_options *options, ly_check_report_fn report, void *user)
 {
     if (!options) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_check_parity: options is NULL");
-    value_tables *tables = malloc(sizeof *tables);
-    if (!tables) return ly_set_error(LY_E_NO_MEMORY, "ly_check_parity: out of memory");
-    build_tables(tables);
     ly_status st = LY_OK;
     int matched = 0;
     if (options->slot) {
-        st = check_slot(options->slot, options, tables, report, user, &matched);
+        st = check_slot(options->slot, options, report, user, &matched);
     } else {
         size_t count = 0;
         st = ly_kernel_slot_count(&count);
         for (size_t i = 0; st == LY_OK && i < count; i++) {
             const char *slot = NULL;
             st = ly_kernel_slot_name(i, &slot);
-            if (st == LY_OK) st = check_slot(slot, options, tables, report, user, &matched);
+            if (st == LY_OK) st = check_slot(slot, options, report, user, &matched);
         }
     }
-    free(tables);
     if (st == LY_OK && options->impl && matched == 0)
         st = ly_set_error(LY_E_NOT_FOUND, "ly_check_parity: no implementation named '%s'%s%s",
                           options->impl, options->slot ? " in slot " : "",
@@ -1310,20 +769,21 @@ const char *ly_check_verdict(const ly_check_result *r, char *buf, size_t size)
     if (!buf || size == 0) return "";
     buf[0] = '\0';
     if (!r) return buf;
-    if (r->skipped) {
-        snprintf(buf, size, "skipped: %s", r->why_skipped);
-        return buf;
-    }
-    if (r->mismatches > 0)
-        snprintf(buf, size, "MISMATCH");
+    size_t len = 0;
+    if (r->skipped)
+        len = (size_t)snprintf(buf, size, "skipped: %s", r->why_skipped);
+    else if (r->mismatches > 0)
+        len = (size_t)snprintf(buf, size, "MISMATCH");
     else if (r->errors > 0)
-        snprintf(buf, size, "ERROR");
+        len = (size_t)snprintf(buf, size, "ERROR");
     else if (r->cases == 0)
-        snprintf(buf, size, "no cases run");
+        len = (size_t)snprintf(buf, size, "no cases run");
     else if (r->exact || r->bit_differences == 0)
-        snprintf(buf, size, "bit-identical");
+        len = (size_t)snprintf(buf, size, "bit-identical");
     else
-        snprintf(buf, size, "within %g", r->tolerance);
-    if (r->declined > 0) append(buf, size, " (%" PRId64 " declined)", r->declined);
+        len = (size_t)snprintf(buf, size, "within %g%s", r->tolerance,
+                               r->relative ? " of max(1, max|ref|)" : "");
+    if (r->declined > 0 && len < size)
+        snprintf(buf + len, size - len, " (%" PRId64 " declined)", r->declined);
     return buf;
 }

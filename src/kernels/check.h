@@ -1,30 +1,35 @@
 /*
  * The parity harness (checkasm style).
  *
- * For every slot, every registered implementation other than "reference" is run
- * on a deterministic set of cases next to the reference, each into its own
- * output buffer, and the two outputs are compared element by element:
- *   - forward and unpack slots must be BIT-identical (bit patterns are compared,
- *     so NaN payloads and the sign of zero count);
- *   - "<op>_backward" slots must agree within |diff| <= 1e-6 (NaN only with NaN).
- * Besides values, the harness also catches an implementation that leaves part
- * of its output unwritten (each run starts from a different canary), writes
- * past the end of an output (guard bytes), or modifies its inputs.
+ * For every op of the manifest, every registered implementation other than
+ * "reference" is run on a deterministic set of cases next to the reference,
+ * each into its own output buffer, and the outputs are compared by the op's
+ * parity rule (the manifest's parity column):
+ *   - EXACT: bit patterns must be identical (NaN payloads and signed zeros count);
+ *   - GRAD(t): |impl - ref| <= t, NaN only with NaN;
+ *   - TOL(t): |impl - ref| <= t * max(1, max |ref|) over each output.
+ * Besides values, the runner catches an implementation that leaves part of its
+ * output unwritten (each run starts from a different canary), writes past the
+ * end of an output (guard bytes), or modifies its inputs. Outputs are aligned
+ * or misaligned by one element, as the case asks. An implementation with a
+ * stateful form is run through it as well: prepared once per case with every
+ * layout it offers (plain, and channel-blocked inputs and outputs), its inputs
+ * reordered to that layout and its outputs back.
  *
- * Cases are shapes drawn from real models (YOLO/DETR conv and linear weights),
- * odd sizes and tails, one-element and empty tensors, times value distributions
- * (normal, outliers, subnormals, an edge-value tensor, exact rounding
- * midpoints), times the slot's operand variants (dynamic and frozen scales,
- * bits/group sizes, in_features, block-scale codes, ...). A case the slot's
- * validator rejects is counted as "rejected" and not run. Every case is seeded
- * from its name (splitmix64), so a reported case can be reproduced alone.
+ * Cases come from the op's folder (the manifest's check column): the quant
+ * harness (src/ops/quant/cases.c: real-model shapes x value distributions x
+ * operand variants, edge values, midpoints), ms_deform_attn and sdpa
+ * (src/ops/{msda,sdpa}/cases.c), or the op's own ly_cases_<name> run by this
+ * file. Every case is seeded from its name, so a reported case reproduces alone.
  */
 #ifndef LY_KERNELS_CHECK_H
 #define LY_KERNELS_CHECK_H
 
 #include "libreyolo/kernels.h"
+#include "ops/ops_internal.h"
 
-#define LY_CHECK_BACKWARD_TOLERANCE 1e-6
+#include <math.h>
+
 #define LY_CHECK_MAX_SHOWN 5
 
 typedef enum ly_check_size {
@@ -36,7 +41,7 @@ typedef enum ly_check_size {
 typedef struct ly_check_mismatch {
     char case_name[112];
     char shape[48];   /* output shape, "[128, 64, 3, 3]" */
-    int output;       /* which output of the slot (0 for every quant slot) */
+    int output;       /* which output of the slot */
     int64_t index;    /* flat index into that output; >= numel: written past the end */
     char inputs[160]; /* the input value(s) this element depends on, with hex bits */
     float reference;  /* reference value (and bits) */
@@ -51,16 +56,18 @@ typedef struct ly_check_result {
     const char *impl;
     bool skipped; /* not eligible on this machine: nothing was run */
     char why_skipped[128];
-    bool exact;       /* bit-identity required (forward/unpack) vs tolerance (backward) */
+    bool exact;       /* bit identity required */
+    bool relative;    /* tolerance scaled by max(1, max |ref|) */
     double tolerance; /* 0 when exact */
     int64_t cases;    /* cases compared */
+    int64_t prepared; /* of which through its stateful form (one per layout offered) */
     int64_t rejected; /* cases the slot's validator rejected (not run by anyone) */
     int64_t declined; /* cases this implementation declined (its predicate or LY_E_DECLINED) */
     int64_t errors;   /* runs that failed, modified inputs or wrote out of bounds */
     char first_error[256];
     int64_t elements; /* output elements compared */
     int64_t mismatches;
-    int64_t bit_differences; /* elements whose bits differ (>= mismatches; backward only) */
+    int64_t bit_differences; /* elements whose bits differ (>= mismatches) */
     double max_abs_diff;     /* over compared elements; inf when a NaN/inf disagreed */
     int n_shown;
     ly_check_mismatch shown[LY_CHECK_MAX_SHOWN];
@@ -86,25 +93,8 @@ typedef struct ly_check_options {
  * slot or implementation, no memory). */
 ly_status ly_check_parity(const char *slot_or_null, const char *impl_or_null, int threads,
                           ly_check_report_fn report, void *user);
-
 ly_status ly_check_parity_ex(const ly_check_options *options, ly_check_report_fn report,
                              void *user);
-
-/* Network-op slots (conv2d, pools, upsample, silu, sigmoid, dfl) are gated by a
- * tolerance: |impl - reference| <= LY_CHECK_NN_TOLERANCE * max(1, max|reference|)
- * (libraries sum in their own order and bring their own exp). */
-#define LY_CHECK_NN_TOLERANCE 1e-4
-bool ly_check_is_nn_slot(const char *slot);
-ly_status ly_check_nn_slot(const char *slot, const ly_check_options *options,
-                           ly_check_report_fn report, void *user, int *n_matched);
-
-/* Slots whose cases are generated next to their kernels (attention): same
- * contract as one slot of ly_check_parity_ex; *n_matched counts the
- * implementations that matched options->impl. */
-ly_status ly_check_msda_slot(const char *slot, const ly_check_options *options,
-                             ly_check_report_fn report, void *user, int *n_matched);
-ly_status ly_check_sdpa_slot(const char *slot, const ly_check_options *options,
-                             ly_check_report_fn report, void *user, int *n_matched);
 
 /* True when `result` fails the gate (any mismatch or error). */
 bool ly_check_result_failed(const ly_check_result *result);
@@ -112,5 +102,65 @@ bool ly_check_result_failed(const ly_check_result *result);
 /* Human-readable verdict: "bit-identical", "within 1e-6", "MISMATCH", "ERROR",
  * "skipped: <why>", "no cases run (all declined)". Written into buf. */
 const char *ly_check_verdict(const ly_check_result *result, char *buf, size_t size);
+
+/* ---- The shared runner (harnesses of the op folders) ------------------------------ */
+
+/* The implementations of one op that the options select, each with its result. */
+typedef struct ly_check_run ly_check_run;
+
+/* Start checking `op`: lists its implementations (skipped ones get their
+ * reason). *n_matched grows by the number the options select. */
+ly_status ly_check_run_begin(ly_op op, const ly_check_options *options, int64_t total_cases,
+                             ly_check_run **out, int *n_matched);
+/* Whether any selected implementation can run here (else there is nothing to do). */
+bool ly_check_run_active(const ly_check_run *run);
+
+/* Names the inputs behind output element `index` of output `out` (for reports). */
+typedef void (*ly_check_describe_fn)(const void *user, int out, int64_t index, char *buf,
+                                     size_t size);
+
+/* One case: `call` holds its inputs and params (its outputs are allocated here
+ * from the contract; a call the contract refuses counts as rejected). `constant`
+ * (bit i: in[i] is a weight) tells stateful forms what they may pack. Returns a
+ * failure only for what stops the harness (no memory). */
+ly_status ly_check_run_case(ly_check_run *run, const char *name, const ly_kernel_call *call,
+                            uint32_t constant, bool misaligned, ly_check_describe_fn describe,
+                            const void *describe_user);
+
+/* Report every result, free the run. */
+void ly_check_run_end(ly_check_run *run, ly_check_report_fn report, void *user);
+
+/* What the per-folder harnesses provide (the manifest's check column). */
+ly_status ly_check_quant_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
+                            void *user, int *n_matched);
+ly_status ly_check_msda_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
+                           void *user, int *n_matched);
+ly_status ly_check_sdpa_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
+                           void *user, int *n_matched);
+
+/* Counts an error; only the first one's text is kept. */
+void ly_check_note_error(ly_check_result *r, const char *fmt, ...) LY_PRINTF(2, 3);
+
+/* |a - b| where NaN matches only NaN and an infinity only itself. */
+static inline double ly_check_abs_diff(float a, float b)
+{
+    if (isnan(a) && isnan(b)) return 0.0;
+    if (isnan(a) || isnan(b)) return INFINITY;
+    if (a == b) return 0.0;
+    if (isinf(a) || isinf(b)) return INFINITY;
+    return fabs((double)a - (double)b);
+}
+
+/* ---- Building cases (ly_cases_<name>) ------------------------------------------- */
+
+/* Tensor in[index] of `c`: uniform in [-scale, scale) (f32), seeded by *seed. */
+ly_status ly_check_case_random(ly_check_case *c, int index, int ndim, const int64_t *shape,
+                               float scale, uint64_t *seed);
+/* Tensor in[index] of `c` of any dtype, zeroed (the caller fills it). */
+void *ly_check_case_input(ly_check_case *c, int index, ly_dtype dtype, int ndim,
+                          const int64_t *shape);
+/* The params to pass (copied into the case). */
+void ly_check_case_params(ly_check_case *c, const void *params, size_t size);
+void ly_check_case_free(ly_check_case *c);
 
 #endif

@@ -28,6 +28,7 @@ typedef struct staged {
     char name[64];
     ly_kernel_fn fn;
     ly_kernel_predicate predicate;
+    const ly_kernel_stateful *stateful;
 } staged;
 
 /* Only touched while the registry's providers lock is held (loading is serialised). */
@@ -53,6 +54,38 @@ static ly_status stage_register(const char *slot, const char *name, ly_kernel_fn
     snprintf(s->name, sizeof s->name, "%s", name);
     s->fn = fn;
     s->predicate = predicate;
+    s->stateful = NULL;
+    return LY_OK;
+}
+
+static ly_status stage_register_impl(const ly_kernel_impl_desc *desc)
+{
+    if (!desc || desc->struct_size < sizeof *desc)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "plugin register_impl: desc is NULL or too old");
+    if (!desc->fn && !desc->stateful)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "plugin register_impl: neither fn nor stateful is set");
+    const ly_kernel_stateful *sf = desc->stateful;
+    if (sf && (!sf->prepare || !sf->run || !sf->release))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "plugin register_impl: a stateful implementation needs prepare, run "
+                            "and release");
+    if (!desc->slot || !*desc->slot || !desc->name || !*desc->name)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "plugin register_impl: slot and name are required");
+    if (strlen(desc->slot) >= sizeof stage[0].slot || strlen(desc->name) >= sizeof stage[0].name)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "plugin register_impl: name too long");
+    if (staged_count == MAX_STAGED) {
+        stage_overflow = true;
+        return ly_set_error(LY_E_NO_MEMORY, "plugin register_impl: more than %d registrations",
+                            MAX_STAGED);
+    }
+    staged *s = &stage[staged_count++];
+    snprintf(s->slot, sizeof s->slot, "%s", desc->slot);
+    snprintf(s->name, sizeof s->name, "%s", desc->name);
+    s->fn = desc->fn;
+    s->predicate = desc->predicate;
+    s->stateful = sf;
     return LY_OK;
 }
 
@@ -111,6 +144,7 @@ static ly_status load_library(const char *path, const char *only_name,
         .run_reference = plugin_run_reference,
         .set_error = plugin_set_error,
         .capturing = ly_kernels_capturing,
+        .register_impl = stage_register_impl,
     };
     staged_count = 0;
     stage_overflow = false;
@@ -119,6 +153,13 @@ static ly_status load_library(const char *path, const char *only_name,
     ly_status st = entry(&api, &built_for);
     if (built_for != LY_KERNEL_PLUGIN_API_VERSION) {
         dlclose(handle);
+        if (built_for < 3)
+            return ly_set_error(LY_E_UNSUPPORTED,
+                                "built for plugin API version %u, this library provides version "
+                                "%u, where each op's call carries its own parameters struct "
+                                "(libreyolo/ops.h) instead of one shared ly_kernel_params: "
+                                "rebuild the plugin against this library's headers",
+                                built_for, LY_KERNEL_PLUGIN_API_VERSION);
         return ly_set_error(LY_E_UNSUPPORTED,
                             "built for plugin API version %u, this library provides version %u",
                             built_for, LY_KERNEL_PLUGIN_API_VERSION);
@@ -144,8 +185,13 @@ static ly_status load_library(const char *path, const char *only_name,
     /* The handle stays open for the life of the process: the registry holds its
      * function pointers. */
     for (size_t i = 0; i < staged_count; i++) {
-        if (ly_kernel_register(stage[i].slot, stage[i].name, stage[i].fn, stage[i].predicate) !=
-            LY_OK)
+        ly_kernel_impl_desc desc = {.struct_size = sizeof desc,
+                                    .slot = stage[i].slot,
+                                    .name = stage[i].name,
+                                    .fn = stage[i].fn,
+                                    .predicate = stage[i].predicate,
+                                    .stateful = stage[i].stateful};
+        if (ly_kernel_register_impl(&desc) != LY_OK)
             ly_log(LY_LOG_WARNING, "kernel plugin %s: registering %s/%s failed: %s", path,
                    stage[i].slot, stage[i].name, ly_last_error());
         else

@@ -9,8 +9,7 @@
  */
 #include "core/core.h"
 #include "kernels/registry_internal.h"
-#include "kernels/hub/hub.h"
-#include "kernels/slot.h"
+#include "ops/ops_internal.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -20,14 +19,17 @@
 #include <string.h>
 
 #define MAX_SLOTS 256
-#define SELECTION_MAX 64
+#define SELECTION_MAX LY_SELECTION_MAX
 
-typedef struct impl_entry {
+struct ly_impl {
     char *name;
     ly_kernel_fn fn;
     ly_kernel_predicate predicate;
+    const ly_kernel_stateful *stateful;
+    bool is_reference;
     atomic_bool disabled; /* set when it failed at run time */
-} impl_entry;
+};
+typedef struct ly_impl impl_entry;
 
 /* Every implementation of a slot, newest first. Immutable once published. */
 typedef struct impl_list {
@@ -44,9 +46,11 @@ typedef struct resolution {
     impl_entry *entries[];
 } resolution;
 
+/* Slots 0 .. LY_OP_COUNT-1 are the manifest's ops, by id; later ones are slots
+ * only a plugin knows (no contract: calls reach their implementations as given). */
 typedef struct slot {
     char *name;
-    const ly_slot_def *def; /* NULL for a slot only a plugin knows: no validation */
+    const ly_op_def *def;
     _Atomic(impl_list *) impls;
     _Atomic(resolution *) cache;
 } slot;
@@ -73,11 +77,14 @@ static void read_selection_var(const char *var, char out[SELECTION_MAX])
     out[0] = '\0';
     const char *v = getenv(var);
     if (!v) return;
-    while (isspace((unsigned char)*v)) v++;
+    while (isspace((unsigned char)*v))
+        v++;
     size_t n = strlen(v);
-    while (n > 0 && isspace((unsigned char)v[n - 1])) n--;
+    while (n > 0 && isspace((unsigned char)v[n - 1]))
+        n--;
     if (n >= SELECTION_MAX) n = SELECTION_MAX - 1;
-    for (size_t i = 0; i < n; i++) out[i] = (char)tolower((unsigned char)v[i]);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)tolower((unsigned char)v[i]);
     out[n] = '\0';
 }
 
@@ -86,6 +93,21 @@ static void read_selection(char out[SELECTION_MAX])
 {
     read_selection_var("LIBREYOLO_KERNELS", out);
     if (!out[0]) read_selection_var("LIBREYOLO_QUANT_KERNELS", out);
+}
+
+void ly_selection_read(ly_selection *selection)
+{
+    read_selection(selection->text);
+}
+
+bool ly_selection_equal(const ly_selection *a, const ly_selection *b)
+{
+    return strcmp(a->text, b->text) == 0;
+}
+
+uint64_t ly_kernel_generation(void)
+{
+    return atomic_load_explicit(&generation, memory_order_acquire);
 }
 
 static bool selection_is_reference(const char *selection)
@@ -115,7 +137,9 @@ static void retire(void *ptr)
 static slot *find_slot(const char *name)
 {
     size_t n = atomic_load_explicit(&slot_count, memory_order_acquire);
-    for (size_t i = 0; i < n; i++)
+    ly_op op;
+    if (n >= LY_OP_COUNT && ly_op_lookup(name, &op)) return slots[op];
+    for (size_t i = n >= LY_OP_COUNT ? LY_OP_COUNT : 0; i < n; i++)
         if (strcmp(slots[i]->name, name) == 0) return slots[i];
     return NULL;
 }
@@ -136,7 +160,8 @@ static slot *find_or_add_slot_locked(const char *name)
         return NULL;
     }
     s->name = copy;
-    s->def = ly_slot_def_find(name);
+    ly_op op;
+    s->def = ly_op_lookup(name, &op) ? ly_op_def_of(op) : NULL;
     atomic_init(&s->impls, empty);
     atomic_init(&s->cache, NULL);
     slots[n] = s;
@@ -158,7 +183,7 @@ static ly_status validate_slot_name(const char *fn, const char *slot_name)
 }
 
 static ly_status register_locked(const char *slot_name, const char *name, ly_kernel_fn fn,
-                                 ly_kernel_predicate predicate)
+                                 ly_kernel_predicate predicate, const ly_kernel_stateful *stateful)
 {
     slot *s = find_or_add_slot_locked(slot_name);
     if (!s)
@@ -176,6 +201,8 @@ static ly_status register_locked(const char *slot_name, const char *name, ly_ker
     e->name = copy;
     e->fn = fn;
     e->predicate = predicate;
+    e->stateful = stateful;
+    e->is_reference = strcmp(name, "reference") == 0;
     atomic_init(&e->disabled, false);
     list->count = old->count + 1;
     list->entries[0] = e; /* newest first */
@@ -184,41 +211,18 @@ static ly_status register_locked(const char *slot_name, const char *name, ly_ker
     return LY_OK;
 }
 
-/* The builtin slot tables, in registration order. */
-static const struct {
-    const ly_slot_def *defs;
-    const size_t *count;
-} builtin_tables[] = {
-    {ly_quant_slots, &ly_quant_slot_count},
-    {ly_nn_slots, &ly_nn_slot_count},
-    {ly_msda_slots, &ly_msda_slot_count},
-    {ly_sdpa_slots, &ly_sdpa_slot_count},
-};
-
+/* The manifest's ops, in its order, each with its reference. */
 static void register_builtin_slots(void)
 {
     pthread_mutex_lock(&registry_lock);
-    for (size_t t = 0; t < sizeof builtin_tables / sizeof builtin_tables[0]; t++)
-        for (size_t i = 0; i < *builtin_tables[t].count; i++) {
-            const ly_slot_def *def = &builtin_tables[t].defs[i];
-            if (register_locked(def->name, "reference", def->reference, NULL) != LY_OK)
-                ly_log(LY_LOG_ERROR, "cannot register the reference of slot '%s'", def->name);
-        }
+    for (int i = 0; i < LY_OP_COUNT; i++) {
+        const ly_op_def *def = &ly_op_defs[i];
+        if (register_locked(def->name, "reference", def->reference, NULL, NULL) != LY_OK)
+            ly_log(LY_LOG_ERROR, "cannot register the reference of slot '%s'", def->name);
+    }
     pthread_mutex_unlock(&registry_lock);
 }
 
-const ly_slot_def *ly_slot_def_find(const char *name)
-{
-    for (size_t t = 0; t < sizeof builtin_tables / sizeof builtin_tables[0]; t++)
-        for (size_t i = 0; i < *builtin_tables[t].count; i++)
-            if (strcmp(builtin_tables[t].defs[i].name, name) == 0)
-                return &builtin_tables[t].defs[i];
-    return NULL;
-}
-
-/* Out-of-tree libraries first, then the in-tree providers, so in-tree
- * implementations are newer and win when eligible (as upstream, where the
- * out-of-tree package is imported before the lazy in-tree providers). */
 static void ensure_providers(const char *selection)
 {
     pthread_once(&builtin_once, register_builtin_slots);
@@ -226,15 +230,7 @@ static void ensure_providers(const char *selection)
     if (atomic_load_explicit(&providers_loaded, memory_order_acquire)) return;
     pthread_mutex_lock(&providers_lock);
     if (!atomic_load(&providers_loaded)) {
-        ly_plugins_load();
-#ifdef LY_HAVE_AVX2_PROVIDERS
-        ly_register_quant_avx2();
-#endif
-        ly_register_nn_providers();
-        ly_register_msda_providers();
-        ly_register_sdpa_providers();
-        /* Pinned hub providers last: upstream prefers them where eligible. */
-        ly_hub_load();
+        ly_providers_load();
         atomic_store_explicit(&providers_loaded, true, memory_order_release);
     }
     pthread_mutex_unlock(&providers_lock);
@@ -268,7 +264,7 @@ bool ly_kernels_capturing(void)
  * reference serves (checked per call, never cached). */
 static bool declined_by_capture(const impl_entry *e)
 {
-    return capture_depth > 0 && strcmp(e->name, "reference") != 0;
+    return capture_depth > 0 && !e->is_reference;
 }
 
 /* LY_OK eligible; LY_E_DECLINED not (why_not set); a predicate error is warned
@@ -336,43 +332,73 @@ static resolution *get_resolution(slot *s, const char *selection)
 
 /* ---- public API ------------------------------------------------------------ */
 
+/* The call with its params, the defaults where it has none. */
+static const ly_kernel_call *with_params(const ly_op_def *def, const ly_kernel_call *call,
+                                         ly_kernel_call *resolved)
+{
+    if (call->params || !def) return call;
+    *resolved = *call;
+    resolved->params = def->defaults;
+    return resolved;
+}
+
 ly_status ly_kernel_call_init(ly_kernel_call *call)
 {
     if (!call) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_kernel_call_init: call is NULL");
-    *call = (ly_kernel_call){
-        .params = {.axis = 0,
-                   .bits = 4,
-                   .group_size = 128,
-                   .in_features = -1,
-                   .stride = {1, 1},
-                   .dilation = {1, 1},
-                   .kernel = {1, 1},
-                   .groups = 1,
-                   .activation = LY_ACT_NONE,
-                   .scale = 2,
-                   .count_include_pad = 1,
-                   .alpha = 0.01,
-                   .half_pixel_centers = 1},
-    };
+    *call = (ly_kernel_call){.params = NULL, .threads = 0};
     return LY_OK;
+}
+
+static ly_status check_registration(const char *fn, const char *slot_name, const char *name)
+{
+    ly_status st = validate_slot_name(fn, slot_name);
+    if (st != LY_OK) return st;
+    if (!name || !*name)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: slot '%s': name is empty", fn, slot_name);
+    return LY_OK;
+}
+
+static ly_status register_public(const char *slot_name, const char *name, ly_kernel_fn fn,
+                                 ly_kernel_predicate predicate, const ly_kernel_stateful *stateful)
+{
+    pthread_once(&builtin_once, register_builtin_slots);
+    pthread_mutex_lock(&registry_lock);
+    ly_status st = register_locked(slot_name, name, fn, predicate, stateful);
+    pthread_mutex_unlock(&registry_lock);
+    return st;
 }
 
 ly_status ly_kernel_register(const char *slot_name, const char *name, ly_kernel_fn fn,
                              ly_kernel_predicate predicate)
 {
-    ly_status st = validate_slot_name("ly_kernel_register", slot_name);
+    ly_status st = check_registration("ly_kernel_register", slot_name, name);
     if (st != LY_OK) return st;
-    if (!name || !*name)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_kernel_register: slot '%s': name is empty",
-                            slot_name);
     if (!fn)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_kernel_register: slot '%s': fn is NULL",
                             slot_name);
-    pthread_once(&builtin_once, register_builtin_slots);
-    pthread_mutex_lock(&registry_lock);
-    st = register_locked(slot_name, name, fn, predicate);
-    pthread_mutex_unlock(&registry_lock);
-    return st;
+    return register_public(slot_name, name, fn, predicate, NULL);
+}
+
+ly_status ly_kernel_register_impl(const ly_kernel_impl_desc *desc)
+{
+    if (!desc || desc->struct_size < sizeof *desc)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_kernel_register_impl: desc is NULL or older than this library "
+                            "(struct_size %u, expected %zu)",
+                            desc ? desc->struct_size : 0u, sizeof *desc);
+    ly_status st = check_registration("ly_kernel_register_impl", desc->slot, desc->name);
+    if (st != LY_OK) return st;
+    const ly_kernel_stateful *sf = desc->stateful;
+    if (sf && (!sf->prepare || !sf->run || !sf->release))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_kernel_register_impl: slot '%s', '%s': a stateful implementation "
+                            "needs prepare, run and release",
+                            desc->slot, desc->name);
+    if (!desc->fn && !sf)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_kernel_register_impl: slot '%s', '%s': neither fn nor stateful",
+                            desc->slot, desc->name);
+    return register_public(desc->slot, desc->name, desc->fn, desc->predicate, sf);
 }
 
 ly_status ly_kernel_unregister(const char *slot_name, const char *name)
@@ -396,7 +422,8 @@ ly_status ly_kernel_unregister(const char *slot_name, const char *name)
     }
     list->count = 0;
     for (size_t i = 0; i < old->count; i++)
-        if (strcmp(old->entries[i]->name, name) != 0) list->entries[list->count++] = old->entries[i];
+        if (strcmp(old->entries[i]->name, name) != 0)
+            list->entries[list->count++] = old->entries[i];
     publish_impls_locked(s, list);
     pthread_mutex_unlock(&registry_lock);
     return LY_OK;
@@ -421,6 +448,13 @@ static ly_status lookup(const char *fn, const char *slot_name, char selection[SE
     return LY_OK;
 }
 
+/* The same for a manifest op: no name to look up. */
+static slot *op_slot(ly_op op, const char *selection)
+{
+    ensure_providers(selection);
+    return (unsigned)op < LY_OP_COUNT ? slots[op] : NULL;
+}
+
 ly_status ly_kernel_iter(const char *slot_name, const ly_kernel_call *call,
                          ly_kernel_visit_fn visit, void *user)
 {
@@ -429,6 +463,8 @@ ly_status ly_kernel_iter(const char *slot_name, const ly_kernel_call *call,
     ly_status st = lookup("ly_kernel_iter", slot_name, selection, &s);
     if (st != LY_OK) return st;
     if (!visit) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_kernel_iter: visit is NULL");
+    ly_kernel_call resolved;
+    if (call) call = with_params(s->def, call, &resolved);
     resolution *r = get_resolution(s, selection);
     if (!r) return ly_set_error(LY_E_NO_MEMORY, "ly_kernel_iter: out of memory");
     for (size_t i = 0; i < r->count; i++) {
@@ -445,6 +481,7 @@ ly_status ly_kernel_iter(const char *slot_name, const ly_kernel_call *call,
 typedef struct first_hit {
     const char *name;
     ly_kernel_fn fn;
+    bool found;
 } first_hit;
 
 static bool take_first(const char *name, ly_kernel_fn fn, void *user)
@@ -452,20 +489,20 @@ static bool take_first(const char *name, ly_kernel_fn fn, void *user)
     first_hit *hit = user;
     hit->name = name;
     hit->fn = fn;
+    hit->found = true;
     return false;
 }
 
 ly_status ly_kernel_resolve(const char *slot_name, const ly_kernel_call *call,
                             const char **name_out, ly_kernel_fn *fn_out)
 {
-    first_hit hit = {NULL, NULL};
+    first_hit hit = {NULL, NULL, false};
     ly_status st = ly_kernel_iter(slot_name, call, take_first, &hit);
     if (st != LY_OK) return st;
     if (name_out) *name_out = hit.name;
     if (fn_out) *fn_out = hit.fn;
-    if (!hit.fn)
-        return ly_set_error(LY_E_UNAVAILABLE, "slot '%s': no eligible implementation",
-                            slot_name);
+    if (!hit.found)
+        return ly_set_error(LY_E_UNAVAILABLE, "slot '%s': no eligible implementation", slot_name);
     return LY_OK;
 }
 
@@ -529,39 +566,64 @@ ly_status ly_kernel_slot_name(size_t index, const char **name)
     return LY_OK;
 }
 
+static ly_status infer_with(const ly_op_def *def, const ly_kernel_call *call,
+                            ly_tensor outputs[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+{
+    memset(outputs, 0, LY_KERNEL_MAX_OUTPUTS * sizeof outputs[0]);
+    *n_out = 0;
+    ly_kernel_call resolved;
+    return def->contract(with_params(def, call, &resolved), outputs, n_out);
+}
+
 ly_status ly_kernel_infer_outputs(const char *slot_name, const ly_kernel_call *call,
                                   ly_tensor outputs[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
     if (!slot_name || !call || !outputs || !n_out)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "ly_kernel_infer_outputs: slot, call, outputs and n_out are required");
-    const ly_slot_def *def = ly_slot_def_find(slot_name);
-    if (!def)
+    ly_op op;
+    if (!ly_op_lookup(slot_name, &op))
         return ly_set_error(LY_E_NOT_FOUND, "slot '%s' is unknown or has no contract", slot_name);
-    memset(outputs, 0, LY_KERNEL_MAX_OUTPUTS * sizeof outputs[0]);
-    *n_out = 0;
-    return def->infer(call, outputs, n_out);
+    return infer_with(ly_op_def_of(op), call, outputs, n_out);
 }
 
 /* Check the inputs (through the slot's contract) and that the caller's outputs
- * have the shapes and dtypes the contract gives. */
-static ly_status validate_call(const slot *s, const ly_kernel_call *call)
+ * have the shapes and dtypes the contract gives; *use is the call to run. */
+static ly_status validate_call(const slot *s, const ly_kernel_call *call, ly_kernel_call *resolved,
+                               const ly_kernel_call **use)
 {
+    *use = call;
     if (!call) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call is NULL", s->name);
     if (!s->def) return LY_OK;
+    *use = with_params(s->def, call, resolved);
     ly_tensor expected[LY_KERNEL_MAX_OUTPUTS];
     int n_out = 0;
-    ly_status st = ly_kernel_infer_outputs(s->name, call, expected, &n_out);
+    ly_status st = infer_with(s->def, *use, expected, &n_out);
     if (st != LY_OK) return st;
+    static const char *const names[LY_KERNEL_MAX_OUTPUTS] = {"out[0]", "out[1]", "out[2]"};
     for (int i = 0; i < n_out; i++) {
-        char what[96];
-        snprintf(what, sizeof what, "%s: out[%d]", s->name, i);
-        st = ly_check_tensor(call->out[i], what, expected[i].dtype);
+        st = ly_check_operand(call->out[i], s->name, names[i], expected[i].dtype);
         if (st != LY_OK) return st;
-        st = ly_check_same_shape(&expected[i], "the slot's output", call->out[i], what);
-        if (st != LY_OK) return st;
+        bool same = call->out[i]->ndim == expected[i].ndim;
+        for (int d = 0; same && d < expected[i].ndim; d++)
+            same = call->out[i]->shape[d] == expected[i].shape[d];
+        if (!same) {
+            char what[96];
+            snprintf(what, sizeof what, "%s: %s", s->name, names[i]);
+            return ly_check_same_shape(&expected[i], "the slot's output", call->out[i], what);
+        }
     }
     return LY_OK;
+}
+
+ly_status ly_kernel_validate(ly_op op, const ly_kernel_call *call, ly_kernel_call *resolved,
+                             const ly_kernel_call **use)
+{
+    pthread_once(&builtin_once, register_builtin_slots);
+    if ((unsigned)op >= LY_OP_COUNT)
+        return ly_set_error(LY_E_NOT_FOUND, "ly_kernel_validate: op %d is not in the manifest",
+                            (int)op);
+    return validate_call(slots[op], call, resolved, use);
 }
 
 static impl_entry *find_impl(const slot *s, const char *name)
@@ -572,15 +634,116 @@ static impl_entry *find_impl(const slot *s, const char *name)
     return NULL;
 }
 
+/* ---- running one implementation ------------------------------------------------ */
+
+ly_status ly_impl_run(const ly_impl *e, const ly_kernel_call *call)
+{
+    if (e->fn) return e->fn(call);
+    /* Stateful only: prepare, run and release for this one call. */
+    ly_kernel_prepare_info info = {.threads = ly_threads_resolve(call->threads)};
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        if (call->in[i]) info.constant_inputs |= 1u << i;
+    void *state = NULL;
+    ly_status st = e->stateful->prepare(call, &info, &state);
+    if (st != LY_OK) return st;
+    st = e->stateful->run(state, call);
+    e->stateful->release(state);
+    return st;
+}
+
+const char *ly_impl_name(const ly_impl *impl)
+{
+    return impl->name;
+}
+
+ly_kernel_fn ly_impl_fn(const ly_impl *impl)
+{
+    return impl->fn;
+}
+
+const ly_kernel_stateful *ly_impl_stateful(const ly_impl *impl)
+{
+    return impl->stateful;
+}
+
+bool ly_impl_is_reference(const ly_impl *impl)
+{
+    return impl->is_reference;
+}
+
+static void disable(const slot *s, impl_entry *e, ly_status st)
+{
+    atomic_store(&e->disabled, true);
+    atomic_fetch_add(&generation, 1); /* plans made with it are stale */
+    char key[256];
+    snprintf(key, sizeof key, "failed:%s:%s", s->name, e->name);
+    ly_warn_once(key,
+                 "kernel '%s' for slot '%s' failed (%s: %s); it is disabled for this "
+                 "process and the next implementation takes over",
+                 e->name, s->name, ly_status_name(st), ly_last_error());
+}
+
+/* Walk r's entries from `from`, running the first that accepts the call. */
+static ly_status run_from(slot *s, resolution *r, size_t from, const ly_kernel_call *call,
+                          const char *selection)
+{
+    for (size_t i = from; i < r->count; i++) {
+        impl_entry *e = r->entries[i];
+        const char *why_not;
+        if (atomic_load_explicit(&e->disabled, memory_order_relaxed)) continue;
+        if (declined_by_capture(e)) continue;
+        if (check_predicate(s, e, call, &why_not) != LY_OK) continue;
+        ly_status st = ly_impl_run(e, call);
+        if (st == LY_OK) return LY_OK;
+        if (st == LY_E_DECLINED) continue;
+        /* The reference defines the result, errors included. */
+        if (e->is_reference) return st;
+        disable(s, e, st);
+    }
+    return ly_set_error(LY_E_UNAVAILABLE,
+                        "%s: no implementation accepted this call (LIBREYOLO_KERNELS='%s')",
+                        s->name, selection);
+}
+
+static ly_status dispatch_on(slot *s, const ly_kernel_call *call, const char *selection)
+{
+    ly_kernel_call resolved;
+    const ly_kernel_call *use;
+    ly_status st = validate_call(s, call, &resolved, &use);
+    if (st != LY_OK) return st;
+    resolution *r = get_resolution(s, selection);
+    if (!r) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", s->name);
+    return run_from(s, r, 0, use, selection);
+}
+
 ly_status ly_kernel_dispatch(const char *slot_name, const ly_kernel_call *call)
 {
     char selection[SELECTION_MAX];
     slot *s;
     ly_status st = lookup("ly_kernel_dispatch", slot_name, selection, &s);
     if (st != LY_OK) return st;
-    st = validate_call(s, call);
-    if (st != LY_OK) return st;
-    resolution *r = get_resolution(s, selection);
+    return dispatch_on(s, call, selection);
+}
+
+ly_status ly_kernel_dispatch_op(ly_op op, const ly_kernel_call *call)
+{
+    char selection[SELECTION_MAX];
+    read_selection(selection);
+    slot *s = op_slot(op, selection);
+    if (!s)
+        return ly_set_error(LY_E_NOT_FOUND, "ly_kernel_dispatch_op: op %d is not in the manifest",
+                            (int)op);
+    return dispatch_on(s, call, selection);
+}
+
+ly_status ly_kernel_select(ly_op op, const ly_selection *selection, const ly_kernel_call *call,
+                           const ly_impl **out)
+{
+    slot *s = op_slot(op, selection->text);
+    if (!s)
+        return ly_set_error(LY_E_NOT_FOUND, "ly_kernel_select: op %d is not in the manifest",
+                            (int)op);
+    resolution *r = get_resolution(s, selection->text);
     if (!r) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", s->name);
     for (size_t i = 0; i < r->count; i++) {
         impl_entry *e = r->entries[i];
@@ -588,24 +751,32 @@ ly_status ly_kernel_dispatch(const char *slot_name, const ly_kernel_call *call)
         if (atomic_load_explicit(&e->disabled, memory_order_relaxed)) continue;
         if (declined_by_capture(e)) continue;
         if (check_predicate(s, e, call, &why_not) != LY_OK) continue;
-        st = e->fn(call);
-        if (st == LY_OK || st == LY_E_DECLINED) {
-            if (st == LY_OK) return LY_OK;
-            continue;
-        }
-        /* The reference defines the result, errors included. */
-        if (strcmp(e->name, "reference") == 0) return st;
-        atomic_store(&e->disabled, true);
-        char key[256];
-        snprintf(key, sizeof key, "failed:%s:%s", s->name, e->name);
-        ly_warn_once(key,
-                     "kernel '%s' for slot '%s' failed (%s: %s); it is disabled for this "
-                     "process and the next implementation takes over",
-                     e->name, s->name, ly_status_name(st), ly_last_error());
+        *out = e;
+        return LY_OK;
     }
     return ly_set_error(LY_E_UNAVAILABLE,
-                        "%s: no implementation accepted this call (LIBREYOLO_KERNELS='%s')",
-                        s->name, selection);
+                        "%s: no implementation accepts this call (LIBREYOLO_KERNELS='%s')", s->name,
+                        selection->text);
+}
+
+ly_status ly_kernel_fallback(ly_op op, const ly_selection *selection, const ly_impl *impl,
+                             ly_status status, const ly_kernel_call *call)
+{
+    slot *s = op_slot(op, selection->text);
+    if (!s)
+        return ly_set_error(LY_E_NOT_FOUND, "ly_kernel_fallback: op %d is not in the manifest",
+                            (int)op);
+    impl_entry *e = (impl_entry *)impl;
+    if (status != LY_E_DECLINED) {
+        if (e->is_reference) return status;
+        disable(s, e, status);
+    }
+    resolution *r = get_resolution(s, selection->text);
+    if (!r) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", s->name);
+    size_t from = 0;
+    for (size_t i = 0; i < r->count; i++)
+        if (r->entries[i] == e) from = i + 1;
+    return run_from(s, r, from, call, selection->text);
 }
 
 ly_status ly_kernel_run_impl(const char *slot_name, const char *impl, const ly_kernel_call *call)
@@ -615,7 +786,9 @@ ly_status ly_kernel_run_impl(const char *slot_name, const char *impl, const ly_k
     ly_status st = lookup("ly_kernel_run_impl", slot_name, selection, &s);
     if (st != LY_OK) return st;
     if (!impl) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: impl name is NULL", s->name);
-    st = validate_call(s, call);
+    ly_kernel_call resolved;
+    const ly_kernel_call *use;
+    st = validate_call(s, call, &resolved, &use);
     if (st != LY_OK) return st;
     impl_entry *e = find_impl(s, impl);
     if (!e) {
@@ -633,8 +806,8 @@ ly_status ly_kernel_run_impl(const char *slot_name, const char *impl, const ly_k
                             "for export",
                             s->name, impl);
     if (check_predicate(s, e, NULL, &why_not) != LY_OK ||
-        check_predicate(s, e, call, &why_not) != LY_OK)
+        check_predicate(s, e, use, &why_not) != LY_OK)
         return ly_set_error(LY_E_UNAVAILABLE, "%s: implementation '%s' is not eligible: %s",
                             s->name, impl, why_not);
-    return e->fn(call);
+    return ly_impl_run(e, use);
 }

@@ -63,17 +63,4 @@ void ly_nn_set_blocked_conv(const ly_nn_blocked_conv_provider *provider, const c
 /* NULL when no provider has one; *impl names it and *block gives its block. */
 const ly_nn_blocked_conv_provider *ly_nn_blocked_conv(const char **impl, int *block);
 
-#ifdef LY_HAVE_ONEDNN
-void ly_register_nn_onednn(void);         /* conv2d */
-void ly_register_nn_onednn_eltwise(void); /* silu, sigmoid */
-void ly_register_nn_onednn_dfl(void);
-void ly_register_nn_onednn_pool(void); /* max_pool2d, avg_pool2d (AVX-512 only) */
-#endif
-#ifdef LY_HAVE_XNNPACK
-void ly_register_nn_xnnpack(void);
-#endif
-#ifdef LY_HAVE_OPENBLAS
-void ly_register_nn_openblas(void);
-#endif
-
 #endif

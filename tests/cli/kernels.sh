@@ -192,8 +192,13 @@ run 1 "$bin" kernels run fake_quant_fp8 --in x.npy --in scale1.npy --out no_such
 stderr_has "no_such_dir/y.npy"
 run 2 "$bin" kernels run fake_quant_fp8 --in x.npy --in scale1.npy --arg colour=red --out y.npy
 stderr_has "colour"
-stderr_has "axis, bits, group_size, in_features"
-run 2 "$bin" kernels run fake_quant_fp8 --in x.npy --in scale1.npy --arg bits=four --out y.npy
+stderr_has "it has none"
+run 2 "$bin" kernels run unpack_int_grouped --in payload4.npy --in gscale.npy --arg colour=red --out y.npy
+stderr_has "its parameters: bits, group_size, in_features"
+run 2 "$bin" kernels run unpack_int_grouped --in payload4.npy --in gscale.npy --arg bits=four --out y.npy
+stderr_has "expected 1 integer value"
+run 2 "$bin" kernels run conv2d --in x.npy --arg stride=2 --out y.npy
+stderr_has "expected 2 integer values (comma-separated)"
 run 2 "$bin" kernels run fake_quant_fp8 --in x.npy --in scale1.npy --out y.npy --out z.npy
 run 2 "$bin" kernels run fake_quant_fp8 --in x.npy --in scale1.npy --threads 0 --out y.npy
 run 2 "$bin" kernels run fake_quant_fp8 --in x.npy --in scale1.npy

@@ -129,9 +129,10 @@ static ly_status upsample_run(et_value *v, const int32_t *a, size_t n, int threa
         ly_kernel_call_init(&call);
         call.in[0] = x;
         call.out[0] = y;
-        call.params.scale = oh / H;
+        ly_upsample_nearest2d_params params = {.scale = oh / H};
+        call.params = &params;
         call.threads = threads;
-        return ly_kernel_dispatch(LY_SLOT_UPSAMPLE_NEAREST2D, &call);
+        return ly_kernel_dispatch_op(LY_OP_UPSAMPLE_NEAREST2D, &call);
     }
     /* PyTorch's nearest: src = min(floor(dst * in / out), in - 1). */
     const float *src = x->data;
@@ -167,10 +168,11 @@ static bool pair(const et_value *v, int32_t i, int64_t out[2], bool empty_ok)
 }
 
 static ly_status avg_pool_call(const et_value *v, const int32_t *a, ly_kernel_call *call,
-                               const char *what)
+                               ly_pool2d_params *p, const char *what)
 {
     ly_kernel_call_init(call);
-    ly_kernel_params *p = &call->params;
+    *p = (ly_pool2d_params)LY_POOL2D_DEFAULTS;
+    call->params = p;
     if (!pair(v, a[1], p->kernel, false)) return refuse(what, "kernel_size must be 1 or 2 ints");
     p->stride[0] = p->kernel[0], p->stride[1] = p->kernel[1];
     if (!pair(v, a[2], p->stride, true)) return refuse(what, "stride must be 0, 1 or 2 ints");
@@ -190,11 +192,12 @@ static ly_status avg_pool_check(const et_value *v, const int32_t *a, size_t n, c
     if (st == LY_OK) st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[7], what, "out", true);
     ly_kernel_call call;
-    if (st == LY_OK) st = avg_pool_call(v, a, &call, what);
+    ly_pool2d_params params;
+    if (st == LY_OK) st = avg_pool_call(v, a, &call, &params, what);
     if (st != LY_OK) return st;
     ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
     int n_out;
-    st = ly_kernel_infer_outputs(LY_SLOT_AVG_POOL2D, &call, outs, &n_out);
+    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_AVG_POOL2D), &call, outs, &n_out);
     if (st != LY_OK) return ly_error_prefix(st, what);
     return expect_shape(&v[a[7]].t, outs[0].ndim, outs[0].shape, what);
 }
@@ -203,11 +206,12 @@ static ly_status avg_pool_run(et_value *v, const int32_t *a, size_t n, int threa
 {
     (void)n;
     ly_kernel_call call;
-    ly_status st = avg_pool_call(v, a, &call, "avg_pool2d");
+    ly_pool2d_params params;
+    ly_status st = avg_pool_call(v, a, &call, &params, "avg_pool2d");
     if (st != LY_OK) return st;
     call.out[0] = &v[a[7]].t;
     call.threads = threads;
-    return ly_kernel_dispatch(LY_SLOT_AVG_POOL2D, &call);
+    return ly_kernel_dispatch_op(LY_OP_AVG_POOL2D, &call);
 }
 
 /* ---- elementwise: add.out(self, other, alpha), sub.out, mul.out, sigmoid.out ---- */
@@ -330,7 +334,7 @@ static ly_status sigmoid_run(et_value *v, const int32_t *a, size_t n, int thread
     call.in[0] = &x;
     call.out[0] = &y;
     call.threads = threads;
-    return ly_kernel_dispatch(LY_SLOT_SIGMOID, &call);
+    return ly_kernel_dispatch_op(LY_OP_SIGMOID, &call);
 }
 
 static ly_status silu_run(et_value *v, const int32_t *a, size_t n, int threads)
@@ -345,7 +349,7 @@ static ly_status silu_run(et_value *v, const int32_t *a, size_t n, int threads)
     call.in[0] = &x;
     call.out[0] = &y;
     call.threads = threads;
-    return ly_kernel_dispatch(LY_SLOT_SILU, &call);
+    return ly_kernel_dispatch_op(LY_OP_SILU, &call);
 }
 
 static ly_status relu_run(et_value *v, const int32_t *a, size_t n, int threads)

@@ -24,7 +24,7 @@ typedef struct pending_conv {
     float *weight; /* OIHW */
     int64_t wshape[4];
     float *bias; /* [O] or NULL */
-    ly_kernel_params params;
+    ly_conv2d_params params;
     ly_graph_value residual;
 } pending_conv;
 
@@ -616,9 +616,7 @@ static ly_status op_conv(ctx *c, sym *out, bool depthwise)
     pc->wshape[3] = kw;
     pc->x = v;
     pc->residual = LY_GRAPH_NONE;
-    ly_kernel_call defaults;
-    ly_kernel_call_init(&defaults);
-    pc->params = defaults.params;
+    pc->params = (ly_conv2d_params)LY_CONV2D_DEFAULTS;
     for (int a = 0; a < 2; a++) {
         pc->params.stride[a] = stride[a];
         pc->params.padding[a] = padding[a];
@@ -669,9 +667,7 @@ static ly_status op_pool(ctx *c, sym *out, bool max)
         if (padding[a] > kernel[a] / 2)
             return UNSUPPORTED("pooling padding %lld wider than half the window %lld",
                                (long long)padding[a], (long long)kernel[a]);
-    ly_kernel_call defaults;
-    ly_kernel_call_init(&defaults);
-    ly_kernel_params p = defaults.params;
+    ly_pool2d_params p = LY_POOL2D_DEFAULTS;
     for (int a = 0; a < 2; a++) {
         p.kernel[a] = kernel[a];
         p.stride[a] = stride[a];
@@ -884,9 +880,7 @@ static ly_status op_resize(ctx *c, sym *out, bool bilinear)
     out->shape[3] = x->shape[3];
     memcpy(out->perm, nhwc, sizeof nhwc);
     if (bilinear) {
-        ly_kernel_call defaults;
-        ly_kernel_call_init(&defaults);
-        ly_kernel_params p = defaults.params;
+        ly_resize_bilinear2d_params p = LY_RESIZE_BILINEAR2D_DEFAULTS;
         p.align_corners = align;
         p.half_pixel_centers = half;
         return ly_graph_resize_bilinear2d(c->g, c->node->name, v, size[0], size[1], &p, &out->v);

@@ -395,9 +395,7 @@ static ly_graph_value add_conv(builder *b, const char *name, ly_graph_value x, l
                                ly_tensor *bias, int64_t stride, int64_t pad, int64_t groups,
                                bool silu, ly_graph_value residual)
 {
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    ly_kernel_params p = call.params;
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
     p.stride[0] = p.stride[1] = stride;
     p.padding[0] = p.padding[1] = pad;
     p.groups = groups;
@@ -482,9 +480,7 @@ static ly_graph_value pool(builder *b, const char *name, bool max, ly_graph_valu
                            int64_t stride, int64_t pad)
 {
     if (!b->g || b->fatal != LY_OK) return b->g ? LY_GRAPH_NONE : 0;
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    ly_kernel_params p = call.params;
+    ly_pool2d_params p = LY_POOL2D_DEFAULTS;
     p.kernel[0] = p.kernel[1] = k;
     p.stride[0] = p.stride[1] = stride;
     p.padding[0] = p.padding[1] = pad;
@@ -665,7 +661,7 @@ static ly_status decode_run(void *ctx, int n_in, const ly_tensor *in, ly_tensor 
         call.threads = threads;
         call.in[0] = &box;
         call.out[0] = &distances;
-        ly_status st = ly_kernel_dispatch(LY_SLOT_DFL, &call);
+        ly_status st = ly_kernel_dispatch_op(LY_OP_DFL, &call);
         if (st != LY_OK) return st;
 
         ly_tensor logits = {.data = (void *)(raw + 4 * d->reg_max * hw),
@@ -677,7 +673,7 @@ static ly_status decode_run(void *ctx, int n_in, const ly_tensor *in, ly_tensor 
         call.threads = threads;
         call.in[0] = &logits;
         call.out[0] = &probs;
-        st = ly_kernel_dispatch(LY_SLOT_SIGMOID, &call);
+        st = ly_kernel_dispatch_op(LY_OP_SIGMOID, &call);
         if (st != LY_OK) return st;
 
         float stride = d->strides[level];

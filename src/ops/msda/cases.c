@@ -17,10 +17,9 @@
  * name, so a reported case can be rerun alone.
  */
 #include "core/core.h"
-#include "kernels/check_common.h"
-#include "ops/msda/msda_internal.h"
 #include "kernels/check.h"
 #include "kernels/check_rng.h"
+#include "ops/msda/msda_internal.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -152,7 +151,6 @@ typedef struct owned {
     ly_tensor t;
     void *alloc;
     size_t bytes;
-    void *pristine;
 } owned;
 
 typedef struct mcase {
@@ -162,7 +160,7 @@ typedef struct mcase {
     bool backward, misaligned;
     owned in[MAX_IN];
     bool present[MAX_IN];
-    ly_kernel_params params;
+    ly_ms_deform_attn_params params;
 } mcase;
 
 static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc)
@@ -184,38 +182,14 @@ static void *add_input(mcase *c, int i, ly_dtype dtype, int ndim, const int64_t 
     void *data = alloc_view(o->bytes, elem, c->misaligned, &o->alloc);
     if (!data) return NULL;
     ly_tensor_init(&o->t, data, dtype, ndim, shape);
-    o->pristine = malloc(o->bytes + 1);
-    if (!o->pristine) return NULL;
     c->present[i] = true;
     return data;
 }
 
 static void case_free(mcase *c)
 {
-    for (int i = 0; i < MAX_IN; i++) {
+    for (int i = 0; i < MAX_IN; i++)
         free(c->in[i].alloc);
-        free(c->in[i].pristine);
-    }
-}
-
-static void snapshot(mcase *c)
-{
-    for (int i = 0; i < MAX_IN; i++)
-        if (c->present[i]) memcpy(c->in[i].pristine, c->in[i].t.data, c->in[i].bytes);
-}
-
-static int inputs_modified(const mcase *c)
-{
-    for (int i = 0; i < MAX_IN; i++)
-        if (c->present[i] && memcmp(c->in[i].pristine, c->in[i].t.data, c->in[i].bytes) != 0)
-            return i;
-    return -1;
-}
-
-static void restore_inputs(mcase *c)
-{
-    for (int i = 0; i < MAX_IN; i++)
-        if (c->present[i]) memcpy(c->in[i].t.data, c->in[i].pristine, c->in[i].bytes);
 }
 
 /* Inputs in the slot's order; false when out of memory. */
@@ -227,7 +201,7 @@ static bool materialize(mcase *c, const char *slot)
              v->mode == LY_MSDA_DISCRETE ? "discrete" : "bilinear", loc_names[v->loc],
              val_names[v->val], c->misaligned ? " misaligned" : "");
     rng r = {ly_check_seed(slot, c->name)};
-    c->params = (ly_kernel_params){.mode = v->mode};
+    c->params = (ly_ms_deform_attn_params){.mode = v->mode};
     int base = c->backward ? 1 : 0;
 
     int64_t len_in = 0, K = 0;
@@ -285,72 +259,16 @@ static bool materialize(mcase *c, const char *slot)
         if (!go) return false;
         fill_values(go, rows * s->C, v->val, &r);
     }
-    snapshot(c);
     return true;
 }
 
-/* ---- Outputs ------------------------------------------------------------------------ */
-
-typedef struct output_set {
-    int n;
-    ly_tensor t[LY_KERNEL_MAX_OUTPUTS];
-    void *alloc[LY_KERNEL_MAX_OUTPUTS];
-    size_t bytes[LY_KERNEL_MAX_OUTPUTS];
-} output_set;
-
-static void outputs_free(output_set *o)
-{
-    for (int i = 0; i < LY_KERNEL_MAX_OUTPUTS; i++)
-        free(o->alloc[i]);
-}
-
-static bool outputs_alloc(output_set *o, const ly_tensor *shapes_, int n, bool misaligned)
-{
-    memset(o, 0, sizeof *o);
-    o->n = n;
-    for (int i = 0; i < n; i++) {
-        o->t[i] = shapes_[i];
-        o->bytes[i] = (size_t)ly_tensor_numel(&shapes_[i]) * sizeof(float);
-        o->t[i].data = alloc_view(o->bytes[i], sizeof(float), misaligned, &o->alloc[i]);
-        if (!o->t[i].data) return false;
-    }
-    return true;
-}
-
-static void outputs_fill(output_set *o, uint32_t canary)
-{
-    for (int i = 0; i < o->n; i++) {
-        uint8_t *p = o->t[i].data;
-        for (size_t b = 0; b < o->bytes[i]; b += 4)
-            memcpy(p + b, &canary, 4);
-        memset(p + o->bytes[i], 0xCC, GUARD_BYTES);
-    }
-}
-
-static int outputs_guard_broken(const output_set *o)
-{
-    for (int i = 0; i < o->n; i++) {
-        const uint8_t *p = (const uint8_t *)o->t[i].data + o->bytes[i];
-        for (int b = 0; b < GUARD_BYTES; b++)
-            if (p[b] != 0xCC) return i;
-    }
-    return -1;
-}
-
-/* ---- Comparing ---------------------------------------------------------------------- */
+/* ---- Describing ------------------------------------------------------------------ */
 
 static uint32_t f32_bits(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
 }
 
 static void append(char *buf, size_t size, const char *fmt, ...) LY_PRINTF(3, 4);
@@ -364,19 +282,11 @@ static void append(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-static void shape_text(const ly_tensor *t, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    append(buf, size, "[");
-    for (int i = 0; i < t->ndim; i++)
-        append(buf, size, "%s%" PRId64, i ? "," : "", t->shape[i]);
-    append(buf, size, "]");
-}
-
 /* What an output element depends on, briefly: its coordinates and, for
  * per-sample outputs, the sample's location and weight. */
-static void describe(const mcase *c, int out_index, int64_t index, char *buf, size_t size)
+static void describe(const void *user, int out_index, int64_t index, char *buf, size_t size)
 {
+    const mcase *c = user;
     buf[0] = '\0';
     const shape_def *s = c->shape;
     int base = c->backward ? 1 : 0;
@@ -398,198 +308,22 @@ static void describe(const mcase *c, int out_index, int64_t index, char *buf, si
            (double)attn[k]);
 }
 
-static void compare(ly_check_result *r, const mcase *c, const output_set *ref,
-                    const output_set *got)
-{
-    for (int o = 0; o < ref->n; o++) {
-        int64_t n = ly_tensor_numel(&ref->t[o]);
-        r->elements += n;
-        const uint32_t *a = ref->t[o].data, *b = got->t[o].data;
-        for (int64_t i = 0; i < n; i++) {
-            if (a[i] == b[i]) continue;
-            r->bit_differences++;
-            double diff = ly_attn_abs_diff(bits_f32(a[i]), bits_f32(b[i]));
-            if (diff > r->max_abs_diff) r->max_abs_diff = diff;
-            if (!r->exact && diff <= r->tolerance) continue;
-            r->mismatches++;
-            if (r->n_shown >= LY_CHECK_MAX_SHOWN) continue;
-            ly_check_mismatch *m = &r->shown[r->n_shown++];
-            snprintf(m->case_name, sizeof m->case_name, "%s", c->name);
-            shape_text(&ref->t[o], m->shape, sizeof m->shape);
-            m->output = o;
-            m->index = i;
-            describe(c, o, i, m->inputs, sizeof m->inputs);
-            m->reference_bits = a[i];
-            m->impl_bits = b[i];
-            m->reference = bits_f32(a[i]);
-            m->impl = bits_f32(b[i]);
-        }
-    }
-}
-
 /* ---- Running ------------------------------------------------------------------------ */
 
-typedef struct impl_state {
-    char name[64];
-    bool runnable;
-    ly_check_result result;
-} impl_state;
-
-typedef struct listing {
-    impl_state *items;
-    int n, cap;
-    const ly_check_options *opt;
-    const char *slot;
-    bool backward, out_of_memory;
-} listing;
-
-static void on_listed(const char *slot, const char *impl, bool eligible, const char *why_not,
-                      void *user)
+ly_status ly_check_msda_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
+                           void *user, int *n_matched)
 {
-    (void)slot;
-    listing *l = user;
-    if (l->opt->impl ? strcmp(l->opt->impl, impl) != 0 : strcmp(impl, "reference") == 0) return;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 4;
-        impl_state *grown = realloc(l->items, (size_t)cap * sizeof *grown);
-        if (!grown) {
-            l->out_of_memory = true;
-            return;
-        }
-        l->items = grown;
-        l->cap = cap;
-    }
-    impl_state *s = &l->items[l->n++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", impl);
-    s->runnable = eligible;
-    ly_check_result *r = &s->result;
-    r->slot = l->slot;
-    r->exact = !l->backward;
-    r->tolerance = l->backward ? LY_CHECK_BACKWARD_TOLERANCE : 0.0;
-    if (!eligible) {
-        r->skipped = true;
-        snprintf(r->why_skipped, sizeof r->why_skipped, "%s", why_not ? why_not : "not eligible");
-    }
-}
-
-static const uint32_t REFERENCE_CANARY = 0x7FB0B0B0u, IMPL_CANARY = 0x7FBADBADu;
-
-/* One case against every runnable implementation; LY_OK unless out of memory. */
-static ly_status run_case(const char *slot, mcase *c, listing *l)
-{
-    if (!materialize(c, slot))
-        return ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory", slot,
-                            c->name);
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    for (int i = 0; i < MAX_IN; i++)
-        call.in[i] = c->present[i] ? &c->in[i].t : NULL;
-    call.params = c->params;
-    call.threads = l->opt->threads;
-    ly_tensor shapes_out[LY_KERNEL_MAX_OUTPUTS];
-    int n_out = 0;
-    if (ly_kernel_infer_outputs(slot, &call, shapes_out, &n_out) != LY_OK) {
-        for (int k = 0; k < l->n; k++)
-            if (l->items[k].runnable) l->items[k].result.rejected++;
-        ly_clear_error();
-        return LY_OK;
-    }
-    output_set ref, got;
-    bool ok = outputs_alloc(&ref, shapes_out, n_out, c->misaligned) &&
-              outputs_alloc(&got, shapes_out, n_out, c->misaligned);
-    if (!ok) {
-        outputs_free(&ref);
-        outputs_free(&got);
-        return ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory", slot,
-                            c->name);
-    }
-    for (int i = 0; i < n_out; i++)
-        call.out[i] = &ref.t[i];
-    outputs_fill(&ref, REFERENCE_CANARY);
-    ly_status st = ly_kernel_run_impl(slot, "reference", &call);
-    int broken = outputs_guard_broken(&ref), modified = inputs_modified(c);
-    if (st != LY_OK || broken >= 0 || modified >= 0) {
-        for (int k = 0; k < l->n; k++) {
-            if (!l->items[k].runnable) continue;
-            ly_check_result *r = &l->items[k].result;
-            if (st != LY_OK)
-                ly_attn_note_error(r, "reference failed on case '%s': %s: %s", c->name,
-                                   ly_status_name(st), ly_last_error());
-            else if (broken >= 0)
-                ly_attn_note_error(r, "reference wrote past the end of out[%d] on case '%s'",
-                                   broken, c->name);
-            else
-                ly_attn_note_error(r, "reference modified in[%d] on case '%s'", modified, c->name);
-        }
-        restore_inputs(c);
-        outputs_free(&ref);
-        outputs_free(&got);
-        return LY_OK;
-    }
-    for (int k = 0; k < l->n; k++) {
-        if (!l->items[k].runnable) continue;
-        ly_check_result *r = &l->items[k].result;
-        for (int i = 0; i < n_out; i++)
-            call.out[i] = &got.t[i];
-        outputs_fill(&got, IMPL_CANARY);
-        st = ly_kernel_run_impl(slot, l->items[k].name, &call);
-        if (st == LY_E_DECLINED || st == LY_E_UNAVAILABLE) {
-            r->declined++;
-            ly_clear_error();
-            continue;
-        }
-        if (st != LY_OK) {
-            ly_attn_note_error(r, "failed on case '%s': %s: %s", c->name, ly_status_name(st),
-                               ly_last_error());
-            continue;
-        }
-        r->cases++;
-        modified = inputs_modified(c);
-        if (modified >= 0) {
-            ly_attn_note_error(r, "modified in[%d] on case '%s'", modified, c->name);
-            restore_inputs(c);
-        }
-        broken = outputs_guard_broken(&got);
-        if (broken >= 0)
-            ly_attn_note_error(r, "wrote past the end of out[%d] on case '%s'", broken, c->name);
-        compare(r, c, &ref, &got);
-    }
-    outputs_free(&ref);
-    outputs_free(&got);
-    return LY_OK;
-}
-
-ly_status ly_check_msda_slot(const char *slot, const ly_check_options *options,
-                             ly_check_report_fn report, void *user, int *n_matched)
-{
-    if (!slot || !options || !n_matched)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_check_msda_slot: missing argument");
-    bool backward;
-    if (strcmp(slot, LY_SLOT_MS_DEFORM_ATTN) == 0)
-        backward = false;
-    else if (strcmp(slot, LY_SLOT_MS_DEFORM_ATTN_BACKWARD) == 0)
-        backward = true;
-    else
-        return ly_set_error(LY_E_NOT_FOUND, "parity check: no cases for slot '%s'", slot);
-    listing l = {.opt = options, .slot = slot, .backward = backward};
-    ly_status st = ly_kernel_list(slot, on_listed, &l);
-    if (st == LY_OK && l.out_of_memory)
-        st = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: out of memory", slot);
-    if (st != LY_OK) {
-        free(l.items);
-        return st;
-    }
-    *n_matched += l.n;
-    bool any = false;
-    for (int k = 0; k < l.n; k++)
-        any |= l.items[k].runnable;
-
-    int64_t total = 0, done = 0;
+    const char *slot = ly_op_name(op);
+    bool backward = op == LY_OP_MS_DEFORM_ATTN_BACKWARD;
+    int64_t total = 0;
     for (size_t s = 0; s < N_SHAPES; s++)
         for (size_t v = 0; v < N_VARIANTS; v++)
             total += wanted(&shapes[s], &variants[v], options->size);
+    ly_check_run *run;
+    ly_status st = ly_check_run_begin(op, options, total, &run, n_matched);
+    if (st != LY_OK) return st;
     int64_t ordinal = 0;
+    bool any = ly_check_run_active(run);
     for (size_t s = 0; any && st == LY_OK && s < N_SHAPES; s++)
         for (size_t v = 0; st == LY_OK && v < N_VARIANTS; v++) {
             if (!wanted(&shapes[s], &variants[v], options->size)) continue;
@@ -597,15 +331,19 @@ ly_status ly_check_msda_slot(const char *slot, const ly_check_options *options,
                        .var = &variants[v],
                        .backward = backward,
                        .misaligned = (ordinal++ & 1) != 0};
-            st = run_case(slot, &c, &l);
+            if (!materialize(&c, slot)) {
+                st = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
+                                  slot, c.name);
+            } else {
+                ly_kernel_call call;
+                ly_kernel_call_init(&call);
+                for (int i = 0; i < MAX_IN; i++)
+                    call.in[i] = c.present[i] ? &c.in[i].t : NULL;
+                call.params = &c.params;
+                st = ly_check_run_case(run, c.name, &call, 0, c.misaligned, describe, &c);
+            }
             case_free(&c);
-            done++;
-            if (options->progress) options->progress(slot, done, total, options->progress_user);
         }
-    for (int k = 0; st == LY_OK && report && k < l.n; k++) {
-        l.items[k].result.impl = l.items[k].name;
-        report(&l.items[k].result, user);
-    }
-    free(l.items);
+    ly_check_run_end(run, st == LY_OK ? report : NULL, user);
     return st;
 }

@@ -1,12 +1,9 @@
 /*
  * The contracts of the ms_deform_attn slots (include/libreyolo/msda.h): operand
- * validation with output shapes, the typed wrappers, and the registration of
- * the AVX2 provider. This file is compiled for the baseline ISA: it runs before
- * anyone knows the CPU has AVX2.
+ * validation with output shapes, and the typed wrappers.
  */
 #include "core/core.h"
 #include "ops/msda/msda_internal.h"
-#include "kernels/slot.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,13 +39,13 @@ static ly_status check_operand(const char *slot, const ly_tensor *t, const char 
                                ly_dtype dtype, int ndim, const int64_t *want, const char *layout,
                                const char *origin)
 {
-    char what[96];
-    snprintf(what, sizeof what, "%s: %s", slot, name);
-    TRY(ly_check_tensor(t, what, dtype));
+    TRY(ly_check_operand(t, slot, name, dtype));
     bool ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
         ok = want[i] < 0 || t->shape[i] == want[i];
     if (ok) return LY_OK;
+    char what[96];
+    snprintf(what, sizeof what, "%s: %s", slot, name);
     char got[128], exp[128];
     expected_text(ndim, want, exp, sizeof exp);
     return ly_set_error(LY_E_SHAPE, "%s: shape %s, expected %s = %s%s%s", what,
@@ -63,7 +60,7 @@ typedef struct dims {
 
 static ly_status check_mode(const char *slot, const ly_kernel_call *call)
 {
-    int64_t mode = call->params.mode;
+    int64_t mode = LY_PARAMS(call, ly_ms_deform_attn_params)->mode;
     if (mode == LY_MSDA_BILINEAR || mode == LY_MSDA_DISCRETE) return LY_OK;
     return ly_set_error(LY_E_INVALID_ARGUMENT,
                         "%s: params.mode is %lld, expected 0 (bilinear) or 1 (discrete)", slot,
@@ -86,9 +83,9 @@ static ly_status check_inputs(const char *slot, const ly_kernel_call *call, int 
     d->H = value->shape[2];
     d->C = value->shape[3];
 
+    TRY(ly_check_operand(shapes, slot, "spatial_shapes", LY_I64));
     char what[96];
     snprintf(what, sizeof what, "%s: spatial_shapes", slot);
-    TRY(ly_check_tensor(shapes, what, LY_I64));
     char got[128];
     if (shapes->ndim != 2 || shapes->shape[1] != 2 || shapes->shape[0] < 1 ||
         shapes->shape[0] > LY_MSDA_MAX_LEVELS)
@@ -179,10 +176,10 @@ static void set_output(ly_tensor *out, const ly_tensor *like)
         out->shape[i] = like->shape[i];
 }
 
-static ly_status infer_forward(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                               int *n_out)
+ly_status ly_contract_ms_deform_attn(const ly_kernel_call *call,
+                                     ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
-    const char *slot = LY_SLOT_MS_DEFORM_ATTN;
+    const char *slot = ly_op_name(LY_OP_MS_DEFORM_ATTN);
     TRY(check_call(slot, call, out, n_out));
     if (call->in[5])
         return ly_set_error(LY_E_INVALID_ARGUMENT,
@@ -194,10 +191,10 @@ static ly_status infer_forward(const ly_kernel_call *call, ly_tensor out[LY_KERN
     return LY_OK;
 }
 
-static ly_status infer_backward(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                                int *n_out)
+ly_status ly_contract_ms_deform_attn_backward(const ly_kernel_call *call,
+                                              ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
-    const char *slot = LY_SLOT_MS_DEFORM_ATTN_BACKWARD;
+    const char *slot = ly_op_name(LY_OP_MS_DEFORM_ATTN_BACKWARD);
     TRY(check_call(slot, call, out, n_out));
     dims d;
     TRY(check_inputs(slot, call, 1, 5, &d));
@@ -224,7 +221,7 @@ void ly_msda_geom_init(const ly_kernel_call *call, bool backward, ly_msda_geom *
     g->C = value->shape[3];
     g->Lq = loc->shape[1];
     g->L = shapes->shape[0];
-    g->mode = (int)call->params.mode;
+    g->mode = (int)LY_PARAMS(call, ly_ms_deform_attn_params)->mode;
     const int64_t *hw = shapes->data;
     const int64_t *np = npoints ? npoints->data : NULL;
     int64_t start = 0;
@@ -249,12 +246,6 @@ void ly_msda_geom_init(const ly_kernel_call *call, bool backward, ly_msda_geom *
     g->grad_out = backward ? call->in[0]->data : NULL;
 }
 
-const ly_slot_def ly_msda_slots[2] = {
-    {LY_SLOT_MS_DEFORM_ATTN, infer_forward, ly_msda_reference_forward},
-    {LY_SLOT_MS_DEFORM_ATTN_BACKWARD, infer_backward, ly_msda_reference_backward},
-};
-const size_t ly_msda_slot_count = 2;
-
 /* ---- Typed wrappers --------------------------------------------------------------- */
 
 ly_status ly_ms_deform_attn(const ly_tensor *value, const ly_tensor *spatial_shapes,
@@ -269,9 +260,10 @@ ly_status ly_ms_deform_attn(const ly_tensor *value, const ly_tensor *spatial_sha
     call.in[3] = attention_weights;
     call.in[4] = num_points;
     call.out[0] = out;
-    call.params.mode = mode;
+    ly_ms_deform_attn_params p = {.mode = mode};
+    call.params = &p;
     call.threads = threads;
-    return ly_kernel_dispatch(LY_SLOT_MS_DEFORM_ATTN, &call);
+    return ly_kernel_dispatch_op(LY_OP_MS_DEFORM_ATTN, &call);
 }
 
 ly_status ly_ms_deform_attn_backward(const ly_tensor *grad_output, const ly_tensor *value,
@@ -293,54 +285,10 @@ ly_status ly_ms_deform_attn_backward(const ly_tensor *grad_output, const ly_tens
     call.out[0] = grad_value;
     call.out[1] = grad_locations;
     call.out[2] = grad_attention_weights;
-    call.params.mode = mode;
+    ly_ms_deform_attn_params p = {.mode = mode};
+    call.params = &p;
     call.threads = threads;
-    return ly_kernel_dispatch(LY_SLOT_MS_DEFORM_ATTN_BACKWARD, &call);
+    return ly_kernel_dispatch_op(LY_OP_MS_DEFORM_ATTN_BACKWARD, &call);
 }
 
-/* ---- The AVX2 provider --------------------------------------------------------------- */
-
-#ifdef LY_HAVE_AVX2_PROVIDERS
-
-/* The provider handles every layout the contract accepts (uniform and ragged,
- * both modes, any C with tails), so it declines only for the machine and for
- * an export capture. The capture is asked only about an actual call: a
- * machine-wide answer (call == NULL) is cached by the registry. */
-static ly_status avx2_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                const char **why_not)
-{
-    if (!cpu || !cpu->avx2 || !cpu->fma) {
-        *why_not = "CPU or OS lacks AVX2/FMA";
-        return LY_E_DECLINED;
-    }
-    if (call && ly_kernels_capturing()) {
-        *why_not = "a graph is being captured for export (portable math only)";
-        return LY_E_DECLINED;
-    }
-    return LY_OK;
-}
-
-void ly_register_msda_providers(void)
-{
-    static const struct {
-        const char *slot;
-        ly_kernel_fn fn;
-    } impls[] = {
-        {LY_SLOT_MS_DEFORM_ATTN, ly_msda_avx2_forward},
-        {LY_SLOT_MS_DEFORM_ATTN_BACKWARD, ly_msda_avx2_backward},
-    };
-    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++) {
-        ly_status st = ly_kernel_register(impls[i].slot, "avx2", impls[i].fn, avx2_predicate);
-        if (st != LY_OK)
-            ly_log(LY_LOG_WARNING, "could not register the avx2 kernel of '%s': %s", impls[i].slot,
-                   ly_last_error());
-    }
-}
-
-#else
-
-void ly_register_msda_providers(void)
-{
-}
-
-#endif
+LY_PARAMS_FIELDS(ly_ms_deform_attn_params, LY_FIELD_INT(ly_ms_deform_attn_params, mode, 1))

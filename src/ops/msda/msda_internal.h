@@ -13,6 +13,7 @@
 #define LY_KERNELS_ATTENTION_MSDA_INTERNAL_H
 
 #include "libreyolo/msda.h"
+#include "ops/ops_internal.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -37,13 +38,10 @@ typedef struct ly_msda_geom {
 /* Fill `g` from a call the slot's contract accepted (never fails). */
 void ly_msda_geom_init(const ly_kernel_call *call, bool backward, ly_msda_geom *g);
 
-/* Slot implementations. */
-ly_status ly_msda_reference_forward(const ly_kernel_call *call);
-ly_status ly_msda_reference_backward(const ly_kernel_call *call);
-#ifdef LY_HAVE_AVX2_PROVIDERS
+/* The AVX2 provider (src/providers/avx2/msda_avx2.c); the references are
+ * ly_ref_ms_deform_attn{,_backward} (ops/ops_internal.h). */
 ly_status ly_msda_avx2_forward(const ly_kernel_call *call);
 ly_status ly_msda_avx2_backward(const ly_kernel_call *call);
-#endif
 
 /* The canonical NaN every NaN result is written as: payloads and signs of NaN
  * depend on operand order inside an FMA instruction, which a compiler chooses. */

@@ -20,7 +20,7 @@ static void canon_all(float *p, int64_t n)
         p[i] = ly_msda_canon(p[i]);
 }
 
-ly_status ly_msda_reference_forward(const ly_kernel_call *call)
+ly_status ly_ref_ms_deform_attn(const ly_kernel_call *call)
 {
     ly_msda_geom g;
     ly_msda_geom_init(call, false, &g);
@@ -120,7 +120,7 @@ static void backward_slice(const ly_msda_geom *g, int64_t b, int64_t h, float *g
         canon_all(gvb + pos * HC + h * C, C);
 }
 
-ly_status ly_msda_reference_backward(const ly_kernel_call *call)
+ly_status ly_ref_ms_deform_attn_backward(const ly_kernel_call *call)
 {
     ly_msda_geom g;
     ly_msda_geom_init(call, true, &g);

@@ -4,9 +4,9 @@
  * reference that serves the slot when nothing faster is eligible.
  */
 #include "core/core.h"
-#include "kernels/slot.h"
 #include "libreyolo/nn.h"
 #include "ops/nn/reference.h"
+#include "ops/ops_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,9 +24,7 @@
 
 static ly_status check_operand(const char *slot, const ly_tensor *t, const char *name)
 {
-    char what[128];
-    snprintf(what, sizeof what, "%s: %s", slot, name);
-    return ly_check_tensor(t, what, LY_F32);
+    return ly_check_operand(t, slot, name, LY_F32);
 }
 
 static ly_status check_ndim(const char *slot, const ly_tensor *t, const char *name, int ndim,
@@ -94,12 +92,12 @@ static ly_status out_extent(const char *slot, const char *axis, int64_t in, int6
 
 /* ---- conv2d -------------------------------------------------------------------------- */
 
-static ly_status infer_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                              int *n_out)
+ly_status ly_contract_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                             int *n_out)
 {
-    const char *slot = LY_SLOT_CONV2D;
+    const char *slot = ly_op_name(LY_OP_CONV2D);
     TRY(check_call(slot, call, out, n_out));
-    const ly_kernel_params *p = &call->params;
+    const ly_conv2d_params *p = call->params;
     const ly_tensor *x = call->in[0], *w = call->in[1], *bias = call->in[2],
                     *residual = call->in[3];
     TRY(check_operand(slot, x, "x"));
@@ -167,7 +165,7 @@ static ly_status infer_pool(const char *slot, const ly_kernel_call *call,
                             ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
     TRY(check_call(slot, call, out, n_out));
-    const ly_kernel_params *p = &call->params;
+    const ly_pool2d_params *p = call->params;
     const ly_tensor *x = call->in[0];
     TRY(check_operand(slot, x, "x"));
     TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
@@ -192,35 +190,35 @@ static ly_status infer_pool(const char *slot, const ly_kernel_call *call,
     return LY_OK;
 }
 
-static ly_status infer_max_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                                  int *n_out)
+ly_status ly_contract_max_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                 int *n_out)
 {
-    return infer_pool(LY_SLOT_MAX_POOL2D, call, out, n_out);
+    return infer_pool(ly_op_name(LY_OP_MAX_POOL2D), call, out, n_out);
 }
 
-static ly_status infer_avg_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                                  int *n_out)
+ly_status ly_contract_avg_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                 int *n_out)
 {
-    TRY(infer_pool(LY_SLOT_AVG_POOL2D, call, out, n_out));
-    int64_t cip = call->params.count_include_pad;
+    TRY(infer_pool(ly_op_name(LY_OP_AVG_POOL2D), call, out, n_out));
+    int64_t cip = LY_PARAMS(call, ly_pool2d_params)->count_include_pad;
     if (cip != 0 && cip != 1)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "%s: params.count_include_pad is %lld, expected 0 or 1",
-                            LY_SLOT_AVG_POOL2D, (long long)cip);
+                            ly_op_name(LY_OP_AVG_POOL2D), (long long)cip);
     return LY_OK;
 }
 
 /* ---- upsample, concat ------------------------------------------------------------------ */
 
-static ly_status infer_upsample_nearest2d(const ly_kernel_call *call,
-                                          ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+ly_status ly_contract_upsample_nearest2d(const ly_kernel_call *call,
+                                         ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
-    const char *slot = LY_SLOT_UPSAMPLE_NEAREST2D;
+    const char *slot = ly_op_name(LY_OP_UPSAMPLE_NEAREST2D);
     TRY(check_call(slot, call, out, n_out));
     const ly_tensor *x = call->in[0];
     TRY(check_operand(slot, x, "x"));
     TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
-    int64_t s = call->params.scale;
+    int64_t s = LY_PARAMS(call, ly_upsample_nearest2d_params)->scale;
     if (s < 1 || s > MAX_SCALE)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params.scale is %lld, expected 1..%d", slot,
                             (long long)s, MAX_SCALE);
@@ -234,17 +232,17 @@ static ly_status infer_upsample_nearest2d(const ly_kernel_call *call,
     return LY_OK;
 }
 
-static ly_status infer_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                              int *n_out)
+ly_status ly_contract_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                             int *n_out)
 {
-    const char *slot = LY_SLOT_CONCAT;
+    const char *slot = ly_op_name(LY_OP_CONCAT);
     TRY(check_call(slot, call, out, n_out));
     const ly_tensor *first = call->in[0];
     TRY(check_operand(slot, first, "in[0]"));
     int ndim = first->ndim;
     if (ndim < 1)
         return ly_set_error(LY_E_SHAPE, "%s: in[0]: 0-d tensor, expected at least 1 dim", slot);
-    int64_t axis = call->params.axis;
+    int64_t axis = LY_PARAMS(call, ly_concat_params)->axis;
     if (axis < -ndim || axis >= ndim)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "%s: params.axis is %lld, expected -%d..%d for %d-dim inputs", slot,
@@ -296,22 +294,22 @@ static ly_status infer_unary(const char *slot, const ly_kernel_call *call,
     return LY_OK;
 }
 
-static ly_status infer_silu(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                            int *n_out)
-{
-    return infer_unary(LY_SLOT_SILU, call, out, n_out);
-}
-
-static ly_status infer_sigmoid(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                               int *n_out)
-{
-    return infer_unary(LY_SLOT_SIGMOID, call, out, n_out);
-}
-
-static ly_status infer_dfl(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+ly_status ly_contract_silu(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
                            int *n_out)
 {
-    const char *slot = LY_SLOT_DFL;
+    return infer_unary(ly_op_name(LY_OP_SILU), call, out, n_out);
+}
+
+ly_status ly_contract_sigmoid(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                              int *n_out)
+{
+    return infer_unary(ly_op_name(LY_OP_SIGMOID), call, out, n_out);
+}
+
+ly_status ly_contract_dfl(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                          int *n_out)
+{
+    const char *slot = ly_op_name(LY_OP_DFL);
     TRY(check_call(slot, call, out, n_out));
     const ly_tensor *x = call->in[0];
     TRY(check_operand(slot, x, "x"));
@@ -328,10 +326,10 @@ static ly_status infer_dfl(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_M
     return LY_OK;
 }
 
-static ly_status infer_add(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                           int *n_out)
+ly_status ly_contract_add(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                          int *n_out)
 {
-    const char *slot = LY_SLOT_ADD;
+    const char *slot = ly_op_name(LY_OP_ADD);
     TRY(check_call(slot, call, out, n_out));
     TRY(check_operand(slot, call->in[0], "a"));
     TRY(check_operand(slot, call->in[1], "b"));
@@ -342,12 +340,12 @@ static ly_status infer_add(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_M
 
 /* ---- resize ----------------------------------------------------------------------------- */
 
-static ly_status infer_resize_bilinear2d(const ly_kernel_call *call,
-                                         ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+ly_status ly_contract_resize_bilinear2d(const ly_kernel_call *call,
+                                        ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
-    const char *slot = LY_SLOT_RESIZE_BILINEAR2D;
+    const char *slot = ly_op_name(LY_OP_RESIZE_BILINEAR2D);
     TRY(check_call(slot, call, out, n_out));
-    const ly_kernel_params *p = &call->params;
+    const ly_resize_bilinear2d_params *p = call->params;
     const ly_tensor *x = call->in[0];
     TRY(check_operand(slot, x, "x"));
     TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
@@ -374,19 +372,18 @@ static ly_status infer_resize_bilinear2d(const ly_kernel_call *call,
     return LY_OK;
 }
 
-/* ---- The table ---------------------------------------------------------------------- */
-
-const ly_slot_def ly_nn_slots[] = {
-    {LY_SLOT_CONV2D, infer_conv2d, ly_ref_conv2d},
-    {LY_SLOT_MAX_POOL2D, infer_max_pool2d, ly_ref_max_pool2d},
-    {LY_SLOT_AVG_POOL2D, infer_avg_pool2d, ly_ref_avg_pool2d},
-    {LY_SLOT_UPSAMPLE_NEAREST2D, infer_upsample_nearest2d, ly_ref_upsample_nearest2d},
-    {LY_SLOT_CONCAT, infer_concat, ly_ref_concat},
-    {LY_SLOT_SILU, infer_silu, ly_ref_silu},
-    {LY_SLOT_SIGMOID, infer_sigmoid, ly_ref_sigmoid},
-    {LY_SLOT_DFL, infer_dfl, ly_ref_dfl},
-    {LY_SLOT_ADD, infer_add, ly_ref_add},
-    {LY_SLOT_RESIZE_BILINEAR2D, infer_resize_bilinear2d, ly_ref_resize_bilinear2d},
-};
-
-const size_t ly_nn_slot_count = sizeof ly_nn_slots / sizeof ly_nn_slots[0];
+LY_PARAMS_FIELDS(ly_conv2d_params, LY_FIELD_INT(ly_conv2d_params, stride, 2),
+                 LY_FIELD_INT(ly_conv2d_params, padding, 2),
+                 LY_FIELD_INT(ly_conv2d_params, dilation, 2),
+                 LY_FIELD_INT(ly_conv2d_params, groups, 1),
+                 LY_FIELD_INT(ly_conv2d_params, activation, 1),
+                 LY_FIELD_DOUBLE(ly_conv2d_params, alpha, 1))
+LY_PARAMS_FIELDS(ly_pool2d_params, LY_FIELD_INT(ly_pool2d_params, kernel, 2),
+                 LY_FIELD_INT(ly_pool2d_params, stride, 2),
+                 LY_FIELD_INT(ly_pool2d_params, padding, 2),
+                 LY_FIELD_INT(ly_pool2d_params, count_include_pad, 1))
+LY_PARAMS_FIELDS(ly_upsample_nearest2d_params, LY_FIELD_INT(ly_upsample_nearest2d_params, scale, 1))
+LY_PARAMS_FIELDS(ly_concat_params, LY_FIELD_INT(ly_concat_params, axis, 1))
+LY_PARAMS_FIELDS(ly_resize_bilinear2d_params, LY_FIELD_INT(ly_resize_bilinear2d_params, size, 2),
+                 LY_FIELD_INT(ly_resize_bilinear2d_params, align_corners, 1),
+                 LY_FIELD_INT(ly_resize_bilinear2d_params, half_pixel_centers, 1))

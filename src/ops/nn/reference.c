@@ -88,7 +88,7 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 void ly_nn_conv_geometry_of(const ly_kernel_call *call, ly_nn_conv_geometry *g)
 {
     const ly_tensor *x = call->in[0], *w = call->in[1], *y = call->out[0];
-    const ly_kernel_params *p = &call->params;
+    const ly_conv2d_params *p = call->params;
     *g = (ly_nn_conv_geometry){.n = x->shape[0],
                                .c = x->shape[1],
                                .h = x->shape[2],
@@ -346,7 +346,7 @@ static ly_status run_pool(const ly_kernel_call *call, ly_range_fn fn, float *row
 {
     const ly_tensor *x = call->in[0];
     ly_tensor *y = call->out[0];
-    const ly_kernel_params *p = &call->params;
+    const ly_pool2d_params *p = call->params;
     pool_job job = {
         .x = x->data,
         .y = y->data,
@@ -393,7 +393,7 @@ ly_status ly_ref_upsample_nearest2d(const ly_kernel_call *call)
     const float *in = x->data;
     float *out = call->out[0]->data;
     int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3];
-    int64_t s = call->params.scale, wo = w * s;
+    int64_t s = LY_PARAMS(call, ly_upsample_nearest2d_params)->scale, wo = w * s;
     for (int64_t p = 0; p < planes; p++) {
         for (int64_t iy = 0; iy < h; iy++) {
             const float *src = in + (p * h + iy) * w;
@@ -412,7 +412,8 @@ ly_status ly_ref_concat(const ly_kernel_call *call)
 {
     const ly_tensor *first = call->in[0];
     int ndim = first->ndim;
-    int64_t axis = call->params.axis < 0 ? call->params.axis + ndim : call->params.axis;
+    int64_t axis = LY_PARAMS(call, ly_concat_params)->axis;
+    if (axis < 0) axis += ndim;
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; d++)
         outer *= first->shape[d];
@@ -622,7 +623,8 @@ ly_status ly_ref_resize_bilinear2d(const ly_kernel_call *call)
     job.ax_h = (resize_axis){index, index + job.ho, weight, weight + job.ho};
     job.ax_w = (resize_axis){index + 2 * job.ho, index + 2 * job.ho + job.wo, weight + 2 * job.ho,
                              weight + 2 * job.ho + job.wo};
-    bool align = call->params.align_corners != 0, half = call->params.half_pixel_centers != 0;
+    const ly_resize_bilinear2d_params *p = call->params;
+    bool align = p->align_corners != 0, half = p->half_pixel_centers != 0;
     resize_axis_fill(&job.ax_h, job.h, job.ho, align, half);
     resize_axis_fill(&job.ax_w, job.w, job.wo, align, half);
     int64_t planes = x->shape[0] * x->shape[1];

@@ -6,18 +6,7 @@
 #ifndef LY_NN_REFERENCE_H
 #define LY_NN_REFERENCE_H
 
-#include "libreyolo/kernels.h"
-
-ly_status ly_ref_conv2d(const ly_kernel_call *call);
-ly_status ly_ref_max_pool2d(const ly_kernel_call *call);
-ly_status ly_ref_avg_pool2d(const ly_kernel_call *call);
-ly_status ly_ref_upsample_nearest2d(const ly_kernel_call *call);
-ly_status ly_ref_concat(const ly_kernel_call *call);
-ly_status ly_ref_silu(const ly_kernel_call *call);
-ly_status ly_ref_sigmoid(const ly_kernel_call *call);
-ly_status ly_ref_dfl(const ly_kernel_call *call);
-ly_status ly_ref_add(const ly_kernel_call *call);
-ly_status ly_ref_resize_bilinear2d(const ly_kernel_call *call);
+#include "ops/ops_internal.h"
 
 /* Scalar forms shared with the providers, which apply bias, activation and
  * residual after a library's convolution. */

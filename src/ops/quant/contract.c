@@ -4,7 +4,7 @@
  * reference that serves the slot when nothing faster is eligible.
  */
 #include "core/core.h"
-#include "kernels/slot.h"
+#include "ops/ops_internal.h"
 #include "ops/quant/reference.h"
 
 #include <stdio.h>
@@ -24,9 +24,7 @@ static const ly_tensor *operand(const operands *o, int i)
 
 static ly_status check_operand(const operands *o, int i, const char *name, ly_dtype dtype)
 {
-    char what[128];
-    snprintf(what, sizeof what, "%s: %s", o->slot, name);
-    return ly_check_tensor(operand(o, i), what, dtype);
+    return ly_check_operand(operand(o, i), o->slot, name, dtype);
 }
 
 static ly_status check_min_ndim(const operands *o, int i, const char *name, int min_ndim)
@@ -71,24 +69,21 @@ static ly_status check_shape2(const operands *o, int i, const char *name, int64_
     if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1) {
         char buf[128];
         return ly_set_error(LY_E_SHAPE, "%s: %s: shape %s, expected [%lld, %lld] %s", o->slot, name,
-                            ly_shape_str(t, buf, sizeof buf), (long long)d0, (long long)d1,
-                            layout);
+                            ly_shape_str(t, buf, sizeof buf), (long long)d0, (long long)d1, layout);
     }
     return LY_OK;
 }
 
-static ly_status check_bits(const operands *o)
+static ly_status check_bits(const operands *o, int64_t bits)
 {
-    int64_t bits = o->call->params.bits;
     if (bits != 2 && bits != 4)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params.bits is %lld, expected 2 or 4",
                             o->slot, (long long)bits);
     return LY_OK;
 }
 
-static ly_status check_group_size(const operands *o)
+static ly_status check_group_size(const operands *o, int64_t g)
 {
-    int64_t g = o->call->params.group_size;
     if (g <= 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params.group_size is %lld, expected > 0",
                             o->slot, (long long)g);
@@ -96,9 +91,9 @@ static ly_status check_group_size(const operands *o)
 }
 
 /* in_features: -1 keeps every unpacked column, otherwise 0..available. */
-static ly_status resolve_in_features(const operands *o, int64_t available, int64_t *cols)
+static ly_status resolve_in_features(const operands *o, int64_t in, int64_t available,
+                                     int64_t *cols)
 {
-    int64_t in = o->call->params.in_features;
     if (in == -1) {
         *cols = available;
         return LY_OK;
@@ -120,7 +115,8 @@ static int64_t ceil_div(int64_t a, int64_t b)
 static void set_output(ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out, const ly_tensor *like)
 {
     out[0] = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = like->ndim};
-    for (int i = 0; i < like->ndim; i++) out[0].shape[i] = like->shape[i];
+    for (int i = 0; i < like->ndim; i++)
+        out[0].shape[i] = like->shape[i];
     *n_out = 1;
 }
 
@@ -143,7 +139,7 @@ static ly_status validate_int8_per_channel(const operands *o)
     TRY(check_operand(o, 0, "weight", LY_F32));
     TRY(check_min_ndim(o, 0, "weight", 1));
     const ly_tensor *w = operand(o, 0);
-    int64_t axis = o->call->params.axis;
+    int64_t axis = LY_PARAMS(o->call, ly_fake_quant_int8_per_channel_params)->axis;
     if (axis < -(int64_t)w->ndim || axis >= w->ndim)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "%s: params.axis is %lld, expected -%d..%d for a %d-dim weight",
@@ -181,12 +177,13 @@ static ly_status validate_int_grouped(const operands *o)
 {
     TRY(check_operand(o, 0, "weight", LY_F32));
     TRY(check_ndim(o, 0, "weight", 2, "([out, in])"));
-    TRY(check_bits(o));
-    TRY(check_group_size(o));
+    const ly_fake_quant_int_grouped_params *p = o->call->params;
+    TRY(check_bits(o, p->bits));
+    TRY(check_group_size(o, p->group_size));
     if (operand(o, 1)) {
         const ly_tensor *w = operand(o, 0);
         TRY(check_operand(o, 1, "scale", LY_F32));
-        TRY(check_shape2(o, 1, "scale", w->shape[0], ceil_div(w->shape[1], o->call->params.group_size),
+        TRY(check_shape2(o, 1, "scale", w->shape[0], ceil_div(w->shape[1], p->group_size),
                          "([out, ceil(in / group_size)])"));
     }
     return LY_OK;
@@ -251,10 +248,10 @@ static ly_status infer_backward(const char *slot, family_validator validate,
 
 /* ---- Unpack validators ------------------------------------------------------------------ */
 
-static ly_status infer_unpack_int_grouped(const ly_kernel_call *call,
-                                          ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+ly_status ly_contract_unpack_int_grouped(const ly_kernel_call *call,
+                                         ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
-    const char *slot = LY_SLOT_UNPACK_INT_GROUPED;
+    const char *slot = ly_op_name(LY_OP_UNPACK_INT_GROUPED);
     if (!call || !out || !n_out)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", slot);
     operands o = {slot, call, 0};
@@ -262,11 +259,12 @@ static ly_status infer_unpack_int_grouped(const ly_kernel_call *call,
     TRY(check_ndim(&o, 0, "payload", 2, "([out, P])"));
     TRY(check_operand(&o, 1, "scale", LY_F32));
     TRY(check_ndim(&o, 1, "scale", 2, "([out, ng])"));
-    TRY(check_bits(&o));
-    TRY(check_group_size(&o));
+    const ly_unpack_int_grouped_params *p = call->params;
+    TRY(check_bits(&o, p->bits));
+    TRY(check_group_size(&o, p->group_size));
     const ly_tensor *payload = call->in[0], *scale = call->in[1];
     int64_t rows = payload->shape[0], width = payload->shape[1], groups = scale->shape[1];
-    int64_t bits = call->params.bits, g = call->params.group_size;
+    int64_t bits = p->bits, g = p->group_size;
     TRY(check_shape2(&o, 1, "scale", rows, groups, "(one row per payload row)"));
     int64_t unpacked, payload_bits, group_bits;
     bool overflow = __builtin_mul_overflow(groups, g, &unpacked) ||
@@ -276,18 +274,19 @@ static ly_status infer_unpack_int_grouped(const ly_kernel_call *call,
         return ly_set_error(LY_E_SHAPE,
                             "%s: payload: %lld bytes per row hold %lld %lld-bit codes, expected "
                             "ng * group_size = %lld * %lld codes (P * 8 / bits == ng * g)",
-                            slot, (long long)width, (long long)(overflow ? -1 : payload_bits / bits),
-                            (long long)bits, (long long)groups, (long long)g);
+                            slot, (long long)width,
+                            (long long)(overflow ? -1 : payload_bits / bits), (long long)bits,
+                            (long long)groups, (long long)g);
     int64_t cols = 0;
-    TRY(resolve_in_features(&o, unpacked, &cols));
+    TRY(resolve_in_features(&o, p->in_features, unpacked, &cols));
     set_output2(out, n_out, rows, cols);
     return LY_OK;
 }
 
-static ly_status infer_unpack_nvfp4(const ly_kernel_call *call,
-                                    ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
+ly_status ly_contract_unpack_nvfp4(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                   int *n_out)
 {
-    const char *slot = LY_SLOT_UNPACK_NVFP4;
+    const char *slot = ly_op_name(LY_OP_UNPACK_NVFP4);
     if (!call || !out || !n_out)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", slot);
     operands o = {slot, call, 0};
@@ -315,78 +314,42 @@ static ly_status infer_unpack_nvfp4(const ly_kernel_call *call,
                             "4-bit codes per byte, %d per block)",
                             slot, (long long)width, (long long)blocks, LY_NVFP4_BLOCK);
     int64_t cols = 0;
-    TRY(resolve_in_features(&o, blocks * LY_NVFP4_BLOCK, &cols));
+    TRY(resolve_in_features(&o, LY_PARAMS(call, ly_unpack_nvfp4_params)->in_features,
+                            blocks * LY_NVFP4_BLOCK, &cols));
     set_output2(out, n_out, rows, cols);
     return LY_OK;
 }
 
-/* ---- The table ---------------------------------------------------------------------- */
+/* ---- The contracts ------------------------------------------------------------------ */
 
-#define FORWARD_INFER(fn, slot, validator)                                                         \
-    static ly_status fn(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],          \
-                        int *n_out)                                                                \
+#define FORWARD_CONTRACT(ID, name, validator)                                                      \
+    ly_status ly_contract_##name(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS], \
+                                 int *n_out)                                                       \
     {                                                                                              \
-        return infer_forward(slot, validator, call, out, n_out);                                   \
-    }
-#define BACKWARD_INFER(fn, slot, validator)                                                        \
-    static ly_status fn(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],          \
-                        int *n_out)                                                                \
+        return infer_forward(ly_op_name(LY_OP_##ID), validator, call, out, n_out);                 \
+    }                                                                                              \
+    ly_status ly_contract_##name##_backward(const ly_kernel_call *call,                            \
+                                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)      \
     {                                                                                              \
-        return infer_backward(slot, validator, call, out, n_out);                                  \
+        return infer_backward(ly_op_name(LY_OP_##ID##_BACKWARD), validator, call, out, n_out);     \
     }
 
-FORWARD_INFER(infer_int8_per_channel, LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, validate_int8_per_channel)
-FORWARD_INFER(infer_int8_affine, LY_SLOT_FAKE_QUANT_INT8_AFFINE, validate_int8_affine)
-FORWARD_INFER(infer_fp8, LY_SLOT_FAKE_QUANT_FP8, validate_fp8)
-FORWARD_INFER(infer_int_grouped, LY_SLOT_FAKE_QUANT_INT_GROUPED, validate_int_grouped)
-FORWARD_INFER(infer_nvfp4_weight, LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, validate_nvfp4_weight)
-FORWARD_INFER(infer_nvfp4_dynamic, LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, validate_fp4_input)
-FORWARD_INFER(infer_mxfp4_weight, LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, validate_fp4_weight)
-FORWARD_INFER(infer_mxfp4_dynamic, LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC, validate_fp4_input)
+FORWARD_CONTRACT(FAKE_QUANT_INT8_PER_CHANNEL, fake_quant_int8_per_channel,
+                 validate_int8_per_channel)
+FORWARD_CONTRACT(FAKE_QUANT_INT8_AFFINE, fake_quant_int8_affine, validate_int8_affine)
+FORWARD_CONTRACT(FAKE_QUANT_FP8, fake_quant_fp8, validate_fp8)
+FORWARD_CONTRACT(FAKE_QUANT_INT_GROUPED, fake_quant_int_grouped, validate_int_grouped)
+FORWARD_CONTRACT(FAKE_QUANT_NVFP4_WEIGHT, fake_quant_nvfp4_weight, validate_nvfp4_weight)
+FORWARD_CONTRACT(FAKE_QUANT_NVFP4_DYNAMIC, fake_quant_nvfp4_dynamic, validate_fp4_input)
+FORWARD_CONTRACT(FAKE_QUANT_MXFP4_WEIGHT, fake_quant_mxfp4_weight, validate_fp4_weight)
+FORWARD_CONTRACT(FAKE_QUANT_MXFP4_DYNAMIC, fake_quant_mxfp4_dynamic, validate_fp4_input)
 
-BACKWARD_INFER(infer_int8_per_channel_backward, LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD,
-               validate_int8_per_channel)
-BACKWARD_INFER(infer_int8_affine_backward, LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD,
-               validate_int8_affine)
-BACKWARD_INFER(infer_fp8_backward, LY_SLOT_FAKE_QUANT_FP8_BACKWARD, validate_fp8)
-BACKWARD_INFER(infer_int_grouped_backward, LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD,
-               validate_int_grouped)
-BACKWARD_INFER(infer_nvfp4_weight_backward, LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD,
-               validate_nvfp4_weight)
-BACKWARD_INFER(infer_nvfp4_dynamic_backward, LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD,
-               validate_fp4_input)
-BACKWARD_INFER(infer_mxfp4_weight_backward, LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD,
-               validate_fp4_weight)
-BACKWARD_INFER(infer_mxfp4_dynamic_backward, LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD,
-               validate_fp4_input)
-
-const ly_slot_def ly_quant_slots[] = {
-    {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL, infer_int8_per_channel,
-     ly_ref_fake_quant_int8_per_channel},
-    {LY_SLOT_FAKE_QUANT_INT8_AFFINE, infer_int8_affine, ly_ref_fake_quant_int8_affine},
-    {LY_SLOT_FAKE_QUANT_FP8, infer_fp8, ly_ref_fake_quant_fp8},
-    {LY_SLOT_FAKE_QUANT_INT_GROUPED, infer_int_grouped, ly_ref_fake_quant_int_grouped},
-    {LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT, infer_nvfp4_weight, ly_ref_fake_quant_nvfp4_weight},
-    {LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC, infer_nvfp4_dynamic, ly_ref_fake_quant_nvfp4_dynamic},
-    {LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT, infer_mxfp4_weight, ly_ref_fake_quant_mxfp4_weight},
-    {LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC, infer_mxfp4_dynamic, ly_ref_fake_quant_mxfp4_dynamic},
-    {LY_SLOT_UNPACK_INT_GROUPED, infer_unpack_int_grouped, ly_ref_unpack_int_grouped},
-    {LY_SLOT_UNPACK_NVFP4, infer_unpack_nvfp4, ly_ref_unpack_nvfp4},
-    {LY_SLOT_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, infer_int8_per_channel_backward,
-     ly_ref_fake_quant_int8_per_channel_backward},
-    {LY_SLOT_FAKE_QUANT_INT8_AFFINE_BACKWARD, infer_int8_affine_backward,
-     ly_ref_fake_quant_int8_affine_backward},
-    {LY_SLOT_FAKE_QUANT_FP8_BACKWARD, infer_fp8_backward, ly_ref_fake_quant_fp8_backward},
-    {LY_SLOT_FAKE_QUANT_INT_GROUPED_BACKWARD, infer_int_grouped_backward,
-     ly_ref_fake_quant_int_grouped_backward},
-    {LY_SLOT_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD, infer_nvfp4_weight_backward,
-     ly_ref_fake_quant_nvfp4_weight_backward},
-    {LY_SLOT_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, infer_nvfp4_dynamic_backward,
-     ly_ref_fake_quant_nvfp4_dynamic_backward},
-    {LY_SLOT_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD, infer_mxfp4_weight_backward,
-     ly_ref_fake_quant_mxfp4_weight_backward},
-    {LY_SLOT_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD, infer_mxfp4_dynamic_backward,
-     ly_ref_fake_quant_mxfp4_dynamic_backward},
-};
-
-const size_t ly_quant_slot_count = sizeof ly_quant_slots / sizeof ly_quant_slots[0];
+LY_PARAMS_FIELDS(ly_fake_quant_int8_per_channel_params,
+                 LY_FIELD_INT(ly_fake_quant_int8_per_channel_params, axis, 1))
+LY_PARAMS_FIELDS(ly_fake_quant_int_grouped_params,
+                 LY_FIELD_INT(ly_fake_quant_int_grouped_params, bits, 1),
+                 LY_FIELD_INT(ly_fake_quant_int_grouped_params, group_size, 1))
+LY_PARAMS_FIELDS(ly_unpack_int_grouped_params, LY_FIELD_INT(ly_unpack_int_grouped_params, bits, 1),
+                 LY_FIELD_INT(ly_unpack_int_grouped_params, group_size, 1),
+                 LY_FIELD_INT(ly_unpack_int_grouped_params, in_features, 1))
+LY_PARAMS_FIELDS(ly_unpack_nvfp4_params, LY_FIELD_INT(ly_unpack_nvfp4_params, in_features, 1))

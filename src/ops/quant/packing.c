@@ -77,8 +77,9 @@ static ly_status check_row_scale(const ly_tensor *scale, const char *fn, int64_t
     TRY(check(scale, fn, "scale", LY_F32));
     if (ly_tensor_numel(scale) == rows) return LY_OK;
     char buf[128];
-    return ly_set_error(LY_E_SHAPE, "%s: scale: shape %s, expected %lld elements (one per index of dim 0)",
-                        fn, ly_shape_str(scale, buf, sizeof buf), (long long)rows);
+    return ly_set_error(LY_E_SHAPE,
+                        "%s: scale: shape %s, expected %lld elements (one per index of dim 0)", fn,
+                        ly_shape_str(scale, buf, sizeof buf), (long long)rows);
 }
 
 static ly_status check_bits_group(const char *fn, int64_t bits, int64_t group_size)
@@ -166,7 +167,8 @@ ly_status ly_unpack_int8(const ly_tensor *codes, const ly_tensor *scale, ly_tens
     float *o = (float *)out->data;
     for (int64_t r = 0; r < rows; r++) {
         float sr = ly_nm_clamp_min(s[r], LY_QUANT_EPS);
-        for (int64_t i = r * inner; i < (r + 1) * inner; i++) o[i] = (float)c[i] * sr;
+        for (int64_t i = r * inner; i < (r + 1) * inner; i++)
+            o[i] = (float)c[i] * sr;
     }
     return LY_OK;
 }
@@ -276,10 +278,10 @@ ly_status ly_unpack_int_grouped(const ly_tensor *payload, const ly_tensor *scale
     call.in[0] = payload;
     call.in[1] = scale;
     call.out[0] = out;
-    call.params.bits = bits;
-    call.params.group_size = group_size;
-    call.params.in_features = in_features;
-    return ly_kernel_dispatch(LY_SLOT_UNPACK_INT_GROUPED, &call);
+    ly_unpack_int_grouped_params p = {
+        .bits = bits, .group_size = group_size, .in_features = in_features};
+    call.params = &p;
+    return ly_kernel_dispatch_op(LY_OP_UNPACK_INT_GROUPED, &call);
 }
 
 /* ---- nvfp4 ------------------------------------------------------------------------------- */
@@ -336,8 +338,9 @@ ly_status ly_unpack_nvfp4(const ly_tensor *payload, const ly_tensor *block_scale
     call.in[1] = block_scale;
     call.in[2] = tensor_amax;
     call.out[0] = out;
-    call.params.in_features = in_features;
-    return ly_kernel_dispatch(LY_SLOT_UNPACK_NVFP4, &call);
+    ly_unpack_nvfp4_params p = {.in_features = in_features};
+    call.params = &p;
+    return ly_kernel_dispatch_op(LY_OP_UNPACK_NVFP4, &call);
 }
 
 /* ---- mxfp4 ------------------------------------------------------------------------------ */
@@ -382,8 +385,8 @@ ly_status ly_pack_mxfp4(const ly_tensor *weight, ly_tensor *payload, ly_tensor *
     return LY_OK;
 }
 
-ly_status ly_unpack_mxfp4(const ly_tensor *payload, const ly_tensor *block_exp,
-                          int64_t in_features, ly_tensor *out)
+ly_status ly_unpack_mxfp4(const ly_tensor *payload, const ly_tensor *block_exp, int64_t in_features,
+                          ly_tensor *out)
 {
     const char *fn = "ly_unpack_mxfp4";
     TRY(check(payload, fn, "payload", LY_U8));

@@ -30,7 +30,8 @@ ly_axis_view ly_quant_axis_view(const ly_tensor *t, int64_t axis)
 float ly_quant_amax(const float *x, int64_t n)
 {
     float m = 0.0f;
-    for (int64_t i = 0; i < n; i++) m = ly_nm_amax_step(m, x[i]);
+    for (int64_t i = 0; i < n; i++)
+        m = ly_nm_amax_step(m, x[i]);
     return m;
 }
 
@@ -126,8 +127,7 @@ static ly_status int8_per_channel(const ly_tensor *w, const ly_tensor *given_sca
             for (int64_t i = 0; i < view.inner; i++) {
                 int64_t at = (o * view.channels + c) * view.inner + i;
                 int64_t code = ly_nm_int8_code(x[at], inv, 0.0f);
-                if (grad)
-                    /* torch multiplies by the mask, so a NaN gradient stays NaN. */
+                if (grad) /* torch multiplies by the mask, so a NaN gradient stays NaN. */
                     out[at] = grad[at] * (ly_nm_int8_in_range(code) ? 1.0f : 0.0f);
                 else
                     out[at] = (float)ly_nm_clamp_i64(code, -128, 127) * s;
@@ -139,13 +139,16 @@ static ly_status int8_per_channel(const ly_tensor *w, const ly_tensor *given_sca
 
 ly_status ly_ref_fake_quant_int8_per_channel(const ly_kernel_call *call)
 {
-    return int8_per_channel(call->in[0], call->in[1], call->params.axis, NULL, f32_out(call));
+    return int8_per_channel(call->in[0], call->in[1],
+                            LY_PARAMS(call, ly_fake_quant_int8_per_channel_params)->axis, NULL,
+                            f32_out(call));
 }
 
 ly_status ly_ref_fake_quant_int8_per_channel_backward(const ly_kernel_call *call)
 {
-    return int8_per_channel(call->in[1], call->in[2], call->params.axis, f32_in(call, 0),
-                            f32_out(call));
+    return int8_per_channel(call->in[1], call->in[2],
+                            LY_PARAMS(call, ly_fake_quant_int8_per_channel_params)->axis,
+                            f32_in(call, 0), f32_out(call));
 }
 
 /* ---- fake_quant_int8_affine ----------------------------------------------------------- */
@@ -168,8 +171,8 @@ static void int8_affine(const ly_tensor *x_t, float lo, float hi, const float *g
         if (grad)
             out[i] = grad[i] * (ly_nm_int8_in_range(code) ? 1.0f : 0.0f);
         else
-            out[i] = (float)(((double)ly_nm_clamp_i64(code, -128, 127) - (double)zp) *
-                             (double)scale);
+            out[i] =
+                (float)(((double)ly_nm_clamp_i64(code, -128, 127) - (double)zp) * (double)scale);
     }
 }
 
@@ -233,7 +236,8 @@ ly_status ly_ref_fake_quant_int_grouped(const ly_kernel_call *call)
     const ly_tensor *w_t = call->in[0];
     int64_t rows = w_t->shape[0], cols = w_t->shape[1];
     if (rows == 0 || cols == 0) return LY_OK;
-    int64_t bits = call->params.bits, g = call->params.group_size;
+    const ly_fake_quant_int_grouped_params *p = call->params;
+    int64_t bits = p->bits, g = p->group_size;
     int64_t groups = cols / g + (cols % g != 0);
     const float *w = f32_in(call, 0);
     float *out = f32_out(call);
@@ -266,8 +270,8 @@ ly_status ly_ref_fake_quant_int_grouped_backward(const ly_kernel_call *call)
 
 typedef struct fp4_format {
     int64_t block;
-    bool mx;             /* MXFP4: eff = 2^e; NVFP4: eff from E4M3 block scale and ts' */
-    float tensor_scale;  /* NVFP4 ts' = max(tensor_amax / 2688, 1e-12) */
+    bool mx;            /* MXFP4: eff = 2^e; NVFP4: eff from E4M3 block scale and ts' */
+    float tensor_scale; /* NVFP4 ts' = max(tensor_amax / 2688, 1e-12) */
 } fp4_format;
 
 static float fp4_eff(const fp4_format *f, float block_amax)
@@ -377,7 +381,8 @@ ly_status ly_ref_unpack_int_grouped(const ly_kernel_call *call)
     float *out = f32_out(call);
     int64_t rows = payload_t->shape[0], width = payload_t->shape[1];
     int64_t groups = scale_t->shape[1];
-    int64_t bits = call->params.bits, g = call->params.group_size;
+    const ly_unpack_int_grouped_params *p = call->params;
+    int64_t bits = p->bits, g = p->group_size;
     int64_t cols = call->out[0]->shape[1];
     int64_t per_byte = 8 / bits;
     unsigned mask = (1u << bits) - 1u;

@@ -10,30 +10,9 @@
 #define LY_QUANT_REFERENCE_H
 
 #include "libreyolo/quant.h"
+#include "ops/ops_internal.h"
 
-/* Forward. */
-ly_status ly_ref_fake_quant_int8_per_channel(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_int8_affine(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_fp8(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_int_grouped(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_nvfp4_weight(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_nvfp4_dynamic(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_mxfp4_weight(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_mxfp4_dynamic(const ly_kernel_call *call);
-
-/* Unpack. */
-ly_status ly_ref_unpack_int_grouped(const ly_kernel_call *call);
-ly_status ly_ref_unpack_nvfp4(const ly_kernel_call *call);
-
-/* Backward: in[0] = grad, then the forward's inputs; out[0] = grad of input 0. */
-ly_status ly_ref_fake_quant_int8_per_channel_backward(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_int8_affine_backward(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_fp8_backward(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_int_grouped_backward(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_nvfp4_weight_backward(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_nvfp4_dynamic_backward(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_mxfp4_weight_backward(const ly_kernel_call *call);
-ly_status ly_ref_fake_quant_mxfp4_dynamic_backward(const ly_kernel_call *call);
+/* The ly_ref_<op> functions are declared by ops/ops_internal.h (the manifest). */
 
 /* ---- Shared pieces (also used by qparams.c and packing.c) ------------------------ */
 

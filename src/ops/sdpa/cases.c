@@ -10,10 +10,9 @@
  * afterwards, and half the cases use buffers misaligned by one element.
  */
 #include "core/core.h"
-#include "kernels/check_common.h"
-#include "ops/sdpa/sdpa_internal.h"
 #include "kernels/check.h"
 #include "kernels/check_rng.h"
+#include "ops/sdpa/sdpa_internal.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -148,7 +147,7 @@ enum { GUARD_BYTES = 64, ALIGN = 64 };
 
 typedef struct buffer {
     ly_tensor t;
-    void *alloc, *pristine;
+    void *alloc;
     size_t bytes;
 } buffer;
 
@@ -156,7 +155,7 @@ typedef struct sdpa_case {
     char name[112];
     buffer in[5];
     int n_in;
-    ly_kernel_params params;
+    ly_sdpa_params params;
     bool out_of_memory;
 } sdpa_case;
 
@@ -189,10 +188,8 @@ static void *add_input(sdpa_case *c, int index, ly_dtype dtype, int ndim, const 
 
 static void case_free(sdpa_case *c)
 {
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 5; i++)
         free(c->in[i].alloc);
-        free(c->in[i].pristine);
-    }
 }
 
 static float hostile(ly_check_rng *r)
@@ -328,8 +325,7 @@ static void materialize(sdpa_case *c, const char *slot, const case_spec *spec)
              s->name, s->B, s->H, s->Nq, s->Nk, s->d, s->dv, value_names[spec->values],
              mask_names[spec->mask], scale_names[spec->scale], mis ? " misaligned" : "");
     ly_check_rng r = {ly_check_seed(slot, c->name)};
-    c->params = (ly_kernel_params){0};
-    c->params.attn_scale = scales[spec->scale];
+    c->params = (ly_sdpa_params){.scale = scales[spec->scale]};
     int64_t qs[4] = {s->B, s->H, s->Nq, s->d}, ks[4] = {s->B, s->H, s->Nk, s->d},
             vs[4] = {s->B, s->H, s->Nk, s->dv};
     float *q = add_input(c, 0, LY_F32, 4, qs, mis);
@@ -348,84 +344,24 @@ static void materialize(sdpa_case *c, const char *slot, const case_spec *spec)
     }
 }
 
-/* ---- running and comparing ---------------------------------------------------------------- */
-
-typedef struct impl_state {
-    char name[64];
-    ly_check_result result;
-} impl_state;
+/* ---- running ---------------------------------------------------------------------------- */
 
 typedef struct run_state {
     const char *slot;
-    const ly_check_options *opt;
-    impl_state *impls;
-    int n_impls;
-    int64_t total, done;
+    ly_check_run *run;
     ly_status fatal;
 } run_state;
 
-typedef struct output {
-    ly_tensor t;
-    void *alloc;
-    size_t bytes;
-} output;
-
-static const uint32_t REFERENCE_CANARY = 0x7FB0B0B0u, IMPL_CANARY = 0x7FBADBADu;
-
-static void output_fill(output *o, uint32_t canary)
+static void describe(const void *user, int out, int64_t index, char *buf, size_t size)
 {
-    uint8_t *p = o->t.data;
-    for (size_t b = 0; b < o->bytes; b += 4)
-        memcpy(p + b, &canary, 4);
-    memset(p + o->bytes, 0xCC, GUARD_BYTES);
-}
-
-static bool guard_broken(const output *o)
-{
-    const uint8_t *p = (const uint8_t *)o->t.data + o->bytes;
-    for (int b = 0; b < GUARD_BYTES; b++)
-        if (p[b] != 0xCC) return true;
-    return false;
-}
-
-static int inputs_modified(const sdpa_case *c)
-{
-    for (int i = 0; i < c->n_in; i++)
-        if (c->in[i].pristine && memcmp(c->in[i].t.data, c->in[i].pristine, c->in[i].bytes) != 0)
-            return i;
-    return -1;
-}
-
-static void compare(ly_check_result *r, const sdpa_case *c, const output *ref, const output *got)
-{
-    int64_t n = ly_tensor_numel(&ref->t);
-    r->elements += n;
-    const uint32_t *a = ref->t.data, *b = got->t.data;
-    const int64_t *sh = ref->t.shape;
-    for (int64_t i = 0; i < n; i++) {
-        if (a[i] == b[i]) continue;
-        r->bit_differences++;
-        r->mismatches++;
-        float fa = ly_sdpa_bits_f32(a[i]), fb = ly_sdpa_bits_f32(b[i]);
-        double diff = ly_attn_abs_diff(fa, fb);
-        if (diff > r->max_abs_diff) r->max_abs_diff = diff;
-        if (r->n_shown >= LY_CHECK_MAX_SHOWN) continue;
-        ly_check_mismatch *m = &r->shown[r->n_shown++];
-        snprintf(m->case_name, sizeof m->case_name, "%s", c->name);
-        snprintf(m->shape, sizeof m->shape, "[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
-                 sh[0], sh[1], sh[2], sh[3]);
-        m->output = 0;
-        m->index = i;
-        int64_t dv = sh[3], rows = i / dv;
-        snprintf(m->inputs, sizeof m->inputs,
-                 "b=%" PRId64 " h=%" PRId64 " query %" PRId64 " channel %" PRId64
-                 " (a whole row of q.k^T and column of v)",
-                 rows / sh[2] / sh[1], rows / sh[2] % sh[1], rows % sh[2], i % dv);
-        m->reference = fa;
-        m->reference_bits = a[i];
-        m->impl = fb;
-        m->impl_bits = b[i];
-    }
+    (void)out;
+    const sdpa_case *c = user;
+    const int64_t *q = c->in[0].t.shape, *v = c->in[2].t.shape;
+    int64_t dv = v[3], rows = index / dv;
+    snprintf(buf, size,
+             "b=%" PRId64 " h=%" PRId64 " query %" PRId64 " channel %" PRId64
+             " (a whole row of q.k^T and column of v)",
+             rows / q[2] / q[1], rows / q[2] % q[1], rows % q[2], index % dv);
 }
 
 static bool run_case(const case_spec *spec, void *user)
@@ -433,100 +369,19 @@ static bool run_case(const case_spec *spec, void *user)
     run_state *run = user;
     sdpa_case c;
     memset(&c, 0, sizeof c);
-    output ref = {0}, got = {0};
     materialize(&c, run->slot, spec);
-    for (int i = 0; !c.out_of_memory && i < c.n_in; i++) {
-        if (!c.in[i].t.data) continue;
-        c.in[i].pristine = malloc(c.in[i].bytes + 1);
-        if (!c.in[i].pristine)
-            c.out_of_memory = true;
-        else
-            memcpy(c.in[i].pristine, c.in[i].t.data, c.in[i].bytes);
-    }
     if (c.out_of_memory) {
         run->fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
                                   run->slot, c.name);
-        goto done;
+    } else {
+        ly_kernel_call call;
+        ly_kernel_call_init(&call);
+        for (int i = 0; i < c.n_in; i++)
+            call.in[i] = c.in[i].t.data ? &c.in[i].t : NULL;
+        call.params = &c.params;
+        run->fatal = ly_check_run_case(run->run, c.name, &call, 0, spec->ordinal & 1, describe, &c);
     }
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    for (int i = 0; i < c.n_in; i++)
-        call.in[i] = c.in[i].t.data ? &c.in[i].t : NULL;
-    call.params = c.params;
-    call.threads = run->opt->threads;
-    ly_tensor shapes_out[LY_KERNEL_MAX_OUTPUTS];
-    int n_out = 0;
-    if (ly_kernel_infer_outputs(run->slot, &call, shapes_out, &n_out) != LY_OK) {
-        for (int k = 0; k < run->n_impls; k++)
-            if (!run->impls[k].result.skipped) run->impls[k].result.rejected++;
-        ly_clear_error();
-        goto done;
-    }
-    bool mis = spec->ordinal & 1;
-    output *outs[2] = {&ref, &got};
-    for (int o = 0; o < 2; o++) {
-        outs[o]->t = shapes_out[0];
-        outs[o]->bytes = (size_t)ly_tensor_numel(&shapes_out[0]) * sizeof(float);
-        outs[o]->t.data = alloc_view(outs[o]->bytes, sizeof(float), mis, &outs[o]->alloc);
-        if (!outs[o]->t.data) {
-            run->fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                                      run->slot, c.name);
-            goto done;
-        }
-    }
-    call.out[0] = &ref.t;
-    output_fill(&ref, REFERENCE_CANARY);
-    ly_status st = ly_kernel_run_impl(run->slot, "reference", &call);
-    int modified = inputs_modified(&c);
-    if (st != LY_OK || guard_broken(&ref) || modified >= 0) {
-        for (int k = 0; k < run->n_impls; k++) {
-            ly_check_result *r = &run->impls[k].result;
-            if (r->skipped) continue;
-            if (st != LY_OK)
-                ly_attn_note_error(r, "reference failed on case '%s': %s: %s", c.name,
-                                   ly_status_name(st), ly_last_error());
-            else if (modified >= 0)
-                ly_attn_note_error(r, "reference modified in[%d] on case '%s'", modified, c.name);
-            else
-                ly_attn_note_error(r, "reference wrote past the end of out[0] on case '%s'",
-                                   c.name);
-        }
-        goto done;
-    }
-    for (int k = 0; k < run->n_impls; k++) {
-        ly_check_result *r = &run->impls[k].result;
-        if (r->skipped) continue;
-        call.out[0] = &got.t;
-        output_fill(&got, IMPL_CANARY);
-        st = ly_kernel_run_impl(run->slot, run->impls[k].name, &call);
-        if (st == LY_E_DECLINED || st == LY_E_UNAVAILABLE) {
-            r->declined++;
-            ly_clear_error();
-            continue;
-        }
-        if (st != LY_OK) {
-            ly_attn_note_error(r, "failed on case '%s': %s: %s", c.name, ly_status_name(st),
-                               ly_last_error());
-            continue;
-        }
-        r->cases++;
-        modified = inputs_modified(&c);
-        if (modified >= 0) {
-            ly_attn_note_error(r, "modified in[%d] on case '%s'", modified, c.name);
-            for (int i = 0; i < c.n_in; i++)
-                if (c.in[i].pristine) memcpy(c.in[i].t.data, c.in[i].pristine, c.in[i].bytes);
-        }
-        if (guard_broken(&got))
-            ly_attn_note_error(r, "wrote past the end of out[0] on case '%s'", c.name);
-        compare(r, &c, &ref, &got);
-    }
-done:
-    free(ref.alloc);
-    free(got.alloc);
     case_free(&c);
-    run->done++;
-    if (run->opt->progress)
-        run->opt->progress(run->slot, run->done, run->total, run->opt->progress_user);
     return run->fatal == LY_OK;
 }
 
@@ -537,80 +392,16 @@ static bool count_spec(const case_spec *spec, void *user)
     return true;
 }
 
-/* ---- per slot -------------------------------------------------------------------------- */
-
-typedef struct listing {
-    impl_state *items;
-    int n, cap;
-    const ly_check_options *opt;
-    const char *slot;
-    bool out_of_memory;
-} listing;
-
-static void on_listed(const char *slot, const char *impl, bool eligible, const char *why_not,
-                      void *user)
+ly_status ly_check_sdpa_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
+                           void *user, int *n_matched)
 {
-    (void)slot;
-    listing *l = user;
-    bool selected = l->opt->impl ? strcmp(l->opt->impl, impl) == 0 : strcmp(impl, "reference") != 0;
-    if (!selected || l->out_of_memory) return;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 4;
-        impl_state *grown = realloc(l->items, (size_t)cap * sizeof *grown);
-        if (!grown) {
-            l->out_of_memory = true;
-            return;
-        }
-        l->items = grown;
-        l->cap = cap;
-    }
-    impl_state *s = &l->items[l->n++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", impl);
-    s->result.impl = NULL; /* set once the array stops moving */
-    s->result.exact = true;
-    if (!eligible) {
-        s->result.skipped = true;
-        snprintf(s->result.why_skipped, sizeof s->result.why_skipped, "%s",
-                 why_not ? why_not : "not eligible");
-    }
-}
-
-ly_status ly_check_sdpa_slot(const char *slot, const ly_check_options *options,
-                             ly_check_report_fn report, void *user, int *n_matched)
-{
-    if (!slot || !options || !n_matched)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_check_sdpa_slot: missing argument");
-    listing l = {.opt = options, .slot = slot};
-    ly_status st = ly_kernel_list(slot, on_listed, &l);
-    if (st == LY_OK && l.out_of_memory)
-        st = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: out of memory", slot);
-    if (st != LY_OK) {
-        free(l.items);
-        return st;
-    }
-    bool ours = strcmp(slot, LY_SLOT_SDPA) == 0;
-    int runnable = 0;
-    for (int i = 0; i < l.n; i++) {
-        l.items[i].result.slot = slot;
-        l.items[i].result.impl = l.items[i].name;
-        if (!ours && !l.items[i].result.skipped) {
-            l.items[i].result.skipped = true;
-            snprintf(l.items[i].result.why_skipped, sizeof l.items[i].result.why_skipped,
-                     "the harness has no cases for this slot");
-        }
-        if (!l.items[i].result.skipped) runnable++;
-    }
-    *n_matched += l.n;
-    run_state run = {.slot = slot, .opt = options, .impls = l.items, .n_impls = l.n};
-    if (runnable > 0) {
-        enumerate(options->size, count_spec, &run.total);
-        enumerate(options->size, run_case, &run);
-    }
+    int64_t total = 0;
+    enumerate(options->size, count_spec, &total);
+    run_state run = {.slot = ly_op_name(op)};
+    ly_status st = ly_check_run_begin(op, options, total, &run.run, n_matched);
+    if (st != LY_OK) return st;
+    if (ly_check_run_active(run.run)) enumerate(options->size, run_case, &run);
     st = run.fatal;
-    if (st == LY_OK && report)
-        for (int i = 0; i < l.n; i++)
-            report(&l.items[i].result, user);
-    free(l.items);
+    ly_check_run_end(run.run, st == LY_OK ? report : NULL, user);
     return st;
 }

@@ -5,7 +5,6 @@
  */
 #include "core/core.h"
 #include "ops/sdpa/sdpa_internal.h"
-#include "kernels/slot.h"
 
 #include <stdio.h>
 
@@ -19,19 +18,19 @@ static const char *const operand_names[5] = {"q", "k", "v", "mask (in[3])", "mas
 
 static ly_status check_qkv(const ly_tensor *t, int index, const char *layout)
 {
-    char what[64], buf[128];
-    snprintf(what, sizeof what, "%s: %s", LY_SLOT_SDPA, operand_names[index]);
-    TRY(ly_check_tensor(t, what, LY_F32));
+    const char *op = ly_op_name(LY_OP_SDPA);
+    TRY(ly_check_operand(t, op, operand_names[index], LY_F32));
+    char buf[128];
     if (t->ndim != 4)
-        return ly_set_error(LY_E_SHAPE, "%s: shape %s, expected 4 dims %s", what,
-                            ly_shape_str(t, buf, sizeof buf), layout);
+        return ly_set_error(LY_E_SHAPE, "%s: %s: shape %s, expected 4 dims %s", op,
+                            operand_names[index], ly_shape_str(t, buf, sizeof buf), layout);
     return LY_OK;
 }
 
 static ly_status check_mask(const ly_tensor *m, int index, const int64_t target[4])
 {
     char what[64], buf[128];
-    snprintf(what, sizeof what, "%s: %s", LY_SLOT_SDPA, operand_names[index]);
+    snprintf(what, sizeof what, "%s: %s", ly_op_name(LY_OP_SDPA), operand_names[index]);
     TRY(ly_check_tensor(m, what, m->dtype == LY_U8 ? LY_U8 : LY_F32));
     bool fits = m->ndim <= 4;
     for (int i = 0; fits && i < m->ndim; i++) {
@@ -47,10 +46,10 @@ static ly_status check_mask(const ly_tensor *m, int index, const int64_t target[
     return LY_OK;
 }
 
-static ly_status infer_sdpa(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                            int *n_out)
+ly_status ly_contract_sdpa(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                           int *n_out)
 {
-    const char *slot = LY_SLOT_SDPA;
+    const char *slot = ly_op_name(LY_OP_SDPA);
     if (!call || !out || !n_out)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", slot);
     const ly_tensor *q = call->in[0], *k = call->in[1], *v = call->in[2];
@@ -76,10 +75,11 @@ static ly_status infer_sdpa(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_
                             "%s: in[5] must be NULL (the slot takes q, "
                             "k, v and up to two masks)",
                             slot);
-    if (!isfinite(call->params.attn_scale))
+    double scale = LY_PARAMS(call, ly_sdpa_params)->scale;
+    if (!isfinite(scale))
         return ly_set_error(LY_E_INVALID_ARGUMENT,
-                            "%s: params.attn_scale is %g, expected a finite scale (0: 1/sqrt(d))",
-                            slot, call->params.attn_scale);
+                            "%s: params.scale is %g, expected a finite scale (0: 1/sqrt(d))", slot,
+                            scale);
     out[0] = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = 4};
     out[0].shape[0] = q->shape[0];
     out[0].shape[1] = q->shape[1];
@@ -92,11 +92,6 @@ static ly_status infer_sdpa(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_
     *n_out = 1;
     return LY_OK;
 }
-
-const ly_slot_def ly_sdpa_slots[] = {
-    {LY_SLOT_SDPA, infer_sdpa, ly_sdpa_reference},
-};
-const size_t ly_sdpa_slot_count = sizeof ly_sdpa_slots / sizeof ly_sdpa_slots[0];
 
 /* ---- Unpacking a validated call ----------------------------------------------------- */
 
@@ -131,7 +126,7 @@ void ly_sdpa_problem_init(const ly_kernel_call *call, ly_sdpa_problem *p)
     p->d = q->shape[3];
     p->Nk = k->shape[2];
     p->dv = v->shape[3];
-    double scale = call->params.attn_scale;
+    double scale = LY_PARAMS(call, ly_sdpa_params)->scale;
     p->scale = scale != 0.0 ? (float)scale : (float)(1.0 / sqrt((double)p->d));
     /* Empty operands may carry NULL data; arithmetic on NULL is undefined even
      * with offset 0, so they point at a static element nobody reads. */
@@ -149,41 +144,14 @@ float ly_sdpa_expf(float x)
     return ly_sdpa_expf_inline(x);
 }
 
-/* ---- Providers ------------------------------------------------------------------------ */
-
-#ifdef LY_HAVE_AVX2_PROVIDERS
-static ly_status avx2_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                const char **why_not)
-{
-    (void)call;
-    if (ly_kernels_capturing()) {
-        *why_not = "a graph is being captured for export (manual attention only)";
-        return LY_E_DECLINED;
-    }
-    if (cpu && cpu->avx2 && cpu->fma) return LY_OK;
-    *why_not = "CPU or OS lacks AVX2/FMA";
-    return LY_E_DECLINED;
-}
-#endif
-
-void ly_register_sdpa_providers(void)
-{
-#ifdef LY_HAVE_AVX2_PROVIDERS
-    if (ly_kernel_register(LY_SLOT_SDPA, LY_SDPA_FUSED_AVX2, ly_sdpa_avx2_fused, avx2_predicate) !=
-        LY_OK)
-        ly_log(LY_LOG_WARNING, "could not register the %s kernel of '%s': %s", LY_SDPA_FUSED_AVX2,
-               LY_SLOT_SDPA, ly_last_error());
-#endif
-}
-
 /* ---- Fused-attention policy ------------------------------------------------------------ */
 
 ly_status ly_sdpa_run(const ly_attention_module *module, const ly_kernel_call *call)
 {
     if (!module) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_sdpa_run: module is NULL");
     if (module->fused_attn && !ly_kernels_capturing())
-        return ly_kernel_dispatch(LY_SLOT_SDPA, call);
-    return ly_kernel_run_impl(LY_SLOT_SDPA, "reference", call);
+        return ly_kernel_dispatch_op(LY_OP_SDPA, call);
+    return ly_kernel_run_impl(ly_op_name(LY_OP_SDPA), "reference", call);
 }
 
 ly_status ly_attention_set_fused(ly_attention_module *const *modules, size_t n, bool enabled,
@@ -201,3 +169,5 @@ ly_status ly_attention_set_fused(ly_attention_module *const *modules, size_t n, 
     if (count) *count = carried;
     return LY_OK;
 }
+
+LY_PARAMS_FIELDS(ly_sdpa_params, LY_FIELD_DOUBLE(ly_sdpa_params, scale, 1))

@@ -98,7 +98,7 @@ static void heads_range(void *ctx, int64_t begin, int64_t end)
     free(scores);
 }
 
-ly_status ly_sdpa_reference(const ly_kernel_call *call)
+ly_status ly_ref_sdpa(const ly_kernel_call *call)
 {
     ly_sdpa_problem p;
     ly_sdpa_problem_init(call, &p);
@@ -108,6 +108,6 @@ ly_status ly_sdpa_reference(const ly_kernel_call *call)
     ly_parallel_for(p.B * p.H, 1, p.threads, heads_range, &job);
     if (atomic_load(&job.out_of_memory))
         return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory for the [%lld, %lld] scores",
-                            LY_SLOT_SDPA, (long long)p.Nq, (long long)p.Nk);
+                            ly_op_name(LY_OP_SDPA), (long long)p.Nq, (long long)p.Nk);
     return LY_OK;
 }

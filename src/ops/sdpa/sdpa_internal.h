@@ -5,6 +5,7 @@
 #define LY_KERNELS_ATTENTION_SDPA_INTERNAL_H
 
 #include "libreyolo/sdpa.h"
+#include "ops/ops_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -29,8 +30,8 @@ typedef struct ly_sdpa_problem {
 /* Unpack a call that passed the slot's validation. */
 void ly_sdpa_problem_init(const ly_kernel_call *call, ly_sdpa_problem *p);
 
-/* The reference and the AVX2 provider. */
-ly_status ly_sdpa_reference(const ly_kernel_call *call);
+/* The AVX2 provider (src/providers/avx2/sdpa_avx2.c); the reference is
+ * ly_ref_sdpa (ops/ops_internal.h). */
 ly_status ly_sdpa_avx2_fused(const ly_kernel_call *call);
 
 /* Offset of row (b, h, i) of a mask; element j of it is at + j * sk. */

@@ -389,6 +389,6 @@ ly_status ly_sdpa_avx2_fused(const ly_kernel_call *call)
     ly_parallel_for(p.B * p.H * job.row_blocks, 1, p.threads, items_range, &job);
     if (atomic_load(&job.out_of_memory))
         return ly_set_error(LY_E_NO_MEMORY, "%s/%s: out of memory for a row block of %lld keys",
-                            LY_SLOT_SDPA, LY_SDPA_FUSED_AVX2, (long long)p.Nk);
+                            ly_op_name(LY_OP_SDPA), LY_SDPA_FUSED_AVX2, (long long)p.Nk);
     return LY_OK;
 }

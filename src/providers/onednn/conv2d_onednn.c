@@ -27,10 +27,11 @@
  * thread count it is created with.
  */
 #include "core/core.h"
+#include "libreyolo/nn.h"
+#include "providers/builtin.h"
+#include "providers/nn_providers.h"
 #include "providers/onednn/onednn_common.h"
 #include "providers/op_cache.h"
-#include "providers/nn_providers.h"
-#include "libreyolo/nn.h"
 
 #include <dnnl.h>
 #include <stdlib.h>
@@ -59,7 +60,7 @@ static ly_op_cache cache = LY_OP_CACHE_INIT(CACHE_CAPACITY, destroy_op);
 
 static ly_status dnnl_failed(const char *what, dnnl_status_t st)
 {
-    return ly_onednn_failed(LY_SLOT_CONV2D, what, st);
+    return ly_onednn_failed(ly_op_name(LY_OP_CONV2D), what, st);
 }
 
 #define DNNL_TRY(expr)                                                                             \
@@ -567,14 +568,12 @@ static ly_status conv2d_onednn_blocked(const ly_kernel_call *call, unsigned layo
 static const ly_nn_blocked_conv_provider blocked_provider = {conv2d_onednn_blocked, restore_weights,
                                                              forget_weights};
 
-void ly_register_nn_onednn(void)
+void ly_onednn_register_conv2d(void)
 {
     /* 16-channel blocks where the AVX-512 kernels (brgconv) exist: on LibreYOLO9t's
      * 3x3 convolutions they are ~25% faster than the 8-channel AVX2 ones. */
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     int block = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 16 : 8;
     ly_nn_set_blocked_conv(&blocked_provider, "onednn", block);
-    if (ly_kernel_register(LY_SLOT_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate) != LY_OK)
-        ly_log(LY_LOG_WARNING, "could not register the onednn kernel of conv2d: %s",
-               ly_last_error());
+    ly_provider_add(LY_OP_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate, NULL);
 }

@@ -7,10 +7,11 @@
  * contiguous in memory.
  */
 #include "core/core.h"
+#include "libreyolo/nn.h"
+#include "providers/builtin.h"
+#include "providers/nn_providers.h"
 #include "providers/onednn/onednn_common.h"
 #include "providers/op_cache.h"
-#include "providers/nn_providers.h"
-#include "libreyolo/nn.h"
 
 #include <dnnl.h>
 #include <math.h>
@@ -19,7 +20,8 @@ static ly_status exp_in_place(float *data, int64_t n, int threads)
 {
     dnnl_engine_t engine = ly_onednn_engine();
     if (!engine)
-        return ly_onednn_failed(LY_SLOT_DFL, "dnnl_engine_create", ly_onednn_engine_status());
+        return ly_onednn_failed(ly_op_name(LY_OP_DFL), "dnnl_engine_create",
+                                ly_onednn_engine_status());
     int previous = ly_onednn_threads_begin(threads);
     dnnl_dims_t dims = {n};
     dnnl_memory_desc_t md;
@@ -52,7 +54,7 @@ done:
     if (prim) dnnl_primitive_destroy(prim);
     if (pd) dnnl_primitive_desc_destroy(pd);
     ly_onednn_threads_end(previous);
-    return failed ? ly_onednn_failed(LY_SLOT_DFL, failed, st) : LY_OK;
+    return failed ? ly_onednn_failed(ly_op_name(LY_OP_DFL), failed, st) : LY_OK;
 }
 
 static ly_status dfl_onednn(const ly_kernel_call *call)
@@ -103,8 +105,7 @@ static ly_status dfl_onednn(const ly_kernel_call *call)
     return LY_OK;
 }
 
-void ly_register_nn_onednn_dfl(void)
+void ly_onednn_register_dfl(void)
 {
-    if (ly_kernel_register(LY_SLOT_DFL, "onednn", dfl_onednn, ly_onednn_predicate) != LY_OK)
-        ly_log(LY_LOG_WARNING, "could not register the onednn kernel of dfl: %s", ly_last_error());
+    ly_provider_add(LY_OP_DFL, "onednn", dfl_onednn, ly_onednn_predicate, NULL);
 }

@@ -7,9 +7,10 @@
  * size, so a call costs a descriptor lookup.
  */
 #include "core/core.h"
-#include "providers/onednn/onednn_common.h"
-#include "providers/nn_providers.h"
 #include "libreyolo/nn.h"
+#include "providers/builtin.h"
+#include "providers/nn_providers.h"
+#include "providers/onednn/onednn_common.h"
 
 #include <dnnl.h>
 
@@ -56,22 +57,16 @@ done:
 
 static ly_status silu_onednn(const ly_kernel_call *call)
 {
-    return run_eltwise(LY_SLOT_SILU, dnnl_eltwise_swish, 1.0f, call);
+    return run_eltwise(ly_op_name(LY_OP_SILU), dnnl_eltwise_swish, 1.0f, call);
 }
 
 static ly_status sigmoid_onednn(const ly_kernel_call *call)
 {
-    return run_eltwise(LY_SLOT_SIGMOID, dnnl_eltwise_logistic, 0.0f, call);
+    return run_eltwise(ly_op_name(LY_OP_SIGMOID), dnnl_eltwise_logistic, 0.0f, call);
 }
 
-void ly_register_nn_onednn_eltwise(void)
+void ly_onednn_register_eltwise(void)
 {
-    static const struct {
-        const char *slot;
-        ly_kernel_fn fn;
-    } impls[] = {{LY_SLOT_SILU, silu_onednn}, {LY_SLOT_SIGMOID, sigmoid_onednn}};
-    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
-        if (ly_kernel_register(impls[i].slot, "onednn", impls[i].fn, ly_onednn_predicate) != LY_OK)
-            ly_log(LY_LOG_WARNING, "could not register the onednn kernel of %s: %s", impls[i].slot,
-                   ly_last_error());
+    ly_provider_add(LY_OP_SILU, "onednn", silu_onednn, ly_onednn_predicate, NULL);
+    ly_provider_add(LY_OP_SIGMOID, "onednn", sigmoid_onednn, ly_onednn_predicate, NULL);
 }

@@ -9,10 +9,11 @@
  * in a max window need not propagate as the reference makes it.
  */
 #include "core/core.h"
+#include "libreyolo/nn.h"
+#include "providers/builtin.h"
+#include "providers/nn_providers.h"
 #include "providers/onednn/onednn_common.h"
 #include "providers/op_cache.h"
-#include "providers/nn_providers.h"
-#include "libreyolo/nn.h"
 
 #include <dnnl.h>
 #include <stdlib.h>
@@ -44,7 +45,8 @@ static ly_op_cache cache = LY_OP_CACHE_INIT(CACHE_CAPACITY, destroy_op);
 static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_status *status)
 {
     (void)call;
-    const char *slot = k->activation == dnnl_pooling_max ? LY_SLOT_MAX_POOL2D : LY_SLOT_AVG_POOL2D;
+    const char *slot =
+        ly_op_name(k->activation == dnnl_pooling_max ? LY_OP_MAX_POOL2D : LY_OP_AVG_POOL2D);
     dnnl_engine_t engine = ly_onednn_engine();
     pool_op *op = calloc(1, sizeof *op);
     dnnl_primitive_desc_t pd = NULL;
@@ -103,7 +105,7 @@ static ly_status run_pool(const char *slot, dnnl_alg_kind_t alg, const ly_kernel
     if (!ly_onednn_engine())
         return ly_onednn_failed(slot, "dnnl_engine_create", ly_onednn_engine_status());
     const ly_tensor *x = call->in[0], *y = call->out[0];
-    const ly_kernel_params *p = &call->params;
+    const ly_pool2d_params *p = call->params;
     int threads = ly_threads_resolve(call->threads);
     ly_conv_key key;
     memset(&key, 0, sizeof key);
@@ -150,14 +152,15 @@ static ly_status run_pool(const char *slot, dnnl_alg_kind_t alg, const ly_kernel
 
 static ly_status max_pool2d_onednn(const ly_kernel_call *call)
 {
-    return run_pool(LY_SLOT_MAX_POOL2D, dnnl_pooling_max, call);
+    return run_pool(ly_op_name(LY_OP_MAX_POOL2D), dnnl_pooling_max, call);
 }
 
 static ly_status avg_pool2d_onednn(const ly_kernel_call *call)
 {
-    return run_pool(LY_SLOT_AVG_POOL2D,
-                    call->params.count_include_pad ? dnnl_pooling_avg_include_padding
-                                                   : dnnl_pooling_avg_exclude_padding,
+    return run_pool(ly_op_name(LY_OP_AVG_POOL2D),
+                    LY_PARAMS(call, ly_pool2d_params)->count_include_pad
+                        ? dnnl_pooling_avg_include_padding
+                        : dnnl_pooling_avg_exclude_padding,
                     call);
 }
 
@@ -172,14 +175,8 @@ static ly_status pool_predicate(const ly_kernel_call *call, const ly_cpu_feature
     return ly_onednn_predicate(call, cpu, why_not);
 }
 
-void ly_register_nn_onednn_pool(void)
+void ly_onednn_register_pool(void)
 {
-    static const struct {
-        const char *slot;
-        ly_kernel_fn fn;
-    } impls[] = {{LY_SLOT_MAX_POOL2D, max_pool2d_onednn}, {LY_SLOT_AVG_POOL2D, avg_pool2d_onednn}};
-    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
-        if (ly_kernel_register(impls[i].slot, "onednn", impls[i].fn, pool_predicate) != LY_OK)
-            ly_log(LY_LOG_WARNING, "could not register the onednn kernel of %s: %s", impls[i].slot,
-                   ly_last_error());
+    ly_provider_add(LY_OP_MAX_POOL2D, "onednn", max_pool2d_onednn, pool_predicate, NULL);
+    ly_provider_add(LY_OP_AVG_POOL2D, "onednn", avg_pool2d_onednn, pool_predicate, NULL);
 }

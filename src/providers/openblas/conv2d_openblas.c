@@ -10,10 +10,11 @@
  * different counts share one setting.
  */
 #include "core/core.h"
-#include "providers/op_cache.h"
-#include "providers/nn_providers.h"
 #include "libreyolo/nn.h"
 #include "ops/nn/reference.h"
+#include "providers/builtin.h"
+#include "providers/nn_providers.h"
+#include "providers/op_cache.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -126,10 +127,7 @@ static ly_status openblas_predicate(const ly_kernel_call *call, const ly_cpu_fea
     return LY_OK;
 }
 
-void ly_register_nn_openblas(void)
+void ly_openblas_register(void)
 {
-    if (ly_kernel_register(LY_SLOT_CONV2D, "openblas", conv2d_openblas, openblas_predicate) !=
-        LY_OK)
-        ly_log(LY_LOG_WARNING, "could not register the openblas kernel of conv2d: %s",
-               ly_last_error());
+    ly_provider_add(LY_OP_CONV2D, "openblas", conv2d_openblas, openblas_predicate, NULL);
 }

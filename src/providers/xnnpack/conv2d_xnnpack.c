@@ -8,10 +8,11 @@
  * convolution share one pthreadpool per thread count.
  */
 #include "core/core.h"
-#include "providers/op_cache.h"
-#include "providers/nn_providers.h"
 #include "libreyolo/nn.h"
 #include "ops/nn/reference.h"
+#include "providers/builtin.h"
+#include "providers/nn_providers.h"
+#include "providers/op_cache.h"
 
 #include <math.h>
 #include <pthreadpool.h>
@@ -239,7 +240,7 @@ static ly_status xnnpack_predicate(const ly_kernel_call *call, const ly_cpu_feat
     }
     if (!call) return LY_OK;
     const ly_tensor *x = call->in[0], *w = call->in[1];
-    const ly_kernel_params *p = &call->params;
+    const ly_conv2d_params *p = call->params;
     if (!x || !w || !call->out[0]) return LY_OK; /* not validated yet: the validator will answer */
     if (ly_tensor_numel(x) == 0 || ly_tensor_numel(call->out[0]) == 0) {
         *why_not = "empty tensor (nothing for XNNPACK to do)";
@@ -256,9 +257,7 @@ static ly_status xnnpack_predicate(const ly_kernel_call *call, const ly_cpu_feat
     return LY_OK;
 }
 
-void ly_register_nn_xnnpack(void)
+void ly_xnnpack_register(void)
 {
-    if (ly_kernel_register(LY_SLOT_CONV2D, "xnnpack", conv2d_xnnpack, xnnpack_predicate) != LY_OK)
-        ly_log(LY_LOG_WARNING, "could not register the xnnpack kernel of conv2d: %s",
-               ly_last_error());
+    ly_provider_add(LY_OP_CONV2D, "xnnpack", conv2d_xnnpack, xnnpack_predicate, NULL);
 }

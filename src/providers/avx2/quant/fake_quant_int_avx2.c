@@ -5,9 +5,9 @@
  * the x86 float->int64 conversion reproduced by compares, and the scales reduced
  * with an order-independent max so any thread split gives the same bits.
  */
-#include "providers/avx2/quant/quant_avx2.h"
 #include "ops/quant/numerics.h"
 #include "ops/quant/reference.h"
+#include "providers/avx2/quant/quant_avx2.h"
 
 #include <stdlib.h>
 
@@ -195,7 +195,8 @@ static ly_status int8_per_channel(const ly_kernel_call *call, const ly_tensor *w
 {
     int64_t n = ly_tensor_numel(w);
     if (n == 0) return LY_OK;
-    int64_t axis = call->params.axis < 0 ? call->params.axis + w->ndim : call->params.axis;
+    int64_t axis = LY_PARAMS(call, ly_fake_quant_int8_per_channel_params)->axis;
+    if (axis < 0) axis += w->ndim;
     ly_axis_view view = ly_quant_axis_view(w, axis);
     int threads = ly_avx2_threads(call, n);
     int8pc_job job = {.x = (const float *)w->data,
@@ -405,7 +406,8 @@ ly_status ly_avx2_fake_quant_int_grouped(const ly_kernel_call *call)
     const ly_tensor *w = call->in[0];
     int64_t rows = w->shape[0], cols = w->shape[1];
     if (rows == 0 || cols == 0) return LY_OK;
-    int64_t bits = call->params.bits, g = call->params.group_size;
+    const ly_fake_quant_int_grouped_params *p = call->params;
+    int64_t bits = p->bits, g = p->group_size;
     grouped_job job = {.w = (const float *)w->data,
                        .scale = call->in[1] ? (const float *)call->in[1]->data : NULL,
                        .out = (float *)call->out[0]->data,

@@ -3,8 +3,8 @@
  * 3): grouped int4/int2 and NVFP4. Codes are expanded eight lanes at a time with
  * variable shifts; values are the reference's single fp32 multiply.
  */
-#include "providers/avx2/quant/quant_avx2.h"
 #include "ops/quant/numerics.h"
+#include "providers/avx2/quant/quant_avx2.h"
 
 /* ---- unpack_int_grouped ----------------------------------------------------------- */
 
@@ -117,8 +117,8 @@ ly_status ly_avx2_unpack_int_grouped(const ly_kernel_call *call)
                           .width = payload->shape[1],
                           .groups = scale->shape[1],
                           .cols = call->out[0]->shape[1],
-                          .group = call->params.group_size,
-                          .bits = (int)call->params.bits};
+                          .group = LY_PARAMS(call, ly_unpack_int_grouped_params)->group_size,
+                          .bits = (int)LY_PARAMS(call, ly_unpack_int_grouped_params)->bits};
     int64_t rows = payload->shape[0];
     if (rows == 0 || job.cols == 0) return LY_OK;
     job.store = job.cols % 8 == 0 && job.group % 8 == 0

@@ -1,0 +1,183 @@
+/*
+ * The ops: their ids (from the manifest, libreyolo/ops.inc) and the parameters
+ * each one reads from ly_kernel_call.params.
+ *
+ * A call passes a pointer to its op's parameters struct, or NULL for the op's
+ * defaults (the *_DEFAULTS initializers below; ly_<params>_init fills a struct
+ * with them). Implementations always see a non-NULL, validated struct: the
+ * registry substitutes the defaults before any of them runs.
+ *
+ * Operand contracts (in[] / out[]) are documented with each family of ops:
+ * libreyolo/quant.h, libreyolo/nn.h, libreyolo/msda.h, libreyolo/sdpa.h.
+ */
+#ifndef LIBREYOLO_OPS_H
+#define LIBREYOLO_OPS_H
+
+#include "libreyolo/libreyolo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ly_op {
+#define LY_OP(ID, name, params, defaults, check, parity, export) LY_OP_##ID,
+#include "libreyolo/ops.inc"
+#undef LY_OP
+    LY_OP_COUNT
+} ly_op;
+
+/* The slot name of `op` ("conv2d"); NULL for an id out of range. */
+LY_API const char *ly_op_name(ly_op op);
+/* The id of the op named `name` (LY_E_NOT_FOUND for a name the manifest does not
+ * list, e.g. a slot only a plugin registers). */
+LY_API ly_status ly_op_from_name(const char *name, ly_op *op);
+
+/* ---- Parameters ---------------------------------------------------------------- */
+
+/* A field of a parameters struct, for tools that set parameters by name
+ * (`libreyolo kernels run --arg stride=2,2`). */
+typedef enum ly_param_type {
+    LY_PARAM_INT,   /* int64_t[count] */
+    LY_PARAM_DOUBLE /* double[count] */
+} ly_param_type;
+
+typedef struct ly_param_field {
+    const char *name;
+    ly_param_type type;
+    int count; /* elements (2 for (h, w) pairs) */
+    size_t offset;
+} ly_param_field;
+
+/* The fields of `op`'s parameters struct, its size and its defaults (all
+ * static). An op without parameters has no fields. */
+LY_API ly_status ly_op_params(ly_op op, const ly_param_field **fields, size_t *n_fields,
+                              size_t *size, const void **defaults);
+
+/* Ops that take none. */
+typedef struct ly_no_params {
+    int64_t unused;
+} ly_no_params;
+#define LY_NO_PARAMS                                                                               \
+    {                                                                                              \
+        0                                                                                          \
+    }
+
+/* fake_quant_int8_per_channel (and its backward). */
+typedef struct ly_fake_quant_int8_per_channel_params {
+    int64_t axis; /* channel axis, default 0; negative counts from the end */
+} ly_fake_quant_int8_per_channel_params;
+#define LY_FAKE_QUANT_INT8_PER_CHANNEL_DEFAULTS                                                    \
+    {                                                                                              \
+        .axis = 0                                                                                  \
+    }
+
+/* fake_quant_int_grouped (and its backward). */
+typedef struct ly_fake_quant_int_grouped_params {
+    int64_t bits;       /* 2 or 4 (default 4) */
+    int64_t group_size; /* elements per group along the last dimension (default 128) */
+} ly_fake_quant_int_grouped_params;
+#define LY_FAKE_QUANT_INT_GROUPED_DEFAULTS                                                         \
+    {                                                                                              \
+        .bits = 4, .group_size = 128                                                               \
+    }
+
+typedef struct ly_unpack_int_grouped_params {
+    int64_t bits, group_size; /* as fake_quant_int_grouped */
+    int64_t in_features;      /* columns to keep; -1 (default): all */
+} ly_unpack_int_grouped_params;
+#define LY_UNPACK_INT_GROUPED_DEFAULTS                                                             \
+    {                                                                                              \
+        .bits = 4, .group_size = 128, .in_features = -1                                            \
+    }
+
+typedef struct ly_unpack_nvfp4_params {
+    int64_t in_features; /* columns to keep; -1 (default): all */
+} ly_unpack_nvfp4_params;
+#define LY_UNPACK_NVFP4_DEFAULTS                                                                   \
+    {                                                                                              \
+        .in_features = -1                                                                          \
+    }
+
+/* Activations fused into conv2d. */
+typedef enum ly_activation {
+    LY_ACT_NONE = 0,
+    LY_ACT_SILU = 1,    /* x * sigmoid(x) */
+    LY_ACT_SIGMOID = 2, /* 1 / (1 + exp(-x)) */
+    LY_ACT_RELU = 3,
+    LY_ACT_LEAKY_RELU = 4 /* x < 0 ? alpha * x : x */
+} ly_activation;
+
+typedef struct ly_conv2d_params {
+    int64_t stride[2];   /* (h, w), default (1, 1) */
+    int64_t padding[2];  /* (h, w) on both sides, default (0, 0) */
+    int64_t dilation[2]; /* (h, w), default (1, 1) */
+    int64_t groups;      /* default 1 */
+    int64_t activation;  /* an ly_activation, default LY_ACT_NONE */
+    double alpha;        /* LY_ACT_LEAKY_RELU's negative slope (default 0.01, as PyTorch) */
+} ly_conv2d_params;
+#define LY_CONV2D_DEFAULTS                                                                         \
+    {                                                                                              \
+        .stride = {1, 1}, .padding = {0, 0}, .dilation = {1, 1}, .groups = 1,                      \
+        .activation = LY_ACT_NONE, .alpha = 0.01                                                   \
+    }
+
+/* max_pool2d, avg_pool2d. */
+typedef struct ly_pool2d_params {
+    int64_t kernel[2];         /* window (h, w), default (1, 1) */
+    int64_t stride[2];         /* default (1, 1) */
+    int64_t padding[2];        /* on both sides; max pads with -inf */
+    int64_t count_include_pad; /* avg_pool2d: 1 (default, as PyTorch) or 0 */
+} ly_pool2d_params;
+#define LY_POOL2D_DEFAULTS                                                                         \
+    {                                                                                              \
+        .kernel = {1, 1}, .stride = {1, 1}, .padding = {0, 0}, .count_include_pad = 1              \
+    }
+
+typedef struct ly_upsample_nearest2d_params {
+    int64_t scale; /* integer factor on both axes, default 2 */
+} ly_upsample_nearest2d_params;
+#define LY_UPSAMPLE_NEAREST2D_DEFAULTS                                                             \
+    {                                                                                              \
+        .scale = 2                                                                                 \
+    }
+
+typedef struct ly_concat_params {
+    int64_t axis; /* default 0, as torch.cat; negative counts from the end */
+} ly_concat_params;
+#define LY_CONCAT_DEFAULTS                                                                         \
+    {                                                                                              \
+        .axis = 0                                                                                  \
+    }
+
+typedef struct ly_resize_bilinear2d_params {
+    int64_t size[2];            /* output (h, w); required */
+    int64_t align_corners;      /* 0 (default) or 1 */
+    int64_t half_pixel_centers; /* 1 (default, PyTorch/TF2) or 0 (legacy TF) */
+} ly_resize_bilinear2d_params;
+#define LY_RESIZE_BILINEAR2D_DEFAULTS                                                              \
+    {                                                                                              \
+        .size = {0, 0}, .align_corners = 0, .half_pixel_centers = 1                                \
+    }
+
+/* ms_deform_attn and its backward. */
+typedef struct ly_ms_deform_attn_params {
+    int64_t mode; /* LY_MSDA_BILINEAR (default) or LY_MSDA_DISCRETE (libreyolo/msda.h) */
+} ly_ms_deform_attn_params;
+#define LY_MS_DEFORM_ATTN_DEFAULTS                                                                 \
+    {                                                                                              \
+        .mode = 0                                                                                  \
+    }
+
+typedef struct ly_sdpa_params {
+    double scale; /* factor applied to q·kᵀ; 0 (default) = 1/sqrt(head dim) */
+} ly_sdpa_params;
+#define LY_SDPA_DEFAULTS                                                                           \
+    {                                                                                              \
+        .scale = 0.0                                                                               \
+    }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

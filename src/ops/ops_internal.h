@@ -1,0 +1,119 @@
+/*
+ * What the manifest (include/libreyolo/ops.inc) gives the rest of the library:
+ * one ly_op_def per op, with its contract, its reference, its parameters and
+ * defaults, its parity rule and harness, and how the exporter lowers it.
+ *
+ * Each op's functions are named after it, so the manifest can refer to them:
+ *   ly_contract_<name>  validates a call (operands, dtypes, params) and gives the
+ *                       shapes and dtypes of its outputs, naming the op, the
+ *                       operand and what was expected on failure;
+ *   ly_ref_<name>       the portable reference, which defines the numbers (it may
+ *                       assume the contract passed and params is not NULL);
+ *   ly_cases_<name>     its parity cases (ops whose check column is CASES).
+ */
+#ifndef LY_OPS_OPS_INTERNAL_H
+#define LY_OPS_OPS_INTERNAL_H
+
+#include "libreyolo/kernels.h"
+
+#include <stddef.h>
+
+typedef ly_status (*ly_contract_fn)(const ly_kernel_call *call,
+                                    ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out);
+
+/* A parity case of the shared tolerance harness: the inputs and params of one
+ * call. Tensors' data are owned by the case (ly_check_case_free). */
+#define LY_CHECK_MAX_PARAMS 256
+typedef struct ly_check_case {
+    char name[112];
+    ly_tensor in[LY_KERNEL_MAX_INPUTS];
+    bool present[LY_KERNEL_MAX_INPUTS];  /* false: in[i] is NULL in the call */
+    bool constant[LY_KERNEL_MAX_INPUTS]; /* a weight: prepared implementations may pack it */
+    _Alignas(8) unsigned char params[LY_CHECK_MAX_PARAMS];
+    bool has_params; /* false: NULL params (the defaults) */
+} ly_check_case;
+
+/* Fill case `index` of an op's set (LY_E_NOT_FOUND past the last one, any
+ * other failure is the harness's). */
+typedef ly_status (*ly_cases_fn)(int index, ly_check_case *c);
+
+typedef enum ly_check_kind {
+    LY_CHECK_QUANT, /* src/ops/quant/cases.c */
+    LY_CHECK_MSDA,  /* src/ops/msda/cases.c */
+    LY_CHECK_SDPA,  /* src/ops/sdpa/cases.c */
+    LY_CHECK_CASES  /* src/kernels/check.c on the op's ly_cases_<name> */
+} ly_check_kind;
+
+typedef enum ly_parity_kind {
+    LY_PARITY_EXACT,     /* bit-identical */
+    LY_PARITY_TOLERANCE, /* |impl - ref| <= tolerance * max(1, max |ref|) */
+    LY_PARITY_GRAD       /* |impl - ref| <= tolerance, NaN only with NaN */
+} ly_parity_kind;
+
+typedef enum ly_lower_kind {
+    LY_LOWER_NONE,     /* the exporter refuses it, naming the op */
+    LY_LOWER_XNN,      /* XNNPACK nodes inside a partition */
+    LY_LOWER_PORTABLE, /* a portable KernelCall between partitions */
+    LY_LOWER_EITHER    /* the lowering decides per call */
+} ly_lower_kind;
+
+typedef struct ly_op_def {
+    const char *name;
+    ly_contract_fn contract;
+    ly_kernel_fn reference;
+    size_t params_size;
+    const void *defaults;
+    ly_check_kind check;
+    ly_parity_kind parity;
+    double tolerance; /* 0 for EXACT */
+    ly_lower_kind lower;
+    ly_cases_fn cases; /* LY_CHECK_CASES only */
+} ly_op_def;
+
+extern const ly_op_def ly_op_defs[LY_OP_COUNT];
+
+/* The id of the manifest op named `name`; false (no error set) for any other. */
+bool ly_op_lookup(const char *name, ly_op *op);
+
+/* NULL for an id out of range. */
+static inline const ly_op_def *ly_op_def_of(ly_op op)
+{
+    return (unsigned)op < LY_OP_COUNT ? &ly_op_defs[op] : NULL;
+}
+
+#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+    ly_status ly_contract_##name(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS], \
+                                 int *n_out);                                                      \
+    ly_status ly_ref_##name(const ly_kernel_call *call);
+#include "libreyolo/ops.inc"
+#undef LY_OP
+
+/* Each parameters struct's fields (ly_op_params), defined next to its op's
+ * contract with LY_PARAMS_FIELDS. */
+#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+    extern const ly_param_field ly_fields_##params[];                                              \
+    extern const size_t ly_n_fields_##params;
+#include "libreyolo/ops.inc"
+#undef LY_OP
+
+#define LY_FIELD_INT(type, field, n)                                                               \
+    {                                                                                              \
+#field, LY_PARAM_INT, n, offsetof(type, field)                                             \
+    }
+#define LY_FIELD_DOUBLE(type, field, n)                                                            \
+    {                                                                                              \
+#field, LY_PARAM_DOUBLE, n, offsetof(type, field)                                          \
+    }
+#define LY_PARAMS_FIELDS(type, ...)                                                                \
+    const ly_param_field ly_fields_##type[] = {__VA_ARGS__};                                       \
+    const size_t ly_n_fields_##type = sizeof ly_fields_##type / sizeof ly_fields_##type[0];
+
+#define LY_CASES_DECL_CASES(name) ly_status ly_cases_##name(int index, ly_check_case *c);
+#define LY_CASES_DECL_QUANT(name)
+#define LY_CASES_DECL_MSDA(name)
+#define LY_CASES_DECL_SDPA(name)
+#define LY_OP(ID, name, params, defaults, check, parity, export) LY_CASES_DECL_##check(name)
+#include "libreyolo/ops.inc"
+#undef LY_OP
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
+ * backward) and the fused sdpa, all bit-identical to their references. This
+ * file is compiled for the baseline ISA (registration and predicates run on
+ * every CPU, before anyone knows it has AVX2); the kernels live in *_avx2.c.
+ */
+#include "core/core.h"
+#include "ops/msda/msda_internal.h"
+#include "ops/sdpa/sdpa_internal.h"
+#include "providers/avx2/quant/quant_providers.h"
+#include "providers/builtin.h"
+
+#ifdef LY_HAVE_AVX2_PROVIDERS
+
+/* The quant kernels handle every input their contracts accept (any shape,
+ * tails, empty tensors), so the predicate only asks for the instruction sets. */
+static ly_status avx2_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not)
+{
+    (void)call;
+    if (cpu && cpu->avx2 && cpu->fma) return LY_OK;
+    *why_not = "CPU or OS lacks AVX2/FMA";
+    return LY_E_DECLINED;
+}
+
+/* Attention: also declined while a graph is captured for export. The capture
+ * is asked only about an actual call: a machine-wide answer (call == NULL) is
+ * cached by the registry. */
+static ly_status attention_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                     const char **why_not)
+{
+    if (call && ly_kernels_capturing()) {
+        *why_not = "a graph is being captured for export (portable math only)";
+        return LY_E_DECLINED;
+    }
+    return avx2_predicate(call, cpu, why_not);
+}
+
+void ly_avx2_register(void)
+{
+    static const struct {
+        ly_op op;
+        ly_kernel_fn fn;
+    } quant[] = {
+        {LY_OP_FAKE_QUANT_INT8_PER_CHANNEL, ly_avx2_fake_quant_int8_per_channel},
+        {LY_OP_FAKE_QUANT_INT8_AFFINE, ly_avx2_fake_quant_int8_affine},
+        {LY_OP_FAKE_QUANT_FP8, ly_avx2_fake_quant_fp8},
+        {LY_OP_FAKE_QUANT_INT_GROUPED, ly_avx2_fake_quant_int_grouped},
+        {LY_OP_FAKE_QUANT_NVFP4_WEIGHT, ly_avx2_fake_quant_nvfp4_weight},
+        {LY_OP_FAKE_QUANT_NVFP4_DYNAMIC, ly_avx2_fake_quant_nvfp4_dynamic},
+        {LY_OP_FAKE_QUANT_MXFP4_WEIGHT, ly_avx2_fake_quant_mxfp4_weight},
+        {LY_OP_FAKE_QUANT_MXFP4_DYNAMIC, ly_avx2_fake_quant_mxfp4_dynamic},
+        {LY_OP_UNPACK_INT_GROUPED, ly_avx2_unpack_int_grouped},
+        {LY_OP_UNPACK_NVFP4, ly_avx2_unpack_nvfp4},
+        {LY_OP_FAKE_QUANT_INT8_PER_CHANNEL_BACKWARD, ly_avx2_fake_quant_int8_per_channel_backward},
+        {LY_OP_FAKE_QUANT_INT8_AFFINE_BACKWARD, ly_avx2_fake_quant_int8_affine_backward},
+        {LY_OP_FAKE_QUANT_FP8_BACKWARD, ly_avx2_fake_quant_fp8_backward},
+        {LY_OP_FAKE_QUANT_INT_GROUPED_BACKWARD, ly_avx2_fake_quant_int_grouped_backward},
+        {LY_OP_FAKE_QUANT_NVFP4_WEIGHT_BACKWARD, ly_avx2_fake_quant_nvfp4_weight_backward},
+        {LY_OP_FAKE_QUANT_NVFP4_DYNAMIC_BACKWARD, ly_avx2_fake_quant_nvfp4_dynamic_backward},
+        {LY_OP_FAKE_QUANT_MXFP4_WEIGHT_BACKWARD, ly_avx2_fake_quant_mxfp4_weight_backward},
+        {LY_OP_FAKE_QUANT_MXFP4_DYNAMIC_BACKWARD, ly_avx2_fake_quant_mxfp4_dynamic_backward},
+    };
+    for (size_t i = 0; i < sizeof quant / sizeof quant[0]; i++)
+        ly_provider_add(quant[i].op, "avx2", quant[i].fn, avx2_predicate, NULL);
+    ly_provider_add(LY_OP_MS_DEFORM_ATTN, "avx2", ly_msda_avx2_forward, attention_predicate, NULL);
+    ly_provider_add(LY_OP_MS_DEFORM_ATTN_BACKWARD, "avx2", ly_msda_avx2_backward,
+                    attention_predicate, NULL);
+    ly_provider_add(LY_OP_SDPA, LY_SDPA_FUSED_AVX2, ly_sdpa_avx2_fused, attention_predicate, NULL);
+}
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * The oneDNN provider ("onednn"): conv2d (bias, activation and residual fused),
+ * silu and sigmoid, where its vectorised exp replaces libm's expf (~10x), dfl
+ * (~3x), and the pools on AVX-512 machines (2-4x; elsewhere its NCHW pooling is
+ * slower than the reference and declines). Upsample and concat stay on the
+ * references: they only move memory. Running these on oneDNN also keeps them on
+ * its OpenMP threads, which otherwise spin while our own threads want the
+ * cores. Each implementation declines, through its predicate, what it cannot do.
+ */
+#include "providers/onednn/onednn_common.h"
+
+void ly_onednn_register(void)
+{
+    ly_onednn_register_conv2d();
+    ly_onednn_register_eltwise();
+    ly_onednn_register_dfl();
+    ly_onednn_register_pool();
+}
