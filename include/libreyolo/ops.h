@@ -3,9 +3,10 @@
  * each one reads from ly_kernel_call.params.
  *
  * A call passes a pointer to its op's parameters struct, or NULL for the op's
- * defaults (the *_DEFAULTS initializers below; ly_<params>_init fills a struct
- * with them). Implementations always see a non-NULL, validated struct: the
- * registry substitutes the defaults before any of them runs.
+ * defaults (the *_DEFAULTS initializers below:
+ * `ly_conv2d_params p = LY_CONV2D_DEFAULTS;`). Implementations always see a
+ * non-NULL struct that passed the op's contract: the registry substitutes the
+ * defaults before any of them runs.
  *
  * Operand contracts (in[] / out[]) are documented with each family of ops:
  * libreyolo/quant.h, libreyolo/nn.h, libreyolo/msda.h, libreyolo/sdpa.h.
@@ -14,6 +15,8 @@
 #define LIBREYOLO_OPS_H
 
 #include "libreyolo/libreyolo.h"
+
+#include <math.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -174,6 +177,89 @@ typedef struct ly_sdpa_params {
 #define LY_SDPA_DEFAULTS                                                                           \
     {                                                                                              \
         .scale = 0.0                                                                               \
+    }
+
+typedef struct ly_matmul_params {
+    int64_t transpose_b; /* 1: b is [..., N, K] (a·bᵀ), as q·kᵀ; default 0 */
+} ly_matmul_params;
+#define LY_MATMUL_DEFAULTS                                                                         \
+    {                                                                                              \
+        .transpose_b = 0                                                                           \
+    }
+
+/* layer_norm, rms_norm: over the last dimension. */
+typedef struct ly_norm_params {
+    double eps; /* layer_norm default 1e-5 (torch); rms_norm takes 1e-6 as DEIMv2 */
+} ly_norm_params;
+#define LY_NORM_DEFAULTS                                                                           \
+    {                                                                                              \
+        .eps = 1e-5                                                                                \
+    }
+
+/* softmax, cumsum: along one axis. */
+typedef struct ly_axis_params {
+    int64_t axis; /* default -1 (the last); negative counts from the end */
+} ly_axis_params;
+#define LY_AXIS_DEFAULTS                                                                           \
+    {                                                                                              \
+        .axis = -1                                                                                 \
+    }
+
+typedef struct ly_clamp_params {
+    double min, max; /* either may be -inf / +inf (one-sided); default (-inf, +inf) */
+} ly_clamp_params;
+#define LY_CLAMP_DEFAULTS                                                                          \
+    {                                                                                              \
+        .min = -HUGE_VAL, .max = HUGE_VAL                                                          \
+    }
+
+typedef struct ly_reshape_params {
+    int64_t ndim;
+    int64_t shape[LY_MAX_DIMS]; /* one extent may be -1: what the others leave */
+} ly_reshape_params;
+#define LY_RESHAPE_DEFAULTS                                                                        \
+    {                                                                                              \
+        .ndim = 0                                                                                  \
+    }
+
+typedef struct ly_permute_params {
+    int64_t ndim;
+    int64_t perm[LY_MAX_DIMS]; /* out.shape[i] = in.shape[perm[i]] */
+} ly_permute_params;
+#define LY_PERMUTE_DEFAULTS                                                                        \
+    {                                                                                              \
+        .ndim = 0                                                                                  \
+    }
+
+/* x[..., start:end:step, ...] on `axis`, as Python slicing: negative start/end
+ * count from the end, both are clamped to [0, extent]. */
+typedef struct ly_slice_params {
+    int64_t axis;
+    int64_t start, end; /* default 0 and INT64_MAX (to the end) */
+    int64_t step;       /* >= 1, default 1 */
+} ly_slice_params;
+#define LY_SLICE_DEFAULTS                                                                          \
+    {                                                                                              \
+        .axis = 0, .start = 0, .end = INT64_MAX, .step = 1                                         \
+    }
+
+/* gather (torch.gather) and index_select: along `axis`. */
+typedef struct ly_gather_params {
+    int64_t axis; /* default 0; negative counts from the end */
+} ly_gather_params;
+#define LY_GATHER_DEFAULTS                                                                         \
+    {                                                                                              \
+        .axis = 0                                                                                  \
+    }
+
+typedef struct ly_topk_params {
+    int64_t k;       /* required, 0..extent */
+    int64_t axis;    /* default -1 */
+    int64_t largest; /* 1 (default): the k largest, descending; 0: the k smallest, ascending */
+} ly_topk_params;
+#define LY_TOPK_DEFAULTS                                                                           \
+    {                                                                                              \
+        .k = 0, .axis = -1, .largest = 1                                                           \
     }
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /*
- * Parity cases of the network ops (conv2d, pools, upsample, concat,
- * activations, dfl, add, resize) for the shared harness. Shapes are LibreYOLO9t
+ * Parity cases of the network ops (conv2d, pools, upsample, activations, dfl,
+ * resize) for the shared harness. Shapes are LibreYOLO9t
  * and NanoDet-g layers at reduced resolution, plus odd sizes; inputs are seeded
  * from the case name, so a reported case reproduces.
  */
@@ -65,8 +65,6 @@ static const nn_case cases[] = {
     UNARY(LY_OP_SIGMOID, "sigmoid 13 elements", 13, 1, 1),
     {.op = LY_OP_DFL, .name = "dfl 4x16 x 8400", .n = 1, .c = 64, .h = 8400},
     {.op = LY_OP_DFL, .name = "dfl 4x16 x 7", .n = 1, .c = 64, .h = 7},
-    UNARY(LY_OP_ADD, "add 32x20x20", 32, 20, 20),
-    UNARY(LY_OP_CONCAT, "concat channels 24+24 x 10x10", 24, 10, 10),
     UNARY(LY_OP_RESIZE_BILINEAR2D, "bilinear 13x13 -> 26x26", 16, 13, 13),
 };
 
@@ -127,15 +125,6 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
         ly_check_case_params(out, &p, sizeof p);
         return ly_check_case_random(out, 0, 4, xs, 3.0f, &seed);
     }
-    case LY_OP_ADD:
-        if ((st = ly_check_case_random(out, 0, 4, xs, 3.0f, &seed)) != LY_OK) return st;
-        return ly_check_case_random(out, 1, 4, xs, 3.0f, &seed);
-    case LY_OP_CONCAT: {
-        ly_concat_params p = {.axis = 1};
-        ly_check_case_params(out, &p, sizeof p);
-        if ((st = ly_check_case_random(out, 0, 4, xs, 3.0f, &seed)) != LY_OK) return st;
-        return ly_check_case_random(out, 1, 4, xs, 3.0f, &seed);
-    }
     case LY_OP_RESIZE_BILINEAR2D: {
         ly_resize_bilinear2d_params p = LY_RESIZE_BILINEAR2D_DEFAULTS;
         p.size[0] = 2 * c->h, p.size[1] = 2 * c->w;
@@ -157,9 +146,7 @@ NN_CASES(CONV2D, conv2d)
 NN_CASES(MAX_POOL2D, max_pool2d)
 NN_CASES(AVG_POOL2D, avg_pool2d)
 NN_CASES(UPSAMPLE_NEAREST2D, upsample_nearest2d)
-NN_CASES(CONCAT, concat)
 NN_CASES(SILU, silu)
 NN_CASES(SIGMOID, sigmoid)
 NN_CASES(DFL, dfl)
-NN_CASES(ADD, add)
 NN_CASES(RESIZE_BILINEAR2D, resize_bilinear2d)

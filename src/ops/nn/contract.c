@@ -208,7 +208,7 @@ ly_status ly_contract_avg_pool2d(const ly_kernel_call *call, ly_tensor out[LY_KE
     return LY_OK;
 }
 
-/* ---- upsample, concat ------------------------------------------------------------------ */
+/* ---- upsample ------------------------------------------------------------------ */
 
 ly_status ly_contract_upsample_nearest2d(const ly_kernel_call *call,
                                          ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
@@ -229,57 +229,6 @@ ly_status ly_contract_upsample_nearest2d(const ly_kernel_call *call,
         return ly_set_error(LY_E_SHAPE, "%s: the output of x times %lld overflows", slot,
                             (long long)s);
     set_output(out, n_out, 4, shape);
-    return LY_OK;
-}
-
-ly_status ly_contract_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                             int *n_out)
-{
-    const char *slot = ly_op_name(LY_OP_CONCAT);
-    TRY(check_call(slot, call, out, n_out));
-    const ly_tensor *first = call->in[0];
-    TRY(check_operand(slot, first, "in[0]"));
-    int ndim = first->ndim;
-    if (ndim < 1)
-        return ly_set_error(LY_E_SHAPE, "%s: in[0]: 0-d tensor, expected at least 1 dim", slot);
-    int64_t axis = LY_PARAMS(call, ly_concat_params)->axis;
-    if (axis < -ndim || axis >= ndim)
-        return ly_set_error(LY_E_INVALID_ARGUMENT,
-                            "%s: params.axis is %lld, expected -%d..%d for %d-dim inputs", slot,
-                            (long long)axis, ndim, ndim - 1, ndim);
-    if (axis < 0) axis += ndim;
-    int64_t shape[LY_MAX_DIMS];
-    for (int d = 0; d < ndim; d++)
-        shape[d] = first->shape[d];
-    bool ended = false;
-    for (int i = 1; i < LY_KERNEL_MAX_INPUTS; i++) {
-        const ly_tensor *t = call->in[i];
-        if (!t) {
-            ended = true;
-            continue;
-        }
-        if (ended)
-            return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "%s: in[%d] follows a NULL input, expected the inputs packed from "
-                                "in[0]",
-                                slot, i);
-        char name[16], a[128], b[128];
-        snprintf(name, sizeof name, "in[%d]", i);
-        TRY(check_operand(slot, t, name));
-        bool fits = t->ndim == ndim;
-        for (int d = 0; fits && d < ndim; d++)
-            fits = d == axis || t->shape[d] == first->shape[d];
-        if (!fits)
-            return ly_set_error(LY_E_SHAPE,
-                                "%s: %s: shape %s, expected the shape of in[0] %s except on axis "
-                                "%lld",
-                                slot, name, ly_shape_str(t, a, sizeof a),
-                                ly_shape_str(first, b, sizeof b), (long long)axis);
-        if (__builtin_add_overflow(shape[axis], t->shape[axis], &shape[axis]))
-            return ly_set_error(LY_E_SHAPE, "%s: the joined axis overflows", slot);
-    }
-    TRY(check_output_size(slot, ndim, shape));
-    set_output(out, n_out, ndim, shape);
     return LY_OK;
 }
 
@@ -323,18 +272,6 @@ ly_status ly_contract_dfl(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MA
     }
     int64_t shape[3] = {x->shape[0], 4, x->shape[2]};
     set_output(out, n_out, 3, shape);
-    return LY_OK;
-}
-
-ly_status ly_contract_add(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                          int *n_out)
-{
-    const char *slot = ly_op_name(LY_OP_ADD);
-    TRY(check_call(slot, call, out, n_out));
-    TRY(check_operand(slot, call->in[0], "a"));
-    TRY(check_operand(slot, call->in[1], "b"));
-    TRY(ly_check_same_shape(call->in[0], "add: a", call->in[1], "add: b"));
-    set_output(out, n_out, call->in[0]->ndim, call->in[0]->shape);
     return LY_OK;
 }
 
@@ -383,7 +320,6 @@ LY_PARAMS_FIELDS(ly_pool2d_params, LY_FIELD_INT(ly_pool2d_params, kernel, 2),
                  LY_FIELD_INT(ly_pool2d_params, padding, 2),
                  LY_FIELD_INT(ly_pool2d_params, count_include_pad, 1))
 LY_PARAMS_FIELDS(ly_upsample_nearest2d_params, LY_FIELD_INT(ly_upsample_nearest2d_params, scale, 1))
-LY_PARAMS_FIELDS(ly_concat_params, LY_FIELD_INT(ly_concat_params, axis, 1))
 LY_PARAMS_FIELDS(ly_resize_bilinear2d_params, LY_FIELD_INT(ly_resize_bilinear2d_params, size, 2),
                  LY_FIELD_INT(ly_resize_bilinear2d_params, align_corners, 1),
                  LY_FIELD_INT(ly_resize_bilinear2d_params, half_pixel_centers, 1))

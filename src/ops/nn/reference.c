@@ -385,7 +385,7 @@ ly_status ly_ref_avg_pool2d(const ly_kernel_call *call)
     return run_pool(call, avg_pool_range, NULL);
 }
 
-/* ---- upsample, concat ------------------------------------------------------------------ */
+/* ---- upsample ------------------------------------------------------------------ */
 
 ly_status ly_ref_upsample_nearest2d(const ly_kernel_call *call)
 {
@@ -403,30 +403,6 @@ ly_status ly_ref_upsample_nearest2d(const ly_kernel_call *call)
                     dst[ix * s + r] = src[ix];
             for (int64_t r = 1; r < s; r++)
                 memcpy(dst + r * wo, dst, (size_t)wo * sizeof *dst);
-        }
-    }
-    return LY_OK;
-}
-
-ly_status ly_ref_concat(const ly_kernel_call *call)
-{
-    const ly_tensor *first = call->in[0];
-    int ndim = first->ndim;
-    int64_t axis = LY_PARAMS(call, ly_concat_params)->axis;
-    if (axis < 0) axis += ndim;
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; d++)
-        outer *= first->shape[d];
-    for (int64_t d = axis + 1; d < ndim; d++)
-        inner *= first->shape[d];
-    char *out = call->out[0]->data;
-    size_t elem = sizeof(float);
-    for (int64_t o = 0; o < outer; o++) {
-        for (int i = 0; i < LY_KERNEL_MAX_INPUTS && call->in[i]; i++) {
-            size_t chunk = (size_t)(call->in[i]->shape[axis] * inner) * elem;
-            if (chunk == 0) continue;
-            memcpy(out, (const char *)call->in[i]->data + (size_t)o * chunk, chunk);
-            out += chunk;
         }
     }
     return LY_OK;
@@ -517,28 +493,6 @@ ly_status ly_ref_dfl(const ly_kernel_call *call)
         }
     }
     free(e);
-    return LY_OK;
-}
-
-/* ---- add ------------------------------------------------------------------------------- */
-
-typedef struct add_job {
-    const float *a, *b;
-    float *y;
-} add_job;
-
-static void add_range(void *ctx, int64_t begin, int64_t end)
-{
-    const add_job *job = ctx;
-    for (int64_t i = begin; i < end; i++)
-        job->y[i] = job->a[i] + job->b[i];
-}
-
-ly_status ly_ref_add(const ly_kernel_call *call)
-{
-    add_job job = {call->in[0]->data, call->in[1]->data, call->out[0]->data};
-    int64_t n = ly_tensor_numel(call->in[0]);
-    ly_parallel_for(n, 4096, threads_for(call, n), add_range, &job);
     return LY_OK;
 }
 

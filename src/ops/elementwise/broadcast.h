@@ -1,0 +1,33 @@
+/*
+ * NumPy broadcasting (right-aligned shapes; each extent equal or 1), shared by
+ * the elementwise contracts and references: the output shape, then a walk over
+ * the output in rows of its last dimension with each input's offset and step.
+ */
+#ifndef LY_OPS_ELEMENTWISE_BROADCAST_H
+#define LY_OPS_ELEMENTWISE_BROADCAST_H
+
+#include "libreyolo/kernels.h"
+
+#define LY_BCAST_MAX_INPUTS 3
+
+/* The broadcast shape of in[0..n) into out (dtype left to the caller), or an
+ * error naming `op`, the operands (names[i]) and their shapes. */
+ly_status ly_bcast_shape(const char *op, int n, const ly_tensor *const *in,
+                         const char *const *names, ly_tensor *out);
+
+typedef struct ly_bcast {
+    int n, ndim;
+    int64_t shape[LY_MAX_DIMS];                       /* the output's */
+    int64_t stride[LY_BCAST_MAX_INPUTS][LY_MAX_DIMS]; /* elements; 0 where broadcast */
+} ly_bcast;
+
+void ly_bcast_init(ly_bcast *b, int n, const ly_tensor *const *in, const ly_tensor *out);
+
+/* Rows of the output: row r covers out[r * inner .. (r + 1) * inner) with
+ * inner = the last extent (1 for a 0-d output); input i starts at
+ * *offset[i] and steps by step[i] (0 or 1) within the row. */
+int64_t ly_bcast_rows(const ly_bcast *b, int64_t *inner);
+void ly_bcast_row(const ly_bcast *b, int64_t row, int64_t offset[LY_BCAST_MAX_INPUTS],
+                  int64_t step[LY_BCAST_MAX_INPUTS]);
+
+#endif

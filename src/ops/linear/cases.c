@@ -1,0 +1,64 @@
+/* Parity cases of the matrix products: DETR and ViT shapes, tails of the
+ * 4-wide loop, broadcast batches, q·kᵀ. */
+#include "kernels/check.h"
+#include "kernels/check_rng.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <stdio.h>
+
+ly_status ly_cases_linear(int index, ly_check_case *c)
+{
+    static const struct {
+        const char *name;
+        int ndim;
+        int64_t x[3], n;
+        bool bias;
+    } cases[] = {
+        {"decoder ffn [1,300,128] -> 512", 3, {1, 300, 128}, 512, true},
+        {"sampling offsets [1,300,128] -> 192", 3, {1, 300, 128}, 192, true},
+        {"vit qkv [1,197,192] -> 576", 3, {1, 197, 192}, 576, true},
+        {"odd [7,13] -> 5, no bias", 2, {7, 13}, 5, false},
+        {"one row [1,1] -> 1", 2, {1, 1}, 1, true},
+        {"empty [0,8] -> 3", 2, {0, 8}, 3, true},
+    };
+    if (index >= (int)(sizeof cases / sizeof cases[0])) return LY_E_NOT_FOUND;
+    snprintf(c->name, sizeof c->name, "%s", cases[index].name);
+    uint64_t seed = ly_check_seed("linear", c->name);
+    int nd = cases[index].ndim;
+    int64_t k = cases[index].x[nd - 1], n = cases[index].n;
+    ly_status st = ly_check_case_random(c, 0, nd, cases[index].x, 2.0f, &seed);
+    if (st == LY_OK)
+        st = ly_check_case_random(c, 1, 2, (int64_t[]){n, k}, 1.0f / sqrtf((float)k), &seed);
+    c->constant[1] = true;
+    if (st == LY_OK && cases[index].bias) {
+        st = ly_check_case_random(c, 2, 1, (int64_t[]){n}, 0.5f, &seed);
+        c->constant[2] = true;
+    }
+    return st;
+}
+
+ly_status ly_cases_matmul(int index, ly_check_case *c)
+{
+    static const struct {
+        const char *name;
+        int na, nb;
+        int64_t a[4], b[4];
+        int64_t transpose_b;
+    } cases[] = {
+        {"attention q.kT [1,8,300,16] x [1,8,300,16]", 4, 4, {1, 8, 300, 16}, {1, 8, 300, 16}, 1},
+        {"attention p.v [1,8,300,300] x [1,8,300,16]", 4, 4, {1, 8, 300, 300}, {1, 8, 300, 16}, 0},
+        {"broadcast batch [3,1,5,7] x [4,7,6]", 4, 3, {3, 1, 5, 7}, {4, 7, 6}, 0},
+        {"plain [13,9] x [9,11]", 2, 2, {13, 9}, {9, 11}, 0},
+        {"empty K [4,0] x [0,3]", 2, 2, {4, 0}, {0, 3}, 0},
+    };
+    if (index >= (int)(sizeof cases / sizeof cases[0])) return LY_E_NOT_FOUND;
+    snprintf(c->name, sizeof c->name, "%s", cases[index].name);
+    uint64_t seed = ly_check_seed("matmul", c->name);
+    ly_status st = ly_check_case_random(c, 0, cases[index].na, cases[index].a, 1.0f, &seed);
+    if (st == LY_OK) st = ly_check_case_random(c, 1, cases[index].nb, cases[index].b, 1.0f, &seed);
+    ly_matmul_params p = {.transpose_b = cases[index].transpose_b};
+    ly_check_case_params(c, &p, sizeof p);
+    return st;
+}

@@ -1,0 +1,82 @@
+/* Parity cases of the normalisations: decoder and ViT widths, every axis of a
+ * softmax, rows far from zero mean, NaN. */
+#include "kernels/check.h"
+#include "kernels/check_rng.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <stdio.h>
+
+ly_status ly_cases_softmax(int index, ly_check_case *c)
+{
+    static const struct {
+        const char *name;
+        int ndim;
+        int64_t shape[4];
+        int64_t axis;
+        float scale;
+    } cases[] = {
+        {"attention rows [1,8,300,300]", 4, {1, 8, 300, 300}, -1, 8.0f},
+        {"msda weights [1,300,8,12]", 4, {1, 300, 8, 12}, -1, 3.0f},
+        {"dfl bins on axis 1 [1,16,4,100]", 4, {1, 16, 4, 100}, 1, 5.0f},
+        {"large logits [3,33]", 2, {3, 33}, -1, 80.0f},
+        {"with NaN [2,5]", 2, {2, 5}, 0, 1.0f},
+    };
+    if (index >= (int)(sizeof cases / sizeof cases[0])) return LY_E_NOT_FOUND;
+    snprintf(c->name, sizeof c->name, "%s", cases[index].name);
+    uint64_t seed = ly_check_seed("softmax", c->name);
+    ly_status st = ly_check_case_random(c, 0, cases[index].ndim, cases[index].shape,
+                                        cases[index].scale, &seed);
+    if (st == LY_OK && index == 4) ((float *)c->in[0].data)[3] = NAN;
+    ly_axis_params p = {.axis = cases[index].axis};
+    ly_check_case_params(c, &p, sizeof p);
+    return st;
+}
+
+static ly_status norm_case(const char *op, bool rms, int index, ly_check_case *c)
+{
+    static const struct {
+        const char *name;
+        int ndim;
+        int64_t shape[3];
+        float offset;
+        bool affine;
+    } cases[] = {
+        {"decoder [1,300,128]", 3, {1, 300, 128}, 0.0f, true},
+        {"vit [1,197,192], mean 50", 3, {1, 197, 192}, 50.0f, true},
+        {"deimv2 [1,100,64], no affine", 3, {1, 100, 64}, 0.0f, false},
+        {"one channel [4,1]", 2, {4, 1}, 1.0f, true},
+    };
+    if (index >= (int)(sizeof cases / sizeof cases[0])) return LY_E_NOT_FOUND;
+    snprintf(c->name, sizeof c->name, "%s", cases[index].name);
+    uint64_t seed = ly_check_seed(op, c->name);
+    int nd = cases[index].ndim;
+    int64_t ch = cases[index].shape[nd - 1];
+    ly_status st = ly_check_case_random(c, 0, nd, cases[index].shape, 3.0f, &seed);
+    if (st != LY_OK) return st;
+    float *x = c->in[0].data;
+    for (int64_t i = 0; i < ly_tensor_numel(&c->in[0]); i++)
+        x[i] += cases[index].offset;
+    if (cases[index].affine) {
+        st = ly_check_case_random(c, 1, 1, &ch, 2.0f, &seed);
+        c->constant[1] = true;
+        if (st == LY_OK && !rms) {
+            st = ly_check_case_random(c, 2, 1, &ch, 1.0f, &seed);
+            c->constant[2] = true;
+        }
+    }
+    ly_norm_params p = {.eps = rms ? 1e-6 : 1e-5};
+    ly_check_case_params(c, &p, sizeof p);
+    return st;
+}
+
+ly_status ly_cases_layer_norm(int index, ly_check_case *c)
+{
+    return norm_case("layer_norm", false, index, c);
+}
+
+ly_status ly_cases_rms_norm(int index, ly_check_case *c)
+{
+    return norm_case("rms_norm", true, index, c);
+}

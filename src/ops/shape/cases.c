@@ -1,0 +1,135 @@
+/* Parity cases of the shape ops: several dtypes, every axis, negative and
+ * clamped bounds, steps, empty extents. */
+#include "kernels/check.h"
+#include "kernels/check_rng.h"
+
+#include "core/core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* in[index] of `dtype`, filled with distinct values. */
+static ly_status filled(ly_check_case *c, int index, ly_dtype dtype, int ndim, const int64_t *shape,
+                        uint64_t *seed)
+{
+    if (dtype == LY_F32) return ly_check_case_random(c, index, ndim, shape, 10.0f, seed);
+    void *p = ly_check_case_input(c, index, dtype, ndim, shape);
+    if (!p) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+    int64_t n = ly_tensor_numel(&c->in[index]);
+    for (int64_t i = 0; i < n; i++) {
+        if (dtype == LY_I64)
+            ((int64_t *)p)[i] = (int64_t)(i * 2654435761u % 100000) - 50000;
+        else
+            ((uint8_t *)p)[i] = (uint8_t)(i * 37 + 11);
+    }
+    return LY_OK;
+}
+
+typedef struct reshape_case {
+    const char *name;
+    ly_dtype dtype;
+    int ndim;
+    int64_t in[4];
+    ly_reshape_params p;
+} reshape_case;
+
+static const reshape_case reshapes[] = {
+    {"[1,144,20,20] -> [1,144,400]", LY_F32, 4, {1, 144, 20, 20}, {3, {1, 144, 400}}},
+    {"[2,6,5] -> [-1,3] i64", LY_I64, 3, {2, 6, 5}, {2, {-1, 3}}},
+    {"[300,4] -> [1,300,1,4] u8", LY_U8, 2, {300, 4}, {4, {1, 300, 1, 4}}},
+    {"[7] -> [7,1]", LY_F32, 1, {7}, {2, {7, 1}}},
+};
+
+ly_status ly_cases_reshape(int index, ly_check_case *c)
+{
+    if (index >= (int)(sizeof reshapes / sizeof reshapes[0])) return LY_E_NOT_FOUND;
+    const reshape_case *r = &reshapes[index];
+    snprintf(c->name, sizeof c->name, "%s", r->name);
+    uint64_t seed = ly_check_seed("reshape", r->name);
+    ly_check_case_params(c, &r->p, sizeof r->p);
+    return filled(c, 0, r->dtype, r->ndim, r->in, &seed);
+}
+
+typedef struct permute_case {
+    const char *name;
+    ly_dtype dtype;
+    int ndim;
+    int64_t in[5];
+    ly_permute_params p;
+} permute_case;
+
+static const permute_case permutes[] = {
+    {"NCHW -> NHWC [1,32,20,20]", LY_F32, 4, {1, 32, 20, 20}, {4, {0, 2, 3, 1}}},
+    {"NHWC -> NCHW [1,13,13,124]", LY_F32, 4, {1, 13, 13, 124}, {4, {0, 3, 1, 2}}},
+    {"heads [1,197,3,6,32] -> [3,1,6,197,32]", LY_F32, 5, {1, 197, 3, 6, 32}, {5, {2, 0, 3, 1, 4}}},
+    {"swap [3,300,4] i64", LY_I64, 3, {3, 300, 4}, {3, {0, 2, 1}}},
+    {"identity [5,0,2] u8", LY_U8, 3, {5, 0, 2}, {3, {0, 1, 2}}},
+};
+
+ly_status ly_cases_permute(int index, ly_check_case *c)
+{
+    if (index >= (int)(sizeof permutes / sizeof permutes[0])) return LY_E_NOT_FOUND;
+    const permute_case *r = &permutes[index];
+    snprintf(c->name, sizeof c->name, "%s", r->name);
+    uint64_t seed = ly_check_seed("permute", r->name);
+    ly_check_case_params(c, &r->p, sizeof r->p);
+    return filled(c, 0, r->dtype, r->ndim, r->in, &seed);
+}
+
+typedef struct slice_case {
+    const char *name;
+    ly_dtype dtype;
+    int ndim;
+    int64_t in[4];
+    ly_slice_params p;
+} slice_case;
+
+static const slice_case slices[] = {
+    {"channels 0:64 of [1,144,20,20]", LY_F32, 4, {1, 144, 20, 20}, {1, 0, 64, 1}},
+    {"channels 64: of [1,144,20,20]", LY_F32, 4, {1, 144, 20, 20}, {1, 64, INT64_MAX, 1}},
+    {"last axis -2: of [2,300,4]", LY_F32, 3, {2, 300, 4}, {-1, -2, INT64_MAX, 1}},
+    {"step 2 on axis 0 of [9,5] i64", LY_I64, 2, {9, 5}, {0, 1, 8, 2}},
+    {"clamped 3:100 of [2,7]", LY_F32, 2, {2, 7}, {1, 3, 100, 1}},
+    {"empty 5:2 of [6,3] u8", LY_U8, 2, {6, 3}, {0, 5, 2, 1}},
+};
+
+ly_status ly_cases_slice(int index, ly_check_case *c)
+{
+    if (index >= (int)(sizeof slices / sizeof slices[0])) return LY_E_NOT_FOUND;
+    const slice_case *r = &slices[index];
+    snprintf(c->name, sizeof c->name, "%s", r->name);
+    uint64_t seed = ly_check_seed("slice", r->name);
+    ly_check_case_params(c, &r->p, sizeof r->p);
+    return filled(c, 0, r->dtype, r->ndim, r->in, &seed);
+}
+
+typedef struct concat_case {
+    const char *name;
+    ly_dtype dtype;
+    int n, ndim;
+    int64_t axis;
+    int64_t in[3][4];
+} concat_case;
+
+static const concat_case concats[] = {
+    {"channels 24+24 [1,*,10,10]", LY_F32, 2, 4, 1, {{1, 24, 10, 10}, {1, 24, 10, 10}}},
+    {"anchors [1,84,*] x3", LY_F32, 3, 3, 2, {{1, 84, 6400}, {1, 84, 1600}, {1, 84, 400}}},
+    {"rows [*,4] i64", LY_I64, 2, 2, 0, {{3, 4}, {5, 4}}},
+    {"last axis -1 [2,3,*] u8", LY_U8, 2, 3, -1, {{2, 3, 1}, {2, 3, 2}}},
+    {"with an empty part", LY_F32, 3, 2, 0, {{2, 5}, {0, 5}, {1, 5}}},
+};
+
+ly_status ly_cases_concat(int index, ly_check_case *c)
+{
+    if (index >= (int)(sizeof concats / sizeof concats[0])) return LY_E_NOT_FOUND;
+    const concat_case *r = &concats[index];
+    snprintf(c->name, sizeof c->name, "%s", r->name);
+    uint64_t seed = ly_check_seed("concat", r->name);
+    ly_concat_params p = {.axis = r->axis};
+    ly_check_case_params(c, &p, sizeof p);
+    for (int i = 0; i < r->n; i++) {
+        ly_status st = filled(c, i, r->dtype, r->ndim, r->in[i], &seed);
+        if (st != LY_OK) return st;
+    }
+    return LY_OK;
+}

@@ -1,0 +1,107 @@
+/* References of the shape ops: copies, element by element in output order. */
+#include "core/core.h"
+#include "ops/ops_internal.h"
+#include "ops/shape/shape.h"
+
+#include <string.h>
+
+static size_t bytes_of(const ly_tensor *t)
+{
+    return (size_t)ly_tensor_numel(t) * ly_dtype_size(t->dtype);
+}
+
+/* Every tensor is contiguous: a reshape is the same bytes. */
+ly_status ly_ref_reshape(const ly_kernel_call *call)
+{
+    if (call->out[0]->data != call->in[0]->data)
+        memmove(call->out[0]->data, call->in[0]->data, bytes_of(call->in[0]));
+    return LY_OK;
+}
+
+/* y = x with axes permuted (y.shape[i] = x.shape[perm[i]]), walking y in order;
+ * the innermost axis is a strided gather. */
+ly_status ly_ref_permute(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0];
+    ly_tensor *y = call->out[0];
+    const ly_permute_params *p = call->params;
+    int nd = x->ndim;
+    int64_t numel = ly_tensor_numel(y);
+    size_t elem = ly_dtype_size(x->dtype);
+    if (numel == 0) return LY_OK;
+    if (nd == 0) {
+        memcpy(y->data, x->data, elem);
+        return LY_OK;
+    }
+    int64_t in_stride[LY_MAX_DIMS], stride[LY_MAX_DIMS], index[LY_MAX_DIMS] = {0};
+    in_stride[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--)
+        in_stride[d] = in_stride[d + 1] * x->shape[d + 1];
+    for (int i = 0; i < nd; i++)
+        stride[i] = in_stride[p->perm[i]];
+    const char *src = x->data;
+    char *dst = y->data;
+    int64_t inner = y->shape[nd - 1], step = stride[nd - 1];
+    for (int64_t done = 0; done < numel; done += inner) {
+        int64_t base = 0;
+        for (int i = 0; i < nd - 1; i++)
+            base += index[i] * stride[i];
+        for (int64_t j = 0; j < inner; j++)
+            memcpy(dst + (size_t)j * elem, src + (size_t)(base + j * step) * elem, elem);
+        dst += (size_t)inner * elem;
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++index[i] < y->shape[i]) break;
+            index[i] = 0;
+        }
+    }
+    return LY_OK;
+}
+
+ly_status ly_ref_slice(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0];
+    ly_tensor *y = call->out[0];
+    const ly_slice_params *p = call->params;
+    int64_t axis = p->axis < 0 ? p->axis + x->ndim : p->axis;
+    int64_t start, count;
+    ly_slice_resolve(p, x->shape[axis], &start, &count);
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; d++)
+        outer *= x->shape[d];
+    for (int64_t d = axis + 1; d < x->ndim; d++)
+        inner *= x->shape[d];
+    size_t row = (size_t)inner * ly_dtype_size(x->dtype);
+    const char *src = x->data;
+    char *dst = y->data;
+    if (ly_tensor_numel(y) == 0) return LY_OK;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < count; k++) {
+            memcpy(dst, src + (size_t)(o * x->shape[axis] + start + k * p->step) * row, row);
+            dst += row;
+        }
+    return LY_OK;
+}
+
+ly_status ly_ref_concat(const ly_kernel_call *call)
+{
+    const ly_tensor *first = call->in[0];
+    int ndim = first->ndim;
+    int64_t axis = LY_PARAMS(call, ly_concat_params)->axis;
+    if (axis < 0) axis += ndim;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; d++)
+        outer *= first->shape[d];
+    for (int64_t d = axis + 1; d < ndim; d++)
+        inner *= first->shape[d];
+    char *out = call->out[0]->data;
+    size_t elem = ly_dtype_size(first->dtype);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int i = 0; i < LY_KERNEL_MAX_INPUTS && call->in[i]; i++) {
+            size_t chunk = (size_t)(call->in[i]->shape[axis] * inner) * elem;
+            if (chunk == 0) continue;
+            memmove(out, (const char *)call->in[i]->data + (size_t)o * chunk, chunk);
+            out += chunk;
+        }
+    }
+    return LY_OK;
+}
