@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "test_graph_util.h"
 #include "test_util.h"
 
 #include "core/core.h"
@@ -463,21 +464,8 @@ static void conv(ly_graph *g, const char *name, ly_graph_value x, int64_t cin, i
                  int64_t k, int64_t stride, int64_t groups, int64_t act, ly_graph_value residual,
                  ly_graph_value *out)
 {
-    int64_t ws[4] = {cout, cin / groups, k, k}, bs[1] = {cout};
-    ly_tensor w, b;
-    assert_int_equal(ly_graph_constant(g, 4, ws, &w), LY_OK);
-    assert_int_equal(ly_graph_constant(g, 1, bs, &b), LY_OK);
-    for (int64_t i = 0; i < ly_tensor_numel(&w); i++)
-        ((float *)w.data)[i] = rnd() / sqrtf((float)(cin / groups * k * k));
-    for (int64_t i = 0; i < cout; i++)
-        ((float *)b.data)[i] = 0.1f * rnd();
-    ly_conv2d_params c = LY_CONV2D_DEFAULTS;
-    c.stride[0] = c.stride[1] = stride;
-    c.padding[0] = c.padding[1] = k / 2;
-    c.groups = groups;
-    c.activation = act;
-    c.alpha = 0.1;
-    assert_int_equal(ly_graph_conv2d(g, name, x, &w, &b, residual, &c, out), LY_OK);
+    *out = ly_test_conv(g, name, x, cin, cout, k, stride, groups, act, residual, rnd,
+                        1.0f / sqrtf((float)(cin / groups * k * k)));
 }
 
 /* Every op the lowering maps, in one graph: conv (plain, grouped, depthwise,
@@ -490,7 +478,7 @@ static ly_graph *make_graph(void)
     assert_int_equal(ly_graph_create(&g), LY_OK);
     ly_graph_value x, a, b, c, d, e, f, h, u, r, cat, s1, s2, sum, sg, sl, re, tr, pooled, dfl_in,
         dfl;
-    assert_int_equal(ly_graph_input(g, "images", 4, &x), LY_OK);
+    assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &x), LY_OK);
     conv(g, "c0", x, 3, 16, 3, 2, 1, LY_ACT_SILU, LY_GRAPH_NONE, &a);
     conv(g, "c1", a, 16, 16, 3, 1, 4, LY_ACT_RELU, LY_GRAPH_NONE, &b);
     conv(g, "dw", b, 16, 16, 3, 1, 16, LY_ACT_LEAKY_RELU, a, &c);
@@ -511,21 +499,21 @@ static ly_graph *make_graph(void)
     ly_graph_value up2;
     assert_int_equal(ly_graph_upsample_nearest2d(g, "up2", h, 2, &up2), LY_OK);
     ly_graph_value parts[5] = {a, d, r, up2, b};
-    assert_int_equal(ly_graph_concat(g, "cat", 5, parts, &cat), LY_OK);
-    assert_int_equal(ly_graph_slice(g, "s1", cat, 4, 16, &s1), LY_OK);
-    assert_int_equal(ly_graph_slice(g, "s2", cat, 20, 16, &s2), LY_OK);
-    assert_int_equal(ly_graph_add(g, "sum", s1, s2, &sum), LY_OK);
-    assert_int_equal(ly_graph_sigmoid(g, "sg", sum, &sg), LY_OK);
-    assert_int_equal(ly_graph_silu(g, "sl", sg, &sl), LY_OK);
+    assert_int_equal(ly_graph_concat(g, "cat", 5, parts, 1, &cat), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "s1", cat, 1, 4, 16, &s1), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "s2", cat, 1, 20, 16, &s2), LY_OK);
+    assert_int_equal(ly_graph_binary(g, LY_OP_ADD, "sum", s1, s2, &sum), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "sg", sum, &sg), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_SILU, "sl", sg, &sl), LY_OK);
     int64_t shape[3] = {1, 16, -1};
     assert_int_equal(ly_graph_reshape(g, "re", sl, 3, shape, &re), LY_OK);
     int perm[3] = {0, 2, 1};
-    assert_int_equal(ly_graph_transpose(g, "tr", re, 3, perm, &tr), LY_OK);
+    assert_int_equal(ly_graph_permute(g, "tr", re, 3, perm, &tr), LY_OK);
     conv(g, "c5", cat, 56, 64, 1, 1, 1, LY_ACT_NONE, LY_GRAPH_NONE, &dfl_in);
     int64_t dshape[3] = {1, 64, -1};
     ly_graph_value dfl_flat;
     assert_int_equal(ly_graph_reshape(g, "dre", dfl_in, 3, dshape, &dfl_flat), LY_OK);
-    assert_int_equal(ly_graph_dfl(g, "dfl", dfl_flat, &dfl), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_DFL, "dfl", dfl_flat, &dfl), LY_OK);
     assert_int_equal(ly_graph_output(g, tr, "tr"), LY_OK);
     assert_int_equal(ly_graph_output(g, dfl, "dfl"), LY_OK);
     assert_int_equal(ly_graph_output(g, cat, "cat"), LY_OK);
@@ -555,10 +543,12 @@ static void test_lower_every_op(void **state)
     for (int i = 0; i < 3 * 32 * 32; i++)
         data[i] = rnd();
     in.data = data;
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     assert_int_equal(ly_kernels_capture_begin(), LY_OK);
-    assert_int_equal(ly_graph_plan(g, 1, &in), LY_OK);
+    assert_int_equal(ly_graph_prepare(ctx, 1, &in, 1), LY_OK);
     ly_lower_result r;
-    ly_status st = ly_export_lower(g, NULL, &r);
+    ly_status st = ly_export_lower(g, ctx, NULL, &r);
     assert_int_equal(ly_kernels_capture_end(), LY_OK);
     if (st != LY_OK) fail_msg("%s", ly_last_error());
     assert_true(r.delegate_partitions >= 2);
@@ -571,13 +561,13 @@ static void test_lower_every_op(void **state)
         expect_error(st, LY_E_UNSUPPORTED, "does not provide XnnpackBackend");
     } else {
         if (st != LY_OK) fail_msg("%s", ly_last_error());
-        assert_int_equal(ly_graph_run(g, 1, &in, 1), LY_OK);
+        assert_int_equal(ly_graph_run(ctx, 1, &in, 1), LY_OK);
         for (int threads = 1; threads <= 2; threads++) {
             assert_int_equal(ly_et_method_execute(m, &in, 1, threads), LY_OK);
             assert_int_equal(ly_et_method_num_outputs(m), 3);
             for (int i = 0; i < 3; i++) {
                 ly_tensor want, got;
-                assert_int_equal(ly_graph_get_output(g, i, &want, NULL), LY_OK);
+                assert_int_equal(ly_graph_get_output(ctx, i, &want, NULL), LY_OK);
                 assert_int_equal(ly_et_method_output(m, (size_t)i, &got), LY_OK);
                 assert_int_equal(got.ndim, want.ndim);
                 for (int k = 0; k < want.ndim; k++)
@@ -591,24 +581,19 @@ static void test_lower_every_op(void **state)
     ly_pte_program_free(p);
     free(r.program);
     free(data);
+    ly_graph_ctx_free(ctx);
     ly_graph_free(g);
 }
 
-static ly_status unknown_infer(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out,
-                               size_t *scratch)
+/* Lower `g` at `in`'s shape. */
+static ly_status lower_at(ly_graph *g, const ly_tensor *in, ly_lower_result *r)
 {
-    (void)ctx, (void)n_in;
-    *out = in[0];
-    out->data = NULL;
-    *scratch = 0;
-    return LY_OK;
-}
-
-static ly_status unknown_run(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out,
-                             void *scratch, int threads)
-{
-    (void)ctx, (void)n_in, (void)in, (void)out, (void)scratch, (void)threads;
-    return LY_OK;
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    assert_int_equal(ly_graph_prepare(ctx, 1, in, 1), LY_OK);
+    ly_status st = ly_export_lower(g, ctx, NULL, r);
+    ly_graph_ctx_free(ctx);
+    return st;
 }
 
 static void test_lower_refusals(void **state)
@@ -622,25 +607,34 @@ static void test_lower_refusals(void **state)
     ly_graph *g;
     ly_graph_value x, y;
     assert_int_equal(ly_graph_create(&g), LY_OK);
-    assert_int_equal(ly_graph_input(g, "x", 4, &x), LY_OK);
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
     assert_int_equal(ly_graph_upsample_nearest2d(g, "up", x, 2, &y), LY_OK);
     assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
-    assert_int_equal(ly_graph_plan(g, 1, &in), LY_OK);
-    expect_error(ly_export_lower(g, NULL, &r), LY_E_UNSUPPORTED,
+    expect_error(lower_at(g, &in, &r), LY_E_UNSUPPORTED,
                  "ExecuTorch produced no XNNPACK delegate partitions. Refusing to label a "
                  "portable-kernel-only program as XNNPACK.");
     ly_graph_free(g);
-    /* An op without a mapping is named. */
-    static const ly_graph_custom_op op = {"acme.mystery", unknown_infer, unknown_run, NULL};
+    /* An op the manifest gives no mapping is named. */
     assert_int_equal(ly_graph_create(&g), LY_OK);
-    assert_int_equal(ly_graph_input(g, "x", 4, &x), LY_OK);
-    assert_int_equal(ly_graph_sigmoid(g, "s", x, &y), LY_OK);
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "s", x, &y), LY_OK);
     ly_graph_value z;
-    assert_int_equal(ly_graph_custom(g, "head.mystery", &op, NULL, 1, &y, &z), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_GELU, "head.mystery", y, &z), LY_OK);
     assert_int_equal(ly_graph_output(g, z, "z"), LY_OK);
-    assert_int_equal(ly_graph_plan(g, 1, &in), LY_OK);
-    expect_error(ly_export_lower(g, NULL, &r), LY_E_UNSUPPORTED,
-                 "node 'head.mystery': op 'acme.mystery' has no ExecuTorch export mapping");
+    expect_error(lower_at(g, &in, &r), LY_E_UNSUPPORTED,
+                 "node 'head.mystery': op 'gelu' has no ExecuTorch export mapping");
+    ly_graph_free(g);
+    /* A mapped op on operands its lowering does not cover. */
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "s", x, &y), LY_OK);
+    ly_slice_params every_other = LY_SLICE_DEFAULTS;
+    every_other.axis = 1;
+    every_other.step = 2;
+    assert_int_equal(ly_graph_node(g, LY_OP_SLICE, "strided", 1, &y, &every_other, 1, &z), LY_OK);
+    assert_int_equal(ly_graph_output(g, z, "z"), LY_OK);
+    expect_error(lower_at(g, &in, &r), LY_E_UNSUPPORTED,
+                 "node 'strided': op 'slice' has no ExecuTorch export mapping for these operands");
     ly_graph_free(g);
 }
 

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "test_graph_util.h"
 #include "test_util.h"
 
 #include "core/core.h"
@@ -73,18 +74,7 @@ static float rnd(void)
 static void conv(ly_graph *g, ly_graph_value x, int64_t cin, int64_t cout, int64_t k, int64_t act,
                  ly_graph_value *out)
 {
-    int64_t ws[4] = {cout, cin, k, k}, bs[1] = {cout};
-    ly_tensor w, b;
-    assert_int_equal(ly_graph_constant(g, 4, ws, &w), LY_OK);
-    assert_int_equal(ly_graph_constant(g, 1, bs, &b), LY_OK);
-    for (int64_t i = 0; i < ly_tensor_numel(&w); i++)
-        ((float *)w.data)[i] = rnd() * 0.3f;
-    for (int64_t i = 0; i < cout; i++)
-        ((float *)b.data)[i] = 0.1f * rnd();
-    ly_conv2d_params c = LY_CONV2D_DEFAULTS;
-    c.padding[0] = c.padding[1] = k / 2;
-    c.activation = act;
-    assert_int_equal(ly_graph_conv2d(g, "conv", x, &w, &b, LY_GRAPH_NONE, &c, out), LY_OK);
+    *out = ly_test_conv(g, "conv", x, cin, cout, k, 1, 1, act, LY_GRAPH_NONE, rnd, 0.3f);
 }
 
 /* conv -> upsample (portable) -> concat -> slice -> conv: two partitions. */
@@ -93,20 +83,23 @@ static void make_tiny(void)
     ly_graph *g;
     ly_graph_value x, a, u, c, s, y, parts[2];
     assert_int_equal(ly_graph_create(&g), LY_OK);
-    assert_int_equal(ly_graph_input(g, "x", 4, &x), LY_OK);
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
     conv(g, x, 3, 4, 3, LY_ACT_SILU, &a);
     assert_int_equal(ly_graph_upsample_nearest2d(g, "up", a, 2, &u), LY_OK);
     conv(g, u, 4, 4, 1, LY_ACT_NONE, &y);
     parts[0] = u;
     parts[1] = y;
-    assert_int_equal(ly_graph_concat(g, "cat", 2, parts, &c), LY_OK);
-    assert_int_equal(ly_graph_slice(g, "s", c, 2, 4, &s), LY_OK);
+    assert_int_equal(ly_graph_concat(g, "cat", 2, parts, 1, &c), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "s", c, 1, 2, 4, &s), LY_OK);
     conv(g, s, 4, 2, 3, LY_ACT_SIGMOID, &y);
     assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
     ly_tensor in = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, 4, 4}};
-    assert_int_equal(ly_graph_plan(g, 1, &in), LY_OK);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    assert_int_equal(ly_graph_prepare(ctx, 1, &in, 1), LY_OK);
     ly_lower_result r;
-    assert_int_equal(ly_export_lower(g, NULL, &r), LY_OK);
+    assert_int_equal(ly_export_lower(g, ctx, NULL, &r), LY_OK);
+    ly_graph_ctx_free(ctx);
     assert_int_equal(r.delegate_partitions, 2);
     tiny = r.program;
     tiny_size = r.size;

@@ -52,6 +52,19 @@ typedef struct ly_model_info {
 } ly_model_info;
 
 LY_API ly_status ly_model_get_info(const ly_model *model, ly_model_info *info);
+
+/* What the loaded network is made of (benchmarks, `libreyolo info`). */
+typedef struct ly_model_stats {
+    size_t weight_tensors; /* the network's constants as loaded (folded weights and biases) */
+    int64_t parameters;    /* their elements */
+    size_t weight_bytes;
+    int nodes;    /* ops of the graph */
+    double gflop; /* 2 x the convolutions' multiply-adds at imgsz (NAN: no graph) */
+} ly_model_stats;
+
+/* Stats at a square input of `imgsz` (0: the model's). Reads no weights, so
+ * it costs no memory on a model whose packed weights replaced the originals. */
+LY_API ly_status ly_model_get_stats(const ly_model *model, int imgsz, ly_model_stats *stats);
 LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
 
 /* Fields left as ly_predict_options_init sets them take the model's default

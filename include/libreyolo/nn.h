@@ -31,6 +31,10 @@
  *                      + h1 * (w0 * x10 + w1 * x11). Both flags set is refused (as TF).
  *  dfl                 in: x [N, 4*R, A] (side-major: channel = side*R + bin)
  *                      out: [N, 4, A] = sum_b b * softmax_b(x[side*R + b]) per side
+ *  anchor_grid         in: x [N, C, H, W] (its shape only: the data is not read)
+ *                      params: offset (0.5)
+ *                      out: [1, 2, H*W], row 0 = x + offset, row 1 = y + offset for the
+ *                      cells in row-major order (YOLO's anchor points in grid units)
  */
 #ifndef LIBREYOLO_NN_H
 #define LIBREYOLO_NN_H

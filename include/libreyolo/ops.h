@@ -152,6 +152,15 @@ typedef struct ly_concat_params {
         .axis = 0                                                                                  \
     }
 
+/* anchor_grid: the cell centres of a detection level. */
+typedef struct ly_anchor_grid_params {
+    double offset; /* added to the column and row indices, default 0.5 */
+} ly_anchor_grid_params;
+#define LY_ANCHOR_GRID_DEFAULTS                                                                    \
+    {                                                                                              \
+        .offset = 0.5                                                                              \
+    }
+
 typedef struct ly_resize_bilinear2d_params {
     int64_t size[2];            /* output (h, w); required */
     int64_t align_corners;      /* 0 (default) or 1 */

@@ -12,11 +12,10 @@
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
+#include "graph/graph.h"
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
-#include "models/family.h"
-#include "graph/graph.h"
 
 #include <errno.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -361,24 +360,12 @@ static void choose_image(const bench_config *cfg, ours_result *r)
              "no image (%s not found; use --image I)", DEFAULT_IMAGE);
 }
 
-/* 2 x the multiply-adds of every convolution of the network as last run
- * (NAN when the family has no graph). */
-static double graph_gflop(const ly_model *m)
+/* 2 x the multiply-adds of every convolution at imgsz (NAN when the family
+ * has no graph). */
+static double graph_gflop(const ly_model *m, int imgsz)
 {
-    const ly_model_desc *d = ly_model_desc_of(m);
-    struct ly_graph *g = d && d->family->graph ? d->family->graph(d->net) : NULL;
-    if (!g) return NAN;
-    double macs = 0;
-    for (int i = 0; i < ly_graph_node_count(g); i++) {
-        ly_graph_node_info n;
-        ly_tensor out;
-        if (ly_graph_node_at(g, i, &n) != LY_OK || n.op != LY_GRAPH_OP_CONV2D) continue;
-        if (ly_graph_value_view(g, n.output, &out) != LY_OK) return NAN;
-        /* weight [O, C / groups, kh, kw]: each output takes C / groups * kh * kw. */
-        macs += (double)ly_tensor_numel(&out) *
-                (double)(n.weight->shape[1] * n.weight->shape[2] * n.weight->shape[3]);
-    }
-    return 2.0 * macs / 1e9;
+    ly_model_stats stats;
+    return ly_model_get_stats(m, imgsz, &stats) == LY_OK ? stats.gflop : NAN;
 }
 
 static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *input)
@@ -413,9 +400,7 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
     if (rc) goto done;
 
     /* The input buffer is ours, not the model's: measure around it. */
-    /* Walked before any run: the walk hands out weight pointers, so after
-     * runs it would bring back weights the graph released (graph.c). */
-    r->graph_gflop = graph_gflop(m);
+    r->graph_gflop = graph_gflop(m, r->imgsz);
     double rss_before_runs = rss_now_mib();
     rc = time_network(m, input, cfg, &r->run);
     if (rc) goto done;

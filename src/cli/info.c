@@ -1,10 +1,9 @@
 /* `libreyolo info`: what a checkpoint holds and what the model expects. */
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/model.h"
-#include "models/family.h"
-#include "graph/graph.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -51,27 +50,15 @@ static ly_status count_tensors(const char *path, size_t *tensors, int64_t *param
     return st;
 }
 
-/* Families without a state dict: the convolution weights and biases of the
- * network, as loaded (for NanoDet exactly the model file's parameters). */
+/* Families without a state dict: the network's constants as loaded (for
+ * NanoDet exactly the model file's parameters). */
 static ly_status count_graph(const ly_model *model, size_t *tensors, int64_t *params)
 {
-    const ly_model_desc *d = ly_model_desc_of(model);
-    struct ly_graph *g = d && d->family->graph ? d->family->graph(d->net) : NULL;
-    *tensors = 0;
-    *params = 0;
-    if (!g) return LY_OK;
-    for (int i = 0; i < ly_graph_node_count(g); i++) {
-        ly_graph_node_info n;
-        ly_status st = ly_graph_node_at(g, i, &n);
-        if (st != LY_OK) return st;
-        const ly_tensor *t[2] = {n.weight, n.bias};
-        for (int k = 0; k < 2; k++)
-            if (t[k]) {
-                (*tensors)++;
-                *params += ly_tensor_numel(t[k]);
-            }
-    }
-    return LY_OK;
+    ly_model_stats stats;
+    ly_status st = ly_model_get_stats(model, 0, &stats);
+    *tensors = stats.weight_tensors;
+    *params = stats.parameters;
+    return st;
 }
 
 /* What the network's input is, as the family's preprocessing makes it. */

@@ -12,8 +12,8 @@
 #include "export/export_internal.h"
 #include "export/json_text.h"
 #include "export/lower.h"
-#include "models/family.h"
 #include "graph/graph.h"
+#include "models/family.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -233,14 +233,17 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
     ly_status st = ly_kernels_capture_begin();
     if (st != LY_OK) return st;
     ly_tensor input = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
-    st = ly_graph_plan(g, 1, &input);
+    ly_graph_ctx *ctx = NULL;
+    st = ly_graph_ctx_create(g, &ctx);
+    if (st == LY_OK) st = ly_graph_prepare(ctx, 1, &input, 1);
     if (st == LY_OK) {
         /* YOLO9 exports its decoded predictions only, as LibreYOLO's export head does. */
         static const int first_only[1] = {0};
         ly_lower_options lo = {0};
         if (strcmp(d->family->name, "yolo9") == 0) lo.outputs = first_only, lo.n_outputs = 1;
-        st = ly_export_lower(g, &lo, lowered);
+        st = ly_export_lower(g, ctx, &lo, lowered);
     }
+    ly_graph_ctx_free(ctx);
     ly_status end = ly_kernels_capture_end();
     if (st == LY_OK && end != LY_OK) {
         free(lowered->program);

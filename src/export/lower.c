@@ -3,6 +3,8 @@
 
 #include "core/core.h"
 #include "export/pte/pte.h"
+#include "ops/ops_internal.h"
+#include "ops/shape/shape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +12,6 @@
 #include <string.h>
 
 #define NONE_ID LY_XNN_INVALID_ID
-#define YOLO9_REG_MAX 16
 
 enum { LOGICAL = 0, CHANNELS_LAST = 1 };
 
@@ -72,7 +73,8 @@ static bool grow(void **items, size_t *cap, size_t n, size_t size)
 typedef struct gnode {
     ly_graph_node_info info;
     bool portable;
-    int part; /* delegated: partition; portable: level (runs after partition `part`) */
+    bool folded; /* computed here into a constant (LY_LOWER_FOLD) */
+    int part;    /* delegated: partition; portable: level (runs after partition `part`) */
 } gnode;
 
 typedef struct ptensor {
@@ -93,9 +95,12 @@ typedef struct lower {
     int n_nodes, n_values;
     gnode *nodes;
     ly_tensor *shape; /* per value */
-    int *producer;    /* per value: node index, -1 graph input, -2 none */
-    bool *exported;   /* per value: an exported graph output */
-    int *pvalue;      /* per value: program EValue index or -1 */
+    int *producer;    /* per value: node index, -1 graph input, -2 none, CONSTANT */
+    /* Per value: the data of constants and folded nodes' outputs (logical
+     * order), NULL for everything computed by the program. */
+    const float **known;
+    bool *exported; /* per value: an exported graph output */
+    int *pvalue;    /* per value: program EValue index or -1 */
     /* program */
     ly_pte_evalue *values;
     size_t n_pvalues, cap_pvalues;
@@ -114,8 +119,9 @@ typedef struct lower {
     int32_t *inputs, *outputs;
     size_t n_inputs, n_outputs;
     int kernel_calls;
-    int64_t input_h; /* the first graph input's height (YOLO9 strides) */
 } lower;
+
+enum { CONSTANT = -3 }; /* lower.producer of constants and folded values */
 
 static ly_status oom(void)
 {
@@ -418,8 +424,61 @@ static void node_concat(xgraph *x, int n, const uint32_t *in, uint32_t out, int 
     }
 }
 
+static char *const_name(xgraph *x, const char *node, const char *what)
+{
+    size_t n = strlen(node) + strlen(what) + 2;
+    char *s = arena_calloc(&x->L->mem, n, 1);
+    if (!s) {
+        x->st = oom();
+        return NULL;
+    }
+    snprintf(s, n, "%s_%s", node, what);
+    for (char *p = s; *p; p++)
+        if (*p == '.') *p = '_';
+    return s;
+}
+
 static const uint32_t to_cl4[4] = {0, 2, 3, 1}, from_cl4[4] = {0, 3, 1, 2};
 static const uint32_t swap3[3] = {0, 2, 1};
+
+/* Where logical axis `axis` of an `ndim`-d value sits in `layout`. */
+static uint32_t layout_axis(int ndim, int layout, int64_t axis)
+{
+    if (layout != CHANNELS_LAST || !cl_rank(ndim)) return (uint32_t)axis;
+    if (ndim == 3) return (uint32_t)swap3[axis];
+    return (uint32_t)from_cl4[axis];
+}
+
+/* A constant (or folded) value's bytes in `layout`, as an XNNPACK constant. */
+static uint32_t get_known(xgraph *x, ly_graph_value v, int layout)
+{
+    const ly_tensor *s = &x->L->shape[v];
+    const float *src = x->L->known[v];
+    int64_t n = numel_of(s);
+    const float *data = src;
+    if (layout == CHANNELS_LAST) {
+        float *t = arena_calloc(&x->L->mem, (size_t)n, sizeof(float));
+        if (!t) {
+            x->st = oom();
+            return NONE_ID;
+        }
+        /* Logical [N, C, S...] to [N, S..., C]. */
+        int64_t N = s->shape[0], C = s->shape[1], S = n / (N * C > 0 ? N * C : 1);
+        for (int64_t b = 0; b < N; b++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t i = 0; i < S; i++)
+                    t[(b * S + i) * C + c] = src[(b * C + c) * S + i];
+        data = t;
+    }
+    char tag[32];
+    snprintf(tag, sizeof tag, "const%d%s", (int)v, layout == CHANNELS_LAST ? "_cl" : "");
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(s, layout, dims);
+    uint32_t id =
+        new_const(x, const_name(x, x->node_name, tag), nd, dims, data, (size_t)n * sizeof(float));
+    x->xid[v][layout] = id;
+    return id;
+}
 
 /* Graph value `v` in `layout`, converting with a static transpose if it only
  * exists in the other one. */
@@ -429,6 +488,7 @@ static uint32_t get(xgraph *x, ly_graph_value v, int layout)
     const ly_tensor *s = &x->L->shape[v];
     if (!cl_rank(s->ndim)) layout = LOGICAL;
     if (x->xid[v][layout] != NONE_ID) return x->xid[v][layout];
+    if (x->L->known[v]) return get_known(x, v, layout);
     int other = 1 - layout;
     if (x->xid[v][other] == NONE_ID) {
         x->st = ly_set_error(LY_E_INTERNAL, "export: %s: value %d used before it is defined",
@@ -444,7 +504,7 @@ static uint32_t get(xgraph *x, ly_graph_value v, int layout)
     return id;
 }
 
-/* The layout `v` already has, preferring channels-last. */
+/* The layout `v` already has, preferring channels-last (constants: either). */
 static int have(const xgraph *x, ly_graph_value v)
 {
     return x->xid[v][CHANNELS_LAST] != NONE_ID ? CHANNELS_LAST : LOGICAL;
@@ -477,35 +537,19 @@ static uint32_t define(xgraph *x, ly_graph_value v, int layout)
     return id;
 }
 
-static char *const_name(xgraph *x, const char *node, const char *what)
-{
-    size_t n = strlen(node) + strlen(what) + 2;
-    char *s = arena_calloc(&x->L->mem, n, 1);
-    if (!s) {
-        x->st = oom();
-        return NULL;
-    }
-    snprintf(s, n, "%s_%s", node, what);
-    for (char *p = s; *p; p++)
-        if (*p == '.') *p = '_';
-    return s;
-}
-
 /* ---- ops ------------------------------------------------------------------- */
 
 /* y = act(conv(x) + b) (+ residual): Conv2d / DepthwiseConv2d, then the
  * activation as XNNPACK nodes (SiLU = x * sigmoid(x)), then the add. */
 static void emit_conv(xgraph *x, const ly_graph_node_info *n)
 {
-    const ly_tensor *w = n->weight;
-    const ly_tensor *out_shape = &x->L->shape[n->output];
-    if (!w || w->ndim != 4 || x->L->shape[n->inputs[0]].ndim != 4) {
-        x->st = ly_set_error(LY_E_UNSUPPORTED, "export: %s: only 2-D convolutions are supported",
-                             n->name);
-        return;
-    }
+    const ly_conv2d_params *p = n->params;
+    ly_graph_value wv = n->inputs[1], bv = n->n_inputs > 2 ? n->inputs[2] : LY_GRAPH_NONE;
+    ly_graph_value residual = n->n_inputs > 3 ? n->inputs[3] : LY_GRAPH_NONE;
+    const ly_tensor *w = &x->L->shape[wv];
+    const ly_tensor *out_shape = &x->L->shape[n->outputs[0]];
     int64_t O = w->shape[0], Cg = w->shape[1], KH = w->shape[2], KW = w->shape[3];
-    int64_t G = n->params.conv2d.groups > 0 ? n->params.conv2d.groups : 1;
+    int64_t G = p->groups > 0 ? p->groups : 1;
     bool depthwise = Cg == 1;
     uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
     float *filter = arena_calloc(&x->L->mem, (size_t)(O * Cg * KH * KW), sizeof(float));
@@ -513,7 +557,7 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
         x->st = oom();
         return;
     }
-    const float *src = w->data;
+    const float *src = x->L->known[wv];
     uint32_t fdims[4];
     if (depthwise) {
         /* [O, 1, KH, KW] -> [1, KH, KW, O] */
@@ -533,47 +577,47 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
     uint32_t filter_id = new_const(x, const_name(x, n->name, "weight"), 4, fdims, filter,
                                    (size_t)(O * Cg * KH * KW) * sizeof(float));
     uint32_t bias_id = NONE_ID;
-    if (n->bias) {
+    if (bv != LY_GRAPH_NONE) {
         uint32_t bd = (uint32_t)O;
-        bias_id = new_const(x, const_name(x, n->name, "bias"), 1, &bd, n->bias->data,
+        bias_id = new_const(x, const_name(x, n->name, "bias"), 1, &bd, x->L->known[bv],
                             (size_t)O * sizeof(float));
     }
-    int64_t act = n->params.conv2d.activation;
+    int64_t act = p->activation;
     bool tail = act == LY_ACT_SILU || act == LY_ACT_SIGMOID || act == LY_ACT_LEAKY_RELU ||
-                n->residual != LY_GRAPH_NONE;
+                residual != LY_GRAPH_NONE;
     uint32_t dims[4] = {0};
     dims_of(out_shape, CHANNELS_LAST, dims);
-    uint32_t conv_out = tail ? new_internal(x, 4, dims) : define(x, n->output, CHANNELS_LAST);
+    uint32_t conv_out = tail ? new_internal(x, 4, dims) : define(x, n->outputs[0], CHANNELS_LAST);
     ly_xnn_node *node = new_node(x, depthwise ? LY_XNN_DEPTHWISE_CONV2D : LY_XNN_CONV2D);
     if (!node) return;
-    node->u.conv =
-        (__typeof__(node->u.conv)){.padding_top = (uint32_t)n->params.conv2d.padding[0],
-                                   .padding_right = (uint32_t)n->params.conv2d.padding[1],
-                                   .padding_bottom = (uint32_t)n->params.conv2d.padding[0],
-                                   .padding_left = (uint32_t)n->params.conv2d.padding[1],
-                                   .kernel_height = (uint32_t)KH,
-                                   .kernel_width = (uint32_t)KW,
-                                   .subsampling_height = (uint32_t)n->params.conv2d.stride[0],
-                                   .subsampling_width = (uint32_t)n->params.conv2d.stride[1],
-                                   .dilation_height = (uint32_t)n->params.conv2d.dilation[0],
-                                   .dilation_width = (uint32_t)n->params.conv2d.dilation[1],
-                                   .group_input_channels = (uint32_t)Cg,
-                                   .group_output_channels = (uint32_t)(O / G),
-                                   .groups = (uint32_t)G,
-                                   .input1_id = in,
-                                   .filter_id = filter_id,
-                                   .bias_id = bias_id,
-                                   .output_id = conv_out};
+    node->u.conv = (__typeof__(node->u.conv)){.padding_top = (uint32_t)p->padding[0],
+                                              .padding_right = (uint32_t)p->padding[1],
+                                              .padding_bottom = (uint32_t)p->padding[0],
+                                              .padding_left = (uint32_t)p->padding[1],
+                                              .kernel_height = (uint32_t)KH,
+                                              .kernel_width = (uint32_t)KW,
+                                              .subsampling_height = (uint32_t)p->stride[0],
+                                              .subsampling_width = (uint32_t)p->stride[1],
+                                              .dilation_height = (uint32_t)p->dilation[0],
+                                              .dilation_width = (uint32_t)p->dilation[1],
+                                              .group_input_channels = (uint32_t)Cg,
+                                              .group_output_channels = (uint32_t)(O / G),
+                                              .groups = (uint32_t)G,
+                                              .input1_id = in,
+                                              .filter_id = filter_id,
+                                              .bias_id = bias_id,
+                                              .output_id = conv_out};
     if (act == LY_ACT_RELU) {
         node->has_output_min_max = true;
         node->output_min = 0.0f;
         node->output_max = INFINITY;
     }
     if (!tail) return;
-    bool residual = n->residual != LY_GRAPH_NONE;
+    bool has_residual = residual != LY_GRAPH_NONE;
     uint32_t y = conv_out;
     if (act == LY_ACT_SILU || act == LY_ACT_SIGMOID || act == LY_ACT_LEAKY_RELU) {
-        uint32_t done = residual ? new_internal(x, 4, dims) : define(x, n->output, CHANNELS_LAST);
+        uint32_t done =
+            has_residual ? new_internal(x, 4, dims) : define(x, n->outputs[0], CHANNELS_LAST);
         if (act == LY_ACT_SILU) {
             uint32_t s = new_internal(x, 4, dims);
             node_1x1(x, LY_XNN_SIGMOID, y, s);
@@ -582,93 +626,146 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
             node_1x1(x, LY_XNN_SIGMOID, y, done);
         } else {
             ly_xnn_node *l = new_node(x, LY_XNN_LEAKY_RELU);
-            if (l)
-                l->u.leaky_relu =
-                    (__typeof__(l->u.leaky_relu)){(float)n->params.conv2d.alpha, y, done, 0};
+            if (l) l->u.leaky_relu = (__typeof__(l->u.leaky_relu)){(float)p->alpha, y, done, 0};
         }
         y = done;
     }
-    if (residual) {
-        uint32_t r = get(x, n->residual, CHANNELS_LAST);
-        node_2x1(x, LY_XNN_ADD, y, r, define(x, n->output, CHANNELS_LAST));
+    if (has_residual) {
+        uint32_t r = get(x, residual, CHANNELS_LAST);
+        node_2x1(x, LY_XNN_ADD, y, r, define(x, n->outputs[0], CHANNELS_LAST));
     }
 }
 
-static void emit_pool(xgraph *x, const ly_graph_node_info *n, bool max)
+static void emit_pool(xgraph *x, const ly_graph_node_info *n, ly_xnn_node_type type)
 {
+    const ly_pool2d_params *p = n->params;
     uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
-    uint32_t out = define(x, n->output, CHANNELS_LAST);
-    ly_xnn_node *node = new_node(x, max ? LY_XNN_MAX_POOLING_2D : LY_XNN_AVG_POOLING_2D);
+    uint32_t out = define(x, n->outputs[0], CHANNELS_LAST);
+    ly_xnn_node *node = new_node(x, type);
     if (!node) return;
-    node->u.pooling =
-        (__typeof__(node->u.pooling)){.padding_top = (uint32_t)n->params.pool2d.padding[0],
-                                      .padding_right = (uint32_t)n->params.pool2d.padding[1],
-                                      .padding_bottom = (uint32_t)n->params.pool2d.padding[0],
-                                      .padding_left = (uint32_t)n->params.pool2d.padding[1],
-                                      .pooling_height = (uint32_t)n->params.pool2d.kernel[0],
-                                      .pooling_width = (uint32_t)n->params.pool2d.kernel[1],
-                                      .stride_height = (uint32_t)n->params.pool2d.stride[0],
-                                      .stride_width = (uint32_t)n->params.pool2d.stride[1],
-                                      .dilation_height = 1,
-                                      .dilation_width = 1,
-                                      .input_id = in,
-                                      .output_id = out};
+    node->u.pooling = (__typeof__(node->u.pooling)){.padding_top = (uint32_t)p->padding[0],
+                                                    .padding_right = (uint32_t)p->padding[1],
+                                                    .padding_bottom = (uint32_t)p->padding[0],
+                                                    .padding_left = (uint32_t)p->padding[1],
+                                                    .pooling_height = (uint32_t)p->kernel[0],
+                                                    .pooling_width = (uint32_t)p->kernel[1],
+                                                    .stride_height = (uint32_t)p->stride[0],
+                                                    .stride_width = (uint32_t)p->stride[1],
+                                                    .dilation_height = 1,
+                                                    .dilation_width = 1,
+                                                    .input_id = in,
+                                                    .output_id = out};
 }
 
-static void emit_unary(xgraph *x, const ly_graph_node_info *n, bool silu)
+static void emit_max_pool(xgraph *x, const ly_graph_node_info *n)
+{
+    emit_pool(x, n, LY_XNN_MAX_POOLING_2D);
+}
+
+static void emit_avg_pool(xgraph *x, const ly_graph_node_info *n)
+{
+    emit_pool(x, n, LY_XNN_AVG_POOLING_2D);
+}
+
+static void emit_sigmoid(xgraph *x, const ly_graph_node_info *n)
 {
     int layout = have(x, n->inputs[0]);
     uint32_t in = get(x, n->inputs[0], layout);
-    if (!silu) {
-        node_1x1(x, LY_XNN_SIGMOID, in, define(x, n->output, layout));
-        return;
-    }
+    node_1x1(x, LY_XNN_SIGMOID, in, define(x, n->outputs[0], layout));
+}
+
+static void emit_silu(xgraph *x, const ly_graph_node_info *n)
+{
+    int layout = have(x, n->inputs[0]);
+    uint32_t in = get(x, n->inputs[0], layout);
     uint32_t dims[LY_MAX_DIMS] = {0};
-    int nd = dims_of(&x->L->shape[n->output], layout, dims);
+    int nd = dims_of(&x->L->shape[n->outputs[0]], layout, dims);
     uint32_t s = new_internal(x, nd, dims);
     node_1x1(x, LY_XNN_SIGMOID, in, s);
-    node_2x1(x, LY_XNN_MULTIPLY, in, s, define(x, n->output, layout));
+    node_2x1(x, LY_XNN_MULTIPLY, in, s, define(x, n->outputs[0], layout));
+}
+
+/* Broadcasting follows the logical shapes: channels-last only when both
+ * operands have the output's rank (so their axes move alike) or one is a
+ * single element. */
+static void emit_binary(xgraph *x, const ly_graph_node_info *n, ly_xnn_node_type type)
+{
+    ly_graph_value a = n->inputs[0], b = n->inputs[1];
+    const ly_tensor *sa = &x->L->shape[a], *sb = &x->L->shape[b];
+    int nd = x->L->shape[n->outputs[0]].ndim;
+    int layout = LOGICAL;
+    if (sa->ndim == nd && sb->ndim == nd)
+        layout =
+            have(x, a) == CHANNELS_LAST || have(x, b) == CHANNELS_LAST ? CHANNELS_LAST : LOGICAL;
+    else if (numel_of(sb) == 1 && sa->ndim == nd)
+        layout = have(x, a);
+    else if (numel_of(sa) == 1 && sb->ndim == nd)
+        layout = have(x, b);
+    uint32_t ia = get(x, a, sa->ndim == nd ? layout : LOGICAL);
+    uint32_t ib = get(x, b, sb->ndim == nd ? layout : LOGICAL);
+    node_2x1(x, type, ia, ib, define(x, n->outputs[0], layout));
 }
 
 static void emit_add(xgraph *x, const ly_graph_node_info *n)
 {
-    int layout = have(x, n->inputs[0]);
-    uint32_t a = get(x, n->inputs[0], layout), b = get(x, n->inputs[1], layout);
-    node_2x1(x, LY_XNN_ADD, a, b, define(x, n->output, layout));
+    emit_binary(x, n, LY_XNN_ADD);
+}
+
+static void emit_sub(xgraph *x, const ly_graph_node_info *n)
+{
+    emit_binary(x, n, LY_XNN_SUBTRACT);
+}
+
+static void emit_mul(xgraph *x, const ly_graph_node_info *n)
+{
+    emit_binary(x, n, LY_XNN_MULTIPLY);
+}
+
+static void emit_div(xgraph *x, const ly_graph_node_info *n)
+{
+    emit_binary(x, n, LY_XNN_DIV);
+}
+
+static int64_t resolved_axis(int64_t axis, int ndim)
+{
+    return axis < 0 ? axis + ndim : axis;
 }
 
 static void emit_concat(xgraph *x, const ly_graph_node_info *n)
 {
-    const ly_tensor *s = &x->L->shape[n->output];
+    const ly_tensor *s = &x->L->shape[n->outputs[0]];
+    int64_t axis = resolved_axis(((const ly_concat_params *)n->params)->axis, s->ndim);
     int layout = LOGICAL;
     for (int i = 0; i < n->n_inputs; i++)
         if (have(x, n->inputs[i]) == CHANNELS_LAST) layout = CHANNELS_LAST;
     if (!cl_rank(s->ndim)) layout = LOGICAL;
-    uint32_t in[LY_GRAPH_MAX_NODE_INPUTS], widths[LY_GRAPH_MAX_NODE_INPUTS];
+    uint32_t in[LY_KERNEL_MAX_INPUTS], widths[LY_KERNEL_MAX_INPUTS];
     for (int i = 0; i < n->n_inputs; i++) {
         in[i] = get(x, n->inputs[i], layout);
-        widths[i] = (uint32_t)x->L->shape[n->inputs[i]].shape[1];
+        widths[i] = (uint32_t)x->L->shape[n->inputs[i]].shape[axis];
     }
     uint32_t dims[LY_MAX_DIMS] = {0};
     int nd = dims_of(s, layout, dims);
-    uint32_t axis = layout == CHANNELS_LAST ? (uint32_t)nd - 1 : 1;
-    uint32_t out = define(x, n->output, layout);
+    uint32_t out = define(x, n->outputs[0], layout);
     if (n->n_inputs == 1) {
         node_1x1(x, LY_XNN_COPY, in[0], out);
         return;
     }
-    node_concat(x, n->n_inputs, in, out, nd, dims, axis, widths);
+    node_concat(x, n->n_inputs, in, out, nd, dims, layout_axis(nd, layout, axis), widths);
 }
 
 static void emit_slice(xgraph *x, const ly_graph_node_info *n)
 {
-    const ly_tensor *s = &x->L->shape[n->output];
+    const ly_slice_params *p = n->params;
+    const ly_tensor *s = &x->L->shape[n->outputs[0]], *src = &x->L->shape[n->inputs[0]];
+    int64_t axis = resolved_axis(p->axis, src->ndim), start, count;
+    ly_slice_resolve(p, src->shape[axis], &start, &count);
     int layout = cl_rank(s->ndim) ? have(x, n->inputs[0]) : LOGICAL;
     uint32_t in = get(x, n->inputs[0], layout);
     uint32_t dims[LY_MAX_DIMS], offsets[LY_MAX_DIMS] = {0};
     int nd = dims_of(s, layout, dims);
-    offsets[layout == CHANNELS_LAST ? nd - 1 : 1] = (uint32_t)n->slice_start;
-    node_slice(x, in, define(x, n->output, layout), nd, offsets, dims);
+    offsets[layout_axis(nd, layout, axis)] = (uint32_t)start;
+    node_slice(x, in, define(x, n->outputs[0], layout), nd, offsets, dims);
 }
 
 /* [1, 4R, A] -> [1, 4, A]: channels-last [1, A, 4R] viewed as [1, 4A, R],
@@ -688,8 +785,11 @@ static uint32_t dfl_projection(xgraph *x, int64_t R)
     return x->proj_id;
 }
 
-static uint32_t emit_dfl_cl(xgraph *x, uint32_t box_cl, int64_t A, int64_t R, uint32_t out)
+static void emit_dfl(xgraph *x, const ly_graph_node_info *n)
 {
+    const ly_tensor *s = &x->L->shape[n->inputs[0]];
+    int64_t A = s->shape[2], R = s->shape[1] / 4;
+    uint32_t box_cl = get(x, n->inputs[0], CHANNELS_LAST);
     uint32_t d3[3] = {1, (uint32_t)(A * 4), (uint32_t)R};
     uint32_t r = new_internal(x, 3, d3);
     node_reshape(x, box_cl, r, 3, d3);
@@ -701,279 +801,193 @@ static uint32_t emit_dfl_cl(xgraph *x, uint32_t box_cl, int64_t A, int64_t R, ui
     uint32_t proj = dfl_projection(x, R);
     if (fc) fc->u.fc = (__typeof__(fc->u.fc)){p, proj, NONE_ID, e, 0};
     uint32_t o3[3] = {1, (uint32_t)A, 4};
-    if (out == NONE_ID) out = new_internal(x, 3, o3);
-    node_reshape(x, e, out, 3, o3);
-    return out;
-}
-
-static void emit_dfl(xgraph *x, const ly_graph_node_info *n)
-{
-    const ly_tensor *s = &x->L->shape[n->inputs[0]];
-    if (s->ndim != 3 || s->shape[1] % 4 != 0) {
-        x->st = ly_set_error(LY_E_UNSUPPORTED, "export: %s: dfl input must be [1, 4R, A]", n->name);
-        return;
-    }
-    uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
-    emit_dfl_cl(x, in, s->shape[2], s->shape[1] / 4, define(x, n->output, CHANNELS_LAST));
+    node_reshape(x, e, define(x, n->outputs[0], CHANNELS_LAST), 3, o3);
 }
 
 static void emit_resize(xgraph *x, const ly_graph_node_info *n)
 {
+    const ly_resize_bilinear2d_params *p = n->params;
     uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
-    uint32_t out = define(x, n->output, CHANNELS_LAST);
+    uint32_t out = define(x, n->outputs[0], CHANNELS_LAST);
     ly_xnn_node *node = new_node(x, LY_XNN_STATIC_RESIZE_BILINEAR_2D);
     if (!node) return;
     uint32_t flags = 0;
-    if (n->params.resize.align_corners)
+    if (p->align_corners)
         flags = 0x8; /* XNN_FLAG_ALIGN_CORNERS */
-    else if (!n->params.resize.half_pixel_centers)
+    else if (!p->half_pixel_centers)
         flags = 0x4; /* XNN_FLAG_TENSORFLOW_LEGACY_MODE */
-    node->u.resize = (__typeof__(node->u.resize)){
-        (uint32_t)n->params.resize.size[0], (uint32_t)n->params.resize.size[1], in, out, flags};
+    node->u.resize =
+        (__typeof__(node->u.resize)){(uint32_t)p->size[0], (uint32_t)p->size[1], in, out, flags};
 }
 
+/* A reshape is on the logical order, except [N, C, H, W] -> [N, C, H*W] of a
+ * channels-last value: [N, H, W, C] -> [N, H*W, C] is the same move. */
 static void emit_reshape(xgraph *x, const ly_graph_node_info *n)
 {
-    uint32_t in = get(x, n->inputs[0], LOGICAL);
+    const ly_tensor *in_shape = &x->L->shape[n->inputs[0]], *out = &x->L->shape[n->outputs[0]];
     uint32_t dims[LY_MAX_DIMS] = {0};
-    int nd = dims_of(&x->L->shape[n->output], LOGICAL, dims);
-    node_reshape(x, in, define(x, n->output, LOGICAL), nd, dims);
+    bool flattens_space = in_shape->ndim == 4 && out->ndim == 3 &&
+                          out->shape[0] == in_shape->shape[0] &&
+                          out->shape[1] == in_shape->shape[1];
+    if (flattens_space && have(x, n->inputs[0]) == CHANNELS_LAST) {
+        uint32_t in = get(x, n->inputs[0], CHANNELS_LAST);
+        int nd = dims_of(out, CHANNELS_LAST, dims);
+        node_reshape(x, in, define(x, n->outputs[0], CHANNELS_LAST), nd, dims);
+        return;
+    }
+    uint32_t in = get(x, n->inputs[0], LOGICAL);
+    int nd = dims_of(out, LOGICAL, dims);
+    node_reshape(x, in, define(x, n->outputs[0], LOGICAL), nd, dims);
 }
 
-static void emit_transpose(xgraph *x, const ly_graph_node_info *n)
+static void emit_permute(xgraph *x, const ly_graph_node_info *n)
 {
+    const ly_permute_params *p = n->params;
     uint32_t in = get(x, n->inputs[0], LOGICAL);
     uint32_t perm[LY_MAX_DIMS];
-    for (int i = 0; i < n->shape_ndim; i++)
-        perm[i] = (uint32_t)n->perm[i];
-    node_transpose(x, in, define(x, n->output, LOGICAL), n->shape_ndim, perm);
+    for (int i = 0; i < p->ndim; i++)
+        perm[i] = (uint32_t)p->perm[i];
+    node_transpose(x, in, define(x, n->outputs[0], LOGICAL), (int)p->ndim, perm);
 }
 
-/* LibreYOLO9's head decode (yolo9.md 1.6) in standard ops: per level, DFL over
- * the 64 box channels, boxes = (anchor -/+ distances) * stride as xyxy,
- * sigmoid of the class logits; levels joined, then [1, 4 + nc, A]. The
- * anchors are the grid centres (x + 0.5, y + 0.5); the stride is the input
- * size over the level's. */
-static void emit_yolo9_decode(xgraph *x, const ly_graph_node_info *n)
-{
-    const lower *L = x->L;
-    int64_t in_h = L->input_h;
-    const ly_tensor *out = &L->shape[n->output];
-    int64_t nc = out->shape[1] - 4, R = YOLO9_REG_MAX, total = out->shape[2];
-    uint32_t levels[LY_GRAPH_MAX_NODE_INPUTS];
-    for (int l = 0; l < n->n_inputs && x->st == LY_OK; l++) {
-        const ly_tensor *s = &L->shape[n->inputs[l]];
-        int64_t h = s->shape[2], w = s->shape[3], hw = h * w;
-        if (s->ndim != 4 || s->shape[1] != 4 * R + nc || h <= 0 || in_h % h != 0) {
-            x->st = ly_set_error(LY_E_UNSUPPORTED,
-                                 "export: %s: level %d does not look like a YOLO9 head output",
-                                 n->name, l);
-            return;
-        }
-        float stride = (float)(in_h / h);
-        uint32_t raw = get(x, n->inputs[l], CHANNELS_LAST);
-        char tag[64];
-        /* boxes */
-        uint32_t off[4] = {0, 0, 0, 0}, sz[4] = {1, (uint32_t)h, (uint32_t)w, (uint32_t)(4 * R)};
-        uint32_t box = new_internal(x, 4, sz);
-        node_slice(x, raw, box, 4, off, sz);
-        uint32_t dist = emit_dfl_cl(x, box, hw, R, NONE_ID);
-        uint32_t half[3] = {1, (uint32_t)hw, 2}, o0[3] = {0, 0, 0}, o2[3] = {0, 0, 2};
-        uint32_t lt = new_internal(x, 3, half), rb = new_internal(x, 3, half);
-        node_slice(x, dist, lt, 3, o0, half);
-        node_slice(x, dist, rb, 3, o2, half);
-        float *anchors = arena_calloc(&x->L->mem, (size_t)(2 * hw), sizeof(float));
-        float *stride_value = arena_calloc(&x->L->mem, 1, sizeof(float));
-        if (!anchors || !stride_value) {
-            x->st = oom();
-            return;
-        }
-        for (int64_t y = 0; y < h; y++)
-            for (int64_t xx = 0; xx < w; xx++) {
-                anchors[2 * (y * w + xx)] = (float)xx + 0.5f;
-                anchors[2 * (y * w + xx) + 1] = (float)y + 0.5f;
-            }
-        *stride_value = stride;
-        snprintf(tag, sizeof tag, "anchors_%d", l);
-        uint32_t anchor_id = new_const(x, const_name(x, n->name, tag), 3, half, anchors,
-                                       (size_t)(2 * hw) * sizeof(float));
-        uint32_t one = 1;
-        snprintf(tag, sizeof tag, "stride_%d", l);
-        uint32_t stride_id =
-            new_const(x, const_name(x, n->name, tag), 1, &one, stride_value, sizeof(float));
-        uint32_t x1y1 = new_internal(x, 3, half), x2y2 = new_internal(x, 3, half);
-        node_2x1(x, LY_XNN_SUBTRACT, anchor_id, lt, x1y1);
-        node_2x1(x, LY_XNN_ADD, anchor_id, rb, x2y2);
-        uint32_t quad[3] = {1, (uint32_t)hw, 4};
-        uint32_t grid = new_internal(x, 3, quad), pixels = new_internal(x, 3, quad);
-        uint32_t pair[2] = {x1y1, x2y2}, widths2[2] = {2, 2};
-        node_concat(x, 2, pair, grid, 3, quad, 2, widths2);
-        node_2x1(x, LY_XNN_MULTIPLY, grid, stride_id, pixels);
-        /* classes */
-        uint32_t coff[4] = {0, 0, 0, (uint32_t)(4 * R)},
-                 csz[4] = {1, (uint32_t)h, (uint32_t)w, (uint32_t)nc};
-        uint32_t cls = new_internal(x, 4, csz);
-        node_slice(x, raw, cls, 4, coff, csz);
-        uint32_t flat[3] = {1, (uint32_t)hw, (uint32_t)nc};
-        uint32_t cls_flat = new_internal(x, 3, flat), scores = new_internal(x, 3, flat);
-        node_reshape(x, cls, cls_flat, 3, flat);
-        node_1x1(x, LY_XNN_SIGMOID, cls_flat, scores);
-        uint32_t ldims[3] = {1, (uint32_t)hw, (uint32_t)(4 + nc)};
-        levels[l] = new_internal(x, 3, ldims);
-        uint32_t parts[2] = {pixels, scores}, w2[2] = {4, (uint32_t)nc};
-        node_concat(x, 2, parts, levels[l], 3, ldims, 2, w2);
-    }
-    if (x->st != LY_OK) return;
-    uint32_t all_dims[3] = {1, (uint32_t)total, (uint32_t)(4 + nc)};
-    uint32_t widths[LY_GRAPH_MAX_NODE_INPUTS];
-    for (int l = 0; l < n->n_inputs; l++)
-        widths[l] = (uint32_t)(L->shape[n->inputs[l]].shape[2] * L->shape[n->inputs[l]].shape[3]);
-    uint32_t all = define(x, n->output, CHANNELS_LAST);
-    if (n->n_inputs == 1)
-        node_1x1(x, LY_XNN_COPY, levels[0], all);
-    else
-        node_concat(x, n->n_inputs, levels, all, 3, all_dims, 1, widths);
-}
+typedef void (*emit_fn)(xgraph *x, const ly_graph_node_info *n);
+
+/* What each op the manifest marks XNN (or EITHER) becomes inside a partition. */
+static const emit_fn emitters[LY_OP_COUNT] = {
+    [LY_OP_CONV2D] = emit_conv,
+    [LY_OP_MAX_POOL2D] = emit_max_pool,
+    [LY_OP_AVG_POOL2D] = emit_avg_pool,
+    [LY_OP_SILU] = emit_silu,
+    [LY_OP_SIGMOID] = emit_sigmoid,
+    [LY_OP_DFL] = emit_dfl,
+    [LY_OP_RESIZE_BILINEAR2D] = emit_resize,
+    [LY_OP_ADD] = emit_add,
+    [LY_OP_SUB] = emit_sub,
+    [LY_OP_MUL] = emit_mul,
+    [LY_OP_DIV] = emit_div,
+    [LY_OP_RESHAPE] = emit_reshape,
+    [LY_OP_PERMUTE] = emit_permute,
+    [LY_OP_SLICE] = emit_slice,
+    [LY_OP_CONCAT] = emit_concat,
+};
 
 static ly_status emit(xgraph *x, const gnode *gn)
 {
     const ly_graph_node_info *n = &gn->info;
     x->node_name = n->name;
-    switch (n->op) {
-    case LY_GRAPH_OP_CONV2D:
-        emit_conv(x, n);
-        break;
-    case LY_GRAPH_OP_MAX_POOL2D:
-        emit_pool(x, n, true);
-        break;
-    case LY_GRAPH_OP_AVG_POOL2D:
-        emit_pool(x, n, false);
-        break;
-    case LY_GRAPH_OP_SILU:
-        emit_unary(x, n, true);
-        break;
-    case LY_GRAPH_OP_SIGMOID:
-        emit_unary(x, n, false);
-        break;
-    case LY_GRAPH_OP_ADD:
-        emit_add(x, n);
-        break;
-    case LY_GRAPH_OP_CONCAT:
-        emit_concat(x, n);
-        break;
-    case LY_GRAPH_OP_SLICE:
-        emit_slice(x, n);
-        break;
-    case LY_GRAPH_OP_DFL:
-        emit_dfl(x, n);
-        break;
-    case LY_GRAPH_OP_RESIZE_BILINEAR:
-        emit_resize(x, n);
-        break;
-    case LY_GRAPH_OP_RESHAPE:
-        emit_reshape(x, n);
-        break;
-    case LY_GRAPH_OP_TRANSPOSE:
-        emit_transpose(x, n);
-        break;
-    case LY_GRAPH_OP_CUSTOM:
-        emit_yolo9_decode(x, n);
-        break;
-    default:
-        return ly_set_error(LY_E_INTERNAL, "export: %s: op %d reached the XNNPACK lowering",
-                            n->name, (int)n->op);
-    }
+    emitters[n->op](x, n);
     return x->st;
 }
 
 /* ---- classification and partitioning ----------------------------------------- */
 
-static const char *op_name(ly_graph_op op)
+static bool is_4d(const lower *L, ly_graph_value v)
 {
-    switch (op) {
-    case LY_GRAPH_OP_CONV2D:
-        return "conv2d";
-    case LY_GRAPH_OP_MAX_POOL2D:
-        return "max_pool2d";
-    case LY_GRAPH_OP_AVG_POOL2D:
-        return "avg_pool2d";
-    case LY_GRAPH_OP_UPSAMPLE:
-        return "upsample_nearest2d";
-    case LY_GRAPH_OP_SILU:
-        return "silu";
-    case LY_GRAPH_OP_SIGMOID:
-        return "sigmoid";
-    case LY_GRAPH_OP_DFL:
-        return "dfl";
-    case LY_GRAPH_OP_CONCAT:
-        return "concat";
-    case LY_GRAPH_OP_SLICE:
-        return "slice";
-    case LY_GRAPH_OP_CUSTOM:
-        return "custom";
-    case LY_GRAPH_OP_ADD:
-        return "add";
-    case LY_GRAPH_OP_RESIZE_BILINEAR:
-        return "resize_bilinear2d";
-    case LY_GRAPH_OP_RESHAPE:
-        return "reshape";
-    case LY_GRAPH_OP_TRANSPOSE:
-        return "transpose";
-    }
-    return "?";
+    return v != LY_GRAPH_NONE && L->shape[v].ndim == 4;
 }
 
-/* Delegated, portable, or no mapping (error naming the op). */
-static ly_status classify(const lower *L, gnode *gn)
+static bool known_f32(const lower *L, ly_graph_value v)
+{
+    return v != LY_GRAPH_NONE && L->known[v] && L->shape[v].dtype == LY_F32;
+}
+
+/* Whether the XNNPACK lowering of this call exists (the manifest says the op
+ * has one; these are the operands it covers). */
+static bool xnn_takes(const lower *L, const ly_graph_node_info *n)
+{
+    for (int i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i] != LY_GRAPH_NONE && L->shape[n->inputs[i]].dtype != LY_F32) return false;
+    switch (n->op) {
+    case LY_OP_CONV2D: {
+        const ly_conv2d_params *p = n->params;
+        ly_graph_value bias = n->n_inputs > 2 ? n->inputs[2] : LY_GRAPH_NONE;
+        return is_4d(L, n->inputs[0]) && known_f32(L, n->inputs[1]) &&
+               (bias == LY_GRAPH_NONE || known_f32(L, bias)) && p->activation <= LY_ACT_LEAKY_RELU;
+    }
+    case LY_OP_MAX_POOL2D:
+    case LY_OP_AVG_POOL2D:
+    case LY_OP_RESIZE_BILINEAR2D:
+        return is_4d(L, n->inputs[0]);
+    case LY_OP_DFL:
+        return L->shape[n->inputs[0]].ndim == 3;
+    case LY_OP_SLICE:
+        return ((const ly_slice_params *)n->params)->step == 1;
+    default:
+        return true;
+    }
+}
+
+static ly_status no_mapping(const gnode *gn, const char *why)
+{
+    return ly_set_error(LY_E_UNSUPPORTED,
+                        "export: node '%s': op '%s' has no ExecuTorch export mapping%s",
+                        gn->info.name, ly_op_name(gn->info.op), why);
+}
+
+/* Fold a node whose result follows from shapes and constants (the manifest's
+ * FOLD): its reference runs here and the program gets a constant. */
+static ly_status fold(lower *L, gnode *gn)
 {
     const ly_graph_node_info *n = &gn->info;
-    const ly_tensor *in = n->n_inputs > 0 ? &L->shape[n->inputs[0]] : NULL;
-    switch (n->op) {
-    case LY_GRAPH_OP_UPSAMPLE:
-        gn->portable = true;
-        return LY_OK;
-    case LY_GRAPH_OP_AVG_POOL2D:
-        /* XNNPACK's average pooling leaves padding out of the count. */
-        gn->portable = n->params.pool2d.count_include_pad &&
-                       (n->params.pool2d.padding[0] > 0 || n->params.pool2d.padding[1] > 0);
-        return LY_OK;
-    case LY_GRAPH_OP_CONV2D:
-        if (!in || in->ndim != 4 || !n->weight || n->params.conv2d.activation > LY_ACT_LEAKY_RELU)
-            break;
-        return LY_OK;
-    case LY_GRAPH_OP_MAX_POOL2D:
-    case LY_GRAPH_OP_RESIZE_BILINEAR:
-        if (!in || in->ndim != 4) break;
-        return LY_OK;
-    case LY_GRAPH_OP_SILU:
-    case LY_GRAPH_OP_SIGMOID:
-    case LY_GRAPH_OP_DFL:
-    case LY_GRAPH_OP_CONCAT:
-    case LY_GRAPH_OP_SLICE:
-    case LY_GRAPH_OP_ADD:
-    case LY_GRAPH_OP_RESHAPE:
-    case LY_GRAPH_OP_TRANSPOSE:
-        return LY_OK;
-    case LY_GRAPH_OP_CUSTOM: {
-        const char *kind = n->custom && n->custom->kind ? n->custom->kind : "(unnamed)";
-        if (strcmp(kind, "yolo9.decode") == 0) return LY_OK;
-        return ly_set_error(LY_E_UNSUPPORTED,
-                            "export: node '%s': op '%s' has no ExecuTorch export mapping", n->name,
-                            kind);
+    ly_graph_value out = n->outputs[0];
+    if (n->n_outputs != 1 || L->shape[out].dtype != LY_F32) return no_mapping(gn, " (folded)");
+    ly_tensor in[LY_KERNEL_MAX_INPUTS], result = L->shape[out];
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.threads = 1;
+    call.params = n->params;
+    for (int i = 0; i < n->n_inputs; i++) {
+        if (n->inputs[i] == LY_GRAPH_NONE) continue;
+        in[i] = L->shape[n->inputs[i]];
+        if (L->known[n->inputs[i]]) in[i].data = (void *)L->known[n->inputs[i]];
+        call.in[i] = &in[i];
     }
-    }
-    return ly_set_error(LY_E_UNSUPPORTED,
-                        "export: node '%s': op '%s' has no ExecuTorch export mapping for these "
-                        "operands",
-                        n->name, op_name(n->op));
+    result.data = arena_calloc(&L->mem, (size_t)numel_of(&result), sizeof(float));
+    if (!result.data) return oom();
+    call.out[0] = &result;
+    ly_status st = ly_kernel_dispatch_op(n->op, &call);
+    if (st != LY_OK) return st;
+    gn->folded = true;
+    L->known[out] = result.data;
+    L->producer[out] = CONSTANT;
+    return LY_OK;
 }
 
-static int node_inputs(const ly_graph_node_info *n, ly_graph_value *out)
+/* Delegated, portable, folded, or no mapping (an error naming the op). */
+static ly_status classify(lower *L, gnode *gn)
+{
+    const ly_graph_node_info *n = &gn->info;
+    const ly_op_def *def = ly_op_def_of(n->op);
+    switch (def ? def->lower : LY_LOWER_NONE) {
+    case LY_LOWER_FOLD:
+        return fold(L, gn);
+    case LY_LOWER_PORTABLE:
+        gn->portable = true;
+        return is_4d(L, n->inputs[0]) ? LY_OK : no_mapping(gn, " for these operands");
+    case LY_LOWER_EITHER:
+        if (n->op == LY_OP_AVG_POOL2D) {
+            /* XNNPACK's average pooling leaves padding out of the count. */
+            const ly_pool2d_params *p = n->params;
+            gn->portable = p->count_include_pad && (p->padding[0] > 0 || p->padding[1] > 0);
+            if (gn->portable) return is_4d(L, n->inputs[0]) ? LY_OK : no_mapping(gn, "");
+        }
+        /* fall through */
+    case LY_LOWER_XNN:
+        if (!emitters[n->op]) return no_mapping(gn, "");
+        return xnn_takes(L, n) ? LY_OK : no_mapping(gn, " for these operands");
+    case LY_LOWER_NONE:
+        break;
+    }
+    return no_mapping(gn, "");
+}
+
+/* The inputs a node reads from the program (constants and folded values are
+ * part of the node's own lowering). */
+static int node_inputs(const lower *L, const ly_graph_node_info *n, ly_graph_value *out)
 {
     int k = 0;
     for (int i = 0; i < n->n_inputs; i++)
-        out[k++] = n->inputs[i];
-    if (n->op == LY_GRAPH_OP_CONV2D && n->residual != LY_GRAPH_NONE) out[k++] = n->residual;
+        if (n->inputs[i] != LY_GRAPH_NONE && !L->known[n->inputs[i]]) out[k++] = n->inputs[i];
     return k;
 }
 
@@ -984,8 +998,9 @@ static int partition(lower *L)
     int parts = 0;
     for (int i = 0; i < L->n_nodes; i++) {
         gnode *gn = &L->nodes[i];
-        ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
-        int k = node_inputs(&gn->info, ins);
+        if (gn->folded) continue;
+        ly_graph_value ins[LY_KERNEL_MAX_INPUTS];
+        int k = node_inputs(L, &gn->info, ins);
         int p = gn->portable ? -1 : 0;
         for (int j = 0; j < k; j++) {
             int src = L->producer[ins[j]];
@@ -1063,16 +1078,16 @@ static ly_status plan_memory(lower *L, uint64_t *total)
 static ly_status emit_portable(lower *L, const gnode *gn)
 {
     const ly_graph_node_info *n = &gn->info;
-    int in = L->pvalue[n->inputs[0]], out = L->pvalue[n->output];
+    int in = L->pvalue[n->inputs[0]], out = L->pvalue[n->outputs[0]];
     ly_pte_instruction *ins = add_instr(L);
     int32_t *args = arena_calloc(&L->mem, 9, sizeof *args);
     if (!ins || !args) return oom();
     int at = (int)L->n_instr - 1, n_args = 0, op;
-    if (n->op == LY_GRAPH_OP_UPSAMPLE) {
+    if (n->op == LY_OP_UPSAMPLE_NEAREST2D) {
         /* upsample_nearest2d.vec_out(input, output_size?, scale_factors?, *, out) */
         double *scales = arena_calloc(&L->mem, 2, sizeof *scales);
         if (!scales) return oom();
-        scales[0] = scales[1] = (double)n->params.upsample.scale;
+        scales[0] = scales[1] = (double)((const ly_upsample_nearest2d_params *)n->params)->scale;
         int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
         ly_pte_evalue sv = {.type = LY_PTE_EVALUE_DOUBLE_LIST};
         sv.u.double_list.items = scales;
@@ -1086,9 +1101,9 @@ static ly_status emit_portable(lower *L, const gnode *gn)
     } else {
         /* avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
          * divisor_override?, *, out) */
+        const ly_pool2d_params *pool = n->params;
         int lists[3];
-        const int64_t *src[3] = {n->params.pool2d.kernel, n->params.pool2d.stride,
-                                 n->params.pool2d.padding};
+        const int64_t *src[3] = {pool->kernel, pool->stride, pool->padding};
         for (int k = 0; k < 3; k++) {
             int64_t *items = arena_calloc(&L->mem, 2, sizeof *items);
             if (!items) return oom();
@@ -1100,7 +1115,7 @@ static ly_status emit_portable(lower *L, const gnode *gn)
             lists[k] = add_evalue(L, v);
         }
         ly_pte_evalue f = {.type = LY_PTE_EVALUE_BOOL}, t = {.type = LY_PTE_EVALUE_BOOL};
-        t.u.bool_val = n->params.pool2d.count_include_pad != 0;
+        t.u.bool_val = pool->count_include_pad != 0;
         int ceil_v = add_evalue(L, f), cip = add_evalue(L, t);
         int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
         op = op_index(L, "aten::avg_pool2d", "out");
@@ -1156,9 +1171,9 @@ static ly_status emit_partition(lower *L, int part)
     /* Externals: inputs in first-use order, then outputs in definition order. */
     for (int i = 0; i < L->n_nodes; i++) {
         const gnode *gn = &L->nodes[i];
-        if (gn->portable || gn->part != part) continue;
-        ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
-        int k = node_inputs(&gn->info, ins);
+        if (gn->portable || gn->folded || gn->part != part) continue;
+        ly_graph_value ins[LY_KERNEL_MAX_INPUTS];
+        int k = node_inputs(L, &gn->info, ins);
         for (int j = 0; j < k; j++) {
             int src = L->producer[ins[j]];
             bool inside = src >= 0 && !L->nodes[src].portable && L->nodes[src].part == part;
@@ -1167,14 +1182,14 @@ static ly_status emit_partition(lower *L, int part)
     }
     for (int i = 0; i < L->n_nodes; i++) {
         const gnode *gn = &L->nodes[i];
-        if (gn->portable || gn->part != part) continue;
-        ly_graph_value v = gn->info.output;
+        if (gn->portable || gn->folded || gn->part != part) continue;
+        ly_graph_value v = gn->info.outputs[0];
         bool leaves = L->exported[v];
         for (int j = 0; j < L->n_nodes && !leaves; j++) {
             const gnode *c = &L->nodes[j];
-            if (!c->portable && c->part == part) continue;
-            ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
-            int k = node_inputs(&c->info, ins);
+            if (c->folded || (!c->portable && c->part == part)) continue;
+            ly_graph_value ins[LY_KERNEL_MAX_INPUTS];
+            int k = node_inputs(L, &c->info, ins);
             for (int m = 0; m < k; m++)
                 if (ins[m] == v) leaves = true;
         }
@@ -1190,7 +1205,7 @@ static ly_status emit_partition(lower *L, int part)
         x.out_ids[i] = NONE_ID;
     for (int i = 0; i < L->n_nodes && st == LY_OK; i++) {
         const gnode *gn = &L->nodes[i];
-        if (!gn->portable && gn->part == part) st = emit(&x, gn);
+        if (!gn->portable && !gn->folded && gn->part == part) st = emit(&x, gn);
     }
     /* Outputs still channels-last leave through a transpose. */
     for (size_t i = 0; i < x.n_out && st == LY_OK; i++) {
@@ -1282,12 +1297,14 @@ static ly_status make_program_values(lower *L)
     }
     for (int i = 0; i < L->n_nodes; i++) {
         const gnode *gn = &L->nodes[i];
-        ly_graph_value v = gn->info.output;
+        if (gn->folded) continue;
+        ly_graph_value v = gn->info.outputs[0];
         bool program = gn->portable || L->exported[v];
         for (int j = i + 1; j < L->n_nodes && !program; j++) {
             const gnode *c = &L->nodes[j];
-            ly_graph_value ins[LY_GRAPH_MAX_NODE_INPUTS + 1];
-            int k = node_inputs(&c->info, ins);
+            if (c->folded) continue;
+            ly_graph_value ins[LY_KERNEL_MAX_INPUTS];
+            int k = node_inputs(L, &c->info, ins);
             for (int m = 0; m < k; m++)
                 if (ins[m] == v && (c->portable || c->part != gn->part)) program = true;
         }
@@ -1299,45 +1316,54 @@ static ly_status make_program_values(lower *L)
     return LY_OK;
 }
 
-ly_status ly_export_lower(ly_graph *g, const ly_lower_options *options, ly_lower_result *out)
+ly_status ly_export_lower(ly_graph *g, const ly_graph_ctx *ctx, const ly_lower_options *options,
+                          ly_lower_result *out)
 {
-    if (!g || !out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_export_lower: NULL argument");
+    if (!g || !ctx || !out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_export_lower: NULL argument");
     memset(out, 0, sizeof *out);
     lower L = {.g = g};
     ly_status st = LY_OK;
-    ly_graph_stats stats;
-    st = ly_graph_get_stats(g, &stats);
-    if (st != LY_OK) return st;
     L.n_nodes = ly_graph_node_count(g);
-    L.n_values = stats.values;
+    L.n_values = ly_graph_value_count(g);
     L.nodes = calloc((size_t)L.n_nodes + 1, sizeof *L.nodes);
     L.shape = calloc((size_t)L.n_values + 1, sizeof *L.shape);
     L.producer = calloc((size_t)L.n_values + 1, sizeof *L.producer);
+    L.known = calloc((size_t)L.n_values + 1, sizeof *L.known);
     L.exported = calloc((size_t)L.n_values + 1, sizeof *L.exported);
     L.pvalue = calloc((size_t)L.n_values + 1, sizeof *L.pvalue);
     L.inputs = calloc((size_t)ly_graph_input_count(g) + 1, sizeof *L.inputs);
     L.outputs = calloc((size_t)ly_graph_output_count(g) + 1, sizeof *L.outputs);
-    if (!L.nodes || !L.shape || !L.producer || !L.exported || !L.pvalue || !L.inputs ||
+    if (!L.nodes || !L.shape || !L.producer || !L.known || !L.exported || !L.pvalue || !L.inputs ||
         !L.outputs) {
         st = oom();
         goto done;
     }
     for (int v = 0; v < L.n_values; v++) {
         L.producer[v] = -2;
-        st = ly_graph_value_view(g, v, &L.shape[v]);
+        st = ly_graph_value_view(ctx, v, &L.shape[v]);
+        ly_graph_value_info info;
+        if (st == LY_OK) st = ly_graph_value_at(g, v, &info);
         if (st != LY_OK) goto done;
+        if (info.kind == LY_GRAPH_VALUE_CONSTANT) {
+            const ly_tensor *data;
+            st = ly_graph_constant_read(g, v, &data);
+            if (st != LY_OK) goto done;
+            L.producer[v] = CONSTANT;
+            L.known[v] = data->data;
+        }
     }
     for (int i = 0; i < ly_graph_input_count(g); i++) {
         ly_graph_value v;
         st = ly_graph_input_at(g, i, &v, NULL);
         if (st != LY_OK) goto done;
         L.producer[v] = -1;
-        if (i == 0 && L.shape[v].ndim == 4) L.input_h = L.shape[v].shape[2];
     }
     for (int i = 0; i < L.n_nodes; i++) {
         st = ly_graph_node_at(g, i, &L.nodes[i].info);
         if (st != LY_OK) goto done;
-        L.producer[L.nodes[i].info.output] = i;
+        for (int k = 0; k < L.nodes[i].info.n_outputs; k++)
+            L.producer[L.nodes[i].info.outputs[k]] = i;
     }
     for (int i = 0; i < L.n_nodes; i++) {
         st = classify(&L, &L.nodes[i]);
@@ -1366,11 +1392,12 @@ ly_status ly_export_lower(ly_graph *g, const ly_lower_options *options, ly_lower
         if (level >= 0) {
             bool any = false;
             for (int i = 0; i < L.n_nodes; i++)
-                if (!L.nodes[i].portable && L.nodes[i].part == level) any = true;
+                if (!L.nodes[i].portable && !L.nodes[i].folded && L.nodes[i].part == level)
+                    any = true;
             if (any) st = emit_partition(&L, level);
         }
         for (int i = 0; i < L.n_nodes && st == LY_OK; i++)
-            if (L.nodes[i].portable && L.nodes[i].part == level)
+            if (L.nodes[i].portable && !L.nodes[i].folded && L.nodes[i].part == level)
                 st = emit_portable(&L, &L.nodes[i]);
     }
     if (st != LY_OK) goto done;
@@ -1380,7 +1407,8 @@ ly_status ly_export_lower(ly_graph *g, const ly_lower_options *options, ly_lower
         st = ly_graph_output_value(g, index, &v, NULL);
         if (st != LY_OK) goto done;
         if (L.pvalue[v] < 0) {
-            st = ly_set_error(LY_E_UNSUPPORTED, "export: output %d is a graph input", index);
+            st = ly_set_error(LY_E_UNSUPPORTED, "export: output %d is a graph input or a constant",
+                              index);
             goto done;
         }
         L.outputs[L.n_outputs++] = L.pvalue[v];
@@ -1451,6 +1479,7 @@ done:
     free(L.nodes);
     free(L.shape);
     free(L.producer);
+    free(L.known);
     free(L.exported);
     free(L.pvalue);
     free(L.inputs);

@@ -12,13 +12,14 @@
  *    static transposes are inserted where a value is needed in the other
  *    order, and at the partition's external inputs and outputs, which are
  *    NCHW (contiguous dim order) as in ExecuTorch;
- *  - custom ops are expressed with standard ops when their kind is known
- *    ("yolo9.decode": slice, reshape, softmax, fully-connected, sub/add/mul,
- *    concat, sigmoid, transpose), so a stock runtime runs them;
+ *  - which op goes where is the manifest's export column (ops.inc): XNN ops
+ *    have an emitter here, PORTABLE ones a KernelCall, FOLD ones (results of
+ *    shapes and constants, such as anchor grids) are computed here by their
+ *    reference into program constants, NONE ones are refused by name;
  *  - weights go to named data (key "<name>_<sha256>", one segment each),
  *    program-level tensors are memory-planned into one buffer.
  *
- * The graph must have been planned for the export input shape.
+ * Shapes come from a context prepared for the export input shape.
  */
 #ifndef LY_EXPORT_LOWER_H
 #define LY_EXPORT_LOWER_H
@@ -37,6 +38,8 @@ typedef struct ly_lower_result {
     int kernel_calls;        /* portable KernelCalls */
 } ly_lower_result;
 
-ly_status ly_export_lower(ly_graph *g, const ly_lower_options *options, ly_lower_result *out);
+/* Lower `g` at the shapes `ctx` (a context of g) was prepared for. */
+ly_status ly_export_lower(ly_graph *g, const ly_graph_ctx *ctx, const ly_lower_options *options,
+                          ly_lower_result *out);
 
 #endif

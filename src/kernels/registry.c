@@ -683,6 +683,13 @@ static void disable(const slot *s, impl_entry *e, ly_status st)
                  e->name, s->name, ly_status_name(st), ly_last_error());
 }
 
+void ly_kernel_disable(ly_op op, const ly_impl *impl, ly_status status)
+{
+    impl_entry *e = (impl_entry *)impl;
+    if ((unsigned)op >= LY_OP_COUNT || e->is_reference) return;
+    disable(slots[op], e, status);
+}
+
 /* Walk r's entries from `from`, running the first that accepts the call. */
 static ly_status run_from(slot *s, resolution *r, size_t from, const ly_kernel_call *call,
                           const char *selection)

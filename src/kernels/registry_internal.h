@@ -49,6 +49,9 @@ ly_status ly_kernel_select(ly_op op, const ly_selection *selection, const ly_ker
 ly_status ly_kernel_fallback(ly_op op, const ly_selection *selection, const ly_impl *impl,
                              ly_status status, const ly_kernel_call *call);
 
+/* Disable `impl` for the process after it failed with `status` (one warning). */
+void ly_kernel_disable(ly_op op, const ly_impl *impl, ly_status status);
+
 /* Run a validated call on `impl` alone: its function, or prepare, run and
  * release its stateful form on the spot. */
 ly_status ly_impl_run(const ly_impl *impl, const ly_kernel_call *call);

@@ -2,10 +2,12 @@
 #include "libreyolo/model.h"
 
 #include "core/core.h"
+#include "graph/graph.h"
 #include "io/image.h"
 #include "libreyolo/io.h"
 #include "models/family.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +127,60 @@ ly_status ly_model_get_info(const ly_model *model, ly_model_info *info)
     info->default_iou = model->d.default_iou;
     info->default_max_det = model->d.default_max_det;
     return LY_OK;
+}
+
+static bool input_size_ok(const ly_model *m, int64_t h, int64_t w);
+
+/* 2 x the multiply-adds of every convolution at [1, 3, imgsz, imgsz]. */
+static ly_status conv_gflop(ly_graph *g, int imgsz, double *gflop)
+{
+    ly_tensor *shapes = calloc((size_t)ly_graph_value_count(g) + 1, sizeof *shapes);
+    if (!shapes) return ly_set_error(LY_E_NO_MEMORY, "ly_model_get_stats: out of memory");
+    ly_tensor input = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, imgsz, imgsz}};
+    ly_status st = ly_graph_infer(g, 1, &input, shapes);
+    double macs = 0;
+    for (int i = 0; st == LY_OK && i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info n;
+        st = ly_graph_node_at(g, i, &n);
+        if (st != LY_OK || n.op != LY_OP_CONV2D) continue;
+        const ly_tensor *w = &shapes[n.inputs[1]];
+        /* weight [O, C / groups, kh, kw]: each output takes C / groups * kh * kw. */
+        if (w->ndim == 4)
+            macs += (double)ly_tensor_numel(&shapes[n.outputs[0]]) *
+                    (double)(w->shape[1] * w->shape[2] * w->shape[3]);
+    }
+    free(shapes);
+    *gflop = 2.0 * macs / 1e9;
+    return st;
+}
+
+ly_status ly_model_get_stats(const ly_model *model, int imgsz, ly_model_stats *stats)
+{
+    if (!model || !stats)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_get_stats: model or stats is NULL");
+    if (imgsz < 0) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_get_stats: imgsz < 0");
+    *stats = (ly_model_stats){.gflop = NAN};
+    const ly_model_family *f = model->d.family;
+    ly_graph *g = f->graph ? f->graph(model->d.net) : NULL;
+    if (!g) return LY_OK;
+    stats->nodes = ly_graph_node_count(g);
+    for (int v = 0; v < ly_graph_value_count(g); v++) {
+        ly_graph_value_info info;
+        ly_status st = ly_graph_value_at(g, v, &info);
+        if (st != LY_OK) return st;
+        if (info.kind != LY_GRAPH_VALUE_CONSTANT) continue;
+        int64_t n = 1;
+        for (int d = 0; d < info.ndim; d++)
+            n *= info.shape[d];
+        stats->weight_tensors++;
+        stats->parameters += n;
+        stats->weight_bytes += (size_t)n * ly_dtype_size(info.dtype);
+    }
+    int size = imgsz ? imgsz : (int)model->d.imgsz;
+    if (!input_size_ok(model, size, size))
+        return ly_set_error(LY_E_SHAPE, "ly_model_get_stats: imgsz %d does not fit the model",
+                            size);
+    return conv_gflop(g, size, &stats->gflop);
 }
 
 ly_status ly_model_set_threads(ly_model *model, int threads)

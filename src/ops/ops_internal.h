@@ -54,7 +54,8 @@ typedef enum ly_lower_kind {
     LY_LOWER_NONE,     /* the exporter refuses it, naming the op */
     LY_LOWER_XNN,      /* XNNPACK nodes inside a partition */
     LY_LOWER_PORTABLE, /* a portable KernelCall between partitions */
-    LY_LOWER_EITHER    /* the lowering decides per call */
+    LY_LOWER_EITHER,   /* the lowering decides per call */
+    LY_LOWER_FOLD      /* computed at export into a program constant */
 } ly_lower_kind;
 
 typedef struct ly_op_def {

@@ -224,15 +224,15 @@ static ly_status attr_text(ctx *c, const char *key, const char *fallback, char *
 static ly_status emit_conv(ctx *c, sym *s)
 {
     pending_conv *pc = s->conv;
-    ly_tensor w, b;
-    TRY(ly_graph_constant(c->g, 4, pc->wshape, &w));
-    memcpy(w.data, pc->weight, (size_t)numel_of(4, pc->wshape) * sizeof(float));
+    ly_graph_value w, b = LY_GRAPH_NONE;
+    void *data;
+    TRY(ly_graph_constant(c->g, LY_F32, 4, pc->wshape, &w, &data));
+    memcpy(data, pc->weight, (size_t)numel_of(4, pc->wshape) * sizeof(float));
     if (pc->bias) {
-        TRY(ly_graph_constant(c->g, 1, pc->wshape, &b));
-        memcpy(b.data, pc->bias, (size_t)pc->wshape[0] * sizeof(float));
+        TRY(ly_graph_constant(c->g, LY_F32, 1, pc->wshape, &b, &data));
+        memcpy(data, pc->bias, (size_t)pc->wshape[0] * sizeof(float));
     }
-    TRY(ly_graph_conv2d(c->g, pc->name, pc->x, &w, pc->bias ? &b : NULL, pc->residual, &pc->params,
-                        &s->v));
+    TRY(ly_graph_conv2d(c->g, pc->name, pc->x, w, b, pc->residual, &pc->params, &s->v));
     free_pending(pc);
     s->conv = NULL;
     return LY_OK;
@@ -272,7 +272,7 @@ static ly_status value_in(ctx *c, sym *s, const int *want, ly_graph_value *out)
         t[j] = s->perm[inverse[j]];
     char name[MAX_NAME];
     snprintf(name, sizeof name, "%s/layout", c->node ? c->node->name : c->output);
-    return ly_graph_transpose(c->g, name, s->v, s->ndim, t, out);
+    return ly_graph_permute(c->g, name, s->v, s->ndim, t, out);
 }
 
 /* out = in for a pass-through op: a pending convolution moves along when
@@ -346,7 +346,7 @@ static ly_status op_placeholder(ctx *c, sym *out)
                                d, (long long)out->shape[d], MAX_EXTENT);
     out->kind = SYM_TENSOR;
     identity_perm(out->perm, out->ndim);
-    return ly_graph_input(c->g, n->name, out->ndim, &out->v);
+    return ly_graph_input(c->g, n->name, LY_F32, out->ndim, &out->v);
 }
 
 static ly_status op_const(ctx *c, sym *out)
@@ -821,7 +821,7 @@ static ly_status op_add(ctx *c, sym *out, bool bias_add)
     *out = (sym){.kind = SYM_TENSOR, .ndim = a->ndim, .uses = uses};
     memcpy(out->shape, a->shape, sizeof out->shape);
     memcpy(out->perm, a->perm, sizeof out->perm);
-    return ly_graph_add(c->g, c->node->name, va, vb, &out->v);
+    return ly_graph_binary(c->g, LY_OP_ADD, c->node->name, va, vb, &out->v);
 }
 
 static ly_status op_activation(ctx *c, sym *out, int64_t activation)
@@ -852,7 +852,7 @@ static ly_status op_activation(ctx *c, sym *out, int64_t activation)
     *out = (sym){.kind = SYM_TENSOR, .ndim = x->ndim, .uses = uses};
     memcpy(out->shape, x->shape, sizeof out->shape);
     memcpy(out->perm, x->perm, sizeof out->perm);
-    return ly_graph_sigmoid(c->g, c->node->name, v, &out->v);
+    return ly_graph_unary(c->g, LY_OP_SIGMOID, c->node->name, v, &out->v);
 }
 
 static ly_status op_resize(ctx *c, sym *out, bool bilinear)
@@ -896,23 +896,6 @@ static ly_status op_resize(ctx *c, sym *out, bool bilinear)
     return ly_graph_upsample_nearest2d(c->g, c->node->name, v, size[0] / h, &out->v);
 }
 
-static int inverse_axis(const sym *s, int physical)
-{
-    for (int d = 0; d < s->ndim; d++)
-        if (s->perm[d] == physical) return d;
-    return -1;
-}
-
-/* A concat or split axis must be the physical channel axis with batch 1. */
-static ly_status channel_axis_check(ctx *c, const sym *s, int64_t axis)
-{
-    if (s->perm[axis] != 1 || s->ndim < 2 || s->shape[inverse_axis(s, 0)] != 1)
-        return UNSUPPORTED("along an axis that is not the channels of a batch of one (axis %lld "
-                           "of a %d-d tensor in this layout)",
-                           (long long)axis, s->ndim);
-    return LY_OK;
-}
-
 static ly_status normalise_axis(ctx *c, int64_t *axis, int ndim)
 {
     if (*axis < -ndim || *axis >= ndim)
@@ -933,11 +916,11 @@ static ly_status op_concat(ctx *c, sym *out)
     TRY(materialize(c, first));
     TRY(normalise_axis(c, &axis, first->ndim));
     if (n == 1) return forward(c, first, out);
-    if (n > LY_GRAPH_MAX_NODE_INPUTS)
-        return UNSUPPORTED("joining %d values (at most %d)", n, LY_GRAPH_MAX_NODE_INPUTS);
+    if (n > LY_KERNEL_MAX_INPUTS)
+        return UNSUPPORTED("joining %d values (at most %d)", n, LY_KERNEL_MAX_INPUTS);
     int perm[LY_MAX_DIMS];
     memcpy(perm, first->perm, sizeof perm);
-    ly_graph_value values[LY_GRAPH_MAX_NODE_INPUTS];
+    ly_graph_value values[LY_KERNEL_MAX_INPUTS];
     int64_t total = 0;
     for (int k = 0; k < n; k++) {
         sym *s = NULL;
@@ -950,13 +933,12 @@ static ly_status op_concat(ctx *c, sym *out)
         TRY(value_in(c, s, perm, &values[k]));
         total += s->shape[axis];
     }
-    TRY(channel_axis_check(c, first, axis));
     int uses = out->uses;
     *out = (sym){.kind = SYM_TENSOR, .ndim = first->ndim, .uses = uses};
     memcpy(out->shape, first->shape, sizeof out->shape);
     out->shape[axis] = total;
     memcpy(out->perm, perm, sizeof perm);
-    return ly_graph_concat(c->g, c->node->name, n, values, &out->v);
+    return ly_graph_concat(c->g, c->node->name, n, values, perm[axis], &out->v);
 }
 
 static ly_status op_split(ctx *c, node_state *ns, bool sizes_given)
@@ -969,7 +951,7 @@ static ly_status op_split(ctx *c, node_state *ns, bool sizes_given)
     TRY(const_scalar_int(c, axis_input, "split_dim", &axis));
     TRY(normalise_axis(c, &axis, x->ndim));
     int64_t extent = x->shape[axis];
-    int64_t sizes[LY_GRAPH_MAX_NODE_INPUTS * 8];
+    int64_t sizes[LY_KERNEL_MAX_INPUTS * 8];
     int count = 0;
     if (sizes_given) {
         TRY(const_ints(c, 1, "size_splits", sizes, (int)(sizeof sizes / sizeof sizes[0]), &count));
@@ -998,7 +980,6 @@ static ly_status op_split(ctx *c, node_state *ns, bool sizes_given)
     }
     ly_graph_value v;
     TRY(value_in(c, x, x->perm, &v));
-    TRY(channel_axis_check(c, x, axis));
     ns->out = calloc((size_t)count, sizeof *ns->out);
     if (!ns->out) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", c->m->path);
     ns->n_out = count;
@@ -1014,7 +995,7 @@ static ly_status op_split(ctx *c, node_state *ns, bool sizes_given)
         if (sizes[k] < 1) return UNSUPPORTED("an empty split");
         char name[MAX_NAME];
         snprintf(name, sizeof name, "%s:%d", c->node->name, k);
-        TRY(ly_graph_slice(c->g, name, v, start, sizes[k], &o->v));
+        TRY(ly_graph_slice(c->g, name, v, x->perm[axis], start, sizes[k], &o->v));
         start += sizes[k];
     }
     return LY_OK;
@@ -1344,7 +1325,7 @@ static ly_status lower(ctx *c)
                 ly_graph_input_at(c->g, k, &in, NULL);
                 taken = in == v;
             }
-            if (taken) st = ly_graph_transpose(c->g, name, v, s->ndim, want, &v);
+            if (taken) st = ly_graph_permute(c->g, name, v, s->ndim, want, &v);
         }
         if (st == LY_OK) st = ly_graph_output(c->g, v, name);
     }

@@ -11,11 +11,11 @@
 #include "models/family.h"
 #include "core/core.h"
 #include "importers/tfjs/tfjs.h"
+#include "importers/tfjs/tfjs_graph.h"
 #include "libreyolo/fetch.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
 #include "models/nanodet/nanodet.h"
-#include "importers/tfjs/tfjs_graph.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -37,7 +37,6 @@ typedef struct nanodet_model {
     int size; /* square input side */
     int levels;
     int strides[LY_NANODET_MAX_LEVELS];
-    ly_tensor input; /* the preprocessed image, reused */
 } nanodet_model;
 
 static void nanodet_free(void *net)
@@ -45,48 +44,58 @@ static void nanodet_free(void *net)
     nanodet_model *n = net;
     if (!n) return;
     ly_graph_free(n->graph);
-    ly_tensor_free(&n->input);
     free(n);
-}
-
-static ly_status forward(nanodet_model *n, const ly_tensor *input, int threads)
-{
-    return ly_graph_run(n->graph, 1, input, threads);
 }
 
 static ly_status nanodet_run(void *net, const ly_tensor *input, int threads,
                              ly_model_output_fn visit, void *user)
 {
     nanodet_model *n = net;
-    ly_status st = forward(n, input, threads);
+    ly_graph_ctx *ctx;
+    ly_status st = ly_graph_ctx_acquire(n->graph, &ctx);
+    if (st != LY_OK) return st;
+    st = ly_graph_run(ctx, 1, input, ly_threads_resolve(threads));
     for (int i = 0; st == LY_OK && i < ly_graph_output_count(n->graph); i++) {
         ly_tensor view;
         const char *name;
-        st = ly_graph_get_output(n->graph, i, &view, &name);
+        st = ly_graph_get_output(ctx, i, &view, &name);
         if (st == LY_OK) visit(name, &view, user);
     }
+    ly_graph_ctx_release(ctx);
     return st;
 }
 
-static ly_status nanodet_predict(void *net, const ly_image_view *image,
-                                 const ly_predict_options *options, int threads, ly_box **boxes,
-                                 size_t *count, double times_ms[3])
+/* The image goes straight into the context's arena (the graph's input room). */
+static ly_status prepare_input(const nanodet_model *n, ly_graph_ctx *ctx, int threads,
+                               ly_tensor *input)
 {
-    nanodet_model *n = net;
+    *input = (ly_tensor){.dtype = LY_F32, .ndim = 4, .shape = {1, 3, n->size, n->size}};
+    ly_status st = ly_graph_prepare(ctx, 1, input, threads);
+    if (st == LY_OK) st = ly_graph_ctx_input_buffer(ctx, 0, &input->data);
+    return st;
+}
+
+static ly_status predict_in(const nanodet_model *n, ly_graph_ctx *ctx, const ly_image_view *image,
+                            const ly_predict_options *options, int threads, ly_box **boxes,
+                            size_t *count, double times_ms[3])
+{
     double t0 = ly_now_ms();
+    threads = ly_threads_resolve(threads);
+    ly_tensor input;
+    ly_status st = prepare_input(n, ctx, threads, &input);
+    if (st != LY_OK) return st;
     ly_nanodet_letterbox geometry;
-    ly_status st =
-        ly_nanodet_preprocess(image->pixels, image->width, image->height, image->stride,
-                              image->format == LY_PIXELS_BGR, n->size, n->input.data, &geometry);
+    st = ly_nanodet_preprocess(image->pixels, image->width, image->height, image->stride,
+                               image->format == LY_PIXELS_BGR, n->size, input.data, &geometry);
     if (st != LY_OK) return st;
     double t1 = ly_now_ms();
-    st = forward(n, &n->input, threads);
+    st = ly_graph_run(ctx, 1, &input, threads);
     if (st != LY_OK) return st;
     double t2 = ly_now_ms();
     ly_tensor views[2 * LY_NANODET_MAX_LEVELS];
     const ly_tensor *cls[LY_NANODET_MAX_LEVELS], *reg[LY_NANODET_MAX_LEVELS];
     for (int i = 0; st == LY_OK && i < 2 * n->levels; i++)
-        st = ly_graph_get_output(n->graph, i, &views[i], NULL);
+        st = ly_graph_get_output(ctx, i, &views[i], NULL);
     if (st != LY_OK) return st;
     for (int l = 0; l < n->levels; l++) {
         cls[l] = &views[l];
@@ -97,6 +106,19 @@ static ly_status nanodet_predict(void *net, const ly_image_view *image,
     times_ms[0] = t1 - t0;
     times_ms[1] = t2 - t1;
     times_ms[2] = ly_now_ms() - t2;
+    return st;
+}
+
+static ly_status nanodet_predict(void *net, const ly_image_view *image,
+                                 const ly_predict_options *options, int threads, ly_box **boxes,
+                                 size_t *count, double times_ms[3])
+{
+    nanodet_model *n = net;
+    ly_graph_ctx *ctx;
+    ly_status st = ly_graph_ctx_acquire(n->graph, &ctx);
+    if (st != LY_OK) return st;
+    st = predict_in(n, ctx, image, options, threads, boxes, count, times_ms);
+    ly_graph_ctx_release(ctx);
     return st;
 }
 
@@ -116,7 +138,8 @@ static const ly_model_family nanodet_family = {.name = "nanodet",
 /* NanoDet's head: one graph input [1, 3, S, S]; outputs cls for every level,
  * then reg for every level, [1, (S / stride)^2, nc] and [1, same, 4 * bins],
  * strides ascending. Planning the graph gives the shapes. */
-static ly_status check_head(nanodet_model *n, const char *path, int64_t *nc)
+static ly_status check_head(nanodet_model *n, const ly_graph_ctx *ctx, const char *path,
+                            int64_t *nc)
 {
     ly_graph *g = n->graph;
     char a[96];
@@ -135,8 +158,8 @@ static ly_status check_head(nanodet_model *n, const char *path, int64_t *nc)
     for (int l = 0; l < n->levels; l++) {
         ly_tensor cls, reg;
         const char *cls_name, *reg_name;
-        ly_graph_get_output(g, l, &cls, &cls_name);
-        ly_graph_get_output(g, n->levels + l, &reg, &reg_name);
+        ly_graph_get_output(ctx, l, &cls, &cls_name);
+        ly_graph_get_output(ctx, n->levels + l, &reg, &reg_name);
         int64_t anchors = cls.ndim == 3 ? cls.shape[1] : 0, side = 1;
         while (side * side < anchors)
             side++;
@@ -196,12 +219,19 @@ static ly_status build(nanodet_model *n, const char *json_path, ly_model_desc *d
     if (st != LY_OK) st = ly_error_prefix(st, "ly_model_load");
     ly_tfjs_free(m);
     if (st != LY_OK) return st;
-    int64_t shape[4] = {1, 3, n->size, n->size};
-    st = ly_tensor_alloc(&n->input, LY_F32, 4, shape);
-    if (st == LY_OK) st = ly_graph_plan(n->graph, 1, &n->input);
-    if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
+    /* Planned now, so a graph that does not fit is refused at load. */
+    st = ly_graph_input_in_arena(n->graph, 0);
+    ly_graph_ctx *ctx = NULL;
+    if (st == LY_OK) st = ly_graph_ctx_acquire(n->graph, &ctx);
+    ly_tensor input;
+    if (st == LY_OK) st = prepare_input(n, ctx, ly_threads_resolve(0), &input);
+    if (st != LY_OK) {
+        ly_graph_ctx_release(ctx);
+        return ly_error_prefix(st, "ly_model_load");
+    }
     int64_t nc = 0;
-    st = check_head(n, json_path, &nc);
+    st = check_head(n, ctx, json_path, &nc);
+    ly_graph_ctx_release(ctx);
     if (st != LY_OK) return st;
     d->nc = nc;
     d->imgsz = n->size;

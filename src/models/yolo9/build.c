@@ -354,16 +354,17 @@ static void fold_conv_bn(builder *b, const char *p, int64_t c2, int64_t cin, int
 }
 
 /* Graph constants holding the accumulators rounded to f32. */
-static bool emit_weights(builder *b, int64_t c2, int64_t cin, int64_t kd, ly_tensor *w,
-                         ly_tensor *bias)
+static bool emit_weights(builder *b, int64_t c2, int64_t cin, int64_t kd, ly_graph_value *w,
+                         ly_graph_value *bias)
 {
     int64_t wshape[4] = {c2, cin, kd, kd};
-    if (ly_graph_constant(b->g, 4, wshape, w) != LY_OK ||
-        ly_graph_constant(b->g, 1, &c2, bias) != LY_OK) {
+    void *wv, *bv;
+    if (ly_graph_constant(b->g, LY_F32, 4, wshape, w, &wv) != LY_OK ||
+        ly_graph_constant(b->g, LY_F32, 1, &c2, bias, &bv) != LY_OK) {
         b->fatal = LY_E_NO_MEMORY;
         return false;
     }
-    float *wd = w->data, *bd = bias->data;
+    float *wd = wv, *bd = bv;
     for (int64_t i = 0; i < c2 * cin * kd * kd; i++)
         wd[i] = (float)b->scratch_w[i];
     for (int64_t o = 0; o < c2; o++)
@@ -391,8 +392,8 @@ static void note_graph_error(builder *b, ly_status st)
     if (st != LY_OK && b->fatal == LY_OK) b->fatal = st;
 }
 
-static ly_graph_value add_conv(builder *b, const char *name, ly_graph_value x, ly_tensor *w,
-                               ly_tensor *bias, int64_t stride, int64_t pad, int64_t groups,
+static ly_graph_value add_conv(builder *b, const char *name, ly_graph_value x, ly_graph_value w,
+                               ly_graph_value bias, int64_t stride, int64_t pad, int64_t groups,
                                bool silu, ly_graph_value residual)
 {
     ly_conv2d_params p = LY_CONV2D_DEFAULTS;
@@ -414,9 +415,9 @@ static ly_graph_value conv(builder *b, const char *p, ly_graph_value x, int64_t 
     if (!start_fold(b, c2, cin, k)) return LY_GRAPH_NONE;
     fold_conv_bn(b, p, c2, cin, k, k, b->g ? b->scratch_w : NULL, b->scratch_b);
     if (!b->g) return 0;
-    ly_tensor w, bias;
+    ly_graph_value w, bias;
     if (!emit_weights(b, c2, cin, k, &w, &bias)) return LY_GRAPH_NONE;
-    return add_conv(b, p, x, &w, &bias, stride, (k - 1) / 2, groups, true, residual);
+    return add_conv(b, p, x, w, bias, stride, (k - 1) / 2, groups, true, residual);
 }
 
 /* RepConvN(c1, c2): SiLU(BN(conv3x3(x)) + BN(conv1x1(x))) as one 3x3 conv. */
@@ -431,9 +432,9 @@ static ly_graph_value rep_conv(builder *b, const char *p, ly_graph_value x, int6
     key_of(q, p, ".conv2");
     fold_conv_bn(b, q, c2, c1, 1, 3, acc, b->scratch_b);
     if (!b->g) return 0;
-    ly_tensor w, bias;
+    ly_graph_value w, bias;
     if (!emit_weights(b, c2, c1, 3, &w, &bias)) return LY_GRAPH_NONE;
-    return add_conv(b, p, x, &w, &bias, 1, 1, 1, true, LY_GRAPH_NONE);
+    return add_conv(b, p, x, w, bias, 1, 1, 1, true, LY_GRAPH_NONE);
 }
 
 /* nn.Conv2d(c1, c2, 1, groups) with bias, no BN, no activation (head outputs). */
@@ -448,15 +449,16 @@ static ly_graph_value plain_conv(builder *b, const char *p, ly_graph_value x, in
     key_of(key, p, ".bias");
     const float *bias = take1(b, key, c2);
     if (!b->g) return 0;
-    ly_tensor wt, bt;
-    if (ly_graph_constant(b->g, 4, wshape, &wt) != LY_OK ||
-        ly_graph_constant(b->g, 1, &c2, &bt) != LY_OK) {
+    ly_graph_value wt, bt;
+    void *wv, *bv;
+    if (ly_graph_constant(b->g, LY_F32, 4, wshape, &wt, &wv) != LY_OK ||
+        ly_graph_constant(b->g, LY_F32, 1, &c2, &bt, &bv) != LY_OK) {
         b->fatal = LY_E_NO_MEMORY;
         return LY_GRAPH_NONE;
     }
-    if (w) memcpy(wt.data, w, (size_t)ly_tensor_numel(&wt) * sizeof(float));
-    if (bias) memcpy(bt.data, bias, (size_t)c2 * sizeof(float));
-    return add_conv(b, p, x, &wt, &bt, 1, 0, groups, false, LY_GRAPH_NONE);
+    if (w) memcpy(wv, w, (size_t)(wshape[0] * wshape[1]) * sizeof(float));
+    if (bias) memcpy(bv, bias, (size_t)c2 * sizeof(float));
+    return add_conv(b, p, x, wt, bt, 1, 0, groups, false, LY_GRAPH_NONE);
 }
 
 static ly_graph_value slice(builder *b, const char *name, ly_graph_value x, int64_t start,
@@ -464,7 +466,7 @@ static ly_graph_value slice(builder *b, const char *name, ly_graph_value x, int6
 {
     if (!b->g || b->fatal != LY_OK) return b->g ? LY_GRAPH_NONE : 0;
     ly_graph_value out = LY_GRAPH_NONE;
-    note_graph_error(b, ly_graph_slice(b->g, name, x, start, count, &out));
+    note_graph_error(b, ly_graph_slice(b->g, name, x, 1, start, count, &out));
     return out;
 }
 
@@ -472,7 +474,7 @@ static ly_graph_value concat(builder *b, const char *name, int n, const ly_graph
 {
     if (!b->g || b->fatal != LY_OK) return b->g ? LY_GRAPH_NONE : 0;
     ly_graph_value out = LY_GRAPH_NONE;
-    note_graph_error(b, ly_graph_concat(b->g, name, n, in, &out));
+    note_graph_error(b, ly_graph_concat(b->g, name, n, in, 1, &out));
     return out;
 }
 
@@ -602,95 +604,83 @@ static ly_graph_value sppelan(builder *b, const char *p, ly_graph_value x, int64
     return conv(b, q, cat, 4 * c2, c3, 1, 1, 1, LY_GRAPH_NONE);
 }
 
-/* ---- head decode (a custom node) ------------------------------------------ */
+/* ---- head decode ----------------------------------------------------------- *
+ *
+ * predictions [1, 4 + nc, A] from the head levels P3, P4, P5 (raw [1, 64 + nc,
+ * h, w]), in standard ops, so every engine and exporter sees what it computes:
+ * per level the DFL distances of the 64 box channels, boxes = (anchor -/+
+ * distances) * stride as xyxy, anchors row-major at (x + 0.5, y + 0.5) grid
+ * units; the levels joined, then the sigmoid of the class logits. */
 
-typedef struct decode_ctx {
-    int64_t nc, reg_max;
-    float strides[3];
-} decode_ctx;
-
-static ly_status decode_infer(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out,
-                              size_t *scratch_bytes)
+static ly_graph_value op1(builder *b, ly_op op, const char *name, ly_graph_value x)
 {
-    const decode_ctx *d = ctx;
-    int64_t anchors = 0, largest = 0;
-    for (int i = 0; i < n_in; i++) {
-        if (in[i].ndim != 4 || in[i].shape[0] != 1 || in[i].shape[1] != 4 * d->reg_max + d->nc) {
-            char buf[96];
-            return ly_set_error(LY_E_SHAPE, "head.decode: level %d is %s, expected [1, %lld, h, w]",
-                                i, ly_shape_str(&in[i], buf, sizeof buf),
-                                (long long)(4 * d->reg_max + d->nc));
-        }
-        int64_t hw = in[i].shape[2] * in[i].shape[3];
-        anchors += hw;
-        if (hw > largest) largest = hw;
-    }
-    *out = (ly_tensor){.dtype = LY_F32, .ndim = 3, .shape = {1, 4 + d->nc, anchors}};
-    /* DFL distances [4, hw] and class scores [nc, hw] of one level at a time. */
-    size_t dist = ((size_t)(4 * largest) * sizeof(float) + LY_GRAPH_ALIGN - 1) / LY_GRAPH_ALIGN *
-                  LY_GRAPH_ALIGN;
-    *scratch_bytes = dist + (size_t)(d->nc * largest) * sizeof(float);
-    return LY_OK;
+    ly_graph_value out = LY_GRAPH_NONE;
+    note_graph_error(b, ly_graph_unary(b->g, op, name, x, &out));
+    return out;
 }
 
-/* predictions[:, 0:4] = (anchor -/+ DFL distances) * stride, xyxy;
- * predictions[:, 4:] = sigmoid(class logits); levels P3, P4, P5 in order,
- * anchors row-major at (x + 0.5, y + 0.5) grid units. */
-static ly_status decode_run(void *ctx, int n_in, const ly_tensor *in, ly_tensor *out, void *scratch,
-                            int threads)
+static ly_graph_value op2(builder *b, ly_op op, const char *name, ly_graph_value x,
+                          ly_graph_value y)
 {
-    const decode_ctx *d = ctx;
-    int64_t anchors = out->shape[2], base = 0, largest = 0;
-    for (int i = 0; i < n_in; i++)
-        if (in[i].shape[2] * in[i].shape[3] > largest) largest = in[i].shape[2] * in[i].shape[3];
-    size_t dist_bytes = ((size_t)(4 * largest) * sizeof(float) + LY_GRAPH_ALIGN - 1) /
-                        LY_GRAPH_ALIGN * LY_GRAPH_ALIGN;
-    float *dist = scratch;
-    float *scores = (float *)((char *)scratch + dist_bytes);
-    float *pred = out->data;
-    for (int level = 0; level < n_in; level++) {
-        const ly_tensor *x = &in[level];
-        int64_t h = x->shape[2], w = x->shape[3], hw = h * w;
-        const float *raw = x->data;
+    ly_graph_value out = LY_GRAPH_NONE;
+    note_graph_error(b, ly_graph_binary(b->g, op, name, x, y, &out));
+    return out;
+}
 
-        ly_tensor box = {
-            .data = (void *)raw, .dtype = LY_F32, .ndim = 3, .shape = {1, 4 * d->reg_max, hw}};
-        ly_tensor distances = {.data = dist, .dtype = LY_F32, .ndim = 3, .shape = {1, 4, hw}};
-        ly_kernel_call call;
-        ly_kernel_call_init(&call);
-        call.threads = threads;
-        call.in[0] = &box;
-        call.out[0] = &distances;
-        ly_status st = ly_kernel_dispatch_op(LY_OP_DFL, &call);
-        if (st != LY_OK) return st;
+static ly_graph_value join(builder *b, const char *name, int n, const ly_graph_value *in,
+                           int64_t axis)
+{
+    ly_graph_value out = LY_GRAPH_NONE;
+    note_graph_error(b, ly_graph_concat(b->g, name, n, in, axis, &out));
+    return out;
+}
 
-        ly_tensor logits = {.data = (void *)(raw + 4 * d->reg_max * hw),
-                            .dtype = LY_F32,
-                            .ndim = 2,
-                            .shape = {d->nc, hw}};
-        ly_tensor probs = {.data = scores, .dtype = LY_F32, .ndim = 2, .shape = {d->nc, hw}};
-        ly_kernel_call_init(&call);
-        call.threads = threads;
-        call.in[0] = &logits;
-        call.out[0] = &probs;
-        st = ly_kernel_dispatch_op(LY_OP_SIGMOID, &call);
-        if (st != LY_OK) return st;
+static ly_graph_value part(builder *b, const char *name, ly_graph_value x, int64_t axis,
+                           int64_t start, int64_t count)
+{
+    ly_graph_value out = LY_GRAPH_NONE;
+    note_graph_error(b, ly_graph_slice(b->g, name, x, axis, start, count, &out));
+    return out;
+}
 
-        float stride = d->strides[level];
-        for (int64_t y = 0; y < h; y++)
-            for (int64_t xx = 0; xx < w; xx++) {
-                int64_t a = y * w + xx;
-                float ax = (float)xx + 0.5f, ay = (float)y + 0.5f;
-                pred[0 * anchors + base + a] = (ax - dist[0 * hw + a]) * stride;
-                pred[1 * anchors + base + a] = (ay - dist[1 * hw + a]) * stride;
-                pred[2 * anchors + base + a] = (ax + dist[2 * hw + a]) * stride;
-                pred[3 * anchors + base + a] = (ay + dist[3 * hw + a]) * stride;
-            }
-        for (int64_t c = 0; c < d->nc; c++)
-            memcpy(pred + (4 + c) * anchors + base, scores + c * hw, (size_t)hw * sizeof(float));
-        base += hw;
+static ly_graph_value scalar(builder *b, float value)
+{
+    int64_t one = 1;
+    ly_graph_value v = LY_GRAPH_NONE;
+    void *data;
+    note_graph_error(b, ly_graph_constant(b->g, LY_F32, 1, &one, &v, &data));
+    if (b->fatal == LY_OK) *(float *)data = value;
+    return v;
+}
+
+/* The decode (levels at strides 8, 16, 32); the anchor grids follow each
+ * level's shape, so one graph serves every input size. */
+static ly_graph_value decode(builder *b, const ly_graph_value raw[3])
+{
+    int64_t nc = b->nc, R = REG_MAX;
+    ly_graph_value boxes[3], logits[3];
+    for (int l = 0; l < 3 && b->fatal == LY_OK; l++) {
+        int64_t stride = (int64_t)8 << l;
+        char q[KEY_MAX];
+        snprintf(q, sizeof q, "head.decode%d", l);
+        int64_t flat_shape[3] = {1, 4 * R + nc, -1};
+        ly_graph_value flat = LY_GRAPH_NONE;
+        note_graph_error(b, ly_graph_reshape(b->g, q, raw[l], 3, flat_shape, &flat));
+        ly_graph_value box = part(b, q, flat, 1, 0, 4 * R);
+        logits[l] = part(b, q, flat, 1, 4 * R, nc);
+        ly_graph_value dist = op1(b, LY_OP_DFL, q, box);
+        ly_graph_value lt = part(b, q, dist, 1, 0, 2), rb = part(b, q, dist, 1, 2, 2);
+        ly_graph_value grid = op1(b, LY_OP_ANCHOR_GRID, q, raw[l]);
+        ly_graph_value corners[2] = {op2(b, LY_OP_SUB, q, grid, lt),
+                                     op2(b, LY_OP_ADD, q, grid, rb)};
+        ly_graph_value xyxy = join(b, q, 2, corners, 1);
+        boxes[l] = op2(b, LY_OP_MUL, q, xyxy, scalar(b, (float)stride));
     }
-    return LY_OK;
+    if (b->fatal != LY_OK) return LY_GRAPH_NONE;
+    ly_graph_value parts[2] = {
+        join(b, "head.decode.boxes", 3, boxes, 2),
+        op1(b, LY_OP_SIGMOID, "head.decode.scores", join(b, "head.decode.logits", 3, logits, 2))};
+    return join(b, "head.decode", 2, parts, 1);
 }
 
 /* ---- the network ---------------------------------------------------------- */
@@ -723,7 +713,7 @@ static void build_network(builder *b)
     const yolo9_config *c = b->cfg;
     int n = c->repeat;
     ly_graph_value x = 0;
-    if (b->g) note_graph_error(b, ly_graph_input(b->g, "images", 4, &x));
+    if (b->g) note_graph_error(b, ly_graph_input(b->g, "images", LY_F32, 4, &x));
 
     /* Backbone. */
     x = conv(b, "backbone.conv0", x, 3, c->conv0, 3, 2, 1, LY_GRAPH_NONE);
@@ -775,15 +765,7 @@ static void build_network(builder *b)
         raw[i] = head_level(b, i, feats[i], ch[i]);
     if (!b->g || b->fatal != LY_OK) return;
 
-    decode_ctx *d = malloc(sizeof *d);
-    if (!d) {
-        b->fatal = ly_set_error(LY_E_NO_MEMORY, "ly_yolo9_build: out of memory");
-        return;
-    }
-    *d = (decode_ctx){.nc = b->nc, .reg_max = REG_MAX, .strides = {8.0f, 16.0f, 32.0f}};
-    static const ly_graph_custom_op decode_op = {"yolo9.decode", decode_infer, decode_run, free};
-    ly_graph_value pred = LY_GRAPH_NONE;
-    note_graph_error(b, ly_graph_custom(b->g, "head.decode", &decode_op, d, 3, raw, &pred));
+    ly_graph_value pred = decode(b, raw);
     if (b->fatal != LY_OK) return;
     note_graph_error(b, ly_graph_output(b->g, pred, "predictions"));
     note_graph_error(b, ly_graph_output(b->g, raw[0], "raw_p3"));

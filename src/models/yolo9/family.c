@@ -109,19 +109,21 @@ static ly_status yolo9_run(void *net, const ly_tensor *input, int threads, ly_mo
                            void *user)
 {
     yolo9_model *y = net;
+    ly_graph_ctx *ctx;
+    ly_status st = ly_graph_ctx_acquire(y->net->graph, &ctx);
+    if (st != LY_OK) return st;
     ly_tensor outputs[LY_YOLO9_OUTPUTS];
     const char *names[LY_YOLO9_OUTPUTS];
-    ly_status st = ly_yolo9_forward(y->net, input, threads, outputs, names);
-    if (st != LY_OK) return st;
-    for (int i = 0; i < LY_YOLO9_OUTPUTS; i++)
+    st = ly_yolo9_forward(y->net, ctx, input, threads, outputs, names);
+    for (int i = 0; st == LY_OK && i < LY_YOLO9_OUTPUTS; i++)
         visit(names[i], &outputs[i], user);
-    return LY_OK;
+    ly_graph_ctx_release(ctx);
+    return st;
 }
 
-/* The graph's own input buffer for a size x size image, planned now. */
-static ly_status arena_input(yolo9_model *y, int size, ly_tensor *input)
+/* The context's own input buffer for a size x size image, planned now. */
+static ly_status arena_input(ly_graph_ctx *ctx, int size, int threads, ly_tensor *input)
 {
-    struct ly_graph *g = y->net->graph;
     ly_tensor shape;
     memset(&shape, 0, sizeof shape);
     shape.dtype = LY_F32;
@@ -130,21 +132,21 @@ static ly_status arena_input(yolo9_model *y, int size, ly_tensor *input)
     shape.shape[1] = 3;
     shape.shape[2] = size;
     shape.shape[3] = size;
-    ly_status st = ly_graph_plan(g, 1, &shape);
-    if (st == LY_OK) st = ly_graph_input_buffer(g, 0, &shape.data);
+    ly_status st = ly_graph_prepare(ctx, 1, &shape, threads);
+    if (st == LY_OK) st = ly_graph_ctx_input_buffer(ctx, 0, &shape.data);
     if (st == LY_OK) *input = shape;
     return st;
 }
 
-static ly_status yolo9_predict(void *net, const ly_image_view *image,
-                               const ly_predict_options *options, int threads, ly_box **boxes,
-                               size_t *count, double times_ms[3])
+static ly_status predict_in(const yolo9_model *y, ly_graph_ctx *ctx, const ly_image_view *image,
+                            const ly_predict_options *options, int threads, ly_box **boxes,
+                            size_t *count, double times_ms[3])
 {
-    yolo9_model *y = net;
     double t0 = ly_now_ms();
     int size = options->imgsz;
+    threads = ly_threads_resolve(threads);
     ly_tensor input;
-    ly_status st = arena_input(y, size, &input);
+    ly_status st = arena_input(ctx, size, threads, &input);
     if (st != LY_OK) return st;
     ly_letterbox geometry;
     st = ly_yolo9_preprocess(image->pixels, image->width, image->height, image->stride,
@@ -154,7 +156,7 @@ static ly_status yolo9_predict(void *net, const ly_image_view *image,
     double t1 = ly_now_ms();
     ly_tensor outputs[LY_YOLO9_OUTPUTS];
     const char *names[LY_YOLO9_OUTPUTS];
-    st = ly_yolo9_forward(y->net, &input, threads, outputs, names);
+    st = ly_yolo9_forward(y->net, ctx, &input, threads, outputs, names);
     if (st != LY_OK) return st;
 
     double t2 = ly_now_ms();
@@ -163,6 +165,19 @@ static ly_status yolo9_predict(void *net, const ly_image_view *image,
     times_ms[0] = t1 - t0;
     times_ms[1] = t2 - t1;
     times_ms[2] = ly_now_ms() - t2;
+    return st;
+}
+
+static ly_status yolo9_predict(void *net, const ly_image_view *image,
+                               const ly_predict_options *options, int threads, ly_box **boxes,
+                               size_t *count, double times_ms[3])
+{
+    yolo9_model *y = net;
+    ly_graph_ctx *ctx;
+    ly_status st = ly_graph_ctx_acquire(y->net->graph, &ctx);
+    if (st != LY_OK) return st;
+    st = predict_in(y, ctx, image, options, threads, boxes, count, times_ms);
+    ly_graph_ctx_release(ctx);
     return st;
 }
 

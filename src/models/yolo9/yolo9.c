@@ -70,10 +70,11 @@ int64_t ly_yolo9_num_classes(const ly_yolo9 *net)
     return net ? net->nc : 0;
 }
 
-ly_status ly_yolo9_forward(ly_yolo9 *net, const ly_tensor *input, int threads,
-                           ly_tensor outputs[LY_YOLO9_OUTPUTS], const char *names[LY_YOLO9_OUTPUTS])
+ly_status ly_yolo9_forward(const ly_yolo9 *net, ly_graph_ctx *ctx, const ly_tensor *input,
+                           int threads, ly_tensor outputs[LY_YOLO9_OUTPUTS],
+                           const char *names[LY_YOLO9_OUTPUTS])
 {
-    if (!net || !input || !outputs)
+    if (!net || !ctx || !input || !outputs)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_yolo9_forward: NULL argument");
     ly_status st = ly_check_tensor(input, "ly_yolo9_forward: input", LY_F32);
     if (st != LY_OK) return st;
@@ -87,11 +88,11 @@ ly_status ly_yolo9_forward(ly_yolo9 *net, const ly_tensor *input, int threads,
                             ly_shape_str(input, buf, sizeof buf));
     }
     /* Resolved once here, not by every kernel call. */
-    st = ly_graph_run(net->graph, 1, input, ly_threads_resolve(threads));
+    st = ly_graph_run(ctx, 1, input, ly_threads_resolve(threads));
     if (st != LY_OK) return st;
     for (int i = 0; i < LY_YOLO9_OUTPUTS; i++) {
         const char *name;
-        st = ly_graph_get_output(net->graph, i, &outputs[i], &name);
+        st = ly_graph_get_output(ctx, i, &outputs[i], &name);
         if (st != LY_OK) return st;
         if (names) names[i] = name;
     }

@@ -6,6 +6,7 @@
 #ifndef LY_MODELS_YOLO9_YOLO9_H
 #define LY_MODELS_YOLO9_YOLO9_H
 
+#include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 
 typedef struct ly_yolo9 ly_yolo9;
@@ -23,12 +24,14 @@ void ly_yolo9_free(ly_yolo9 *net);
 const char *ly_yolo9_size(const ly_yolo9 *net);
 int64_t ly_yolo9_num_classes(const ly_yolo9 *net);
 
-/* Forward on input [1, 3, H, W] (H, W multiples of 32). On success outputs[0..3]
- * are views of "predictions" [1, 4+nc, A] (xyxy in input pixels, then class
- * scores), "raw_p3", "raw_p4", "raw_p5" [1, 64+nc, h, w], owned by `net` and
- * valid until the next forward or free. `names` receives the output names. */
-ly_status ly_yolo9_forward(ly_yolo9 *net, const ly_tensor *input, int threads,
-                           ly_tensor outputs[LY_YOLO9_OUTPUTS],
+/* Forward on input [1, 3, H, W] (H, W multiples of 32) in `ctx`, a context of
+ * the net's graph (ly_yolo9_graph) that no other thread uses meanwhile; `net`
+ * itself is not changed, so threads may share it. On success outputs[0..3] are
+ * views of "predictions" [1, 4+nc, A] (xyxy in input pixels, then class
+ * scores), "raw_p3", "raw_p4", "raw_p5" [1, 64+nc, h, w], owned by `ctx` and
+ * valid until its next run or release. `names` receives the output names. */
+ly_status ly_yolo9_forward(const ly_yolo9 *net, ly_graph_ctx *ctx, const ly_tensor *input,
+                           int threads, ly_tensor outputs[LY_YOLO9_OUTPUTS],
                            const char *names[LY_YOLO9_OUTPUTS]);
 
 #endif

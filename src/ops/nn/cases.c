@@ -66,6 +66,7 @@ static const nn_case cases[] = {
     {.op = LY_OP_DFL, .name = "dfl 4x16 x 8400", .n = 1, .c = 64, .h = 8400},
     {.op = LY_OP_DFL, .name = "dfl 4x16 x 7", .n = 1, .c = 64, .h = 7},
     UNARY(LY_OP_RESIZE_BILINEAR2D, "bilinear 13x13 -> 26x26", 16, 13, 13),
+    UNARY(LY_OP_ANCHOR_GRID, "grid of an 80x64 level", 3, 80, 64),
 };
 
 /* The index-th case of `op`. */
@@ -150,3 +151,4 @@ NN_CASES(SILU, silu)
 NN_CASES(SIGMOID, sigmoid)
 NN_CASES(DFL, dfl)
 NN_CASES(RESIZE_BILINEAR2D, resize_bilinear2d)
+NN_CASES(ANCHOR_GRID, anchor_grid)

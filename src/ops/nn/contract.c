@@ -275,6 +275,28 @@ ly_status ly_contract_dfl(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MA
     return LY_OK;
 }
 
+/* The input's data is not read: only its shape, so a plan (or an exporter
+ * folding it) needs none. */
+ly_status ly_contract_anchor_grid(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                  int *n_out)
+{
+    const char *slot = ly_op_name(LY_OP_ANCHOR_GRID);
+    TRY(check_call(slot, call, out, n_out));
+    const ly_tensor *x = call->in[0];
+    if (!x) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: x: tensor is NULL", slot);
+    TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
+    double offset = LY_PARAMS(call, ly_anchor_grid_params)->offset;
+    if (!isfinite(offset))
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: params.offset is %g, expected finite", slot,
+                            offset);
+    int64_t shape[3] = {1, 2, 0};
+    if (__builtin_mul_overflow(x->shape[2], x->shape[3], &shape[2]))
+        return ly_set_error(LY_E_SHAPE, "%s: the grid overflows", slot);
+    TRY(check_output_size(slot, 3, shape));
+    set_output(out, n_out, 3, shape);
+    return LY_OK;
+}
+
 /* ---- resize ----------------------------------------------------------------------------- */
 
 ly_status ly_contract_resize_bilinear2d(const ly_kernel_call *call,
@@ -319,6 +341,7 @@ LY_PARAMS_FIELDS(ly_pool2d_params, LY_FIELD_INT(ly_pool2d_params, kernel, 2),
                  LY_FIELD_INT(ly_pool2d_params, stride, 2),
                  LY_FIELD_INT(ly_pool2d_params, padding, 2),
                  LY_FIELD_INT(ly_pool2d_params, count_include_pad, 1))
+LY_PARAMS_FIELDS(ly_anchor_grid_params, LY_FIELD_DOUBLE(ly_anchor_grid_params, offset, 1))
 LY_PARAMS_FIELDS(ly_upsample_nearest2d_params, LY_FIELD_INT(ly_upsample_nearest2d_params, scale, 1))
 LY_PARAMS_FIELDS(ly_resize_bilinear2d_params, LY_FIELD_INT(ly_resize_bilinear2d_params, size, 2),
                  LY_FIELD_INT(ly_resize_bilinear2d_params, align_corners, 1),

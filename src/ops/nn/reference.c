@@ -496,6 +496,22 @@ ly_status ly_ref_dfl(const ly_kernel_call *call)
     return LY_OK;
 }
 
+/* ---- anchor_grid ------------------------------------------------------------------------ */
+
+ly_status ly_ref_anchor_grid(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0];
+    int64_t h = x->shape[2], w = x->shape[3];
+    float offset = (float)LY_PARAMS(call, ly_anchor_grid_params)->offset;
+    float *a = call->out[0]->data;
+    for (int64_t y = 0; y < h; y++)
+        for (int64_t c = 0; c < w; c++) {
+            a[y * w + c] = (float)c + offset;
+            a[h * w + y * w + c] = (float)y + offset;
+        }
+    return LY_OK;
+}
+
 /* ---- resize_bilinear2d ------------------------------------------------------------------ */
 
 /* One axis' taps: output index d reads inputs i0[d], i1[d] with weights w0[d], w1[d]. */

@@ -1,0 +1,845 @@
+/*
+ * Plans (graph.h): shapes, implementations and their states, views, layouts
+ * and the arena, made once per (input shapes, threads, selection, registry
+ * generation, capture) and shared by every context that runs them.
+ */
+#include "graph/graph_internal.h"
+
+#include "core/core.h"
+#include "core/layout.h"
+#include "ops/ops_internal.h"
+#include "ops/shape/shape.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
+#define CONSTANT_PAGE 4096
+
+static size_t align_up(size_t n)
+{
+    return (n + LY_GRAPH_ALIGN - 1) / LY_GRAPH_ALIGN * LY_GRAPH_ALIGN;
+}
+
+static size_t bytes_of(const ly_tensor *t)
+{
+    return (size_t)ly_tensor_numel(t) * ly_dtype_size(t->dtype);
+}
+
+ly_graph_value ly_plan_root(const plan *p, ly_graph_value v, int64_t *offset)
+{
+    int64_t off = 0;
+    while (p->values[v].parent != LY_GRAPH_NONE) {
+        off += p->values[v].offset;
+        v = p->values[v].parent;
+    }
+    if (offset) *offset = off;
+    return v;
+}
+
+static bool is_view_ancestor(const plan *p, ly_graph_value ancestor, ly_graph_value v)
+{
+    for (; v != LY_GRAPH_NONE; v = p->values[v].parent)
+        if (v == ancestor) return true;
+    return false;
+}
+
+/* Prefix the current error with the node's name. */
+static ly_status node_error(const gnode *n, ly_status st)
+{
+    char msg[640];
+    snprintf(msg, sizeof msg, "%s", ly_last_error());
+    return ly_set_error(st, "%s: %s", n->name, msg);
+}
+
+/* A call of node `n` over the plan's shapes (data only for constants). */
+static void node_call(ly_graph *g, const plan *p, const gnode *n,
+                      ly_tensor in[LY_KERNEL_MAX_INPUTS], ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                      ly_kernel_call *call)
+{
+    ly_kernel_call_init(call);
+    for (int i = 0; i < n->n_in; i++) {
+        if (n->in[i] == LY_GRAPH_NONE) continue;
+        in[i] = p->values[n->in[i]].shape;
+        const gvalue *v = &g->values[n->in[i]];
+        in[i].data = v->kind == LY_GRAPH_VALUE_CONSTANT ? v->constant.data : NULL;
+        call->in[i] = &in[i];
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        out[k] = p->values[n->out[k]].shape;
+        call->out[k] = &out[k];
+    }
+    call->params = n->params;
+    call->threads = p->threads;
+}
+
+/* ---- shapes ------------------------------------------------------------------------- */
+
+static ly_status infer_shapes(ly_graph *g, plan *p, const ly_tensor *inputs)
+{
+    for (size_t i = 0; i < g->n_values; i++) {
+        const gvalue *v = &g->values[i];
+        pvalue *pv = &p->values[i];
+        pv->parent = LY_GRAPH_NONE;
+        pv->buffer = -1;
+        if (v->kind == LY_GRAPH_VALUE_INPUT) {
+            pv->shape = inputs[v->input_index];
+            pv->shape.data = NULL;
+        } else if (v->kind == LY_GRAPH_VALUE_CONSTANT) {
+            pv->shape = v->constant;
+            pv->shape.data = NULL;
+        }
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        ly_tensor in[LY_KERNEL_MAX_INPUTS], out[LY_KERNEL_MAX_OUTPUTS];
+        ly_kernel_call call;
+        node_call(g, p, n, in, out, &call);
+        ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
+        int n_out = 0;
+        memset(shapes, 0, sizeof shapes);
+        ly_status st = ly_op_def_of(n->op)->contract(&call, shapes, &n_out);
+        if (st != LY_OK) return node_error(n, st);
+        if (n_out != n->n_out)
+            return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: %s has %d output%s, the node %d",
+                                n->name, ly_op_name(n->op), n_out, n_out == 1 ? "" : "s", n->n_out);
+        for (int k = 0; k < n_out; k++) {
+            p->values[n->out[k]].shape = shapes[k];
+            p->values[n->out[k]].shape.data = NULL;
+            /* The same on every plan: written once, so concurrent readers see no race. */
+            if (g->values[n->out[k]].dtype != shapes[k].dtype)
+                g->values[n->out[k]].dtype = shapes[k].dtype;
+        }
+    }
+    return LY_OK;
+}
+
+/* ---- views -------------------------------------------------------------------------- */
+
+static int64_t outer_of(const ly_tensor *t, int64_t axis)
+{
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; d++)
+        outer *= t->shape[d];
+    return outer;
+}
+
+static int64_t inner_bytes(const ly_tensor *t, int64_t axis)
+{
+    int64_t inner = (int64_t)ly_dtype_size(t->dtype);
+    for (int64_t d = axis + 1; d < t->ndim; d++)
+        inner *= t->shape[d];
+    return inner;
+}
+
+/* Which nodes are views, which concats join in place and which parts they
+ * place; offsets of views. */
+static void decide_views(ly_graph *g, plan *p)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        pvalue *out = &p->values[n->out[0]];
+        pn->mode = NODE_KERNEL;
+        if (n->op == LY_OP_RESHAPE) {
+            pn->mode = NODE_VIEW;
+            out->parent = n->in[0];
+            out->offset = 0;
+        } else if (n->op == LY_OP_SLICE) {
+            const ly_slice_params *sp = n->params;
+            const ly_tensor *x = &p->values[n->in[0]].shape;
+            int64_t axis = sp->axis < 0 ? sp->axis + x->ndim : sp->axis, start, count;
+            ly_slice_resolve(sp, x->shape[axis], &start, &count);
+            if ((sp->step == 1 || count <= 1) && outer_of(x, axis) == 1) {
+                pn->mode = NODE_VIEW;
+                out->parent = n->in[0];
+                out->offset = start * inner_bytes(x, axis);
+            }
+        } else if (n->op == LY_OP_CONCAT) {
+            const ly_tensor *y = &out->shape;
+            int64_t axis = ((const ly_concat_params *)n->params)->axis;
+            if (axis < 0) axis += y->ndim;
+            if (outer_of(y, axis) == 1) {
+                pn->mode = NODE_JOIN;
+                int64_t offset = 0;
+                for (int k = 0; k < n->n_in; k++) {
+                    pn->part_offset[k] = offset;
+                    offset += (int64_t)bytes_of(&p->values[n->in[k]].shape);
+                }
+            }
+        }
+    }
+    /* Which parts of a join are written in place: a buffer of its own, written
+     * by a node, in no other join, given once, and not the output's own storage. */
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        if (pn->mode != NODE_JOIN) continue;
+        bool all_placed = true;
+        for (int k = 0; k < n->n_in; k++) {
+            ly_graph_value in = n->in[k];
+            pvalue *v = &p->values[in];
+            bool repeated = false;
+            for (int j = 0; j < k; j++)
+                repeated |= n->in[j] == in;
+            bool placeable = g->values[in].kind == LY_GRAPH_VALUE_NODE &&
+                             v->parent == LY_GRAPH_NONE && !v->in_join && !repeated &&
+                             !is_view_ancestor(p, n->out[0], in) &&
+                             !is_view_ancestor(p, in, n->out[0]);
+            pn->copy_in[k] = !placeable;
+            all_placed &= placeable;
+            if (placeable) {
+                v->in_join = true;
+                v->parent = n->out[0];
+                v->offset = pn->part_offset[k];
+            }
+        }
+        if (all_placed) pn->mode = NODE_VIEW;
+    }
+}
+
+/* ---- implementations ------------------------------------------------------------------ */
+
+static ly_status select_impls(ly_graph *g, plan *p)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        if (pn->mode != NODE_KERNEL) continue;
+        ly_tensor in[LY_KERNEL_MAX_INPUTS], out[LY_KERNEL_MAX_OUTPUTS];
+        ly_kernel_call call;
+        node_call(g, p, n, in, out, &call);
+        ly_status st = ly_kernel_select(n->op, &p->selection, &call, &pn->impl);
+        if (st != LY_OK) return node_error(n, st);
+    }
+    return LY_OK;
+}
+
+/* ---- layouts -------------------------------------------------------------------------- *
+ *
+ * A value stays in a channel-blocked layout when every node that writes or
+ * reads it can take that layout: nodes whose implementation offers it
+ * (ly_kernel_layouts), channel slices and joins on whole blocks (in blocked
+ * layout the same contiguous ranges as in NCHW, at batch 1). Anything else
+ * (views of other shapes, graph inputs and outputs, constants, every other
+ * node) sees plain data. Layouts only go down (16 -> 8 -> plain), so this
+ * settles in a few passes. */
+
+static int block_of(ly_layout l)
+{
+    return ly_layout_block(l);
+}
+
+/* The largest layout not above `at_most` that `t` fits and `allowed` holds. */
+static ly_layout best_fit(ly_layout at_most, const ly_tensor *t, uint32_t allowed)
+{
+    for (int l = (int)at_most; l > LY_LAYOUT_PLAIN; l--)
+        if ((allowed & LY_LAYOUT_BIT(l)) && ly_layout_fits((ly_layout)l, t)) return (ly_layout)l;
+    return LY_LAYOUT_PLAIN;
+}
+
+static bool lower(plan *p, ly_graph_value v, ly_layout to)
+{
+    pvalue *r = &p->values[ly_plan_root(p, v, NULL)];
+    if (r->layout <= to) return false;
+    r->layout = to;
+    return true;
+}
+
+static ly_layout layout_of(const plan *p, ly_graph_value v)
+{
+    return p->values[ly_plan_root(p, v, NULL)].layout;
+}
+
+/* What each blocked layout would cost a view: it must start and span whole
+ * blocks of channels of a batch-1 4-d map. */
+static bool channel_range_fits(const ly_tensor *whole, int64_t axis, int64_t start, int64_t count,
+                               ly_layout l)
+{
+    int64_t b = block_of(l);
+    return whole->ndim == 4 && axis == 1 && whole->shape[0] == 1 && start % b == 0 &&
+           count % b == 0;
+}
+
+static void plan_layouts(ly_graph *g, plan *p, const bool *no_blocked)
+{
+    size_t nn = g->n_nodes;
+    ly_kernel_layouts *lay = calloc(nn ? nn : 1, sizeof *lay);
+    for (size_t i = 0; i < g->n_values; i++)
+        p->values[i].layout = LY_LAYOUT_PLAIN;
+    for (size_t i = 0; i < nn; i++) {
+        p->nodes[i].blocked = false;
+        for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++)
+            p->nodes[i].in_layout[k] = LY_LAYOUT_PLAIN;
+        for (int k = 0; k < LY_KERNEL_MAX_OUTPUTS; k++)
+            p->nodes[i].out_layout[k] = LY_LAYOUT_PLAIN;
+    }
+    p->blocked_nodes = 0;
+    if (!lay || !p->blocked_allowed) {
+        free(lay);
+        return;
+    }
+    /* What each node's implementation offers, and the layout to start from. */
+    ly_layout preferred = LY_LAYOUT_PLAIN;
+    bool any = false;
+    for (size_t i = 0; i < nn; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        if (pn->mode != NODE_KERNEL || no_blocked[i]) continue;
+        const ly_kernel_stateful *sf = ly_impl_stateful(pn->impl);
+        if (!sf || !sf->layouts) continue;
+        ly_tensor in[LY_KERNEL_MAX_INPUTS], out[LY_KERNEL_MAX_OUTPUTS];
+        ly_kernel_call call;
+        node_call(g, p, n, in, out, &call);
+        if (sf->layouts(&call, &lay[i]) != LY_OK) {
+            memset(&lay[i], 0, sizeof lay[i]);
+            ly_clear_error();
+            continue;
+        }
+        any = true;
+        if (lay[i].preferred > preferred) preferred = lay[i].preferred;
+    }
+    if (!any) {
+        free(lay);
+        return;
+    }
+    for (size_t i = 0; i < g->n_values; i++) {
+        pvalue *v = &p->values[i];
+        bool owner = g->values[i].kind == LY_GRAPH_VALUE_NODE && v->parent == LY_GRAPH_NONE &&
+                     g->values[i].output_index < 0 && v->shape.dtype == LY_F32;
+        v->layout = owner ? best_fit(preferred, &v->shape, ~0u) : LY_LAYOUT_PLAIN;
+    }
+    for (size_t i = 0; i < g->n_outputs; i++)
+        lower(p, g->outputs[i], LY_LAYOUT_PLAIN);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < nn; i++) {
+            const gnode *n = &g->nodes[i];
+            const pnode *pn = &p->nodes[i];
+            if (pn->mode == NODE_KERNEL) {
+                const ly_kernel_layouts *l = &lay[i];
+                for (int k = 0; k < n->n_in; k++) {
+                    if (n->in[k] == LY_GRAPH_NONE) continue;
+                    const ly_tensor *t = &p->values[n->in[k]].shape;
+                    changed |= lower(p, n->in[k], best_fit(layout_of(p, n->in[k]), t, l->in[k]));
+                }
+                for (int k = 0; k < n->n_out; k++) {
+                    const ly_tensor *t = &p->values[n->out[k]].shape;
+                    changed |= lower(p, n->out[k], best_fit(layout_of(p, n->out[k]), t, l->out[k]));
+                }
+                for (int k = 0; k < n->n_in; k++) {
+                    if (n->in[k] == LY_GRAPH_NONE || !(l->tied & (1u << k))) continue;
+                    ly_layout a = layout_of(p, n->in[k]), b = layout_of(p, n->out[0]);
+                    ly_layout m = a < b ? a : b;
+                    changed |= lower(p, n->in[k], m);
+                    changed |= lower(p, n->out[0], m);
+                }
+            } else if (n->op == LY_OP_SLICE) { /* a view: its source's layout */
+                const ly_slice_params *sp = n->params;
+                const ly_tensor *x = &p->values[n->in[0]].shape;
+                int64_t axis = sp->axis < 0 ? sp->axis + x->ndim : sp->axis, start, count;
+                ly_slice_resolve(sp, x->shape[axis], &start, &count);
+                ly_layout l = layout_of(p, n->in[0]);
+                if (l != LY_LAYOUT_PLAIN && !channel_range_fits(x, axis, start, count, l))
+                    changed |= lower(p, n->in[0], LY_LAYOUT_PLAIN);
+            } else if (n->op == LY_OP_CONCAT) { /* parts and output in one layout */
+                const ly_tensor *y = &p->values[n->out[0]].shape;
+                int64_t axis = ((const ly_concat_params *)n->params)->axis;
+                if (axis < 0) axis += y->ndim;
+                ly_layout l = layout_of(p, n->out[0]);
+                int64_t start = 0;
+                for (int k = 0; k < n->n_in; k++) {
+                    ly_layout lk = layout_of(p, n->in[k]);
+                    if (lk < l) l = lk;
+                    int64_t c = p->values[n->in[k]].shape.ndim == 4
+                                    ? p->values[n->in[k]].shape.shape[1]
+                                    : 0;
+                    while (l != LY_LAYOUT_PLAIN && !channel_range_fits(y, axis, start, c, l))
+                        l = (ly_layout)(l - 1);
+                    start += c;
+                }
+                changed |= lower(p, n->out[0], l);
+                for (int k = 0; k < n->n_in; k++)
+                    changed |= lower(p, n->in[k], l);
+            } else { /* reshape */
+                changed |= lower(p, n->in[0], LY_LAYOUT_PLAIN);
+                changed |= lower(p, n->out[0], LY_LAYOUT_PLAIN);
+            }
+        }
+    }
+    for (size_t i = 0; i < nn; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] != LY_GRAPH_NONE) pn->in_layout[k] = layout_of(p, n->in[k]);
+        for (int k = 0; k < n->n_out; k++)
+            pn->out_layout[k] = layout_of(p, n->out[k]);
+        for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++)
+            pn->blocked |= pn->in_layout[k] != LY_LAYOUT_PLAIN;
+        for (int k = 0; k < LY_KERNEL_MAX_OUTPUTS; k++)
+            pn->blocked |= pn->out_layout[k] != LY_LAYOUT_PLAIN;
+        p->blocked_nodes += pn->blocked && pn->mode == NODE_KERNEL;
+    }
+    free(lay);
+}
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+static void touch(plan *p, ly_graph_value v, int32_t step)
+{
+    const pvalue *r = &p->values[ly_plan_root(p, v, NULL)];
+    if (r->buffer < 0) return; /* an input or a constant: not planned */
+    pbuffer *b = &p->buffers[r->buffer];
+    if (step < b->first) b->first = step;
+    if (step > b->last) b->last = step;
+}
+
+/* Largest first (ties: earliest first), each at the best-fitting gap among the
+ * placed buffers alive at the same time. */
+static ly_status place_buffers(plan *p)
+{
+    size_t n = p->n_buffers;
+    int32_t *order = malloc((n ? n : 1) * sizeof *order);
+    int32_t *placed = malloc((n ? n : 1) * sizeof *placed);
+    int32_t *overlap = malloc((n ? n : 1) * sizeof *overlap);
+    if (!order || !placed || !overlap) {
+        free(order);
+        free(placed);
+        free(overlap);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = (int32_t)i;
+    for (size_t i = 1; i < n; i++) {
+        int32_t k = order[i];
+        size_t j = i;
+        while (j > 0) {
+            const pbuffer *a = &p->buffers[order[j - 1]], *b = &p->buffers[k];
+            bool before = b->bytes > a->bytes || (b->bytes == a->bytes && b->first < a->first);
+            if (!before) break;
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = k;
+    }
+    size_t n_placed = 0, arena = 0;
+    for (size_t i = 0; i < n; i++) {
+        pbuffer *b = &p->buffers[order[i]];
+        size_t m = 0;
+        for (size_t j = 0; j < n_placed; j++) {
+            const pbuffer *q = &p->buffers[placed[j]];
+            if (q->first <= b->last && b->first <= q->last) {
+                size_t k = m++;
+                while (k > 0 && p->buffers[overlap[k - 1]].offset > q->offset) {
+                    overlap[k] = overlap[k - 1];
+                    k--;
+                }
+                overlap[k] = placed[j];
+            }
+        }
+        size_t best = SIZE_MAX, best_gap = SIZE_MAX, end = 0;
+        for (size_t j = 0; j < m; j++) {
+            const pbuffer *q = &p->buffers[overlap[j]];
+            if (q->offset > end) {
+                size_t gap = q->offset - end;
+                if (gap >= b->bytes && gap < best_gap) {
+                    best_gap = gap;
+                    best = end;
+                }
+            }
+            if (q->offset + q->bytes > end) end = q->offset + q->bytes;
+        }
+        b->offset = best != SIZE_MAX ? best : end;
+        if (b->offset + b->bytes > arena) arena = b->offset + b->bytes;
+        placed[n_placed++] = order[i];
+    }
+    free(order);
+    free(placed);
+    free(overlap);
+    p->arena_bytes = arena;
+    return LY_OK;
+}
+
+static ly_status plan_memory(ly_graph *g, plan *p)
+{
+    p->n_buffers = 0;
+    p->unplanned_bytes = 0;
+    free(p->buffers);
+    p->buffers = calloc(g->n_values ? g->n_values : 1, sizeof *p->buffers);
+    if (!p->buffers) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
+    for (size_t i = 0; i < g->n_values; i++) {
+        const gvalue *v = &g->values[i];
+        pvalue *pv = &p->values[i];
+        pv->buffer = -1;
+        bool owner =
+            v->kind == LY_GRAPH_VALUE_NODE || (v->kind == LY_GRAPH_VALUE_INPUT && v->in_arena);
+        if (!owner || pv->parent != LY_GRAPH_NONE) continue;
+        size_t bytes = align_up(bytes_of(&pv->shape));
+        p->buffers[p->n_buffers] = (pbuffer){bytes ? bytes : LY_GRAPH_ALIGN, INT32_MAX, -1, 0};
+        p->unplanned_bytes += p->buffers[p->n_buffers].bytes;
+        pv->buffer = (int32_t)p->n_buffers++;
+    }
+    int32_t end = (int32_t)g->n_nodes;
+    for (size_t i = 0; i < g->n_inputs; i++) /* written before the first node */
+        touch(p, g->inputs[i], 0);
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        const pnode *pn = &p->nodes[i];
+        int32_t step = (int32_t)i;
+        if (pn->mode == NODE_VIEW) continue; /* readers of views keep the source alive */
+        for (int k = 0; k < n->n_out; k++)
+            touch(p, n->out[k], step);
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] != LY_GRAPH_NONE && (pn->mode != NODE_JOIN || pn->copy_in[k]))
+                touch(p, n->in[k], step);
+    }
+    for (size_t i = 0; i < g->n_outputs; i++)
+        touch(p, g->outputs[i], end);
+    for (size_t i = 0; i < p->n_buffers; i++)
+        if (p->buffers[i].first > p->buffers[i].last) /* never used: keep it valid anyway */
+            p->buffers[i].first = p->buffers[i].last = end;
+    return place_buffers(p);
+}
+
+/* ---- prepared states and constants given back ---------------------------------------- */
+
+static void release_states(ly_graph *g, plan *p)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        pnode *pn = &p->nodes[i];
+        if (pn->state) ly_impl_stateful(pn->impl)->release(pn->state);
+        pn->state = NULL;
+    }
+}
+
+/* LY_OK, or LY_E_DECLINED with *redo when a blocked node must go plain, or a
+ * failure that disabled an implementation (the caller plans again). */
+static ly_status prepare_states(ly_graph *g, plan *p, bool *no_blocked, bool *redo)
+{
+    *redo = false;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        if (pn->mode != NODE_KERNEL) continue;
+        const ly_kernel_stateful *sf = ly_impl_stateful(pn->impl);
+        if (!sf) continue;
+        ly_kernel_prepare_info info = {.threads = p->threads};
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] == LY_GRAPH_NONE) continue;
+            if (g->values[n->in[k]].kind == LY_GRAPH_VALUE_CONSTANT) {
+                ly_status st = ly_graph_constant_restore_locked(g, n->in[k]);
+                if (st != LY_OK) return node_error(n, st);
+                info.constant_inputs |= 1u << k;
+            }
+            info.in_layout[k] = pn->in_layout[k];
+        }
+        for (int k = 0; k < n->n_out; k++)
+            info.out_layout[k] = pn->out_layout[k];
+        ly_tensor in[LY_KERNEL_MAX_INPUTS], out[LY_KERNEL_MAX_OUTPUTS];
+        ly_kernel_call call;
+        node_call(g, p, n, in, out, &call);
+        ly_shapes_only_begin();
+        ly_status st = sf->prepare(&call, &info, &pn->state);
+        ly_shapes_only_end();
+        if (st == LY_OK) continue;
+        pn->state = NULL;
+        if (st == LY_E_DECLINED && pn->blocked) {
+            /* Not on these layouts: this node runs on plain data. */
+            no_blocked[i] = true;
+            *redo = true;
+            ly_clear_error();
+            return LY_E_DECLINED;
+        }
+        if (st == LY_E_DECLINED) { /* runs through its function, or prepares per call */
+            ly_clear_error();
+            continue;
+        }
+        /* A failure: the implementation is disabled, the plan made again. */
+        ly_kernel_disable(n->op, pn->impl, st);
+        return node_error(n, LY_E_PROVIDER);
+    }
+    return LY_OK;
+}
+
+/* Whether every reader of constant `c`, in every live plan (the one being made
+ * among them), holds it prepared in a state that can write it back. */
+static bool only_prepared_readers(ly_graph *g, ly_graph_value c)
+{
+    for (const plan *p = g->live; p; p = p->next_live)
+        for (size_t i = 0; i < g->n_nodes; i++) {
+            const gnode *n = &g->nodes[i];
+            for (int k = 0; k < n->n_in; k++) {
+                if (n->in[k] != c) continue;
+                const pnode *pn = &p->nodes[i];
+                const ly_kernel_stateful *sf =
+                    pn->mode == NODE_KERNEL ? ly_impl_stateful(pn->impl) : NULL;
+                if (!pn->state || !sf || !sf->restore_constant) return false;
+            }
+        }
+    return true;
+}
+
+/* A constant whose every reader holds a packed copy is not read again by any
+ * run: its pages go back to the system (LibreYOLO9t's conv weights: ~7 MiB of
+ * peak memory), to be written back exactly before anything else reads it. */
+static void give_back_constants(ly_graph *g, plan *p)
+{
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    if (p->capturing) return;
+    const char *env = getenv("LIBREYOLO_KEEP_WEIGHTS");
+    if (env && strcmp(env, "1") == 0) return;
+    for (size_t v = 0; v < g->n_values; v++) {
+        gvalue *c = &g->values[v];
+        if (c->kind != LY_GRAPH_VALUE_CONSTANT || atomic_load(&c->released) || !c->page_aligned ||
+            c->constant_bytes < CONSTANT_PAGE)
+            continue;
+        if (!only_prepared_readers(g, (ly_graph_value)v)) continue;
+        int keeper = -1, input = -1;
+        for (size_t i = 0; i < g->n_nodes && keeper < 0; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                if (g->nodes[i].in[k] == (ly_graph_value)v) {
+                    keeper = (int)i;
+                    input = k;
+                    break;
+                }
+        if (keeper < 0) continue;
+        if (madvise(c->constant.data, c->constant_bytes, MADV_DONTNEED) != 0) continue;
+        c->keeper = p;
+        c->keeper_node = keeper;
+        c->keeper_input = input;
+        atomic_fetch_add(&p->refs, 1);
+        atomic_store_explicit(&c->released, true, memory_order_release);
+    }
+#else
+    (void)g;
+    (void)p;
+#endif
+}
+
+/* Constants read as they are (by nodes without a state that holds them) must
+ * have their pages. */
+static ly_status restore_plain_readers(ly_graph *g, plan *p)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        const pnode *pn = &p->nodes[i];
+        const ly_kernel_stateful *sf = pn->mode == NODE_KERNEL ? ly_impl_stateful(pn->impl) : NULL;
+        bool holds = pn->state && sf && sf->restore_constant;
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] == LY_GRAPH_NONE || holds) continue;
+            if (g->values[n->in[k]].kind != LY_GRAPH_VALUE_CONSTANT) continue;
+            ly_status st = ly_graph_constant_restore_locked(g, n->in[k]);
+            if (st != LY_OK) return node_error(n, st);
+        }
+    }
+    return LY_OK;
+}
+
+/* ---- making and caching plans ----------------------------------------------------------- */
+
+void ly_plan_free_locked(ly_graph *g, plan *p)
+{
+    if (!p) return;
+    for (plan **at = &g->live; *at; at = &(*at)->next_live)
+        if (*at == p) {
+            *at = p->next_live;
+            break;
+        }
+    release_states(g, p);
+    free(p->input_shapes);
+    free(p->values);
+    free(p->nodes);
+    free(p->buffers);
+    free(p);
+}
+
+void ly_plan_release_locked(ly_graph *g, plan *p)
+{
+    if (p && atomic_fetch_sub(&p->refs, 1) == 1) ly_plan_free_locked(g, p);
+}
+
+void ly_plan_release(ly_graph *g, plan *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&g->lock);
+    ly_plan_release_locked(g, p);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void ly_plans_clear(ly_graph *g)
+{
+    /* Constants come back first: their keepers' states are about to go. */
+    for (size_t v = 0; v < g->n_values; v++)
+        if (atomic_load(&g->values[v].released) &&
+            ly_graph_constant_restore_locked(g, (ly_graph_value)v) != LY_OK)
+            ly_log(LY_LOG_WARNING, "%s", ly_last_error());
+    for (int i = 0; i < LY_GRAPH_MAX_PLANS; i++) {
+        ly_plan_release_locked(g, g->plans[i]);
+        g->plans[i] = NULL;
+    }
+}
+
+static bool blocked_allowed(void)
+{
+    const char *env = getenv("LIBREYOLO_BLOCKED");
+    return !(env && strcmp(env, "0") == 0) && !ly_kernels_capturing();
+}
+
+static bool plan_matches(const plan *p, int n_inputs, const ly_tensor *inputs, int threads,
+                         const ly_selection *sel, uint64_t gen, bool capturing, bool blocked)
+{
+    if (p->n_inputs != n_inputs || p->threads != threads || p->generation != gen ||
+        p->capturing != capturing || p->blocked_allowed != blocked ||
+        !ly_selection_equal(&p->selection, sel))
+        return false;
+    for (int i = 0; i < n_inputs; i++)
+        if (memcmp(p->input_shapes[i], inputs[i].shape, (size_t)inputs[i].ndim * sizeof(int64_t)) !=
+            0)
+            return false;
+    return true;
+}
+
+static ly_status check_inputs(const ly_graph *g, int n_inputs, const ly_tensor *inputs)
+{
+    if ((size_t)n_inputs != g->n_inputs || (n_inputs > 0 && !inputs))
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph: %d inputs given, the graph has %zu",
+                            n_inputs, g->n_inputs);
+    for (int i = 0; i < n_inputs; i++) {
+        const gvalue *v = &g->values[g->inputs[i]];
+        char buf[128];
+        if (inputs[i].dtype != v->dtype)
+            return ly_set_error(LY_E_DTYPE, "ly_graph: input '%s' is %s, expected %s",
+                                g->input_names[i], ly_dtype_name(inputs[i].dtype),
+                                ly_dtype_name(v->dtype));
+        if (inputs[i].ndim != v->ndim || ly_tensor_numel(&inputs[i]) < 0)
+            return ly_set_error(LY_E_SHAPE, "ly_graph: input '%s' is %s, expected %d dimensions",
+                                g->input_names[i], ly_shape_str(&inputs[i], buf, sizeof buf),
+                                v->ndim);
+    }
+    return LY_OK;
+}
+
+static ly_status make_plan(ly_graph *g, plan *p, const ly_tensor *inputs)
+{
+    p->values = calloc(g->n_values ? g->n_values : 1, sizeof *p->values);
+    p->nodes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->nodes);
+    bool *no_blocked = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *no_blocked);
+    if (!p->values || !p->nodes || !no_blocked) {
+        free(no_blocked);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
+    }
+    ly_shapes_only_begin();
+    ly_status st = infer_shapes(g, p, inputs);
+    if (st == LY_OK) decide_views(g, p);
+    if (st == LY_OK) st = select_impls(g, p);
+    ly_shapes_only_end();
+    for (int round = 0; st == LY_OK; round++) {
+        plan_layouts(g, p, no_blocked);
+        bool redo = false;
+        st = prepare_states(g, p, no_blocked, &redo);
+        if (st == LY_E_DECLINED && redo && round < (int)g->n_nodes) {
+            release_states(g, p);
+            st = LY_OK;
+            continue;
+        }
+        break;
+    }
+    free(no_blocked);
+    if (st == LY_OK) st = plan_memory(g, p);
+    if (st == LY_OK) st = restore_plain_readers(g, p);
+    return st;
+}
+
+ly_status ly_plan_acquire(ly_graph *g, int n_inputs, const ly_tensor *inputs, int threads,
+                          plan **out)
+{
+    *out = NULL;
+    ly_status st = check_inputs(g, n_inputs, inputs);
+    if (st != LY_OK) return st;
+    threads = ly_threads_resolve(threads);
+    ly_selection sel;
+    ly_selection_read(&sel);
+    bool capturing = ly_kernels_capturing(), blocked = blocked_allowed();
+    pthread_mutex_lock(&g->lock);
+    uint64_t gen = ly_kernel_generation();
+    for (int i = 0; i < LY_GRAPH_MAX_PLANS; i++) {
+        plan *p = g->plans[i];
+        if (!p || !plan_matches(p, n_inputs, inputs, threads, &sel, gen, capturing, blocked))
+            continue;
+        memmove(&g->plans[1], &g->plans[0], (size_t)i * sizeof g->plans[0]);
+        g->plans[0] = p;
+        atomic_fetch_add(&p->refs, 1);
+        pthread_mutex_unlock(&g->lock);
+        *out = p;
+        return LY_OK;
+    }
+    /* A failing implementation is disabled while planning: plan again without it. */
+    plan *p = NULL;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        p = calloc(1, sizeof *p);
+        int64_t(*shapes)[LY_MAX_DIMS] = calloc(n_inputs ? (size_t)n_inputs : 1, sizeof *shapes);
+        if (!p || !shapes) {
+            free(p);
+            free(shapes);
+            pthread_mutex_unlock(&g->lock);
+            return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
+        }
+        atomic_init(&p->refs, 1);
+        p->n_inputs = n_inputs;
+        p->input_shapes = shapes;
+        for (int i = 0; i < n_inputs; i++)
+            memcpy(shapes[i], inputs[i].shape, (size_t)inputs[i].ndim * sizeof(int64_t));
+        p->threads = threads;
+        p->selection = sel;
+        p->capturing = capturing;
+        p->blocked_allowed = blocked;
+        p->next_live = g->live;
+        g->live = p;
+        uint64_t before = ly_kernel_generation();
+        st = make_plan(g, p, inputs);
+        if (st == LY_OK) {
+            give_back_constants(g, p);
+            break;
+        }
+        bool disabled = ly_kernel_generation() != before && st == LY_E_PROVIDER;
+        ly_plan_release_locked(g, p);
+        p = NULL;
+        if (!disabled) break;
+    }
+    if (st != LY_OK) {
+        pthread_mutex_unlock(&g->lock);
+        return st;
+    }
+    /* Providers load on the first selection, which changes the generation: the
+     * key is what the registry says now that the plan is made. */
+    p->generation = ly_kernel_generation();
+    ly_plan_release_locked(g, g->plans[LY_GRAPH_MAX_PLANS - 1]);
+    memmove(&g->plans[1], &g->plans[0], (LY_GRAPH_MAX_PLANS - 1) * sizeof g->plans[0]);
+    g->plans[0] = p;
+    g->plans_made++;
+    atomic_fetch_add(&p->refs, 1); /* the caller's; the cache keeps the first */
+    pthread_mutex_unlock(&g->lock);
+    *out = p;
+    return LY_OK;
+}
+
+ly_status ly_graph_infer(ly_graph *g, int n_inputs, const ly_tensor *inputs, ly_tensor *shapes)
+{
+    if (!g || !shapes) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_infer: NULL argument");
+    ly_status st = check_inputs(g, n_inputs, inputs);
+    if (st != LY_OK) return st;
+    plan p = {0};
+    p.threads = 1;
+    p.values = calloc(g->n_values ? g->n_values : 1, sizeof *p.values);
+    if (!p.values) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_infer: out of memory");
+    ly_shapes_only_begin();
+    st = infer_shapes(g, &p, inputs);
+    ly_shapes_only_end();
+    for (size_t i = 0; st == LY_OK && i < g->n_values; i++)
+        shapes[i] = p.values[i].shape;
+    free(p.values);
+    return st;
+}

@@ -1,0 +1,318 @@
+/* Contexts and runs (graph.h): an arena laid out for a plan, and the nodes
+ * executed on it in order. */
+#include "graph/graph_internal.h"
+
+#include "core/core.h"
+#include "core/layout.h"
+#include "ops/ops_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ly_graph_ctx {
+    ly_graph *g;
+    plan *plan;
+    void *arena;
+    size_t capacity;
+    size_t allocations;
+    ly_tensor *views; /* per value, for the current plan */
+    bool pooled;
+    ly_graph_ctx *next_idle;
+};
+
+ly_status ly_graph_ctx_create(ly_graph *g, ly_graph_ctx **out)
+{
+    if (!g || !out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_ctx_create: NULL argument");
+    ly_graph_ctx *c = calloc(1, sizeof *c);
+    if (!c) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_ctx_create: out of memory");
+    c->g = g;
+    *out = c;
+    return LY_OK;
+}
+
+static void ctx_destroy(ly_graph_ctx *c)
+{
+    ly_plan_release(c->g, c->plan);
+    free(c->arena);
+    free(c->views);
+    free(c);
+}
+
+void ly_graph_ctx_free(ly_graph_ctx *c)
+{
+    if (!c) return;
+    if (c->pooled) {
+        ly_graph_ctx_release(c);
+        return;
+    }
+    ctx_destroy(c);
+}
+
+ly_status ly_graph_ctx_acquire(ly_graph *g, ly_graph_ctx **out)
+{
+    if (!g || !out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_ctx_acquire: NULL argument");
+    pthread_mutex_lock(&g->lock);
+    ly_graph_ctx *c = g->idle;
+    if (c) g->idle = c->next_idle;
+    pthread_mutex_unlock(&g->lock);
+    if (!c) {
+        ly_status st = ly_graph_ctx_create(g, &c);
+        if (st != LY_OK) return st;
+        c->pooled = true;
+    }
+    c->next_idle = NULL;
+    *out = c;
+    return LY_OK;
+}
+
+void ly_graph_ctx_release(ly_graph_ctx *c)
+{
+    if (!c) return;
+    if (!c->pooled) {
+        ctx_destroy(c);
+        return;
+    }
+    ly_graph *g = c->g;
+    pthread_mutex_lock(&g->lock);
+    c->next_idle = g->idle;
+    g->idle = c;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void ly_graph_ctx_pool_clear_locked(ly_graph *g)
+{
+    while (g->idle) {
+        ly_graph_ctx *c = g->idle;
+        g->idle = c->next_idle;
+        ly_plan_release_locked(g, c->plan);
+        c->plan = NULL;
+        ctx_destroy(c);
+    }
+}
+
+/* Point every value into the arena, the inputs or the constants. */
+static void resolve_views(ly_graph_ctx *c, const ly_tensor *inputs)
+{
+    const ly_graph *g = c->g;
+    const plan *p = c->plan;
+    for (size_t i = 0; i < g->n_values; i++) {
+        int64_t off;
+        ly_graph_value r = ly_plan_root(p, (ly_graph_value)i, &off);
+        const gvalue *rv = &g->values[r];
+        const pvalue *pr = &p->values[r];
+        char *base = NULL;
+        if (rv->kind == LY_GRAPH_VALUE_CONSTANT)
+            base = rv->constant.data;
+        else if (rv->kind == LY_GRAPH_VALUE_INPUT && inputs && inputs[rv->input_index].data)
+            base = inputs[rv->input_index].data; /* read where the caller has it */
+        else if (pr->buffer >= 0 && c->arena)
+            base = (char *)c->arena + p->buffers[pr->buffer].offset;
+        c->views[i] = p->values[i].shape;
+        c->views[i].data = base ? base + off : NULL;
+    }
+}
+
+ly_status ly_graph_prepare(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, int threads)
+{
+    if (!c) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_prepare: ctx is NULL");
+    plan *p;
+    ly_status st = ly_plan_acquire(c->g, n_inputs, inputs, threads, &p);
+    if (st != LY_OK) return st;
+    if (p == c->plan) {
+        ly_plan_release(c->g, p); /* the context holds one already */
+    } else {
+        ly_plan_release(c->g, c->plan);
+        c->plan = p;
+        if (!c->views) {
+            c->views = calloc(c->g->n_values ? c->g->n_values : 1, sizeof *c->views);
+            if (!c->views) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_prepare: out of memory");
+        }
+    }
+    if (p->arena_bytes > c->capacity) {
+        free(c->arena);
+        c->capacity = 0;
+        c->arena = aligned_alloc(LY_GRAPH_ALIGN, p->arena_bytes);
+        if (!c->arena)
+            return ly_set_error(LY_E_NO_MEMORY,
+                                "ly_graph_prepare: cannot allocate an arena of %zu bytes",
+                                p->arena_bytes);
+        c->capacity = p->arena_bytes;
+        c->allocations++;
+    }
+    resolve_views(c, NULL);
+    return LY_OK;
+}
+
+ly_status ly_graph_ctx_input_buffer(const ly_graph_ctx *c, int index, void **data)
+{
+    if (!c || !data || !c->plan || index < 0 || (size_t)index >= c->g->n_inputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_graph_ctx_input_buffer: no input %d (or not prepared)", index);
+    const pvalue *v = &c->plan->values[c->g->inputs[index]];
+    if (v->buffer < 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_graph_ctx_input_buffer: input '%s' is not planned in the arena",
+                            c->g->input_names[index]);
+    *data = (char *)c->arena + c->plan->buffers[v->buffer].offset;
+    return LY_OK;
+}
+
+static size_t bytes_of_view(const ly_tensor *t)
+{
+    return (size_t)ly_tensor_numel(t) * ly_dtype_size(t->dtype);
+}
+
+/* ---- one node ------------------------------------------------------------------------- */
+
+static ly_status node_error(const gnode *n, ly_status st)
+{
+    char msg[640];
+    snprintf(msg, sizeof msg, "%s", ly_last_error());
+    return ly_set_error(st, "%s: %s", n->name, msg);
+}
+
+/* The node's implementation failed (or declined): the registry runs the call
+ * on the next ones, on plain data (blocked operands reordered into copies and
+ * back), with any constant's pages restored first. */
+static ly_status fall_back(ly_graph_ctx *c, const gnode *n, const pnode *pn, ly_status failed,
+                           ly_kernel_call *call)
+{
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] == LY_GRAPH_NONE || c->g->values[n->in[k]].kind != LY_GRAPH_VALUE_CONSTANT)
+            continue;
+        const ly_tensor *t;
+        ly_status st = ly_graph_constant_data(c->g, n->in[k], &t);
+        if (st != LY_OK) return st;
+    }
+    if (!pn->blocked) return ly_kernel_fallback(n->op, &c->plan->selection, pn->impl, failed, call);
+    ly_tensor in[LY_KERNEL_MAX_INPUTS], out[LY_KERNEL_MAX_OUTPUTS];
+    void *temp[LY_KERNEL_MAX_INPUTS + LY_KERNEL_MAX_OUTPUTS] = {0};
+    ly_kernel_call plain = *call;
+    ly_status st = LY_OK;
+    for (int k = 0; k < n->n_in && st == LY_OK; k++) {
+        if (!call->in[k] || pn->in_layout[k] == LY_LAYOUT_PLAIN) continue;
+        in[k] = *call->in[k];
+        temp[k] = malloc(bytes_of_view(&in[k]) + 1);
+        if (!temp[k]) {
+            st = ly_set_error(LY_E_NO_MEMORY, "out of memory");
+            break;
+        }
+        ly_layout_reorder(call->in[k]->data, pn->in_layout[k], temp[k], LY_LAYOUT_PLAIN,
+                          in[k].shape);
+        in[k].data = temp[k];
+        plain.in[k] = &in[k];
+    }
+    for (int k = 0; k < n->n_out && st == LY_OK; k++) {
+        if (pn->out_layout[k] == LY_LAYOUT_PLAIN) continue;
+        out[k] = *call->out[k];
+        temp[LY_KERNEL_MAX_INPUTS + k] = malloc(bytes_of_view(&out[k]) + 1);
+        if (!temp[LY_KERNEL_MAX_INPUTS + k]) {
+            st = ly_set_error(LY_E_NO_MEMORY, "out of memory");
+            break;
+        }
+        out[k].data = temp[LY_KERNEL_MAX_INPUTS + k];
+        plain.out[k] = &out[k];
+    }
+    if (st == LY_OK) st = ly_kernel_fallback(n->op, &c->plan->selection, pn->impl, failed, &plain);
+    for (int k = 0; k < n->n_out && st == LY_OK; k++)
+        if (pn->out_layout[k] != LY_LAYOUT_PLAIN)
+            ly_layout_reorder(out[k].data, LY_LAYOUT_PLAIN, call->out[k]->data, pn->out_layout[k],
+                              out[k].shape);
+    for (size_t i = 0; i < sizeof temp / sizeof temp[0]; i++)
+        free(temp[i]);
+    return st;
+}
+
+static ly_status run_node(ly_graph_ctx *c, size_t index)
+{
+    const gnode *n = &c->g->nodes[index];
+    const pnode *pn = &c->plan->nodes[index];
+    ly_tensor *views = c->views;
+    if (pn->mode == NODE_VIEW) return LY_OK;
+    if (pn->mode == NODE_JOIN) {
+        /* Parts not placed in the output are copied into their range (in a
+         * blocked layout a range of whole channel blocks is contiguous too). */
+        char *out = views[n->out[0]].data;
+        for (int k = 0; k < n->n_in; k++)
+            if (pn->copy_in[k])
+                memmove(out + pn->part_offset[k], views[n->in[k]].data,
+                        bytes_of_view(&views[n->in[k]]));
+        return LY_OK;
+    }
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    for (int k = 0; k < n->n_in; k++)
+        call.in[k] = n->in[k] != LY_GRAPH_NONE ? &views[n->in[k]] : NULL;
+    for (int k = 0; k < n->n_out; k++)
+        call.out[k] = &views[n->out[k]];
+    call.params = n->params;
+    call.threads = c->plan->threads;
+    ly_status st;
+    if (pn->state)
+        st = ly_impl_stateful(pn->impl)->run(pn->state, &call);
+    else
+        st = ly_impl_run(pn->impl, &call);
+    if (st != LY_OK) st = fall_back(c, n, pn, st, &call);
+    return st == LY_OK ? LY_OK : node_error(n, st);
+}
+
+ly_status ly_graph_run(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, int threads)
+{
+    if (!c) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_run: ctx is NULL");
+    ly_status st = ly_graph_prepare(c, n_inputs, inputs, threads);
+    if (st != LY_OK) return st;
+    const ly_graph *g = c->g;
+    for (int i = 0; i < n_inputs; i++)
+        if (!inputs[i].data && ly_tensor_numel(&inputs[i]) > 0 && !g->values[g->inputs[i]].in_arena)
+            return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_run: input '%s' has no data",
+                                g->input_names[i]);
+    resolve_views(c, inputs);
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        st = run_node(c, i);
+        if (st != LY_OK) return st;
+    }
+    return LY_OK;
+}
+
+/* ---- inspection ------------------------------------------------------------------------ */
+
+ly_status ly_graph_get_output(const ly_graph_ctx *c, int index, ly_tensor *view, const char **name)
+{
+    if (!c || !view || index < 0 || (size_t)index >= c->g->n_outputs)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_get_output: no output %d", index);
+    if (!c->plan)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_get_output: the graph has not run");
+    *view = c->views[c->g->outputs[index]];
+    if (name) *name = c->g->output_names[index];
+    return LY_OK;
+}
+
+ly_status ly_graph_value_view(const ly_graph_ctx *c, ly_graph_value v, ly_tensor *view)
+{
+    if (!c || !view || v < 0 || (size_t)v >= c->g->n_values)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_value_view: no value %d", (int)v);
+    if (!c->plan) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_value_view: not prepared");
+    *view = c->views[v];
+    return LY_OK;
+}
+
+ly_status ly_graph_get_stats(const ly_graph_ctx *c, ly_graph_stats *stats)
+{
+    if (!c || !stats)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_get_stats: NULL argument");
+    const plan *p = c->plan;
+    *stats = (ly_graph_stats){.arena_bytes = p ? p->arena_bytes : 0,
+                              .arena_capacity = c->capacity,
+                              .unplanned_bytes = p ? p->unplanned_bytes : 0,
+                              .constant_bytes = c->g->constant_bytes,
+                              .arena_allocations = c->allocations,
+                              .plans = c->g->plans_made,
+                              .nodes = (int)c->g->n_nodes,
+                              .values = (int)c->g->n_values,
+                              .buffers = p ? (int)p->n_buffers : 0,
+                              .blocked_nodes = p ? p->blocked_nodes : 0};
+    return LY_OK;
+}

@@ -1,0 +1,479 @@
+/*
+ * The graph (src/graph): its planner (liveness reuse, in-place concat, views,
+ * arena reuse across runs and shapes, channel-blocked layouts), shape
+ * inference by the ops' contracts, N-d ops of other dtypes, and one graph
+ * shared by threads through pooled contexts, bit-identical to a single thread.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "graph/graph.h"
+#include "libreyolo/io.h"
+#include "libreyolo/kernels.h"
+#include "test_graph_util.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float uniform(float lo, float hi)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (float)((rng_state >> 40) & 0xffffff) / (float)0x1000000;
+}
+
+static ly_graph_value constant_f32(ly_graph *g, int ndim, const int64_t *shape, float **data)
+{
+    ly_graph_value v;
+    void *d;
+    assert_int_equal(ly_graph_constant(g, LY_F32, ndim, shape, &v, &d), LY_OK);
+    *data = d;
+    return v;
+}
+
+/* A 1x1 conv that multiplies every channel by `scale` (square weight). */
+static ly_graph_value scale_conv(ly_graph *g, ly_graph_value x, int64_t channels, float scale,
+                                 float bias, ly_graph_value residual)
+{
+    int64_t wshape[4] = {channels, channels, 1, 1};
+    float *w, *b;
+    ly_graph_value wv = constant_f32(g, 4, wshape, &w), bv = constant_f32(g, 1, &channels, &b);
+    for (int64_t o = 0; o < channels; o++) {
+        w[o * channels + o] = scale;
+        b[o] = bias;
+    }
+    ly_conv2d_params conv = LY_CONV2D_DEFAULTS;
+    ly_graph_value out;
+    assert_int_equal(ly_graph_conv2d(g, "scale", x, wv, bv, residual, &conv, &out), LY_OK);
+    return out;
+}
+
+static float symmetric(void)
+{
+    return uniform(-1.0f, 1.0f);
+}
+
+/* A 3x3 conv (padding 1, SiLU) with random weights. */
+static ly_graph_value random_conv(ly_graph *g, ly_graph_value x, int64_t in, int64_t out,
+                                  ly_graph_value residual)
+{
+    return ly_test_conv(g, "conv", x, in, out, 3, 1, 1, LY_ACT_SILU, residual, symmetric, 0.3f);
+}
+
+static float *view_data(const ly_graph_ctx *ctx, ly_graph_value v)
+{
+    ly_tensor t;
+    assert_int_equal(ly_graph_value_view(ctx, v, &t), LY_OK);
+    return t.data;
+}
+
+static void make_input(ly_tensor *t, int64_t c, int64_t h, int64_t w)
+{
+    int64_t shape[4] = {1, c, h, w};
+    assert_int_equal(ly_tensor_alloc(t, LY_F32, 4, shape), LY_OK);
+    float *d = t->data;
+    for (int64_t i = 0; i < ly_tensor_numel(t); i++)
+        d[i] = (float)(i % 7) - 3.0f;
+}
+
+/* Values between convolutions are kept in channel-blocked layouts where
+ * every writer and reader allows it (plan.c, plan_layouts). Whatever the
+ * planner decides (slices at offsets that are and are not whole blocks,
+ * concats, residuals, a pool in between, the RGB first layer), the outputs
+ * are the same as with plain NCHW everywhere (LIBREYOLO_BLOCKED=0) and as
+ * the reference's. */
+static void test_blocked_layouts_match_nchw(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, a, b, c, k, d, e, f, f2, parts[3], cat, pool, out, out2;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    a = random_conv(g, x, 3, 32, LY_GRAPH_NONE);
+    assert_int_equal(ly_graph_slice(g, "s16", a, 1, 16, 16, &b), LY_OK); /* whole blocks */
+    c = random_conv(g, b, 16, 16, b);                                    /* residual */
+    k = random_conv(g, c, 16, 16, LY_GRAPH_NONE);
+    assert_int_equal(ly_graph_slice(g, "s4", k, 1, 4, 8, &d), LY_OK); /* not whole blocks */
+    e = random_conv(g, d, 8, 24, LY_GRAPH_NONE);
+    f = random_conv(g, c, 16, 8, LY_GRAPH_NONE);
+    parts[0] = c;
+    parts[1] = e;
+    parts[2] = f;
+    assert_int_equal(ly_graph_concat(g, "cat", 3, parts, 1, &cat), LY_OK);
+    f2 = random_conv(g, c, 16, 16, LY_GRAPH_NONE);
+    ly_pool2d_params pool_params = LY_POOL2D_DEFAULTS;
+    pool_params.kernel[0] = pool_params.kernel[1] = 3;
+    pool_params.padding[0] = pool_params.padding[1] = 1;
+    assert_int_equal(ly_graph_max_pool2d(g, "pool", f2, &pool_params, &pool), LY_OK);
+    out = random_conv(g, pool, 16, 16, LY_GRAPH_NONE);
+    out2 = random_conv(g, cat, 48, 16, out);
+    assert_int_equal(ly_graph_output(g, out2, "y"), LY_OK);
+
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    ly_tensor in;
+    make_input(&in, 3, 13, 11);
+    const char *modes[][2] = {{"", "0"}, {"", ""}, {"reference", ""}};
+    float *results[3] = {NULL};
+    int64_t n = 16 * 13 * 11;
+    for (int m = 0; m < 3; m++) {
+        setenv("LIBREYOLO_KERNELS", modes[m][0], 1);
+        setenv("LIBREYOLO_BLOCKED", modes[m][1], 1);
+        assert_int_equal(ly_graph_run(ctx, 1, &in, 1), LY_OK);
+        ly_tensor y;
+        assert_int_equal(ly_graph_get_output(ctx, 0, &y, NULL), LY_OK);
+        assert_int_equal(ly_tensor_numel(&y), n);
+        results[m] = malloc((size_t)n * sizeof(float));
+        assert_non_null(results[m]);
+        memcpy(results[m], y.data, (size_t)n * sizeof(float));
+    }
+    setenv("LIBREYOLO_KERNELS", "", 1);
+    unsetenv("LIBREYOLO_BLOCKED");
+    for (int m = 1; m < 3; m++)
+        for (int64_t i = 0; i < n; i++) {
+            float want = results[0][i];
+            if (fabsf(results[m][i] - want) > 1e-4f * (1.0f + fabsf(want)))
+                fail_msg("mode %d element %lld: %g, expected %g", m, (long long)i,
+                         (double)results[m][i], (double)want);
+        }
+    for (int m = 0; m < 3; m++)
+        free(results[m]);
+    ly_tensor_free(&in);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
+/* A chain x -> c1 -> c2 -> c3 -> c4 needs two buffers, not four, and the
+ * third reuses the first's memory. */
+static void test_liveness_reuse(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, c[4];
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    c[0] = scale_conv(g, x, 4, 2.0f, 0.0f, LY_GRAPH_NONE);
+    for (int i = 1; i < 4; i++)
+        c[i] = scale_conv(g, c[i - 1], 4, 2.0f, 0.0f, LY_GRAPH_NONE);
+    assert_int_equal(ly_graph_output(g, c[3], "y"), LY_OK);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    ly_tensor in;
+    make_input(&in, 4, 8, 8);
+    setenv("LIBREYOLO_BLOCKED", "0", 1); /* sizes below are plain NCHW's */
+    assert_int_equal(ly_graph_run(ctx, 1, &in, 1), LY_OK);
+    unsetenv("LIBREYOLO_BLOCKED");
+    ly_graph_stats s;
+    assert_int_equal(ly_graph_get_stats(ctx, &s), LY_OK);
+    size_t one = 4 * 8 * 8 * sizeof(float);
+    assert_int_equal(s.unplanned_bytes, 4 * one);
+    assert_int_equal(s.arena_bytes, 2 * one);
+    assert_ptr_equal(view_data(ctx, c[0]), view_data(ctx, c[2]));
+    assert_ptr_equal(view_data(ctx, c[1]), view_data(ctx, c[3]));
+    assert_ptr_not_equal(view_data(ctx, c[0]), view_data(ctx, c[1]));
+    ly_tensor y;
+    assert_int_equal(ly_graph_get_output(ctx, 0, &y, NULL), LY_OK);
+    const float *in_d = in.data, *y_d = y.data;
+    for (int64_t i = 0; i < 4 * 64; i++)
+        assert_float_equal(y_d[i], in_d[i] * 16.0f, 0.0f);
+    ly_tensor_free(&in);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
+/* Concat inputs are written in place; a graph input and a repeated value are
+ * copied; slices are views; a residual is added after the activation. */
+static void test_concat_in_place(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, a, b, cat, half, r, cat2;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    a = scale_conv(g, x, 2, 2.0f, 1.0f, LY_GRAPH_NONE);  /* 2x + 1 */
+    b = scale_conv(g, x, 2, -1.0f, 0.0f, LY_GRAPH_NONE); /* -x */
+    ly_graph_value parts[3] = {a, b, a};
+    assert_int_equal(ly_graph_concat(g, "cat", 3, parts, 1, &cat), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "half", cat, 1, 2, 2, &half), LY_OK); /* = b */
+    r = scale_conv(g, half, 2, 3.0f, 0.0f, a);                               /* -3x + 2x + 1 */
+    ly_graph_value parts2[2] = {x, r};
+    assert_int_equal(ly_graph_concat(g, "cat2", 2, parts2, 1, &cat2), LY_OK);
+    assert_int_equal(ly_graph_output(g, cat, "cat"), LY_OK);
+    assert_int_equal(ly_graph_output(g, cat2, "cat2"), LY_OK);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    ly_tensor in;
+    make_input(&in, 2, 4, 5);
+    assert_int_equal(ly_graph_run(ctx, 1, &in, 2), LY_OK);
+    const int64_t plane = 20;
+    float *cat_d = view_data(ctx, cat);
+    assert_ptr_equal(view_data(ctx, a), cat_d);
+    assert_ptr_equal(view_data(ctx, b), cat_d + 2 * plane);
+    assert_ptr_equal(view_data(ctx, half), cat_d + 2 * plane);
+    float *cat2_d = view_data(ctx, cat2);
+    assert_ptr_equal(view_data(ctx, r), cat2_d + 2 * plane);
+    const float *xd = in.data;
+    for (int64_t i = 0; i < 2 * plane; i++) {
+        assert_float_equal(cat_d[i], 2.0f * xd[i] + 1.0f, 0.0f);
+        assert_float_equal(cat_d[2 * plane + i], -xd[i], 0.0f);
+        assert_float_equal(cat_d[4 * plane + i], 2.0f * xd[i] + 1.0f, 0.0f);
+        assert_float_equal(cat2_d[i], xd[i], 0.0f);
+        assert_float_equal(cat2_d[2 * plane + i], -3.0f * xd[i] + 2.0f * xd[i] + 1.0f, 0.0f);
+    }
+    ly_tensor out;
+    const char *name;
+    assert_int_equal(ly_graph_get_output(ctx, 1, &out, &name), LY_OK);
+    assert_string_equal(name, "cat2");
+    assert_int_equal(out.shape[1], 4);
+    ly_tensor_free(&in);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
+/* One plan and one arena allocation for any number of runs at a shape; a
+ * smaller shape replans into the same arena, a larger one grows it. */
+static void test_arena_reuse(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, y;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    y = scale_conv(g, x, 3, 1.0f, 0.5f, LY_GRAPH_NONE);
+    ly_pool2d_params pool = LY_POOL2D_DEFAULTS;
+    pool.kernel[0] = pool.kernel[1] = 2;
+    pool.stride[0] = pool.stride[1] = 2;
+    assert_int_equal(ly_graph_max_pool2d(g, "pool", y, &pool, &y), LY_OK);
+    assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    ly_tensor a, b, c;
+    make_input(&a, 3, 16, 16);
+    make_input(&b, 3, 8, 8);
+    make_input(&c, 3, 32, 16);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ly_graph_run(ctx, 1, &a, 1), LY_OK);
+    ly_graph_stats s;
+    assert_int_equal(ly_graph_get_stats(ctx, &s), LY_OK);
+    assert_int_equal(s.plans, 1);
+    assert_int_equal(s.arena_allocations, 1);
+    ly_tensor out;
+    assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+    assert_int_equal(out.shape[2], 8);
+    assert_int_equal(ly_graph_run(ctx, 1, &b, 1), LY_OK);
+    assert_int_equal(ly_graph_get_stats(ctx, &s), LY_OK);
+    assert_int_equal(s.plans, 2);
+    assert_int_equal(s.arena_allocations, 1);
+    assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+    assert_int_equal(out.shape[2], 4);
+    assert_int_equal(ly_graph_run(ctx, 1, &c, 1), LY_OK);
+    assert_int_equal(ly_graph_get_stats(ctx, &s), LY_OK);
+    assert_int_equal(s.plans, 3);
+    assert_int_equal(s.arena_allocations, 2);
+    assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+    assert_int_equal(out.shape[2], 16);
+    assert_int_equal(out.shape[3], 8);
+    /* Back to the first shape: its plan is still cached. */
+    assert_int_equal(ly_graph_run(ctx, 1, &a, 1), LY_OK);
+    assert_int_equal(ly_graph_get_stats(ctx, &s), LY_OK);
+    assert_int_equal(s.plans, 3);
+    /* A wrong rank or dtype is refused before anything runs. */
+    ly_tensor bad = a;
+    bad.ndim = 3;
+    assert_int_equal(ly_graph_run(ctx, 1, &bad, 1), LY_E_SHAPE);
+    bad = a;
+    bad.dtype = LY_I32;
+    assert_int_equal(ly_graph_run(ctx, 1, &bad, 1), LY_E_DTYPE);
+    ly_tensor_free(&a);
+    ly_tensor_free(&b);
+    ly_tensor_free(&c);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
+/* Shapes by contracts: a node that does not fit names itself and the op's
+ * complaint; ly_graph_infer gives every shape without planning. */
+static void test_shapes_and_errors(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, y, z, flat, grid;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    y = scale_conv(g, x, 3, 1.0f, 0.0f, LY_GRAPH_NONE);
+    int64_t shape[3] = {1, 3, -1};
+    assert_int_equal(ly_graph_reshape(g, "flat", y, 3, shape, &flat), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_ANCHOR_GRID, "grid", y, &grid), LY_OK);
+    const int perm[3] = {0, 2, 1};
+    assert_int_equal(ly_graph_permute(g, "t", flat, 3, perm, &z), LY_OK);
+    assert_int_equal(ly_graph_output(g, z, "z"), LY_OK);
+    assert_int_equal(ly_graph_output(g, grid, "grid"), LY_OK);
+    ly_tensor in = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, 4, 5}};
+    ly_tensor shapes[64];
+    assert_true(ly_graph_value_count(g) <= 64);
+    assert_int_equal(ly_graph_infer(g, 1, &in, shapes), LY_OK);
+    assert_int_equal(shapes[z].ndim, 3);
+    assert_int_equal(shapes[z].shape[1], 20);
+    assert_int_equal(shapes[z].shape[2], 3);
+    assert_int_equal(shapes[grid].shape[2], 20);
+
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    ly_tensor data;
+    make_input(&data, 3, 4, 5);
+    assert_int_equal(ly_graph_run(ctx, 1, &data, 1), LY_OK);
+    ly_tensor out;
+    assert_int_equal(ly_graph_get_output(ctx, 1, &out, NULL), LY_OK);
+    const float *a = out.data;
+    assert_float_equal(a[0], 0.5f, 0.0f);      /* x of cell (0, 0) */
+    assert_float_equal(a[6], 1.5f, 0.0f);      /* x of cell (1, 1) */
+    assert_float_equal(a[20 + 6], 1.5f, 0.0f); /* y of cell (1, 1) */
+    assert_float_equal(a[20 + 19], 3.5f, 0.0f);
+    /* 4 channels do not fit the 3-channel weights: the node says so. */
+    ly_tensor wrong;
+    make_input(&wrong, 4, 4, 5);
+    assert_int_not_equal(ly_graph_run(ctx, 1, &wrong, 1), LY_OK);
+    if (!strstr(ly_last_error(), "scale: conv2d")) fail_msg("message: %s", ly_last_error());
+    ly_tensor_free(&data);
+    ly_tensor_free(&wrong);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
+/* Ops on any dtype: an i64 input sliced, joined with a constant, permuted. */
+static void test_integer_values(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, s, c, cat, t;
+    assert_int_equal(ly_graph_input(g, "ids", LY_I64, 2, &x), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "s", x, 1, 1, 2, &s), LY_OK);
+    int64_t cshape[2] = {2, 1};
+    void *cd;
+    assert_int_equal(ly_graph_constant(g, LY_I64, 2, cshape, &c, &cd), LY_OK);
+    ((int64_t *)cd)[0] = 100;
+    ((int64_t *)cd)[1] = 200;
+    ly_graph_value parts[2] = {s, c};
+    assert_int_equal(ly_graph_concat(g, "cat", 2, parts, -1, &cat), LY_OK);
+    const int perm[2] = {1, 0};
+    assert_int_equal(ly_graph_permute(g, "t", cat, 2, perm, &t), LY_OK);
+    assert_int_equal(ly_graph_output(g, t, "t"), LY_OK);
+    int64_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    ly_tensor in;
+    int64_t ishape[2] = {2, 4};
+    assert_int_equal(ly_tensor_init(&in, ids, LY_I64, 2, ishape), LY_OK);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    assert_int_equal(ly_graph_run(ctx, 1, &in, 1), LY_OK);
+    ly_tensor out;
+    assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+    assert_int_equal(out.dtype, LY_I64);
+    assert_int_equal(out.shape[0], 3);
+    assert_int_equal(out.shape[1], 2);
+    const int64_t want[6] = {1, 5, 2, 6, 100, 200};
+    assert_memory_equal(out.data, want, sizeof want);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
+/* ---- one graph, many threads ------------------------------------------------------ */
+
+enum { THREADS = 4, RUNS = 20 };
+
+typedef struct shared_run {
+    ly_graph *g;
+    const ly_tensor *input;
+    const float *want;
+    int64_t n;
+    int mismatches;
+    ly_status status;
+} shared_run;
+
+static void *run_shared(void *arg)
+{
+    shared_run *r = arg;
+    for (int i = 0; i < RUNS && r->status == LY_OK; i++) {
+        ly_graph_ctx *ctx;
+        r->status = ly_graph_ctx_acquire(r->g, &ctx);
+        if (r->status != LY_OK) break;
+        r->status = ly_graph_run(ctx, 1, r->input, 1);
+        ly_tensor y;
+        if (r->status == LY_OK) r->status = ly_graph_get_output(ctx, 0, &y, NULL);
+        if (r->status == LY_OK && memcmp(y.data, r->want, (size_t)r->n * sizeof(float)) != 0)
+            r->mismatches++;
+        ly_graph_ctx_release(ctx);
+    }
+    return NULL;
+}
+
+static void test_shared_by_threads(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, a, b, parts[2], cat, y;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    a = random_conv(g, x, 3, 16, LY_GRAPH_NONE);
+    b = random_conv(g, a, 16, 16, a);
+    parts[0] = a;
+    parts[1] = b;
+    assert_int_equal(ly_graph_concat(g, "cat", 2, parts, 1, &cat), LY_OK);
+    y = random_conv(g, cat, 32, 8, LY_GRAPH_NONE);
+    assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
+    ly_tensor in;
+    make_input(&in, 3, 24, 20);
+
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_acquire(g, &ctx), LY_OK);
+    assert_int_equal(ly_graph_run(ctx, 1, &in, 1), LY_OK);
+    ly_tensor out;
+    assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+    int64_t n = ly_tensor_numel(&out);
+    float *want = malloc((size_t)n * sizeof(float));
+    assert_non_null(want);
+    memcpy(want, out.data, (size_t)n * sizeof(float));
+    ly_graph_ctx_release(ctx);
+
+    pthread_t threads[THREADS];
+    shared_run runs[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        runs[t] = (shared_run){.g = g, .input = &in, .want = want, .n = n, .status = LY_OK};
+        assert_int_equal(pthread_create(&threads[t], NULL, run_shared, &runs[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(threads[t], NULL);
+        if (runs[t].status != LY_OK) fail_msg("thread %d: %s", t, ly_status_name(runs[t].status));
+        assert_int_equal(runs[t].mismatches, 0);
+    }
+    /* Every thread planned nothing new: one plan for the one shape. */
+    assert_int_equal(ly_graph_ctx_acquire(g, &ctx), LY_OK);
+    ly_graph_stats s;
+    assert_int_equal(ly_graph_get_stats(ctx, &s), LY_OK);
+    assert_int_equal(s.plans, 1);
+    ly_graph_ctx_release(ctx);
+    free(want);
+    ly_tensor_free(&in);
+    ly_graph_free(g); /* frees the pooled contexts */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blocked_layouts_match_nchw),
+        cmocka_unit_test(test_liveness_reuse),
+        cmocka_unit_test(test_concat_in_place),
+        cmocka_unit_test(test_arena_reuse),
+        cmocka_unit_test(test_shapes_and_errors),
+        cmocka_unit_test(test_integer_values),
+        cmocka_unit_test(test_shared_by_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
