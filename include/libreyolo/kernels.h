@@ -126,9 +126,13 @@ typedef struct ly_kernel_stateful {
      * on one state. A failure disables the implementation, as for a function. */
     ly_status (*run)(void *state, const ly_kernel_call *call);
     void (*release)(void *state);
-    /* Optional: write constant input `index` back into `dst` exactly as prepare
-     * saw it, so that the graph may give its own copy's pages back meanwhile. */
+    /* Optional, with held_constants: write constant input `index` back into
+     * `dst` exactly as prepare saw it, so that the graph may give its own
+     * copy's pages back meanwhile. */
     ly_status (*restore_constant)(void *state, int index, void *dst);
+    /* Optional: the constant inputs (bit i) this state keeps an exact copy of
+     * and never reads from the caller again (packed weights, copied biases). */
+    uint32_t (*held_constants)(void *state);
 } ly_kernel_stateful;
 
 typedef struct ly_kernel_impl_desc {

@@ -564,6 +564,15 @@ static ly_status prepare_states(ly_graph *g, plan *p, bool *no_blocked, bool *re
     return LY_OK;
 }
 
+/* Whether node `pn`'s prepared state keeps its own copy of constant input k
+ * and can write it back. */
+static bool holds_constant(const pnode *pn, int k)
+{
+    const ly_kernel_stateful *sf = pn->mode == NODE_KERNEL ? ly_impl_stateful(pn->impl) : NULL;
+    return pn->state && sf && sf->restore_constant && sf->held_constants &&
+           (sf->held_constants(pn->state) & (1u << k));
+}
+
 /* Whether every reader of constant `c`, in every live plan (the one being made
  * among them), holds it prepared in a state that can write it back. */
 static bool only_prepared_readers(ly_graph *g, ly_graph_value c)
@@ -573,10 +582,7 @@ static bool only_prepared_readers(ly_graph *g, ly_graph_value c)
             const gnode *n = &g->nodes[i];
             for (int k = 0; k < n->n_in; k++) {
                 if (n->in[k] != c) continue;
-                const pnode *pn = &p->nodes[i];
-                const ly_kernel_stateful *sf =
-                    pn->mode == NODE_KERNEL ? ly_impl_stateful(pn->impl) : NULL;
-                if (!pn->state || !sf || !sf->restore_constant) return false;
+                if (!holds_constant(&p->nodes[i], k)) return false;
             }
         }
     return true;
@@ -626,10 +632,8 @@ static ly_status restore_plain_readers(ly_graph *g, plan *p)
     for (size_t i = 0; i < g->n_nodes; i++) {
         const gnode *n = &g->nodes[i];
         const pnode *pn = &p->nodes[i];
-        const ly_kernel_stateful *sf = pn->mode == NODE_KERNEL ? ly_impl_stateful(pn->impl) : NULL;
-        bool holds = pn->state && sf && sf->restore_constant;
         for (int k = 0; k < n->n_in; k++) {
-            if (n->in[k] == LY_GRAPH_NONE || holds) continue;
+            if (n->in[k] == LY_GRAPH_NONE || holds_constant(pn, k)) continue;
             if (g->values[n->in[k]].kind != LY_GRAPH_VALUE_CONSTANT) continue;
             ly_status st = ly_graph_constant_restore_locked(g, n->in[k]);
             if (st != LY_OK) return node_error(n, st);
@@ -820,6 +824,9 @@ ly_status ly_plan_acquire(ly_graph *g, int n_inputs, const ly_tensor *inputs, in
     memmove(&g->plans[1], &g->plans[0], (LY_GRAPH_MAX_PLANS - 1) * sizeof g->plans[0]);
     g->plans[0] = p;
     g->plans_made++;
+    ly_log(LY_LOG_DEBUG,
+           "graph: plan %zu: %zu nodes (%d on blocked data), %zu threads, arena %zu B",
+           g->plans_made, g->n_nodes, p->blocked_nodes, (size_t)p->threads, p->arena_bytes);
     atomic_fetch_add(&p->refs, 1); /* the caller's; the cache keeps the first */
     pthread_mutex_unlock(&g->lock);
     *out = p;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct ly_graph_ctx {
     ly_graph *g;
@@ -19,7 +20,30 @@ struct ly_graph_ctx {
     ly_tensor *views; /* per value, for the current plan */
     bool pooled;
     ly_graph_ctx *next_idle;
+    /* LIBREYOLO_PROFILE=1: time per op, logged when the context goes. */
+    bool profile;
+    double op_ms[LY_OP_COUNT];
+    int64_t op_calls[LY_OP_COUNT];
 };
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void log_profile(const ly_graph_ctx *c)
+{
+    double total = 0;
+    for (int op = 0; op < LY_OP_COUNT; op++)
+        total += c->op_ms[op];
+    for (int op = 0; op < LY_OP_COUNT; op++)
+        if (c->op_calls[op])
+            ly_log(LY_LOG_INFO, "graph profile: %-20s %8lld calls %10.2f ms (%4.1f%%)",
+                   ly_op_name((ly_op)op), (long long)c->op_calls[op], c->op_ms[op],
+                   total > 0 ? 100.0 * c->op_ms[op] / total : 0.0);
+}
 
 ly_status ly_graph_ctx_create(ly_graph *g, ly_graph_ctx **out)
 {
@@ -28,12 +52,15 @@ ly_status ly_graph_ctx_create(ly_graph *g, ly_graph_ctx **out)
     ly_graph_ctx *c = calloc(1, sizeof *c);
     if (!c) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_ctx_create: out of memory");
     c->g = g;
+    const char *profile = getenv("LIBREYOLO_PROFILE");
+    c->profile = profile && strcmp(profile, "1") == 0;
     *out = c;
     return LY_OK;
 }
 
 static void ctx_destroy(ly_graph_ctx *c)
 {
+    if (c->profile) log_profile(c);
     ly_plan_release(c->g, c->plan);
     free(c->arena);
     free(c->views);
@@ -271,8 +298,13 @@ ly_status ly_graph_run(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, i
                                 g->input_names[i]);
     resolve_views(c, inputs);
     for (size_t i = 0; i < g->n_nodes; i++) {
+        double t0 = c->profile ? now_ms() : 0;
         st = run_node(c, i);
         if (st != LY_OK) return st;
+        if (c->profile) {
+            c->op_ms[g->nodes[i].op] += now_ms() - t0;
+            c->op_calls[g->nodes[i].op]++;
+        }
     }
     return LY_OK;
 }

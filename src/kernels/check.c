@@ -418,6 +418,29 @@ static int layout_plans(const ly_kernel_layouts *lay, const ly_kernel_call *call
     return n;
 }
 
+/* What a state says it holds it must give back bit for bit (the graph frees
+ * the originals' pages on that promise). */
+static ly_status check_restores(const ly_kernel_stateful *sf, void *state,
+                                const ly_kernel_call *call, uint32_t constant)
+{
+    uint32_t held = sf->held_constants ? sf->held_constants(state) & constant : 0;
+    if (held && !sf->restore_constant)
+        return ly_set_error(LY_E_INTERNAL, "holds constants but cannot restore them");
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++) {
+        if (!(held & (1u << i)) || !call->in[i]) continue;
+        size_t bytes = (size_t)ly_tensor_numel(call->in[i]) * ly_dtype_size(call->in[i]->dtype);
+        void *back = malloc(bytes + 1);
+        if (!back) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+        memset(back, 0xA5, bytes);
+        ly_status st = sf->restore_constant(state, i, back);
+        if (st == LY_OK && memcmp(back, call->in[i]->data, bytes) != 0)
+            st = ly_set_error(LY_E_INTERNAL, "constant input %d restored with other bits", i);
+        free(back);
+        if (st != LY_OK) return st;
+    }
+    return LY_OK;
+}
+
 /* Run `impl`'s stateful form on `call` as `plan` lays it out: blocked inputs are
  * reordered copies, blocked outputs are reordered back into `got`. */
 static ly_status run_prepared(const ly_impl *impl, const ly_kernel_call *call, uint32_t constant,
@@ -459,6 +482,7 @@ static ly_status run_prepared(const ly_impl *impl, const ly_kernel_call *call, u
     if (st == LY_OK) st = sf->prepare(&c, &plan, &state);
     if (st == LY_OK) {
         st = sf->run(state, &c);
+        if (st == LY_OK) st = check_restores(sf, state, &c, constant);
         sf->release(state);
     }
     for (int i = 0; i < got->n && st == LY_OK; i++)

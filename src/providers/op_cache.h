@@ -24,14 +24,14 @@ typedef struct ly_conv_key {
     int64_t sh, sw, ph, pw, dh, dw, groups, activation;
     int64_t has_residual, threads;
     uint32_t alpha_bits; /* LY_ACT_LEAKY_RELU's slope as float bits (0 otherwise) */
-    uint32_t layout;     /* LY_NN_*_BLOCKED bits (providers.h); also keeps the key free
-                            of padding: it is hashed as bytes */
+    uint32_t layout;     /* the provider's own bits for blocked sides (0: NCHW); also
+                            keeps the key free of padding: it is hashed as bytes */
 } ly_conv_key;
 
 /* Fill `key` for a validated conv2d call run on `threads` threads. */
 void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads);
-/* The same with the weights' fingerprint given (computed earlier by
- * ly_conv_fingerprint): the weights are not read. */
+/* The same with the weights' fingerprint given (a state made for one call
+ * site passes 0): the weights are not read. */
 void ly_conv_key_init_with(ly_conv_key *key, const ly_kernel_call *call, int threads,
                            uint64_t fingerprint);
 uint64_t ly_conv_fingerprint(const ly_kernel_call *call);
@@ -65,13 +65,6 @@ typedef struct ly_op_cache {
 ly_status ly_op_cache_acquire(ly_op_cache *cache, const ly_conv_key *key, ly_op_create_fn create,
                               const ly_kernel_call *call, ly_op_entry **entry, void **op);
 void ly_op_cache_release(ly_op_cache *cache, ly_op_entry *entry);
-/* Keep an entry from eviction until unpinned (the operator is not held: use
- * ly_op_cache_lock / unlock around using it). */
-void ly_op_cache_pin(ly_op_cache *cache, ly_op_entry *entry);
-void ly_op_cache_unpin(ly_op_cache *cache, ly_op_entry *entry);
-void *ly_op_cache_lock(ly_op_entry *entry);
-void ly_op_cache_unlock(ly_op_entry *entry);
-
 /* A per-thread, 64-byte aligned buffer of at least `bytes` (index 0..3 gives
  * independent buffers), kept and grown across calls; NULL if out of memory. */
 #define LY_NN_SCRATCH_BUFFERS 4

@@ -138,7 +138,7 @@ static const ly_model_family nanodet_family = {.name = "nanodet",
 /* NanoDet's head: one graph input [1, 3, S, S]; outputs cls for every level,
  * then reg for every level, [1, (S / stride)^2, nc] and [1, same, 4 * bins],
  * strides ascending. Planning the graph gives the shapes. */
-static ly_status check_head(nanodet_model *n, const ly_graph_ctx *ctx, const char *path,
+static ly_status check_head(nanodet_model *n, const ly_tensor *shapes, const char *path,
                             int64_t *nc)
 {
     ly_graph *g = n->graph;
@@ -156,10 +156,11 @@ static ly_status check_head(nanodet_model *n, const ly_graph_ctx *ctx, const cha
     n->levels = outputs / 2;
     int64_t bins = 0;
     for (int l = 0; l < n->levels; l++) {
-        ly_tensor cls, reg;
+        ly_graph_value cv, rv;
         const char *cls_name, *reg_name;
-        ly_graph_get_output(ctx, l, &cls, &cls_name);
-        ly_graph_get_output(ctx, n->levels + l, &reg, &reg_name);
+        ly_graph_output_value(g, l, &cv, &cls_name);
+        ly_graph_output_value(g, n->levels + l, &rv, &reg_name);
+        ly_tensor cls = shapes[cv], reg = shapes[rv];
         int64_t anchors = cls.ndim == 3 ? cls.shape[1] : 0, side = 1;
         while (side * side < anchors)
             side++;
@@ -219,19 +220,20 @@ static ly_status build(nanodet_model *n, const char *json_path, ly_model_desc *d
     if (st != LY_OK) st = ly_error_prefix(st, "ly_model_load");
     ly_tfjs_free(m);
     if (st != LY_OK) return st;
-    /* Planned now, so a graph that does not fit is refused at load. */
+    /* Shapes now, so a graph that does not fit is refused at load (planning,
+     * with its packed weights, waits for the first run's thread count). */
     st = ly_graph_input_in_arena(n->graph, 0);
-    ly_graph_ctx *ctx = NULL;
-    if (st == LY_OK) st = ly_graph_ctx_acquire(n->graph, &ctx);
-    ly_tensor input;
-    if (st == LY_OK) st = prepare_input(n, ctx, ly_threads_resolve(0), &input);
+    ly_tensor *shapes = calloc((size_t)ly_graph_value_count(n->graph) + 1, sizeof *shapes);
+    if (st == LY_OK && !shapes) st = ly_set_error(LY_E_NO_MEMORY, "out of memory");
+    ly_tensor input = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, n->size, n->size}};
+    if (st == LY_OK) st = ly_graph_infer(n->graph, 1, &input, shapes);
     if (st != LY_OK) {
-        ly_graph_ctx_release(ctx);
+        free(shapes);
         return ly_error_prefix(st, "ly_model_load");
     }
     int64_t nc = 0;
-    st = check_head(n, ctx, json_path, &nc);
-    ly_graph_ctx_release(ctx);
+    st = check_head(n, shapes, json_path, &nc);
+    free(shapes);
     if (st != LY_OK) return st;
     d->nc = nc;
     d->imgsz = n->size;

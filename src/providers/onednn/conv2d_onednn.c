@@ -16,11 +16,10 @@
  * post-op when the output is already NCHW. Weights are reordered once per
  * cached operator.
  *
- * Inside a graph most convolutions skip those reorders: the graph keeps the
- * values between them in oneDNN's blocked layouts (nChw16c on AVX-512, else
- * nChw8c; src/graph/graph.c, plan_layouts) and calls conv2d_onednn_blocked with
- * the layout of each side, which becomes part of the cache key. LibreYOLO9t
- * at 640, 1 thread: 94 -> 87 ms, and the reorder scratch 9.4 -> 3.9 MiB.
+ * Inside a graph most convolutions skip those reorders: a graph prepares
+ * each convolution once (the prepared form at the end of this file) and keeps
+ * the values between them in oneDNN's blocked layouts (nChw16c on AVX-512,
+ * else nChw8c; src/graph/plan.c, plan_layouts).
  *
  * Threads: call->threads is honoured through OpenMP (onednn_common.h) and is
  * part of the cache key, since oneDNN plans a primitive's work split for the
@@ -29,13 +28,19 @@
 #include "core/core.h"
 #include "libreyolo/nn.h"
 #include "providers/builtin.h"
-#include "providers/nn_providers.h"
 #include "providers/onednn/onednn_common.h"
 #include "providers/op_cache.h"
 
 #include <dnnl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ly_conv_key.layout: which sides of the call are channel-blocked. */
+#define SRC_BLOCKED8 1u  /* in[0] is nChw8c */
+#define DST_BLOCKED8 2u  /* out[0] and in[3] (residual) are nChw8c */
+#define SRC_BLOCKED16 4u /* ... nChw16c */
+#define DST_BLOCKED16 8u
 
 /* Two LibreYOLO9 models at two thread counts fit. */
 #define CACHE_CAPACITY 512
@@ -52,10 +57,10 @@ typedef struct onednn_op {
     bool reference;                      /* oneDNN serves it with its reference kernel (slow) */
     bool weights_packed;                 /* op->weights is a copy (not the caller's buffer) */
     dnnl_memory_desc_t weights_plain;    /* the caller's OIHW / GOIHW layout, for restoring */
+    struct onednn_op *next_idle;         /* a prepared state's spare operators */
 } onednn_op;
 
 static void destroy_op(void *p);
-static ly_status restore_weights(ly_nn_conv_weights *weights, void *plain);
 static ly_op_cache cache = LY_OP_CACHE_INIT(CACHE_CAPACITY, destroy_op);
 
 static ly_status dnnl_failed(const char *what, dnnl_status_t st)
@@ -180,12 +185,12 @@ static plan choose_plan(const ly_conv_key *k, int attempt)
          * has a JIT kernel for that (attempt 0; an NCHW side takes the
          * other's), else on 8-channel blocks (attempt 1: an NCHW side, or
          * the other block size, is reordered), else as without layouts. */
-        dnnl_format_tag_t src = k->layout & LY_NN_SRC_BLOCKED16  ? dnnl_nChw16c
-                                : k->layout & LY_NN_SRC_BLOCKED8 ? dnnl_nChw8c
-                                                                 : dnnl_format_tag_undef;
-        dnnl_format_tag_t dst = k->layout & LY_NN_DST_BLOCKED16  ? dnnl_nChw16c
-                                : k->layout & LY_NN_DST_BLOCKED8 ? dnnl_nChw8c
-                                                                 : dnnl_format_tag_undef;
+        dnnl_format_tag_t src = k->layout & SRC_BLOCKED16  ? dnnl_nChw16c
+                                : k->layout & SRC_BLOCKED8 ? dnnl_nChw8c
+                                                           : dnnl_format_tag_undef;
+        dnnl_format_tag_t dst = k->layout & DST_BLOCKED16  ? dnnl_nChw16c
+                                : k->layout & DST_BLOCKED8 ? dnnl_nChw8c
+                                                           : dnnl_format_tag_undef;
         if (src == dnnl_format_tag_undef) src = k->c < 8 ? dnnl_nchw : dst; /* RGB: as below */
         if (dst == dnnl_format_tag_undef) dst = src;
         if (attempt == 1 && src != dst && k->c >= 8) src = dst = dnnl_nChw8c;
@@ -229,8 +234,11 @@ static dnnl_status_t make_activation(const dnnl_memory_desc_t *md, int64_t activ
     return st;
 }
 
-static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, int attempt,
-                            ly_status *status)
+/* `share`: an operator of the same call whose packed weights and bias this
+ * one reads (NULL: its own, from the call), so a state's operators for
+ * concurrent runs hold one copy and never read the caller's weights again. */
+static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, int attempt,
+                                 const onednn_op *share, ly_status *status)
 {
     dnnl_engine_t engine = ly_onednn_engine();
     onednn_op *op = calloc(1, sizeof *op);
@@ -254,12 +262,12 @@ static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, in
     for (int i = 0; i < 2; i++)
         if (pad_r[i] < 0) pad_r[i] = 0;
     dnnl_memory_desc_t src_user, dst_user, src_any, dst_any, w_any, w_user, bias_md;
-    dnnl_format_tag_t src_user_tag = k->layout & LY_NN_SRC_BLOCKED16  ? dnnl_nChw16c
-                                     : k->layout & LY_NN_SRC_BLOCKED8 ? dnnl_nChw8c
-                                                                      : dnnl_nchw;
-    dnnl_format_tag_t dst_user_tag = k->layout & LY_NN_DST_BLOCKED16  ? dnnl_nChw16c
-                                     : k->layout & LY_NN_DST_BLOCKED8 ? dnnl_nChw8c
-                                                                      : dnnl_nchw;
+    dnnl_format_tag_t src_user_tag = k->layout & SRC_BLOCKED16  ? dnnl_nChw16c
+                                     : k->layout & SRC_BLOCKED8 ? dnnl_nChw8c
+                                                                : dnnl_nchw;
+    dnnl_format_tag_t dst_user_tag = k->layout & DST_BLOCKED16  ? dnnl_nChw16c
+                                     : k->layout & DST_BLOCKED8 ? dnnl_nChw8c
+                                                                : dnnl_nchw;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_user, 4, src_dims, dnnl_f32, src_user_tag));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_user, 4, dst_dims, dnnl_f32, dst_user_tag));
     plan how = choose_plan(k, attempt);
@@ -319,8 +327,8 @@ static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, in
          * binary add (with the sum oneDNN falls back to its reference
          * kernel, ~20x slower); the binary add also reads the residual
          * where it is, with no copy into the output first. */
-        bool binary = (k->layout & (LY_NN_DST_BLOCKED8 | LY_NN_DST_BLOCKED16)) &&
-                      fused_activation != LY_ACT_NONE;
+        bool binary =
+            (k->layout & (DST_BLOCKED8 | DST_BLOCKED16)) && fused_activation != LY_ACT_NONE;
         DNNL_TRY(
             make_conv_pd(&desc, fused_activation, alpha, !binary, binary ? &dst_user : NULL, &pd));
         if (binary) {
@@ -349,7 +357,14 @@ static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, in
     /* Weights: reordered once into memory the operator owns, unless the
      * kernel reads them as they are (plain OIHW): then it reads the caller's,
      * which the key names by pointer and fingerprint, instead of a copy. */
-    if (dnnl_memory_desc_equal(w_md, &w_user)) {
+    const dnnl_memory_desc_t *shared_md = NULL;
+    if (share && share->weights_packed)
+        DNNL_TRY(dnnl_memory_get_memory_desc(share->weights, &shared_md));
+    if (shared_md && dnnl_memory_desc_equal(w_md, shared_md)) {
+        void *packed = NULL;
+        DNNL_TRY(dnnl_memory_get_data_handle(share->weights, &packed));
+        DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, packed));
+    } else if (dnnl_memory_desc_equal(w_md, &w_user)) {
         ly_log(LY_LOG_DEBUG, "conv2d (onednn): plain weights shared, %zu B",
                dnnl_memory_desc_get_size(w_md));
         DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, call->in[1]->data));
@@ -366,10 +381,11 @@ static void *create_op_with(const ly_conv_key *k, const ly_kernel_call *call, in
         DNNL_TRY(dnnl_stream_wait(op->stream));
     }
     if (k->bias) {
-        void *handle = NULL;
+        void *handle = NULL, *from = call->in[2]->data;
+        if (share && share->bias) DNNL_TRY(dnnl_memory_get_data_handle(share->bias, &from));
         DNNL_TRY(dnnl_memory_create(&op->bias, &bias_md, engine, DNNL_MEMORY_ALLOCATE));
         DNNL_TRY(dnnl_memory_get_data_handle(op->bias, &handle));
-        memcpy(handle, call->in[2]->data, (size_t)k->o * sizeof(float));
+        memcpy(handle, from, (size_t)k->o * sizeof(float));
     }
 
     if (how.separate_activation)
@@ -399,16 +415,28 @@ fail:
     return NULL;
 }
 
-static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_status *status)
+/* The operator for `k`, and the attempt (choose_plan) that made it. */
+static onednn_op *create_best(const ly_conv_key *k, const ly_kernel_call *call, ly_status *status,
+                              int *attempt_out)
 {
     /* Blocked data: the layouts asked for may have only oneDNN's reference
      * kernel (~20x slower than a reorder more); then fewer constraints. */
     for (int attempt = 0; k->layout && attempt < 2; attempt++) {
-        onednn_op *op = create_op_with(k, call, attempt, status);
-        if (op && !op->reference) return op;
+        onednn_op *op = create_op_with(k, call, attempt, NULL, status);
+        if (op && !op->reference) {
+            *attempt_out = attempt;
+            return op;
+        }
         destroy_op(op);
     }
-    return create_op_with(k, call, 2, status);
+    *attempt_out = 2;
+    return create_op_with(k, call, 2, NULL, status);
+}
+
+static void *create_op(const ly_conv_key *k, const ly_kernel_call *call, ly_status *status)
+{
+    int attempt;
+    return create_best(k, call, status, &attempt);
 }
 
 #undef DNNL_TRY
@@ -468,112 +496,195 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
     return LY_OK;
 }
 
-/* Graph weights (providers.h): a released node's operator is found by the
- * fingerprint taken at packing, so the plain pages are never read again. */
-static ly_status run_conv(const ly_kernel_call *call, unsigned layout, ly_nn_conv_weights *weights)
+static ly_status conv2d_onednn(const ly_kernel_call *call)
 {
     if (!ly_onednn_engine()) return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
     int threads = ly_threads_resolve(call->threads);
-    if (weights && weights->released &&
-        (weights->keeper_threads != threads || weights->keeper_layout != layout)) {
-        /* Another operator would be packed from the plain weights. */
-        ly_status st = restore_weights(weights, call->in[1]->data);
-        if (st != LY_OK) return st;
-    }
     int previous = ly_onednn_threads_begin(threads);
     ly_conv_key key;
-    if (weights) {
-        if (!weights->fingerprinted) {
-            weights->fingerprint = ly_conv_fingerprint(call);
-            weights->fingerprinted = true;
-        }
-        ly_conv_key_init_with(&key, call, threads, weights->fingerprint);
-    } else {
-        ly_conv_key_init(&key, call, threads);
-    }
-    key.layout = layout;
+    ly_conv_key_init(&key, call, threads);
     ly_op_entry *entry = NULL;
     void *op = NULL;
     ly_status st = ly_op_cache_acquire(&cache, &key, create_op, call, &entry, &op);
     if (st == LY_OK) {
         st = run_op(op, call);
-        bool packed = ((onednn_op *)op)->weights_packed;
-        if (weights && packed && weights->keeper != entry) {
-            ly_op_cache_pin(&cache, entry);
-            ly_op_entry *old = weights->keeper;
-            weights->keeper = entry;
-            weights->keeper_threads = threads;
-            weights->keeper_layout = layout;
-            if (old) ly_op_cache_unpin(&cache, old);
-        }
         ly_op_cache_release(&cache, entry);
     }
     ly_onednn_threads_end(previous);
     return st;
 }
 
-static ly_status restore_weights(ly_nn_conv_weights *weights, void *plain)
+/* ---- the prepared form (graphs) -------------------------------------------------------- *
+ *
+ * A graph prepares each convolution node once per plan: the operator is made
+ * then, with the weights packed, and the node's values may stay in oneDNN's
+ * blocked layouts between convolutions (ly_kernel_layouts), so the reorders
+ * around each go away (LibreYOLO9t at 640, 1 thread: 94 -> 87 ms, reorder
+ * scratch 9.4 -> 3.9 MiB). The state keeps the packed weights and a copy of
+ * the bias, so the graph gives the plain weights' pages back (restore writes
+ * them back exactly). An operator runs one call at a time (its stream and
+ * memory handles are per call): concurrent runs of one state each take a
+ * spare operator, made on first need over the same packed weights. */
+
+typedef struct conv_state {
+    ly_conv_key key;
+    int attempt;        /* choose_plan's attempt that made the first operator */
+    onednn_op *primary; /* owns the packed weights */
+    pthread_mutex_t lock;
+    onednn_op *idle; /* operators not running, the primary among them */
+} conv_state;
+
+static uint32_t layout_bits(const ly_kernel_prepare_info *info)
 {
-    ly_op_entry *entry = weights->keeper;
-    if (!entry) {
-        if (weights->released)
-            return ly_set_error(LY_E_PROVIDER, "conv2d (onednn): released weights have no "
-                                               "packed copy to restore them from");
+    ly_layout src = info->in_layout[0], dst = info->out_layout[0];
+    return (src == LY_LAYOUT_NCHW16C  ? SRC_BLOCKED16
+            : src == LY_LAYOUT_NCHW8C ? SRC_BLOCKED8
+                                      : 0u) |
+           (dst == LY_LAYOUT_NCHW16C  ? DST_BLOCKED16
+            : dst == LY_LAYOUT_NCHW8C ? DST_BLOCKED8
+                                      : 0u);
+}
+
+/* 16-channel blocks where the AVX-512 kernels (brgconv) exist: on LibreYOLO9t's
+ * 3x3 convolutions they are ~25% faster than the 8-channel AVX2 ones. */
+static ly_layout preferred_layout(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? LY_LAYOUT_NCHW16C
+                                                                        : LY_LAYOUT_NCHW8C;
+}
+
+static ly_status conv_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
+{
+    memset(out, 0, sizeof *out);
+    const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
+    const ly_tensor *x = call->in[0], *y = call->out[0];
+    if (x->ndim != 4 || x->shape[0] != 1) return LY_OK;
+    uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
+    if (preferred_layout() == LY_LAYOUT_NCHW16C) blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
+    /* A first layer (RGB) reads NCHW as it is and may still write blocked. */
+    bool first = x->shape[1] < 8 && p->groups <= 1;
+    if (!first) out->in[0] = blocked;
+    out->out[0] = blocked;
+    out->in[3] = blocked;
+    out->tied = 1u << 3; /* the residual is added to the output element by element */
+    out->preferred = preferred_layout();
+    (void)y;
+    return LY_OK;
+}
+
+static void conv_release(void *state)
+{
+    conv_state *s = state;
+    if (!s) return;
+    /* Spares read the primary's packed weights: they go first. */
+    for (onednn_op *op = s->idle, *next; op; op = next) {
+        next = op->next_idle;
+        if (op != s->primary) destroy_op(op);
+    }
+    destroy_op(s->primary);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                              void **state)
+{
+    if (!ly_onednn_engine()) return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
+    if (!(info->constant_inputs & (1u << 1)) ||
+        (call->in[2] && !(info->constant_inputs & (1u << 2))))
+        return LY_E_DECLINED; /* weights that change between runs: the plain function */
+    conv_state *s = calloc(1, sizeof *s);
+    if (!s) return ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
+    pthread_mutex_init(&s->lock, NULL);
+    /* The key's fingerprint is not used: the state is this call's alone. */
+    ly_conv_key_init_with(&s->key, call, info->threads, 0);
+    s->key.layout = layout_bits(info);
+    int previous = ly_onednn_threads_begin(info->threads);
+    ly_status st = LY_OK;
+    s->primary = create_best(&s->key, call, &st, &s->attempt);
+    ly_onednn_threads_end(previous);
+    if (!s->primary) {
+        conv_release(s);
+        if (st == LY_E_DECLINED) ly_clear_error();
+        return st == LY_E_DECLINED ? LY_E_DECLINED : st;
+    }
+    s->idle = s->primary;
+    *state = s;
+    return LY_OK;
+}
+
+static ly_status conv_run(void *state, const ly_kernel_call *call)
+{
+    conv_state *s = state;
+    pthread_mutex_lock(&s->lock);
+    onednn_op *op = s->idle;
+    if (op) s->idle = op->next_idle;
+    pthread_mutex_unlock(&s->lock);
+    int previous = ly_onednn_threads_begin((int)s->key.threads);
+    ly_status st = LY_OK;
+    if (!op) op = create_op_with(&s->key, call, s->attempt, s->primary, &st);
+    if (op) st = run_op(op, call);
+    ly_onednn_threads_end(previous);
+    if (!op) return st;
+    pthread_mutex_lock(&s->lock);
+    op->next_idle = s->idle;
+    s->idle = op;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static uint32_t conv_held(void *state)
+{
+    const conv_state *s = state;
+    return (s->primary->weights_packed ? 1u << 1 : 0u) | (s->primary->bias ? 1u << 2 : 0u);
+}
+
+/* The packed weights reordered back to OIHW (exact: a reorder moves values),
+ * or the bias copied back. */
+static ly_status conv_restore(void *state, int index, void *dst)
+{
+    const conv_state *s = state;
+    const onednn_op *op = s->primary;
+    if (index == 2 && op->bias) {
+        void *from = NULL;
+        DNNL_TRY(dnnl_memory_get_data_handle(op->bias, &from));
+        memcpy(dst, from, (size_t)s->key.o * sizeof(float));
         return LY_OK;
     }
-    onednn_op *op = ly_op_cache_lock(entry);
+    if (index != 1 || !op->weights_packed)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "conv2d (onednn): input %d is not held", index);
     dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_stream_t stream = NULL;
     dnnl_primitive_t reorder = NULL;
     dnnl_memory_t to = NULL;
     const dnnl_memory_desc_t *packed = NULL;
     dnnl_status_t st = dnnl_memory_get_memory_desc(op->weights, &packed);
-    if (st == dnnl_success) st = dnnl_memory_create(&to, &op->weights_plain, engine, plain);
+    if (st == dnnl_success) st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    if (st == dnnl_success) st = dnnl_memory_create(&to, &op->weights_plain, engine, dst);
     if (st == dnnl_success) st = make_reorder(packed, &op->weights_plain, false, &reorder);
     if (st == dnnl_success) {
         dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, op->weights}, {DNNL_ARG_TO, to}};
-        st = dnnl_primitive_execute(reorder, op->stream, 2, args);
+        st = dnnl_primitive_execute(reorder, stream, 2, args);
     }
-    if (st == dnnl_success) st = dnnl_stream_wait(op->stream);
+    if (st == dnnl_success) st = dnnl_stream_wait(stream);
     if (reorder) dnnl_primitive_destroy(reorder);
     if (to) dnnl_memory_destroy(to);
-    ly_op_cache_unlock(entry);
+    if (stream) dnnl_stream_destroy(stream);
     if (st != dnnl_success) return dnnl_failed("restoring packed weights", st);
-    weights->released = false;
-    weights->keeper = NULL;
-    ly_op_cache_unpin(&cache, entry);
     return LY_OK;
 }
 
-static void forget_weights(ly_nn_conv_weights *weights)
-{
-    if (weights->keeper) ly_op_cache_unpin(&cache, weights->keeper);
-    weights->keeper = NULL;
-}
-
-static ly_status conv2d_onednn(const ly_kernel_call *call)
-{
-    return run_conv(call, 0, NULL);
-}
-
-static ly_status conv2d_onednn_blocked(const ly_kernel_call *call, unsigned layout,
-                                       ly_nn_conv_weights *weights)
-{
-    ly_status st = run_conv(call, layout, weights);
-    if (st == LY_E_DECLINED) /* the graph has no other provider for blocked data */
-        return ly_set_error(LY_E_PROVIDER, "conv2d (onednn): no oneDNN implementation for this "
-                                           "convolution on 8-channel blocked data");
-    return st;
-}
-
-static const ly_nn_blocked_conv_provider blocked_provider = {conv2d_onednn_blocked, restore_weights,
-                                                             forget_weights};
+static const ly_kernel_stateful conv_stateful = {
+    .layouts = conv_layouts,
+    .prepare = conv_prepare,
+    .run = conv_run,
+    .release = conv_release,
+    .restore_constant = conv_restore,
+    .held_constants = conv_held,
+};
 
 void ly_onednn_register_conv2d(void)
 {
-    /* 16-channel blocks where the AVX-512 kernels (brgconv) exist: on LibreYOLO9t's
-     * 3x3 convolutions they are ~25% faster than the 8-channel AVX2 ones. */
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    int block = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 16 : 8;
-    ly_nn_set_blocked_conv(&blocked_provider, "onednn", block);
-    ly_provider_add(LY_OP_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate, NULL);
+    ly_provider_add(LY_OP_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate, &conv_stateful);
 }

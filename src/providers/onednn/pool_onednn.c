@@ -11,7 +11,6 @@
 #include "core/core.h"
 #include "libreyolo/nn.h"
 #include "providers/builtin.h"
-#include "providers/nn_providers.h"
 #include "providers/onednn/onednn_common.h"
 #include "providers/op_cache.h"
 

@@ -13,7 +13,6 @@
 #include "libreyolo/nn.h"
 #include "ops/nn/reference.h"
 #include "providers/builtin.h"
-#include "providers/nn_providers.h"
 #include "providers/op_cache.h"
 
 #include <cblas.h>
