@@ -4,8 +4,9 @@ CMAKE ?= cmake
 BUILD ?= build
 BUILD_SAN ?= build-sanitize
 BUILD_PORTABLE ?= build-portable
+BUILD_TSAN ?= build-tsan
 
-.PHONY: all build demo test test-fast test-sanitize test-portable clean format
+.PHONY: all build demo test test-fast test-sanitize test-portable test-tsan clean format
 
 all: build
 
@@ -28,8 +29,9 @@ demo: build
 	@echo "annotated image: $(abspath $(DEMO_OUT))/$(notdir $(DEMO_IMAGE))"
 
 # Every test three ways: the default build (gcc), clang under ASan+UBSan, and the
-# portable build without the optional accelerated providers.
-test: test-fast test-sanitize test-portable
+# portable build without the optional accelerated providers; then the threaded
+# tests under ThreadSanitizer.
+test: test-fast test-sanitize test-portable test-tsan
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -45,8 +47,18 @@ test-portable:
 	@$(CMAKE) --build $(BUILD_PORTABLE) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_PORTABLE))
 	cd $(BUILD_PORTABLE) && ctest --output-on-failure -j$(JOBS)
 
+# The tests that share a graph or a model between threads, under clang's
+# ThreadSanitizer, with the optional libraries off (uninstrumented OpenMP in
+# oneDNN would report its own synchronisation).
+TSAN_TESTS = test_threads|test_graph|test_registry
+test-tsan:
+	@$(CMAKE) -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DLIBREYOLO_TSAN=ON \
+		-DLIBREYOLO_WITH_ONEDNN=OFF -DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_CUDA=OFF >/dev/null
+	@$(CMAKE) --build $(BUILD_TSAN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_TSAN))
+	cd $(BUILD_TSAN) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -j$(JOBS) -R '^($(TSAN_TESTS))$$'
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_PORTABLE)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_PORTABLE) $(BUILD_TSAN)

@@ -24,8 +24,8 @@
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 #include "libreyolo/nn.h"
-#include "models/family.h"
 #include "models/nanodet/nanodet.h"
+#include "models/recipe.h"
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
@@ -314,9 +314,9 @@ static void test_loader_accepts_and_declines(void **state)
     /* Not ours: declined without an error, for the next loader. */
     ly_model *m = NULL;
     char path[512];
-    assert_int_equal(ly_nanodet_load_model("LibreYOLO9t.pt", &d), LY_E_DECLINED);
-    assert_int_equal(ly_nanodet_load_model(ly_test_scratch(), &d), LY_E_DECLINED); /* no json */
-    assert_null(d.net);
+    assert_int_equal(ly_nanodet_load_path("LibreYOLO9t.pt", &d), LY_E_DECLINED);
+    assert_int_equal(ly_nanodet_load_path(ly_test_scratch(), &d), LY_E_DECLINED); /* no json */
+    assert_null(d.engine);
     /* A .json is ours: what is wrong with it is an error naming it. */
     ly_test_scratch_path("missing.json", path, sizeof path);
     assert_int_equal(ly_model_load(path, NULL, &m), LY_E_NOT_FOUND);
@@ -335,7 +335,7 @@ static void test_loader_accepts_and_declines(void **state)
                "\"modelTopology\":{\"node\":[{\"name\":\"x\",\"op\":\"Placeholder\"},"
                "{\"name\":\"y\",\"op\":\"Sigmoid\",\"input\":[\"x\"]}]}}");
     assert_int_equal(ly_model_load(path, NULL, &m), LY_E_UNSUPPORTED);
-    assert_non_null(strstr(ly_last_error(), "1 outputs, a NanoDet graph"));
+    assert_non_null(strstr(ly_last_error(), "1 outputs, a NanoDet network"));
     unlink(path);
     /* An op the importer does not know: named with its node. */
     write_file(path,

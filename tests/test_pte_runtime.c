@@ -25,7 +25,7 @@
 #include "libreyolo/fetch.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
-#include "models/family.h"
+#include "models/recipe.h"
 #include "test_export_util.h"
 
 #include <math.h>
@@ -406,7 +406,7 @@ static void test_sidecar_checks(void **state)
                  "ExecuTorch metadata must declare a fixed input size.");
     /* Keys all right, but the program is not a YOLO9 detector. */
     expect_error(load_with(good_sidecar), ly_et_xnnpack_available()
-                                              ? "the program's first output"
+                                              ? "the network's first output"
                                               : "does not provide XnnpackBackend");
     char missing[600];
     ly_test_scratch_path("absent.pte", missing, sizeof missing);

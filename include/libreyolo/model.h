@@ -49,12 +49,18 @@ typedef struct ly_model_info {
     /* What predict uses for options left at "model default". */
     float default_conf, default_iou;
     int default_max_det;
+    const char *input;  /* what the preprocessing makes of an image ("float32 RGB /255, ...") */
+    const char *engine; /* what runs the network: "graph" or "executorch" */
 } ly_model_info;
 
 LY_API ly_status ly_model_get_info(const ly_model *model, ly_model_info *info);
 
 /* What the loaded network is made of (benchmarks, `libreyolo info`). */
 typedef struct ly_model_stats {
+    /* The checkpoint as stored (-1: the model was not loaded from one): its
+     * tensors, and their elements less BatchNorm's running statistics (as
+     * torch's parameters() counts). */
+    int64_t file_tensors, file_parameters;
     size_t weight_tensors; /* the network's constants as loaded (folded weights and biases) */
     int64_t parameters;    /* their elements */
     size_t weight_bytes;

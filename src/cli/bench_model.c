@@ -12,7 +12,6 @@
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
-#include "graph/graph.h"
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/model.h"

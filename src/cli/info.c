@@ -1,7 +1,6 @@
 /* `libreyolo info`: what a checkpoint holds and what the model expects. */
 #include "cli/cli.h"
 #include "cli/json_out.h"
-#include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/model.h"
 
@@ -19,54 +18,6 @@ static void print_usage(FILE *to)
           "network.\n"
           "  --json           one JSON object instead of text\n",
           to);
-}
-
-/* BatchNorm buffers are state, not parameters (as torch's parameters() sees it). */
-static bool is_buffer(const char *key)
-{
-    static const char *const suffixes[] = {"running_mean", "running_var", "num_batches_tracked"};
-    size_t n = strlen(key);
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
-        size_t m = strlen(suffixes[i]);
-        if (n >= m && strcmp(key + n - m, suffixes[i]) == 0) return true;
-    }
-    return false;
-}
-
-static ly_status count_tensors(const char *path, size_t *tensors, int64_t *params)
-{
-    ly_checkpoint *ck;
-    ly_status st = ly_checkpoint_open(path, &ck);
-    if (st != LY_OK) return st;
-    st = ly_checkpoint_tensor_count(ck, tensors);
-    *params = 0;
-    for (size_t i = 0; st == LY_OK && i < *tensors; i++) {
-        const char *name;
-        ly_tensor view;
-        st = ly_checkpoint_tensor_at(ck, i, &name, &view);
-        if (st == LY_OK && !is_buffer(name)) *params += ly_tensor_numel(&view);
-    }
-    ly_checkpoint_close(ck);
-    return st;
-}
-
-/* Families without a state dict: the network's constants as loaded (for
- * NanoDet exactly the model file's parameters). */
-static ly_status count_graph(const ly_model *model, size_t *tensors, int64_t *params)
-{
-    ly_model_stats stats;
-    ly_status st = ly_model_get_stats(model, 0, &stats);
-    *tensors = stats.weight_tensors;
-    *params = stats.parameters;
-    return st;
-}
-
-/* What the network's input is, as the family's preprocessing makes it. */
-static const char *input_description(const char *family)
-{
-    if (strcmp(family, "nanodet") == 0)
-        return "float32 BGR (x - mean) / std, letterboxed centred on zeros";
-    return "float32 RGB /255, letterboxed top-left on 114";
 }
 
 int ly_cli_info(int argc, char **argv)
@@ -105,13 +56,13 @@ int ly_cli_info(int argc, char **argv)
         return 1;
     }
     ly_model_get_info(model, &info);
-    /* A checkpoint is counted as stored; anything else (TF.js graph, .pte program)
-     * from the network as loaded. */
-    size_t len = strlen(path);
-    bool is_pte = len >= 4 && strcmp(path + len - 4, ".pte") == 0;
-    ly_status counted = strcmp(info.family, "yolo9") == 0 && !is_pte
-                            ? count_tensors(path, &tensors, &params)
-                            : count_graph(model, &tensors, &params);
+    /* A checkpoint is counted as stored; a graph from anything else (TF.js) as
+     * loaded; a .pte program's weights are inside it. */
+    ly_model_stats stats;
+    ly_status counted = ly_model_get_stats(model, 0, &stats);
+    bool is_pte = strcmp(info.engine, "graph") != 0;
+    tensors = stats.file_tensors >= 0 ? (size_t)stats.file_tensors : stats.weight_tensors;
+    params = stats.file_tensors >= 0 ? stats.file_parameters : stats.parameters;
     if (counted != LY_OK) {
         fprintf(stderr, "libreyolo info: %s\n", ly_last_error());
         ly_model_free(model);
@@ -146,7 +97,7 @@ int ly_cli_info(int argc, char **argv)
         printf("classes     %lld\n", (long long)info.nc);
         printf("imgsz       %lld\n", (long long)info.imgsz);
         printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,
-               input_description(info.family));
+               info.input);
         if (is_pte) { /* the weights live in the program's segments */
             puts("tensors     (inside the ExecuTorch program)");
         } else {

@@ -11,6 +11,11 @@
 ly_status ly_set_error(ly_status status, const char *fmt, ...) LY_PRINTF(2, 3);
 ly_status ly_set_errorv(ly_status status, const char *fmt, va_list ap);
 void ly_clear_error(void);
+/* Re-set the current error with `context: ` in front of its message. */
+ly_status ly_error_prefix(ly_status status, const char *context);
+
+/* A monotonic clock, in milliseconds. */
+double ly_now_ms(void);
 
 /* Log a message through the installed handler (default: stderr, filtered by
  * LIBREYOLO_LOG). */

@@ -25,6 +25,13 @@ void ly_clear_error(void)
     last_error[0] = '\0';
 }
 
+ly_status ly_error_prefix(ly_status status, const char *context)
+{
+    char message[768];
+    snprintf(message, sizeof message, "%s", ly_last_error());
+    return ly_set_error(status, "%s: %s", context, message);
+}
+
 const char *ly_last_error(void)
 {
     return last_error;
@@ -33,19 +40,32 @@ const char *ly_last_error(void)
 const char *ly_status_name(ly_status status)
 {
     switch (status) {
-    case LY_OK: return "LY_OK";
-    case LY_E_INVALID_ARGUMENT: return "LY_E_INVALID_ARGUMENT";
-    case LY_E_SHAPE: return "LY_E_SHAPE";
-    case LY_E_DTYPE: return "LY_E_DTYPE";
-    case LY_E_UNSUPPORTED: return "LY_E_UNSUPPORTED";
-    case LY_E_NOT_FOUND: return "LY_E_NOT_FOUND";
-    case LY_E_IO: return "LY_E_IO";
-    case LY_E_FORMAT: return "LY_E_FORMAT";
-    case LY_E_NO_MEMORY: return "LY_E_NO_MEMORY";
-    case LY_E_UNAVAILABLE: return "LY_E_UNAVAILABLE";
-    case LY_E_DECLINED: return "LY_E_DECLINED";
-    case LY_E_PROVIDER: return "LY_E_PROVIDER";
-    case LY_E_INTERNAL: return "LY_E_INTERNAL";
+    case LY_OK:
+        return "LY_OK";
+    case LY_E_INVALID_ARGUMENT:
+        return "LY_E_INVALID_ARGUMENT";
+    case LY_E_SHAPE:
+        return "LY_E_SHAPE";
+    case LY_E_DTYPE:
+        return "LY_E_DTYPE";
+    case LY_E_UNSUPPORTED:
+        return "LY_E_UNSUPPORTED";
+    case LY_E_NOT_FOUND:
+        return "LY_E_NOT_FOUND";
+    case LY_E_IO:
+        return "LY_E_IO";
+    case LY_E_FORMAT:
+        return "LY_E_FORMAT";
+    case LY_E_NO_MEMORY:
+        return "LY_E_NO_MEMORY";
+    case LY_E_UNAVAILABLE:
+        return "LY_E_UNAVAILABLE";
+    case LY_E_DECLINED:
+        return "LY_E_DECLINED";
+    case LY_E_PROVIDER:
+        return "LY_E_PROVIDER";
+    case LY_E_INTERNAL:
+        return "LY_E_INTERNAL";
     }
     return "LY_E_UNKNOWN";
 }

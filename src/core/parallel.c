@@ -1,5 +1,7 @@
 #include "core/core.h"
 
+#include <time.h>
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -59,4 +61,11 @@ void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void
         else
             run_range(&tasks[i]);
     }
+}
+
+double ly_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }

@@ -13,7 +13,7 @@
 #include "export/json_text.h"
 #include "export/lower.h"
 #include "graph/graph.h"
-#include "models/family.h"
+#include "models/recipe.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -64,12 +64,6 @@ static void lower_copy(const char *s, char *out, size_t size)
     out[i] = '\0';
 }
 
-static const char *family_prefix(const char *family)
-{
-    if (strcmp(family, "yolo9") == 0) return "LibreYOLO9";
-    return NULL;
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -89,13 +83,13 @@ static ly_status default_output(const ly_model_desc *d, const char *model_path, 
         snprintf(stem, sizeof stem, "%.*s", (int)(dot - base), base);
     }
     if (!*stem) {
-        const char *prefix = family_prefix(d->family->name);
+        const char *prefix = d->recipe->file_prefix;
         bool task_suffix = strcmp(d->task, "detect") != 0;
         if (prefix && *d->size)
             snprintf(stem, sizeof stem, "%s%s%s%s", prefix, d->size, task_suffix ? "-" : "",
                      task_suffix ? d->task : "");
         else
-            snprintf(stem, sizeof stem, "%s_%s", d->family->name, *d->size ? d->size : "model");
+            snprintf(stem, sizeof stem, "%s_%s", d->recipe->family, *d->size ? d->size : "model");
     }
     if ((size_t)snprintf(out, size, "weights/%s.pte", stem) >= size)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_export: output path too long");
@@ -155,11 +149,11 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
     }
     ly_export_tier tier;
     const char *reason = NULL;
-    ly_status st = ly_export_support(d->family->name, d->task, f->name, &tier, &reason, NULL);
+    ly_status st = ly_export_support(d->recipe->family, d->task, f->name, &tier, &reason, NULL);
     if (st != LY_OK) return st;
     if (tier == LY_EXPORT_BLOCKED)
         return ly_set_error(LY_E_UNSUPPORTED, "%s: %s %s export to executorch is blocked: %s", fn,
-                            d->family->name, d->task, reason);
+                            d->recipe->family, d->task, reason);
     if (o->nms)
         return ly_set_error(LY_E_UNSUPPORTED,
                             "%s: EXECUTORCH embedded NMS export is not supported.", fn);
@@ -193,11 +187,11 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
     if (d->stride > 0 && (r->h % d->stride != 0 || r->w % d->stride != 0))
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "%s: imgsz %s must be divisible by %lld for %s (its largest stride).",
-                            fn, given, (long long)d->stride, d->family->name);
+                            fn, given, (long long)d->stride, d->recipe->family);
     if (r->h > 16384 || r->w > 16384)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: imgsz %s is larger than 16384.", fn, given);
     if (r->h != r->w) {
-        if (strcmp(d->family->name, "yolo9") == 0)
+        if (d->recipe->rectangular)
             return ly_set_error(LY_E_UNSUPPORTED,
                                 "%s: Rectangular imgsz export is not validated for format "
                                 "'executorch'.",
@@ -210,7 +204,7 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
     if (d->stride == 0 && r->h != d->imgsz)
         return ly_set_error(LY_E_UNSUPPORTED,
                             "%s: imgsz %s: %s models export at their native size %lld only.", fn,
-                            given, d->family->name, (long long)d->imgsz);
+                            given, d->recipe->family, (long long)d->imgsz);
     if (o->output_path) {
         if (!*o->output_path)
             return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: output_path is empty", fn);
@@ -225,11 +219,11 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
  * accelerated providers out of anything the walk runs. */
 static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_result *lowered)
 {
-    ly_graph *g = d->family->graph ? d->family->graph(d->net) : NULL;
+    ly_graph *g = d->engine->graph ? d->engine->graph(d->engine_data) : NULL;
     if (!g)
         return ly_set_error(LY_E_UNSUPPORTED,
                             "ly_model_export: the %s model has no graph to capture for export",
-                            d->family->name);
+                            d->recipe->family);
     ly_status st = ly_kernels_capture_begin();
     if (st != LY_OK) return st;
     ly_tensor input = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
@@ -237,10 +231,17 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
     st = ly_graph_ctx_create(g, &ctx);
     if (st == LY_OK) st = ly_graph_prepare(ctx, 1, &input, 1);
     if (st == LY_OK) {
-        /* YOLO9 exports its decoded predictions only, as LibreYOLO's export head does. */
-        static const int first_only[1] = {0};
+        /* A recipe may keep only its leading outputs (YOLO9: the decoded
+         * predictions, as LibreYOLO's export head). */
+        int keep[LY_MODEL_MAX_OUTPUTS];
         ly_lower_options lo = {0};
-        if (strcmp(d->family->name, "yolo9") == 0) lo.outputs = first_only, lo.n_outputs = 1;
+        int n = d->recipe->export_outputs;
+        if (n > 0 && n <= LY_MODEL_MAX_OUTPUTS) {
+            for (int i = 0; i < n; i++)
+                keep[i] = i;
+            lo.outputs = keep;
+            lo.n_outputs = n;
+        }
         st = ly_export_lower(g, ctx, &lo, lowered);
     }
     ly_graph_ctx_free(ctx);
@@ -272,7 +273,7 @@ static ly_status sidecar_text(const ly_model_desc *d, int64_t h, int64_t w, int 
     bool ok = o != NULL;
     ok = ok && add_string(o, "schema_version", LY_EXPORT_SCHEMA_VERSION);
     ok = ok && add_string(o, "libreyolo_version", ly_version());
-    ok = ok && add_string(o, "model_family", d->family->name);
+    ok = ok && add_string(o, "model_family", d->recipe->family);
     ok = ok && add_string(o, "size", d->size);
     ok = ok && add_string(o, "model_size", d->size);
     ok = ok && add_string(o, "task", d->task);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct ly_graph_ctx {
     ly_graph *g;
@@ -25,13 +24,6 @@ struct ly_graph_ctx {
     double op_ms[LY_OP_COUNT];
     int64_t op_calls[LY_OP_COUNT];
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void log_profile(const ly_graph_ctx *c)
 {
@@ -298,11 +290,11 @@ ly_status ly_graph_run(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, i
                                 g->input_names[i]);
     resolve_views(c, inputs);
     for (size_t i = 0; i < g->n_nodes; i++) {
-        double t0 = c->profile ? now_ms() : 0;
+        double t0 = c->profile ? ly_now_ms() : 0;
         st = run_node(c, i);
         if (st != LY_OK) return st;
         if (c->profile) {
-            c->op_ms[g->nodes[i].op] += now_ms() - t0;
+            c->op_ms[g->nodes[i].op] += ly_now_ms() - t0;
             c->op_calls[g->nodes[i].op]++;
         }
     }

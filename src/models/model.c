@@ -1,11 +1,14 @@
-/* The public detector API (libreyolo/model.h) over the model families (family.h). */
+/* The public detector API (libreyolo/model.h): loading picks a recipe and an
+ * engine (recipe.h), and every prediction runs preprocess -> engine ->
+ * postprocess the same way. */
 #include "libreyolo/model.h"
 
 #include "core/core.h"
 #include "graph/graph.h"
 #include "io/image.h"
 #include "libreyolo/io.h"
-#include "models/family.h"
+#include "models/coco_names.h"
+#include "models/recipe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +18,7 @@
 
 struct ly_model {
     ly_model_desc d;
-    int threads; /* resolved */
+    _Atomic int threads; /* resolved; ly_model_set_threads may change it */
 };
 
 struct ly_results {
@@ -25,20 +28,6 @@ struct ly_results {
     int orig_height, orig_width;
     double preprocess_ms, inference_ms, postprocess_ms;
 };
-
-double ly_now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-ly_status ly_error_prefix(ly_status status, const char *context)
-{
-    char message[768];
-    snprintf(message, sizeof message, "%s", ly_last_error());
-    return ly_set_error(status, "%s: %s", context, message);
-}
 
 /* ---- Loading ------------------------------------------------------------ */
 
@@ -64,9 +53,125 @@ ly_status ly_model_names_copy(ly_model_desc *d, const char *const *names, size_t
     return LY_OK;
 }
 
-/* Most specific first: the checkpoint reader takes whatever is left. */
-static const ly_model_loader_fn loaders[] = {ly_pte_load_model, ly_nanodet_load_model,
-                                             ly_yolo9_load_model};
+/* A checkpoint's recipe: by its model_family metadata first (as LibreYOLO's
+ * factory), else the first whose keys it has. */
+static ly_status checkpoint_recipe(const ly_checkpoint *ck, const char *path, const ly_recipe **out)
+{
+    char runs[160] = "";
+    for (int i = 0; i < ly_recipe_count; i++)
+        if (ly_recipes[i]->load_checkpoint)
+            snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s", *runs ? ", " : "",
+                     ly_recipes[i]->family);
+    const char *family, *task;
+    ly_status st = ly_checkpoint_meta_string(ck, "model_family", &family);
+    if (st == LY_E_NOT_FOUND) {
+        ly_clear_error();
+        family = NULL;
+    } else if (st != LY_OK) {
+        return ly_error_prefix(st, "ly_model_load");
+    }
+    const ly_recipe *r = NULL;
+    if (family) {
+        r = ly_recipe_find(family);
+        if (!r || !r->load_checkpoint)
+            return ly_set_error(LY_E_UNSUPPORTED,
+                                "ly_model_load: %s: model family '%s' is not supported (this "
+                                "build runs %s checkpoints)",
+                                path, family, runs);
+    } else {
+        for (int i = 0; i < ly_recipe_count && !r; i++)
+            if (ly_recipes[i]->accepts_keys && ly_recipes[i]->accepts_keys(ck)) r = ly_recipes[i];
+        if (!r)
+            return ly_set_error(LY_E_UNSUPPORTED,
+                                "ly_model_load: %s: no model_family in the metadata, and the keys "
+                                "are not those of a family this build runs (%s)",
+                                path, runs);
+    }
+    st = ly_checkpoint_meta_string(ck, "task", &task);
+    if (st == LY_OK && strcmp(task, r->task) != 0)
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "ly_model_load: %s: task '%s' is not supported (this build runs %s "
+                            "%s)",
+                            path, task, r->family, r->task);
+    if (st != LY_OK && st != LY_E_NOT_FOUND) return ly_error_prefix(st, "ly_model_load");
+    ly_clear_error();
+    *out = r;
+    return LY_OK;
+}
+
+/* BatchNorm buffers are state, not parameters (as torch's parameters() sees it). */
+static bool is_buffer(const char *key)
+{
+    static const char *const suffixes[] = {"running_mean", "running_var", "num_batches_tracked"};
+    size_t n = strlen(key);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        size_t m = strlen(suffixes[i]);
+        if (n >= m && strcmp(key + n - m, suffixes[i]) == 0) return true;
+    }
+    return false;
+}
+
+static ly_status count_stored(const ly_checkpoint *ck, ly_model_desc *d)
+{
+    size_t n = 0;
+    ly_status st = ly_checkpoint_tensor_count(ck, &n);
+    int64_t params = 0;
+    for (size_t i = 0; st == LY_OK && i < n; i++) {
+        const char *name;
+        ly_tensor view;
+        st = ly_checkpoint_tensor_at(ck, i, &name, &view);
+        if (st == LY_OK && !is_buffer(name)) params += ly_tensor_numel(&view);
+    }
+    if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
+    d->file_tensors = (int64_t)n;
+    d->file_parameters = params;
+    return LY_OK;
+}
+
+/* The file or name at `path` loaded into `d` (recipe and engine set). */
+static ly_status load_any(const char *path, ly_model_desc *d)
+{
+    ly_status st = ly_pte_load_model(path, d);
+    for (int i = 0; i < ly_recipe_count && st == LY_E_DECLINED; i++)
+        if (ly_recipes[i]->load_path) {
+            st = ly_recipes[i]->load_path(path, d);
+            if (st != LY_E_DECLINED) d->recipe = ly_recipes[i];
+        }
+    if (st != LY_E_DECLINED) return st;
+    ly_checkpoint *ck;
+    st = ly_checkpoint_open(path, &ck);
+    if (st != LY_OK) return st;
+    const ly_recipe *r = NULL;
+    st = checkpoint_recipe(ck, path, &r);
+    if (st == LY_OK) st = count_stored(ck, d);
+    if (st == LY_OK) {
+        d->recipe = r;
+        snprintf(d->task, sizeof d->task, "%s", r->task);
+        st = r->load_checkpoint(ck, path, d);
+    }
+    ly_checkpoint_close(ck);
+    return st;
+}
+
+/* The recipe checks the engine's outputs, and names default to COCO's for 80
+ * classes when the model has none. */
+static ly_status bind(ly_model_desc *d, const char *path)
+{
+    if (!d->recipe || !d->engine)
+        return ly_set_error(LY_E_INTERNAL, "ly_model_load: %s: loader left the model incomplete",
+                            path);
+    if (d->stride == 0 && (d->fixed_h <= 0 || d->fixed_w <= 0)) d->fixed_h = d->fixed_w = d->imgsz;
+    int64_t h = d->stride ? d->imgsz : d->fixed_h, w = d->stride ? d->imgsz : d->fixed_w;
+    ly_tensor shapes[LY_MODEL_MAX_OUTPUTS];
+    int n = 0;
+    ly_status st = d->engine->output_shapes(d->engine_data, h, w, shapes, LY_MODEL_MAX_OUTPUTS, &n);
+    if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
+    if (d->recipe->bind) st = d->recipe->bind(d, shapes, n, path);
+    if (st != LY_OK) return st;
+    if (d->names) return LY_OK;
+    if (d->nc == LY_COCO_CLASSES) return ly_model_names_copy(d, ly_coco_names, LY_COCO_CLASSES);
+    return ly_model_names_copy(d, NULL, 0);
+}
 
 ly_status ly_model_load(const char *path, const ly_model_options *options, ly_model **out)
 {
@@ -81,13 +186,9 @@ ly_status ly_model_load(const char *path, const ly_model_options *options, ly_mo
     ly_model *m = calloc(1, sizeof *m);
     if (!m) return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
     m->threads = ly_threads_resolve(options ? options->threads : 0);
-
-    ly_status st = LY_E_DECLINED;
-    for (size_t i = 0; i < sizeof loaders / sizeof loaders[0] && st == LY_E_DECLINED; i++)
-        st = loaders[i](path, &m->d);
-    if (st == LY_OK && (!m->d.family || !m->d.names))
-        st = ly_set_error(LY_E_INTERNAL, "ly_model_load: %s: loader left the model incomplete",
-                          path);
+    m->d.file_tensors = m->d.file_parameters = -1;
+    ly_status st = load_any(path, &m->d);
+    if (st == LY_OK) st = bind(&m->d, path);
     if (st != LY_OK) {
         ly_model_free(m);
         return st;
@@ -104,7 +205,9 @@ const ly_model_desc *ly_model_desc_of(const ly_model *model)
 ly_status ly_model_free(ly_model *model)
 {
     if (!model) return LY_OK;
-    if (model->d.family && model->d.net) model->d.family->free(model->d.net);
+    if (model->d.engine && model->d.engine_data) model->d.engine->free(model->d.engine_data);
+    if (model->d.recipe && model->d.recipe->free_data && model->d.recipe_data)
+        model->d.recipe->free_data(model->d.recipe_data);
     if (model->d.names)
         for (int64_t i = 0; i < model->d.nc; i++)
             free(model->d.names[i]);
@@ -117,15 +220,17 @@ ly_status ly_model_get_info(const ly_model *model, ly_model_info *info)
 {
     if (!model || !info)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_get_info: model or info is NULL");
-    info->family = model->d.family->name;
+    info->family = model->d.recipe->family;
     info->size = model->d.size;
     info->task = model->d.task;
     info->nc = model->d.nc;
     info->imgsz = model->d.imgsz;
     info->names = (const char *const *)model->d.names;
-    info->default_conf = model->d.default_conf;
-    info->default_iou = model->d.default_iou;
-    info->default_max_det = model->d.default_max_det;
+    info->default_conf = model->d.recipe->default_conf;
+    info->default_iou = model->d.recipe->default_iou;
+    info->default_max_det = model->d.recipe->default_max_det;
+    info->input = model->d.recipe->input_description;
+    info->engine = model->d.engine->name;
     return LY_OK;
 }
 
@@ -159,9 +264,11 @@ ly_status ly_model_get_stats(const ly_model *model, int imgsz, ly_model_stats *s
     if (!model || !stats)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_get_stats: model or stats is NULL");
     if (imgsz < 0) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_get_stats: imgsz < 0");
-    *stats = (ly_model_stats){.gflop = NAN};
-    const ly_model_family *f = model->d.family;
-    ly_graph *g = f->graph ? f->graph(model->d.net) : NULL;
+    *stats = (ly_model_stats){.gflop = NAN,
+                              .file_tensors = model->d.file_tensors,
+                              .file_parameters = model->d.file_parameters};
+    const ly_engine *e = model->d.engine;
+    ly_graph *g = e->graph ? e->graph(model->d.engine_data) : NULL;
     if (!g) return LY_OK;
     stats->nodes = ly_graph_node_count(g);
     for (int v = 0; v < ly_graph_value_count(g); v++) {
@@ -199,8 +306,8 @@ ly_status ly_model_set_fused_attention(ly_model *model, bool enabled, int *count
 {
     if (!model)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_set_fused_attention: model is NULL");
-    const ly_model_family *f = model->d.family;
-    int n = f->set_fused_attention ? f->set_fused_attention(model->d.net, enabled) : 0;
+    const ly_recipe *r = model->d.recipe;
+    int n = r->set_fused_attention ? r->set_fused_attention(&model->d, enabled) : 0;
     if (count) *count = n;
     return LY_OK;
 }
@@ -211,7 +318,7 @@ static bool input_size_ok(const ly_model *m, int64_t h, int64_t w)
 {
     if (h <= 0 || w <= 0) return false;
     if (m->d.stride > 0) return h % m->d.stride == 0 && w % m->d.stride == 0;
-    return h == m->d.imgsz && w == m->d.imgsz;
+    return h == m->d.fixed_h && w == m->d.fixed_w;
 }
 
 ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_fn visit,
@@ -231,10 +338,23 @@ ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_
                                 ly_shape_str(input, shape, sizeof shape),
                                 (long long)model->d.stride);
         return ly_set_error(LY_E_SHAPE, "ly_model_run: input %s: expected [1, 3, %lld, %lld]",
-                            ly_shape_str(input, shape, sizeof shape), (long long)model->d.imgsz,
-                            (long long)model->d.imgsz);
+                            ly_shape_str(input, shape, sizeof shape), (long long)model->d.fixed_h,
+                            (long long)model->d.fixed_w);
     }
-    return model->d.family->run(model->d.net, input, model->threads, visit, user);
+    const ly_engine *e = model->d.engine;
+    ly_engine_session *session;
+    st = e->acquire(model->d.engine_data, &session);
+    if (st != LY_OK) return st;
+    int threads = model->threads;
+    st = e->run(session, input, threads);
+    ly_tensor views[LY_MODEL_MAX_OUTPUTS];
+    const char *names[LY_MODEL_MAX_OUTPUTS];
+    int n = 0;
+    if (st == LY_OK) st = e->outputs(session, views, names, LY_MODEL_MAX_OUTPUTS, &n);
+    for (int i = 0; st == LY_OK && i < n; i++)
+        visit(names[i], &views[i], user);
+    e->release(model->d.engine_data, session);
+    return st;
 }
 
 ly_status ly_predict_options_init(ly_predict_options *options)
@@ -265,17 +385,19 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: unknown pixel format %d", fn,
                             (int)image->format);
     *resolved = *o;
-    if (o->conf < 0.f) resolved->conf = m->d.default_conf;
-    if (o->iou < 0.f) resolved->iou = m->d.default_iou;
-    if (o->max_det <= 0) resolved->max_det = m->d.default_max_det;
+    const ly_recipe *r = m->d.recipe;
+    if (o->conf < 0.f) resolved->conf = r->default_conf;
+    if (o->iou < 0.f) resolved->iou = r->default_iou;
+    if (o->max_det <= 0) resolved->max_det = r->default_max_det;
     int64_t size = o->imgsz ? o->imgsz : m->d.imgsz;
-    if (!input_size_ok(m, size, size) || size > 32768) {
+    bool fits = m->d.stride > 0 ? size > 0 && size % m->d.stride == 0 : size == m->d.imgsz;
+    if (!fits || size > 32768) {
         if (m->d.stride > 0)
             return ly_set_error(LY_E_INVALID_ARGUMENT,
                                 "%s: imgsz %lld: expected a positive multiple of %lld", fn,
                                 (long long)size, (long long)m->d.stride);
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: imgsz %lld: this %s model takes only %lld",
-                            fn, (long long)size, m->d.family->name, (long long)m->d.imgsz);
+                            fn, (long long)size, r->family, (long long)m->d.imgsz);
     }
     resolved->imgsz = (int)size;
     for (size_t i = 0; i < o->n_classes; i++)
@@ -284,6 +406,39 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
                                 "%s: class %d: the model has classes 0..%lld", fn, o->classes[i],
                                 (long long)m->d.nc - 1);
     return LY_OK;
+}
+
+/* Preprocess into the engine's own input, run, postprocess: the same for
+ * every recipe and engine, in a session of this call's own. */
+static ly_status predict(const ly_model *m, const ly_image_view *image, const ly_predict_options *o,
+                         ly_box **boxes, size_t *count, double times_ms[3])
+{
+    const ly_model_desc *d = &m->d;
+    const ly_engine *e = d->engine;
+    int threads = m->threads;
+    int64_t h = d->stride ? o->imgsz : d->fixed_h, w = d->stride ? o->imgsz : d->fixed_w;
+    double t0 = ly_now_ms();
+    ly_engine_session *session;
+    ly_status st = e->acquire(d->engine_data, &session);
+    if (st != LY_OK) return st;
+    float *room = NULL;
+    ly_prep prep;
+    st = e->input_buffer(session, h, w, threads, &room);
+    if (st == LY_OK) st = d->recipe->preprocess(d, image, h, w, room, &prep);
+    double t1 = ly_now_ms();
+    ly_tensor input = {.data = room, .dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
+    if (st == LY_OK) st = e->run(session, &input, threads);
+    double t2 = ly_now_ms();
+    ly_tensor views[LY_MODEL_MAX_OUTPUTS];
+    const char *names[LY_MODEL_MAX_OUTPUTS];
+    int n = 0;
+    if (st == LY_OK) st = e->outputs(session, views, names, LY_MODEL_MAX_OUTPUTS, &n);
+    if (st == LY_OK) st = d->recipe->postprocess(d, views, n, &prep, image, o, boxes, count);
+    e->release(d->engine_data, session);
+    times_ms[0] = t1 - t0;
+    times_ms[1] = t2 - t1;
+    times_ms[2] = ly_now_ms() - t2;
+    return st;
 }
 
 static ly_status make_results(const ly_model *m, const ly_box *boxes, size_t count,
@@ -337,8 +492,7 @@ ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
     ly_box *boxes = NULL;
     size_t count = 0;
     double times[3] = {0, 0, 0};
-    st = model->d.family->predict(model->d.net, image, &resolved, model->threads, &boxes, &count,
-                                  times);
+    st = predict(model, image, &resolved, &boxes, &count, times);
     for (size_t i = 0; st == LY_OK && i < count; i++)
         if (boxes[i].cls < 0 || boxes[i].cls >= model->d.nc)
             st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",

@@ -9,7 +9,6 @@
 #include "engines/executorch/method_internal.h"
 
 #include "core/core.h"
-#include "models/family.h"
 
 #include <stdio.h>
 #include <stdlib.h>

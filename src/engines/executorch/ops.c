@@ -11,7 +11,6 @@
 
 #include "core/core.h"
 #include "libreyolo/nn.h"
-#include "models/family.h"
 
 #include <math.h>
 #include <stdarg.h>

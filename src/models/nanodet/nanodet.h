@@ -5,9 +5,12 @@
 #ifndef LY_MODELS_NANODET_NANODET_H
 #define LY_MODELS_NANODET_NANODET_H
 
-#include "models/family.h"
+#include "models/recipe.h"
 
 #define LY_NANODET_MAX_LEVELS 8
+
+/* The recipe's loader of its own paths (recipe.h, load_path). */
+ly_status ly_nanodet_load_path(const char *path, ly_model_desc *d);
 
 /* Where an image lands in the input: scaled by `scale` to new_width x
  * new_height and pasted at (offset_x, offset_y) on a zero size x size canvas. */

@@ -5,7 +5,7 @@
 #ifndef LY_MODELS_YOLO9_PREPOST_H
 #define LY_MODELS_YOLO9_PREPOST_H
 
-#include "models/family.h"
+#include "models/recipe.h"
 
 /* ---- Preprocessing ------------------------------------------------------ */
 

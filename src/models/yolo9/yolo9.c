@@ -60,6 +60,13 @@ void ly_yolo9_free(ly_yolo9 *net)
     free(net);
 }
 
+ly_graph *ly_yolo9_release_graph(ly_yolo9 *net)
+{
+    ly_graph *g = net->graph;
+    free(net);
+    return g;
+}
+
 const char *ly_yolo9_size(const ly_yolo9 *net)
 {
     return net ? net->size : "";

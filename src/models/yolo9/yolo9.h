@@ -19,6 +19,8 @@ typedef struct ly_yolo9 ly_yolo9;
  * shape is an error naming the key. */
 ly_status ly_yolo9_build(const ly_checkpoint *ck, ly_yolo9 **out);
 void ly_yolo9_free(ly_yolo9 *net);
+/* Free `net` but keep its graph, which the caller owns from then on. */
+ly_graph *ly_yolo9_release_graph(ly_yolo9 *net);
 
 /* Size letter ("t", ...) and number of classes the weights have. */
 const char *ly_yolo9_size(const ly_yolo9 *net);

@@ -26,7 +26,6 @@
 #include "engines/executorch/et_runtime.h"
 
 #include "core/core.h"
-#include "models/family.h"
 
 #include <math.h>
 #include <pthread.h>

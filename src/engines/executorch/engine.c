@@ -1,149 +1,176 @@
 /*
- * ExecuTorch .pte programs as a model family (executorch.md A5): LibreYOLO's
- * ExecuTorchBackend. The .pte suffix selects it; the metadata sidecar
- * (<program>.json) is mandatory and checked key by key; XNNPACK's presence
- * is checked before the program is read (into memory, no mmap) and
- * validated, and the method is prepared (every delegate built, every
- * operator resolved) before anything runs. Pre- and post-processing are the
- * family's named in the sidecar, so a .pte predicts as its checkpoint does.
+ * ExecuTorch .pte programs (executorch.md A5): LibreYOLO's ExecuTorchBackend,
+ * as an engine (recipe.h). The .pte suffix selects it; the metadata sidecar
+ * (<program>.json) is mandatory and checked key by key, and names the recipe
+ * (its model_family) whose pre- and post-processing the program gets, so a
+ * .pte predicts as its checkpoint does. XNNPACK's presence is checked before
+ * the program is read (into memory, no mmap) and validated, and the method is
+ * prepared (every delegate built, every operator resolved) before anything
+ * runs.
+ *
+ * Sessions: a method instance holds its planned memory and delegate state,
+ * so each session is one instance over the shared, immutable program; one is
+ * made at load, others when threads run at once, and they are kept for reuse.
  */
-#include "models/family.h"
-#include "engines/executorch/et_runtime.h"
 #include "core/core.h"
+#include "engines/executorch/et_runtime.h"
 #include "export/commit.h"
 #include "export/export_internal.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
-#include "models/nanodet/nanodet.h"
-#include "models/yolo9/prepost.h"
+#include "models/recipe.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 
-typedef struct pte_model {
-    ly_pte_program *program;
+struct pte_engine;
+struct ly_engine_session {
+    const struct pte_engine *engine;
     ly_et_method *method;
-    int64_t h, w;    /* fixed input size */
-    ly_tensor input; /* letterboxed input */
-    /* NanoDet: outputs are cls for each level, then reg for each level */
-    int levels;
-    int strides[LY_NANODET_MAX_LEVELS];
-} pte_model;
+    ly_tensor input; /* the letterboxed input, the session's own */
+    struct ly_engine_session *next_idle;
+};
 
-static void pte_free(void *net)
+typedef struct pte_engine {
+    ly_pte_program *program;
+    char *what; /* the path, for messages */
+    int64_t h, w;
+    int n_outputs;
+    char names[LY_MODEL_MAX_OUTPUTS][32];
+    pthread_mutex_t lock;
+    ly_engine_session *idle;
+} pte_engine;
+
+static void session_free(ly_engine_session *s)
 {
-    pte_model *m = net;
-    if (!m) return;
-    ly_et_method_free(m->method);
-    ly_pte_program_free(m->program);
-    ly_tensor_free(&m->input);
-    free(m);
+    if (!s) return;
+    ly_et_method_free(s->method);
+    ly_tensor_free(&s->input);
+    free(s);
 }
 
-static ly_status pte_run(void *net, const ly_tensor *input, int threads, ly_model_output_fn visit,
-                         void *user)
+static ly_status session_new(pte_engine *e, ly_engine_session **out)
 {
-    pte_model *m = net;
-    ly_status st = ly_et_method_execute(m->method, input, 1, threads);
-    if (st != LY_OK) return st;
-    size_t n = ly_et_method_num_outputs(m->method);
-    for (size_t i = 0; i < n; i++) {
-        ly_tensor out;
-        st = ly_et_method_output(m->method, i, &out);
-        if (st != LY_OK) return st;
-        /* The names the checkpoint's outputs have. */
-        char name[32];
-        if (m->levels > 0 && i > 0)
-            snprintf(name, sizeof name, "Identity_%zu", i);
-        else if (m->levels > 0)
-            snprintf(name, sizeof name, "Identity");
-        else if (i == 0)
-            snprintf(name, sizeof name, "predictions");
-        else
-            snprintf(name, sizeof name, "output_%zu", i);
-        visit(name, &out, user);
+    ly_engine_session *s = calloc(1, sizeof *s);
+    if (!s) return ly_set_error(LY_E_NO_MEMORY, "ly_model: out of memory");
+    ly_status st = ly_et_method_load(e->program, e->what, &s->method);
+    if (st != LY_OK) {
+        free(s);
+        return st;
     }
+    s->engine = e;
+    *out = s;
     return LY_OK;
 }
 
-static ly_status yolo9_pte_predict(void *net, const ly_image_view *image,
-                                   const ly_predict_options *options, int threads, ly_box **boxes,
-                                   size_t *count, double times_ms[3])
+static ly_status pte_acquire(void *data, ly_engine_session **out)
 {
-    pte_model *m = net;
-    double t0 = ly_now_ms();
-    if (!m->input.data) {
-        int64_t shape[4] = {1, 3, m->h, m->w};
-        ly_status st = ly_tensor_alloc(&m->input, LY_F32, 4, shape);
+    pte_engine *e = data;
+    pthread_mutex_lock(&e->lock);
+    ly_engine_session *s = e->idle;
+    if (s) e->idle = s->next_idle;
+    pthread_mutex_unlock(&e->lock);
+    if (s) {
+        *out = s;
+        return LY_OK;
+    }
+    return session_new(e, out);
+}
+
+static void pte_release(void *data, ly_engine_session *s)
+{
+    pte_engine *e = data;
+    pthread_mutex_lock(&e->lock);
+    s->next_idle = e->idle;
+    e->idle = s;
+    pthread_mutex_unlock(&e->lock);
+}
+
+static ly_status pte_input_buffer(ly_engine_session *s, int64_t h, int64_t w, int threads,
+                                  float **data)
+{
+    (void)threads;
+    if (!s->input.data) {
+        int64_t shape[4] = {1, 3, h, w};
+        ly_status st = ly_tensor_alloc(&s->input, LY_F32, 4, shape);
         if (st != LY_OK) return st;
     }
-    ly_letterbox geometry;
-    ly_status st = ly_yolo9_preprocess(image->pixels, image->width, image->height, image->stride,
-                                       image->format == LY_PIXELS_BGR, (int)m->h, (int)m->w,
-                                       m->input.data, &geometry);
-    if (st != LY_OK) return st;
-    double t1 = ly_now_ms();
-    st = ly_et_method_execute(m->method, &m->input, 1, threads);
-    if (st != LY_OK) return st;
-    ly_tensor predictions;
-    st = ly_et_method_output(m->method, 0, &predictions);
-    if (st != LY_OK) return st;
-    double t2 = ly_now_ms();
-    st = ly_yolo9_postprocess(&predictions, geometry.ratio, image->width, image->height, options,
-                              boxes, count);
-    times_ms[0] = t1 - t0;
-    times_ms[1] = t2 - t1;
-    times_ms[2] = ly_now_ms() - t2;
+    *data = s->input.data;
+    return LY_OK;
+}
+
+static ly_status pte_run(ly_engine_session *s, const ly_tensor *input, int threads)
+{
+    return ly_et_method_execute(s->method, input, 1, threads);
+}
+
+static ly_status method_outputs(const pte_engine *e, const ly_et_method *m, ly_tensor *views,
+                                const char **names, int capacity, int *count)
+{
+    size_t n = ly_et_method_num_outputs(m);
+    if (n > (size_t)capacity)
+        return ly_set_error(LY_E_UNSUPPORTED, "%s: the program returns %zu outputs, at most %d",
+                            e->what, n, capacity);
+    for (size_t i = 0; i < n; i++) {
+        ly_status st = ly_et_method_output(m, i, &views[i]);
+        if (st != LY_OK) return st;
+        if (names) names[i] = e->names[i];
+    }
+    *count = (int)n;
+    return LY_OK;
+}
+
+static ly_status pte_outputs(ly_engine_session *s, ly_tensor *views, const char **names,
+                             int capacity, int *count)
+{
+    return method_outputs(s->engine, s->method, views, names, capacity, count);
+}
+
+/* A program's shapes are fixed: the first method's, made at load. */
+static ly_status pte_output_shapes(void *data, int64_t h, int64_t w, ly_tensor *shapes,
+                                   int capacity, int *count)
+{
+    pte_engine *e = data;
+    if (h != e->h || w != e->w)
+        return ly_set_error(LY_E_SHAPE, "%s: the program takes [1, 3, %lld, %lld] only", e->what,
+                            (long long)e->h, (long long)e->w);
+    pthread_mutex_lock(&e->lock);
+    ly_status st = e->idle ? method_outputs(e, e->idle->method, shapes, NULL, capacity, count)
+                           : ly_set_error(LY_E_INTERNAL, "%s: no method", e->what);
+    pthread_mutex_unlock(&e->lock);
+    for (int i = 0; st == LY_OK && i < *count; i++)
+        shapes[i].data = NULL;
     return st;
 }
 
-static ly_status nanodet_pte_predict(void *net, const ly_image_view *image,
-                                     const ly_predict_options *options, int threads, ly_box **boxes,
-                                     size_t *count, double times_ms[3])
+static void pte_free(void *data)
 {
-    pte_model *m = net;
-    double t0 = ly_now_ms();
-    if (!m->input.data) {
-        int64_t shape[4] = {1, 3, m->h, m->w};
-        ly_status st = ly_tensor_alloc(&m->input, LY_F32, 4, shape);
-        if (st != LY_OK) return st;
+    pte_engine *e = data;
+    if (!e) return;
+    for (ly_engine_session *s = e->idle, *next; s; s = next) {
+        next = s->next_idle;
+        session_free(s);
     }
-    ly_nanodet_letterbox geometry;
-    ly_status st =
-        ly_nanodet_preprocess(image->pixels, image->width, image->height, image->stride,
-                              image->format == LY_PIXELS_BGR, (int)m->h, m->input.data, &geometry);
-    if (st != LY_OK) return st;
-    double t1 = ly_now_ms();
-    st = ly_et_method_execute(m->method, &m->input, 1, threads);
-    if (st != LY_OK) return st;
-    double t2 = ly_now_ms();
-    ly_tensor views[2 * LY_NANODET_MAX_LEVELS];
-    const ly_tensor *cls[LY_NANODET_MAX_LEVELS], *reg[LY_NANODET_MAX_LEVELS];
-    for (int i = 0; st == LY_OK && i < 2 * m->levels; i++)
-        st = ly_et_method_output(m->method, (size_t)i, &views[i]);
-    if (st != LY_OK) return st;
-    for (int l = 0; l < m->levels; l++) {
-        cls[l] = &views[l];
-        reg[l] = &views[m->levels + l];
-    }
-    st = ly_nanodet_postprocess(cls, reg, m->strides, m->levels, (int)m->h, &geometry, image->width,
-                                image->height, options, boxes, count);
-    times_ms[0] = t1 - t0;
-    times_ms[1] = t2 - t1;
-    times_ms[2] = ly_now_ms() - t2;
-    return st;
+    ly_pte_program_free(e->program);
+    pthread_mutex_destroy(&e->lock);
+    free(e->what);
+    free(e);
 }
 
-static const ly_model_family nanodet_pte_family = {
-    .name = "nanodet", .run = pte_run, .predict = nanodet_pte_predict, .free = pte_free};
-
-static const ly_model_family yolo9_pte_family = {
-    .name = "yolo9", .run = pte_run, .predict = yolo9_pte_predict, .free = pte_free};
+static const ly_engine pte_engine_ops = {.name = "executorch",
+                                         .acquire = pte_acquire,
+                                         .release = pte_release,
+                                         .input_buffer = pte_input_buffer,
+                                         .run = pte_run,
+                                         .outputs = pte_outputs,
+                                         .output_shapes = pte_output_shapes,
+                                         .free = pte_free};
 
 /* ---- the sidecar --------------------------------------------------------------- */
 
@@ -392,10 +419,11 @@ static ly_status check_sidecar(const char *path, sidecar_info *info)
                           (long long)h, (long long)w);
         goto done;
     }
-    if (h != w && strcmp(info->family, "yolo9") != 0 && strcmp(info->family, "yolo9_e2e") != 0) {
+    const ly_recipe *recipe = ly_recipe_find(info->family);
+    if (h != w && (!recipe || !recipe->rectangular)) {
         st = ly_set_error(LY_E_FORMAT,
-                          "%s: rectangular input %lldx%lld is allowed for yolo9 programs only",
-                          side, (long long)h, (long long)w);
+                          "%s: rectangular input %lldx%lld is not allowed for %s programs", side,
+                          (long long)h, (long long)w, *info->family ? info->family : "these");
         goto done;
     }
     info->h = h;
@@ -424,39 +452,6 @@ done:
 
 /* ---- loading ---------------------------------------------------------------------- */
 
-/* NanoDet's outputs: cls [1, A_l, nc] for each level, then reg [1, A_l, 4k]
- * for each level, A_l = (size / stride_l)^2. */
-static ly_status nanodet_heads(pte_model *m, const char *path, int64_t nc)
-{
-    size_t n = ly_et_method_num_outputs(m->method);
-    if (n == 0 || n % 2 || n / 2 > LY_NANODET_MAX_LEVELS)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: a NanoDet program returns cls then reg per level "
-                            "(an even count up to %d), this one returns %zu",
-                            path, 2 * LY_NANODET_MAX_LEVELS, n);
-    m->levels = (int)(n / 2);
-    for (int l = 0; l < m->levels; l++) {
-        ly_tensor cls, reg;
-        ly_status st = ly_et_method_output(m->method, (size_t)l, &cls);
-        if (st == LY_OK) st = ly_et_method_output(m->method, (size_t)(m->levels + l), &reg);
-        if (st != LY_OK) return st;
-        int64_t a = cls.ndim == 3 ? cls.shape[1] : 0, side = 1;
-        while (side * side < a)
-            side++;
-        bool ok = cls.dtype == LY_F32 && reg.dtype == LY_F32 && cls.ndim == 3 && reg.ndim == 3 &&
-                  cls.shape[0] == 1 && cls.shape[2] == nc && reg.shape[0] == 1 &&
-                  reg.shape[1] == a && reg.shape[2] % 4 == 0 && reg.shape[2] >= 8 && a > 0 &&
-                  side * side == a && m->h % side == 0;
-        if (!ok)
-            return ly_set_error(LY_E_FORMAT,
-                                "ly_model_load: %s: outputs %d and %d are not NanoDet's cls [1, "
-                                "A, %lld] and reg [1, A, 4k] of a square level",
-                                path, l, m->levels + l, (long long)nc);
-        m->strides[l] = (int)(m->h / side);
-    }
-    return LY_OK;
-}
-
 ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
 {
     if (!path || !ends_with(path, ".pte")) return LY_E_DECLINED;
@@ -478,48 +473,58 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
                             "The installed ExecuTorch runtime does not provide XnnpackBackend, but "
                             "this program requires it. (libreyolo was built without XNNPACK)");
     }
-    bool yolo9 = strcmp(info.family, "yolo9") == 0, nanodet = strcmp(info.family, "nanodet") == 0;
-    if ((!yolo9 && !nanodet) || strcmp(info.task, "detect") != 0 || (nanodet && info.h != info.w)) {
+    const ly_recipe *recipe = ly_recipe_find(info.family);
+    if (!recipe || strcmp(info.task, recipe->task) != 0) {
+        char runs[160] = "";
+        for (int i = 0; i < ly_recipe_count; i++)
+            snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s %s", i ? ", " : "",
+                     ly_recipes[i]->family, ly_recipes[i]->task);
         ly_status e =
             ly_set_error(LY_E_UNSUPPORTED,
                          "ly_model_load: %s: ExecuTorch programs of %s %s are not "
-                         "supported by this runtime (yolo9 and nanodet detect; nanodet square)",
-                         path, *info.family ? info.family : "(no model_family)", info.task);
+                         "supported by this runtime (%s)",
+                         path, *info.family ? info.family : "(no model_family)", info.task, runs);
         free_names(info.names, info.nc);
         return e;
     }
-    pte_model *m = calloc(1, sizeof *m);
-    if (!m) {
+    pte_engine *e = calloc(1, sizeof *e);
+    char *what = malloc(strlen(path) + 1);
+    if (!e || !what) {
+        free(e);
+        free(what);
         free_names(info.names, info.nc);
         return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
     }
-    d->family = yolo9 ? &yolo9_pte_family : &nanodet_pte_family;
-    d->net = m;
+    strcpy(what, path);
+    e->what = what;
+    pthread_mutex_init(&e->lock, NULL);
+    e->h = info.h;
+    e->w = info.w;
+    d->recipe = recipe;
+    d->engine = &pte_engine_ops;
+    d->engine_data = e;
     d->names = info.names; /* the model owns them now */
     d->nc = info.nc;
     snprintf(d->size, sizeof d->size, "%s", info.size);
     snprintf(d->task, sizeof d->task, "%s", info.task);
     d->imgsz = info.h > info.w ? info.h : info.w;
     d->stride = 0;
-    /* The family's predict defaults (YOLO9: LibreYOLO's; NanoDet: nanodet-g.yml's). */
-    d->default_conf = yolo9 ? 0.25f : 0.35f;
-    d->default_iou = yolo9 ? 0.45f : 0.6f;
-    d->default_max_det = yolo9 ? 300 : 100;
-    m->h = info.h;
-    m->w = info.w;
+    d->fixed_h = info.h;
+    d->fixed_w = info.w;
 
-    st = ly_pte_read_file(path, &m->program);
+    st = ly_pte_read_file(path, &e->program);
+    ly_engine_session *first = NULL;
+    if (st == LY_OK) st = session_new(e, &first);
     if (st != LY_OK) return st;
-    st = ly_et_method_load(m->program, path, &m->method);
-    if (st != LY_OK) return st;
-    /* The program must take what the sidecar says and give YOLO9's predictions. */
+    e->idle = first;
+    /* The program must take what the sidecar says. */
     ly_tensor in;
-    if (ly_et_method_num_inputs(m->method) != 1 || ly_et_method_num_outputs(m->method) < 1)
+    if (ly_et_method_num_inputs(first->method) != 1 || ly_et_method_num_outputs(first->method) < 1)
         return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: a YOLO9 program takes one input and returns "
-                            "predictions first",
+                            "ly_model_load: %s: a detection program takes one input and returns "
+                            "at least one output",
                             path);
-    st = ly_et_method_input_shape(m->method, 0, &in);
+    st = ly_et_method_input_shape(first->method, 0, &in);
     if (st != LY_OK) return st;
     if (in.dtype != LY_F32 || in.ndim != 4 || in.shape[0] != 1 || in.shape[1] != 3 ||
         in.shape[2] != info.h || in.shape[3] != info.w) {
@@ -530,17 +535,13 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
                             path, ly_dtype_name(in.dtype), ly_shape_str(&in, shape, sizeof shape),
                             (long long)info.h, (long long)info.w);
     }
-    if (nanodet) return nanodet_heads(m, path, info.nc);
-    ly_tensor out;
-    st = ly_et_method_output(m->method, 0, &out);
-    if (st != LY_OK) return st;
-    if (out.dtype != LY_F32 || out.ndim != 3 || out.shape[0] != 1 || out.shape[1] != 4 + info.nc) {
-        char shape[96];
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: the program's first output is %s, expected YOLO9 "
-                            "predictions [1, %lld, anchors] for %lld classes",
-                            path, ly_shape_str(&out, shape, sizeof shape), (long long)(4 + info.nc),
-                            (long long)info.nc);
+    size_t n = ly_et_method_num_outputs(first->method);
+    e->n_outputs = n < LY_MODEL_MAX_OUTPUTS ? (int)n : LY_MODEL_MAX_OUTPUTS;
+    for (int i = 0; i < e->n_outputs; i++) {
+        if (recipe->output_name)
+            recipe->output_name(i, e->names[i], sizeof e->names[i]);
+        else
+            snprintf(e->names[i], sizeof e->names[i], "output_%d", i);
     }
     return LY_OK;
 }

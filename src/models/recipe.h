@@ -1,0 +1,140 @@
+/*
+ * Recipes and engines (internal): what a model family is, apart from what
+ * runs it.
+ *
+ * A recipe (src/models/<family>/recipe.c) says which checkpoints are its own
+ * (by the metadata's model_family first, as LibreYOLO's factory does, then by
+ * the keys), how its network is built, its pre- and post-processing, its
+ * defaults and its export rules. An engine (src/engines/) runs a network: the
+ * graph runtime, or an ExecuTorch program. model.c runs every prediction the
+ * same way, whatever the pair: preprocess into the engine's input, run,
+ * postprocess the outputs. Adding a family is one recipe and one line in
+ * recipes.c; nothing outside a recipe compares family names.
+ *
+ * Sharing: a loaded model (its recipe data and engine data) is immutable. An
+ * engine session is the per-call state (a graph context, an ExecuTorch method
+ * instance): one thread uses a session at a time, and any number of sessions
+ * run at once, so one model serves any number of threads.
+ */
+#ifndef LY_MODELS_RECIPE_H
+#define LY_MODELS_RECIPE_H
+
+#include "libreyolo/checkpoint.h"
+#include "libreyolo/model.h"
+
+typedef struct ly_box {
+    float xyxy[4]; /* original-image pixels */
+    float conf;
+    int cls;
+} ly_box;
+
+typedef struct ly_recipe ly_recipe;
+typedef struct ly_engine ly_engine;
+typedef struct ly_engine_session ly_engine_session;
+
+#define LY_MODEL_MAX_OUTPUTS 16
+
+/* What loading fills in. Strings are owned by the model (model.c frees
+ * `names[i]`, `names`, the recipe data and the engine). */
+typedef struct ly_model_desc {
+    const ly_recipe *recipe;
+    void *recipe_data; /* the recipe's facts about this model (recipe->free_data) */
+    const ly_engine *engine;
+    void *engine_data;
+    char size[16];
+    char task[16];
+    int64_t nc;
+    int64_t imgsz;            /* default (square) input size */
+    int64_t stride;           /* inputs must be multiples of this; 0: the fixed size only */
+    int64_t fixed_h, fixed_w; /* stride 0: the one input size (may be rectangular) */
+    char **names;             /* nc strings, "" where unknown */
+    int64_t file_tensors, file_parameters; /* the checkpoint as stored (-1: none) */
+} ly_model_desc;
+
+/* Where preprocessing put the image: the recipe's own geometry, opaque here. */
+typedef struct ly_prep {
+    _Alignas(8) unsigned char bytes[64];
+} ly_prep;
+
+struct ly_recipe {
+    const char *family;            /* the metadata's model_family: "yolo9" */
+    const char *task;              /* "detect" */
+    const char *input_description; /* what its preprocessing makes (libreyolo info) */
+    float default_conf, default_iou;
+    int default_max_det;
+
+    /* ---- loading (each may be NULL) ---- */
+    /* A path in a format of the recipe's own (a TF.js graph, a named model):
+     * LY_E_DECLINED, with no error set, when it is not. */
+    ly_status (*load_path)(const char *path, ly_model_desc *d);
+    /* Whether a checkpoint without model_family metadata has this family's keys. */
+    bool (*accepts_keys)(const ly_checkpoint *ck);
+    /* Build from a checkpoint (an engine with it). */
+    ly_status (*load_checkpoint)(const ly_checkpoint *ck, const char *path, ly_model_desc *d);
+    /* Check an engine's outputs (shapes, at the fixed or default input size)
+     * are this family's, and keep what postprocessing needs in recipe_data. */
+    ly_status (*bind)(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path);
+    void (*free_data)(void *data);
+    /* The name of output `index` for engines whose programs do not name them. */
+    void (*output_name)(int index, char *buf, size_t size);
+    /* Fused attention (model.h): how many modules carry the flag (NULL: none). */
+    int (*set_fused_attention)(ly_model_desc *d, bool enabled);
+
+    /* ---- predicting ---- */
+    /* The image into input [1, 3, h, w] at `input`; `prep` says where it went. */
+    ly_status (*preprocess)(const ly_model_desc *d, const ly_image_view *image, int64_t h,
+                            int64_t w, float *input, ly_prep *prep);
+    /* Outputs to boxes in original-image pixels, descending score (*boxes:
+     * free()); `options` has every field resolved. */
+    ly_status (*postprocess)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
+                             const ly_prep *prep, const ly_image_view *image,
+                             const ly_predict_options *options, ly_box **boxes, size_t *count);
+
+    /* ---- export rules ---- */
+    const char *file_prefix; /* default stem = prefix + size ("LibreYOLO9t"); NULL: family_size */
+    int export_outputs;      /* the leading outputs an export keeps (0: all) */
+    bool rectangular;        /* h != w is the family's (its programs may be rectangular) */
+};
+
+/* Every recipe this build has (recipes.c), in the order loading asks them. */
+extern const ly_recipe *const ly_recipes[];
+extern const int ly_recipe_count;
+/* The recipe of metadata family `family` (aliases included), or NULL. */
+const ly_recipe *ly_recipe_find(const char *family);
+
+struct ly_engine {
+    const char *name; /* "graph", "executorch" */
+    ly_status (*acquire)(void *data, ly_engine_session **out);
+    void (*release)(void *data, ly_engine_session *session);
+    /* The session's own room for an input [1, 3, h, w], valid until its next
+     * call (preprocessing writes straight into it). */
+    ly_status (*input_buffer)(ly_engine_session *s, int64_t h, int64_t w, int threads,
+                              float **data);
+    ly_status (*run)(ly_engine_session *s, const ly_tensor *input, int threads);
+    /* After a run: views of every output (valid until the session's next
+     * call) and their names. */
+    ly_status (*outputs)(ly_engine_session *s, ly_tensor *views, const char **names, int capacity,
+                         int *count);
+    /* The outputs' shapes for an input [1, 3, h, w], without running. */
+    ly_status (*output_shapes)(void *data, int64_t h, int64_t w, ly_tensor *shapes, int capacity,
+                               int *count);
+    /* The network as a graph, for exporters (NULL when the engine has none). */
+    struct ly_graph *(*graph)(void *data);
+    void (*free)(void *data);
+};
+
+/* The graph engine over `g` (which it owns from then on, freed on failure). */
+struct ly_graph;
+ly_status ly_graph_engine_attach(ly_model_desc *d, struct ly_graph *g);
+
+/* The model's description (exporters, benchmarks). */
+const ly_model_desc *ly_model_desc_of(const ly_model *model);
+
+/* Loaders of formats that carry their own family (a .pte with its sidecar):
+ * LY_E_DECLINED, with no error set, for any other path. */
+ly_status ly_pte_load_model(const char *path, ly_model_desc *out);
+
+/* Helpers for recipes. */
+ly_status ly_model_names_copy(ly_model_desc *desc, const char *const *names, size_t count);
+
+#endif

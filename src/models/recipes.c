@@ -1,0 +1,17 @@
+/* Every recipe this build has (recipe.h): the one list a new family joins. */
+#include "models/recipe.h"
+
+#include <string.h>
+
+extern const ly_recipe ly_nanodet_recipe, ly_yolo9_recipe;
+
+/* Own formats first (a TF.js graph is no checkpoint); checkpoints by family. */
+const ly_recipe *const ly_recipes[] = {&ly_nanodet_recipe, &ly_yolo9_recipe};
+const int ly_recipe_count = (int)(sizeof ly_recipes / sizeof ly_recipes[0]);
+
+const ly_recipe *ly_recipe_find(const char *family)
+{
+    for (int i = 0; family && i < ly_recipe_count; i++)
+        if (strcmp(ly_recipes[i]->family, family) == 0) return ly_recipes[i];
+    return NULL;
+}

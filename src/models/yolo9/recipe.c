@@ -1,0 +1,143 @@
+/* The YOLO9 recipe (recipe.h): LibreYOLO9 checkpoints, LibreYOLO's letterbox
+ * and decode, its defaults and export rules. */
+#include "models/recipe.h"
+#include "core/core.h"
+#include "models/coco_names.h"
+#include "models/yolo9/build.h"
+#include "models/yolo9/prepost.h"
+#include "models/yolo9/yolo9.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { DEFAULT_IMGSZ = 640, STRIDE = 32 };
+
+_Static_assert(sizeof(ly_letterbox) <= sizeof(ly_prep), "the letterbox fits a ly_prep");
+
+static ly_status load_names(ly_model_desc *d, const ly_checkpoint *ck)
+{
+    size_t count = 0;
+    const char *const *names = NULL;
+    ly_status st = ly_checkpoint_class_names(ck, &count, &names);
+    if (st != LY_OK && st != LY_E_NOT_FOUND) return ly_error_prefix(st, "ly_model_load");
+    if (st == LY_E_NOT_FOUND) count = 0, names = NULL;
+    if (!names && d->nc == LY_COCO_CLASSES) names = ly_coco_names, count = LY_COCO_CLASSES;
+    return ly_model_names_copy(d, names, count);
+}
+
+static ly_status read_imgsz(const ly_checkpoint *ck, const char *path, int64_t *imgsz)
+{
+    *imgsz = DEFAULT_IMGSZ;
+    int64_t v;
+    ly_status st = ly_checkpoint_meta_int(ck, "imgsz", &v);
+    if (st == LY_E_NOT_FOUND) return LY_OK;
+    if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
+    if (v <= 0 || v % STRIDE != 0 || v > 32768)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: metadata imgsz = %lld, expected a positive "
+                            "multiple of %d",
+                            path, (long long)v, STRIDE);
+    *imgsz = v;
+    return LY_OK;
+}
+
+/* LibreYOLO9's keys, as stored or under the prefixes LibreYOLO accepts. */
+static bool accepts_keys(const ly_checkpoint *ck)
+{
+    static const char *const keys[] = {"backbone.conv0.conv.weight",
+                                       "module.backbone.conv0.conv.weight"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        ly_tensor view;
+        if (ly_checkpoint_find(ck, keys[i], &view) == LY_OK) return true;
+        ly_clear_error();
+    }
+    return false;
+}
+
+static ly_status load_checkpoint(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    ly_yolo9 *net;
+    ly_status st = ly_yolo9_build(ck, &net);
+    if (st != LY_OK) {
+        char context[600];
+        snprintf(context, sizeof context, "ly_model_load: %s", path);
+        return ly_error_prefix(st, context);
+    }
+    snprintf(d->size, sizeof d->size, "%s", ly_yolo9_size(net));
+    d->nc = ly_yolo9_num_classes(net);
+    st = ly_graph_engine_attach(d, ly_yolo9_release_graph(net));
+    if (st != LY_OK) return st;
+    int64_t meta_nc;
+    st = ly_checkpoint_meta_int(ck, "nc", &meta_nc);
+    if (st == LY_OK && meta_nc != d->nc)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: metadata nc = %lld but the weights have %lld "
+                            "classes",
+                            path, (long long)meta_nc, (long long)d->nc);
+    if (st != LY_OK && st != LY_E_NOT_FOUND) return ly_error_prefix(st, "ly_model_load");
+    d->stride = STRIDE;
+    st = read_imgsz(ck, path, &d->imgsz);
+    if (st != LY_OK) return st;
+    return load_names(d, ck);
+}
+
+/* The first output is the decoded predictions [1, 4 + nc, anchors]. */
+static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
+{
+    const ly_tensor *p = n_outputs > 0 ? &outputs[0] : NULL;
+    if (!p || p->dtype != LY_F32 || p->ndim != 3 || p->shape[0] != 1 || p->shape[1] != 4 + d->nc) {
+        char shape[96] = "nothing";
+        if (p) ly_shape_str(p, shape, sizeof shape);
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: the network's first output is %s, expected YOLO9 "
+                            "predictions [1, %lld, anchors] for %lld classes",
+                            path, shape, (long long)(4 + d->nc), (long long)d->nc);
+    }
+    return LY_OK;
+}
+
+static void output_name(int index, char *buf, size_t size)
+{
+    if (index == 0)
+        snprintf(buf, size, "predictions");
+    else
+        snprintf(buf, size, "output_%d", index);
+}
+
+static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, int64_t h,
+                            int64_t w, float *input, ly_prep *prep)
+{
+    (void)d;
+    return ly_yolo9_preprocess(image->pixels, image->width, image->height, image->stride,
+                               image->format == LY_PIXELS_BGR, (int)h, (int)w, input,
+                               (ly_letterbox *)prep->bytes);
+}
+
+static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
+                             const ly_prep *prep, const ly_image_view *image,
+                             const ly_predict_options *options, ly_box **boxes, size_t *count)
+{
+    (void)d;
+    (void)n_outputs;
+    const ly_letterbox *geometry = (const ly_letterbox *)prep->bytes;
+    return ly_yolo9_postprocess(&outputs[0], geometry->ratio, image->width, image->height, options,
+                                boxes, count);
+}
+
+const ly_recipe ly_yolo9_recipe = {
+    .family = "yolo9",
+    .task = "detect",
+    .input_description = "float32 RGB /255, letterboxed top-left on 114",
+    .default_conf = 0.25f,
+    .default_iou = 0.45f,
+    .default_max_det = 300,
+    .accepts_keys = accepts_keys,
+    .load_checkpoint = load_checkpoint,
+    .bind = bind,
+    .output_name = output_name,
+    .preprocess = preprocess,
+    .postprocess = postprocess,
+    .file_prefix = "LibreYOLO9",
+    .export_outputs = 1, /* the decoded predictions only, as LibreYOLO's export head */
+    .rectangular = true,
+};

@@ -1,0 +1,261 @@
+/*
+ * One loaded model shared by threads (model.h): 4 threads x 20 predictions and
+ * network runs on one model give results bit-identical to sequential runs, for
+ * every family and engine (YOLO9 and NanoDet on the graph, YOLO9 exported to
+ * ExecuTorch), YOLO9 at imgsz 320. Under the sanitizers and ThreadSanitizer
+ * (make test-tsan): 4 x 3 rounds.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "libreyolo/export.h"
+#include "libreyolo/fetch.h"
+#include "libreyolo/io.h"
+#include "libreyolo/model.h"
+#include "test_util.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define YOLO9 LY_SHARED_DIR "/testdata/yolo9/LibreYOLO9t_seed0.pt"
+
+enum { THREADS = 4 };
+
+/* YOLO9 at 320 (NanoDet's size is fixed): the suite stays short on builds
+ * without the accelerated providers. Network runs (ly_model_run) every
+ * RUN_EVERY rounds besides the predictions; under TSan, where each pass is
+ * ~50x slower, predictions alone show the races. */
+enum { IMGSZ = 320 };
+#if defined(LY_SANITIZED) || defined(LY_TSAN)
+enum { ROUNDS = 3 };
+#else
+enum { ROUNDS = 20 };
+#endif
+#ifdef LY_TSAN
+enum { RUN_EVERY = 1 << 30 };
+#else
+enum { RUN_EVERY = 5 };
+#endif
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* What a prediction and a network run gave: detections and the first output. */
+typedef struct outcome {
+    size_t count;
+    ly_detection *detections;
+    char (*names)[64];
+    size_t out_bytes;
+    void *out;
+} outcome;
+
+static void outcome_free(outcome *o)
+{
+    free(o->detections);
+    free(o->names);
+    free(o->out);
+    memset(o, 0, sizeof *o);
+}
+
+static void keep_first(const char *name, const ly_tensor *t, void *user)
+{
+    (void)name;
+    outcome *o = user;
+    if (o->out) return;
+    o->out_bytes = (size_t)ly_tensor_numel(t) * ly_dtype_size(t->dtype);
+    o->out = malloc(o->out_bytes);
+    if (o->out) memcpy(o->out, t->data, o->out_bytes);
+}
+
+typedef struct job {
+    ly_model *model;
+    const ly_image_view *image;
+    const ly_predict_options *options;
+    const ly_tensor *input;
+    const outcome *want; /* NULL: fill `got` once */
+    outcome got;
+    int mismatches;
+    ly_status status;
+    char error[256];
+} job;
+
+static ly_status one_round(job *j, outcome *o, bool with_run)
+{
+    ly_results *r = NULL;
+    ly_status st = ly_model_predict_image(j->model, j->image, j->options, &r);
+    if (st == LY_OK) st = ly_results_count(r, &o->count);
+    if (st == LY_OK) {
+        o->detections = calloc(o->count + 1, sizeof *o->detections);
+        o->names = calloc(o->count + 1, sizeof *o->names);
+        for (size_t i = 0; i < o->count && o->detections && o->names; i++) {
+            ly_results_get(r, i, &o->detections[i]);
+            snprintf(o->names[i], sizeof o->names[i], "%s", o->detections[i].name);
+            o->detections[i].name = NULL;
+        }
+    }
+    ly_results_free(r);
+    if (with_run && st == LY_OK) st = ly_model_run(j->model, j->input, keep_first, o);
+    return st;
+}
+
+static bool same(const outcome *a, const outcome *b, bool with_run)
+{
+    if (a->count != b->count || (with_run && a->out_bytes != b->out_bytes)) return false;
+    for (size_t i = 0; i < a->count; i++)
+        if (memcmp(a->detections[i].xyxy, b->detections[i].xyxy, sizeof a->detections[i].xyxy) ||
+            memcmp(&a->detections[i].conf, &b->detections[i].conf, sizeof(float)) ||
+            a->detections[i].cls != b->detections[i].cls || strcmp(a->names[i], b->names[i]))
+            return false;
+    return !with_run || !a->out_bytes || memcmp(a->out, b->out, a->out_bytes) == 0;
+}
+
+static void *worker(void *arg)
+{
+    job *j = arg;
+    for (int r = 0; r < ROUNDS && j->status == LY_OK; r++) {
+        outcome o = {0};
+        bool with_run = r % RUN_EVERY == 0;
+        j->status = one_round(j, &o, with_run);
+        if (j->status != LY_OK)
+            snprintf(j->error, sizeof j->error, "%s", ly_last_error());
+        else if (!same(&o, j->want, with_run))
+            j->mismatches++;
+        outcome_free(&o);
+    }
+    return NULL;
+}
+
+/* Sequential first (the reference), then THREADS threads at once. */
+static void check_shared(const char *path, const char *what)
+{
+    ly_model_options mo = {.threads = 1};
+    ly_model *m;
+    if (ly_model_load(path, &mo, &m) != LY_OK) fail_msg("%s: %s", what, ly_last_error());
+    ly_model_info info;
+    assert_int_equal(ly_model_get_info(m, &info), LY_OK);
+    ly_predict_options po;
+    ly_predict_options_init(&po);
+    po.conf = 0.01f; /* random weights: low scores, many boxes to compare */
+    if (strcmp(info.engine, "graph") == 0 && strcmp(info.family, "yolo9") == 0) po.imgsz = IMGSZ;
+    int64_t side = po.imgsz ? po.imgsz : info.imgsz;
+    ly_tensor input;
+    int64_t shape[4] = {1, 3, side, side};
+    assert_int_equal(ly_tensor_alloc(&input, LY_F32, 4, shape), LY_OK);
+    uint64_t seed = 7;
+    float *x = input.data;
+    for (int64_t i = 0; i < ly_tensor_numel(&input); i++)
+        x[i] = (float)(ly_test_splitmix64(&seed) >> 40) / (float)(1 << 24);
+
+    /* A synthetic photo (no image decoder needed): smooth gradients and blocks. */
+    enum { W = 640, H = 480 };
+    uint8_t *pixels = malloc((size_t)W * H * 3);
+    assert_non_null(pixels);
+    for (int y = 0; y < H; y++)
+        for (int xx = 0; xx < W; xx++) {
+            uint8_t *p = pixels + ((size_t)y * W + xx) * 3;
+            p[0] = (uint8_t)(xx * 255 / W);
+            p[1] = (uint8_t)(y * 255 / H);
+            p[2] = (uint8_t)(((xx / 40) + (y / 40)) % 2 ? 200 : 30);
+        }
+    ly_image_view image = {pixels, W, H, (size_t)W * 3, LY_PIXELS_RGB};
+    job ref = {.model = m, .image = &image, .options = &po, .input = &input, .status = LY_OK};
+    if (one_round(&ref, &ref.got, true) != LY_OK) fail_msg("%s: %s", what, ly_last_error());
+    pthread_t threads[THREADS];
+    job jobs[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        jobs[t] =
+            (job){.model = m, .image = &image, .options = &po, .input = &input, .want = &ref.got};
+        assert_int_equal(pthread_create(&threads[t], NULL, worker, &jobs[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(threads[t], NULL);
+        if (jobs[t].status != LY_OK) fail_msg("%s, thread %d: %s", what, t, jobs[t].error);
+        if (jobs[t].mismatches)
+            fail_msg("%s, thread %d: %d of %d rounds differ from the sequential run", what, t,
+                     jobs[t].mismatches, ROUNDS);
+    }
+    print_message("%s: %d threads x %d rounds bit-identical (%zu detections)\n", what, THREADS,
+                  ROUNDS, ref.got.count);
+    outcome_free(&ref.got);
+    free(pixels);
+    ly_tensor_free(&input);
+    ly_model_free(m);
+}
+
+static void test_yolo9_graph(void **state)
+{
+    (void)state;
+    if (!exists(YOLO9)) {
+        print_message("skipped: the fixture " YOLO9 " is absent\n");
+        skip();
+    }
+    check_shared(YOLO9, "yolo9 (graph)");
+}
+
+static void test_nanodet_graph(void **state)
+{
+    (void)state;
+    char dir[4096];
+    bool present = false;
+    if (ly_model_cached("nanodet", dir, sizeof dir, &present) != LY_OK || !present) {
+        print_message("skipped: no NanoDet model in the cache (`libreyolo fetch nanodet`)\n");
+        skip();
+    }
+    check_shared("nanodet", "nanodet (graph)");
+}
+
+static void test_yolo9_executorch(void **state)
+{
+    if (!exists(YOLO9)) {
+        print_message("skipped: the fixture " YOLO9 " is absent\n");
+        skip();
+    }
+    ly_model *m;
+    assert_int_equal(ly_model_load(YOLO9, NULL, &m), LY_OK);
+    char out[4096], written[4096];
+    ly_test_scratch_path("shared.pte", out, sizeof out);
+    int64_t size[1] = {IMGSZ};
+    ly_export_options eo;
+    ly_export_options_init(&eo);
+    eo.imgsz = size;
+    eo.imgsz_len = 1;
+    eo.output_path = out;
+    eo.model_path = YOLO9;
+    ly_status st = ly_model_export(m, &eo, written, sizeof written);
+    ly_model_free(m);
+    if (st == LY_E_UNSUPPORTED) {
+        print_message("skipped: %s\n", ly_last_error());
+        skip();
+    }
+    if (st != LY_OK) fail_msg("export: %s", ly_last_error());
+    ly_model *probe;
+    st = ly_model_load(written, NULL, &probe);
+    if (st == LY_E_UNSUPPORTED) {
+        print_message("skipped: %s\n", ly_last_error());
+        skip();
+    }
+    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model_free(probe);
+    (void)state;
+    check_shared(written, "yolo9 (executorch)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_yolo9_graph),
+        cmocka_unit_test(test_nanodet_graph),
+        cmocka_unit_test(test_yolo9_executorch),
+    };
+    return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
+}
