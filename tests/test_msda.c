@@ -861,8 +861,9 @@ static void on_result(const ly_check_result *r, void *user)
     t->results++;
     if (ly_check_result_failed(r) && t->failed++ == 0) {
         char verdict[160];
-        snprintf(t->first, sizeof t->first, "%s/%s: %s %s", r->slot, r->impl,
-                 ly_check_verdict(r, verdict, sizeof verdict), r->first_error);
+        ly_check_verdict(r, verdict, sizeof verdict);
+        snprintf(t->first, sizeof t->first, "%s/%s: %s %s", r->slot, r->impl, verdict,
+                 r->first_error);
     }
 }
 

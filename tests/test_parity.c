@@ -53,11 +53,12 @@ static void collect(const ly_check_result *res, void *user)
     if (!res->skipped && res->cases > 0) r->ran++;
     if (!ly_check_result_failed(res)) return;
     r->failed++;
+    ly_check_verdict(res, verdict, sizeof verdict);
     report_printf(r,
                   "%s / %s: %s: %" PRId64 " cases, %" PRId64 " mismatches, %" PRId64
                   " errors, max |diff| %g\n",
-                  res->slot, res->impl, ly_check_verdict(res, verdict, sizeof verdict), res->cases,
-                  res->mismatches, res->errors, res->max_abs_diff);
+                  res->slot, res->impl, verdict, res->cases, res->mismatches, res->errors,
+                  res->max_abs_diff);
     if (res->errors) report_printf(r, "  first error: %s\n", res->first_error);
     for (int i = 0; i < res->n_shown; i++) {
         const ly_check_mismatch *m = &res->shown[i];

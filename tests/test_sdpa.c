@@ -555,7 +555,7 @@ static void test_set_fused(void **state)
 typedef struct harness_seen {
     int reports, fused_reports;
     bool failed;
-    char why[512];
+    char why[1024];
 } harness_seen;
 
 static void on_result(const ly_check_result *r, void *user)
@@ -572,10 +572,10 @@ static void on_result(const ly_check_result *r, void *user)
     if (ly_check_result_failed(r)) {
         s->failed = true;
         char verdict[128];
+        ly_check_verdict(r, verdict, sizeof verdict);
         snprintf(s->why, sizeof s->why, "%s: %s, %lld mismatches, first error: %s%s%s", r->impl,
-                 ly_check_verdict(r, verdict, sizeof verdict), (long long)r->mismatches,
-                 r->first_error, r->n_shown ? ", first mismatch in " : "",
-                 r->n_shown ? r->shown[0].case_name : "");
+                 verdict, (long long)r->mismatches, r->first_error,
+                 r->n_shown ? ", first mismatch in " : "", r->n_shown ? r->shown[0].case_name : "");
     }
 }
 

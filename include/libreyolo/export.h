@@ -77,6 +77,10 @@ LY_API ly_status ly_export_families(const char *const **families, size_t *count)
 LY_API ly_status ly_export_family_tasks(const char *family, const char *const **tasks,
                                         size_t *count);
 
+/* The canonical task for a spelling LibreYOLO accepts ("detection" ->
+ * "detect", static); LY_E_NOT_FOUND for none. */
+LY_API ly_status ly_export_task(const char *spelling, const char **canonical);
+
 /* The support tier of (family, task, format) with its reason and constraint
  * (constraint may be NULL). Strings are static. */
 LY_API ly_status ly_export_support(const char *family, const char *task, const char *format,

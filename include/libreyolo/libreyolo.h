@@ -39,9 +39,9 @@ typedef enum ly_status {
     LY_E_IO = 6,               /* the operating system refused a read or write */
     LY_E_FORMAT = 7,           /* a file or payload that is malformed or truncated */
     LY_E_NO_MEMORY = 8,
-    LY_E_UNAVAILABLE = 9,      /* no implementation is eligible for this call */
-    LY_E_DECLINED = 10,        /* an implementation declines this input: try the next one */
-    LY_E_PROVIDER = 11,        /* an accelerated implementation failed at run time */
+    LY_E_UNAVAILABLE = 9, /* no implementation is eligible for this call */
+    LY_E_DECLINED = 10,   /* an implementation declines this input: try the next one */
+    LY_E_PROVIDER = 11,   /* an accelerated implementation failed at run time */
     LY_E_INTERNAL = 12
 } ly_status;
 
@@ -54,6 +54,10 @@ LY_API const char *ly_last_error(void);
 
 /* Library version, e.g. "0.1.0". */
 LY_API const char *ly_version(void);
+
+/* The threads a call asking for `requested` runs on: `requested` when > 0,
+ * else LIBREYOLO_THREADS when set to a positive count, else the logical CPUs. */
+LY_API ly_status ly_thread_count(int requested, int *threads);
 
 /* ---- Logging ------------------------------------------------------------ */
 

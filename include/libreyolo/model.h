@@ -13,10 +13,28 @@
  *   ly_results_free(r);
  *   ly_model_free(m);
  *
- * Pre- and post-processing are LibreYOLO's (yolo9.md 1.5-1.8): RGB, top-left
- * letterbox on 114, bilinear resize, /255; multi-label candidates with
- * score > conf, class-aware NMS, max_det; boxes in original-image pixels,
- * descending score.
+ * Pre- and post-processing are each family's own, as LibreYOLO does them
+ * (YOLO9, yolo9.md 1.5-1.8: RGB, top-left letterbox on 114, bilinear resize,
+ * /255; multi-label candidates with score > conf, class-aware NMS, max_det;
+ * NanoDet, nanodet.md 2.4); boxes in original-image pixels, descending score.
+ *
+ * Threads. A loaded model is immutable: ly_model_predict_file,
+ * ly_model_predict_image, ly_model_run, ly_model_get_info and
+ * ly_model_get_stats may be called on one model from any number of threads at
+ * once, and give each the results one thread alone would (bit for bit). Each
+ * call runs in memory of its own (a per-call arena, kept in a pool for the
+ * next call), while the weights, prepared once, are shared.
+ * ly_model_set_threads may be called at any time (calls already running keep
+ * their count); ly_model_set_fused_attention is a setting to make before the
+ * model is shared; ly_model_free only after every call on it has returned. Results are independent
+ * objects: any thread may read a ly_results, none may free it twice.
+ *
+ * Ownership. Every pointer the API returns is owned by the library:
+ *  - ly_model_info's strings and names: the model's, valid until ly_model_free;
+ *  - a ly_detection's `name`: the results' own copy, valid until
+ *    ly_results_free (results outlive the model);
+ *  - the tensors ly_model_run's callback sees: valid during the callback only.
+ * The caller frees what it received with the matching _free call.
  */
 #ifndef LIBREYOLO_MODEL_H
 #define LIBREYOLO_MODEL_H
@@ -53,6 +71,7 @@ typedef struct ly_model_info {
     const char *engine; /* what runs the network: "graph" or "executorch" */
 } ly_model_info;
 
+/* `info`'s strings are the model's (valid until ly_model_free). */
 LY_API ly_status ly_model_get_info(const ly_model *model, ly_model_info *info);
 
 /* What the loaded network is made of (benchmarks, `libreyolo info`). */
@@ -71,6 +90,8 @@ typedef struct ly_model_stats {
 /* Stats at a square input of `imgsz` (0: the model's). Reads no weights, so
  * it costs no memory on a model whose packed weights replaced the originals. */
 LY_API ly_status ly_model_get_stats(const ly_model *model, int imgsz, ly_model_stats *stats);
+/* The threads each later call of this model uses (0: LIBREYOLO_THREADS, else
+ * all CPUs). */
 LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
 
 /* Fields left as ly_predict_options_init sets them take the model's default

@@ -8,7 +8,6 @@
  */
 #include "cli/cli.h"
 #include "cli/cli_util.h"
-#include "core/core.h"
 #include "libreyolo/nn.h"
 
 #include <inttypes.h>
@@ -158,7 +157,7 @@ static ly_status buffers_init(shape_buffers *b, const conv_shape *s, int threads
     ly_tensor_init(&b->y, filled(s->o * ho * ho, &state, 0.0f), LY_F32, 4, ys);
     if (!b->x.data || !b->w.data || !b->b.data || !b->y.data || (s->residual && !b->r.data)) {
         buffers_free(b);
-        return ly_set_error(LY_E_NO_MEMORY, "bench conv: out of memory");
+        return LY_E_NO_MEMORY;
     }
     ly_kernel_call_init(&b->call);
     b->call.in[0] = &b->x;
@@ -368,7 +367,7 @@ int ly_cli_bench_conv(int argc, char **argv)
         total_flop += shape_flop(sh) * sh->count;
         shape_buffers b;
         if (buffers_init(&b, sh, o.threads) != LY_OK) {
-            fprintf(stderr, "libreyolo bench conv: %s\n", ly_last_error());
+            fputs("libreyolo bench conv: out of memory\n", stderr);
             return 1;
         }
         impl_names names = {.count = 0};

@@ -11,12 +11,12 @@
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
-#include "core/core.h"
 #include "libreyolo/nn.h"
 #include "libreyolo/quant.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,17 +144,53 @@ static void streaming_range(void *ctx, int64_t begin, int64_t end)
 #endif
 }
 
+typedef struct copy_part {
+    copy_job *job;
+    void (*range)(void *ctx, int64_t begin, int64_t end);
+    int64_t begin, end;
+} copy_part;
+
+static void *copy_thread(void *arg)
+{
+    copy_part *p = arg;
+    p->range(p->job, p->begin, p->end);
+    return NULL;
+}
+
+/* The copy split over job->threads threads in 64 KiB-aligned parts (the
+ * caller's thread takes the first). */
+static void split_copy(copy_job *job, void (*range)(void *ctx, int64_t begin, int64_t end))
+{
+    enum { GRAIN = 1 << 16, MAX_THREADS = 256 };
+    int64_t n = (int64_t)job->bytes;
+    int t = job->threads < 1 ? 1 : job->threads > MAX_THREADS ? MAX_THREADS : job->threads;
+    int64_t per = (n / t + GRAIN - 1) / GRAIN * GRAIN;
+    copy_part parts[MAX_THREADS];
+    pthread_t ids[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    for (int i = 0; i < t; i++) {
+        int64_t begin = i * per, end = begin + per < n ? begin + per : n;
+        parts[i] = (copy_part){job, range, begin < n ? begin : n, end > begin ? end : begin};
+        if (i > 0) started[i] = pthread_create(&ids[i], NULL, copy_thread, &parts[i]) == 0;
+    }
+    copy_thread(&parts[0]);
+    for (int i = 1; i < t; i++) {
+        if (started[i])
+            pthread_join(ids[i], NULL);
+        else
+            copy_thread(&parts[i]);
+    }
+}
+
 static ly_status run_memcpy(void *ctx)
 {
-    copy_job *job = ctx;
-    ly_parallel_for((int64_t)job->bytes, 1 << 16, job->threads, memcpy_range, job);
+    split_copy(ctx, memcpy_range);
     return LY_OK;
 }
 
 static ly_status run_streaming_copy(void *ctx)
 {
-    copy_job *job = ctx;
-    ly_parallel_for((int64_t)job->bytes, 1 << 16, job->threads, streaming_range, job);
+    split_copy(ctx, streaming_range);
     return LY_OK;
 }
 

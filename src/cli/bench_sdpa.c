@@ -11,7 +11,6 @@
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
-#include "core/core.h"
 #include "libreyolo/sdpa.h"
 
 #include <cjson/cJSON.h>

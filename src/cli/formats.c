@@ -4,7 +4,7 @@
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
-#include "export/export_internal.h"
+#include "libreyolo/export.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -53,8 +53,7 @@ int ly_cli_formats(int argc, char **argv)
     }
     const char *canonical = NULL;
     if (task) {
-        canonical = ly_export_canonical_task(task);
-        if (!canonical)
+        if (ly_export_task(task, &canonical) != LY_OK)
             return ly_cli_usage_error(cmd, "'%s' is not a canonical LibreYOLO task.", task);
     }
     if (family) {

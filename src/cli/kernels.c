@@ -2,7 +2,7 @@
 #include "libreyolo/kernels.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
-#include "kernels/hub/hub.h"
+#include "libreyolo/hub.h"
 
 #include <ctype.h>
 #include <stdio.h>

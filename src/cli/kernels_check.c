@@ -2,8 +2,7 @@
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
-#include "core/core.h"
-#include "kernels/check.h"
+#include "libreyolo/check.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -12,6 +11,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+static int threads_of(int requested)
+{
+    int n = 1;
+    ly_thread_count(requested, &n);
+    return n;
+}
 
 static void print_usage(FILE *to)
 {
@@ -99,7 +105,7 @@ static void format_diff(double d, char *buf, size_t size)
 static void print_json(const results *rs, const ly_check_options *opt, int failed)
 {
     printf("{\"size\": \"%s\", \"threads\": %d, \"failed\": %d, \"results\": [",
-           opt->size == LY_CHECK_FULL ? "full" : "quick", ly_threads_resolve(opt->threads), failed);
+           opt->size == LY_CHECK_FULL ? "full" : "quick", threads_of(opt->threads), failed);
     for (size_t i = 0; i < rs->n; i++) {
         const ly_check_result *r = &rs->items[i];
         char verdict[192];
@@ -108,7 +114,8 @@ static void print_json(const results *rs, const ly_check_options *opt, int faile
         printf(", \"impl\": ");
         ly_json_string(stdout, r->impl);
         printf(", \"verdict\": ");
-        ly_json_string(stdout, ly_check_verdict(r, verdict, sizeof verdict));
+        ly_check_verdict(r, verdict, sizeof verdict);
+        ly_json_string(stdout, verdict);
         printf(", \"failed\": %s, \"skipped\": %s", ly_check_result_failed(r) ? "true" : "false",
                r->skipped ? "true" : "false");
         if (r->skipped) {
@@ -166,7 +173,7 @@ static void print_table(const results *rs, const ly_check_options *opt)
         if (n > impl_w) impl_w = n;
     }
     printf("parity against the reference: %s case set, %d thread(s) per call\n\n",
-           opt->size == LY_CHECK_FULL ? "full" : "quick", ly_threads_resolve(opt->threads));
+           opt->size == LY_CHECK_FULL ? "full" : "quick", threads_of(opt->threads));
     printf("%-*s  %-*s  %7s  %11s  %10s  %10s  %s\n", slot_w, "slot", impl_w, "impl", "cases",
            "elements", "mismatches", "max |diff|", "verdict");
     for (size_t i = 0; i < rs->n; i++) {

@@ -4,9 +4,8 @@
 #include "cli/cli_util.h"
 #include "cli/fetch_progress.h"
 #include "cli/json_out.h"
-#include "io/image.h"
+#include "libreyolo/image.h"
 #include "libreyolo/model.h"
-#include "models/annotate.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -343,7 +342,7 @@ static int save_annotated(const char *dir, const char *image, ly_image *im, cons
         fputs("libreyolo predict: out of memory\n", stderr);
         return 1;
     }
-    ly_status st = ly_annotate(im, r);
+    ly_status st = ly_image_annotate(im, r);
     if (st == LY_OK) st = ly_image_save(path, im, JPEG_QUALITY);
     int code = 0;
     if (st != LY_OK) {

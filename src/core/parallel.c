@@ -63,6 +63,13 @@ void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void
     }
 }
 
+ly_status ly_thread_count(int requested, int *threads)
+{
+    if (!threads) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_thread_count: threads is NULL");
+    *threads = ly_threads_resolve(requested);
+    return LY_OK;
+}
+
 double ly_now_ms(void)
 {
     struct timespec t;

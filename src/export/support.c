@@ -109,6 +109,16 @@ ly_status ly_export_family_tasks(const char *family, const char *const **tasks, 
     return ly_set_error(LY_E_NOT_FOUND, "Unknown model family: '%s'", family);
 }
 
+ly_status ly_export_task(const char *spelling, const char **canonical)
+{
+    if (!canonical) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_export_task: NULL argument");
+    *canonical = spelling ? ly_export_canonical_task(spelling) : NULL;
+    if (!*canonical)
+        return ly_set_error(LY_E_NOT_FOUND, "'%s' is not a canonical LibreYOLO task.",
+                            spelling ? spelling : "(null)");
+    return LY_OK;
+}
+
 const char *ly_export_canonical_task(const char *task)
 {
     if (!task) return NULL;

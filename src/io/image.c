@@ -27,12 +27,20 @@ ly_status ly_image_alloc(ly_image *image, int width, int height)
     return LY_OK;
 }
 
-void ly_image_free(ly_image *image)
+ly_status ly_image_free(ly_image *image)
 {
-    if (!image) return;
+    if (!image) return LY_OK;
     free(image->pixels);
     image->pixels = NULL;
     image->width = image->height = 0;
+    return LY_OK;
+}
+
+ly_status ly_image_codecs(bool *available)
+{
+    if (!available) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_codecs: NULL argument");
+    *available = ly_image_codecs_available();
+    return LY_OK;
 }
 
 #ifndef LY_HAVE_STB

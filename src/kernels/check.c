@@ -783,16 +783,11 @@ ly_status ly_check_parity(const char *slot_or_null, const char *impl_or_null, in
     return ly_check_parity_ex(&options, report, user);
 }
 
-bool ly_check_result_failed(const ly_check_result *result)
+ly_status ly_check_verdict(const ly_check_result *r, char *buf, size_t size)
 {
-    return result && !result->skipped && (result->mismatches > 0 || result->errors > 0);
-}
-
-const char *ly_check_verdict(const ly_check_result *r, char *buf, size_t size)
-{
-    if (!buf || size == 0) return "";
+    if (!buf || size == 0 || !r)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_check_verdict: NULL or empty argument");
     buf[0] = '\0';
-    if (!r) return buf;
     size_t len = 0;
     if (r->skipped)
         len = (size_t)snprintf(buf, size, "skipped: %s", r->why_skipped);
@@ -809,5 +804,5 @@ const char *ly_check_verdict(const ly_check_result *r, char *buf, size_t size)
                                r->relative ? " of max(1, max|ref|)" : "");
     if (r->declined > 0 && len < size)
         snprintf(buf + len, size - len, " (%" PRId64 " declined)", r->declined);
-    return buf;
+    return LY_OK;
 }

@@ -1,6 +1,7 @@
 /* Boxes and labels drawn with a built-in 5x7 font: no font library needed, and
  * the same pixels in every build. */
-#include "models/annotate.h"
+#include "io/image.h"
+#include "libreyolo/image.h"
 
 #include "core/core.h"
 
@@ -126,10 +127,10 @@ static void draw_detection(ly_image *im, const ly_detection *d, int scale)
               luma > 150 ? black : white);
 }
 
-ly_status ly_annotate(ly_image *image, const ly_results *results)
+ly_status ly_image_annotate(ly_image *image, const ly_results *results)
 {
     if (!image || !image->pixels || image->width <= 0 || image->height <= 0 || !results)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_annotate: image or results is empty");
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_annotate: image or results is empty");
     size_t n;
     ly_status st = ly_results_count(results, &n);
     if (st != LY_OK) return st;

@@ -740,10 +740,11 @@ ly_status ly_hub_status_get(ly_hub_status *out)
     return LY_OK;
 }
 
-void ly_hub_status_free(ly_hub_status *status)
+ly_status ly_hub_status_free(ly_hub_status *status)
 {
-    if (!status) return;
+    if (!status) return LY_OK;
     free(status->entries);
     status->entries = NULL;
     status->count = 0;
+    return LY_OK;
 }

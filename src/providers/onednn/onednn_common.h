@@ -28,7 +28,8 @@ ly_status ly_onednn_predicate(const ly_kernel_call *call, const ly_cpu_features 
 void ly_onednn_register_conv2d(void);
 void ly_onednn_register_eltwise(void); /* silu, sigmoid */
 void ly_onednn_register_dfl(void);
-void ly_onednn_register_pool(void); /* max_pool2d, avg_pool2d (AVX-512 only) */
+void ly_onednn_register_linear(void); /* prepared: packed weights */
+void ly_onednn_register_pool(void);   /* max_pool2d, avg_pool2d (AVX-512 only) */
 
 /* LY_E_PROVIDER naming the slot and the failed dnnl call. */
 ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t status);

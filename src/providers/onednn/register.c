@@ -1,11 +1,11 @@
 /*
  * The oneDNN provider ("onednn"): conv2d (bias, activation and residual fused),
  * silu and sigmoid, where its vectorised exp replaces libm's expf (~10x), dfl
- * (~3x), and the pools on AVX-512 machines (2-4x; elsewhere its NCHW pooling is
- * slower than the reference and declines). Upsample and concat stay on the
- * references: they only move memory. Running these on oneDNN also keeps them on
- * its OpenMP threads, which otherwise spin while our own threads want the
- * cores. Each implementation declines, through its predicate, what it cannot do.
+ * (~3x), linear on its matmul with packed weights, and the pools on AVX-512 machines (2-4x;
+ * elsewhere its NCHW pooling is slower than the reference and declines). Upsample and concat stay
+ * on the references: they only move memory. Running these on oneDNN also keeps them on its OpenMP
+ * threads, which otherwise spin while our own threads want the cores. Each implementation declines,
+ * through its predicate, what it cannot do.
  */
 #include "providers/onednn/onednn_common.h"
 
@@ -15,4 +15,5 @@ void ly_onednn_register(void)
     ly_onednn_register_eltwise();
     ly_onednn_register_dfl();
     ly_onednn_register_pool();
+    ly_onednn_register_linear();
 }

@@ -1,0 +1,59 @@
+/*
+ * Image files: JPEG, PNG and BMP read into interleaved 8-bit RGB, JPEG or PNG
+ * written from it (stb, libstb-dev, and libjpeg-turbo for JPEG where the build
+ * has them; without stb every call that touches a file fails with
+ * LY_E_UNSUPPORTED), and detections drawn onto an image.
+ *
+ *   ly_image im;
+ *   ly_image_load("photo.jpg", &im);
+ *   ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
+ *   ly_model_predict_image(model, &view, NULL, &results);
+ *   ly_image_annotate(&im, results);
+ *   ly_image_save("out.jpg", &im, 95);
+ *   ly_image_free(&im);
+ *
+ * The pixels belong to the ly_image: ly_image_free releases them. Any number
+ * of threads may load, save and annotate images of their own at once.
+ */
+#ifndef LIBREYOLO_IMAGE_H
+#define LIBREYOLO_IMAGE_H
+
+#include "libreyolo/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Interleaved RGB, rows of exactly width * 3 bytes. */
+typedef struct ly_image {
+    uint8_t *pixels;
+    int width, height;
+} ly_image;
+
+/* An uninitialised width x height image (both > 0). */
+LY_API ly_status ly_image_alloc(ly_image *image, int width, int height);
+/* Free the pixels and empty `image`; NULL or an empty image is fine. */
+LY_API ly_status ly_image_free(ly_image *image);
+/* Read `path` (JPEG, PNG or BMP, recognised by content; grey, palette and
+ * alpha are converted to RGB, alpha dropped, 16-bit samples reduced to 8).
+ * LY_E_NOT_FOUND for a missing file, LY_E_IO when it cannot be read,
+ * LY_E_FORMAT for another format, a corrupt file or one without pixels;
+ * every message names the file. */
+LY_API ly_status ly_image_load(const char *path, ly_image *out);
+/* Write `image` to `path` as JPEG (.jpg, .jpeg; quality 1..100) or PNG (.png),
+ * chosen by the extension (case-insensitive), atomically: a temporary file in
+ * the same directory is written and renamed over `path`. */
+LY_API ly_status ly_image_save(const char *path, const ly_image *image, int jpeg_quality);
+/* Whether this build reads and writes image files (*available). */
+LY_API ly_status ly_image_codecs(bool *available);
+
+/* Draw each detection of `results` onto `image`: a 2-pixel box in a colour of
+ * its class and a "name 0.87" label (class id when unnamed) above it, or
+ * inside when there is no room above. Everything is clipped to the image. */
+LY_API ly_status ly_image_annotate(ly_image *image, const ly_results *results);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * D-FINE (internal): the pieces of the deformable-attention DETR decoder built
+ * as graph nodes from a LibreYOLO checkpoint (detr.md 4-6). The first piece is
+ * one decoder layer; the whole family follows in its own recipe.
+ */
+#ifndef LY_MODELS_DFINE_DFINE_H
+#define LY_MODELS_DFINE_DFINE_H
+
+#include "graph/graph.h"
+#include "libreyolo/checkpoint.h"
+
+/* The graph values a decoder layer reads. */
+typedef struct ly_dfine_layer_inputs {
+    ly_graph_value target;         /* f32 [B, Q, C] */
+    ly_graph_value reference;      /* f32 [B, Q, 1, 4]: cx, cy, w, h in [0, 1] */
+    ly_graph_value query_pos;      /* f32 [B, Q, C] */
+    ly_graph_value memory;         /* f32 [B, sum(h*w), C]: the value, levels flattened h-major */
+    ly_graph_value spatial_shapes; /* i64 [L, 2]: (h, w) per level */
+} ly_dfine_layer_inputs;
+
+/* Decoder layer `index` (keys decoder.decoder.layers.<index>.*) appended to
+ * `g` (detr.md 4.5): self-attention (nn.MultiheadAttention, q = k = target +
+ * pos, v = target) + residual -> LayerNorm; MSDeformableAttention on the
+ * memory (sampling_offsets / attention_weights linears, softmax over every
+ * level's points per head, loc = ref_xy + offset * num_points_scale * ref_wh
+ * * 0.5) -> Gate (sigmoid(Linear(concat)) halves, LayerNorm); FFN Linear ->
+ * ReLU -> Linear + residual -> clamp +-65504 -> LayerNorm. `heads` is the
+ * attention head count; the points per level come from num_points_scale.
+ * Batch 1; any number of queries.
+ * Every missing or misshapen key is an error naming it. */
+ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
+                                 int levels, const ly_dfine_layer_inputs *in, ly_graph_value *out);
+
+#endif

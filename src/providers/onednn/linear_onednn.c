@@ -1,0 +1,243 @@
+/*
+ * linear on oneDNN's matmul, prepared: x [..., K] seen as [M, K], times the
+ * weight [N, K] transposed, plus the bias. The weight is reordered once, at
+ * prepare, into the layout oneDNN's kernel reads fastest (format "any": packed
+ * blocks for its brgemm/gemm kernels), and the state keeps that copy and the
+ * bias, so a graph gives the plain weight's pages back (restore writes it back
+ * exactly: a reorder only moves values).
+ *
+ * Concurrency: the primitive runs with a user scratchpad, so one state serves
+ * several threads at once; each run brings its own memory objects, scratchpad
+ * (per-thread scratch) and a per-thread stream.
+ */
+#include "core/core.h"
+#include "providers/builtin.h"
+#include "providers/onednn/onednn_common.h"
+#include "providers/op_cache.h"
+
+#include <dnnl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct linear_state {
+    dnnl_primitive_t matmul;
+    dnnl_memory_desc_t src_md, dst_md, weights_md, plain_weights_md, scratch_md;
+    dnnl_memory_t weights; /* packed, owned */
+    dnnl_memory_t bias;    /* [1, N], owned; NULL without a bias */
+    int64_t m, n, k;
+    int threads;
+} linear_state;
+
+static ly_status failed(const char *what, dnnl_status_t st)
+{
+    return ly_onednn_failed(ly_op_name(LY_OP_LINEAR), what, st);
+}
+
+#define STEP(expr)                                                                                 \
+    do {                                                                                           \
+        dnnl_status_t step_ = (expr);                                                              \
+        if (step_ != dnnl_success) {                                                               \
+            status = failed(#expr, step_);                                                         \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static void linear_release(void *state)
+{
+    linear_state *s = state;
+    if (!s) return;
+    if (s->matmul) dnnl_primitive_destroy(s->matmul);
+    if (s->weights) dnnl_memory_destroy(s->weights);
+    if (s->bias) dnnl_memory_destroy(s->bias);
+    free(s);
+}
+
+/* One stream per thread (the engine is the process's), destroyed with it. */
+static pthread_key_t stream_key;
+static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
+static bool stream_key_ok;
+
+static void destroy_stream(void *stream)
+{
+    dnnl_stream_destroy(stream);
+}
+
+static void make_stream_key(void)
+{
+    stream_key_ok = pthread_key_create(&stream_key, destroy_stream) == 0;
+}
+
+static dnnl_stream_t thread_stream(void)
+{
+    pthread_once(&stream_once, make_stream_key);
+    if (!stream_key_ok) return NULL;
+    dnnl_stream_t stream = pthread_getspecific(stream_key);
+    if (stream) return stream;
+    if (dnnl_stream_create(&stream, ly_onednn_engine(), dnnl_stream_default_flags) != dnnl_success)
+        return NULL;
+    if (pthread_setspecific(stream_key, stream) != 0) {
+        dnnl_stream_destroy(stream);
+        return NULL;
+    }
+    return stream;
+}
+
+/* A one-off reorder between two descriptions of the same values. */
+static dnnl_status_t reorder(const dnnl_memory_desc_t *from_md, void *from,
+                             const dnnl_memory_desc_t *to_md, void *to)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t a = NULL, b = NULL;
+    dnnl_stream_t stream = thread_stream();
+    dnnl_status_t st = stream ? dnnl_success : dnnl_runtime_error;
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, from_md, engine, to_md, engine, NULL);
+    if (st == dnnl_success) st = dnnl_primitive_create(&prim, pd);
+    if (st == dnnl_success) st = dnnl_memory_create(&a, from_md, engine, from);
+    if (st == dnnl_success) st = dnnl_memory_create(&b, to_md, engine, to);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
+        st = dnnl_primitive_execute(prim, stream, 2, args);
+    }
+    if (st == dnnl_success) st = dnnl_stream_wait(stream);
+    if (a) dnnl_memory_destroy(a);
+    if (b) dnnl_memory_destroy(b);
+    if (prim) dnnl_primitive_destroy(prim);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static ly_status linear_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                void **state)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    if (!engine) return failed("dnnl_engine_create", ly_onednn_engine_status());
+    const ly_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2];
+    if (!(info->constant_inputs & (1u << 1)) || (b && !(info->constant_inputs & (1u << 2))))
+        return LY_E_DECLINED; /* weights that change between calls: the reference */
+    int64_t k = x->shape[x->ndim - 1], n = w->shape[0], m = k ? ly_tensor_numel(x) / k : 0;
+    if (m < 1 || n < 1 || k < 1) return LY_E_DECLINED; /* nothing for a GEMM to do */
+    linear_state *s = calloc(1, sizeof *s);
+    if (!s) return ly_set_error(LY_E_NO_MEMORY, "linear (onednn): out of memory");
+    s->m = m, s->n = n, s->k = k;
+    s->threads = info->threads;
+    ly_status status = LY_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int previous = ly_onednn_threads_begin(info->threads);
+    dnnl_dims_t src_dims = {m, k}, w_dims = {k, n}, bias_dims = {1, n}, dst_dims = {m, n};
+    dnnl_memory_desc_t w_any, bias_md;
+    STEP(dnnl_memory_desc_init_by_tag(&s->src_md, 2, src_dims, dnnl_f32, dnnl_ab));
+    STEP(dnnl_memory_desc_init_by_tag(&s->dst_md, 2, dst_dims, dnnl_f32, dnnl_ab));
+    /* The caller's [N, K] row-major weight is [K, N] with strides (1, K). */
+    STEP(dnnl_memory_desc_init_by_tag(&s->plain_weights_md, 2, w_dims, dnnl_f32, dnnl_ba));
+    STEP(dnnl_memory_desc_init_by_tag(&w_any, 2, w_dims, dnnl_f32, dnnl_format_tag_any));
+    STEP(dnnl_memory_desc_init_by_tag(&bias_md, 2, bias_dims, dnnl_f32, dnnl_ab));
+    dnnl_matmul_desc_t desc;
+    STEP(dnnl_matmul_desc_init(&desc, &s->src_md, &w_any, b ? &bias_md : NULL, &s->dst_md));
+    STEP(dnnl_primitive_attr_create(&attr));
+    STEP(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
+    if (made == dnnl_unimplemented) {
+        status = LY_E_DECLINED;
+        goto done;
+    }
+    STEP(made);
+    s->weights_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    s->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    STEP(dnnl_primitive_create(&s->matmul, pd));
+    STEP(dnnl_memory_create(&s->weights, &s->weights_md, engine, DNNL_MEMORY_ALLOCATE));
+    void *packed = NULL;
+    STEP(dnnl_memory_get_data_handle(s->weights, &packed));
+    STEP(reorder(&s->plain_weights_md, w->data, &s->weights_md, packed));
+    if (b) {
+        void *handle = NULL;
+        STEP(dnnl_memory_create(&s->bias, &bias_md, engine, DNNL_MEMORY_ALLOCATE));
+        STEP(dnnl_memory_get_data_handle(s->bias, &handle));
+        memcpy(handle, b->data, (size_t)n * sizeof(float));
+    }
+done:
+    ly_onednn_threads_end(previous);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (status != LY_OK) {
+        linear_release(s);
+        if (status == LY_E_DECLINED) ly_clear_error();
+        return status;
+    }
+    *state = s;
+    return LY_OK;
+}
+
+static ly_status linear_run(void *state, const ly_kernel_call *call)
+{
+    linear_state *s = state;
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_stream_t stream = thread_stream();
+    if (!stream) return failed("dnnl_stream_create", dnnl_runtime_error);
+    size_t scratch_bytes = dnnl_memory_desc_get_size(&s->scratch_md);
+    void *scratch = scratch_bytes ? ly_nn_scratch(2, scratch_bytes) : NULL;
+    if (scratch_bytes && !scratch)
+        return ly_set_error(LY_E_NO_MEMORY, "linear (onednn): out of memory for the scratchpad");
+    ly_status status = LY_OK;
+    dnnl_memory_t src = NULL, dst = NULL, pad = NULL;
+    int previous = ly_onednn_threads_begin(s->threads);
+    STEP(dnnl_memory_create(&src, &s->src_md, engine, call->in[0]->data));
+    STEP(dnnl_memory_create(&dst, &s->dst_md, engine, call->out[0]->data));
+    STEP(dnnl_memory_create(&pad, &s->scratch_md, engine, scratch));
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, src},
+                               {DNNL_ARG_WEIGHTS, s->weights},
+                               {DNNL_ARG_DST, dst},
+                               {DNNL_ARG_SCRATCHPAD, pad}};
+    int nargs = 4;
+    if (s->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, s->bias};
+    STEP(dnnl_primitive_execute(s->matmul, stream, nargs, args));
+    STEP(dnnl_stream_wait(stream));
+done:
+    ly_onednn_threads_end(previous);
+    if (src) dnnl_memory_destroy(src);
+    if (dst) dnnl_memory_destroy(dst);
+    if (pad) dnnl_memory_destroy(pad);
+    return status;
+}
+
+static uint32_t linear_held(void *state)
+{
+    const linear_state *s = state;
+    return 1u << 1 | (s->bias ? 1u << 2 : 0u);
+}
+
+static ly_status linear_restore(void *state, int index, void *dst)
+{
+    linear_state *s = state;
+    ly_status status = LY_OK;
+    if (index == 2 && s->bias) {
+        void *from = NULL;
+        STEP(dnnl_memory_get_data_handle(s->bias, &from));
+        memcpy(dst, from, (size_t)s->n * sizeof(float));
+        return LY_OK;
+    }
+    if (index != 1)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "linear (onednn): input %d is not held", index);
+    void *packed = NULL;
+    STEP(dnnl_memory_get_data_handle(s->weights, &packed));
+    STEP(reorder(&s->weights_md, packed, &s->plain_weights_md, dst));
+done:
+    return status;
+}
+
+#undef STEP
+
+static const ly_kernel_stateful linear_stateful = {.prepare = linear_prepare,
+                                                   .run = linear_run,
+                                                   .release = linear_release,
+                                                   .restore_constant = linear_restore,
+                                                   .held_constants = linear_held};
+
+void ly_onednn_register_linear(void)
+{
+    ly_provider_add(LY_OP_LINEAR, "onednn", NULL, ly_onednn_predicate, &linear_stateful);
+}

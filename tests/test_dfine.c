@@ -1,0 +1,182 @@
+/*
+ * Transformers on the graph: the first decoder layer of D-FINE-n built from
+ * LibreYOLO's checkpoint (self-attention through sdpa, the MSDA module with its
+ * linears and softmax feeding ms_deform_attn, the Gate, the FFN, the norms and
+ * clamps) reproduces LibreYOLO's dec0_out from the layer's real inputs only
+ * (target, reference points, query position embedding, memory, and the spatial
+ * shapes of meta.json), within 1e-4 of max |ref|. The MSDA stage tensors
+ * (msda0_*) are compared on the way, for the message, never fed in.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "graph/graph.h"
+#include "libreyolo/checkpoint.h"
+#include "libreyolo/io.h"
+#include "models/dfine/dfine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define FIXTURE LY_SHARED_DIR "/testdata/dfine"
+#define REF FIXTURE "/ref_giraffe"
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void load(const char *name, ly_tensor *t)
+{
+    char path[512];
+    snprintf(path, sizeof path, REF "/%s.npy", name);
+    if (ly_npy_load(path, t) != LY_OK) fail_msg("%s: %s", path, ly_last_error());
+}
+
+/* meta.json's "spatial_shapes": [[h, w], ...] (the fixture's own layout). */
+static int spatial_shapes(int64_t shapes[][2], int max)
+{
+    FILE *f = fopen(REF "/meta.json", "rb");
+    assert_non_null(f);
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *p = strstr(text, "\"spatial_shapes\"");
+    assert_non_null(p);
+    p = strchr(p, '[');
+    assert_non_null(p);
+    int levels = 0;
+    for (p++; levels < max;) {
+        const char *open = strchr(p, '['), *close = strchr(p, ']');
+        if (!open || (close && close < open)) break;
+        long long h, w;
+        assert_int_equal(sscanf(open, "[ %lld , %lld ]", &h, &w), 2);
+        shapes[levels][0] = h;
+        shapes[levels][1] = w;
+        levels++;
+        p = strchr(open, ']') + 1;
+    }
+    return levels;
+}
+
+/* max |a - r| / max |r|. */
+static double rel_error(const ly_tensor *a, const ly_tensor *r)
+{
+    assert_int_equal(ly_tensor_numel(a), ly_tensor_numel(r));
+    const float *x = a->data, *y = r->data;
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < ly_tensor_numel(r); i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (!isfinite(x[i])) d = INFINITY;
+        worst = fmax(worst, d);
+        scale = fmax(scale, fabs((double)y[i]));
+    }
+    return worst / scale;
+}
+
+/* Make the output of the node named `name` a graph output too (so the arena
+ * keeps it to the end of the run). */
+static void keep(ly_graph *g, const char *name)
+{
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info n;
+        assert_int_equal(ly_graph_node_at(g, i, &n), LY_OK);
+        if (strcmp(n.name, name) == 0) {
+            assert_int_equal(ly_graph_output(g, n.outputs[0], name), LY_OK);
+            return;
+        }
+    }
+    fail_msg("no node '%s'", name);
+}
+
+static void test_decoder_layer0(void **state)
+{
+    (void)state;
+    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/dec0_out.npy")) {
+        print_message("skipped: the fixture " FIXTURE " is absent\n");
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    int64_t shapes[8][2];
+    int levels = spatial_shapes(shapes, 8);
+    assert_int_equal(levels, 2);
+
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_dfine_layer_inputs in;
+    assert_int_equal(ly_graph_input(g, "target", LY_F32, 3, &in.target), LY_OK);
+    assert_int_equal(ly_graph_input(g, "reference", LY_F32, 4, &in.reference), LY_OK);
+    assert_int_equal(ly_graph_input(g, "query_pos", LY_F32, 3, &in.query_pos), LY_OK);
+    assert_int_equal(ly_graph_input(g, "memory", LY_F32, 3, &in.memory), LY_OK);
+    int64_t ss_shape[2] = {levels, 2};
+    void *ss;
+    assert_int_equal(ly_graph_constant(g, LY_I64, 2, ss_shape, &in.spatial_shapes, &ss), LY_OK);
+    memcpy(ss, shapes, (size_t)levels * 2 * sizeof(int64_t));
+    ly_graph_value out;
+    if (ly_dfine_decoder_layer(g, ck, 0, 8, levels, &in, &out) != LY_OK)
+        fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_graph_output(g, out, "dec0_out"), LY_OK);
+    keep(g, "decoder.decoder.layers.0.cross_attn.locations");
+    keep(g, "decoder.decoder.layers.0.cross_attn.core");
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+
+    ly_tensor inputs[4], want, core_ref, loc_ref;
+    load("dec0_in_target", &inputs[0]);
+    load("dec0_in_reference_points", &inputs[1]);
+    load("dec0_query_pos_embed", &inputs[2]);
+    load("memory", &inputs[3]);
+    load("dec0_out", &want);
+    load("msda0_core_out", &core_ref);
+    load("msda0_sampling_locations", &loc_ref);
+
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    if (ly_graph_run(ctx, 4, inputs, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
+    ly_tensor got, locations, core_out;
+    assert_int_equal(ly_graph_get_output(ctx, 0, &got, NULL), LY_OK);
+    assert_int_equal(ly_graph_get_output(ctx, 1, &locations, NULL), LY_OK);
+    assert_int_equal(ly_graph_get_output(ctx, 2, &core_out, NULL), LY_OK);
+    double loc = rel_error(&locations, &loc_ref), core = rel_error(&core_out, &core_ref);
+    double e = rel_error(&got, &want);
+    print_message("D-FINE-n decoder layer 0: max |diff| / max |ref| = %.3g (sampling locations "
+                  "%.3g, MSDA core %.3g)\n",
+                  e, loc, core);
+    if (!(e <= 1e-4)) fail_msg("dec0_out off by %.3g of max |ref| (gate 1e-4)", e);
+    const char *verbose = getenv("LY_TEST_VERBOSE");
+    if (verbose && strcmp(verbose, "1") == 0) { /* a figure, never a gate */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(ly_graph_run(ctx, 4, inputs, 1), LY_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("decoder layer: %.2f ms per run (1 thread)\n",
+               ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) /
+                   20);
+    }
+
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    for (int i = 0; i < 4; i++)
+        ly_npy_free(&inputs[i]);
+    ly_npy_free(&want);
+    ly_npy_free(&core_ref);
+    ly_npy_free(&loc_ref);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decoder_layer0)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
