@@ -384,6 +384,88 @@ static void test_integer_values(void **state)
     ly_graph_free(g);
 }
 
+/* ---- a prepared implementation that fails --------------------------------------- */
+
+static int flaky_prepares, flaky_runs;
+
+static ly_status flaky_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                               void **state)
+{
+    (void)call;
+    (void)info;
+    flaky_prepares++;
+    *state = &flaky_prepares;
+    return LY_OK;
+}
+
+static ly_status flaky_run(void *state, const ly_kernel_call *call)
+{
+    (void)state;
+    (void)call;
+    flaky_runs++;
+    return LY_E_PROVIDER;
+}
+
+static void flaky_release(void *state)
+{
+    (void)state;
+}
+
+static const ly_kernel_stateful flaky = {
+    .prepare = flaky_prepare, .run = flaky_run, .release = flaky_release};
+
+static void quiet(ly_log_level level, const char *message, void *user)
+{
+    (void)level;
+    (void)message;
+    (*(int *)user)++;
+}
+
+/* Prepared in the plan, failing at run time: the node falls back to the next
+ * implementation (the reference: the same numbers), the failed one is disabled
+ * with one warning, and the next run plans without it. */
+static void test_failing_prepared_implementation(void **state)
+{
+    (void)state;
+    ly_kernel_impl_desc d = {.struct_size = sizeof d,
+                             .slot = ly_op_name(LY_OP_RELU),
+                             .name = "flaky",
+                             .stateful = &flaky};
+    assert_int_equal(ly_kernel_register_impl(&d), LY_OK);
+    int warnings = 0;
+    ly_set_log_handler(quiet, &warnings, LY_LOG_WARNING);
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, y;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 2, &x), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_RELU, "relu", x, &y), LY_OK);
+    assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
+    float data[6] = {-2, -1, 0, 1, 2, -0.5f};
+    int64_t shape[2] = {2, 3};
+    ly_tensor in;
+    assert_int_equal(ly_tensor_init(&in, data, LY_F32, 2, shape), LY_OK);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    for (int run = 0; run < 3; run++) {
+        assert_int_equal(ly_graph_run(ctx, 1, &in, 1), LY_OK);
+        ly_tensor out;
+        assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+        const float *o = out.data;
+        for (int i = 0; i < 6; i++)
+            assert_float_equal(o[i], data[i] > 0 ? data[i] : 0.0f, 0.0f);
+    }
+    assert_int_equal(flaky_prepares, 1);
+    assert_int_equal(flaky_runs, 1);
+    assert_int_equal(warnings, 1);
+    ly_graph_stats s;
+    assert_int_equal(ly_graph_get_stats(ctx, &s), LY_OK);
+    assert_int_equal(s.plans, 2); /* the second without the disabled implementation */
+    ly_set_log_handler(NULL, NULL, LY_LOG_WARNING);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_RELU), "flaky"), LY_OK);
+}
+
 /* ---- one graph, many threads ------------------------------------------------------ */
 
 enum { THREADS = 4, RUNS = 20 };
@@ -473,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_arena_reuse),
         cmocka_unit_test(test_shapes_and_errors),
         cmocka_unit_test(test_integer_values),
+        cmocka_unit_test(test_failing_prepared_implementation),
         cmocka_unit_test(test_shared_by_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -73,3 +73,17 @@ ly_status ly_op_from_name(const char *name, ly_op *op)
         return ly_set_error(LY_E_NOT_FOUND, "no op named '%s' in the manifest", name);
     return LY_OK;
 }
+
+ly_status ly_contract_operands(const char *op, const ly_kernel_call *call,
+                               const ly_tensor out[LY_KERNEL_MAX_OUTPUTS], const int *n_out,
+                               int n_in)
+{
+    if (!call || !out || !n_out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", op);
+    for (int i = n_in; i < LY_KERNEL_MAX_INPUTS; i++)
+        if (call->in[i])
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: in[%d] is set, expected NULL (the op takes %d operand%s)", op,
+                                i, n_in, n_in == 1 ? "" : "s");
+    return LY_OK;
+}

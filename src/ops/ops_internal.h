@@ -73,6 +73,12 @@ typedef struct ly_op_def {
 
 extern const ly_op_def ly_op_defs[LY_OP_COUNT];
 
+/* The start of every contract: call, out and n_out given, and in[n_in..] NULL
+ * (the op takes n_in operands; LY_KERNEL_MAX_INPUTS: no such check). */
+ly_status ly_contract_operands(const char *op, const ly_kernel_call *call,
+                               const ly_tensor out[LY_KERNEL_MAX_OUTPUTS], const int *n_out,
+                               int n_in);
+
 /* The id of the manifest op named `name`; false (no error set) for any other. */
 bool ly_op_lookup(const char *name, ly_op *op);
 

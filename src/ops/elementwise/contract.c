@@ -15,14 +15,6 @@
         if (try_status_ != LY_OK) return try_status_;                                              \
     } while (0)
 
-static ly_status check_call(const char *op, const ly_kernel_call *call,
-                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
-{
-    if (!call || !out || !n_out)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", op);
-    return LY_OK;
-}
-
 static ly_status none_after(const char *op, const ly_kernel_call *call, int first)
 {
     for (int i = first; i < LY_KERNEL_MAX_INPUTS; i++)
@@ -47,7 +39,7 @@ static ly_status binary(ly_op op, const ly_kernel_call *call, ly_tensor out[LY_K
                         int *n_out)
 {
     const char *name = ly_op_name(op);
-    TRY(check_call(name, call, out, n_out));
+    TRY(ly_contract_operands(name, call, out, n_out, LY_KERNEL_MAX_INPUTS));
     TRY(ly_check_operand(call->in[0], name, "a", LY_F32));
     TRY(ly_check_operand(call->in[1], name, "b", LY_F32));
     TRY(none_after(name, call, 2));
@@ -75,7 +67,7 @@ ly_status ly_contract_where(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_
                             int *n_out)
 {
     const char *name = ly_op_name(LY_OP_WHERE);
-    TRY(check_call(name, call, out, n_out));
+    TRY(ly_contract_operands(name, call, out, n_out, LY_KERNEL_MAX_INPUTS));
     TRY(ly_check_operand(call->in[0], name, "condition", LY_U8));
     TRY(ly_check_operand(call->in[1], name, "a", LY_F32));
     TRY(ly_check_operand(call->in[2], name, "b", LY_F32));
@@ -90,7 +82,7 @@ static ly_status unary(ly_op op, const ly_kernel_call *call, ly_tensor out[LY_KE
                        int *n_out)
 {
     const char *name = ly_op_name(op);
-    TRY(check_call(name, call, out, n_out));
+    TRY(ly_contract_operands(name, call, out, n_out, LY_KERNEL_MAX_INPUTS));
     TRY(ly_check_operand(call->in[0], name, "x", LY_F32));
     TRY(none_after(name, call, 1));
     return output_like(out, n_out, call->in[0], LY_F32);

@@ -14,19 +14,6 @@
         if (try_status_ != LY_OK) return try_status_;                                              \
     } while (0)
 
-static ly_status check_call(const char *op, const ly_kernel_call *call,
-                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out, int n_in)
-{
-    if (!call || !out || !n_out)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", op);
-    for (int i = n_in; i < LY_KERNEL_MAX_INPUTS; i++)
-        if (call->in[i])
-            return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "%s: in[%d] is set, expected NULL (the op takes %d operand%s)", op,
-                                i, n_in, n_in == 1 ? "" : "s");
-    return LY_OK;
-}
-
 /* f32 or i64 values. */
 static ly_status check_values(const ly_tensor *t, const char *op, const char *name)
 {
@@ -54,7 +41,7 @@ ly_status ly_contract_gather(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
                              int *n_out)
 {
     const char *op = ly_op_name(LY_OP_GATHER);
-    TRY(check_call(op, call, out, n_out, 2));
+    TRY(ly_contract_operands(op, call, out, n_out, 2));
     const ly_tensor *x = call->in[0], *index = call->in[1];
     TRY(check_values(x, op, "x"));
     TRY(ly_check_operand(index, op, "index", LY_I64));
@@ -80,7 +67,7 @@ ly_status ly_contract_index_select(const ly_kernel_call *call, ly_tensor out[LY_
                                    int *n_out)
 {
     const char *op = ly_op_name(LY_OP_INDEX_SELECT);
-    TRY(check_call(op, call, out, n_out, 2));
+    TRY(ly_contract_operands(op, call, out, n_out, 2));
     const ly_tensor *x = call->in[0], *index = call->in[1];
     TRY(check_values(x, op, "x"));
     TRY(ly_check_operand(index, op, "index", LY_I64));
@@ -103,7 +90,7 @@ ly_status ly_contract_topk(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_M
                            int *n_out)
 {
     const char *op = ly_op_name(LY_OP_TOPK);
-    TRY(check_call(op, call, out, n_out, 1));
+    TRY(ly_contract_operands(op, call, out, n_out, 1));
     const ly_tensor *x = call->in[0];
     TRY(ly_check_operand(x, op, "x", LY_F32));
     const ly_topk_params *p = call->params;
@@ -129,7 +116,7 @@ ly_status ly_contract_cumsum(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
                              int *n_out)
 {
     const char *op = ly_op_name(LY_OP_CUMSUM);
-    TRY(check_call(op, call, out, n_out, 1));
+    TRY(ly_contract_operands(op, call, out, n_out, 1));
     const ly_tensor *x = call->in[0];
     TRY(check_values(x, op, "x"));
     int64_t axis = 0;

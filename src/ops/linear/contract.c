@@ -14,24 +14,11 @@
         if (try_status_ != LY_OK) return try_status_;                                              \
     } while (0)
 
-static ly_status check_call(const char *op, const ly_kernel_call *call,
-                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out, int n_in)
-{
-    if (!call || !out || !n_out)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", op);
-    for (int i = n_in; i < LY_KERNEL_MAX_INPUTS; i++)
-        if (call->in[i])
-            return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "%s: in[%d] is set, expected NULL (the op takes %d operands)", op,
-                                i, n_in);
-    return LY_OK;
-}
-
 ly_status ly_contract_linear(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
                              int *n_out)
 {
     const char *op = ly_op_name(LY_OP_LINEAR);
-    TRY(check_call(op, call, out, n_out, 3));
+    TRY(ly_contract_operands(op, call, out, n_out, 3));
     const ly_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2];
     TRY(ly_check_operand(x, op, "x", LY_F32));
     TRY(ly_check_operand(w, op, "weight", LY_F32));
@@ -58,7 +45,7 @@ ly_status ly_contract_matmul(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
                              int *n_out)
 {
     const char *op = ly_op_name(LY_OP_MATMUL);
-    TRY(check_call(op, call, out, n_out, 2));
+    TRY(ly_contract_operands(op, call, out, n_out, 2));
     const ly_tensor *a = call->in[0], *b = call->in[1];
     TRY(ly_check_operand(a, op, "a", LY_F32));
     TRY(ly_check_operand(b, op, "b", LY_F32));

@@ -18,14 +18,8 @@
 static ly_status check_call(const char *op, const ly_kernel_call *call,
                             ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out, int n_in)
 {
-    if (!call || !out || !n_out)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", op);
-    for (int i = n_in; i < LY_KERNEL_MAX_INPUTS; i++)
-        if (call->in[i])
-            return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "%s: in[%d] is set, expected NULL (the op takes %d operand%s)", op,
-                                i, n_in, n_in == 1 ? "" : "s");
-    return ly_check_operand(call->in[0], op, "x", LY_F32);
+    ly_status st = ly_contract_operands(op, call, out, n_out, n_in);
+    return st == LY_OK ? ly_check_operand(call->in[0], op, "x", LY_F32) : st;
 }
 
 static void output_like_x(const ly_kernel_call *call, ly_tensor *out, int *n_out)

@@ -21,14 +21,6 @@ static ly_status check_any(const ly_tensor *t, const char *op, const char *name)
     return ly_check_operand(t, op, name, dtype);
 }
 
-static ly_status check_call(const char *op, const ly_kernel_call *call,
-                            ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
-{
-    if (!call || !out || !n_out)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", op);
-    return LY_OK;
-}
-
 static ly_status one_input(const char *op, const ly_kernel_call *call)
 {
     TRY(check_any(call->in[0], op, "x"));
@@ -63,7 +55,7 @@ ly_status ly_contract_reshape(const ly_kernel_call *call, ly_tensor out[LY_KERNE
                               int *n_out)
 {
     const char *op = ly_op_name(LY_OP_RESHAPE);
-    TRY(check_call(op, call, out, n_out));
+    TRY(ly_contract_operands(op, call, out, n_out, LY_KERNEL_MAX_INPUTS));
     TRY(one_input(op, call));
     const ly_reshape_params *p = call->params;
     if (p->ndim < 0 || p->ndim > LY_MAX_DIMS)
@@ -105,7 +97,7 @@ ly_status ly_contract_permute(const ly_kernel_call *call, ly_tensor out[LY_KERNE
                               int *n_out)
 {
     const char *op = ly_op_name(LY_OP_PERMUTE);
-    TRY(check_call(op, call, out, n_out));
+    TRY(ly_contract_operands(op, call, out, n_out, LY_KERNEL_MAX_INPUTS));
     TRY(one_input(op, call));
     const ly_permute_params *p = call->params;
     const ly_tensor *x = call->in[0];
@@ -142,7 +134,7 @@ ly_status ly_contract_slice(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_
                             int *n_out)
 {
     const char *op = ly_op_name(LY_OP_SLICE);
-    TRY(check_call(op, call, out, n_out));
+    TRY(ly_contract_operands(op, call, out, n_out, LY_KERNEL_MAX_INPUTS));
     TRY(one_input(op, call));
     const ly_slice_params *p = call->params;
     const ly_tensor *x = call->in[0];
@@ -163,7 +155,7 @@ ly_status ly_contract_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
                              int *n_out)
 {
     const char *op = ly_op_name(LY_OP_CONCAT);
-    TRY(check_call(op, call, out, n_out));
+    TRY(ly_contract_operands(op, call, out, n_out, LY_KERNEL_MAX_INPUTS));
     const ly_tensor *first = call->in[0];
     TRY(check_any(first, op, "in[0]"));
     int ndim = first->ndim;
