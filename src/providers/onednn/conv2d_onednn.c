@@ -360,7 +360,14 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
     const dnnl_memory_desc_t *shared_md = NULL;
     if (share && share->weights_packed)
         DNNL_TRY(dnnl_memory_get_memory_desc(share->weights, &shared_md));
-    if (shared_md && dnnl_memory_desc_equal(w_md, shared_md)) {
+    if (shared_md && !dnnl_memory_desc_equal(w_md, shared_md)) {
+        /* The caller's weights may have been given back: only the shared
+         * packed copy may be read, and this operator wants another layout. */
+        *status = ly_set_error(LY_E_PROVIDER, "conv2d (onednn): a spare operator wants weights "
+                                              "packed in another layout than the first");
+        goto fail;
+    }
+    if (shared_md) {
         void *packed = NULL;
         DNNL_TRY(dnnl_memory_get_data_handle(share->weights, &packed));
         DNNL_TRY(dnnl_memory_create(&op->weights, w_md, engine, packed));
