@@ -553,6 +553,7 @@ static void test_lower_every_op(void **state)
     if (st != LY_OK) fail_msg("%s", ly_last_error());
     assert_true(r.delegate_partitions >= 2);
     assert_int_equal(r.kernel_calls, 3); /* two upsamples and the padded average pool */
+    expect_packed_constants_only(r.program, r.size, "every-op graph");
     ly_pte_program *p;
     assert_int_equal(ly_pte_decode(r.program, r.size, "lowered", &p), LY_OK);
     ly_et_method *m;
@@ -663,6 +664,11 @@ static void test_yolo9_round_trip(void **state)
     o.imgsz_len = 1;
     o.output_path = out;
     assert_int_equal(ly_model_export(model, &o, NULL, 0), LY_OK);
+    size_t program_size = 0;
+    uint8_t *program = read_all(out, &program_size);
+    assert_non_null(program);
+    expect_packed_constants_only(program, program_size, out);
+    free(program);
     ly_model *pte;
     ly_status st = ly_model_load(out, NULL, &pte);
     if (!ly_et_xnnpack_available()) {

@@ -4,6 +4,7 @@
 #ifndef LY_TESTS_TEST_EXPORT_UTIL_H
 #define LY_TESTS_TEST_EXPORT_UTIL_H
 
+#include "export/pte/pte.h"
 #include "models/yolo9/build.h"
 
 #include <math.h>
@@ -140,6 +141,119 @@ static inline void write_all(const char *path, const void *data, size_t size)
     assert_non_null(f);
     assert_int_equal(fwrite(data, 1, size, f), size);
     assert_int_equal(fclose(f), 0);
+}
+
+/* ---- what may be a constant inside an XNNPACK partition ------------------------------
+
+ * Only the operands XNNPACK packs into storage of its own when its runtime is
+ * made: filters and biases of convolutions and fully-connected nodes
+ * (ExecuTorch before 1.4.1 frees every other constant it loaded, and the nodes
+ * reading one keep a pointer to it). Returns how many nodes read a constant
+ * elsewhere (their names in `why`), or -1 (with `why`) for a node type or a
+ * payload this walker cannot read. */
+static inline bool xnn_is_constant(const ly_xnn_graph *g, uint32_t id)
+{
+    return id < g->n_xvalues && g->xvalues[id].tensor.constant_buffer_idx != 0;
+}
+
+static inline int unpacked_constant_readers(const uint8_t *program, size_t size, char *why,
+                                            size_t why_size)
+{
+    ly_pte_program *p;
+    why[0] = '\0';
+    if (ly_pte_decode(program, size, "walk", &p) != LY_OK) {
+        snprintf(why, why_size, "%s", ly_last_error());
+        return -1;
+    }
+    int found = 0;
+    for (size_t e = 0; e < p->n_execution_plan && found >= 0; e++) {
+        const ly_pte_plan *plan = &p->execution_plan[e];
+        for (size_t d = 0; d < plan->n_delegates && found >= 0; d++) {
+            ly_pte_bytes blob;
+            ly_xnn_graph *g;
+            if (ly_pte_delegate_blob(p, &plan->delegates[d], &blob) != LY_OK ||
+                ly_xnn_decode(blob.data, blob.size, "walk", &g) != LY_OK) {
+                snprintf(why, why_size, "delegate %zu: %s", d, ly_last_error());
+                found = -1;
+                break;
+            }
+            for (size_t i = 0; i < g->n_xnodes; i++) {
+                const ly_xnn_node *n = &g->xnodes[i];
+                uint32_t read[8];
+                int k = 0;
+                switch (ly_xnn_node_kind_of(n->type)) {
+                case LY_XNN_KIND_1X1:
+                    read[k++] = n->u.n1x1.input_id;
+                    break;
+                case LY_XNN_KIND_2X1:
+                    read[k++] = n->u.n2x1.input1_id;
+                    read[k++] = n->u.n2x1.input2_id;
+                    break;
+                case LY_XNN_KIND_CONV: /* filter and bias are packed */
+                    read[k++] = n->u.conv.input1_id;
+                    break;
+                case LY_XNN_KIND_FULLY_CONNECTED:
+                    read[k++] = n->u.fc.input1_id;
+                    break;
+                case LY_XNN_KIND_POOLING:
+                    read[k++] = n->u.pooling.input_id;
+                    break;
+                case LY_XNN_KIND_CAT: {
+                    int inputs = n->type == LY_XNN_CONCATENATE5   ? 5
+                                 : n->type == LY_XNN_CONCATENATE4 ? 4
+                                 : n->type == LY_XNN_CONCATENATE3 ? 3
+                                                                  : 2;
+                    const uint32_t ids[5] = {n->u.cat.input1_id, n->u.cat.input2_id,
+                                             n->u.cat.input3_id, n->u.cat.input4_id,
+                                             n->u.cat.input5_id};
+                    for (int c = 0; c < inputs && c < 5; c++)
+                        read[k++] = ids[c];
+                    break;
+                }
+                case LY_XNN_KIND_TRANSPOSE:
+                    read[k++] = n->u.transpose.input_id;
+                    break;
+                case LY_XNN_KIND_RESIZE_BILINEAR:
+                    read[k++] = n->u.resize.input_id;
+                    break;
+                case LY_XNN_KIND_RESHAPE:
+                    read[k++] = n->u.reshape.input_id;
+                    break;
+                case LY_XNN_KIND_SLICE:
+                    read[k++] = n->u.slice.input_id;
+                    break;
+                case LY_XNN_KIND_LEAKY_RELU:
+                    read[k++] = n->u.leaky_relu.input_id;
+                    break;
+                default:
+                    snprintf(why, why_size, "delegate %zu node %zu: %s is not walked", d, i,
+                             ly_xnn_node_name(n->type));
+                    found = -1;
+                    break;
+                }
+                for (int r = 0; found >= 0 && r < k; r++)
+                    if (xnn_is_constant(g, read[r])) {
+                        size_t len = strlen(why);
+                        snprintf(why + len, why_size - len, "%s%s reads constant value %u",
+                                 len ? "; " : "", ly_xnn_node_name(n->type), read[r]);
+                        found++;
+                    }
+                if (found < 0) break;
+            }
+            ly_xnn_graph_free(g);
+        }
+    }
+    ly_pte_program_free(p);
+    return found;
+}
+
+/* Fail unless every constant inside the program's partitions is a packed one. */
+static inline void expect_packed_constants_only(const uint8_t *program, size_t size,
+                                                const char *what)
+{
+    char why[1024];
+    int n = unpacked_constant_readers(program, size, why, sizeof why);
+    if (n != 0) fail_msg("%s: %s", what, why);
 }
 
 #endif

@@ -193,6 +193,11 @@ static void test_fixture_parity(void **state)
     o.imgsz_len = 1;
     o.output_path = out;
     assert_int_equal(ly_model_export(a, &o, NULL, 0), LY_OK);
+    size_t program_size = 0;
+    uint8_t *program = read_all(out, &program_size);
+    assert_non_null(program);
+    expect_packed_constants_only(program, program_size, out);
+    free(program);
     ly_status st = ly_model_load(out, NULL, &b);
     if (st != LY_OK) fail_msg("%s", ly_last_error());
 
@@ -307,6 +312,11 @@ static void test_nanodet_parity(void **state)
     ly_export_options_init(&o);
     o.output_path = out;
     assert_int_equal(ly_model_export(a, &o, NULL, 0), LY_OK);
+    size_t program_size = 0;
+    uint8_t *program = read_all(out, &program_size);
+    assert_non_null(program);
+    expect_packed_constants_only(program, program_size, out);
+    free(program);
     ly_status st = ly_model_load(out, NULL, &b);
     if (st != LY_OK) fail_msg("%s", ly_last_error());
     ly_model_info ia, ib;
@@ -707,6 +717,48 @@ static void test_fuzz_sidecar(void **state)
     free(buf);
 }
 
+/* A program the writer made before constants left the partitions (f2af27d,
+ * tests/fixtures/pte/README.md): the anchor grid and the stride are XNNPACK
+ * constants read by Subtract, Add and Multiply. Programs written by other tools
+ * have such constants too: our runtime runs it to the predictions recorded
+ * then, and the walker sees the three readers. */
+static void test_program_with_constants_in_delegate(void **state)
+{
+    (void)state;
+    size_t size = 0;
+    uint8_t *program = read_all(PTE_FIXTURES "/yolo9_head_constants_in_delegate.pte", &size);
+    assert_non_null(program);
+    char why[1024];
+    int readers = unpacked_constant_readers(program, size, why, sizeof why);
+    if (readers != 3) fail_msg("expected 3 unpacked-constant readers, found %d: %s", readers, why);
+    ly_tensor input, want;
+    assert_int_equal(ly_npy_load(PTE_FIXTURES "/yolo9_head_input.npy", &input), LY_OK);
+    assert_int_equal(ly_npy_load(PTE_FIXTURES "/yolo9_head_predictions.npy", &want), LY_OK);
+    ly_pte_program *p;
+    assert_int_equal(ly_pte_decode(program, size, "fixture", &p), LY_OK);
+    ly_et_method *m;
+    ly_status st = ly_et_method_load(p, "fixture", &m);
+    if (!ly_et_xnnpack_available()) {
+        assert_int_equal(st, LY_E_UNSUPPORTED);
+    } else {
+        if (st != LY_OK) fail_msg("%s", ly_last_error());
+        for (int threads = 1; threads <= 2; threads++) {
+            assert_int_equal(ly_et_method_execute(m, &input, 1, threads), LY_OK);
+            ly_tensor got;
+            assert_int_equal(ly_et_method_output(m, 0, &got), LY_OK);
+            assert_int_equal(ly_tensor_numel(&got), ly_tensor_numel(&want));
+            double max_rel, rms_rel;
+            errors(&want, &got, &max_rel, &rms_rel);
+            if (!(max_rel <= 1e-5)) fail_msg("predictions off by %g of max |ref|", max_rel);
+        }
+        ly_et_method_free(m);
+    }
+    ly_pte_program_free(p);
+    ly_npy_free(&input);
+    ly_npy_free(&want);
+    free(program);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -717,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_load_after_interrupted_export),
         cmocka_unit_test(test_fuzz_program),
         cmocka_unit_test(test_fuzz_sidecar),
+        cmocka_unit_test(test_program_with_constants_in_delegate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

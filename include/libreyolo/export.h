@@ -66,6 +66,9 @@ typedef struct ly_export_format_info {
     const char *extension; /* ".pte" */
     bool fp16, int8, dynamic, requires_onnx;
     const char *const *aliases; /* NULL-terminated, may be empty */
+    /* Which runtimes its programs were run on, and how (this project's note,
+     * not upstream's matrix); NULL when none is recorded. */
+    const char *checked_on;
 } ly_export_format_info;
 
 /* The export formats of this build, in name order. */

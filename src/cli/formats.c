@@ -109,6 +109,8 @@ int ly_cli_formats(int argc, char **argv)
                 fputs(",\"constraint\":", stdout);
                 ly_json_string(stdout, constraint);
             }
+            fputs(",\"checked_on\":", stdout);
+            ly_json_string(stdout, f->checked_on);
             fputc('}', stdout);
         } else if (quiet) {
             printf("%s\n", f->name);
@@ -125,6 +127,7 @@ int ly_cli_formats(int argc, char **argv)
             if (family) {
                 printf("    Tier: %s (%s)\n", ly_export_tier_name(tier), reason);
                 if (constraint) printf("    Constraint: %s\n", constraint);
+                if (f->checked_on) printf("    Checked on: %s\n", f->checked_on);
             }
         }
     }

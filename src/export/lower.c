@@ -119,6 +119,12 @@ typedef struct lower {
     int32_t *inputs, *outputs;
     size_t n_inputs, n_outputs;
     int kernel_calls;
+    /* The constant segment: program-level constants (what partitions read but
+     * XNNPACK does not pack), each 16-aligned; offsets[0] is the placeholder. */
+    uint8_t *const_seg;
+    size_t const_seg_size, const_seg_cap;
+    uint64_t *const_offsets;
+    size_t n_const_offsets, cap_const_offsets;
 } lower;
 
 enum { CONSTANT = -3 }; /* lower.producer of constants and folded values */
@@ -168,6 +174,52 @@ static int add_tensor_value(lower *L, const ly_tensor *shape)
     L->pt[L->n_pt++] = (ptensor){
         .evalue = id, .nbytes = (uint64_t)numel_of(shape) * sizeof(float), .first = -1, .last = -1};
     return id;
+}
+
+/* A program-level constant holding known value `v` (logical order, f32), its
+ * bytes in the constant segment: the program keeps them loaded for as long as
+ * it lives, which XNNPACK's unpacked operands need (executorch.md: before
+ * 1.4.1 the delegate frees the named data it loaded once its runtime exists). */
+static int add_constant_value(lower *L, ly_graph_value v)
+{
+    const ly_tensor *shape = &L->shape[v];
+    size_t bytes = (size_t)numel_of(shape) * sizeof(float);
+    size_t at = (L->const_seg_size + 15) / 16 * 16;
+    if (at + bytes > L->const_seg_cap) {
+        size_t cap = L->const_seg_cap ? 2 * L->const_seg_cap : 4096;
+        while (cap < at + bytes)
+            cap *= 2;
+        uint8_t *grown = realloc(L->const_seg, cap);
+        if (!grown) return -1;
+        memset(grown + L->const_seg_cap, 0, cap - L->const_seg_cap);
+        L->const_seg = grown;
+        L->const_seg_cap = cap;
+    }
+    memcpy(L->const_seg + at, L->known[v], bytes);
+    L->const_seg_size = at + bytes;
+    if (L->n_const_offsets == 0) {
+        if (!GROW(L->const_offsets, L->n_const_offsets, L->cap_const_offsets)) return -1;
+        L->const_offsets[L->n_const_offsets++] = 0; /* the placeholder */
+    }
+    if (!GROW(L->const_offsets, L->n_const_offsets, L->cap_const_offsets)) return -1;
+    uint32_t index = (uint32_t)L->n_const_offsets;
+    L->const_offsets[L->n_const_offsets++] = at;
+    int32_t *sizes = arena_calloc(&L->mem, (size_t)shape->ndim, sizeof *sizes);
+    uint8_t *order = arena_calloc(&L->mem, (size_t)shape->ndim, 1);
+    if (!sizes || !order) return -1;
+    for (int i = 0; i < shape->ndim; i++) {
+        sizes[i] = (int32_t)shape->shape[i];
+        order[i] = (uint8_t)i;
+    }
+    ly_pte_evalue ev = {.type = LY_PTE_EVALUE_TENSOR};
+    ev.u.tensor = (ly_pte_tensor){.scalar_type = LY_PTE_FLOAT,
+                                  .sizes = sizes,
+                                  .n_sizes = (size_t)shape->ndim,
+                                  .dim_order = order,
+                                  .n_dim_order = (size_t)shape->ndim,
+                                  .data_buffer_idx = index,
+                                  .shape_dynamism = LY_PTE_STATIC};
+    return add_evalue(L, ev);
 }
 
 static ly_pte_instruction *add_instr(lower *L)
@@ -449,37 +501,6 @@ static uint32_t layout_axis(int ndim, int layout, int64_t axis)
     return (uint32_t)from_cl4[axis];
 }
 
-/* A constant (or folded) value's bytes in `layout`, as an XNNPACK constant. */
-static uint32_t get_known(xgraph *x, ly_graph_value v, int layout)
-{
-    const ly_tensor *s = &x->L->shape[v];
-    const float *src = x->L->known[v];
-    int64_t n = numel_of(s);
-    const float *data = src;
-    if (layout == CHANNELS_LAST) {
-        float *t = arena_calloc(&x->L->mem, (size_t)n, sizeof(float));
-        if (!t) {
-            x->st = oom();
-            return NONE_ID;
-        }
-        /* Logical [N, C, S...] to [N, S..., C]. */
-        int64_t N = s->shape[0], C = s->shape[1], S = n / (N * C > 0 ? N * C : 1);
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t i = 0; i < S; i++)
-                    t[(b * S + i) * C + c] = src[(b * C + c) * S + i];
-        data = t;
-    }
-    char tag[32];
-    snprintf(tag, sizeof tag, "const%d%s", (int)v, layout == CHANNELS_LAST ? "_cl" : "");
-    uint32_t dims[LY_MAX_DIMS] = {0};
-    int nd = dims_of(s, layout, dims);
-    uint32_t id =
-        new_const(x, const_name(x, x->node_name, tag), nd, dims, data, (size_t)n * sizeof(float));
-    x->xid[v][layout] = id;
-    return id;
-}
-
 /* Graph value `v` in `layout`, converting with a static transpose if it only
  * exists in the other one. */
 static uint32_t get(xgraph *x, ly_graph_value v, int layout)
@@ -488,7 +509,6 @@ static uint32_t get(xgraph *x, ly_graph_value v, int layout)
     const ly_tensor *s = &x->L->shape[v];
     if (!cl_rank(s->ndim)) layout = LOGICAL;
     if (x->xid[v][layout] != NONE_ID) return x->xid[v][layout];
-    if (x->L->known[v]) return get_known(x, v, layout);
     int other = 1 - layout;
     if (x->xid[v][other] == NONE_ID) {
         x->st = ly_set_error(LY_E_INTERNAL, "export: %s: value %d used before it is defined",
@@ -981,6 +1001,19 @@ static ly_status classify(lower *L, gnode *gn)
     return no_mapping(gn, "");
 }
 
+/* Whether XNNPACK packs operand k of this node into storage of its own when
+ * its runtime is made: the filters and biases of convolutions (and the DFL
+ * projection, which its emitter makes itself). Only those constants may live
+ * inside a partition: ExecuTorch before 1.4.1 frees every constant it loaded
+ * from named data once the runtime exists, and an elementwise node keeps a
+ * pointer to its constant operand and reads it on every run. Every other
+ * known operand (anchors, strides, scales, masks, position embeddings) is an
+ * input of the delegate, fed from a program-level constant. */
+static bool packs_operand(ly_op op, int k)
+{
+    return op == LY_OP_CONV2D && (k == 1 || k == 2);
+}
+
 /* The inputs a node reads from the program (constants and folded values are
  * part of the node's own lowering). */
 static int node_inputs(const lower *L, const ly_graph_node_info *n, ly_graph_value *out)
@@ -1178,6 +1211,17 @@ static ly_status emit_partition(lower *L, int part)
             int src = L->producer[ins[j]];
             bool inside = src >= 0 && !L->nodes[src].portable && L->nodes[src].part == part;
             if (!inside && !in_list(x.ext_in, x.n_in, ins[j])) x.ext_in[x.n_in++] = ins[j];
+        }
+        for (int j = 0; j < gn->info.n_inputs; j++) {
+            ly_graph_value v = gn->info.inputs[j];
+            if (v == LY_GRAPH_NONE || !L->known[v] || packs_operand(gn->info.op, j)) continue;
+            if (in_list(x.ext_in, x.n_in, v)) continue;
+            if (L->pvalue[v] < 0) L->pvalue[v] = add_constant_value(L, v);
+            if (L->pvalue[v] < 0) {
+                st = oom();
+                goto done;
+            }
+            x.ext_in[x.n_in++] = v;
         }
     }
     for (int i = 0; i < L->n_nodes; i++) {
@@ -1435,7 +1479,8 @@ ly_status ly_export_lower(ly_graph *g, const ly_graph_ctx *ctx, const ly_lower_o
         segments[1 + L.n_blobs + i] = (ly_pte_segment_in){L.named[i].data, L.named[i].size, 16};
         named[i] = (ly_pte_named_data){L.named[i].key, (uint32_t)(1 + L.n_blobs + i)};
     }
-    static const uint64_t constant_offsets[1] = {0};
+    static const uint64_t no_constants[1] = {0};
+    segments[0] = (ly_pte_segment_in){L.const_seg, L.const_seg_size, 16};
     int64_t buffer_sizes[2] = {0, (int64_t)planned};
     ly_pte_chain chain = {.instructions = L.instr, .n_instructions = L.n_instr};
     ly_pte_plan plan = {.name = LY_PTE_FORWARD,
@@ -1456,15 +1501,16 @@ ly_status ly_export_lower(ly_graph *g, const ly_graph_ctx *ctx, const ly_lower_o
                         .n_delegates = L.n_delegates,
                         .non_const_buffer_sizes = buffer_sizes,
                         .n_non_const_buffer_sizes = 2};
-    ly_pte_program program = {.version = 0,
-                              .execution_plan = &plan,
-                              .n_execution_plan = 1,
-                              .constant_segment = {.present = true,
-                                                   .segment_index = 0,
-                                                   .offsets = constant_offsets,
-                                                   .n_offsets = 1},
-                              .named_data = named,
-                              .n_named_data = L.n_named};
+    ly_pte_program program = {
+        .version = 0,
+        .execution_plan = &plan,
+        .n_execution_plan = 1,
+        .constant_segment = {.present = true,
+                             .segment_index = 0,
+                             .offsets = L.n_const_offsets ? L.const_offsets : no_constants,
+                             .n_offsets = L.n_const_offsets ? L.n_const_offsets : 1},
+        .named_data = named,
+        .n_named_data = L.n_named};
     st = ly_pte_encode(&program, segments, n_segments, &out->program, &out->size);
     free(segments);
     free(named);
@@ -1489,6 +1535,8 @@ done:
     free(L.delegates);
     free(L.named);
     free(L.pt);
+    free(L.const_seg);
+    free(L.const_offsets);
     arena_free(&L.mem);
     return st;
 }

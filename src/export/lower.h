@@ -16,8 +16,14 @@
  *    have an emitter here, PORTABLE ones a KernelCall, FOLD ones (results of
  *    shapes and constants, such as anchor grids) are computed here by their
  *    reference into program constants, NONE ones are refused by name;
- *  - weights go to named data (key "<name>_<sha256>", one segment each),
- *    program-level tensors are memory-planned into one buffer.
+ *  - constants a partition reads: only those XNNPACK packs (conv filters and
+ *    biases, the DFL projection of a fully-connected node) are XNNPACK
+ *    constants, in named data (key "<name>_<sha256>", one segment each); every
+ *    other one (anchor grids, strides, scales, masks) is an input of the
+ *    delegate, fed from a program-level constant in the constant segment, which
+ *    the program keeps loaded (ExecuTorch before 1.4.1 frees named data once
+ *    the delegate is built, while elementwise nodes keep reading it);
+ *  - program-level tensors are memory-planned into one buffer.
  *
  * Shapes come from a context prepared for the export input shape.
  */
