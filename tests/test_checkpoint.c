@@ -892,8 +892,25 @@ static void test_safetensors_errors(void **state)
     expect_st_error("{\"__metadata__\":{\"names\":\"{0: 'person'}\"}}", 0, LY_E_FORMAT,
                     "metadata 'names' is not JSON");
     expect_st_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-                    "\"module.a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-                    52, LY_E_FORMAT, "two tensors are named 'a'");
+                    "\"module.a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                    8, LY_E_FORMAT, "two tensors are named 'a'");
+    /* The tensors tile the data section exactly, as the reference
+     * implementation requires: no overlap, no gap, nothing after the last. */
+    expect_st_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                    12, LY_E_FORMAT, "tensor 'b': data_offsets [4, 12] overlap tensor 'a' [0, 8]");
+    expect_st_error("{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                    12, LY_E_FORMAT,
+                    "tensor 'b': data_offsets begin at 8, but the tensor before "
+                    "it ends at 4: 4 bytes belong to no tensor");
+    expect_st_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+                    LY_E_FORMAT,
+                    "tensor 'a': data_offsets begin at 4, but the data section's start");
+    expect_st_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8,
+                    LY_E_FORMAT,
+                    "the data section holds 8 bytes, but the tensors end at 4 (the "
+                    "last is 'a')");
 
     /* header length beyond the file */
     bbuf b = {0};

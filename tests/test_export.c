@@ -390,6 +390,10 @@ static void test_commit_faults(void **state)
             if (now != before && now != NEW_PAIR)
                 fail_msg("crash at step %d/%d (with_old %d): state %d after recovery", k, steps,
                          with_old, (int)now);
+            /* ... and nothing the killed commit made is left beside it */
+            if (leftovers(dir) != 0)
+                fail_msg("crash at step %d/%d (with_old %d): %d stray files after recovery", k,
+                         steps, with_old, leftovers(dir));
             /* and a later commit works */
             assert_int_equal(commit(program), LY_OK);
             assert_int_equal(state_of(program), NEW_PAIR);

@@ -242,6 +242,18 @@ typedef struct entry {
     char backup[MAX_NAME]; /* "" when the target did not exist */
 } entry;
 
+/* The journal, and the one name it is written under before it is renamed
+ * into place: fixed, so that recovery can remove what a process killed
+ * between the two left behind (it never counts as a journal). */
+static void journal_paths(const names *n, char *journal, char *staged)
+{
+    char base[MAX_NAME];
+    sfmt(base, sizeof base, ".%s.commit", n->base[0]);
+    join(n, base, journal);
+    sfmt(base, sizeof base, ".%s.commit.tmp", n->base[0]);
+    join(n, base, staged);
+}
+
 static ly_status write_journal(const names *n, const char *state, const entry e[2])
 {
     char text[6 * MAX_NAME + 128];
@@ -249,11 +261,8 @@ static ly_status write_journal(const names *n, const char *state, const entry e[
     for (int i = 0; i < 2; i++)
         len += snprintf(text + len, sizeof text - (size_t)len, "file %s\t%s\t%s\n", n->base[i],
                         e[i].staged, e[i].backup);
-    char jbase[MAX_NAME], tmp_base[MAX_NAME], jpath[2 * MAX_NAME], tpath[2 * MAX_NAME];
-    sfmt(jbase, sizeof jbase, ".%s.commit", n->base[0]);
-    random_name(jbase + 1, ".tmp", tmp_base);
-    join(n, jbase, jpath);
-    join(n, tmp_base, tpath);
+    char jpath[2 * MAX_NAME], tpath[2 * MAX_NAME];
+    journal_paths(n, jpath, tpath);
     if (x_write_new(tpath, text, (size_t)len) != 0) {
         int err = errno;
         if (!fault.crashed) unlink(tpath);
@@ -273,9 +282,8 @@ static ly_status write_journal(const names *n, const char *state, const entry e[
 
 static ly_status remove_journal(const names *n)
 {
-    char jbase[MAX_NAME], jpath[2 * MAX_NAME];
-    sfmt(jbase, sizeof jbase, ".%s.commit", n->base[0]);
-    join(n, jbase, jpath);
+    char jpath[2 * MAX_NAME], tpath[2 * MAX_NAME];
+    journal_paths(n, jpath, tpath);
     if ((x_unlink(jpath) != 0 && errno != ENOENT) || x_sync_dir(n->dir) != 0) {
         if (fault.crashed) return crashed_status();
         return ly_set_error(LY_E_IO, "export: cannot remove the commit journal %s: %s", jpath,
@@ -335,9 +343,9 @@ static ly_status read_journal(const names *n, const char *jpath, bool *committed
 static ly_status recover(const names *n, bool *recovered)
 {
     if (recovered) *recovered = false;
-    char jbase[MAX_NAME], jpath[2 * MAX_NAME];
-    sfmt(jbase, sizeof jbase, ".%s.commit", n->base[0]);
-    join(n, jbase, jpath);
+    char jpath[2 * MAX_NAME], tpath[2 * MAX_NAME];
+    journal_paths(n, jpath, tpath);
+    if (exists(tpath) && x_unlink(tpath) != 0 && errno != ENOENT) goto io_error;
     if (!exists(jpath)) return LY_OK;
     bool committed = false;
     entry e[2];
@@ -408,37 +416,32 @@ ly_status ly_export_commit_pair(const char *program_path, const void *program, s
     bool moved[2] = {false, false}, placed[2] = {false, false};
     char path[2 * MAX_NAME], target[2 * MAX_NAME];
 
+    /* Every name the commit will create is chosen and journaled before the
+     * first file exists, so recovery after a kill at any step knows them all. */
+    for (int i = 0; i < 2; i++) {
+        join(&n, n.base[i], target);
+        do {
+            random_name(n.base[i], ".tmp", e[i].staged);
+            join(&n, e[i].staged, path);
+        } while (exists(path));
+        if (!exists(target)) continue;
+        do {
+            random_name(n.base[i], ".backup", e[i].backup);
+            join(&n, e[i].backup, path);
+        } while (exists(path));
+    }
+    st = write_journal(&n, "pending", e);
+    if (st != LY_OK) goto rollback;
     /* Stage: program first, then the sidecar. */
     for (int i = 0; i < 2; i++) {
-        random_name(n.base[i], ".tmp", e[i].staged);
         join(&n, e[i].staged, path);
         if (x_write_new(path, data[i], size[i]) != 0) {
             int err = errno;
             if (fault.crashed) return crashed_status();
-            unlink(path);
-            e[i].staged[0] = '\0';
             st = ly_set_error(LY_E_IO, "export: cannot write %s: %s", path, strerror(err));
             goto rollback;
         }
     }
-    /* Reserve backup names for targets that exist. */
-    for (int i = 0; i < 2; i++) {
-        join(&n, n.base[i], target);
-        if (!exists(target)) continue;
-        random_name(n.base[i], ".backup", e[i].backup);
-        join(&n, e[i].backup, path);
-        if (x_write_new(path, "", 0) != 0 || x_unlink(path) != 0) {
-            int err = errno;
-            if (fault.crashed) return crashed_status();
-            unlink(path);
-            e[i].backup[0] = '\0';
-            st = ly_set_error(LY_E_IO, "export: cannot reserve the backup name %s: %s", path,
-                              strerror(err));
-            goto rollback;
-        }
-    }
-    st = write_journal(&n, "pending", e);
-    if (st != LY_OK) goto rollback;
     /* Swap: program first, then the sidecar. */
     for (int i = 0; i < 2; i++) {
         join(&n, n.base[i], target);

@@ -9,15 +9,17 @@
  * backups, reporting retained backups if that fails; always remove leftover
  * temporaries, and the backups after success.
  *
- * What this adds: before the first swap a journal `.<program>.commit` naming
- * every target, staged file and backup is written atomically; after the second
+ * What this adds: before the first file is staged, a journal
+ * `.<program>.commit` naming every target, staged file and backup is written
+ * atomically (through the fixed name `.<program>.commit.tmp`); after the second
  * swap it is atomically replaced by a "committed" one (the commit point), then
  * the backups and the journal are removed. ly_export_recover (run at the start
  * of every commit and by the .pte loader before it reads the pair) finishes an
  * interrupted commit: a pending journal is rolled back (backups restored, new
- * targets removed), a committed one rolled forward (backups removed). So a
+ * targets and staged files removed), a committed one rolled forward (backups
+ * removed), and a journal temporary is removed. So a
  * process killed at any instant leaves a state that the next reader turns into
- * the old pair or the new pair, never a mix. Renames are made durable with an
+ * the old pair or the new pair, never a mix, and nothing else. Renames are made durable with an
  * fsync of the directory after each step.
  */
 #ifndef LY_EXPORT_COMMIT_H

@@ -4,6 +4,137 @@
 #include "core/core.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* PIL's Image.MAX_IMAGE_PIXELS: 1024 * 1024 * 1024 // 4 // 3. */
+#define PIL_MAX_IMAGE_PIXELS 89478485ull
+
+ly_status ly_image_check_pixels(const char *path, const char *format, uint64_t width,
+                                uint64_t height)
+{
+    uint64_t warn_above = PIL_MAX_IMAGE_PIXELS;
+    const char *env = getenv("LIBREYOLO_MAX_IMAGE_PIXELS");
+    if (env && *env) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end || env[0] == '-')
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "LIBREYOLO_MAX_IMAGE_PIXELS=%s: expected a pixel count (0 for no "
+                                "limit)",
+                                env);
+        warn_above = v;
+    }
+    if (warn_above == 0) return LY_OK;
+    /* Dimensions come from headers as at most 32-bit values: no overflow. */
+    uint64_t pixels = width * height;
+    if (pixels > 2 * warn_above)
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "image %s: the %s header says %llux%llu = %llu pixels, more than "
+                            "%llu (twice LIBREYOLO_MAX_IMAGE_PIXELS=%llu, PIL's "
+                            "decompression-bomb limit): refused before decoding; set "
+                            "LIBREYOLO_MAX_IMAGE_PIXELS to a larger count, or 0 for no limit",
+                            path, format, (unsigned long long)width, (unsigned long long)height,
+                            (unsigned long long)pixels, (unsigned long long)(2 * warn_above),
+                            (unsigned long long)warn_above);
+    if (pixels > warn_above)
+        ly_log(LY_LOG_WARNING,
+               "image %s: %llu pixels is more than LIBREYOLO_MAX_IMAGE_PIXELS=%llu: it could be a "
+               "decompression bomb",
+               path, (unsigned long long)pixels, (unsigned long long)warn_above);
+    return LY_OK;
+}
+
+#define PNG_INFLATE_SLACK (1 << 20)
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The filtered bytes a PNG's image data inflates to, from IHDR (PNG spec
+ * section 7: one filter byte per row, rows padded to whole bytes; Adam7
+ * passes are images of their own). 0 when IHDR is unusable. */
+static uint64_t png_inflated_size(const uint8_t *ihdr)
+{
+    uint64_t width = be32(ihdr), height = be32(ihdr + 4);
+    unsigned depth = ihdr[8], colour = ihdr[9], interlace = ihdr[12];
+    unsigned channels = colour == 0   ? 1
+                        : colour == 2 ? 3
+                        : colour == 3 ? 1
+                        : colour == 4 ? 2
+                        : colour == 6 ? 4
+                                      : 0;
+    if (!channels || depth == 0 || depth > 16 || width == 0 || height == 0) return 0;
+    uint64_t bits = (uint64_t)channels * depth;
+    if (!interlace) return height * (1 + (width * bits + 7) / 8);
+    static const unsigned x0[7] = {0, 4, 0, 2, 0, 1, 0}, dx[7] = {8, 8, 4, 4, 2, 2, 1};
+    static const unsigned y0[7] = {0, 0, 4, 0, 2, 0, 1}, dy[7] = {8, 8, 8, 4, 4, 2, 2};
+    uint64_t total = 0;
+    for (int p = 0; p < 7; p++) {
+        uint64_t w = width > x0[p] ? (width - x0[p] + dx[p] - 1) / dx[p] : 0;
+        uint64_t h = height > y0[p] ? (height - y0[p] + dy[p] - 1) / dy[p] : 0;
+        if (w && h) total += h * (1 + (w * bits + 7) / 8);
+    }
+    return total;
+}
+
+ly_status ly_image_check_png_inflate(const uint8_t *bytes, size_t size, const char *path)
+{
+    /* Signature, then IHDR: the first chunk, 13 bytes. */
+    if (size < 8 + 8 + 13 + 4 || be32(bytes + 8) != 13 || memcmp(bytes + 12, "IHDR", 4) != 0)
+        return ly_set_error(LY_E_FORMAT, "image %s: PNG: the first chunk is not a 13-byte IHDR",
+                            path);
+    uint64_t implied = png_inflated_size(bytes + 16);
+    /* Some encoders leave a little after the image data, which decoders
+     * ignore: tolerated, but never more than a megabyte. */
+    uint64_t limit = implied + PNG_INFLATE_SLACK;
+    if (implied == 0)
+        return ly_set_error(LY_E_FORMAT,
+                            "image %s: PNG: IHDR has an unusable size, bit depth or "
+                            "colour type",
+                            path);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit(&z) != Z_OK)
+        return ly_set_error(LY_E_NO_MEMORY, "image %s: PNG: cannot start zlib", path);
+    uint8_t scratch[16384];
+    uint64_t inflated = 0;
+    ly_status st = LY_OK;
+    bool ended = false;
+    for (size_t at = 8; !ended && at + 12 <= size;) {
+        uint64_t length = be32(bytes + at);
+        if (length > size - at - 12) break; /* truncated: the decoder reports it */
+        const uint8_t *type = bytes + at + 4;
+        if (memcmp(type, "IEND", 4) == 0) break;
+        if (memcmp(type, "IDAT", 4) == 0) {
+            z.next_in = (Bytef *)(bytes + at + 8);
+            z.avail_in = (uInt)length;
+            while (z.avail_in > 0 && !ended) {
+                z.next_out = scratch;
+                z.avail_out = sizeof scratch;
+                int r = inflate(&z, Z_NO_FLUSH);
+                inflated += sizeof scratch - z.avail_out;
+                if (inflated > limit) {
+                    st = ly_set_error(LY_E_FORMAT,
+                                      "image %s: PNG: the image data inflates to more than the "
+                                      "%llu bytes its IHDR (%ux%u) implies (and %d of slack): "
+                                      "refused before decoding",
+                                      path, (unsigned long long)implied, be32(bytes + 16),
+                                      be32(bytes + 20), PNG_INFLATE_SLACK);
+                    ended = true;
+                } else if (r == Z_STREAM_END) {
+                    ended = true;
+                } else if (r != Z_OK && r != Z_BUF_ERROR) {
+                    ended = true; /* corrupt stream: the decoder names it */
+                }
+            }
+        }
+        at += 12 + (size_t)length;
+    }
+    inflateEnd(&z);
+    return st;
+}
 
 ly_status ly_image_alloc(ly_image *image, int width, int height)
 {

@@ -13,6 +13,7 @@
  * made at load, others when threads run at once, and they are kept for reuse.
  */
 #include "core/core.h"
+#include "core/json.h"
 #include "engines/executorch/et_runtime.h"
 #include "export/commit.h"
 #include "export/export_internal.h"
@@ -20,7 +21,6 @@
 #include "models/coco_names.h"
 #include "models/recipe.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -196,8 +196,9 @@ static void repr(const cJSON *v, const char *missing, char *out, size_t size)
     } else if (cJSON_IsBool(v)) {
         snprintf(out, size, cJSON_IsTrue(v) ? "True" : "False");
     } else if (cJSON_IsNumber(v)) {
-        if (v->valuedouble == (double)(long long)v->valuedouble)
-            snprintf(out, size, "%lld", (long long)v->valuedouble);
+        int64_t whole;
+        if (ly_json_int(v, &whole))
+            snprintf(out, size, "%lld", (long long)whole);
         else
             snprintf(out, size, "%g", v->valuedouble);
     } else {
@@ -218,21 +219,7 @@ static bool int_of(const cJSON *o, const char *key, int64_t *out, bool *present)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     *present = v && !cJSON_IsNull(v);
-    if (!*present) return true;
-    if (cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble) {
-        *out = (int64_t)v->valuedouble;
-        return true;
-    }
-    if (cJSON_IsString(v)) {
-        char *end;
-        errno = 0;
-        long long x = strtoll(v->valuestring, &end, 10);
-        if (!errno && end != v->valuestring && !*end) {
-            *out = x;
-            return true;
-        }
-    }
-    return false;
+    return !*present || ly_json_int(v, out);
 }
 
 typedef struct sidecar_info {
@@ -358,9 +345,9 @@ static ly_status check_sidecar(const char *path, sidecar_info *info)
     if (!cJSON_IsString(delegate) || strcasecmp(delegate->valuestring, "xnnpack") != 0) {
         repr(delegate, "missing delegate metadata", got, sizeof got);
         st = ly_set_error(LY_E_UNSUPPORTED,
-                          "This LibreYOLO version only supports ExecuTorch programs exported for "
-                          "XNNPACK, got %s.",
-                          got);
+                          "%s: This LibreYOLO version only supports ExecuTorch programs exported "
+                          "for XNNPACK, got %s.",
+                          side, got);
         goto done;
     }
     const cJSON *dynamic = cJSON_GetObjectItemCaseSensitive(meta, "dynamic");
@@ -369,14 +356,15 @@ static ly_status check_sidecar(const char *path, sidecar_info *info)
                                       strcmp(dynamic->valuestring, "False") == 0))) {
         repr(dynamic, NULL, got, sizeof got);
         st = ly_set_error(LY_E_UNSUPPORTED,
-                          "ExecuTorch v1 requires metadata dynamic=false, got %s.", got);
+                          "%s: ExecuTorch v1 requires metadata dynamic=false, got %s.", side, got);
         goto done;
     }
     const cJSON *precision = cJSON_GetObjectItemCaseSensitive(meta, "precision");
     if (!cJSON_IsString(precision) || strcasecmp(precision->valuestring, "fp32") != 0) {
         repr(precision, "missing precision metadata", got, sizeof got);
         st = ly_set_error(LY_E_UNSUPPORTED,
-                          "ExecuTorch v1 requires metadata precision='fp32', got %s.", got);
+                          "%s: ExecuTorch v1 requires metadata precision='fp32', got %s.", side,
+                          got);
         goto done;
     }
     const char *schema = string_of(meta, "schema_version");
@@ -404,12 +392,15 @@ static ly_status check_sidecar(const char *path, sidecar_info *info)
     }
     if (has_h != has_w) {
         st = ly_set_error(LY_E_FORMAT,
-                          "ExecuTorch metadata must define both imgsz_h and imgsz_w, or neither.");
+                          "%s: ExecuTorch metadata must define both imgsz_h and imgsz_w, or "
+                          "neither.",
+                          side);
         goto done;
     }
     if (!has_h) {
         if (!has_s) {
-            st = ly_set_error(LY_E_FORMAT, "ExecuTorch metadata must declare a fixed input size.");
+            st = ly_set_error(LY_E_FORMAT,
+                              "%s: ExecuTorch metadata must declare a fixed input size.", side);
             goto done;
         }
         h = w = s;

@@ -29,6 +29,7 @@ struct ly_et_method {
     et_value *v;
     size_t n_v;
     uint8_t **buffers;
+    uint64_t *buffer_used; /* per buffer: where its last tensor ends */
     size_t n_buffers;
     void **owned; /* private tensor memory */
     size_t n_owned;
@@ -132,14 +133,57 @@ static ly_status load_tensor(ly_et_method *m, size_t index, const ly_pte_tensor 
         if (align > 1 && off % align != 0)
             return bad(m, "value %zu: offset %llu is not aligned to its %zu-byte elements", index,
                        (unsigned long long)off, align);
-        v->t.data = m->buffers[id - 1] + off;
+        v->memory_id = id;
+        v->memory_offset = off;
+        if (off + v->nbytes > m->buffer_used[id - 1]) m->buffer_used[id - 1] = off + v->nbytes;
         return LY_OK;
     }
     /* Neither constant nor planned: memory of its own (ExecuTorch expects the
      * caller to bind inputs like this; we copy into it). */
     if (v->nbytes > MAX_PLANNED) return bad(m, "value %zu is too large", index);
-    v->t.data = alloc_owned(m, v->nbytes);
-    if (!v->t.data) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    v->own_memory = true;
+    return LY_OK;
+}
+
+/* A declared buffer may exceed what its tensors use only by the planner's
+ * rounding (ExecuTorch's MemoryPlanningPass aligns to 16): more is refused,
+ * so a small hostile file cannot make us reserve gigabytes. */
+#define PLAN_ALIGNMENT 16
+
+static ly_status check_buffer_sizes(const ly_et_method *m)
+{
+    for (size_t i = 0; i < m->n_buffers; i++) {
+        uint64_t declared = (uint64_t)m->plan->non_const_buffer_sizes[i + 1];
+        uint64_t used = m->buffer_used[i];
+        uint64_t rounded = (used + PLAN_ALIGNMENT - 1) / PLAN_ALIGNMENT * PLAN_ALIGNMENT;
+        if (declared > rounded)
+            return bad(m,
+                       "planned buffer %zu declares %llu bytes, but the tensors placed in it end "
+                       "at byte %llu (%llu rounded to the planner's %d-byte alignment)",
+                       i + 1, (unsigned long long)declared, (unsigned long long)used,
+                       (unsigned long long)rounded, PLAN_ALIGNMENT);
+    }
+    return LY_OK;
+}
+
+/* Memory, once values, buffer sizes and delegates are validated. */
+static ly_status bind_memory(ly_et_method *m)
+{
+    for (size_t i = 0; i < m->n_buffers; i++) {
+        int64_t size = m->plan->non_const_buffer_sizes[i + 1];
+        /* calloc: zeroed pages on demand, so a large plan costs what it touches */
+        m->buffers[i] = calloc(1, (size_t)size + SLACK);
+        if (!m->buffers[i])
+            return ly_set_error(LY_E_NO_MEMORY,
+                                "%s: cannot allocate planned buffer %zu (%lld bytes)", m->what,
+                                i + 1, (long long)size);
+    }
+    for (size_t i = 0; i < m->n_v; i++) {
+        et_value *v = &m->v[i];
+        if (v->memory_id) v->t.data = m->buffers[v->memory_id - 1] + v->memory_offset;
+        if (v->own_memory && !(v->t.data = alloc_owned(m, v->nbytes)))
+            return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    }
     return LY_OK;
 }
 
@@ -148,17 +192,13 @@ static ly_status load_values(ly_et_method *m)
     const ly_pte_plan *plan = m->plan;
     m->n_buffers = plan->n_non_const_buffer_sizes > 0 ? plan->n_non_const_buffer_sizes - 1 : 0;
     m->buffers = calloc(m->n_buffers ? m->n_buffers : 1, sizeof *m->buffers);
-    if (!m->buffers) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    m->buffer_used = calloc(m->n_buffers ? m->n_buffers : 1, sizeof *m->buffer_used);
+    if (!m->buffers || !m->buffer_used)
+        return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
     for (size_t i = 0; i < m->n_buffers; i++) {
         int64_t size = plan->non_const_buffer_sizes[i + 1];
         if (size < 0 || (uint64_t)size > MAX_PLANNED)
-            return bad(m, "planned buffer %zu has size %lld", i, (long long)size);
-        /* calloc: zeroed pages on demand, so a large plan costs what it touches */
-        m->buffers[i] = calloc(1, (size_t)size + SLACK);
-        if (!m->buffers[i])
-            return ly_set_error(LY_E_NO_MEMORY,
-                                "%s: cannot allocate planned buffer %zu (%lld bytes)", m->what, i,
-                                (long long)size);
+            return bad(m, "planned buffer %zu has size %lld", i + 1, (long long)size);
     }
     m->n_v = plan->n_values;
     m->v = calloc(m->n_v ? m->n_v : 1, sizeof *m->v);
@@ -358,6 +398,7 @@ void ly_et_method_free(ly_et_method *m)
     for (size_t i = 0; i < m->n_buffers; i++)
         free(m->buffers ? m->buffers[i] : NULL);
     free(m->buffers);
+    free(m->buffer_used);
     for (size_t i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
@@ -380,6 +421,7 @@ ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_met
     m->plan = plan;
     snprintf(m->what, sizeof m->what, "%s", what);
     ly_status st = load_values(m);
+    if (st == LY_OK) st = check_buffer_sizes(m);
     if (st == LY_OK) {
         m->delegates = calloc(plan->n_delegates ? plan->n_delegates : 1, sizeof *m->delegates);
         if (!m->delegates) st = ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", what);
@@ -405,6 +447,9 @@ ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_met
         snprintf(dwhat, sizeof dwhat, "%s: delegate %zu", what, i);
         st = ly_et_xnnpack_init(p, &blob, dwhat, &m->delegates[i]);
     }
+    /* Kernel checks read the tensors they are given: memory is bound first,
+     * once values, buffer sizes and delegates have passed. */
+    if (st == LY_OK) st = bind_memory(m);
     if (st == LY_OK) st = prepare(m);
     if (st != LY_OK) {
         ly_et_method_free(m);

@@ -12,6 +12,12 @@ typedef struct et_value {
     bool writable;   /* planned or private memory (not a constant) */
     bool contiguous; /* dim_order is 0..n-1 */
     uint64_t nbytes;
+    /* where memory is bound once the whole program is validated: planned
+     * buffer `memory_id` (1-based) at `memory_offset`, or 0 with `own_memory`
+     * for a tensor of its own */
+    uint32_t memory_id;
+    uint64_t memory_offset;
+    bool own_memory;
     /* scalars and lists (pointing into the program) */
     int64_t i;
     double d;

@@ -280,7 +280,7 @@ static ly_status up_push(unpickler *u, ly_pv *v)
     if (!v) return up_no_memory(u);
     if (u->stack_len == u->stack_cap) {
         /* Each push consumes at least one input byte, so this stays < size. */
-        size_t cap = u->stack_cap ? u->stack_cap * 2 : 64;
+        size_t cap = u->stack_cap * 2;
         ly_pv **grown = realloc(u->stack, cap * sizeof *grown);
         if (!grown) return up_no_memory(u);
         u->stack = grown;
@@ -1118,6 +1118,14 @@ ly_status ly_pickle_load(const uint8_t *bytes, size_t size, const char *context,
                     ? SIZE_MAX
                     : size * PICKLE_ARENA_PER_BYTE + PICKLE_ARENA_BASE;
     unpickler u = {.p = p, .context = context ? context : "pickle", .bytes = bytes, .size = size};
+    /* Never NULL, so `stack + base` is defined even for an opcode that finds
+     * the stack empty (a MARK then TUPLE pickle, `(t.`). */
+    u.stack_cap = 64;
+    u.stack = malloc(u.stack_cap * sizeof *u.stack);
+    if (!u.stack) {
+        ly_pickle_free(p);
+        return ly_set_error(LY_E_NO_MEMORY, "%s: cannot allocate the unpickler", u.context);
+    }
     ly_status st = LY_OK;
     bool stop = false;
     while (!stop) {

@@ -388,8 +388,14 @@ static const st_dtype st_dtypes[] = {
     {"U8", LY_ELEM_U8},   {"BOOL", LY_ELEM_BOOL},
 };
 
+/* Where one tensor's bytes lie in the data section. */
+typedef struct st_extent {
+    const char *name; /* in the parsed header */
+    int64_t begin, end;
+} st_extent;
+
 static ly_status st_tensor(ly_checkpoint *ck, const json_doc *d, size_t node, const uint8_t *data,
-                           uint64_t data_size)
+                           uint64_t data_size, st_extent *extent)
 {
     const char *name = json_key(d, node);
     if (d->nodes[node].kind != J_OBJECT)
@@ -470,9 +476,52 @@ static ly_status st_tensor(ly_checkpoint *ck, const json_doc *d, size_t node, co
                           "dtype %s need %s",
                           name, bytes, dt->name,
                           numel > data_size ? "more than the file holds" : "a different size");
+    *extent = (st_extent){name, range[0], range[1]};
     char what[300];
     snprintf(what, sizeof what, "its data_offsets range of tensor '%.200s'", name);
     return ly_ck_add_tensor(ck, name, dt->elem, data + range[0], bytes, what, 0, ndim, dims, NULL);
+}
+
+static int extent_order(const void *a, const void *b)
+{
+    const st_extent *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+/* As the reference implementation validates: sorted by offset, the tensors
+ * tile the data section exactly, back to back, no byte shared, none left. */
+static ly_status st_check_tiling(ly_checkpoint *ck, st_extent *extents, size_t count,
+                                 uint64_t data_size)
+{
+    qsort(extents, count, sizeof *extents, extent_order);
+    int64_t covered = 0;
+    for (size_t i = 0; i < count; i++) {
+        const st_extent *e = &extents[i];
+        if (e->begin < covered)
+            return ly_ck_fail(ck, LY_E_FORMAT,
+                              "tensor '%s': data_offsets [%" PRId64 ", %" PRId64 "] overlap "
+                              "tensor '%s' [%" PRId64 ", %" PRId64 "]; each tensor must have "
+                              "bytes of its own",
+                              e->name, e->begin, e->end, extents[i - 1].name, extents[i - 1].begin,
+                              extents[i - 1].end);
+        if (e->begin > covered)
+            return ly_ck_fail(ck, LY_E_FORMAT,
+                              "tensor '%s': data_offsets begin at %" PRId64 ", but %s ends at "
+                              "%" PRId64 ": %" PRId64 " bytes belong to no tensor (safetensors "
+                              "stores tensors back to back)",
+                              e->name, e->begin,
+                              i ? "the tensor before it" : "the data section's start (0)", covered,
+                              e->begin - covered);
+        covered = e->end;
+    }
+    if ((uint64_t)covered != data_size)
+        return ly_ck_fail(ck, LY_E_FORMAT,
+                          "the data section holds %" PRIu64 " bytes, but the tensors end at "
+                          "%" PRId64 "%s%s%s: the rest belongs to no tensor",
+                          data_size, covered, count ? " (the last is '" : "",
+                          count ? extents[count - 1].name : "", count ? "')" : "");
+    return LY_OK;
 }
 
 /* `names` metadata: a JSON object {"0": "person", ...} or array ["person", ...]. */
@@ -575,6 +624,12 @@ ly_status ly_safetensors_load(ly_checkpoint *ck, const uint8_t *data, size_t siz
     const uint8_t *payload = data + 8 + header_len;
     uint64_t payload_size = size - 8 - header_len;
     bool seen_metadata = false;
+    st_extent *extents = calloc(d.nodes[0].child_count + 1, sizeof *extents);
+    if (!extents) {
+        json_free(&d);
+        return ly_ck_fail(ck, LY_E_NO_MEMORY, "cannot allocate the tensor table");
+    }
+    size_t n_extents = 0;
     for (size_t c = d.nodes[0].first_child; st == LY_OK && c != JSON_NONE;
          c = d.nodes[c].next_sibling) {
         if (strcmp(json_key(&d, c), "__metadata__") == 0) {
@@ -584,9 +639,11 @@ ly_status ly_safetensors_load(ly_checkpoint *ck, const uint8_t *data, size_t siz
                 st = st_metadata(ck, &d, c);
             seen_metadata = true;
         } else {
-            st = st_tensor(ck, &d, c, payload, payload_size);
+            st = st_tensor(ck, &d, c, payload, payload_size, &extents[n_extents++]);
         }
     }
+    if (st == LY_OK) st = st_check_tiling(ck, extents, n_extents, payload_size);
+    free(extents);
     json_free(&d);
     return st;
 }

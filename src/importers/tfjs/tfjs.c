@@ -5,6 +5,7 @@
 #include "importers/tfjs/tfjs.h"
 
 #include "core/core.h"
+#include "core/json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -119,26 +120,6 @@ static size_t *sort_names(const char *const *names, size_t count, const char **d
 }
 
 /* ---- JSON field access with messages ------------------------------------- */
-
-/* An integer from a JSON number or a decimal string (TF's int64 fields). */
-static bool json_int(const cJSON *item, int64_t *out)
-{
-    if (cJSON_IsNumber(item)) {
-        double v = item->valuedouble;
-        if (!isfinite(v) || v != floor(v) || v < -9.2e18 || v > 9.2e18) return false;
-        *out = (int64_t)v;
-        return true;
-    }
-    if (cJSON_IsString(item) && item->valuestring && *item->valuestring) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(item->valuestring, &end, 10);
-        if (errno || *end || end == item->valuestring) return false;
-        *out = v;
-        return true;
-    }
-    return false;
-}
 
 static bool json_float(const cJSON *item, double *out)
 {
@@ -345,7 +326,7 @@ static ly_status parse_io(ly_tfjs_model *m, const cJSON *list, const char *what,
             /* proto3 JSON leaves out zeros: {} is a 0-sized dim. */
             const cJSON *size = cJSON_GetObjectItemCaseSensitive(dim, "size");
             int64_t v = 0;
-            if (!cJSON_IsObject(dim) || (size && !json_int(size, &v)) || v < -1)
+            if (!cJSON_IsObject(dim) || (size && !ly_json_int(size, &v)) || v < -1)
                 return fmt_error(m,
                                  "signature.%s '%s': tensorShape.dim[%d]: expected {\"size\": N}",
                                  what, io->key, io->ndim);
@@ -553,7 +534,7 @@ static ly_status parse_group(ly_tfjs_model *m, const cJSON *group, size_t g, ly_
         cJSON_ArrayForEach(dim, shape)
         {
             int64_t v;
-            if (!json_int(dim, &v) || v < 0 || v > (int64_t)MAX_SHARD_BYTES ||
+            if (!ly_json_int(dim, &v) || v < 0 || v > (int64_t)MAX_SHARD_BYTES ||
                 __builtin_mul_overflow(numel, v, &numel) || numel > (int64_t)MAX_SHARD_BYTES) {
                 st = fmt_error(m,
                                "%s '%s': \"shape\": expected sizes >= 0 (and a tensor smaller "
@@ -851,7 +832,7 @@ ly_status ly_tfjs_attr_int(const ly_tfjs_model *m, const ly_tfjs_node *n, const 
         *out = 0;
         return LY_OK;
     }
-    if (!json_int(i, out))
+    if (!ly_json_int(i, out))
         return fmt_error(m, "node '%s' (%s): attr '%s': expected an integer (\"i\")", n->name,
                          n->op, key);
     return LY_OK;
@@ -922,7 +903,7 @@ ly_status ly_tfjs_attr_int_list(const ly_tfjs_model *m, const ly_tfjs_node *n, c
     const cJSON *v;
     cJSON_ArrayForEach(v, values)
     {
-        if (*count >= max || !json_int(v, &out[*count]))
+        if (*count >= max || !ly_json_int(v, &out[*count]))
             return fmt_error(m, "node '%s' (%s): attr '%s': expected a list of at most %d integers",
                              n->name, n->op, key, max);
         (*count)++;

@@ -2,6 +2,7 @@
 #include "importers/tfjs/tfjs_graph.h"
 
 #include "core/core.h"
+#include "core/json.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -320,7 +321,8 @@ static ly_status op_placeholder(ctx *c, sym *out)
                 v = strtoll(size->valuestring, &end, 10);
                 if (*end || end == size->valuestring) v = -2;
             } else if (cJSON_IsNumber(size)) {
-                v = (long long)size->valuedouble;
+                int64_t whole;
+                v = ly_json_int(size, &whole) ? whole : -2;
             } else if (size) {
                 v = -2;
             }

@@ -66,6 +66,11 @@ ly_status ly_image_decode_jpeg(const uint8_t *bytes, size_t size, const char *pa
     jpeg_create_decompress(&cinfo);
     jpeg_mem_src(&cinfo, bytes, (unsigned long)size);
     jpeg_read_header(&cinfo, TRUE);
+    ly_status limit = ly_image_check_pixels(path, "JPEG", cinfo.image_width, cinfo.image_height);
+    if (limit != LY_OK) {
+        jpeg_destroy_decompress(&cinfo);
+        return limit;
+    }
     if (cinfo.jpeg_color_space != JCS_YCbCr && cinfo.jpeg_color_space != JCS_GRAYSCALE &&
         cinfo.jpeg_color_space != JCS_RGB) {
         /* CMYK and YCCK: libjpeg has no conversion to RGB; stb has one. */

@@ -118,7 +118,22 @@ ly_status ly_image_load(const char *path, ly_image *out)
         }
     }
 #endif
+    /* Sizes from the header, so a bomb costs its file and no more (libjpeg
+     * checks its own). */
     int w = 0, h = 0, channels = 0;
+    if (!stbi_info_from_memory(bytes, (int)size, &w, &h, &channels)) {
+        const char *why = stbi_failure_reason();
+        free(bytes);
+        return ly_set_error(LY_E_FORMAT, "image %s: cannot read the %s header: %s", path, format,
+                            why ? why : "unknown error");
+    }
+    st = ly_image_check_pixels(path, format, (uint64_t)w, (uint64_t)h);
+    if (st == LY_OK && strcmp(format, "PNG") == 0)
+        st = ly_image_check_png_inflate(bytes, size, path);
+    if (st != LY_OK) {
+        free(bytes);
+        return st;
+    }
     uint8_t *rgb = stbi_load_from_memory(bytes, (int)size, &w, &h, &channels, 3);
     free(bytes);
     if (!rgb) {

@@ -177,6 +177,7 @@ static int compare_entries(const void *a, const void *b)
 
 static entry *find_entry(builder *b, const char *name)
 {
+    if (b->n_entries == 0) return NULL; /* entries is NULL then: bsearch wants an array */
     entry key = {.name = (char *)name};
     return bsearch(&key, b->entries, b->n_entries, sizeof(entry), compare_entries);
 }

@@ -1,0 +1,179 @@
+/*
+ * The hostile files of ../shared/testdata/hostile/ (reproducers from the
+ * parser audit), replayed through the public API: each is refused with a
+ * message naming the file, and the image bombs are refused from their headers
+ * (peak memory grows by at most 8 MiB). Skips when the fixtures are absent.
+ * (The .pte case also uses the runtime's internal method load, so that it is
+ * checked in builds without XNNPACK too.)
+ */
+#include "engines/executorch/et_runtime.h"
+#include "export/pte/pte.h"
+#include "libreyolo/checkpoint.h"
+#include "libreyolo/image.h"
+#include "libreyolo/libreyolo.h"
+#include "libreyolo/model.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define HOSTILE LY_SHARED_DIR "/testdata/hostile/"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+static bool have(const char *path)
+{
+    if (access(path, R_OK) == 0) return true;
+    print_message("skipped: %s is absent (../shared/testdata is not beside this clone)\n", path);
+    return false;
+}
+
+static long peak_kib(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+/* Refusing `path` raised the peak resident memory by at most 8 MiB (not
+ * measured under the sanitizers, whose allocators keep their own pools). */
+static void expect_small_growth(const char *path, long peak_before)
+{
+#ifdef UNDER_ASAN
+    (void)path;
+    (void)peak_before;
+#else
+    long grown = peak_kib() - peak_before;
+    if (grown > 8 * 1024) fail_msg("%s: peak memory grew by %ld KiB refusing it", path, grown);
+#endif
+}
+
+/* The call failed with `status` and a message naming `path` and `fragment`. */
+static void expect_refusal(ly_status got, ly_status status, const char *path, const char *fragment)
+{
+    const char *msg = ly_last_error();
+    if (got != status || !strstr(msg, path) || !strstr(msg, fragment))
+        fail_msg("%s: status %d (expected %d), message: %s (expected the file name and \"%s\")",
+                 path, (int)got, (int)status, msg, fragment);
+}
+
+static void expect_image_refused(const char *path, const char *fragment)
+{
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    if (!codecs) {
+        print_message("skipped: this build reads no images\n");
+        skip();
+    }
+    if (!have(path)) skip();
+    long before = peak_kib();
+    ly_image img;
+    expect_refusal(ly_image_load(path, &img), LY_E_UNSUPPORTED, path, fragment);
+    assert_null(img.pixels);
+    expect_small_growth(path, before);
+}
+
+static void test_jpeg_bombs(void **state)
+{
+    (void)state;
+    unsetenv("LIBREYOLO_MAX_IMAGE_PIXELS");
+    expect_image_refused(HOSTILE "jpeg_20000x20000_170b.jpg",
+                         "20000x20000 = 400000000 pixels, more than 178956970 (twice "
+                         "LIBREYOLO_MAX_IMAGE_PIXELS=89478485");
+    expect_image_refused(HOSTILE "jpeg_65500x65500_170b.jpg", "65500x65500");
+    /* The variable moves the limit: a tenth of a megapixel refuses it too. */
+    setenv("LIBREYOLO_MAX_IMAGE_PIXELS", "100000", 1);
+    expect_image_refused(HOSTILE "jpeg_20000x20000_170b.jpg", "more than 200000");
+    unsetenv("LIBREYOLO_MAX_IMAGE_PIXELS");
+}
+
+static void test_png_inflate_bomb(void **state)
+{
+    (void)state;
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    const char *path = HOSTILE "png_1x1_idat_bomb_256m.png";
+    if (!codecs || !have(path)) skip();
+    long before = peak_kib();
+    ly_image img;
+    /* Within the pixel limit, so refused by the inflate bound. */
+    expect_refusal(ly_image_load(path, &img), LY_E_FORMAT, path,
+                   "inflates to more than the 4 bytes its IHDR (1x1) implies");
+    expect_small_growth(path, before);
+}
+
+static void expect_checkpoint_refused(const char *path, const char *fragment)
+{
+    if (!have(path)) skip();
+    ly_checkpoint *ck = NULL;
+    expect_refusal(ly_checkpoint_open(path, &ck), LY_E_FORMAT, path, fragment);
+    assert_null(ck);
+}
+
+static void test_safetensors_layout(void **state)
+{
+    (void)state;
+    expect_checkpoint_refused(HOSTILE "overlapping_offsets.safetensors",
+                              "tensor 'b': data_offsets [4, 12] overlap tensor 'a' [0, 8]");
+    expect_checkpoint_refused(HOSTILE "gap_between_tensors.safetensors",
+                              "4 bytes belong to no tensor");
+}
+
+/* Undefined behaviour in the sanitizer build before: now plain refusals. */
+static void test_pickle_and_builder_ub(void **state)
+{
+    (void)state;
+    expect_checkpoint_refused(HOSTILE "mark_tuple_empty_stack.pt",
+                              "the pickled object is a tuple, expected a dict");
+    const char *empty = HOSTILE "empty_state_dict.pt";
+    if (!have(empty)) skip();
+    ly_model *m = NULL;
+    ly_status st = ly_model_load(empty, NULL, &m);
+    assert_null(m);
+    assert_int_not_equal(st, LY_OK);
+    assert_non_null(strstr(ly_last_error(), empty));
+}
+
+static void test_pte_planned_buffer(void **state)
+{
+    (void)state;
+    const char *path = HOSTILE "planned_buffer_4g.pte";
+    if (!have(path)) skip();
+    const char *want = "planned buffer 2 declares 4294967296 bytes, but the tensors placed in it "
+                       "end at byte 0";
+    /* The method load refuses it before its delegates or memory, in every build. */
+    ly_pte_program *p = NULL;
+    assert_int_equal(ly_pte_read_file(path, &p), LY_OK);
+    ly_et_method *method = NULL;
+    expect_refusal(ly_et_method_load(p, path, &method), LY_E_FORMAT, path, want);
+    assert_null(method);
+    ly_pte_program_free(p);
+    /* And so does the model load, where this build runs XNNPACK programs. */
+    if (!ly_et_xnnpack_available()) return;
+    ly_model *m = NULL;
+    expect_refusal(ly_model_load(path, NULL, &m), LY_E_FORMAT, path, want);
+    assert_null(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jpeg_bombs),         cmocka_unit_test(test_png_inflate_bomb),
+        cmocka_unit_test(test_safetensors_layout), cmocka_unit_test(test_pickle_and_builder_ub),
+        cmocka_unit_test(test_pte_planned_buffer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
