@@ -6,7 +6,7 @@ BUILD_SAN ?= build-sanitize
 BUILD_PORTABLE ?= build-portable
 BUILD_TSAN ?= build-tsan
 
-.PHONY: all build demo test test-fast test-sanitize test-portable test-tsan test-tsan-onednn clean format
+.PHONY: all build demo test test-fast test-sanitize test-portable test-tsan test-tsan-onednn fuzz clean format
 
 all: build
 
@@ -67,8 +67,19 @@ test-tsan-onednn:
 	@$(CMAKE) --build $(BUILD_TSAN_ONEDNN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_TSAN_ONEDNN))
 	cd $(BUILD_TSAN_ONEDNN) && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j$(JOBS) -R '^(test_threads|test_graph)$$'
 
+# Coverage-guided fuzzing (libFuzzer, clang, ASan+UBSan) of every parser:
+# FUZZ_SECONDS per harness (FUZZ_TARGETS to choose). `make test` replays the
+# committed corpora in each of its builds; this searches for new inputs.
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz:
+	@$(CMAKE) -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DLIBREYOLO_FUZZ=ON \
+		-DLIBREYOLO_WITH_CUDA=OFF >/dev/null
+	@$(CMAKE) --build $(BUILD_FUZZ) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_FUZZ))
+	@BUILD_DIR=$(BUILD_FUZZ) FUZZ_SECONDS=$(FUZZ_SECONDS) tools/fuzz.sh
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_PORTABLE) $(BUILD_TSAN) $(BUILD_TSAN_ONEDNN)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_PORTABLE) $(BUILD_TSAN) $(BUILD_TSAN_ONEDNN) $(BUILD_FUZZ)

@@ -1,0 +1,19 @@
+/* .npy: the magic, the header dictionary, dtypes and shapes. */
+#include "fuzz.h"
+
+#include "libreyolo/io.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    ly_fuzz_setup();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    ly_tensor t;
+    if (ly_npy_load_buffer(data, size, "fuzz.npy", &t) == LY_OK) ly_npy_free(&t);
+    return 0;
+}
