@@ -68,7 +68,7 @@ static const conv_shape yolo9t_shapes[] = {
 };
 #define N_SHAPES (sizeof yolo9t_shapes / sizeof yolo9t_shapes[0])
 
-static void print_usage(FILE *to)
+void ly_cli_usage_bench_conv(FILE *to)
 {
     fputs("usage: libreyolo bench conv [--threads N] [--repeat R] [--impl NAME] [--no-reference]\n"
           "                            [--shapes] [--peak-gflops G] [--json]\n"
@@ -342,11 +342,11 @@ int ly_cli_bench_conv(int argc, char **argv)
         } else if (strcmp(a, "--json") == 0) {
             o.json = true;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_bench_conv(stdout);
             return 0;
         } else {
             fprintf(stderr, "libreyolo bench conv: unknown or incomplete option '%s'\n", a);
-            print_usage(stderr);
+            ly_cli_usage_bench_conv(stderr);
             return 2;
         }
     }

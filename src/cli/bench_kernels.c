@@ -35,7 +35,7 @@
 #define WARMUP_KEEP_S 0.2 /* a first call this slow is a sample, not just a warm-up */
 #define COLS 1024         /* fp32 columns of every benchmark tensor */
 
-static void print_usage(FILE *to)
+void ly_cli_usage_bench_kernels(FILE *to)
 {
     fputs(
         "usage: libreyolo bench kernels [--slot S] [--size-mib N] [--threads N] [--repeat R]\n"
@@ -632,12 +632,12 @@ static bool is_attention_slot(const char *slot)
 int ly_cli_bench_kernels(int argc, char **argv)
 {
     if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        print_usage(stdout);
+        ly_cli_usage_bench_kernels(stdout);
         return 0;
     }
     if (argc == 0 || strcmp(argv[0], "kernels") != 0) {
         fprintf(stderr, "libreyolo bench: %s\n", argc ? "unknown target" : "what to benchmark?");
-        print_usage(stderr);
+        ly_cli_usage_bench_kernels(stderr);
         return 2;
     }
     const char *only_slot = NULL;
@@ -648,7 +648,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
         bool has_value = i + 1 < argc;
         bool ok = true;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_bench_kernels(stdout);
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             json = true;
@@ -667,7 +667,7 @@ int ly_cli_bench_kernels(int argc, char **argv)
             ok = ly_cli_parse_int(argv[++i], 1, 1000, &repeat);
         } else {
             fprintf(stderr, "libreyolo bench kernels: unknown or incomplete argument '%s'\n", a);
-            print_usage(stderr);
+            ly_cli_usage_bench_kernels(stderr);
             return 2;
         }
         if (!ok) {

@@ -45,7 +45,7 @@
 #define PROBE_TIMEOUT_S 60
 #define DEFAULT_IMAGE "../shared/testdata/images/parkour.jpg"
 
-static void print_usage(FILE *to)
+void ly_cli_usage_bench_model(FILE *to)
 {
     fputs(
         "usage: libreyolo bench model --model M [--imgsz S] [--threads N] [--runs R] [--warmup W]\n"
@@ -994,7 +994,7 @@ int ly_cli_bench_model(int argc, char **argv)
         bool has_value = i + 1 < argc;
         bool ok = true;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_bench_model(stdout);
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             cfg.json = true;
@@ -1026,7 +1026,7 @@ int ly_cli_bench_model(int argc, char **argv)
             ok = parse_positive(argv[++i], &cfg.core_gflops);
         } else {
             fprintf(stderr, "libreyolo bench model: unknown or incomplete argument '%s'\n", a);
-            print_usage(stderr);
+            ly_cli_usage_bench_model(stderr);
             return 2;
         }
         if (!ok) {
@@ -1037,7 +1037,7 @@ int ly_cli_bench_model(int argc, char **argv)
     }
     if (!cfg.model_path) {
         fprintf(stderr, "libreyolo bench model: --model is required\n");
-        print_usage(stderr);
+        ly_cli_usage_bench_model(stderr);
         return 2;
     }
     if (cfg.image_path && !ly_cli_file_exists(cfg.image_path)) {

@@ -1,10 +1,11 @@
 /* The `libreyolo` command: one file per subcommand. Each entry takes the
- * arguments after its own name and returns the process exit code
- * (0 ok, 1 failure, 2 usage error). */
+ * arguments after its own name, already normalised (cli_args.h), and returns
+ * the process exit code (cli_util.h: LY_EXIT_*, LibreYOLO's codes). */
 #ifndef LY_CLI_CLI_H
 #define LY_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 int ly_cli_kernels(int argc, char **argv); /* kernels [--all] [--json]; dispatches check/run */
 int ly_cli_kernels_check(int argc, char **argv); /* kernels check [--slot S] [--impl I] [--json] */
@@ -30,5 +31,23 @@ int ly_cli_info(int argc, char **argv);    /* info --model M [--json] */
 int ly_cli_fetch(int argc, char **argv);   /* fetch NAME [--force] [--json] */
 int ly_cli_export(int argc, char **argv);  /* export --model M --format executorch [...] */
 int ly_cli_formats(int argc, char **argv); /* formats [--family F] [--task T] [--json] */
+
+/* Each command's --help text, which is also the list of its options that
+ * argument normalisation and "did you mean" read (cli_args.h). */
+#define LY_CLI_USAGE(id) void ly_cli_usage_##id(FILE *to);
+LY_CLI_USAGE(bench)
+LY_CLI_USAGE(bench_conv)
+LY_CLI_USAGE(bench_kernels)
+LY_CLI_USAGE(bench_model)
+LY_CLI_USAGE(export)
+LY_CLI_USAGE(fetch)
+LY_CLI_USAGE(formats)
+LY_CLI_USAGE(info)
+LY_CLI_USAGE(kernels)
+LY_CLI_USAGE(kernels_check)
+LY_CLI_USAGE(kernels_run)
+LY_CLI_USAGE(predict)
+LY_CLI_USAGE(run)
+#undef LY_CLI_USAGE
 
 #endif

@@ -1,5 +1,7 @@
 #include "cli/cli_util.h"
 
+#include "cli/json_out.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,15 +19,108 @@
 
 extern char **environ;
 
+static bool json_errors, quiet;
+static const char *task_word;
+
+void ly_cli_set_json_errors(bool on)
+{
+    json_errors = on;
+}
+
+bool ly_cli_json_errors(void)
+{
+    return json_errors;
+}
+
+void ly_cli_set_quiet(bool on)
+{
+    quiet = on;
+}
+
+bool ly_cli_quiet(void)
+{
+    return quiet;
+}
+
+static void report(const char *command, const char *error, const char *suggestion, const char *fmt,
+                   va_list ap)
+{
+    char message[2048];
+    vsnprintf(message, sizeof message, fmt, ap);
+    if (json_errors) {
+        fputs("{\"schema_version\": 1, \"error\": ", stdout);
+        ly_json_string(stdout, error);
+        fputs(", \"message\": ", stdout);
+        ly_json_string(stdout, message);
+        fputs(", \"suggestion\": ", stdout);
+        ly_json_string(stdout, suggestion);
+        fputs("}\n", stdout);
+        fflush(stdout);
+        return;
+    }
+    fprintf(stderr, "libreyolo %s: %s\n", command, message);
+    if (suggestion) fprintf(stderr, "  suggestion: %s\n", suggestion);
+}
+
+int ly_cli_fail(const char *command, int exit_code, const char *error, const char *suggestion,
+                const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(command, error, suggestion, fmt, ap);
+    va_end(ap);
+    return exit_code;
+}
+
+int ly_cli_model_failed(const char *command, ly_status status)
+{
+    return ly_cli_fail(command, LY_EXIT_MODEL,
+                       status == LY_E_NOT_FOUND ? "model_not_found" : "model_load_failed", NULL,
+                       "%s", ly_last_error());
+}
+
+static int usage_error(const char *command, const char *error, const char *fmt, va_list ap)
+{
+    char help[128];
+    snprintf(help, sizeof help, "see libreyolo %s --help", command);
+    if (json_errors) {
+        report(command, error, help, fmt, ap);
+    } else {
+        report(command, error, NULL, fmt, ap);
+        fprintf(stderr, "(%s)\n", help);
+    }
+    return LY_EXIT_USAGE;
+}
+
+int ly_cli_usage_error_code(const char *command, const char *error, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int code = usage_error(command, error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 int ly_cli_usage_error(const char *command, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "libreyolo %s: ", command);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n(see libreyolo %s --help)\n", command);
+    int code = usage_error(command, "config_type_error", fmt, ap);
     va_end(ap);
-    return 2;
+    return code;
+}
+
+void ly_cli_set_task_word(const char *task)
+{
+    task_word = task;
+}
+
+int ly_cli_check_task(const char *command, const char *model_task)
+{
+    if (!task_word || !model_task || strcmp(task_word, model_task) == 0) return 0;
+    return ly_cli_usage_error_code(command, "config_conflict",
+                                   "`libreyolo %s %s`: the model's task is %s, not %s", task_word,
+                                   command, model_task, task_word);
 }
 
 const char *ly_cli_option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
@@ -64,7 +159,7 @@ static bool progress_enabled(void)
 {
     static int tty = -1; /* decided once: stderr does not change under us */
     if (tty < 0) tty = isatty(STDERR_FILENO) ? 1 : 0;
-    return tty == 1;
+    return tty == 1 && !quiet && !json_errors;
 }
 
 void ly_cli_progress(const char *fmt, ...)

@@ -7,9 +7,46 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Prints "libreyolo <command>: <message>" and a pointer to --help on stderr;
- * returns 2, the usage-error exit code. */
+/* Exit codes, as LibreYOLO's cli/errors.py maps its error codes. */
+enum {
+    LY_EXIT_OK = 0,
+    LY_EXIT_FAILURE = 1,       /* anything without a code of its own */
+    LY_EXIT_USAGE = 2,         /* config_*: unknown key, wrong type or range, conflict */
+    LY_EXIT_SOURCE = 3,        /* source_not_found, data_invalid */
+    LY_EXIT_MODEL = 4,         /* model_not_found, model_load_failed */
+    LY_EXIT_EXPORT_FORMAT = 5, /* export_format_unknown, format_precision_unsupported */
+};
+
+/* Under --json, failures are LibreYOLO's error document on stdout
+ * ({"schema_version": 1, "error", "message", "suggestion"}) instead of text on
+ * stderr. Set by main when the arguments hold --json. */
+void ly_cli_set_json_errors(bool on);
+bool ly_cli_json_errors(void);
+
+/* A failure: "libreyolo <command>: <message>" (and "  suggestion: ..." when
+ * there is one) on stderr, or the error document; returns exit_code.
+ * `error` is LibreYOLO's code ("source_not_found", "model_load_failed", ...). */
+int ly_cli_fail(const char *command, int exit_code, const char *error, const char *suggestion,
+                const char *fmt, ...) LY_PRINTF(5, 6);
+
+/* ly_model_load failed with `status`: model_not_found or model_load_failed, exit 4. */
+int ly_cli_model_failed(const char *command, ly_status status);
+
+/* A usage error (exit 2) with LibreYOLO's code, and a pointer to --help. */
+int ly_cli_usage_error_code(const char *command, const char *error, const char *fmt, ...)
+    LY_PRINTF(3, 4);
+/* The same as config_type_error. */
 int ly_cli_usage_error(const char *command, const char *fmt, ...) LY_PRINTF(2, 3);
+
+/* The task word given before the command (`libreyolo detect predict ...`),
+ * or NULL; a command that loads a model checks it against the model's task. */
+void ly_cli_set_task_word(const char *task);
+/* 0, or the usage error for a task word that is not the model's task. */
+int ly_cli_check_task(const char *command, const char *model_task);
+
+/* --quiet (set by main): no progress lines, no warnings. */
+void ly_cli_set_quiet(bool quiet);
+bool ly_cli_quiet(void);
 
 /* The value of "--opt VALUE" or "--opt=VALUE" at argv[*i] (advancing *i past a
  * separate value); NULL if argv[*i] is not `opt`, or, with *missing set, if the

@@ -2,6 +2,7 @@
  * the XNNPACK delegate, and its metadata sidecar (ly_model_export). */
 #include "libreyolo/export.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "libreyolo/model.h"
@@ -13,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-static void print_usage(FILE *to)
+void ly_cli_usage_export(FILE *to)
 {
     fputs("usage: libreyolo export --model M --format executorch [--imgsz S | H,W] [--batch 1]\n"
           "                        [--dynamic] [--delegate xnnpack] [--device cpu] [--half]\n"
@@ -90,7 +91,7 @@ int ly_cli_export(int argc, char **argv)
         const char *arg = argv[i], *v;
         bool missing = false;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_export(stdout);
             return 0;
         }
         if (strcmp(arg, "--json") == 0) {
@@ -127,23 +128,34 @@ int ly_cli_export(int argc, char **argv)
         } else if (missing) {
             return ly_cli_usage_error(cmd, "missing the value of %s", arg);
         } else {
-            return ly_cli_usage_error(cmd, "unexpected argument '%s'", arg);
+            return ly_cli_unknown_argument(cmd, arg);
         }
     }
     if (!model_path) return ly_cli_usage_error(cmd, "missing --model");
     if (!o.format) return ly_cli_usage_error(cmd, "missing --format (executorch)");
     o.model_path = model_path;
     ly_model *model;
-    if (ly_model_load(model_path, NULL, &model) != LY_OK) {
-        fprintf(stderr, "libreyolo export: %s\n", ly_last_error());
-        return 1;
+    ly_status loaded = ly_model_load(model_path, NULL, &model);
+    if (loaded != LY_OK) return ly_cli_model_failed("export", loaded);
+    ly_model_info info;
+    ly_model_get_info(model, &info);
+    int wrong_task = ly_cli_check_task("export", info.task);
+    if (wrong_task) {
+        ly_model_free(model);
+        return wrong_task;
     }
     char written[4096];
     ly_status st = ly_model_export(model, &o, written, sizeof written);
     ly_model_free(model);
     if (st != LY_OK) {
-        fprintf(stderr, "libreyolo export: %s\n", ly_last_error());
-        return 1;
+        /* LibreYOLO's codes: an unknown format, a precision the format lacks */
+        bool format = strcasecmp(o.format, "executorch") != 0;
+        bool precision = st == LY_E_UNSUPPORTED && (o.half || o.int8);
+        if (format || precision)
+            return ly_cli_fail("export", LY_EXIT_EXPORT_FORMAT,
+                               format ? "export_format_unknown" : "format_precision_unsupported",
+                               NULL, "%s", ly_last_error());
+        return ly_cli_fail("export", LY_EXIT_FAILURE, "export_failed", NULL, "%s", ly_last_error());
     }
     char sidecar[4200];
     snprintf(sidecar, sizeof sidecar, "%s.json", written);

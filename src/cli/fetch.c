@@ -1,6 +1,7 @@
 /* `libreyolo fetch`: install a named model into the cache and say where it is. */
 #include "libreyolo/fetch.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_util.h"
 #include "cli/fetch_progress.h"
 #include "cli/json_out.h"
@@ -9,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void print_usage(FILE *to)
+void ly_cli_usage_fetch(FILE *to)
 {
     fputs("usage: libreyolo fetch NAME [--force] [--json]\n"
           "       libreyolo fetch --list [--json]\n"
@@ -104,7 +105,7 @@ int ly_cli_fetch(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_fetch(stdout);
             return 0;
         } else if (strcmp(arg, "--force") == 0) {
             force = true;
@@ -113,7 +114,7 @@ int ly_cli_fetch(int argc, char **argv)
         } else if (strcmp(arg, "--list") == 0) {
             list = true;
         } else if (arg[0] == '-') {
-            return ly_cli_usage_error("fetch", "unknown option '%s'", arg);
+            return ly_cli_unknown_argument("fetch", arg);
         } else if (name) {
             return ly_cli_usage_error("fetch", "unexpected argument '%s' (one model at a time)",
                                       arg);

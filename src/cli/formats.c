@@ -2,6 +2,7 @@
  * family and task, whether each is validated, available or blocked, and why
  * (LibreYOLO's formats command over its support matrix). */
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "libreyolo/export.h"
@@ -10,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-static void print_usage(FILE *to)
+void ly_cli_usage_formats(FILE *to)
 {
     fputs("usage: libreyolo formats [--family F] [--task T] [--json] [--quiet]\n"
           "\n"
@@ -33,7 +34,7 @@ int ly_cli_formats(int argc, char **argv)
         const char *arg = argv[i], *v;
         bool missing = false;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_formats(stdout);
             return 0;
         }
         if (strcmp(arg, "--json") == 0) {
@@ -48,7 +49,7 @@ int ly_cli_formats(int argc, char **argv)
         } else if (missing) {
             return ly_cli_usage_error(cmd, "missing the value of %s", arg);
         } else {
-            return ly_cli_usage_error(cmd, "unexpected argument '%s'", arg);
+            return ly_cli_unknown_argument(cmd, arg);
         }
     }
     const char *canonical = NULL;

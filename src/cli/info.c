@@ -1,5 +1,7 @@
 /* `libreyolo info`: what a checkpoint holds and what the model expects. */
 #include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "cli/cli_util.h"
 #include "cli/json_out.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/model.h"
@@ -7,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void print_usage(FILE *to)
+void ly_cli_usage_info(FILE *to)
 {
     fputs("usage: libreyolo info --model M [--json]\n"
           "\n"
@@ -27,7 +29,7 @@ int ly_cli_info(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_info(stdout);
             return 0;
         }
         if (strcmp(arg, "--json") == 0) {
@@ -37,10 +39,10 @@ int ly_cli_info(int argc, char **argv)
         } else if (strncmp(arg, "--model=", 8) == 0) {
             path = arg + 8;
         } else {
-            fprintf(stderr, "libreyolo info: %s '%s'\n(see libreyolo info --help)\n",
-                    strcmp(arg, "--model") == 0 ? "missing the value of" : "unexpected argument",
-                    arg);
-            return 2;
+            if (strcmp(arg, "--model") == 0)
+                return ly_cli_usage_error_code("info", "config_required_key",
+                                               "missing the value of '%s'", arg);
+            return ly_cli_unknown_argument("info", arg);
         }
     }
     if (!path) {
@@ -51,11 +53,14 @@ int ly_cli_info(int argc, char **argv)
     ly_model_info info;
     size_t tensors = 0;
     int64_t params = 0;
-    if (ly_model_load(path, NULL, &model) != LY_OK) {
-        fprintf(stderr, "libreyolo info: %s\n", ly_last_error());
-        return 1;
-    }
+    ly_status loaded = ly_model_load(path, NULL, &model);
+    if (loaded != LY_OK) return ly_cli_model_failed("info", loaded);
     ly_model_get_info(model, &info);
+    int wrong_task = ly_cli_check_task("info", info.task);
+    if (wrong_task) {
+        ly_model_free(model);
+        return wrong_task;
+    }
     /* A checkpoint is counted as stored; a graph from anything else (TF.js) as
      * loaded; a .pte program's weights are inside it. */
     ly_model_stats stats;

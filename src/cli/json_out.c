@@ -1,6 +1,7 @@
 #include "cli/json_out.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 void ly_json_string(FILE *to, const char *s)
 {
@@ -42,4 +43,19 @@ void ly_json_number(FILE *to, double v)
         fprintf(to, "%.9g", v);
     else
         fputs("null", to);
+}
+
+void ly_json_float32(FILE *to, float v)
+{
+    if (!isfinite(v)) {
+        fputs("null", to);
+        return;
+    }
+    /* The fewest digits that read back as the same float. */
+    char text[32];
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)v);
+        if (strtof(text, NULL) == v) break;
+    }
+    fputs(text, to);
 }

@@ -10,4 +10,7 @@ void ly_json_string(FILE *to, const char *s);
  * which JSON cannot represent. */
 void ly_json_number(FILE *to, double v);
 
+/* A float32 in the fewest digits (6 to 9) that read back as the same float. */
+void ly_json_float32(FILE *to, float v);
+
 #endif

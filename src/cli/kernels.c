@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void print_usage(FILE *to)
+void ly_cli_usage_kernels(FILE *to)
 {
     fputs("usage: libreyolo kernels [--all] [--json]\n"
           "       libreyolo kernels check [--help] ...\n"
@@ -327,11 +327,11 @@ int ly_cli_kernels(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_kernels(stdout);
             return 0;
         } else {
             fprintf(stderr, "libreyolo kernels: unknown argument '%s'\n", argv[i]);
-            print_usage(stderr);
+            ly_cli_usage_kernels(stderr);
             return 2;
         }
     }

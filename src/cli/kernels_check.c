@@ -19,7 +19,7 @@ static int threads_of(int requested)
     return n;
 }
 
-static void print_usage(FILE *to)
+void ly_cli_usage_kernels_check(FILE *to)
 {
     fputs(
         "usage: libreyolo kernels check [--slot S] [--impl NAME] [--threads N] [--full] [--json]\n"
@@ -224,7 +224,7 @@ int ly_cli_kernels_check(int argc, char **argv)
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_kernels_check(stdout);
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             json = true;
@@ -244,7 +244,7 @@ int ly_cli_kernels_check(int argc, char **argv)
             }
         } else {
             fprintf(stderr, "libreyolo kernels check: unknown or incomplete argument '%s'\n", a);
-            print_usage(stderr);
+            ly_cli_usage_kernels_check(stderr);
             return 2;
         }
     }

@@ -1,6 +1,7 @@
 /* `libreyolo kernels run`: one slot on .npy files, so anyone can compare an
  * implementation with their own reference. */
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_util.h"
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void print_usage(FILE *to)
+void ly_cli_usage_kernels_run(FILE *to)
 {
     fputs("usage: libreyolo kernels run SLOT [--impl NAME] --in A.npy [--in B.npy ...]\n"
           "                             [--arg KEY=VALUE ...] [--threads N]\n"
@@ -135,7 +136,7 @@ static int parse_args(int argc, char **argv, run_args *a)
         const char *v;
         bool missing = false;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_kernels_run(stdout);
             return -1;
         }
         if ((v = ly_cli_option_value(argc, argv, &i, "--impl", &missing))) {
@@ -162,7 +163,7 @@ static int parse_args(int argc, char **argv, run_args *a)
         } else if (missing) {
             return ly_cli_usage_error("kernels run", "%s needs a value", arg);
         } else if (arg[0] == '-') {
-            return ly_cli_usage_error("kernels run", "unknown option '%s'", arg);
+            return ly_cli_unknown_argument("kernels run", arg);
         } else if (!a->slot) {
             a->slot = arg;
         } else {

@@ -1,10 +1,12 @@
 /* `libreyolo predict`: detections on image files, printed for people or as JSON
  * lines for scripts, and annotated copies of the images. */
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_util.h"
 #include "cli/fetch_progress.h"
 #include "cli/json_out.h"
 #include "libreyolo/image.h"
+#include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
 
 #include <dirent.h>
@@ -21,39 +23,60 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#define DEFAULT_SAVE_DIR "runs/predict"
 #define DEFAULT_MODEL "nanodet"
+#define DEFAULT_NAME "predict"
 #define JPEG_QUALITY 90
 
-static void print_usage(FILE *to)
+void ly_cli_usage_predict(FILE *to)
 {
-    fputs("usage: libreyolo predict --source PATH [--model M] [--conf X] [--iou X] [--max-det N]\n"
-          "                         [--imgsz S] [--classes 0,2,5] [--save DIR | --no-save]\n"
-          "                         [--threads N] [--json]\n"
-          "\n"
-          "Detects objects in an image, or in every image of a directory (JPEG, PNG, BMP; in\n"
-          "name order), with the model's own pre- and post-processing.\n"
-          "  --model M        a checkpoint (.pt or .safetensors), a TF.js graph model (.json),\n"
-          "                   an ExecuTorch program (.pte), or a named model: \"nanodet\"\n"
-          "                   (NanoDet-g, COCO; the default), fetched into the cache on first\n"
-          "                   use (see libreyolo fetch --help)\n"
-          "  --source PATH    an image file or a directory of them\n"
-          "  --conf X         keep detections scoring above X (default: the model's,\n"
-          "                   0.25 for YOLO9, 0.35 for NanoDet)\n"
-          "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
-          "                   IoU > X (default: 0.45 YOLO9, 0.6 NanoDet)\n"
-          "  --max-det N      at most N detections per image (default: 300 YOLO9, 100 NanoDet)\n"
-          "  --imgsz S        square input size, a multiple of 32 (default: the checkpoint's)\n"
-          "  --classes LIST   only these class ids, comma-separated\n"
-          "  --save DIR       write annotated images (boxes, names, scores) into DIR; the\n"
-          "                   default is " DEFAULT_SAVE_DIR " without --json, none with it\n"
-          "  --no-save        write no images\n"
-          "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n"
-          "  --json           one JSON object per image and line: {\"image\", \"orig_shape\":\n"
-          "                   [h, w], \"speed_ms\": {\"preprocess\", \"inference\", "
-          "\"postprocess\"},\n"
-          "                   \"detections\": [{\"cls\", \"name\", \"conf\", \"xyxy\"}]}\n",
-          to);
+    fputs(
+        "usage: libreyolo [detect] predict source=PATH [model=M] [conf=X] [iou=X] [max_det=N]\n"
+        "                         [imgsz=S] [classes=[0,2,5]] [save] [project=P] [name=N]\n"
+        "                         [exist_ok] [device=cpu] [threads=N] [json | jsonl]\n"
+        "\n"
+        "Detects objects in an image, or in every image of a directory (JPEG, PNG, BMP; in\n"
+        "name order), with the model's own pre- and post-processing. Options are written\n"
+        "key=value or --key value, as LibreYOLO's CLI takes them.\n"
+        "  --model M        a checkpoint (.pt or .safetensors), a TF.js graph model (.json),\n"
+        "                   an ExecuTorch program (.pte), or a named model: \"nanodet\"\n"
+        "                   (NanoDet-g, COCO; the default), fetched into the cache on first\n"
+        "                   use (see libreyolo fetch --help)\n"
+        "  --source PATH    an image file or a directory of them\n"
+        "  --conf X         keep detections scoring above X (default: the model's,\n"
+        "                   0.25 for YOLO9, 0.35 for NanoDet)\n"
+        "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
+        "                   IoU > X (default: 0.45 YOLO9, 0.6 NanoDet)\n"
+        "  --max-det N      at most N detections per image (default: 300 YOLO9, 100 NanoDet)\n"
+        "  --imgsz S        square input size, a multiple of 32 (default: the checkpoint's)\n"
+        "  --classes LIST   only these class ids: [0,2,5] (LibreYOLO's form) or 0,2,5\n"
+        "  --save [DIR]     write annotated images (boxes, names, scores), as <stem>.jpg, into\n"
+        "                   <project>/<name>, numbered predict, predict2, ... so that no run\n"
+        "                   overwrites another; --save DIR (ours) writes into DIR itself.\n"
+        "                   Off by default, as in LibreYOLO\n"
+        "  --no-save        write no images (the default)\n"
+        "  --project P      where --save numbers its folders (default: runs/<task>, e.g.\n"
+        "                   runs/detect)\n"
+        "  --name N         the folder's name in the project (default: predict)\n"
+        "  --exist-ok       reuse <project>/<name> instead of numbering a new folder\n"
+        "  --device D       cpu or auto (both run on the CPU; whole models do not run on a\n"
+        "                   GPU here)\n"
+        "  --half, --int8   refused: predict runs FP32 (as LibreYOLO's PyTorch path does)\n"
+        "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n"
+        "  --json           one JSON document at the end, as LibreYOLO's: {\"source\", \"model\",\n"
+        "                   \"model_family\", \"image_size\": [h, w], \"device\", \"results\": "
+        "[{\"path\",\n"
+        "                   \"original_shape\": [h, w], \"detections\": [{\"class\", "
+        "\"class_id\",\n"
+        "                   \"confidence\", \"bbox_xyxy\"}], \"speed\": {\"preprocess\",\n"
+        "                   \"inference\", \"postprocess\"} (ms)}], \"output_path\" (when "
+        "saving),\n"
+        "                   \"schema_version\": 1}; a failure is LibreYOLO's error document\n"
+        "                   {\"schema_version\": 1, \"error\", \"message\", \"suggestion\"}\n"
+        "  --jsonl          the same result objects, one line per image as it is done (for\n"
+        "                   large folders)\n"
+        "Exit codes: 0 done, 2 usage, 3 a source or image that is absent or unreadable, 4 a\n"
+        "model that is absent or refused, 1 anything else.\n",
+        to);
 }
 
 static bool parse_float(const char *text, float lo, float hi, float *value)
@@ -71,35 +94,84 @@ static bool parse_float(const char *text, float lo, float hi, float *value)
 typedef struct predict_args {
     const char *model;
     const char *source;
-    const char *save_dir;
-    bool no_save, json;
+    const char *save_dir; /* --save DIR */
+    const char *project, *name;
+    bool save, no_save, exist_ok, json, jsonl;
     int threads;
     ly_predict_options options;
     int classes[MAX_CLASSES];
 } predict_args;
 
+/* LibreYOLO's list(ast.literal_eval(classes)) forms ([0,2,5], (0,2), 0,2,5, 0,)
+ * and ours (0,2,5): integers, comma-separated, optionally bracketed. */
 static int parse_classes(const char *text, predict_args *a)
 {
-    size_t n = 0;
-    const char *p = text;
-    while (*p) {
+    size_t n = 0, len = strlen(text);
+    const char *p = text, *end_all = text + len;
+    while (p < end_all && (*p == ' '))
+        p++;
+    while (end_all > p && end_all[-1] == ' ')
+        end_all--;
+    if (p < end_all && ((*p == '[' && end_all[-1] == ']') || (*p == '(' && end_all[-1] == ')')))
+        p++, end_all--;
+    bool trailing_comma_ok = false;
+    while (p < end_all) {
+        while (p < end_all && *p == ' ')
+            p++;
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (errno || end == p || v < 0 || v > INT_MAX || (*end && *end != ','))
-            return ly_cli_usage_error("predict", "--classes '%s': expected class ids like 0,2,5",
-                                      text);
+        if (errno || end == p || end > end_all || v < 0 || v > INT_MAX)
+            return ly_cli_usage_error(
+                "predict", "--classes '%s': expected class ids like [0,2,5] or 0,2,5", text);
         if (n == MAX_CLASSES)
             return ly_cli_usage_error("predict", "--classes: at most %d ids", MAX_CLASSES);
         a->classes[n++] = (int)v;
-        p = *end ? end + 1 : end;
-        if (*end && !*p)
+        p = end;
+        while (p < end_all && *p == ' ')
+            p++;
+        if (p == end_all) break;
+        if (*p != ',')
+            return ly_cli_usage_error(
+                "predict", "--classes '%s': expected class ids like [0,2,5] or 0,2,5", text);
+        p++;
+        while (p < end_all && *p == ' ')
+            p++;
+        /* Python's "0," is a one-element tuple; "1,,2" is not anything */
+        if (p == end_all) trailing_comma_ok = n == 1;
+        if (p == end_all && !trailing_comma_ok)
             return ly_cli_usage_error("predict", "--classes '%s': trailing comma", text);
+        if (p < end_all && *p == ',')
+            return ly_cli_usage_error("predict", "--classes '%s': expected class ids like [0,2,5]",
+                                      text);
     }
     if (n == 0) return ly_cli_usage_error("predict", "--classes: give at least one class id");
     a->options.classes = a->classes;
     a->options.n_classes = n;
     return 0;
+}
+
+/* --device: where LibreYOLO would pick a GPU, this build runs the CPU. */
+static void cuda_plugin_status(const char *slot, const char *impl, bool eligible,
+                               const char *why_not, void *user)
+{
+    (void)slot;
+    char *status = user;
+    if (strstr(impl, "cuda"))
+        snprintf(status, 256, "loaded, %s%s", eligible ? "serving ms_deform_attn" : "idle: ",
+                 eligible ? "" : (why_not ? why_not : "not eligible"));
+}
+
+static int check_device(const char *device)
+{
+    if (strcasecmp(device, "cpu") == 0 || strcasecmp(device, "auto") == 0) return 0;
+    char status[256] = "not loaded (no libreyolo_kernels_cuda.so on LIBREYOLO_KERNELS_PATH)";
+    ly_kernel_list("ms_deform_attn", cuda_plugin_status, status);
+    return ly_cli_fail("predict", LY_EXIT_FAILURE, "device_not_available",
+                       "use --device cpu (or auto)",
+                       "--device %s: whole models run on the CPU in this library; the CUDA "
+                       "plugin accelerates kernels only (CUDA plugin: %s)",
+                       device, status);
 }
 
 static int parse_args(int argc, char **argv, predict_args *a)
@@ -108,7 +180,7 @@ static int parse_args(int argc, char **argv, predict_args *a)
         const char *arg = argv[i], *v;
         bool missing = false;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_predict(stdout);
             return -1;
         }
         if ((v = ly_cli_option_value(argc, argv, &i, "--model", &missing))) {
@@ -117,42 +189,76 @@ static int parse_args(int argc, char **argv, predict_args *a)
             a->source = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--conf", &missing))) {
             if (!parse_float(v, 0.f, 1.f, &a->options.conf))
-                return ly_cli_usage_error("predict", "--conf '%s': expected a number in [0, 1]", v);
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--conf '%s': expected a number in [0, 1]", v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--iou", &missing))) {
             if (!parse_float(v, 0.f, 1.f, &a->options.iou))
-                return ly_cli_usage_error("predict", "--iou '%s': expected a number in [0, 1]", v);
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--iou '%s': expected a number in [0, 1]", v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--max-det", &missing))) {
             if (!ly_cli_parse_int(v, 1, INT_MAX, &a->options.max_det))
-                return ly_cli_usage_error("predict", "--max-det '%s': expected a positive integer",
-                                          v);
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--max-det '%s': expected a positive integer", v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--imgsz", &missing))) {
             if (!ly_cli_parse_int(v, 32, 32768, &a->options.imgsz) || a->options.imgsz % 32)
-                return ly_cli_usage_error("predict", "--imgsz '%s': expected a multiple of 32", v);
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--imgsz '%s': expected a multiple of 32", v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--classes", &missing))) {
             int code = parse_classes(v, a);
             if (code) return code;
-        } else if ((v = ly_cli_option_value(argc, argv, &i, "--save", &missing))) {
-            a->save_dir = v;
+        } else if (strcmp(arg, "--save") == 0) {
+            /* --save DIR (ours): a following word that is no option is the folder */
+            a->save = true;
+            if (i + 1 < argc && argv[i + 1][0] != '-') a->save_dir = argv[++i];
+        } else if (strncmp(arg, "--save=", 7) == 0) {
+            a->save = true;
+            a->save_dir = arg + 7;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--project", &missing))) {
+            a->project = v;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--name", &missing))) {
+            a->name = v;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--device", &missing))) {
+            int code = check_device(v);
+            if (code) return code;
+        } else if (strcmp(arg, "--half") == 0 || strcmp(arg, "--int8") == 0) {
+            return ly_cli_usage_error_code(
+                "predict", "config_unsupported",
+                "%s: predict runs FP32 (LibreYOLO's PyTorch predict ignores --half too); reduced "
+                "precision is for exported programs, and ExecuTorch export is FP32 here",
+                arg);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--threads", &missing))) {
             if (!ly_cli_parse_int(v, 1, 4096, &a->threads))
-                return ly_cli_usage_error("predict", "--threads '%s': expected a positive integer",
-                                          v);
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--threads '%s': expected a positive integer", v);
         } else if (strcmp(arg, "--no-save") == 0) {
             a->no_save = true;
+        } else if (strcmp(arg, "--exist-ok") == 0) {
+            a->exist_ok = true;
+        } else if (strcmp(arg, "--no-exist-ok") == 0) {
+            a->exist_ok = false;
         } else if (strcmp(arg, "--json") == 0) {
             a->json = true;
+        } else if (strcmp(arg, "--jsonl") == 0) {
+            a->jsonl = true;
         } else if (missing) {
-            return ly_cli_usage_error("predict", "%s needs a value", arg);
+            return ly_cli_usage_error_code("predict", "config_required_key", "%s needs a value",
+                                           arg);
         } else {
-            return ly_cli_usage_error("predict", "unexpected argument '%s'", arg);
+            return ly_cli_unknown_argument("predict", arg);
         }
     }
     if (!a->model) a->model = DEFAULT_MODEL;
-    if (!a->source) return ly_cli_usage_error("predict", "missing --source");
-    if (a->save_dir && a->no_save)
-        return ly_cli_usage_error("predict", "--save and --no-save exclude each other");
-    if (!a->save_dir && !a->no_save && !a->json) a->save_dir = DEFAULT_SAVE_DIR;
-    if (a->no_save) a->save_dir = NULL;
+    if (!a->source)
+        return ly_cli_usage_error_code("predict", "config_required_key",
+                                       "missing source= (or --source): an image, or a folder of "
+                                       "them");
+    if (a->save && a->no_save)
+        return ly_cli_usage_error_code("predict", "config_conflict",
+                                       "--save and --no-save exclude each other");
+    if (a->json && a->jsonl)
+        return ly_cli_usage_error_code("predict", "config_conflict",
+                                       "--json and --jsonl exclude each other");
+    if (a->no_save) a->save = false;
     return 0;
 }
 
@@ -187,11 +293,10 @@ static int list_sources(const char *source, char ***out, size_t *count)
     *out = NULL;
     *count = 0;
     struct stat st;
-    if (stat(source, &st) != 0) {
-        fprintf(stderr, "libreyolo predict: %s: %s\n", source,
-                errno == ENOENT ? "no such file or directory" : strerror(errno));
-        return 1;
-    }
+    if (stat(source, &st) != 0)
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found",
+                           "give an image file or a folder of images", "Source not found: %s (%s)",
+                           source, errno == ENOENT ? "no such file or directory" : strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
         char **list = malloc(sizeof *list);
         if (!list || !(list[0] = strdup(source))) {
@@ -204,10 +309,9 @@ static int list_sources(const char *source, char ***out, size_t *count)
         return 0;
     }
     DIR *dir = opendir(source);
-    if (!dir) {
-        fprintf(stderr, "libreyolo predict: %s: cannot list: %s\n", source, strerror(errno));
-        return 1;
-    }
+    if (!dir)
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found", NULL,
+                           "%s: cannot list: %s", source, strerror(errno));
     size_t n = 0, cap = 16;
     char **list = malloc(cap * sizeof *list);
     struct dirent *e;
@@ -233,9 +337,8 @@ static int list_sources(const char *source, char ***out, size_t *count)
     }
     if (n == 0) {
         free(list);
-        fprintf(stderr, "libreyolo predict: %s: no .jpg, .jpeg, .png or .bmp images in it\n",
-                source);
-        return 1;
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_images_missing", NULL,
+                           "%s: no .jpg, .jpeg, .png or .bmp images in it", source);
     }
     qsort(list, n, sizeof *list, compare_names);
     *out = list;
@@ -263,26 +366,78 @@ static int make_dirs(const char *path)
     return err;
 }
 
-/* DIR/<name of the image>, as .png when the image is not a JPEG or PNG. */
-static char *output_path(const char *dir, const char *image)
+/* The folder --save writes into: DIR as given, else <project>/<name>, numbered
+ * as LibreYOLO's increment_path numbers it (predict, predict2, predict3, ...)
+ * unless --exist-ok. Created; 0 or an exit code. */
+static int save_folder(const predict_args *a, const char *task, char *out, size_t size)
+{
+    if (a->save_dir) {
+        snprintf(out, size, "%s", a->save_dir);
+    } else {
+        char project[PATH_MAX];
+        if (a->project)
+            snprintf(project, sizeof project, "%s", a->project);
+        else
+            snprintf(project, sizeof project, "runs/%s", task);
+        const char *name = a->name ? a->name : DEFAULT_NAME;
+        if ((size_t)snprintf(out, size, "%s/%s", project, name) >= size)
+            return ly_cli_usage_error("predict", "--project/--name: the path is too long");
+        struct stat st;
+        for (int k = 2; !a->exist_ok && stat(out, &st) == 0 && k < 10000; k++)
+            if ((size_t)snprintf(out, size, "%s/%s%d", project, name, k) >= size)
+                return ly_cli_usage_error("predict", "--project/--name: the path is too long");
+    }
+    int err = make_dirs(out);
+    if (err)
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL,
+                           "--save %s: cannot create the folder: %s", out, strerror(err));
+    return 0;
+}
+
+/* The names this run has written, so that two inputs with one stem (a/x.jpg
+ * and b/x.png) get x.jpg and x_2.jpg rather than one overwriting the other. */
+typedef struct used_names {
+    char **names;
+    size_t n, cap;
+} used_names;
+
+static bool name_used(const used_names *u, const char *name)
+{
+    for (size_t i = 0; i < u->n; i++)
+        if (strcmp(u->names[i], name) == 0) return true;
+    return false;
+}
+
+/* DIR/<stem of the image>.jpg, as LibreYOLO names them, made unique in this run. */
+static char *output_path(const char *dir, const char *image, used_names *used)
 {
     const char *base = strrchr(image, '/');
     base = base ? base + 1 : image;
-    size_t n = strlen(base);
-    bool keep = (n > 4 && (strcasecmp(base + n - 4, ".jpg") == 0 ||
-                           strcasecmp(base + n - 4, ".png") == 0)) ||
-                (n > 5 && strcasecmp(base + n - 5, ".jpeg") == 0);
     const char *dot = strrchr(base, '.');
-    int stem = keep || !dot ? (int)n : (int)(dot - base);
-    size_t len = strlen(dir) + n + 8;
+    int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    char name[NAME_MAX + 16];
+    snprintf(name, sizeof name, "%.*s.jpg", stem, base);
+    for (int k = 2; name_used(used, name); k++)
+        snprintf(name, sizeof name, "%.*s_%d.jpg", stem, base, k);
+    if (used->n == used->cap) {
+        size_t cap = used->cap ? 2 * used->cap : 16;
+        char **grown = realloc(used->names, cap * sizeof *grown);
+        if (!grown) return NULL;
+        used->names = grown, used->cap = cap;
+    }
+    if (!(used->names[used->n] = strdup(name))) return NULL;
+    used->n++;
+    size_t len = strlen(dir) + strlen(name) + 2;
     char *out = malloc(len);
-    if (out) snprintf(out, len, "%s/%.*s%s", dir, stem, base, keep ? "" : ".png");
+    if (out) snprintf(out, len, "%s/%s", dir, name);
     return out;
 }
 
 /* ---- Output ------------------------------------------------------------- */
 
-static void print_json(const char *image, const ly_results *r)
+/* One result as LibreYOLO's --json writes it (plus "speed", which LibreYOLO
+ * keeps in Results.speed). */
+static void print_result(FILE *to, const char *image, const ly_results *r)
 {
     int h, w;
     double pre, inf, post;
@@ -290,26 +445,37 @@ static void print_json(const char *image, const ly_results *r)
     ly_results_orig_shape(r, &h, &w);
     ly_results_speed(r, &pre, &inf, &post);
     ly_results_count(r, &n);
-    fputs("{\"image\":", stdout);
-    ly_json_string(stdout, image);
-    printf(",\"orig_shape\":[%d,%d],\"speed_ms\":{\"preprocess\":%.3f,\"inference\":%.3f,"
-           "\"postprocess\":%.3f},\"detections\":[",
-           h, w, pre, inf, post);
+    fputs("{\"path\": ", to);
+    ly_json_string(to, image);
+    fprintf(to, ", \"original_shape\": [%d, %d], \"detections\": [", h, w);
     for (size_t i = 0; i < n; i++) {
         ly_detection d;
         ly_results_get(r, i, &d);
-        printf("%s{\"cls\":%d,\"name\":", i ? "," : "", d.cls);
-        ly_json_string(stdout, d.name);
-        fputs(",\"conf\":", stdout);
-        ly_json_number(stdout, d.conf);
-        fputs(",\"xyxy\":[", stdout);
+        fputs(i ? ", {\"class\": " : "{\"class\": ", to);
+        ly_json_string(to, d.name);
+        fprintf(to, ", \"class_id\": %d, \"confidence\": ", d.cls);
+        ly_json_float32(to, d.conf);
+        fputs(", \"bbox_xyxy\": [", to);
         for (int k = 0; k < 4; k++) {
-            if (k) fputc(',', stdout);
-            ly_json_number(stdout, d.xyxy[k]);
+            if (k) fputs(", ", to);
+            ly_json_float32(to, d.xyxy[k]);
         }
-        fputs("]}", stdout);
+        fputs("]}", to);
     }
-    fputs("]}\n", stdout);
+    fprintf(to, "], \"speed\": {\"preprocess\": %.3f, \"inference\": %.3f, \"postprocess\": %.3f}}",
+            pre, inf, post);
+}
+
+/* An image that could not be read or run, in the results. */
+static void print_failed_result(FILE *to, const char *image, const char *error, const char *message)
+{
+    fputs("{\"path\": ", to);
+    ly_json_string(to, image);
+    fputs(", \"error\": ", to);
+    ly_json_string(to, error);
+    fputs(", \"message\": ", to);
+    ly_json_string(to, message);
+    fputs("}", to);
 }
 
 static void print_human(const char *image, const ly_results *r)
@@ -333,53 +499,122 @@ static void print_human(const char *image, const ly_results *r)
     }
 }
 
-/* Draw onto `im` (the decoded image) and write it into `dir`. */
-static int save_annotated(const char *dir, const char *image, ly_image *im, const ly_results *r,
-                          bool quiet)
+typedef struct run_state {
+    const predict_args *a;
+    ly_model *model;
+    const char *save_dir; /* NULL: no images written */
+    used_names used;
+    FILE *results; /* --json: the results array, written as they come */
+    size_t n_results;
+} run_state;
+
+/* Draw onto `im` (the decoded image) and write it into the save folder. */
+static int save_annotated(run_state *rs, const char *image, ly_image *im, const ly_results *r)
 {
-    char *path = output_path(dir, image);
-    if (!path) {
-        fputs("libreyolo predict: out of memory\n", stderr);
-        return 1;
-    }
+    char *path = output_path(rs->save_dir, image, &rs->used);
+    if (!path) return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
     ly_status st = ly_image_annotate(im, r);
     if (st == LY_OK) st = ly_image_save(path, im, JPEG_QUALITY);
-    int code = 0;
-    if (st != LY_OK) {
-        fprintf(stderr, "libreyolo predict: %s\n", ly_last_error());
-        code = 1;
-    } else if (!quiet) {
-        printf("  saved %s\n", path);
-    }
     free(path);
-    return code;
+    if (st != LY_OK)
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "%s", ly_last_error());
+    return 0;
 }
 
-/* Predict on one file; 0 or 1. */
-static int predict_one(ly_model *model, const predict_args *a, const char *source)
+static void emit_failure(run_state *rs, const char *source, const char *error, const char *message)
+{
+    if (rs->results) {
+        if (rs->n_results++) fputs(", ", rs->results);
+        print_failed_result(rs->results, source, error, message);
+    } else if (rs->a->jsonl) {
+        print_failed_result(stdout, source, error, message);
+        fputc('\n', stdout);
+    } else {
+        fprintf(stderr, "libreyolo predict: %s\n", message);
+    }
+}
+
+/* Predict on one file; 0 or an exit code. */
+static int predict_one(run_state *rs, const char *source)
 {
     ly_image im;
     if (ly_image_load(source, &im) != LY_OK) {
-        fprintf(stderr, "libreyolo predict: %s\n", ly_last_error());
-        return 1;
+        emit_failure(rs, source, "data_invalid", ly_last_error());
+        return LY_EXIT_SOURCE;
     }
     ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
     ly_results *r;
     int code = 0;
-    if (ly_model_predict_image(model, &view, &a->options, &r) != LY_OK) {
-        fprintf(stderr, "libreyolo predict: %s: %s\n", source, ly_last_error());
-        code = 1;
+    if (ly_model_predict_image(rs->model, &view, &rs->a->options, &r) != LY_OK) {
+        char message[2048];
+        snprintf(message, sizeof message, "%s: %s", source, ly_last_error());
+        emit_failure(rs, source, "inference_failed", message);
+        code = LY_EXIT_FAILURE;
     } else {
-        if (a->json)
-            print_json(source, r);
-        else
+        if (rs->results) {
+            if (rs->n_results++) fputs(", ", rs->results);
+            print_result(rs->results, source, r);
+        } else if (rs->a->jsonl) {
+            print_result(stdout, source, r);
+            fputc('\n', stdout);
+        } else {
             print_human(source, r);
-        if (a->save_dir) code = save_annotated(a->save_dir, source, &im, r, a->json);
+        }
+        if (rs->save_dir) code = save_annotated(rs, source, &im, r);
         ly_results_free(r);
     }
     ly_image_free(&im);
     fflush(stdout);
     return code;
+}
+
+/* LibreYOLO's document around the results. */
+static void print_document(const run_state *rs, const char *results, const ly_model_info *info)
+{
+    int imgsz = rs->a->options.imgsz > 0 ? rs->a->options.imgsz : (int)info->imgsz;
+    fputs("{\"source\": ", stdout);
+    ly_json_string(stdout, rs->a->source);
+    fputs(", \"model\": ", stdout);
+    ly_json_string(stdout, rs->a->model);
+    fputs(", \"model_family\": ", stdout);
+    ly_json_string(stdout, info->family && *info->family ? info->family : "unknown");
+    fprintf(stdout, ", \"image_size\": [%d, %d], \"device\": \"cpu\", \"results\": [%s]", imgsz,
+            imgsz, results ? results : "");
+    if (rs->save_dir) {
+        fputs(", \"output_path\": ", stdout);
+        ly_json_string(stdout, rs->save_dir);
+    }
+    fputs(", \"schema_version\": 1}\n", stdout);
+}
+
+static int run_all(run_state *rs, char **sources, size_t n_sources, const ly_model_info *info)
+{
+    char *text = NULL;
+    size_t text_size = 0;
+    if (rs->a->json && !(rs->results = open_memstream(&text, &text_size)))
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+    int status = 0;
+    double start = ly_cli_now_s();
+    for (size_t i = 0; i < n_sources; i++) {
+        int code = predict_one(rs, sources[i]);
+        /* the first failure decides the exit code, as the first exception would */
+        if (code && !status) status = code;
+        if (n_sources > 1) {
+            double done = ly_cli_now_s() - start, rate = (double)(i + 1) / (done > 0 ? done : 1e-9);
+            ly_cli_progress("predict: %zu/%zu images, %.1f images/s, %.0f s left", i + 1, n_sources,
+                            rate, (double)(n_sources - i - 1) / rate);
+        }
+    }
+    ly_cli_progress_end();
+    if (rs->results) {
+        fclose(rs->results);
+        rs->results = NULL;
+        print_document(rs, text, info);
+    } else if (rs->save_dir && !rs->a->jsonl) {
+        printf("Results saved to %s\n", rs->save_dir);
+    }
+    free(text);
+    return status;
 }
 
 int ly_cli_predict(int argc, char **argv)
@@ -389,19 +624,11 @@ int ly_cli_predict(int argc, char **argv)
     ly_predict_options_init(&a.options);
     int code = parse_args(argc, argv, &a);
     if (code != 0) return code < 0 ? 0 : code;
+    if (a.jsonl) ly_cli_set_json_errors(true);
 
     char **sources;
     size_t n_sources;
-    if (list_sources(a.source, &sources, &n_sources) != 0) return 1;
-    if (a.save_dir) {
-        int err = make_dirs(a.save_dir);
-        if (err) {
-            fprintf(stderr, "libreyolo predict: --save %s: cannot create the directory: %s\n",
-                    a.save_dir, strerror(err));
-            free_list(sources, n_sources);
-            return 1;
-        }
-    }
+    if ((code = list_sources(a.source, &sources, &n_sources)) != 0) return code;
     /* A named model is fetched here rather than by the loader, so that a first
      * download shows the command's progress line. */
     char dir[PATH_MAX];
@@ -409,24 +636,32 @@ int ly_cli_predict(int argc, char **argv)
     if (ly_model_cached(a.model, dir, sizeof dir, &cached) == LY_OK && !cached &&
         ly_cli_fetch_quietly("predict", a.model, dir, sizeof dir) != 0) {
         free_list(sources, n_sources);
-        return 1;
+        return LY_EXIT_MODEL;
     }
     ly_model_options mo = {a.threads};
     ly_model *model;
-    if (ly_model_load(a.model, &mo, &model) != LY_OK) {
-        fprintf(stderr, "libreyolo predict: %s\n", ly_last_error());
+    ly_status st = ly_model_load(a.model, &mo, &model);
+    if (st != LY_OK) {
         free_list(sources, n_sources);
-        return 1;
+        return ly_cli_model_failed("predict", st);
     }
-    /* Loading's temporaries are freed by now: give their pages back before the
-     * runs reuse only part of them. */
+    ly_model_info info;
+    ly_model_get_info(model, &info);
+    code = ly_cli_check_task("predict", info.task);
+    run_state rs = {.a = &a, .model = model};
+    char folder[PATH_MAX];
+    if (!code && a.save && (code = save_folder(&a, info.task, folder, sizeof folder)) == 0)
+        rs.save_dir = folder;
+        /* Loading's temporaries are freed by now: give their pages back before the
+         * runs reuse only part of them. */
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
-    int status = 0;
-    for (size_t i = 0; i < n_sources; i++)
-        if (predict_one(model, &a, sources[i]) != 0) status = 1;
+    if (!code) code = run_all(&rs, sources, n_sources, &info);
+    for (size_t i = 0; i < rs.used.n; i++)
+        free(rs.used.names[i]);
+    free(rs.used.names);
     ly_model_free(model);
     free_list(sources, n_sources);
-    return status;
+    return code;
 }

@@ -1,6 +1,7 @@
 /* `libreyolo run`: the network alone on a preprocessed .npy input, every raw
  * output written as .npy, for comparison with another implementation. */
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_util.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
@@ -12,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void print_usage(FILE *to)
+void ly_cli_usage_run(FILE *to)
 {
     fputs("usage: libreyolo run --model M --input X.npy --output-dir DIR [--threads N]\n"
           "\n"
@@ -64,7 +65,7 @@ int ly_cli_run(int argc, char **argv)
         const char *arg = argv[i], *v;
         bool missing = false;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
+            ly_cli_usage_run(stdout);
             return 0;
         }
         if ((v = ly_cli_option_value(argc, argv, &i, "--model", &missing))) {
@@ -83,7 +84,7 @@ int ly_cli_run(int argc, char **argv)
         } else if (missing) {
             return ly_cli_usage_error("run", "%s needs a value", arg);
         } else {
-            return ly_cli_usage_error("run", "unexpected argument '%s'", arg);
+            return ly_cli_unknown_argument("run", arg);
         }
     }
     if (!model_path) return ly_cli_usage_error("run", "missing --model");
@@ -96,16 +97,14 @@ int ly_cli_run(int argc, char **argv)
         return 1;
     }
     ly_tensor input = {0};
-    if (ly_npy_load(input_path, &input) != LY_OK) {
-        fprintf(stderr, "libreyolo run: %s\n", ly_last_error());
-        return 1;
-    }
+    if (ly_npy_load(input_path, &input) != LY_OK)
+        return ly_cli_fail("run", LY_EXIT_SOURCE, "data_invalid", NULL, "%s", ly_last_error());
     ly_model_options mo = {threads};
     ly_model *model;
-    if (ly_model_load(model_path, &mo, &model) != LY_OK) {
-        fprintf(stderr, "libreyolo run: %s\n", ly_last_error());
+    ly_status loaded = ly_model_load(model_path, &mo, &model);
+    if (loaded != LY_OK) {
         ly_npy_free(&input);
-        return 1;
+        return ly_cli_model_failed("run", loaded);
     }
     run_state state = {dir, LY_OK, ""};
     int code = 0;

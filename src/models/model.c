@@ -138,8 +138,21 @@ static ly_status load_any(const char *path, ly_model_desc *d)
             if (st != LY_E_DECLINED) d->recipe = ly_recipes[i];
         }
     if (st != LY_E_DECLINED) return st;
+    /* "yolo9-t", "LibreYOLO9t": the weights file they name */
+    char resolved[4200];
+    st = ly_model_name_resolve(path, resolved, sizeof resolved);
+    if (st == LY_OK) path = resolved;
+    if (st != LY_OK && st != LY_E_DECLINED) return st;
     ly_checkpoint *ck;
     st = ly_checkpoint_open(path, &ck);
+    if (st == LY_E_NOT_FOUND && !strchr(path, '/') && !strchr(path, '.')) {
+        char known[512];
+        ly_model_names_known(known, sizeof known);
+        return ly_set_error(LY_E_NOT_FOUND,
+                            "ly_model_load: '%s' is no file here, and no model name this build "
+                            "knows (%s)",
+                            path, known);
+    }
     if (st != LY_OK) return st;
     const ly_recipe *r = NULL;
     st = checkpoint_recipe(ck, path, &r);

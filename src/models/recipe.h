@@ -92,9 +92,22 @@ struct ly_recipe {
 
     /* ---- export rules ---- */
     const char *file_prefix; /* default stem = prefix + size ("LibreYOLO9t"); NULL: family_size */
-    int export_outputs;      /* the leading outputs an export keeps (0: all) */
-    bool rectangular;        /* h != w is the family's (its programs may be rectangular) */
+    /* The sizes LibreYOLO publishes weights for (NULL-terminated; NULL: none),
+     * which make the model names "<family>-<size>" and "<prefix><size>"
+     * (model names, models/names.c). */
+    const char *const *published_sizes;
+    int export_outputs; /* the leading outputs an export keeps (0: all) */
+    bool rectangular;   /* h != w is the family's (its programs may be rectangular) */
 };
+
+/* A model name ("yolo9-t", "LibreYOLO9t", "LibreYOLO9t.pt") that is no file
+ * here, resolved to the weights file in ., weights/ or <cache>/weights/ (into
+ * `out`). LY_E_DECLINED when `name` is a path or no name this build knows
+ * (nothing set); LY_E_NOT_FOUND naming the file expected, where it was looked
+ * for and the address LibreYOLO downloads it from. */
+ly_status ly_model_name_resolve(const char *name, char *out, size_t size);
+/* "nanodet, yolo9-t, yolo9-s, ..." for messages. */
+void ly_model_names_known(char *out, size_t size);
 
 /* Every recipe this build has (recipes.c), in the order loading asks them. */
 extern const ly_recipe *const ly_recipes[];

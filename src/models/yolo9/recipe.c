@@ -138,6 +138,7 @@ const ly_recipe ly_yolo9_recipe = {
     .preprocess = preprocess,
     .postprocess = postprocess,
     .file_prefix = "LibreYOLO9",
+    .published_sizes = (const char *const[]){"t", "s", "m", "c", NULL},
     .export_outputs = 1, /* the decoded predictions only, as LibreYOLO's export head */
     .rectangular = true,
 };
