@@ -40,6 +40,14 @@ LY_API ly_status ly_image_free(ly_image *image);
  * LY_E_FORMAT for another format, a corrupt file or one without pixels;
  * every message names the file. */
 LY_API ly_status ly_image_load(const char *path, ly_image *out);
+/* The same from `size` bytes in memory (copied from as needed; the caller
+ * keeps them); `name` is what messages call them. */
+LY_API ly_status ly_image_load_buffer(const void *bytes, size_t size, const char *name,
+                                      ly_image *out);
+/* An http:// or https:// URL, downloaded (at most 64 MiB, redirects followed)
+ * and decoded as ly_image_load_buffer does. LY_E_UNSUPPORTED in builds
+ * without libcurl; LY_E_IO naming the URL when the download fails. */
+LY_API ly_status ly_image_load_url(const char *url, ly_image *out);
 /* Write `image` to `path` as JPEG (.jpg, .jpeg; quality 1..100) or PNG (.png),
  * chosen by the extension (case-insensitive), atomically: a temporary file in
  * the same directory is written and renamed over `path`. */

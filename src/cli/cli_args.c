@@ -94,10 +94,15 @@ static size_t key_length(const char *t)
     return t[i] == '=' ? i : 0;
 }
 
+/* LibreYOLO's true/false/1/0, and yes/no/on/off besides. */
 static int truth(const char *v)
 {
-    if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0) return 1;
-    if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0) return 0;
+    static const char *const yes[] = {"true", "1", "yes", "on"}, *const no[] = {"false", "0", "no",
+                                                                                "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0) return 1;
+        if (strcasecmp(v, no[i]) == 0) return 0;
+    }
     return -1;
 }
 

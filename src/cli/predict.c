@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -41,7 +42,9 @@ void ly_cli_usage_predict(FILE *to)
         "                   an ExecuTorch program (.pte), or a named model: \"nanodet\"\n"
         "                   (NanoDet-g, COCO; the default), fetched into the cache on first\n"
         "                   use (see libreyolo fetch --help)\n"
-        "  --source PATH    an image file or a directory of them\n"
+        "  --source PATH    an image file, a folder of them (subfolders too), a glob (quoted:\n"
+        "                   'imgs/*.jpg'), a .txt file listing them (one per line), or an\n"
+        "                   http(s):// URL (WebP, TIFF and GIF are not read by this build)\n"
         "  --conf X         keep detections scoring above X (default: the model's,\n"
         "                   0.25 for YOLO9, 0.35 for NanoDet)\n"
         "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
@@ -264,15 +267,32 @@ static int parse_args(int argc, char **argv, predict_args *a)
 
 /* ---- Sources ------------------------------------------------------------ */
 
-static bool is_image_name(const char *name)
+static bool has_extension(const char *name, const char *const *exts, size_t n_exts)
 {
-    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp"};
     size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+    for (size_t i = 0; i < n_exts; i++) {
         size_t m = strlen(exts[i]);
         if (n > m && strcasecmp(name + n - m, exts[i]) == 0) return true;
     }
     return false;
+}
+
+static bool is_image_name(const char *name)
+{
+    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp"};
+    return has_extension(name, exts, sizeof exts / sizeof exts[0]);
+}
+
+/* Images LibreYOLO reads (through PIL) that this build does not. */
+static bool is_unsupported_image_name(const char *name)
+{
+    static const char *const exts[] = {".webp", ".tif", ".tiff", ".gif"};
+    return has_extension(name, exts, sizeof exts / sizeof exts[0]);
+}
+
+static bool is_url(const char *source)
+{
+    return strncmp(source, "http://", 7) == 0 || strncmp(source, "https://", 8) == 0;
 }
 
 static int compare_names(const void *a, const void *b)
@@ -287,62 +307,163 @@ static void free_list(char **list, size_t n)
     free(list);
 }
 
-/* The image files to process: `source` itself, or the images in it. */
-static int list_sources(const char *source, char ***out, size_t *count)
+typedef struct source_list {
+    char **items;
+    size_t n, cap;
+    size_t skipped; /* images of formats this build does not read */
+} source_list;
+
+static int add_source(source_list *l, const char *path)
 {
-    *out = NULL;
-    *count = 0;
-    struct stat st;
-    if (stat(source, &st) != 0)
-        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found",
-                           "give an image file or a folder of images", "Source not found: %s (%s)",
-                           source, errno == ENOENT ? "no such file or directory" : strerror(errno));
-    if (!S_ISDIR(st.st_mode)) {
-        char **list = malloc(sizeof *list);
-        if (!list || !(list[0] = strdup(source))) {
-            free(list);
-            fputs("libreyolo predict: out of memory\n", stderr);
-            return 1;
-        }
-        *out = list;
-        *count = 1;
-        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **grown = realloc(l->items, cap * sizeof *grown);
+        if (!grown)
+            return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+        l->items = grown, l->cap = cap;
     }
-    DIR *dir = opendir(source);
+    if (!(l->items[l->n] = strdup(path)))
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+    l->n++;
+    return 0;
+}
+
+static int unsupported_format(const char *path)
+{
+    return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_invalid", "convert it to JPEG or PNG",
+                       "%s: this build reads JPEG, PNG and BMP images; WebP, TIFF and GIF are not "
+                       "supported in this build",
+                       path);
+}
+
+/* The images of a folder and its subfolders (LibreYOLO globs every path
+ * below the folder), in path order. Only the folder given (depth 0) must
+ * hold some. */
+#define MAX_FOLDER_DEPTH 16
+static int add_folder(source_list *l, const char *folder, int depth)
+{
+    DIR *dir = opendir(folder);
     if (!dir)
         return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found", NULL,
-                           "%s: cannot list: %s", source, strerror(errno));
-    size_t n = 0, cap = 16;
-    char **list = malloc(cap * sizeof *list);
+                           "%s: cannot list: %s", folder, strerror(errno));
+    size_t first = l->n;
+    bool slash = folder[strlen(folder) - 1] == '/';
     struct dirent *e;
-    bool slash = source[strlen(source) - 1] == '/';
-    while (list && (e = readdir(dir))) {
-        if (e->d_name[0] == '.' || !is_image_name(e->d_name)) continue;
-        if (n == cap) {
-            char **grown = realloc(list, 2 * cap * sizeof *list);
-            if (!grown) break;
-            list = grown, cap *= 2;
+    int code = 0;
+    while (!code && (e = readdir(dir))) {
+        if (e->d_name[0] == '.') continue;
+        size_t len = strlen(folder) + strlen(e->d_name) + 2;
+        char *path = malloc(len);
+        if (!path) {
+            code = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+            break;
         }
-        size_t len = strlen(source) + strlen(e->d_name) + 2;
-        if (!(list[n] = malloc(len))) break;
-        snprintf(list[n], len, "%s%s%s", source, slash ? "" : "/", e->d_name);
-        n++;
+        snprintf(path, len, "%s%s%s", folder, slash ? "" : "/", e->d_name);
+        struct stat st;
+        if (is_image_name(e->d_name))
+            code = add_source(l, path);
+        else if (is_unsupported_image_name(e->d_name))
+            l->skipped++;
+        else if (depth < MAX_FOLDER_DEPTH && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            code = add_folder(l, path, depth + 1);
+        free(path);
     }
-    bool failed = !list || e != NULL;
     closedir(dir);
-    if (failed) {
-        if (list) free_list(list, n);
-        fputs("libreyolo predict: out of memory\n", stderr);
-        return 1;
-    }
-    if (n == 0) {
-        free(list);
+    if (code) return code;
+    if (l->n == first && depth == 0)
         return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_images_missing", NULL,
-                           "%s: no .jpg, .jpeg, .png or .bmp images in it", source);
+                           "%s: no .jpg, .jpeg, .png or .bmp images in it%s", folder,
+                           l->skipped ? " (only formats this build does not read)" : "");
+    qsort(l->items + first, l->n - first, sizeof *l->items, compare_names);
+    return 0;
+}
+
+static int add_path(source_list *l, const char *path, bool listed);
+
+/* A text file listing sources, one per line ('#' comments, blank lines skipped). */
+static int add_listed(source_list *l, const char *list_path)
+{
+    FILE *f = fopen(list_path, "r");
+    if (!f)
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found", NULL, "%s: %s", list_path,
+                           strerror(errno));
+    char line[PATH_MAX + 2];
+    int code = 0;
+    size_t before = l->n;
+    int line_no = 0;
+    while (!code && fgets(line, sizeof line, f)) {
+        line_no++;
+        size_t n = strcspn(line, "\r\n");
+        line[n] = '\0';
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p || *p == '#') continue;
+        struct stat st;
+        if (!is_url(p) && stat(p, &st) != 0)
+            code = ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found",
+                               "a .txt source lists image paths, one per line",
+                               "%s line %d: Source not found: %s", list_path, line_no, p);
+        else
+            code = add_path(l, p, true);
     }
-    qsort(list, n, sizeof *list, compare_names);
-    *out = list;
-    *count = n;
+    fclose(f);
+    if (!code && l->n == before)
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_images_missing", NULL,
+                           "%s: lists no images", list_path);
+    return code;
+}
+
+static int add_path(source_list *l, const char *path, bool listed)
+{
+    if (is_url(path)) return add_source(l, path);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        /* a glob, as a shell that did not expand it (quoted) hands it over */
+        if (!listed && strpbrk(path, "*?[")) {
+            glob_t g;
+            int r = glob(path, 0, NULL, &g);
+            int code = 0;
+            size_t images = 0;
+            for (size_t i = 0; r == 0 && !code && i < g.gl_pathc; i++)
+                if (is_image_name(g.gl_pathv[i]))
+                    code = add_source(l, g.gl_pathv[i]), images++;
+                else if (is_unsupported_image_name(g.gl_pathv[i]))
+                    l->skipped++;
+            globfree(&g);
+            if (code) return code;
+            if (images) return 0;
+        }
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found",
+                           "give an image file, a folder of images, a glob, a .txt list of "
+                           "them or an http(s) URL",
+                           "Source not found: %s (%s)", path,
+                           errno == ENOENT ? "no such file or directory" : strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) return add_folder(l, path, 0);
+    if (!listed && has_extension(path, (const char *const[]){".txt"}, 1))
+        return add_listed(l, path);
+    if (is_unsupported_image_name(path)) return unsupported_format(path);
+    return add_source(l, path);
+}
+
+/* The images to process: a file, a folder's images, a glob's, a .txt list's,
+ * or a URL. */
+static int list_sources(const char *source, char ***out, size_t *count)
+{
+    source_list l = {0};
+    int code = add_path(&l, source, false);
+    if (code) {
+        free_list(l.items, l.n);
+        return code;
+    }
+    if (l.skipped && !ly_cli_quiet())
+        fprintf(stderr,
+                "libreyolo predict: warning: skipped %zu WebP, TIFF or GIF image%s: this build "
+                "reads JPEG, PNG and BMP\n",
+                l.skipped, l.skipped == 1 ? "" : "s");
+    *out = l.items;
+    *count = l.n;
     return 0;
 }
 
@@ -413,8 +534,11 @@ static char *output_path(const char *dir, const char *image, used_names *used)
 {
     const char *base = strrchr(image, '/');
     base = base ? base + 1 : image;
-    const char *dot = strrchr(base, '.');
-    int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    /* a URL's name ends before its query; none at all is LibreYOLO's "inference" */
+    int base_len = is_url(image) ? (int)strcspn(base, "?#") : (int)strlen(base);
+    if (base_len == 0) base = "inference", base_len = 9;
+    const char *dot = memrchr(base, '.', (size_t)base_len);
+    int stem = dot && dot != base ? (int)(dot - base) : base_len;
     char name[NAME_MAX + 16];
     snprintf(name, sizeof name, "%.*s.jpg", stem, base);
     for (int k = 2; name_used(used, name); k++)
@@ -538,7 +662,7 @@ static void emit_failure(run_state *rs, const char *source, const char *error, c
 static int predict_one(run_state *rs, const char *source)
 {
     ly_image im;
-    if (ly_image_load(source, &im) != LY_OK) {
+    if ((is_url(source) ? ly_image_load_url(source, &im) : ly_image_load(source, &im)) != LY_OK) {
         emit_failure(rs, source, "data_invalid", ly_last_error());
         return LY_EXIT_SOURCE;
     }

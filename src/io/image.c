@@ -184,6 +184,14 @@ ly_status ly_image_load(const char *path, ly_image *out)
     return ly_set_error(LY_E_UNSUPPORTED, "image %s: " NO_STB, path ? path : "(null)");
 }
 
+ly_status ly_image_load_buffer(const void *bytes, size_t size, const char *name, ly_image *out)
+{
+    (void)bytes;
+    (void)size;
+    if (out) out->pixels = NULL, out->width = out->height = 0;
+    return ly_set_error(LY_E_UNSUPPORTED, "image %s: " NO_STB, name ? name : "(buffer)");
+}
+
 ly_status ly_image_save(const char *path, const ly_image *image, int jpeg_quality)
 {
     (void)image;
@@ -197,3 +205,33 @@ bool ly_image_codecs_available(void)
 }
 
 #endif
+
+#ifdef LY_HAVE_CURL
+#include "kernels/hub/hub.h"
+#endif
+
+#define MAX_URL_IMAGE_BYTES ((size_t)64 << 20)
+
+ly_status ly_image_load_url(const char *url, ly_image *out)
+{
+    if (out) out->pixels = NULL, out->width = out->height = 0;
+    if (!url || !out)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_load_url: NULL argument");
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "image %s: expected an http:// or https:// URL",
+                            url);
+#ifdef LY_HAVE_CURL
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    ly_status st = ly_hub_download(url, MAX_URL_IMAGE_BYTES, &bytes, &size);
+    if (st != LY_OK) return ly_error_prefix(LY_E_IO, "image");
+    st = ly_image_load_buffer(bytes, size, url, out);
+    free(bytes);
+    return st;
+#else
+    return ly_set_error(LY_E_UNSUPPORTED,
+                        "image %s: this build reads no URLs (built without libcurl: install "
+                        "libcurl4-openssl-dev and rebuild), download it and give the file",
+                        url);
+#endif
+}

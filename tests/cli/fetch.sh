@@ -168,7 +168,7 @@ stdout_has "$dir"
 photo=/usr/share/darknet/data/dog.jpg
 if [ -f "$photo" ]; then
     "$bin" predict --source "$photo" --json --no-save >"$scratch/stdout" 2>"$scratch/stderr" || true
-    if ! grep -qF "built without stb" "$scratch/stderr"; then
+    if ! grep -qF "built without stb" "$scratch/stdout" "$scratch/stderr"; then
         LIBREYOLO_NPM=$scratch/npm-must-not-run run 0 "$bin" predict --source "$photo" --json --no-save
         stdout_has '"name":"dog"'
     fi

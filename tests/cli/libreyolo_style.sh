@@ -81,7 +81,7 @@ if [ ! -f "$model" ] || [ ! -f "$photo" ]; then
     exit 0
 fi
 "$bin" predict model="$model" source="$photo" max_det=1 >"$scratch/stdout" 2>"$scratch/stderr" || true
-if grep -qF "built without stb" "$scratch/stderr"; then
+if grep -qF "built without stb" "$scratch/stdout" "$scratch/stderr"; then
     echo "skipped predict: this build cannot read images (no stb)"
     exit 0
 fi
@@ -134,6 +134,50 @@ mkdir -p weights && ln -s "$model" weights/LibreYOLO9t.pt
 run 0 "$bin" info model=yolo9-t
 grep -q '^family *yolo9$' "$scratch/stdout" || fail "info model=yolo9-t"
 run 0 "$bin" predict model=LibreYOLO9t source="$photo" max_det=1 imgsz=320 --quiet
+
+# ---- sources: a quoted glob, a .txt list, WebP refused, an http URL from a local server
+mkdir -p g && cp "$photo" g/p1.jpg && cp "$photo" g/p2.jpg && : >g/x.webp
+run 0 "$bin" predict model=LibreYOLO9t source='g/*.jpg' max_det=1 imgsz=320
+[ "$(grep -c ': 1280x852, ' "$scratch/stdout")" -eq 2 ] || fail "a glob: expected two images"
+printf 'g/p2.jpg\n# a comment\n\ng/p1.jpg\n' >list.txt
+run 0 "$bin" predict model=LibreYOLO9t source=list.txt max_det=1 imgsz=320
+[ "$(grep -c ': 1280x852, ' "$scratch/stdout")" -eq 2 ] || fail "a .txt list: expected two images"
+head -1 "$scratch/stdout" | grep -q '^g/p2.jpg:' || fail "a .txt list is not read in its order"
+mkdir -p g/sub && cp "$photo" g/sub/p3.jpg
+run 0 "$bin" predict model=LibreYOLO9t source=g max_det=1 imgsz=320 save name=nested
+stderr_has "skipped 1 WebP, TIFF or GIF image"
+[ "$(grep -c ': 1280x852, ' "$scratch/stdout")" -eq 3 ] || fail "a folder: expected its subfolder's image too"
+[ -s runs/detect/nested/p3.jpg ] || fail "the subfolder's image was not saved"
+printf 'g/p1.jpg\ng/missing.jpg\n' >bad.txt
+run 3 "$bin" predict model=LibreYOLO9t source=bad.txt
+stderr_has "bad.txt line 2: Source not found: g/missing.jpg"
+run 0 "$bin" predict model=LibreYOLO9t source=g/p1.jpg max_det=1 imgsz=320 save=yes name=yes_is_true
+[ -s runs/detect/yes_is_true/p1.jpg ] || fail "save=yes is a boolean"
+run 3 "$bin" predict model=LibreYOLO9t source=g/x.webp
+stderr_has "not supported in this build"
+if command -v python3 >/dev/null; then
+    port=$((20000 + RANDOM % 20000))
+    (cd g && exec python3 -m http.server "$port" --bind 127.0.0.1 >/dev/null 2>&1) &
+    server=$!
+    trap 'kill $server 2>/dev/null || true' EXIT
+    for _ in $(seq 50); do
+        python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
+        sleep 0.1
+    done
+    got=0
+    "$bin" predict model=LibreYOLO9t source="http://127.0.0.1:$port/p1.jpg?v=1" max_det=1 imgsz=320 \
+        save name=url >"$scratch/stdout" 2>"$scratch/stderr" || got=$?
+    if grep -qF "built without libcurl" "$scratch/stdout" "$scratch/stderr"; then
+        echo "skipped the URL source: this build has no libcurl"
+    else
+        [ "$got" -eq 0 ] || fail "predict on a URL exited $got"
+        [ -s runs/detect/url/p1.jpg ] || fail "a URL's image is saved as <stem>.jpg"
+        run 3 "$bin" predict model=LibreYOLO9t source="http://127.0.0.1:$port/none.jpg" --json
+        stdout_has '"error": "data_invalid"'
+    fi
+    kill $server 2>/dev/null || true
+    trap - EXIT
+fi
 
 # ---- export: format codes (5) and the model code (4)
 run 5 "$bin" export model=yolo9-t format=onnx --json

@@ -87,7 +87,7 @@ fi
 got=0
 "$bin" predict --model "$model" --source "$testdata/images/dog.jpg" --json \
     >"$scratch/stdout" 2>"$scratch/stderr" </dev/null || got=$?
-if [ "$got" -ne 0 ] && grep -qF "built without" "$scratch/stderr"; then
+if [ "$got" -ne 0 ] && grep -qF "built without" "$scratch/stdout" "$scratch/stderr"; then
     :
 else
     [ "$got" -eq 0 ] || fail "predict exited $got"

@@ -64,7 +64,7 @@ stderr_has "$scratch/none.npy"
 
 # ---- predict: needs images (stb)
 "$bin" predict --model "$model" --source "$photo" --json >"$scratch/stdout" 2>"$scratch/stderr" || true
-if grep -qF "built without stb" "$scratch/stderr"; then
+if grep -qF "built without stb" "$scratch/stdout" "$scratch/stderr"; then
     echo "skipped predict: this build cannot read images (no stb)"
     exit 0
 fi

@@ -102,20 +102,31 @@ ly_status ly_image_load(const char *path, ly_image *out)
     size_t size;
     ly_status st = read_whole_file(path, &bytes, &size);
     if (st != LY_OK) return st;
+    st = ly_image_load_buffer(bytes, size, path, out);
+    free(bytes);
+    return st;
+}
 
+ly_status ly_image_load_buffer(const void *data, size_t size, const char *path, ly_image *out)
+{
+    if (!out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_load_buffer: out is NULL");
+    out->pixels = NULL;
+    out->width = out->height = 0;
+    if (!path) path = "(buffer)";
+    if (!data || size == 0) return ly_set_error(LY_E_FORMAT, "image %s: no bytes", path);
+    if (size > (size_t)INT_MAX)
+        return ly_set_error(LY_E_UNSUPPORTED, "image %s: %zu bytes, more than the %d supported",
+                            path, size, INT_MAX);
+    const uint8_t *bytes = data;
+    ly_status st;
     const char *format = sniff_format(bytes, size);
-    if (!format) {
-        free(bytes);
+    if (!format)
         return ly_set_error(LY_E_FORMAT, "image %s: unsupported format (expected JPEG, PNG or BMP)",
                             path);
-    }
 #ifdef LY_HAVE_LIBJPEG
     if (strcmp(format, "JPEG") == 0) {
         st = ly_image_decode_jpeg(bytes, size, path, out);
-        if (st != LY_E_DECLINED) {
-            free(bytes);
-            return st;
-        }
+        if (st != LY_E_DECLINED) return st;
     }
 #endif
     /* Sizes from the header, so a bomb costs its file and no more (libjpeg
@@ -123,19 +134,14 @@ ly_status ly_image_load(const char *path, ly_image *out)
     int w = 0, h = 0, channels = 0;
     if (!stbi_info_from_memory(bytes, (int)size, &w, &h, &channels)) {
         const char *why = stbi_failure_reason();
-        free(bytes);
         return ly_set_error(LY_E_FORMAT, "image %s: cannot read the %s header: %s", path, format,
                             why ? why : "unknown error");
     }
     st = ly_image_check_pixels(path, format, (uint64_t)w, (uint64_t)h);
     if (st == LY_OK && strcmp(format, "PNG") == 0)
         st = ly_image_check_png_inflate(bytes, size, path);
-    if (st != LY_OK) {
-        free(bytes);
-        return st;
-    }
+    if (st != LY_OK) return st;
     uint8_t *rgb = stbi_load_from_memory(bytes, (int)size, &w, &h, &channels, 3);
-    free(bytes);
     if (!rgb) {
         const char *why = stbi_failure_reason();
         return ly_set_error(LY_E_FORMAT, "image %s: cannot decode the %s data: %s", path, format,
