@@ -22,8 +22,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
  * static buffer) or NULL when the file cannot be written. */
 const char *ly_fuzz_file(const char *name, const uint8_t *data, size_t size);
 
-/* Settings every harness wants: quiet logging, images bounded to a megapixel
- * (so an input that decodes costs milliseconds, not a gigabyte), no network. */
-void ly_fuzz_setup(void);
+/* LLVMFuzzerInitialize (fuzz_util.c) gives every harness quiet logging,
+ * images bounded to half a megapixel (an input that decodes costs
+ * milliseconds, not a gigabyte) and no network, then calls this, which a
+ * harness may define for settings of its own. */
+void ly_fuzz_harness_init(void);
+
+/* Checkpoint bytes as a file named `name` (its extension picks the reader):
+ * ly_checkpoint_open_buffer, then the whole ly_model_load. */
+void ly_fuzz_checkpoint_bytes(const uint8_t *data, size_t size, const char *name);
 
 #endif

@@ -8,11 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+void ly_fuzz_harness_init(void)
 {
-    (void)argc;
-    (void)argv;
-    ly_fuzz_setup();
     /* An empty cache of our own: the entries' hashes are checked against it. */
     const char *marker = ly_fuzz_file("cache-marker", (const uint8_t *)"", 0);
     if (marker) {
@@ -20,7 +17,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         snprintf(cache, sizeof cache, "%.*s/cache", (int)(strrchr(marker, '/') - marker), marker);
         setenv("LIBREYOLO_CACHE", cache, 1);
     }
-    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -4,14 +4,6 @@
 
 #include "libreyolo/image.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    ly_fuzz_setup();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = ly_fuzz_file("fuzz.img", data, size);

@@ -3,14 +3,6 @@
 
 #include "libreyolo/io.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    ly_fuzz_setup();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ly_tensor t;

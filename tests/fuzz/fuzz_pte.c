@@ -12,14 +12,6 @@
 
 #define MAX_INPUT_ELEMENTS ((int64_t)1 << 16)
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    ly_fuzz_setup();
-    return 0;
-}
-
 static void run_on_zeros(ly_et_method *m)
 {
     size_t n = ly_et_method_num_inputs(m);

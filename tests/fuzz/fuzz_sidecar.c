@@ -9,14 +9,10 @@
 
 static char program[600];
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+void ly_fuzz_harness_init(void)
 {
-    (void)argc;
-    (void)argv;
-    ly_fuzz_setup();
     const char *p = ly_fuzz_file("fuzz.pte", (const uint8_t *)"", 0);
     if (p) snprintf(program, sizeof program, "%s", p);
-    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

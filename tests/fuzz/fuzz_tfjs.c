@@ -26,14 +26,6 @@ static ly_status read_shard(void *user, const char *name, uint8_t **bytes, size_
     return LY_OK;
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    ly_fuzz_setup();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const uint8_t *nul = memchr(data, 0, size);

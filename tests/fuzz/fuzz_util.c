@@ -1,7 +1,9 @@
 /* What the harnesses share (fuzz.h). */
 #include "fuzz.h"
 
+#include "libreyolo/checkpoint.h"
 #include "libreyolo/libreyolo.h"
+#include "libreyolo/model.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -59,10 +61,28 @@ static void discard(ly_log_level level, const char *message, void *user)
     (void)user;
 }
 
-void ly_fuzz_setup(void)
+__attribute__((weak)) void ly_fuzz_harness_init(void)
 {
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
     ly_set_log_handler(discard, NULL, LY_LOG_OFF);
     setenv("LIBREYOLO_MAX_IMAGE_PIXELS", "500000", 1);
     setenv("LIBREYOLO_HUB_URL", "", 1);
     setenv("LIBREYOLO_THREADS", "1", 1);
+    ly_fuzz_harness_init();
+    return 0;
+}
+
+void ly_fuzz_checkpoint_bytes(const uint8_t *data, size_t size, const char *name)
+{
+    ly_checkpoint *ck = NULL;
+    if (ly_checkpoint_open_buffer(data, size, name, &ck) != LY_OK) return;
+    ly_checkpoint_close(ck);
+    const char *path = ly_fuzz_file(name, data, size);
+    ly_model *m = NULL;
+    if (path && ly_model_load(path, NULL, &m) == LY_OK) ly_model_free(m);
 }

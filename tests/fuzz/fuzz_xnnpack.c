@@ -4,14 +4,6 @@
 
 #include "export/pte/pte.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    ly_fuzz_setup();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ly_xnn_graph *g = NULL;
