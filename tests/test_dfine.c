@@ -175,8 +175,54 @@ static void test_decoder_layer0(void **state)
     ly_npy_free(&loc_ref);
 }
 
+/* HGNetv2-B0 from LibreYOLO's input.npy to its backbone_out0/1 (stages 2, 3). */
+static void test_backbone(void **state)
+{
+    (void)state;
+    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/backbone_out1.npy")) {
+        print_message("skipped: the fixture " FIXTURE " is absent\n");
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value image, outs[2];
+    assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &image), LY_OK);
+    static const int stages[2] = {2, 3};
+    if (ly_dfine_hgnetv2(g, ck, "B0", true, image, 640, 640, 2, stages, outs) != LY_OK)
+        fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_graph_output(g, outs[0], "backbone_out0"), LY_OK);
+    assert_int_equal(ly_graph_output(g, outs[1], "backbone_out1"), LY_OK);
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+
+    ly_tensor input, want[2];
+    load("input", &input);
+    load("backbone_out0", &want[0]);
+    load("backbone_out1", &want[1]);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
+    for (int i = 0; i < 2; i++) {
+        ly_tensor got;
+        assert_int_equal(ly_graph_get_output(ctx, i, &got, NULL), LY_OK);
+        assert_int_equal(got.ndim, want[i].ndim);
+        for (int d = 0; d < got.ndim; d++)
+            assert_int_equal(got.shape[d], want[i].shape[d]);
+        double e = rel_error(&got, &want[i]);
+        print_message("D-FINE-n backbone_out%d: max |diff| / max |ref| = %.3g\n", i, e);
+        if (!(e <= 1e-4)) fail_msg("backbone_out%d off by %.3g of max |ref| (gate 1e-4)", i, e);
+        ly_npy_free(&want[i]);
+    }
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    ly_npy_free(&input);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decoder_layer0)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_backbone),
+                                       cmocka_unit_test(test_decoder_layer0)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* D-FINE's decoder layer as graph nodes (dfine.h; detr.md 4.5 and 6). */
 #include "models/dfine/dfine.h"
 
+#include "models/dfine/builder.h"
+
 #include "core/core.h"
 #include "libreyolo/msda.h"
 
@@ -8,186 +10,46 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KEY_MAX 160
-
-typedef struct builder {
-    ly_graph *g;
-    const ly_checkpoint *ck;
-    char prefix[96];
-    ly_status st;
-} builder;
-
-static void fail(builder *b, ly_status st)
-{
-    if (b->st == LY_OK) b->st = st;
-}
-
-/* The checkpoint tensor prefix + suffix, f32 of `ndim` dims `shape`. */
-static const float *tensor(builder *b, const char *suffix, int ndim, const int64_t *shape)
-{
-    if (b->st != LY_OK) return NULL;
-    char key[KEY_MAX];
-    snprintf(key, sizeof key, "%s%s", b->prefix, suffix);
-    ly_tensor view;
-    ly_status st = ly_checkpoint_find(b->ck, key, &view);
-    if (st != LY_OK) {
-        fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
-        return NULL;
-    }
-    bool fits = view.dtype == LY_F32 && view.ndim == ndim;
-    for (int i = 0; fits && i < ndim; i++)
-        fits = view.shape[i] == shape[i];
-    if (!fits) {
-        ly_tensor want = {.dtype = LY_F32, .ndim = ndim};
-        memcpy(want.shape, shape, (size_t)ndim * sizeof *shape);
-        char got[96], exp[96];
-        fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: key '%s' is %s %s, expected f32 %s", key,
-                             ly_dtype_name(view.dtype), ly_shape_str(&view, got, sizeof got),
-                             ly_shape_str(&want, exp, sizeof exp)));
-        return NULL;
-    }
-    return view.data;
-}
-
-/* A constant holding `count` floats from `src` (shape `shape`). */
-static ly_graph_value constant(builder *b, int ndim, const int64_t *shape, const float *src)
-{
-    if (b->st != LY_OK || !src) return LY_GRAPH_NONE;
-    ly_graph_value v;
-    void *data;
-    ly_status st = ly_graph_constant(b->g, LY_F32, ndim, shape, &v, &data);
-    if (st != LY_OK) {
-        fail(b, st);
-        return LY_GRAPH_NONE;
-    }
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    memcpy(data, src, (size_t)n * sizeof(float));
-    return v;
-}
-
-static ly_graph_value weight(builder *b, const char *suffix, int ndim, const int64_t *shape)
-{
-    return constant(b, ndim, shape, tensor(b, suffix, ndim, shape));
-}
-
-static ly_graph_value scalar(builder *b, float value)
-{
-    int64_t one = 1;
-    return constant(b, 1, &one, &value);
-}
-
-static ly_graph_value node(builder *b, ly_op op, const char *what, int n_in,
-                           const ly_graph_value *in, const void *params)
-{
-    if (b->st != LY_OK) return LY_GRAPH_NONE;
-    char name[KEY_MAX];
-    snprintf(name, sizeof name, "%s%s", b->prefix, what);
-    ly_graph_value out = LY_GRAPH_NONE;
-    ly_status st = ly_graph_node(b->g, op, name, n_in, in, params, 1, &out);
-    if (st != LY_OK) fail(b, st);
-    return out;
-}
-
-static ly_graph_value binary(builder *b, ly_op op, const char *what, ly_graph_value x,
-                             ly_graph_value y)
-{
-    ly_graph_value in[2] = {x, y};
-    return node(b, op, what, 2, in, NULL);
-}
-
-/* x·Wᵀ + b with W [n, k] and b [n] at prefix + `linear` (".weight", ".bias"). */
-static ly_graph_value linear(builder *b, const char *linear_name, ly_graph_value x, int64_t n,
-                             int64_t k)
-{
-    char key[KEY_MAX];
-    int64_t wshape[2] = {n, k};
-    snprintf(key, sizeof key, "%s.weight", linear_name);
-    ly_graph_value w = weight(b, key, 2, wshape);
-    snprintf(key, sizeof key, "%s.bias", linear_name);
-    ly_graph_value bias = weight(b, key, 1, &n);
-    ly_graph_value in[3] = {x, w, bias};
-    return node(b, LY_OP_LINEAR, linear_name, 3, in, NULL);
-}
-
-static ly_graph_value layer_norm(builder *b, const char *norm_name, ly_graph_value x, int64_t c)
-{
-    char key[KEY_MAX];
-    snprintf(key, sizeof key, "%s.weight", norm_name);
-    ly_graph_value w = weight(b, key, 1, &c);
-    snprintf(key, sizeof key, "%s.bias", norm_name);
-    ly_graph_value bias = weight(b, key, 1, &c);
-    ly_norm_params p = LY_NORM_DEFAULTS; /* eps 1e-5, as nn.LayerNorm */
-    ly_graph_value in[3] = {x, w, bias};
-    return node(b, LY_OP_LAYER_NORM, norm_name, 3, in, &p);
-}
-
-static ly_graph_value reshape(builder *b, const char *what, ly_graph_value x, int ndim,
-                              const int64_t *shape)
-{
-    ly_reshape_params p = {.ndim = ndim};
-    memcpy(p.shape, shape, (size_t)ndim * sizeof *shape);
-    return node(b, LY_OP_RESHAPE, what, 1, &x, &p);
-}
-
-static ly_graph_value permute(builder *b, const char *what, ly_graph_value x, int ndim,
-                              const int64_t *perm)
-{
-    ly_permute_params p = {.ndim = ndim};
-    memcpy(p.perm, perm, (size_t)ndim * sizeof *perm);
-    return node(b, LY_OP_PERMUTE, what, 1, &x, &p);
-}
-
-static ly_graph_value slice(builder *b, const char *what, ly_graph_value x, int64_t axis,
-                            int64_t start, int64_t count)
-{
-    ly_slice_params p = LY_SLICE_DEFAULTS;
-    p.axis = axis;
-    p.start = start;
-    p.end = start + count;
-    return node(b, LY_OP_SLICE, what, 1, &x, &p);
-}
-
 /* [B, Q, C] -> [B, heads, Q, C / heads]. */
-static ly_graph_value split_heads(builder *b, const char *what, ly_graph_value x, int64_t q,
+static ly_graph_value split_heads(df_builder *b, const char *what, ly_graph_value x, int64_t q,
                                   int heads, int64_t c)
 {
     static const int64_t perm[4] = {0, 2, 1, 3};
     int64_t shape[4] = {1, q, heads, c / heads};
-    return permute(b, what, reshape(b, what, x, 4, shape), 4, perm);
+    return df_permute(b, what, df_reshape(b, what, x, 4, shape), 4, perm);
 }
 
 /* nn.MultiheadAttention(q = k = x + pos, v = x) at prefix "self_attn": the
  * packed in_proj (rows q, k, v), SDPA per head, out_proj. */
-static ly_graph_value self_attention(builder *b, ly_graph_value x, ly_graph_value qk, int64_t q,
+static ly_graph_value self_attention(df_builder *b, ly_graph_value x, ly_graph_value qk, int64_t q,
                                      int heads, int64_t c)
 {
     int64_t packed[2] = {3 * c, c}, three_c = 3 * c;
-    const float *w = tensor(b, "self_attn.in_proj_weight", 2, packed);
-    const float *bias = tensor(b, "self_attn.in_proj_bias", 1, &three_c);
+    const float *w = df_tensor(b, "self_attn.in_proj_weight", 2, packed);
+    const float *bias = df_tensor(b, "self_attn.in_proj_bias", 1, &three_c);
     if (b->st != LY_OK) return LY_GRAPH_NONE;
     ly_graph_value proj[3];
     static const char *const names[3] = {"self_attn.q", "self_attn.k", "self_attn.v"};
     for (int i = 0; i < 3; i++) {
         int64_t wshape[2] = {c, c};
-        ly_graph_value wi = constant(b, 2, wshape, w + (size_t)(i * c * c));
-        ly_graph_value bi = constant(b, 1, &c, bias + (size_t)(i * c));
+        ly_graph_value wi = df_constant(b, 2, wshape, w + (size_t)(i * c * c));
+        ly_graph_value bi = df_constant(b, 1, &c, bias + (size_t)(i * c));
         ly_graph_value in[3] = {i < 2 ? qk : x, wi, bi};
-        proj[i] = split_heads(b, names[i], node(b, LY_OP_LINEAR, names[i], 3, in, NULL), q,
-                              heads, c);
+        proj[i] =
+            split_heads(b, names[i], df_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), q, heads, c);
     }
     ly_sdpa_params p = LY_SDPA_DEFAULTS; /* 1/sqrt(head dim) on q, as PyTorch's MHA math */
-    ly_graph_value attn = node(b, LY_OP_SDPA, "self_attn.sdpa", 3, proj, &p);
+    ly_graph_value attn = df_node(b, LY_OP_SDPA, "self_attn.sdpa", 3, proj, &p);
     static const int64_t perm[4] = {0, 2, 1, 3};
     int64_t merged[3] = {1, q, c};
-    attn = reshape(b, "self_attn.merge", permute(b, "self_attn.merge", attn, 4, perm), 3, merged);
-    return linear(b, "self_attn.out_proj", attn, c, c);
+    attn = df_reshape(b, "self_attn.merge", df_permute(b, "self_attn.merge", attn, 4, perm), 3,
+                      merged);
+    return df_linear(b, "self_attn.out_proj", attn, c, c);
 }
 
 /* Points per level from num_points_scale (1/n_l repeated n_l times, level
  * after level). */
-static ly_status points_per_level(builder *b, int levels, int64_t total, const float *scale,
+static ly_status points_per_level(df_builder *b, int levels, int64_t total, const float *scale,
                                   int64_t *points)
 {
     int64_t at = 0;
@@ -211,65 +73,67 @@ static ly_status points_per_level(builder *b, int levels, int64_t total, const f
 }
 
 /* MSDeformableAttention (detr.md 6, D-FINE row): no value or output projection. */
-static ly_graph_value cross_attention(builder *b, ly_graph_value query, const ly_dfine_layer_inputs *in,
-                                      int64_t q, int heads, int64_t c, int levels)
+static ly_graph_value cross_attention(df_builder *b, ly_graph_value query,
+                                      const ly_dfine_layer_inputs *in, int64_t q, int heads,
+                                      int64_t c, int levels)
 {
     /* Σpoints from the attention_weights rows: heads * Σpoints. */
     char key[KEY_MAX];
     snprintf(key, sizeof key, "%scross_attn.attention_weights.bias", b->prefix);
     ly_tensor aw_bias;
     if (b->st == LY_OK && ly_checkpoint_find(b->ck, key, &aw_bias) != LY_OK) {
-        fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
+        df_fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
         return LY_GRAPH_NONE;
     }
     if (b->st != LY_OK) return LY_GRAPH_NONE;
     int64_t total = aw_bias.ndim == 1 ? aw_bias.shape[0] / heads : 0;
     if (total < 1 || total * heads != aw_bias.shape[0]) {
-        fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: '%s' has no multiple of %d heads", key,
-                             heads));
+        df_fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: '%s' has no multiple of %d heads",
+                                key, heads));
         return LY_GRAPH_NONE;
     }
-    const float *scale = tensor(b, "cross_attn.num_points_scale", 1, &total);
+    const float *scale = df_tensor(b, "cross_attn.num_points_scale", 1, &total);
     int64_t points[LY_MSDA_MAX_LEVELS];
     if (b->st == LY_OK && (levels < 1 || levels > LY_MSDA_MAX_LEVELS))
-        fail(b, ly_set_error(LY_E_INVALID_ARGUMENT, "D-FINE decoder: %d levels", levels));
-    if (b->st == LY_OK) fail(b, points_per_level(b, levels, total, scale, points));
+        df_fail(b, ly_set_error(LY_E_INVALID_ARGUMENT, "D-FINE decoder: %d levels", levels));
+    if (b->st == LY_OK) df_fail(b, points_per_level(b, levels, total, scale, points));
     if (b->st != LY_OK) return LY_GRAPH_NONE;
 
     ly_graph_value offsets =
-        linear(b, "cross_attn.sampling_offsets", query, heads * total * 2, c);
+        df_linear(b, "cross_attn.sampling_offsets", query, heads * total * 2, c);
     int64_t off_shape[5] = {1, q, heads, total, 2};
-    offsets = reshape(b, "cross_attn.offsets", offsets, 5, off_shape);
-    ly_graph_value weights = linear(b, "cross_attn.attention_weights", query, heads * total, c);
+    offsets = df_reshape(b, "cross_attn.offsets", offsets, 5, off_shape);
+    ly_graph_value weights = df_linear(b, "cross_attn.attention_weights", query, heads * total, c);
     int64_t w_shape[4] = {1, q, heads, total};
-    weights = reshape(b, "cross_attn.weights", weights, 4, w_shape);
+    weights = df_reshape(b, "cross_attn.weights", weights, 4, w_shape);
     ly_axis_params last = LY_AXIS_DEFAULTS; /* jointly over every level's points, per head */
-    weights = node(b, LY_OP_SOFTMAX, "cross_attn.softmax", 1, &weights, &last);
+    weights = df_node(b, LY_OP_SOFTMAX, "cross_attn.softmax", 1, &weights, &last);
 
     /* loc = ref_xy + ((offset * num_points_scale) * ref_wh) * 0.5, in that order. */
     int64_t nps_shape[5] = {1, 1, 1, total, 1}, ref_shape[5] = {1, q, 1, 1, 2};
-    ly_graph_value nps = constant(b, 5, nps_shape, scale);
-    ly_graph_value xy = reshape(b, "cross_attn.ref_xy",
-                                slice(b, "cross_attn.ref_xy", in->reference, 3, 0, 2), 5, ref_shape);
-    ly_graph_value wh = reshape(b, "cross_attn.ref_wh",
-                                slice(b, "cross_attn.ref_wh", in->reference, 3, 2, 2), 5, ref_shape);
-    ly_graph_value off = binary(b, LY_OP_MUL, "cross_attn.scaled", offsets, nps);
-    off = binary(b, LY_OP_MUL, "cross_attn.scaled_wh", off, wh);
-    off = binary(b, LY_OP_MUL, "cross_attn.half", off, scalar(b, 0.5f));
-    ly_graph_value loc = binary(b, LY_OP_ADD, "cross_attn.locations", xy, off);
+    ly_graph_value nps = df_constant(b, 5, nps_shape, scale);
+    ly_graph_value xy =
+        df_reshape(b, "cross_attn.ref_xy", df_slice(b, "cross_attn.ref_xy", in->reference, 3, 0, 2),
+                   5, ref_shape);
+    ly_graph_value wh =
+        df_reshape(b, "cross_attn.ref_wh", df_slice(b, "cross_attn.ref_wh", in->reference, 3, 2, 2),
+                   5, ref_shape);
+    ly_graph_value off = df_binary(b, LY_OP_MUL, "cross_attn.scaled", offsets, nps);
+    off = df_binary(b, LY_OP_MUL, "cross_attn.scaled_wh", off, wh);
+    off = df_binary(b, LY_OP_MUL, "cross_attn.half", off, df_scalar(b, 0.5f));
+    ly_graph_value loc = df_binary(b, LY_OP_ADD, "cross_attn.locations", xy, off);
 
     int64_t points_shape = levels;
     ly_graph_value np = LY_GRAPH_NONE;
     void *data = NULL;
-    if (b->st == LY_OK)
-        fail(b, ly_graph_constant(b->g, LY_I64, 1, &points_shape, &np, &data));
+    if (b->st == LY_OK) df_fail(b, ly_graph_constant(b->g, LY_I64, 1, &points_shape, &np, &data));
     if (b->st != LY_OK) return LY_GRAPH_NONE;
     memcpy(data, points, (size_t)levels * sizeof *points);
     int64_t value_shape[4] = {1, -1, heads, c / heads};
-    ly_graph_value value = reshape(b, "cross_attn.value", in->memory, 4, value_shape);
+    ly_graph_value value = df_reshape(b, "cross_attn.value", in->memory, 4, value_shape);
     ly_graph_value msda_in[5] = {value, in->spatial_shapes, loc, weights, np};
     ly_ms_deform_attn_params mp = LY_MS_DEFORM_ATTN_DEFAULTS;
-    return node(b, LY_OP_MS_DEFORM_ATTN, "cross_attn.core", 5, msda_in, &mp);
+    return df_node(b, LY_OP_MS_DEFORM_ATTN, "cross_attn.core", 5, msda_in, &mp);
 }
 
 ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
@@ -277,7 +141,7 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
 {
     if (!g || !ck || !in || !out || heads < 1)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_dfine_decoder_layer: bad argument");
-    builder b = {.g = g, .ck = ck, .st = LY_OK};
+    df_builder b = {.g = g, .ck = ck, .what = "D-FINE decoder", .st = LY_OK};
     snprintf(b.prefix, sizeof b.prefix, "decoder.decoder.layers.%d.", index);
     /* C from norm1; the query count Q is left to the reshapes (-1), so the
      * layer serves any Q. Batch 1. */
@@ -291,25 +155,25 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
                             key, heads);
     int64_t c = norm1.shape[0], q = -1;
 
-    ly_graph_value qk = binary(&b, LY_OP_ADD, "with_pos", in->target, in->query_pos);
+    ly_graph_value qk = df_binary(&b, LY_OP_ADD, "with_pos", in->target, in->query_pos);
     ly_graph_value attn = self_attention(&b, in->target, qk, q, heads, c);
-    ly_graph_value x = layer_norm(&b, "norm1", binary(&b, LY_OP_ADD, "residual1", in->target, attn),
-                                  c);
+    ly_graph_value x =
+        df_layer_norm(&b, "norm1", df_binary(&b, LY_OP_ADD, "residual1", in->target, attn), c);
 
-    ly_graph_value query = binary(&b, LY_OP_ADD, "cross_attn.query", x, in->query_pos);
+    ly_graph_value query = df_binary(&b, LY_OP_ADD, "cross_attn.query", x, in->query_pos);
     ly_graph_value sampled = cross_attention(&b, query, in, q, heads, c, levels);
 
     /* Gate: sigmoid(Linear([x, sampled])) split into halves. */
     ly_graph_value pair[2] = {x, sampled};
     ly_graph_value joined = LY_GRAPH_NONE;
-    if (b.st == LY_OK) fail(&b, ly_graph_concat(g, "gateway.cat", 2, pair, 2, &joined));
-    ly_graph_value gates = linear(&b, "gateway.gate", joined, 2 * c, 2 * c);
-    gates = node(&b, LY_OP_SIGMOID, "gateway.sigmoid", 1, &gates, NULL);
-    ly_graph_value g1 = slice(&b, "gateway.g1", gates, 2, 0, c);
-    ly_graph_value g2 = slice(&b, "gateway.g2", gates, 2, c, c);
-    x = binary(&b, LY_OP_ADD, "gateway.mix", binary(&b, LY_OP_MUL, "gateway.x", g1, x),
-               binary(&b, LY_OP_MUL, "gateway.attn", g2, sampled));
-    x = layer_norm(&b, "gateway.norm", x, c);
+    if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, "gateway.cat", 2, pair, 2, &joined));
+    ly_graph_value gates = df_linear(&b, "gateway.gate", joined, 2 * c, 2 * c);
+    gates = df_node(&b, LY_OP_SIGMOID, "gateway.sigmoid", 1, &gates, NULL);
+    ly_graph_value g1 = df_slice(&b, "gateway.g1", gates, 2, 0, c);
+    ly_graph_value g2 = df_slice(&b, "gateway.g2", gates, 2, c, c);
+    x = df_binary(&b, LY_OP_ADD, "gateway.mix", df_binary(&b, LY_OP_MUL, "gateway.x", g1, x),
+                  df_binary(&b, LY_OP_MUL, "gateway.attn", g2, sampled));
+    x = df_layer_norm(&b, "gateway.norm", x, c);
 
     /* FFN (ReLU in D-FINE's decoder) + residual, clamped to f16's range, LayerNorm. */
     int64_t ff = 0;
@@ -318,14 +182,14 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
     if (b.st == LY_OK && ly_checkpoint_find(ck, key, &l1) == LY_OK && l1.ndim == 1)
         ff = l1.shape[0];
     else if (b.st == LY_OK)
-        fail(&b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
-    ly_graph_value h = linear(&b, "linear1", x, ff, c);
-    h = node(&b, LY_OP_RELU, "activation", 1, &h, NULL);
-    h = linear(&b, "linear2", h, c, ff);
-    x = binary(&b, LY_OP_ADD, "residual3", x, h);
+        df_fail(&b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
+    ly_graph_value h = df_linear(&b, "linear1", x, ff, c);
+    h = df_node(&b, LY_OP_RELU, "activation", 1, &h, NULL);
+    h = df_linear(&b, "linear2", h, c, ff);
+    x = df_binary(&b, LY_OP_ADD, "residual3", x, h);
     ly_clamp_params clamp = {.min = -65504.0, .max = 65504.0};
-    x = node(&b, LY_OP_CLAMP, "clamp", 1, &x, &clamp);
-    x = layer_norm(&b, "norm3", x, c);
+    x = df_node(&b, LY_OP_CLAMP, "clamp", 1, &x, &clamp);
+    x = df_layer_norm(&b, "norm3", x, c);
     if (b.st != LY_OK) return b.st;
     *out = x;
     return LY_OK;

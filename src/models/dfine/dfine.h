@@ -1,7 +1,8 @@
 /*
  * D-FINE (internal): the pieces of the deformable-attention DETR decoder built
- * as graph nodes from a LibreYOLO checkpoint (detr.md 4-6). The first piece is
- * one decoder layer; the whole family follows in its own recipe.
+ * as graph nodes from a LibreYOLO checkpoint (detr.md 4-6). The pieces so far:
+ * the HGNetv2 backbone and one decoder layer; the whole family follows in its
+ * own recipe.
  */
 #ifndef LY_MODELS_DFINE_DFINE_H
 #define LY_MODELS_DFINE_DFINE_H
@@ -30,5 +31,15 @@ typedef struct ly_dfine_layer_inputs {
  * Every missing or misshapen key is an error naming it. */
 ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
                                  int levels, const ly_dfine_layer_inputs *in, ly_graph_value *out);
+
+/* HGNetv2 `arch` ("B0" for D-FINE/DEIM n, "Atto" for DEIMv2 atto; keys
+ * backbone.*) on `image` f32 [1, 3, height, width] (detr.md 4): the padded
+ * stem, the stages (depthwise downsample, HG blocks of plain or light
+ * ConvBNAct layers, "se" aggregation, residual after each stage's first
+ * block), BN folded into each conv, ReLU, and the LearnableAffineBlock after
+ * every activation when `use_lab`. outs[i] is stage return_idx[i]'s map. */
+ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arch, bool use_lab,
+                           ly_graph_value image, int64_t height, int64_t width, int n_out,
+                           const int *return_idx, ly_graph_value *outs);
 
 #endif
