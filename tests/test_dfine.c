@@ -220,9 +220,69 @@ static void test_backbone(void **state)
     ly_npy_free(&input);
 }
 
+/* The hybrid encoder from LibreYOLO's backbone_out0/1 to its encoder_out0/1
+ * (so its error is its own), and the backbone + encoder from input.npy. */
+static void test_encoder(void **state)
+{
+    (void)state;
+    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/encoder_out1.npy")) {
+        print_message("skipped: the fixture " FIXTURE " is absent\n");
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    static const int64_t shapes[2][3] = {{512, 40, 40}, {1024, 20, 20}};
+    ly_tensor want[2], feats[2], image;
+    load("encoder_out0", &want[0]);
+    load("encoder_out1", &want[1]);
+    load("backbone_out0", &feats[0]);
+    load("backbone_out1", &feats[1]);
+    load("input", &image);
+    for (int whole = 0; whole < 2; whole++) {
+        ly_graph *g;
+        assert_int_equal(ly_graph_create(&g), LY_OK);
+        ly_graph_value in[2], outs[2];
+        if (whole) {
+            static const int stages[2] = {2, 3};
+            assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &in[0]), LY_OK);
+            if (ly_dfine_hgnetv2(g, ck, "B0", true, in[0], 640, 640, 2, stages, in) != LY_OK)
+                fail_msg("build: %s", ly_last_error());
+        } else {
+            assert_int_equal(ly_graph_input(g, "feat0", LY_F32, 4, &in[0]), LY_OK);
+            assert_int_equal(ly_graph_input(g, "feat1", LY_F32, 4, &in[1]), LY_OK);
+        }
+        if (ly_dfine_hybrid_encoder(g, ck, 2, in, shapes, 1, 8, outs) != LY_OK)
+            fail_msg("build: %s", ly_last_error());
+        assert_int_equal(ly_graph_output(g, outs[0], "encoder_out0"), LY_OK);
+        assert_int_equal(ly_graph_output(g, outs[1], "encoder_out1"), LY_OK);
+        ly_graph_ctx *ctx;
+        assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+        if (ly_graph_run(ctx, whole ? 1 : 2, whole ? &image : feats, 2) != LY_OK)
+            fail_msg("run: %s", ly_last_error());
+        for (int i = 0; i < 2; i++) {
+            ly_tensor got;
+            assert_int_equal(ly_graph_get_output(ctx, i, &got, NULL), LY_OK);
+            double e = rel_error(&got, &want[i]);
+            print_message("D-FINE-n encoder_out%d from %s: max |diff| / max |ref| = %.3g\n", i,
+                          whole ? "input.npy" : "backbone_out", e);
+            if (!(e <= 1e-4)) fail_msg("encoder_out%d off by %.3g of max |ref| (gate 1e-4)", i, e);
+        }
+        ly_graph_ctx_free(ctx);
+        ly_graph_free(g);
+    }
+    for (int i = 0; i < 2; i++) {
+        ly_npy_free(&want[i]);
+        ly_npy_free(&feats[i]);
+    }
+    ly_npy_free(&image);
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_backbone),
+                                       cmocka_unit_test(test_encoder),
                                        cmocka_unit_test(test_decoder_layer0)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,67 +41,20 @@ static const hg_arch archs[] = {
       {512, 128, 1024, 1, true, true, 5, 3}}},
 };
 
-/* A value and its shape [1, c, h, w]. */
-typedef struct fmap {
-    ly_graph_value v;
-    int64_t c, h, w;
-} fmap;
-
-/* ConvBNAct at prefix + `name`: Conv2d (no bias, pad (k-1)/2) with BN folded
- * in (the scale in double, rounded once), ReLU, then the LearnableAffineBlock
- * s*x + b when it has one (`lab`: only after an activation). */
-static fmap conv_bn_act(df_builder *b, const char *name, fmap x, int64_t cout, int64_t k,
-                        int64_t stride, bool depthwise, bool act, bool lab)
+/* ConvBNAct at `name`: Conv2d (pad (k-1)/2) with its BN folded in, ReLU,
+ * then the LearnableAffineBlock s*x + b when it has one (`lab`: only after an
+ * activation). */
+static df_fmap conv_bn_act(df_builder *b, const char *name, df_fmap x, int64_t cout, int64_t k,
+                           int64_t stride, bool depthwise, bool act, bool lab)
 {
-    fmap y = {LY_GRAPH_NONE, cout, 0, 0};
-    int64_t groups = depthwise ? x.c : 1, cin = x.c / groups;
-    char key[KEY_MAX];
-    int64_t wshape[4] = {cout, cin, k, k};
-    snprintf(key, sizeof key, "%s.conv.weight", name);
-    const float *w = df_tensor(b, key, 4, wshape);
-    const float *bn[4];
-    static const char *const parts[4] = {"weight", "bias", "running_mean", "running_var"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(key, sizeof key, "%s.bn.%s", name, parts[i]);
-        bn[i] = df_tensor(b, key, 1, &cout);
-    }
-    if (b->st != LY_OK) return y;
-    ly_graph_value wv, bv;
-    void *wdata, *bdata;
-    df_fail(b, ly_graph_constant(b->g, LY_F32, 4, wshape, &wv, &wdata));
-    if (b->st == LY_OK) df_fail(b, ly_graph_constant(b->g, LY_F32, 1, &cout, &bv, &bdata));
-    if (b->st != LY_OK) return y;
-    int64_t per = cin * k * k;
-    for (int64_t o = 0; o < cout; o++) {
-        double var = (double)bn[3][o] + 1e-5; /* nn.BatchNorm2d's eps */
-        if (!(var > 0)) {
-            snprintf(key, sizeof key, "%s%s.bn.running_var", b->prefix, name);
-            df_fail(b, ly_set_error(LY_E_FORMAT,
-                                    "%s: key '%s' [%lld] is %g: var + eps must be "
-                                    "positive",
-                                    b->what, key, (long long)o, (double)bn[3][o]));
-            return y;
-        }
-        double s = (double)bn[0][o] / sqrt(var);
-        for (int64_t i = 0; i < per; i++)
-            ((float *)wdata)[o * per + i] = (float)((double)w[o * per + i] * s);
-        ((float *)bdata)[o] = (float)((double)bn[1][o] - (double)bn[2][o] * s);
-    }
-    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
-    p.stride[0] = p.stride[1] = stride;
-    p.padding[0] = p.padding[1] = (k - 1) / 2;
-    p.groups = groups;
-    p.activation = act ? LY_ACT_RELU : LY_ACT_NONE;
-    char node_name[KEY_MAX];
-    snprintf(node_name, sizeof node_name, "%s%s", b->prefix, name);
-    df_fail(b, ly_graph_conv2d(b->g, node_name, x.v, wv, bv, LY_GRAPH_NONE, &p, &y.v));
-    y.h = (x.h + 2 * p.padding[0] - k) / stride + 1;
-    y.w = (x.w + 2 * p.padding[1] - k) / stride + 1;
+    df_fmap y =
+        df_conv_norm(b, name, "bn", x, cout, k, stride, depthwise, act ? LY_ACT_RELU : LY_ACT_NONE);
     if (act && lab) {
+        char key[2 * KEY_MAX];
         int64_t one = 1;
-        snprintf(key, sizeof key, "%s.lab.scale", name);
+        snprintf(key, sizeof key, "%.100s.lab.scale", name);
         ly_graph_value scale = df_weight(b, key, 1, &one);
-        snprintf(key, sizeof key, "%s.lab.bias", name);
+        snprintf(key, sizeof key, "%.100s.lab.bias", name);
         ly_graph_value shift = df_weight(b, key, 1, &one);
         y.v = df_binary(b, LY_OP_MUL, key, y.v, scale);
         y.v = df_binary(b, LY_OP_ADD, key, y.v, shift);
@@ -110,9 +63,9 @@ static fmap conv_bn_act(df_builder *b, const char *name, fmap x, int64_t cout, i
 }
 
 /* F.pad(x, (0, 1, 0, 1)): a zero column on the right, a zero row below. */
-static fmap pad_right_bottom(df_builder *b, const char *name, fmap x)
+static df_fmap pad_right_bottom(df_builder *b, const char *name, df_fmap x)
 {
-    fmap y = {LY_GRAPH_NONE, x.c, x.h + 1, x.w + 1};
+    df_fmap y = {LY_GRAPH_NONE, x.c, x.h + 1, x.w + 1};
     int64_t col[4] = {1, x.c, x.h, 1}, row[4] = {1, x.c, 1, x.w + 1};
     float *zeros = calloc((size_t)(x.c * (x.w + 1 > x.h ? x.w + 1 : x.h)), sizeof *zeros);
     if (!zeros) {
@@ -130,39 +83,39 @@ static fmap pad_right_bottom(df_builder *b, const char *name, fmap x)
     return y;
 }
 
-static fmap stem(df_builder *b, const hg_arch *a, fmap x, bool lab)
+static df_fmap stem(df_builder *b, const hg_arch *a, df_fmap x, bool lab)
 {
     int64_t mid = a->stem[1], out = a->stem[2];
-    fmap s1 = conv_bn_act(b, "stem.stem1", x, mid, 3, 2, false, true, lab);
-    fmap padded = pad_right_bottom(b, "stem.pad1", s1);
-    fmap s2 = conv_bn_act(b, "stem.stem2a", padded, mid / 2, 2, 1, false, true, lab);
+    df_fmap s1 = conv_bn_act(b, "stem.stem1", x, mid, 3, 2, false, true, lab);
+    df_fmap padded = pad_right_bottom(b, "stem.pad1", s1);
+    df_fmap s2 = conv_bn_act(b, "stem.stem2a", padded, mid / 2, 2, 1, false, true, lab);
     s2 = pad_right_bottom(b, "stem.pad2", s2);
     s2 = conv_bn_act(b, "stem.stem2b", s2, mid, 2, 1, false, true, lab);
     /* MaxPool 2x2 s1 (ceil_mode changes nothing at stride 1) on the padded stem1 */
     ly_pool2d_params p = LY_POOL2D_DEFAULTS;
     p.kernel[0] = p.kernel[1] = 2;
-    fmap pooled = {LY_GRAPH_NONE, mid, padded.h - 1, padded.w - 1};
+    df_fmap pooled = {LY_GRAPH_NONE, mid, padded.h - 1, padded.w - 1};
     char name[KEY_MAX];
     snprintf(name, sizeof name, "%sstem.pool", b->prefix);
     if (b->st == LY_OK) df_fail(b, ly_graph_max_pool2d(b->g, name, padded.v, &p, &pooled.v));
-    fmap cat = {LY_GRAPH_NONE, 2 * mid, pooled.h, pooled.w};
+    df_fmap cat = {LY_GRAPH_NONE, 2 * mid, pooled.h, pooled.w};
     ly_graph_value both[2] = {pooled.v, s2.v};
     snprintf(name, sizeof name, "%sstem.cat", b->prefix);
     if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, name, 2, both, 1, &cat.v));
-    fmap s3 = conv_bn_act(b, "stem.stem3", cat, mid, 3, 2, false, true, lab);
+    df_fmap s3 = conv_bn_act(b, "stem.stem3", cat, mid, 3, 2, false, true, lab);
     return conv_bn_act(b, "stem.stem4", s3, out, 1, 1, false, true, lab);
 }
 
 /* HG_Block: n layers, concat of the input and every layer's output, the "se"
  * aggregation (squeeze 1x1 to out/2, excitation 1x1 to out), and the
  * residual for every block but a stage's first. */
-static fmap hg_block(df_builder *b, const char *name, fmap x, const hg_stage *s, bool residual,
-                     bool lab)
+static df_fmap hg_block(df_builder *b, const char *name, df_fmap x, const hg_stage *s,
+                        bool residual, bool lab)
 {
     ly_graph_value outs[LY_KERNEL_MAX_INPUTS];
     int n = 0;
     outs[n++] = x.v;
-    fmap y = x;
+    df_fmap y = x;
     char key[KEY_MAX];
     for (int i = 0; i < s->layers && n < LY_KERNEL_MAX_INPUTS; i++) {
         if (s->light) {
@@ -176,12 +129,12 @@ static fmap hg_block(df_builder *b, const char *name, fmap x, const hg_stage *s,
         }
         outs[n++] = y.v;
     }
-    fmap cat = {LY_GRAPH_NONE, x.c + (int64_t)s->layers * s->mid, x.h, x.w};
+    df_fmap cat = {LY_GRAPH_NONE, x.c + (int64_t)s->layers * s->mid, x.h, x.w};
     char node_name[KEY_MAX];
     snprintf(node_name, sizeof node_name, "%.40s%.100s.cat", b->prefix, name);
     if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, node_name, n, outs, 1, &cat.v));
     snprintf(key, sizeof key, "%.100s.aggregation.0", name);
-    fmap agg = conv_bn_act(b, key, cat, s->out / 2, 1, 1, false, true, lab);
+    df_fmap agg = conv_bn_act(b, key, cat, s->out / 2, 1, 1, false, true, lab);
     snprintf(key, sizeof key, "%.100s.aggregation.1", name);
     agg = conv_bn_act(b, key, agg, s->out, 1, 1, false, true, lab);
     if (residual) agg.v = df_binary(b, LY_OP_ADD, node_name, agg.v, x.v);
@@ -205,7 +158,7 @@ ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arc
             return ly_set_error(LY_E_INVALID_ARGUMENT, "HGNetv2 %s: no stage %d", a->name,
                                 return_idx[i]);
     df_builder b = {.g = g, .ck = ck, .what = "HGNetv2", .prefix = "backbone.", .st = LY_OK};
-    fmap x = stem(&b, a, (fmap){image, 3, height, width}, use_lab);
+    df_fmap x = stem(&b, a, (df_fmap){image, 3, height, width}, use_lab);
     char name[KEY_MAX];
     for (int s = 0; s < a->n_stages && b.st == LY_OK; s++) {
         const hg_stage *st = &a->stages[s];

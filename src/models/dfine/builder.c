@@ -3,7 +3,9 @@
 
 #include "core/core.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void df_fail(df_builder *b, ly_status st)
@@ -136,4 +138,119 @@ ly_graph_value df_slice(df_builder *b, const char *what, ly_graph_value x, int64
     p.start = start;
     p.end = start + count;
     return df_node(b, LY_OP_SLICE, what, 1, &x, &p);
+}
+
+/* [B, Q, C] -> [B, heads, Q, C / heads]. */
+static ly_graph_value split_heads(df_builder *b, const char *what, ly_graph_value x, int64_t q,
+                                  int heads, int64_t c)
+{
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    int64_t shape[4] = {1, q, heads, c / heads};
+    return df_permute(b, what, df_reshape(b, what, x, 4, shape), 4, perm);
+}
+
+/* nn.MultiheadAttention(q = k = x + pos, v = x) at prefix "self_attn": the
+ * packed in_proj (rows q, k, v), SDPA per head, out_proj. */
+ly_graph_value df_self_attention(df_builder *b, ly_graph_value x, ly_graph_value qk, int64_t q,
+                                 int heads, int64_t c)
+{
+    int64_t packed[2] = {3 * c, c}, three_c = 3 * c;
+    const float *w = df_tensor(b, "self_attn.in_proj_weight", 2, packed);
+    const float *bias = df_tensor(b, "self_attn.in_proj_bias", 1, &three_c);
+    if (b->st != LY_OK) return LY_GRAPH_NONE;
+    ly_graph_value proj[3];
+    static const char *const names[3] = {"self_attn.q", "self_attn.k", "self_attn.v"};
+    for (int i = 0; i < 3; i++) {
+        int64_t wshape[2] = {c, c};
+        ly_graph_value wi = df_constant(b, 2, wshape, w + (size_t)(i * c * c));
+        ly_graph_value bi = df_constant(b, 1, &c, bias + (size_t)(i * c));
+        ly_graph_value in[3] = {i < 2 ? qk : x, wi, bi};
+        proj[i] =
+            split_heads(b, names[i], df_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), q, heads, c);
+    }
+    ly_sdpa_params p = LY_SDPA_DEFAULTS; /* 1/sqrt(head dim) on q, as PyTorch's MHA math */
+    ly_graph_value attn = df_node(b, LY_OP_SDPA, "self_attn.sdpa", 3, proj, &p);
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    int64_t merged[3] = {1, q, c};
+    attn = df_reshape(b, "self_attn.merge", df_permute(b, "self_attn.merge", attn, 4, perm), 3,
+                      merged);
+    return df_linear(b, "self_attn.out_proj", attn, c, c);
+}
+
+bool df_fold_conv_bn(df_builder *b, const char *name, const char *norm, int64_t cout, int64_t cin,
+                     int64_t k, double *w, double *bias)
+{
+    char key[2 * KEY_MAX];
+    int64_t wshape[4] = {cout, cin, k, k};
+    snprintf(key, sizeof key, "%.100s.conv.weight", name);
+    const float *cw = df_tensor(b, key, 4, wshape);
+    const float *bn[4];
+    static const char *const parts[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "%.100s.%s.%s", name, norm, parts[i]);
+        bn[i] = df_tensor(b, key, 1, &cout);
+    }
+    if (b->st != LY_OK) return false;
+    int64_t per = cin * k * k;
+    for (int64_t o = 0; o < cout; o++) {
+        double var = (double)bn[3][o] + 1e-5; /* nn.BatchNorm2d's eps */
+        if (!(var > 0)) {
+            df_fail(b,
+                    ly_set_error(LY_E_FORMAT,
+                                 "%s: key '%s%.100s.%s.running_var' [%lld] is %g: var + eps "
+                                 "must be positive",
+                                 b->what, b->prefix, name, norm, (long long)o, (double)bn[3][o]));
+            return false;
+        }
+        double s = (double)bn[0][o] / sqrt(var);
+        for (int64_t i = 0; i < per; i++)
+            w[o * per + i] = (double)cw[o * per + i] * s;
+        bias[o] = (double)bn[1][o] - (double)bn[2][o] * s;
+    }
+    return true;
+}
+
+df_fmap df_conv_node(df_builder *b, const char *name, df_fmap x, const double *w,
+                     const double *bias, int64_t cout, int64_t k, int64_t stride, int64_t groups,
+                     int activation)
+{
+    df_fmap y = {LY_GRAPH_NONE, cout, 0, 0};
+    if (b->st != LY_OK) return y;
+    int64_t cin = x.c / groups, wshape[4] = {cout, cin, k, k};
+    ly_graph_value wv, bv;
+    void *wdata, *bdata;
+    df_fail(b, ly_graph_constant(b->g, LY_F32, 4, wshape, &wv, &wdata));
+    if (b->st == LY_OK) df_fail(b, ly_graph_constant(b->g, LY_F32, 1, &cout, &bv, &bdata));
+    if (b->st != LY_OK) return y;
+    for (int64_t i = 0; i < cout * cin * k * k; i++)
+        ((float *)wdata)[i] = (float)w[i];
+    for (int64_t o = 0; o < cout; o++)
+        ((float *)bdata)[o] = (float)bias[o];
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    p.stride[0] = p.stride[1] = stride;
+    p.padding[0] = p.padding[1] = (k - 1) / 2;
+    p.groups = groups;
+    p.activation = activation;
+    char node_name[2 * KEY_MAX];
+    snprintf(node_name, sizeof node_name, "%s%.100s", b->prefix, name);
+    df_fail(b, ly_graph_conv2d(b->g, node_name, x.v, wv, bv, LY_GRAPH_NONE, &p, &y.v));
+    y.h = (x.h + 2 * p.padding[0] - k) / stride + 1;
+    y.w = (x.w + 2 * p.padding[1] - k) / stride + 1;
+    return y;
+}
+
+df_fmap df_conv_norm(df_builder *b, const char *name, const char *norm, df_fmap x, int64_t cout,
+                     int64_t k, int64_t stride, bool depthwise, int activation)
+{
+    df_fmap y = {LY_GRAPH_NONE, cout, 0, 0};
+    int64_t groups = depthwise ? x.c : 1, cin = x.c / groups;
+    double *w = malloc((size_t)(cout * cin * k * k) * sizeof *w);
+    double *bias = malloc((size_t)cout * sizeof *bias);
+    if (!w || !bias)
+        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    else if (df_fold_conv_bn(b, name, norm, cout, cin, k, w, bias))
+        y = df_conv_node(b, name, x, w, bias, cout, k, stride, groups, activation);
+    free(w);
+    free(bias);
+    return y;
 }

@@ -43,4 +43,29 @@ ly_graph_value df_permute(df_builder *b, const char *what, ly_graph_value x, int
 ly_graph_value df_slice(df_builder *b, const char *what, ly_graph_value x, int64_t axis,
                         int64_t start, int64_t count);
 
+/* nn.MultiheadAttention(q = k = qk, v = x) at prefix "self_attn.": the packed
+ * in_proj (rows q, k, v), sdpa per head (1/sqrt(head dim), as PyTorch's
+ * math), out_proj. x and qk are [1, q, c]. */
+ly_graph_value df_self_attention(df_builder *b, ly_graph_value x, ly_graph_value qk, int64_t q,
+                                 int heads, int64_t c);
+
+/* A value and its shape [1, c, h, w]. */
+typedef struct df_fmap {
+    ly_graph_value v;
+    int64_t c, h, w;
+} df_fmap;
+
+/* Conv2d (no bias) name.conv.weight [cout, cin, k, k] with the BatchNorm
+ * name.<norm>.* (eps 1e-5) folded in, in double: w (cout*cin*k*k), bias. */
+bool df_fold_conv_bn(df_builder *b, const char *name, const char *norm, int64_t cout, int64_t cin,
+                     int64_t k, double *w, double *bias);
+/* A conv node (pad (k-1)/2) from folded weights, rounded to f32 once;
+ * `activation` an ly_activation. */
+df_fmap df_conv_node(df_builder *b, const char *name, df_fmap x, const double *w,
+                     const double *bias, int64_t cout, int64_t k, int64_t stride, int64_t groups,
+                     int activation);
+/* Both: Conv + BN (+ activation) at `name`, depthwise when asked. */
+df_fmap df_conv_norm(df_builder *b, const char *name, const char *norm, df_fmap x, int64_t cout,
+                     int64_t k, int64_t stride, bool depthwise, int activation);
+
 #endif

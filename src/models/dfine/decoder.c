@@ -10,43 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* [B, Q, C] -> [B, heads, Q, C / heads]. */
-static ly_graph_value split_heads(df_builder *b, const char *what, ly_graph_value x, int64_t q,
-                                  int heads, int64_t c)
-{
-    static const int64_t perm[4] = {0, 2, 1, 3};
-    int64_t shape[4] = {1, q, heads, c / heads};
-    return df_permute(b, what, df_reshape(b, what, x, 4, shape), 4, perm);
-}
-
-/* nn.MultiheadAttention(q = k = x + pos, v = x) at prefix "self_attn": the
- * packed in_proj (rows q, k, v), SDPA per head, out_proj. */
-static ly_graph_value self_attention(df_builder *b, ly_graph_value x, ly_graph_value qk, int64_t q,
-                                     int heads, int64_t c)
-{
-    int64_t packed[2] = {3 * c, c}, three_c = 3 * c;
-    const float *w = df_tensor(b, "self_attn.in_proj_weight", 2, packed);
-    const float *bias = df_tensor(b, "self_attn.in_proj_bias", 1, &three_c);
-    if (b->st != LY_OK) return LY_GRAPH_NONE;
-    ly_graph_value proj[3];
-    static const char *const names[3] = {"self_attn.q", "self_attn.k", "self_attn.v"};
-    for (int i = 0; i < 3; i++) {
-        int64_t wshape[2] = {c, c};
-        ly_graph_value wi = df_constant(b, 2, wshape, w + (size_t)(i * c * c));
-        ly_graph_value bi = df_constant(b, 1, &c, bias + (size_t)(i * c));
-        ly_graph_value in[3] = {i < 2 ? qk : x, wi, bi};
-        proj[i] =
-            split_heads(b, names[i], df_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), q, heads, c);
-    }
-    ly_sdpa_params p = LY_SDPA_DEFAULTS; /* 1/sqrt(head dim) on q, as PyTorch's MHA math */
-    ly_graph_value attn = df_node(b, LY_OP_SDPA, "self_attn.sdpa", 3, proj, &p);
-    static const int64_t perm[4] = {0, 2, 1, 3};
-    int64_t merged[3] = {1, q, c};
-    attn = df_reshape(b, "self_attn.merge", df_permute(b, "self_attn.merge", attn, 4, perm), 3,
-                      merged);
-    return df_linear(b, "self_attn.out_proj", attn, c, c);
-}
-
 /* Points per level from num_points_scale (1/n_l repeated n_l times, level
  * after level). */
 static ly_status points_per_level(df_builder *b, int levels, int64_t total, const float *scale,
@@ -156,7 +119,7 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
     int64_t c = norm1.shape[0], q = -1;
 
     ly_graph_value qk = df_binary(&b, LY_OP_ADD, "with_pos", in->target, in->query_pos);
-    ly_graph_value attn = self_attention(&b, in->target, qk, q, heads, c);
+    ly_graph_value attn = df_self_attention(&b, in->target, qk, q, heads, c);
     ly_graph_value x =
         df_layer_norm(&b, "norm1", df_binary(&b, LY_OP_ADD, "residual1", in->target, attn), c);
 

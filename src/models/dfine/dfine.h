@@ -1,8 +1,8 @@
 /*
  * D-FINE (internal): the pieces of the deformable-attention DETR decoder built
  * as graph nodes from a LibreYOLO checkpoint (detr.md 4-6). The pieces so far:
- * the HGNetv2 backbone and one decoder layer; the whole family follows in its
- * own recipe.
+ * the HGNetv2 backbone, the hybrid encoder and one decoder layer; the whole
+ * family follows in its own recipe.
  */
 #ifndef LY_MODELS_DFINE_DFINE_H
 #define LY_MODELS_DFINE_DFINE_H
@@ -41,5 +41,16 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
 ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arch, bool use_lab,
                            ly_graph_value image, int64_t height, int64_t width, int n_out,
                            const int *return_idx, ly_graph_value *outs);
+
+/* The D-FINE/DEIM HybridEncoder (keys encoder.*; detr.md 4) on `levels`
+ * backbone maps feats[l] of shapes[l] = (c, h, w): input_proj (1x1 conv +
+ * BN), AIFI on level `aifi_level` (the sin-cos position embedding built as
+ * LibreYOLO builds it, w-major; MHA with `heads` heads, GELU FFN, post-norm),
+ * the top-down FPN (lateral 1x1, nearest x2, RepNCSPELAN4) and the bottom-up
+ * PAN (SCDown, RepNCSPELAN4). The hidden width, FFN width, CSP widths and
+ * bottleneck counts are read from the keys. outs[l] per level. */
+ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int levels,
+                                  const ly_graph_value *feats, const int64_t (*shapes)[3],
+                                  int aifi_level, int heads, ly_graph_value *outs);
 
 #endif

@@ -1,0 +1,231 @@
+/* The D-FINE/DEIM hybrid encoder as graph nodes (dfine.h; detr.md 4,
+ * LibreYOLO's models/deim/encoder.py). */
+#include "models/dfine/dfine.h"
+
+#include "core/core.h"
+#include "models/dfine/builder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SILU LY_ACT_SILU
+#define NONE LY_ACT_NONE
+
+/* The extent of dim `dim` of key prefix + `key`, or -1 (no error) when absent. */
+static int64_t extent(df_builder *b, const char *key, int dim)
+{
+    char full[2 * KEY_MAX];
+    snprintf(full, sizeof full, "%.95s%.200s", b->prefix, key);
+    ly_tensor view;
+    if (ly_checkpoint_find(b->ck, full, &view) != LY_OK || view.ndim <= dim) return -1;
+    return view.shape[dim];
+}
+
+/* VGGBlock: act(BN(conv3x3 x) + BN(conv1x1 x)), the 1x1 folded into the
+ * 3x3's centre tap (what convert_to_deploy does). */
+static df_fmap vgg_block(df_builder *b, const char *name, df_fmap x)
+{
+    df_fmap y = {LY_GRAPH_NONE, x.c, x.h, x.w};
+    int64_t c = x.c;
+    double *w3 = malloc((size_t)(c * c * 9) * sizeof *w3), *b3 = malloc((size_t)c * sizeof *b3);
+    double *w1 = malloc((size_t)(c * c) * sizeof *w1), *b1 = malloc((size_t)c * sizeof *b1);
+    char key[2 * KEY_MAX];
+    if (!w3 || !b3 || !w1 || !b1) {
+        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    } else {
+        snprintf(key, sizeof key, "%.100s.conv1", name);
+        bool ok = df_fold_conv_bn(b, key, "norm", c, c, 3, w3, b3);
+        snprintf(key, sizeof key, "%.100s.conv2", name);
+        ok = ok && df_fold_conv_bn(b, key, "norm", c, c, 1, w1, b1);
+        if (ok) {
+            for (int64_t o = 0; o < c; o++) {
+                for (int64_t i = 0; i < c; i++)
+                    w3[(o * c + i) * 9 + 4] += w1[o * c + i];
+                b3[o] += b1[o];
+            }
+            y = df_conv_node(b, name, x, w3, b3, c, 3, 1, 1, SILU);
+        }
+    }
+    free(w3);
+    free(b3);
+    free(w1);
+    free(b1);
+    return y;
+}
+
+/* CSPLayer (expansion 1, so no conv3): bottlenecks(conv1 x) + conv2 x. */
+static df_fmap csp_layer(df_builder *b, const char *name, df_fmap x, int64_t cout, int blocks)
+{
+    char key[2 * KEY_MAX];
+    snprintf(key, sizeof key, "%.100s.conv1", name);
+    df_fmap x1 = df_conv_norm(b, key, "norm", x, cout, 1, 1, false, SILU);
+    for (int i = 0; i < blocks; i++) {
+        snprintf(key, sizeof key, "%.100s.bottlenecks.%d", name, i);
+        x1 = vgg_block(b, key, x1);
+    }
+    snprintf(key, sizeof key, "%.100s.conv2", name);
+    df_fmap x2 = df_conv_norm(b, key, "norm", x, cout, 1, 1, false, SILU);
+    x1.v = df_binary(b, LY_OP_ADD, key, x1.v, x2.v);
+    return x1;
+}
+
+/* RepNCSPELAN4(c1 -> c2; c3, c4 and the bottleneck count read from the keys):
+ * cv1 split in halves; cv2 = CSP + 3x3 on the second half, cv3 = CSP + 3x3 on
+ * that; cv4 over all four. */
+static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_t c2)
+{
+    df_fmap none = {LY_GRAPH_NONE, c2, x.h, x.w};
+    char key[2 * KEY_MAX];
+    snprintf(key, sizeof key, "%.100s.cv1.conv.weight", name);
+    int64_t c3 = extent(b, key, 0);
+    snprintf(key, sizeof key, "%.100s.cv2.1.conv.weight", name);
+    int64_t c4 = extent(b, key, 0);
+    int blocks = 0;
+    for (;; blocks++) {
+        snprintf(key, sizeof key, "%.100s.cv2.0.bottlenecks.%d.conv1.conv.weight", name, blocks);
+        if (extent(b, key, 0) < 0) break;
+    }
+    if (c3 <= 0 || c3 % 2 || c4 <= 0) {
+        df_fail(b, ly_set_error(LY_E_FORMAT,
+                                "%s: missing or misshapen keys %s%.100s.cv1.conv.weight / "
+                                "cv2.1.conv.weight",
+                                b->what, b->prefix, name));
+        return none;
+    }
+    snprintf(key, sizeof key, "%.100s.cv1", name);
+    df_fmap y1 = df_conv_norm(b, key, "norm", x, c3, 1, 1, false, SILU);
+    df_fmap halves[2] = {{df_slice(b, key, y1.v, 1, 0, c3 / 2), c3 / 2, y1.h, y1.w},
+                         {df_slice(b, key, y1.v, 1, c3 / 2, c3 / 2), c3 / 2, y1.h, y1.w}};
+    snprintf(key, sizeof key, "%.100s.cv2.0", name);
+    df_fmap y2 = csp_layer(b, key, halves[1], c4, blocks);
+    snprintf(key, sizeof key, "%.100s.cv2.1", name);
+    y2 = df_conv_norm(b, key, "norm", y2, c4, 3, 1, false, SILU);
+    snprintf(key, sizeof key, "%.100s.cv3.0", name);
+    df_fmap y3 = csp_layer(b, key, y2, c4, blocks);
+    snprintf(key, sizeof key, "%.100s.cv3.1", name);
+    y3 = df_conv_norm(b, key, "norm", y3, c4, 3, 1, false, SILU);
+    ly_graph_value parts[4] = {halves[0].v, halves[1].v, y2.v, y3.v};
+    df_fmap cat = {LY_GRAPH_NONE, c3 + 2 * c4, x.h, x.w};
+    snprintf(key, sizeof key, "%s%.100s.cat", b->prefix, name);
+    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, key, 4, parts, 1, &cat.v));
+    snprintf(key, sizeof key, "%.100s.cv4", name);
+    return df_conv_norm(b, key, "norm", cat, c2, 1, 1, false, SILU);
+}
+
+/* build_2d_sincos_position_embedding(w, h, c): rows in meshgrid(w, h, "ij")
+ * order, that is w-major, [sin(w·ω), cos(w·ω), sin(h·ω), cos(h·ω)] with
+ * ω_i = 1 / 10000^(i / (c/4)); added to the h-major tokens row by row, as
+ * LibreYOLO adds it. */
+static ly_graph_value position_embedding(df_builder *b, int64_t h, int64_t w, int64_t c)
+{
+    int64_t shape[3] = {1, h * w, c}, quarter = c / 4;
+    float *pe = malloc((size_t)(h * w * c) * sizeof *pe);
+    if (!pe) {
+        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+        return LY_GRAPH_NONE;
+    }
+    for (int64_t gw = 0; gw < w; gw++)
+        for (int64_t gh = 0; gh < h; gh++) {
+            float *row = pe + (gw * h + gh) * c;
+            for (int64_t i = 0; i < quarter; i++) {
+                /* float32 as torch computes ω and the products */
+                float omega = 1.0f / powf(10000.0f, (float)i / (float)quarter);
+                float ow = (float)gw * omega, oh = (float)gh * omega;
+                row[i] = sinf(ow);
+                row[quarter + i] = cosf(ow);
+                row[2 * quarter + i] = sinf(oh);
+                row[3 * quarter + i] = cosf(oh);
+            }
+        }
+    ly_graph_value v = df_constant(b, 3, shape, pe);
+    free(pe);
+    return v;
+}
+
+/* AIFI: one post-norm TransformerEncoderLayer on the flattened map. */
+static df_fmap aifi(df_builder *b, df_fmap x, int heads)
+{
+    int64_t hw = x.h * x.w, c = x.c;
+    static const int64_t to_tokens[3] = {0, 2, 1};
+    int64_t flat[3] = {1, c, hw}, map[4] = {1, c, x.h, x.w};
+    ly_graph_value src =
+        df_permute(b, "tokens", df_reshape(b, "tokens", x.v, 3, flat), 3, to_tokens);
+    ly_graph_value qk = df_binary(b, LY_OP_ADD, "pos", src, position_embedding(b, x.h, x.w, c));
+    ly_graph_value attn = df_self_attention(b, src, qk, hw, heads, c);
+    ly_graph_value t = df_layer_norm(b, "norm1", df_binary(b, LY_OP_ADD, "res1", src, attn), c);
+    int64_t ff = extent(b, "linear1.weight", 0);
+    if (ff <= 0 && b->st == LY_OK)
+        df_fail(
+            b, ly_set_error(LY_E_FORMAT, "%s: missing key '%slinear1.weight'", b->what, b->prefix));
+    ly_graph_value f = df_linear(b, "linear1", t, ff, c);
+    f = df_node(b, LY_OP_GELU, "gelu", 1, &f, NULL);
+    f = df_linear(b, "linear2", f, c, ff);
+    t = df_layer_norm(b, "norm2", df_binary(b, LY_OP_ADD, "res2", t, f), c);
+    x.v = df_reshape(b, "map", df_permute(b, "map", t, 3, to_tokens), 4, map);
+    return x;
+}
+
+ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int levels,
+                                  const ly_graph_value *feats, const int64_t (*shapes)[3],
+                                  int aifi_level, int heads, ly_graph_value *outs)
+{
+    if (levels < 2 || levels > 3 || aifi_level < 0 || aifi_level >= levels)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "hybrid encoder: %d levels, AIFI on %d", levels,
+                            aifi_level);
+    df_builder b = {.g = g, .ck = ck, .what = "hybrid encoder", .prefix = "encoder.", .st = LY_OK};
+    int64_t hidden = extent(&b, "input_proj.0.conv.weight", 0);
+    if (hidden <= 0 || hidden % 4)
+        return ly_set_error(LY_E_FORMAT,
+                            "hybrid encoder: key 'encoder.input_proj.0.conv.weight' missing or "
+                            "not [C, ...] with C a multiple of 4");
+    df_fmap proj[3];
+    char name[2 * KEY_MAX];
+    for (int l = 0; l < levels; l++) {
+        snprintf(name, sizeof name, "input_proj.%d", l);
+        df_fmap x = {feats[l], shapes[l][0], shapes[l][1], shapes[l][2]};
+        proj[l] = df_conv_norm(&b, name, "norm", x, hidden, 1, 1, false, NONE);
+    }
+    snprintf(b.prefix, sizeof b.prefix, "encoder.encoder.0.layers.0.");
+    proj[aifi_level] = aifi(&b, proj[aifi_level], heads);
+    snprintf(b.prefix, sizeof b.prefix, "encoder.");
+
+    /* top-down: inner[l] for l = levels-1 .. 0 */
+    df_fmap inner[3];
+    inner[levels - 1] = proj[levels - 1];
+    for (int l = levels - 1; l > 0; l--) {
+        int k = levels - 1 - l;
+        snprintf(name, sizeof name, "lateral_convs.%d", k);
+        df_fmap high = df_conv_norm(&b, name, "norm", inner[l], hidden, 1, 1, false, NONE);
+        inner[l] = high;
+        char node_name[2 * KEY_MAX];
+        snprintf(node_name, sizeof node_name, "encoder.fpn_up.%d", k);
+        ly_graph_value upsampled = LY_GRAPH_NONE;
+        if (b.st == LY_OK)
+            df_fail(&b, ly_graph_upsample_nearest2d(g, node_name, high.v, 2, &upsampled));
+        ly_graph_value pair[2] = {upsampled, proj[l - 1].v};
+        df_fmap cat = {LY_GRAPH_NONE, 2 * hidden, proj[l - 1].h, proj[l - 1].w};
+        if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, node_name, 2, pair, 1, &cat.v));
+        snprintf(name, sizeof name, "fpn_blocks.%d", k);
+        inner[l - 1] = rep_ncsp_elan4(&b, name, cat, hidden);
+    }
+    /* bottom-up */
+    df_fmap out = inner[0];
+    outs[0] = out.v;
+    for (int l = 0; l + 1 < levels; l++) {
+        snprintf(name, sizeof name, "downsample_convs.%d.0.cv1", l);
+        df_fmap down = df_conv_norm(&b, name, "norm", out, hidden, 1, 1, false, NONE);
+        snprintf(name, sizeof name, "downsample_convs.%d.0.cv2", l);
+        down = df_conv_norm(&b, name, "norm", down, hidden, 3, 2, true, NONE);
+        ly_graph_value pair[2] = {down.v, inner[l + 1].v};
+        df_fmap cat = {LY_GRAPH_NONE, 2 * hidden, inner[l + 1].h, inner[l + 1].w};
+        char node_name[2 * KEY_MAX];
+        snprintf(node_name, sizeof node_name, "encoder.pan_cat.%d", l);
+        if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, node_name, 2, pair, 1, &cat.v));
+        snprintf(name, sizeof name, "pan_blocks.%d", l);
+        out = rep_ncsp_elan4(&b, name, cat, hidden);
+        outs[l + 1] = out.v;
+    }
+    return b.st;
+}
