@@ -1,8 +1,8 @@
 /*
  * D-FINE (internal): the pieces of the deformable-attention DETR decoder built
  * as graph nodes from a LibreYOLO checkpoint (detr.md 4-6). The pieces so far:
- * the HGNetv2 backbone, the hybrid encoder and one decoder layer; the whole
- * family follows in its own recipe.
+ * the HGNetv2 backbone, the hybrid encoder, the decoder layer and the head
+ * around the decoder loop; the family's recipe assembles them.
  */
 #ifndef LY_MODELS_DFINE_DFINE_H
 #define LY_MODELS_DFINE_DFINE_H
@@ -52,5 +52,19 @@ ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arc
 ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int levels,
                                   const ly_graph_value *feats, const int64_t (*shapes)[3],
                                   int aifi_level, int heads, ly_graph_value *outs);
+
+/* The D-FINE transformer head (keys decoder.*; detr.md 4.1-4.7) on the
+ * encoder's `levels` maps (hidden channels, shapes[l] = (h, w); input_proj
+ * Identity, as for n): memory, the stored anchors and valid mask, enc_output
+ * and enc_score_head, top-`queries` selection on the best class logit (ties:
+ * lower index), enc_bbox_head, then every decoder layer (query_pos_head
+ * clamped to +-10, the layer, pre_bbox_head after the first, dec_bbox_head
+ * corners accumulated, Integral with W(n) from decoder.up / reg_scale,
+ * distance2bbox), the last layer's dec_score_head + LQE. `silu`: DEIM's MLP
+ * activation (D-FINE's is ReLU). Outputs pred_logits [1, Q, classes] and
+ * pred_boxes [1, Q, 4] (cxcywh in [0, 1]). */
+ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
+                        const ly_graph_value *maps, const int64_t (*shapes)[2], int queries,
+                        int heads, bool silu, ly_graph_value *logits, ly_graph_value *boxes);
 
 #endif

@@ -1,0 +1,290 @@
+/* D-FINE's transformer head as graph nodes: query selection, the decoder
+ * loop with FDR boxes and LQE (dfine.h; detr.md 4.1-4.7, LibreYOLO's
+ * models/deim/decoder.py and fdr.py). */
+#include "models/dfine/dfine.h"
+
+#include "core/core.h"
+#include "models/dfine/builder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* MLP at prefix + `name`: `layers` linears, the activation between them. */
+static ly_graph_value mlp(df_builder *b, const char *name, ly_graph_value x, int layers,
+                          const int64_t *dims, ly_op act)
+{
+    char key[2 * KEY_MAX];
+    for (int i = 0; i < layers; i++) {
+        snprintf(key, sizeof key, "%.100s.layers.%d", name, i);
+        x = df_linear(b, key, x, dims[i + 1], dims[i]);
+        if (i + 1 < layers) x = df_node(b, act, key, 1, &x, NULL);
+    }
+    return x;
+}
+
+static ly_graph_value clamp(df_builder *b, const char *what, ly_graph_value x, double lo, double hi)
+{
+    ly_clamp_params p = {.min = lo, .max = hi};
+    return df_node(b, LY_OP_CLAMP, what, 1, &x, &p);
+}
+
+/* inverse_sigmoid(x, eps 1e-5): log(clip(x, eps) / clip(1 - x, eps)) of x in [0, 1]. */
+static ly_graph_value inverse_sigmoid(df_builder *b, ly_graph_value x)
+{
+    x = clamp(b, "inverse_sigmoid", x, 0.0, 1.0);
+    ly_graph_value num = clamp(b, "inverse_sigmoid", x, 1e-5, HUGE_VAL);
+    ly_graph_value den = df_binary(b, LY_OP_SUB, "inverse_sigmoid", df_scalar(b, 1.0f), x);
+    den = clamp(b, "inverse_sigmoid", den, 1e-5, HUGE_VAL);
+    ly_graph_value q = df_binary(b, LY_OP_DIV, "inverse_sigmoid", num, den);
+    return df_node(b, LY_OP_LOG, "inverse_sigmoid", 1, &q, NULL);
+}
+
+/* Integral: softmax over the reg_max + 1 bins of each side, dotted with W. */
+static ly_graph_value integral(df_builder *b, ly_graph_value corners, ly_graph_value project,
+                               ly_graph_value zero, int64_t q, int64_t bins)
+{
+    int64_t sides[4] = {1, q, 4, bins}, boxes[3] = {1, q, 4};
+    ly_axis_params last = {.axis = -1};
+    ly_graph_value p = df_reshape(b, "integral", corners, 4, sides);
+    p = df_node(b, LY_OP_SOFTMAX, "integral", 1, &p, &last);
+    ly_graph_value in[3] = {p, project, zero};
+    return df_reshape(b, "integral", df_node(b, LY_OP_LINEAR, "integral", 3, in, NULL), 3, boxes);
+}
+
+/* distance2bbox(points cxcywh, distance ltrb, s) -> cxcywh, in torch's order:
+ * x1 = cx - (0.5 s + l) * (w / s), ..., then ((x1 + x2) / 2, x2 - x1). */
+static ly_graph_value distance2bbox(df_builder *b, ly_graph_value points, ly_graph_value distance,
+                                    float reg_scale)
+{
+    ly_graph_value centre = df_slice(b, "distance2bbox", points, 2, 0, 2);
+    ly_graph_value size = df_slice(b, "distance2bbox", points, 2, 2, 2);
+    ly_graph_value unit = df_binary(b, LY_OP_DIV, "distance2bbox", size, df_scalar(b, reg_scale));
+    ly_graph_value half = df_scalar(b, 0.5f * reg_scale);
+    ly_graph_value lt = df_binary(b, LY_OP_ADD, "distance2bbox", half,
+                                  df_slice(b, "distance2bbox", distance, 2, 0, 2));
+    ly_graph_value rb = df_binary(b, LY_OP_ADD, "distance2bbox", half,
+                                  df_slice(b, "distance2bbox", distance, 2, 2, 2));
+    ly_graph_value p1 = df_binary(b, LY_OP_SUB, "distance2bbox", centre,
+                                  df_binary(b, LY_OP_MUL, "distance2bbox", lt, unit));
+    ly_graph_value p2 = df_binary(b, LY_OP_ADD, "distance2bbox", centre,
+                                  df_binary(b, LY_OP_MUL, "distance2bbox", rb, unit));
+    ly_graph_value c =
+        df_binary(b, LY_OP_DIV, "distance2bbox", df_binary(b, LY_OP_ADD, "distance2bbox", p1, p2),
+                  df_scalar(b, 2.0f));
+    ly_graph_value wh = df_binary(b, LY_OP_SUB, "distance2bbox", p2, p1);
+    ly_graph_value both[2] = {c, wh}, out = LY_GRAPH_NONE;
+    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, "distance2bbox", 2, both, 2, &out));
+    return out;
+}
+
+/* LQE: softmax per side, its top 4 and their mean (20 features), an MLP to
+ * one score added to every class logit. */
+static ly_graph_value lqe(df_builder *b, const char *name, ly_graph_value scores,
+                          ly_graph_value corners, int64_t q, int64_t bins, ly_op act)
+{
+    int64_t sides[4] = {1, q, 4, bins}, flat[3] = {1, q, 20};
+    ly_axis_params last = {.axis = -1};
+    ly_graph_value p = df_reshape(b, "lqe", corners, 4, sides);
+    p = df_node(b, LY_OP_SOFTMAX, "lqe", 1, &p, &last);
+    ly_topk_params tp = LY_TOPK_DEFAULTS;
+    tp.k = 4;
+    ly_graph_value top[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
+    if (b->st == LY_OK) df_fail(b, ly_graph_node(b->g, LY_OP_TOPK, "lqe.topk", 1, &p, &tp, 2, top));
+    static const float quarter[4] = {0.25f, 0.25f, 0.25f, 0.25f}, nothing = 0.0f;
+    int64_t wshape[2] = {1, 4}, one = 1;
+    ly_graph_value in[3] = {top[0], df_constant(b, 2, wshape, quarter),
+                            df_constant(b, 1, &one, &nothing)};
+    ly_graph_value mean = df_node(b, LY_OP_LINEAR, "lqe.mean", 3, in, NULL);
+    ly_graph_value both[2] = {top[0], mean}, stat = LY_GRAPH_NONE;
+    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, "lqe.stat", 2, both, 3, &stat));
+    stat = df_reshape(b, "lqe", stat, 3, flat);
+    static const int64_t dims[3] = {20, 64, 1};
+    char key[2 * KEY_MAX];
+    snprintf(key, sizeof key, "%.100s.reg_conf", name);
+    return df_binary(b, LY_OP_ADD, "lqe", scores, mlp(b, key, stat, 2, dims, act));
+}
+
+/* W(n) of weighting_function(reg_max, up, reg_scale), in float as torch computes it. */
+static void weighting(float up, float reg_scale, int64_t reg_max, float *w)
+{
+    float upper1 = fabsf(up) * fabsf(reg_scale), upper2 = upper1 * 2.0f;
+    float step = powf(upper1 + 1.0f, (float)(2.0 / (double)(reg_max - 2)));
+    int64_t half = reg_max / 2, at = 0;
+    w[at++] = -upper2;
+    for (int64_t i = half - 1; i > 0; i--)
+        w[at++] = -powf(step, (float)i) + 1.0f;
+    w[at++] = 0.0f;
+    for (int64_t i = 1; i < half; i++)
+        w[at++] = powf(step, (float)i) - 1.0f;
+    w[at++] = upper2;
+}
+
+static bool scalar_key(df_builder *b, const char *suffix, float *out)
+{
+    int64_t one = 1;
+    const float *v = df_tensor(b, suffix, 1, &one);
+    if (v) *out = v[0];
+    return v != NULL;
+}
+
+ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
+                        const ly_graph_value *maps, const int64_t (*shapes)[2], int queries,
+                        int heads, bool silu, ly_graph_value *logits, ly_graph_value *boxes)
+{
+    df_builder b = {.g = g, .ck = ck, .what = "D-FINE head", .prefix = "decoder.", .st = LY_OK};
+    ly_op act = silu ? LY_OP_SILU : LY_OP_RELU;
+    int64_t hidden = 0, tokens = 0, classes = 0, bins = 0;
+    {
+        ly_tensor v;
+        if (ly_checkpoint_find(ck, "decoder.enc_score_head.weight", &v) != LY_OK || v.ndim != 2)
+            return ly_set_error(LY_E_FORMAT, "D-FINE head: key 'decoder.enc_score_head.weight' "
+                                             "missing or not [classes, C]");
+        classes = v.shape[0];
+        hidden = v.shape[1];
+        if (ly_checkpoint_find(ck, "decoder.dec_bbox_head.0.layers.2.weight", &v) != LY_OK ||
+            v.ndim != 2 || v.shape[0] % 4)
+            return ly_set_error(LY_E_FORMAT, "D-FINE head: key "
+                                             "'decoder.dec_bbox_head.0.layers.2.weight' missing "
+                                             "or not [4 (reg_max + 1), C]");
+        bins = v.shape[0] / 4;
+    }
+    int layers = 0;
+    for (;; layers++) {
+        char key[KEY_MAX];
+        ly_tensor v;
+        snprintf(key, sizeof key, "decoder.decoder.layers.%d.norm1.weight", layers);
+        if (ly_checkpoint_find(ck, key, &v) != LY_OK) break;
+    }
+    if (layers == 0 || levels < 1 || levels > 4 || bins < 4)
+        return ly_set_error(LY_E_FORMAT,
+                            "D-FINE head: no decoder layers (decoder.decoder.layers.*)");
+    for (int l = 0; l < levels; l++)
+        tokens += shapes[l][0] * shapes[l][1];
+
+    /* memory: every level flattened h-major, levels one after another */
+    ly_graph_value flat[4];
+    static const int64_t to_tokens[3] = {0, 2, 1};
+    for (int l = 0; l < levels; l++) {
+        int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
+        flat[l] =
+            df_permute(&b, "memory", df_reshape(&b, "memory", maps[l], 3, shape), 3, to_tokens);
+    }
+    ly_graph_value memory = flat[0];
+    if (levels > 1 && b.st == LY_OK)
+        df_fail(&b, ly_graph_concat(g, "decoder.memory", levels, flat, 1, &memory));
+
+    /* the anchors and valid mask buffers, as stored */
+    int64_t ashape[3] = {1, tokens, 4}, mshape[3] = {1, tokens, 1};
+    ly_graph_value anchors = df_weight(&b, "anchors", 3, ashape);
+    ly_tensor mask_view;
+    float *mask = calloc((size_t)tokens, sizeof *mask);
+    if (!mask) return ly_set_error(LY_E_NO_MEMORY, "D-FINE head: out of memory");
+    if (b.st == LY_OK && (ly_checkpoint_find(ck, "decoder.valid_mask", &mask_view) != LY_OK ||
+                          ly_tensor_numel(&mask_view) != tokens)) {
+        df_fail(&b, ly_set_error(LY_E_FORMAT,
+                                 "D-FINE head: key 'decoder.valid_mask' missing or "
+                                 "not [1, %lld, 1]",
+                                 (long long)tokens));
+    }
+    for (int64_t i = 0; b.st == LY_OK && i < tokens; i++)
+        mask[i] = mask_view.dtype == LY_F32   ? (((const float *)mask_view.data)[i] != 0.0f)
+                  : mask_view.dtype == LY_I64 ? (((const int64_t *)mask_view.data)[i] != 0)
+                                              : (((const uint8_t *)mask_view.data)[i] != 0);
+    ly_graph_value valid = df_constant(&b, 3, mshape, mask);
+    free(mask);
+
+    /* query selection */
+    ly_graph_value masked = df_binary(&b, LY_OP_MUL, "enc.mask", memory, valid);
+    ly_graph_value out_memory = df_layer_norm(
+        &b, "enc_output.norm", df_linear(&b, "enc_output.proj", masked, hidden, hidden), hidden);
+    ly_graph_value enc_logits = df_linear(&b, "enc_score_head", out_memory, classes, hidden);
+    ly_topk_params best = LY_TOPK_DEFAULTS;
+    best.k = 1;
+    ly_graph_value top1[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
+    if (b.st == LY_OK)
+        df_fail(&b,
+                ly_graph_node(g, LY_OP_TOPK, "decoder.enc.max", 1, &enc_logits, &best, 2, top1));
+    int64_t per_token[2] = {1, tokens};
+    ly_graph_value score = df_reshape(&b, "enc.max", top1[0], 2, per_token);
+    ly_topk_params select = LY_TOPK_DEFAULTS;
+    select.k = queries;
+    ly_graph_value chosen[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
+    if (b.st == LY_OK)
+        df_fail(&b,
+                ly_graph_node(g, LY_OP_TOPK, "decoder.enc.topk", 1, &score, &select, 2, chosen));
+    int64_t q = queries;
+    ly_graph_value index = df_reshape(&b, "enc.topk_ind", chosen[1], 1, &q);
+    ly_gather_params rows = {.axis = 1};
+    ly_graph_value in2[2] = {out_memory, index};
+    ly_graph_value target = df_node(&b, LY_OP_INDEX_SELECT, "enc.topk_memory", 2, in2, &rows);
+    ly_graph_value in3[2] = {anchors, index};
+    ly_graph_value topk_anchors =
+        df_node(&b, LY_OP_INDEX_SELECT, "enc.topk_anchors", 2, in3, &rows);
+    int64_t box_mlp[4] = {hidden, hidden, hidden, 4};
+    ly_graph_value ref_unact =
+        df_binary(&b, LY_OP_ADD, "enc.ref_unact", mlp(&b, "enc_bbox_head", target, 3, box_mlp, act),
+                  topk_anchors);
+
+    /* FDR: W(n) and the box scale */
+    float up = 0, reg_scale = 0;
+    scalar_key(&b, "up", &up);
+    scalar_key(&b, "reg_scale", &reg_scale);
+    float *w = calloc((size_t)bins, sizeof *w);
+    if (!w) return ly_set_error(LY_E_NO_MEMORY, "D-FINE head: out of memory");
+    weighting(up, reg_scale, bins - 1, w);
+    int64_t pshape[2] = {1, bins}, one = 1;
+    float nothing = 0.0f;
+    ly_graph_value project = df_constant(&b, 2, pshape, w);
+    ly_graph_value zero = df_constant(&b, 1, &one, &nothing);
+    free(w);
+
+    int64_t ss_shape[2] = {levels, 2};
+    ly_graph_value spatial = LY_GRAPH_NONE;
+    void *ss = NULL;
+    if (b.st == LY_OK) df_fail(&b, ly_graph_constant(g, LY_I64, 2, ss_shape, &spatial, &ss));
+    if (b.st == LY_OK) memcpy(ss, shapes, (size_t)levels * 2 * sizeof(int64_t));
+
+    /* the decoder loop, to the last layer (eval_idx -1) */
+    ly_graph_value ref = df_node(&b, LY_OP_SIGMOID, "ref", 1, &ref_unact, NULL);
+    ly_graph_value prev_out = LY_GRAPH_NONE, prev_corners = LY_GRAPH_NONE, initial = LY_GRAPH_NONE;
+    int64_t pos_mlp[3] = {4, 2 * hidden, hidden},
+            corner_mlp[4] = {hidden, hidden, hidden, 4 * bins};
+    int64_t ref4[4] = {1, q, 1, 4};
+    for (int i = 0; i < layers && b.st == LY_OK; i++) {
+        char key[KEY_MAX];
+        ly_graph_value pos =
+            clamp(&b, "query_pos", mlp(&b, "query_pos_head", ref, 2, pos_mlp, act), -10.0, 10.0);
+        ly_dfine_layer_inputs in = {.target = target,
+                                    .reference = df_reshape(&b, "ref", ref, 4, ref4),
+                                    .query_pos = pos,
+                                    .memory = memory,
+                                    .spatial_shapes = spatial};
+        ly_graph_value out = LY_GRAPH_NONE;
+        if (b.st == LY_OK) df_fail(&b, ly_dfine_decoder_layer(g, ck, i, heads, levels, &in, &out));
+        if (i == 0) {
+            ly_graph_value pre = mlp(&b, "pre_bbox_head", out, 3, box_mlp, act);
+            pre = df_binary(&b, LY_OP_ADD, "pre_bbox", pre, inverse_sigmoid(&b, ref));
+            initial = df_node(&b, LY_OP_SIGMOID, "pre_bbox", 1, &pre, NULL);
+        }
+        snprintf(key, sizeof key, "dec_bbox_head.%d", i);
+        ly_graph_value head_in = i ? df_binary(&b, LY_OP_ADD, key, out, prev_out) : out;
+        ly_graph_value corners = mlp(&b, key, head_in, 3, corner_mlp, act);
+        if (i) corners = df_binary(&b, LY_OP_ADD, key, corners, prev_corners);
+        ly_graph_value box = distance2bbox(
+            &b, initial, integral(&b, corners, project, zero, q, bins), fabsf(reg_scale));
+        if (i + 1 == layers) {
+            snprintf(key, sizeof key, "dec_score_head.%d", i);
+            ly_graph_value s = df_linear(&b, key, out, classes, hidden);
+            snprintf(key, sizeof key, "decoder.lqe_layers.%d", i);
+            *logits = lqe(&b, key, s, corners, q, bins, act);
+            *boxes = box;
+        }
+        ref = box;
+        prev_out = out;
+        prev_corners = corners;
+        target = out;
+    }
+    return b.st;
+}
