@@ -16,7 +16,9 @@
 
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
+#include "libreyolo/image.h"
 #include "libreyolo/io.h"
+#include "libreyolo/model.h"
 #include "models/dfine/dfine.h"
 
 #include <math.h>
@@ -371,10 +373,106 @@ static void test_whole_network(void **state)
     assert_int_equal(ly_checkpoint_close(ck), LY_OK);
 }
 
+/* PIL's bilinear resize, bit for bit: giraffe.jpg 500x500 up to 640 (D-FINE's
+ * fixture) and parkour.jpg 1280x852 down to 320, antialiased (DEIMv2's). */
+static void test_preprocess(void **state)
+{
+    (void)state;
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    static const struct {
+        const char *image, *input;
+        int size;
+    } cases[] = {{LY_SHARED_DIR "/testdata/images/giraffe.jpg", REF "/input.npy", 640},
+                 {LY_SHARED_DIR "/testdata/images/parkour.jpg",
+                  LY_SHARED_DIR "/testdata/deimv2/ref_parkour/input.npy", 320}};
+    if (!codecs || !exists(cases[0].input) || !exists(cases[1].input)) {
+        print_message("skipped: no image codecs, or the fixtures are absent\n");
+        skip();
+    }
+    for (size_t c = 0; c < 2; c++) {
+        ly_image im;
+        if (ly_image_load(cases[c].image, &im) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
+        ly_tensor want;
+        if (ly_npy_load(cases[c].input, &want) != LY_OK) fail_msg("%s", ly_last_error());
+        int64_t n = 3 * (int64_t)cases[c].size * cases[c].size;
+        assert_int_equal(ly_tensor_numel(&want), n);
+        float *got = malloc((size_t)n * sizeof *got);
+        assert_non_null(got);
+        assert_int_equal(ly_dfine_preprocess(&view, cases[c].size, got), LY_OK);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n; i++)
+            differ += got[i] != ((const float *)want.data)[i];
+        if (differ)
+            fail_msg("%s at %d: %lld of %lld values differ from LibreYOLO's", cases[c].image,
+                     cases[c].size, (long long)differ, (long long)n);
+        free(got);
+        ly_npy_free(&want);
+        ly_image_free(&im);
+    }
+}
+
+static double iou(const float *a, const float *b)
+{
+    double w = fmin(a[2], b[2]) - fmax(a[0], b[0]), h = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    double inter = w > 0 && h > 0 ? w * h : 0;
+    double area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return area > 0 ? inter / area : 0;
+}
+
+/* ly_model_load + predict on giraffe.jpg at LibreYOLO's defaults: its
+ * detections (det_cls, det_conf, det_xyxy), class for class, score within
+ * 1e-4, IoU >= 0.999. */
+static void test_detections(void **state)
+{
+    (void)state;
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    if (!codecs || !exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/det_xyxy.npy")) {
+        print_message("skipped: no image codecs, or the fixture is absent\n");
+        skip();
+    }
+    ly_model *m;
+    if (ly_model_load(FIXTURE "/LibreDFINEn_seed0.pt", NULL, &m) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    ly_results *r;
+    if (ly_model_predict_file(m, LY_SHARED_DIR "/testdata/images/giraffe.jpg", NULL, &r) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    ly_tensor cls, conf, xyxy;
+    load("det_cls", &cls);
+    load("det_conf", &conf);
+    load("det_xyxy", &xyxy);
+    size_t n;
+    ly_results_count(r, &n);
+    assert_int_equal((int64_t)n, ly_tensor_numel(&conf));
+    double worst_score = 0, worst_iou = 1;
+    for (size_t i = 0; i < n; i++) {
+        ly_detection d;
+        ly_results_get(r, i, &d);
+        double want_cls = cls.dtype == LY_F32 ? ((const float *)cls.data)[i]
+                                              : (double)((const int64_t *)cls.data)[i];
+        if (d.cls != (int)want_cls)
+            fail_msg("detection %zu: class %d, LibreYOLO's %g", i, d.cls, want_cls);
+        worst_score = fmax(worst_score, fabs(d.conf - ((const float *)conf.data)[i]));
+        worst_iou = fmin(worst_iou, iou(d.xyxy, (const float *)xyxy.data + 4 * i));
+    }
+    print_message("D-FINE-n on giraffe.jpg: %zu detections as LibreYOLO's, score within %.2g, "
+                  "IoU >= %.6f\n",
+                  n, worst_score, worst_iou);
+    if (!(worst_score <= 1e-4) || !(worst_iou >= 0.999)) fail_msg("detections differ");
+    ly_npy_free(&cls);
+    ly_npy_free(&conf);
+    ly_npy_free(&xyxy);
+    ly_results_free(r);
+    ly_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backbone), cmocka_unit_test(test_encoder),
-        cmocka_unit_test(test_whole_network), cmocka_unit_test(test_decoder_layer0)};
+        cmocka_unit_test(test_backbone),      cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_whole_network), cmocka_unit_test(test_preprocess),
+        cmocka_unit_test(test_detections),    cmocka_unit_test(test_decoder_layer0)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

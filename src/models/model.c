@@ -99,10 +99,13 @@ static ly_status checkpoint_recipe(const ly_checkpoint *ck, const char *path, co
     return LY_OK;
 }
 
-/* BatchNorm buffers are state, not parameters (as torch's parameters() sees it). */
+/* Buffers are state, not parameters (as torch's parameters() sees it). */
 static bool is_buffer(const char *key)
 {
-    static const char *const suffixes[] = {"running_mean", "running_var", "num_batches_tracked"};
+    /* BatchNorm statistics; DETR anchors, valid mask and MSDA point scales */
+    static const char *const suffixes[] = {"running_mean",        "running_var",
+                                           "num_batches_tracked", "decoder.anchors",
+                                           "decoder.valid_mask",  "num_points_scale"};
     size_t n = strlen(key);
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
         size_t m = strlen(suffixes[i]);

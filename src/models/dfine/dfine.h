@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
+#include "models/recipe.h"
 
 /* The graph values a decoder layer reads. */
 typedef struct ly_dfine_layer_inputs {
@@ -66,5 +67,16 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
 ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                         const ly_graph_value *maps, const int64_t (*shapes)[2], int queries,
                         int heads, bool silu, ly_graph_value *logits, ly_graph_value *boxes);
+
+/* Pre- and post-processing (detr.md 8, 9). PIL's Image.resize(BILINEAR) of
+ * 8-bit RGB (BGR views are read as RGB), bit-exact, into out (w*h*3). */
+ly_status ly_dfine_pil_resize(const ly_image_view *image, int out_w, int out_h, uint8_t *out);
+/* The whole image resized to size x size, /255, NCHW float32. */
+ly_status ly_dfine_preprocess(const ly_image_view *image, int size, float *input);
+/* sigmoid scores, top max_det of queries x classes (ties: lower index),
+ * score > conf, cxcywh -> xyxy times the original size; no NMS, no clamping. */
+ly_status ly_dfine_postprocess(const ly_tensor *logits, const ly_tensor *boxes, int orig_w,
+                               int orig_h, const ly_predict_options *options, ly_box **out,
+                               size_t *count);
 
 #endif
