@@ -127,7 +127,7 @@ static void test_decoder_layer0(void **state)
     assert_int_equal(ly_graph_constant(g, LY_I64, 2, ss_shape, &in.spatial_shapes, &ss), LY_OK);
     memcpy(ss, shapes, (size_t)levels * 2 * sizeof(int64_t));
     ly_graph_value out;
-    if (ly_dfine_decoder_layer(g, ck, 0, 8, levels, &in, &out) != LY_OK)
+    if (ly_dfine_decoder_layer(g, ck, 0, 8, false, levels, &in, &out) != LY_OK)
         fail_msg("build: %s", ly_last_error());
     assert_int_equal(ly_graph_output(g, out, "dec0_out"), LY_OK);
     keep(g, "decoder.decoder.layers.0.cross_attn.locations");
@@ -421,51 +421,73 @@ static double iou(const float *a, const float *b)
     return area > 0 ? inter / area : 0;
 }
 
-/* ly_model_load + predict on giraffe.jpg at LibreYOLO's defaults: its
- * detections (det_cls, det_conf, det_xyxy), class for class, score within
- * 1e-4, IoU >= 0.999. */
+static void load_from(const char *dir, const char *name, ly_tensor *t)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    if (ly_npy_load(path, t) != LY_OK) fail_msg("%s: %s", path, ly_last_error());
+}
+
+/* ly_model_load + predict at LibreYOLO's defaults, for D-FINE-n (ReLU) and
+ * DEIM-n (SiLU): its detections (det_cls, det_conf, det_xyxy), class for
+ * class, score within 1e-4, IoU >= 0.999. */
 static void test_detections(void **state)
 {
     (void)state;
+    static const struct {
+        const char *name, *checkpoint, *image, *ref;
+    } cases[] = {{"D-FINE-n", FIXTURE "/LibreDFINEn_seed0.pt",
+                  LY_SHARED_DIR "/testdata/images/giraffe.jpg", REF},
+                 {"DEIM-n", LY_SHARED_DIR "/testdata/deim/LibreDEIMn_seed2.pt",
+                  LY_SHARED_DIR "/testdata/images/dog.jpg",
+                  LY_SHARED_DIR "/testdata/deim/ref_dog"}};
     bool codecs = false;
     ly_image_codecs(&codecs);
-    if (!codecs || !exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/det_xyxy.npy")) {
-        print_message("skipped: no image codecs, or the fixture is absent\n");
+    if (!codecs) {
+        print_message("skipped: this build reads no images\n");
         skip();
     }
-    ly_model *m;
-    if (ly_model_load(FIXTURE "/LibreDFINEn_seed0.pt", NULL, &m) != LY_OK)
-        fail_msg("%s", ly_last_error());
-    ly_results *r;
-    if (ly_model_predict_file(m, LY_SHARED_DIR "/testdata/images/giraffe.jpg", NULL, &r) != LY_OK)
-        fail_msg("%s", ly_last_error());
-    ly_tensor cls, conf, xyxy;
-    load("det_cls", &cls);
-    load("det_conf", &conf);
-    load("det_xyxy", &xyxy);
-    size_t n;
-    ly_results_count(r, &n);
-    assert_int_equal((int64_t)n, ly_tensor_numel(&conf));
-    double worst_score = 0, worst_iou = 1;
-    for (size_t i = 0; i < n; i++) {
-        ly_detection d;
-        ly_results_get(r, i, &d);
-        double want_cls = cls.dtype == LY_F32 ? ((const float *)cls.data)[i]
-                                              : (double)((const int64_t *)cls.data)[i];
-        if (d.cls != (int)want_cls)
-            fail_msg("detection %zu: class %d, LibreYOLO's %g", i, d.cls, want_cls);
-        worst_score = fmax(worst_score, fabs(d.conf - ((const float *)conf.data)[i]));
-        worst_iou = fmin(worst_iou, iou(d.xyxy, (const float *)xyxy.data + 4 * i));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char probe[512];
+        snprintf(probe, sizeof probe, "%s/det_xyxy.npy", cases[c].ref);
+        if (!exists(cases[c].checkpoint) || !exists(probe)) {
+            print_message("skipped %s: its fixture is absent\n", cases[c].name);
+            continue;
+        }
+        ly_model *m;
+        if (ly_model_load(cases[c].checkpoint, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_results *r;
+        if (ly_model_predict_file(m, cases[c].image, NULL, &r) != LY_OK)
+            fail_msg("%s", ly_last_error());
+        ly_tensor cls, conf, xyxy;
+        load_from(cases[c].ref, "det_cls", &cls);
+        load_from(cases[c].ref, "det_conf", &conf);
+        load_from(cases[c].ref, "det_xyxy", &xyxy);
+        size_t n;
+        ly_results_count(r, &n);
+        assert_int_equal((int64_t)n, ly_tensor_numel(&conf));
+        double worst_score = 0, worst_iou = 1;
+        for (size_t i = 0; i < n; i++) {
+            ly_detection d;
+            ly_results_get(r, i, &d);
+            double want_cls = cls.dtype == LY_F32 ? ((const float *)cls.data)[i]
+                                                  : (double)((const int64_t *)cls.data)[i];
+            if (d.cls != (int)want_cls)
+                fail_msg("%s detection %zu: class %d, LibreYOLO's %g", cases[c].name, i, d.cls,
+                         want_cls);
+            worst_score = fmax(worst_score, fabs(d.conf - ((const float *)conf.data)[i]));
+            worst_iou = fmin(worst_iou, iou(d.xyxy, (const float *)xyxy.data + 4 * i));
+        }
+        print_message("%s: %zu detections as LibreYOLO's, score within %.2g, IoU >= %.6f\n",
+                      cases[c].name, n, worst_score, worst_iou);
+        if (!(worst_score <= 1e-4) || !(worst_iou >= 0.999))
+            fail_msg("%s: detections differ", cases[c].name);
+        ly_npy_free(&cls);
+        ly_npy_free(&conf);
+        ly_npy_free(&xyxy);
+        ly_results_free(r);
+        ly_model_free(m);
     }
-    print_message("D-FINE-n on giraffe.jpg: %zu detections as LibreYOLO's, score within %.2g, "
-                  "IoU >= %.6f\n",
-                  n, worst_score, worst_iou);
-    if (!(worst_score <= 1e-4) || !(worst_iou >= 0.999)) fail_msg("detections differ");
-    ly_npy_free(&cls);
-    ly_npy_free(&conf);
-    ly_npy_free(&xyxy);
-    ly_results_free(r);
-    ly_model_free(m);
 }
 
 int main(void)

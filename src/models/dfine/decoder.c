@@ -100,7 +100,8 @@ static ly_graph_value cross_attention(df_builder *b, ly_graph_value query,
 }
 
 ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
-                                 int levels, const ly_dfine_layer_inputs *in, ly_graph_value *out)
+                                 bool silu, int levels, const ly_dfine_layer_inputs *in,
+                                 ly_graph_value *out)
 {
     if (!g || !ck || !in || !out || heads < 1)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_dfine_decoder_layer: bad argument");
@@ -147,7 +148,7 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
     else if (b.st == LY_OK)
         df_fail(&b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
     ly_graph_value h = df_linear(&b, "linear1", x, ff, c);
-    h = df_node(&b, LY_OP_RELU, "activation", 1, &h, NULL);
+    h = df_node(&b, silu ? LY_OP_SILU : LY_OP_RELU, "activation", 1, &h, NULL);
     h = df_linear(&b, "linear2", h, c, ff);
     x = df_binary(&b, LY_OP_ADD, "residual3", x, h);
     ly_clamp_params clamp = {.min = -65504.0, .max = 65504.0};

@@ -26,12 +26,13 @@ typedef struct ly_dfine_layer_inputs {
  * memory (sampling_offsets / attention_weights linears, softmax over every
  * level's points per head, loc = ref_xy + offset * num_points_scale * ref_wh
  * * 0.5) -> Gate (sigmoid(Linear(concat)) halves, LayerNorm); FFN Linear ->
- * ReLU -> Linear + residual -> clamp +-65504 -> LayerNorm. `heads` is the
+ * ReLU (SiLU for DEIM: `silu`) -> Linear + residual -> clamp +-65504 -> LayerNorm. `heads` is the
  * attention head count; the points per level come from num_points_scale.
  * Batch 1; any number of queries.
  * Every missing or misshapen key is an error naming it. */
 ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
-                                 int levels, const ly_dfine_layer_inputs *in, ly_graph_value *out);
+                                 bool silu, int levels, const ly_dfine_layer_inputs *in,
+                                 ly_graph_value *out);
 
 /* HGNetv2 `arch` ("B0" for D-FINE/DEIM n, "Atto" for DEIMv2 atto; keys
  * backbone.*) on `image` f32 [1, 3, height, width] (detr.md 4): the padded

@@ -262,7 +262,8 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                                     .memory = memory,
                                     .spatial_shapes = spatial};
         ly_graph_value out = LY_GRAPH_NONE;
-        if (b.st == LY_OK) df_fail(&b, ly_dfine_decoder_layer(g, ck, i, heads, levels, &in, &out));
+        if (b.st == LY_OK)
+            df_fail(&b, ly_dfine_decoder_layer(g, ck, i, heads, silu, levels, &in, &out));
         if (i == 0) {
             ly_graph_value pre = mlp(&b, "pre_bbox_head", out, 3, box_mlp, act);
             pre = df_binary(&b, LY_OP_ADD, "pre_bbox", pre, inverse_sigmoid(&b, ref));

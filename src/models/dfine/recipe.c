@@ -1,6 +1,6 @@
-/* The D-FINE recipe (recipe.h): LibreYOLO's LibreDFINE checkpoints (size n so
- * far), its PIL resize and top-K post-processing, its defaults (detr.md 3,
- * 8, 9, 11). */
+/* The D-FINE and DEIM recipes (recipe.h): LibreYOLO's LibreDFINE and
+ * LibreDEIM checkpoints (size n so far), their PIL resize and top-K
+ * post-processing, their defaults (detr.md 1, 3, 8, 9, 11). */
 #include "models/recipe.h"
 
 #include "core/core.h"
@@ -48,14 +48,17 @@ static ly_status recognise_size(const ly_checkpoint *ck, const char *path, char 
                             path, (long long)c);
     if (strcmp(s, "n") != 0)
         return ly_set_error(LY_E_UNSUPPORTED,
-                            "ly_model_load: %s: D-FINE size %s is not built yet (this build runs "
-                            "D-FINE n)",
+                            "ly_model_load: %s: D-FINE/DEIM size %s is not built yet (this build "
+                            "runs n)",
                             path, s);
     snprintf(size, cap, "%s", s);
     return LY_OK;
 }
 
-static ly_status load_checkpoint(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+/* D-FINE and DEIM: one architecture, one key set; DEIM's decoder (FFN, MLPs,
+ * LQE) uses SiLU where D-FINE's uses ReLU (detr.md 1). */
+static ly_status load_lineage(const ly_checkpoint *ck, const char *path, ly_model_desc *d,
+                              bool silu)
 {
     ly_status st = recognise_size(ck, path, d->size, sizeof d->size);
     if (st != LY_OK) return st;
@@ -90,7 +93,7 @@ static ly_status load_checkpoint(const ly_checkpoint *ck, const char *path, ly_m
         st = ly_dfine_hgnetv2(g, ck, "B0", true, image, imgsz, imgsz, 2, stages, feats);
     if (st == LY_OK) st = ly_dfine_hybrid_encoder(g, ck, 2, feats, feat_shapes, 1, HEADS, maps);
     if (st == LY_OK)
-        st = ly_dfine_head(g, ck, 2, maps, map_shapes, QUERIES, HEADS, false, &logits, &boxes);
+        st = ly_dfine_head(g, ck, 2, maps, map_shapes, QUERIES, HEADS, silu, &logits, &boxes);
     if (st == LY_OK) st = ly_graph_output(g, logits, "pred_logits");
     if (st == LY_OK) st = ly_graph_output(g, boxes, "pred_boxes");
     if (st != LY_OK) {
@@ -113,6 +116,16 @@ static ly_status load_checkpoint(const ly_checkpoint *ck, const char *path, ly_m
         return ly_error_prefix(st, "ly_model_load");
     if (!names && d->nc == LY_COCO_CLASSES) names = ly_coco_names, count = LY_COCO_CLASSES;
     return ly_model_names_copy(d, names, count);
+}
+
+static ly_status load_dfine(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    return load_lineage(ck, path, d, false);
+}
+
+static ly_status load_deim(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    return load_lineage(ck, path, d, true);
 }
 
 static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
@@ -164,11 +177,30 @@ const ly_recipe ly_dfine_recipe = {
     .default_iou = 0.45f, /* unused: no NMS */
     .default_max_det = 300,
     .accepts_keys = accepts_keys,
-    .load_checkpoint = load_checkpoint,
+    .load_checkpoint = load_dfine,
     .bind = bind,
     .output_name = output_name,
     .preprocess = preprocess,
     .postprocess = postprocess,
     .file_prefix = "LibreDFINE",
+    .published_sizes = (const char *const[]){"n", "s", "m", "l", "x", NULL},
+};
+
+/* DEIM: D-FINE's architecture and keys, SiLU in the decoder; recognised by its
+ * metadata (its keys are D-FINE's). */
+const ly_recipe ly_deim_recipe = {
+    .family = "deim",
+    .task = "detect",
+    .input_description = "float32 RGB /255, PIL bilinear resize (antialiased) to the model's "
+                         "size, no letterbox",
+    .default_conf = 0.25f,
+    .default_iou = 0.45f, /* unused: no NMS */
+    .default_max_det = 300,
+    .load_checkpoint = load_deim,
+    .bind = bind,
+    .output_name = output_name,
+    .preprocess = preprocess,
+    .postprocess = postprocess,
+    .file_prefix = "LibreDEIM",
     .published_sizes = (const char *const[]){"n", "s", "m", "l", "x", NULL},
 };
