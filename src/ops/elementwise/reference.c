@@ -15,6 +15,9 @@
 
 typedef float (*binary_fn)(float a, float b);
 
+/* The four arithmetic ops spelled out (arith_row), or ARITH_NONE for fn. */
+typedef enum arith { ARITH_NONE, ARITH_ADD, ARITH_SUB, ARITH_MUL, ARITH_DIV } arith;
+
 typedef struct binary_job {
     ly_bcast b;
     const float *in[LY_BCAST_MAX_INPUTS];
@@ -22,7 +25,48 @@ typedef struct binary_job {
     float *out;
     int64_t inner;
     binary_fn fn;
+    arith arith;
 } binary_job;
+
+/* A row of contiguous or scalar operands as a plain loop the compiler can
+ * vectorise: the same one IEEE operation per element as through `fn`. */
+
+#define ARITH_LOOP(OP)                                                                             \
+    do {                                                                                           \
+        if (sa == 1 && sb == 1)                                                                    \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                y[i] = a[i] OP b[i];                                                               \
+        else if (sa == 1 && sb == 0)                                                               \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                y[i] = a[i] OP b[0];                                                               \
+        else if (sa == 0 && sb == 1)                                                               \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                y[i] = a[0] OP b[i];                                                               \
+        else                                                                                       \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                y[i] = a[i * sa] OP b[i * sb];                                                     \
+    } while (0)
+
+static bool arith_row(arith op, const float *a, int64_t sa, const float *b, int64_t sb, float *y,
+                      int64_t n)
+{
+    switch (op) {
+    case ARITH_ADD:
+        ARITH_LOOP(+);
+        return true;
+    case ARITH_SUB:
+        ARITH_LOOP(-);
+        return true;
+    case ARITH_MUL:
+        ARITH_LOOP(*);
+        return true;
+    case ARITH_DIV:
+        ARITH_LOOP(/);
+        return true;
+    default:
+        return false;
+    }
+}
 
 static void binary_rows(void *ctx, int64_t begin, int64_t end)
 {
@@ -32,6 +76,7 @@ static void binary_rows(void *ctx, int64_t begin, int64_t end)
         ly_bcast_row(&j->b, r, off, step);
         const float *a = j->in[0] + off[0], *b = j->in[1] + off[1];
         float *y = j->out + r * j->inner;
+        if (arith_row(j->arith, a, step[0], b, step[1], y, j->inner)) continue;
         for (int64_t i = 0; i < j->inner; i++)
             y[i] = j->fn(a[i * step[0]], b[i * step[1]]);
     }
@@ -42,10 +87,11 @@ static int threads_for(const ly_kernel_call *call, int64_t elements)
     return elements >= PARALLEL_ELEMENTS ? ly_threads_resolve(call->threads) : 1;
 }
 
-static ly_status run_binary(const ly_kernel_call *call, binary_fn fn)
+static ly_status run_binary(const ly_kernel_call *call, binary_fn fn, arith op)
 {
     ly_tensor *y = call->out[0];
-    binary_job j = {.in = {call->in[0]->data, call->in[1]->data}, .out = y->data, .fn = fn};
+    binary_job j = {
+        .in = {call->in[0]->data, call->in[1]->data}, .out = y->data, .fn = fn, .arith = op};
     ly_bcast_init(&j.b, 2, (const ly_tensor *const *)call->in, y);
     int64_t rows = ly_bcast_rows(&j.b, &j.inner);
     if (ly_tensor_numel(y) == 0) return LY_OK;
@@ -90,32 +136,32 @@ static float minimum_f(float a, float b)
 
 ly_status ly_ref_add(const ly_kernel_call *call)
 {
-    return run_binary(call, add_f);
+    return run_binary(call, add_f, ARITH_ADD);
 }
 
 ly_status ly_ref_sub(const ly_kernel_call *call)
 {
-    return run_binary(call, sub_f);
+    return run_binary(call, sub_f, ARITH_SUB);
 }
 
 ly_status ly_ref_mul(const ly_kernel_call *call)
 {
-    return run_binary(call, mul_f);
+    return run_binary(call, mul_f, ARITH_MUL);
 }
 
 ly_status ly_ref_div(const ly_kernel_call *call)
 {
-    return run_binary(call, div_f);
+    return run_binary(call, div_f, ARITH_DIV);
 }
 
 ly_status ly_ref_maximum(const ly_kernel_call *call)
 {
-    return run_binary(call, maximum_f);
+    return run_binary(call, maximum_f, ARITH_NONE);
 }
 
 ly_status ly_ref_minimum(const ly_kernel_call *call)
 {
-    return run_binary(call, minimum_f);
+    return run_binary(call, minimum_f, ARITH_NONE);
 }
 
 static void where_rows(void *ctx, int64_t begin, int64_t end)
