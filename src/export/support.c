@@ -44,13 +44,16 @@ static const struct {
 /* Families this library runs. YOLO9 lists segment as LibreYOLO's registry does
  * (its segmentation export is blocked with a reason), so `formats` can say why. */
 static const char *const yolo9_tasks[] = {"detect", "segment", NULL};
-static const char *const nanodet_tasks[] = {"detect", NULL};
-static const char *const family_names[] = {"nanodet", "yolo9"};
+static const char *const detect_only[] = {"detect", NULL};
+static const char *const family_names[] = {"deim", "dfine", "nanodet", "yolo9"};
 
 static const struct {
     const char *name;
     const char *const *tasks;
-} families[] = {{"nanodet", nanodet_tasks}, {"yolo9", yolo9_tasks}};
+} families[] = {{"deim", detect_only},
+                {"dfine", detect_only},
+                {"nanodet", detect_only},
+                {"yolo9", yolo9_tasks}};
 
 typedef struct support_row {
     const char *family, *task, *format;
@@ -64,6 +67,15 @@ static const support_row rows[] = {
      "trained-checkpoint "
      "detection parity is covered by its external-data flagship test.",
      ET_CONSTRAINT},
+    /* LibreYOLO's reasons (executorch.md L-SUPPORT); this writer has no
+     * ms_deform_attn mapping yet either (the DETR issue's export step). */
+    {"dfine", "detect", "executorch", LY_EXPORT_BLOCKED,
+     "Strict capture hits a ContextVar read in deformable attention; forcing manual grid-sample "
+     "serializes, but ExecuTorch 1.2 execution fails with an invalid delegated tensor dimension "
+     "order.",
+     NULL},
+    {"deim", "detect", "executorch", LY_EXPORT_BLOCKED,
+     "Exports, then fails at run time with an invalid delegated dim order.", NULL},
     {"yolo9", "segment", NULL, LY_EXPORT_BLOCKED,
      "YOLO9 segmentation export is not supported; YOLO9 is detection-only in LibreYOLO.", NULL},
 };
