@@ -44,6 +44,21 @@ static void load(const char *name, ly_tensor *t)
     if (ly_npy_load(path, t) != LY_OK) fail_msg("%s: %s", path, ly_last_error());
 }
 
+/* D-FINE-n's checkpoint, or a skip when it or the reference `needs` is absent. */
+static ly_checkpoint *open_checkpoint(const char *needs)
+{
+    char ref[512];
+    snprintf(ref, sizeof ref, REF "/%s.npy", needs);
+    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(ref)) {
+        print_message("skipped: the fixture " FIXTURE " is absent\n");
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    return ck;
+}
+
 /* meta.json's "spatial_shapes": [[h, w], ...] (the fixture's own layout). */
 static int spatial_shapes(int64_t shapes[][2], int max)
 {
@@ -104,13 +119,7 @@ static void keep(ly_graph *g, const char *name)
 static void test_decoder_layer0(void **state)
 {
     (void)state;
-    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/dec0_out.npy")) {
-        print_message("skipped: the fixture " FIXTURE " is absent\n");
-        skip();
-    }
-    ly_checkpoint *ck;
-    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
-        fail_msg("%s", ly_last_error());
+    ly_checkpoint *ck = open_checkpoint("dec0_out");
     int64_t shapes[8][2];
     int levels = spatial_shapes(shapes, 8);
     assert_int_equal(levels, 2);
@@ -181,13 +190,7 @@ static void test_decoder_layer0(void **state)
 static void test_backbone(void **state)
 {
     (void)state;
-    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/backbone_out1.npy")) {
-        print_message("skipped: the fixture " FIXTURE " is absent\n");
-        skip();
-    }
-    ly_checkpoint *ck;
-    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
-        fail_msg("%s", ly_last_error());
+    ly_checkpoint *ck = open_checkpoint("backbone_out1");
     ly_graph *g;
     assert_int_equal(ly_graph_create(&g), LY_OK);
     ly_graph_value image, outs[2];
@@ -227,13 +230,7 @@ static void test_backbone(void **state)
 static void test_encoder(void **state)
 {
     (void)state;
-    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/encoder_out1.npy")) {
-        print_message("skipped: the fixture " FIXTURE " is absent\n");
-        skip();
-    }
-    ly_checkpoint *ck;
-    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
-        fail_msg("%s", ly_last_error());
+    ly_checkpoint *ck = open_checkpoint("encoder_out1");
     static const int64_t shapes[2][3] = {{512, 40, 40}, {1024, 20, 20}};
     ly_tensor want[2], feats[2], image;
     load("encoder_out0", &want[0]);
@@ -286,13 +283,7 @@ static void test_encoder(void **state)
 static void test_whole_network(void **state)
 {
     (void)state;
-    if (!exists(FIXTURE "/LibreDFINEn_seed0.pt") || !exists(REF "/pred_boxes.npy")) {
-        print_message("skipped: the fixture " FIXTURE " is absent\n");
-        skip();
-    }
-    ly_checkpoint *ck;
-    if (ly_checkpoint_open(FIXTURE "/LibreDFINEn_seed0.pt", &ck) != LY_OK)
-        fail_msg("%s", ly_last_error());
+    ly_checkpoint *ck = open_checkpoint("pred_boxes");
     static const int64_t feat_shapes[2][3] = {{512, 40, 40}, {1024, 20, 20}};
     static const int64_t map_shapes[2][2] = {{40, 40}, {20, 20}};
     ly_tensor want[2], maps[2], image, want_ind;

@@ -168,39 +168,20 @@ static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, i
                                 boxes, count);
 }
 
-const ly_recipe ly_dfine_recipe = {
-    .family = "dfine",
-    .task = "detect",
-    .input_description = "float32 RGB /255, PIL bilinear resize (antialiased) to the model's "
-                         "size, no letterbox",
-    .default_conf = 0.25f,
-    .default_iou = 0.45f, /* unused: no NMS */
-    .default_max_det = 300,
-    .accepts_keys = accepts_keys,
-    .load_checkpoint = load_dfine,
-    .bind = bind,
-    .output_name = output_name,
-    .preprocess = preprocess,
-    .postprocess = postprocess,
-    .file_prefix = "LibreDFINE",
-    .published_sizes = (const char *const[]){"n", "s", "m", "l", "x", NULL},
-};
+/* One lineage, two families: what differs is the name, the loader, the
+ * weights' file prefix and recognition by keys. */
+#define LINEAGE_RECIPE(name, loader, prefix, keys)                                                 \
+    {                                                                                              \
+        .family = name, .task = "detect",                                                          \
+        .input_description = "float32 RGB /255, PIL bilinear resize (antialiased) to the "         \
+                             "model's size, no letterbox",                                         \
+        .default_conf = 0.25f, .default_iou = 0.45f /* unused: no NMS */, .default_max_det = 300,  \
+        .accepts_keys = keys, .load_checkpoint = loader, .bind = bind, .output_name = output_name, \
+        .preprocess = preprocess, .postprocess = postprocess, .file_prefix = prefix,               \
+        .published_sizes = (const char *const[]){"n", "s", "m", "l", "x", NULL},                   \
+    }
 
-/* DEIM: D-FINE's architecture and keys, SiLU in the decoder; recognised by its
- * metadata (its keys are D-FINE's). */
-const ly_recipe ly_deim_recipe = {
-    .family = "deim",
-    .task = "detect",
-    .input_description = "float32 RGB /255, PIL bilinear resize (antialiased) to the model's "
-                         "size, no letterbox",
-    .default_conf = 0.25f,
-    .default_iou = 0.45f, /* unused: no NMS */
-    .default_max_det = 300,
-    .load_checkpoint = load_deim,
-    .bind = bind,
-    .output_name = output_name,
-    .preprocess = preprocess,
-    .postprocess = postprocess,
-    .file_prefix = "LibreDEIM",
-    .published_sizes = (const char *const[]){"n", "s", "m", "l", "x", NULL},
-};
+/* D-FINE is recognised by its keys too (DEIM's are the same: it needs its
+ * model_family metadata). */
+const ly_recipe ly_dfine_recipe = LINEAGE_RECIPE("dfine", load_dfine, "LibreDFINE", accepts_keys);
+const ly_recipe ly_deim_recipe = LINEAGE_RECIPE("deim", load_deim, "LibreDEIM", NULL);
