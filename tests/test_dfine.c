@@ -225,6 +225,47 @@ static void test_backbone(void **state)
     ly_npy_free(&input);
 }
 
+/* DEIMv2-atto's HGNetv2-Atto (stage 2 only, 320 input) to its backbone_out0. */
+static void test_backbone_atto(void **state)
+{
+    (void)state;
+    const char *dir = LY_SHARED_DIR "/testdata/deimv2";
+    char path[512];
+    snprintf(path, sizeof path, "%s/ref_parkour/backbone_out0.npy", dir);
+    if (!exists(LY_SHARED_DIR "/testdata/deimv2/LibreDEIMv2atto_seed0.pt") || !exists(path)) {
+        print_message("skipped: the fixture %s is absent\n", dir);
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(LY_SHARED_DIR "/testdata/deimv2/LibreDEIMv2atto_seed0.pt", &ck) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value image, out;
+    assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &image), LY_OK);
+    static const int stage[1] = {2};
+    if (ly_dfine_hgnetv2(g, ck, "Atto", true, image, 320, 320, 1, stage, &out) != LY_OK)
+        fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_graph_output(g, out, "backbone_out0"), LY_OK);
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+    ly_tensor input, want, got;
+    snprintf(path, sizeof path, "%s/ref_parkour/input.npy", dir);
+    if (ly_npy_load(path, &input) != LY_OK) fail_msg("%s", ly_last_error());
+    snprintf(path, sizeof path, "%s/ref_parkour/backbone_out0.npy", dir);
+    if (ly_npy_load(path, &want) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    if (ly_graph_run(ctx, 1, &input, 1) != LY_OK) fail_msg("run: %s", ly_last_error());
+    assert_int_equal(ly_graph_get_output(ctx, 0, &got, NULL), LY_OK);
+    double e = rel_error(&got, &want);
+    print_message("DEIMv2-atto backbone_out0: max |diff| / max |ref| = %.3g\n", e);
+    if (!(e <= 1e-4)) fail_msg("backbone_out0 off by %.3g of max |ref| (gate 1e-4)", e);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    ly_npy_free(&input);
+    ly_npy_free(&want);
+}
+
 /* The hybrid encoder from LibreYOLO's backbone_out0/1 to its encoder_out0/1
  * (so its error is its own), and the backbone + encoder from input.npy. */
 static void test_encoder(void **state)
@@ -484,8 +525,9 @@ static void test_detections(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backbone),      cmocka_unit_test(test_encoder),
-        cmocka_unit_test(test_whole_network), cmocka_unit_test(test_preprocess),
-        cmocka_unit_test(test_detections),    cmocka_unit_test(test_decoder_layer0)};
+        cmocka_unit_test(test_backbone),      cmocka_unit_test(test_backbone_atto),
+        cmocka_unit_test(test_encoder),       cmocka_unit_test(test_whole_network),
+        cmocka_unit_test(test_preprocess),    cmocka_unit_test(test_detections),
+        cmocka_unit_test(test_decoder_layer0)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
