@@ -225,7 +225,8 @@ static void test_backbone(void **state)
     ly_npy_free(&input);
 }
 
-/* DEIMv2-atto's HGNetv2-Atto (stage 2 only, 320 input) to its backbone_out0. */
+/* DEIMv2-atto's HGNetv2-Atto (stage 2 only, 320 input) to its backbone_out0,
+ * and its LiteEncoder on that to encoder_out0/1. */
 static void test_backbone_atto(void **state)
 {
     (void)state;
@@ -247,6 +248,12 @@ static void test_backbone_atto(void **state)
     if (ly_dfine_hgnetv2(g, ck, "Atto", true, image, 320, 320, 1, stage, &out) != LY_OK)
         fail_msg("build: %s", ly_last_error());
     assert_int_equal(ly_graph_output(g, out, "backbone_out0"), LY_OK);
+    static const int64_t shape[3] = {256, 20, 20};
+    ly_graph_value enc[2];
+    if (ly_dfine_lite_encoder(g, ck, out, shape, enc) != LY_OK)
+        fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_graph_output(g, enc[0], "encoder_out0"), LY_OK);
+    assert_int_equal(ly_graph_output(g, enc[1], "encoder_out1"), LY_OK);
     assert_int_equal(ly_checkpoint_close(ck), LY_OK);
     ly_tensor input, want, got;
     snprintf(path, sizeof path, "%s/ref_parkour/input.npy", dir);
@@ -260,10 +267,19 @@ static void test_backbone_atto(void **state)
     double e = rel_error(&got, &want);
     print_message("DEIMv2-atto backbone_out0: max |diff| / max |ref| = %.3g\n", e);
     if (!(e <= 1e-4)) fail_msg("backbone_out0 off by %.3g of max |ref| (gate 1e-4)", e);
+    ly_npy_free(&want);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/ref_parkour/encoder_out%d.npy", dir, i);
+        if (ly_npy_load(path, &want) != LY_OK) fail_msg("%s", ly_last_error());
+        assert_int_equal(ly_graph_get_output(ctx, 1 + i, &got, NULL), LY_OK);
+        e = rel_error(&got, &want);
+        print_message("DEIMv2-atto LiteEncoder encoder_out%d from input.npy: %.3g\n", i, e);
+        if (!(e <= 1e-4)) fail_msg("encoder_out%d off by %.3g of max |ref| (gate 1e-4)", i, e);
+        ly_npy_free(&want);
+    }
     ly_graph_ctx_free(ctx);
     ly_graph_free(g);
     ly_npy_free(&input);
-    ly_npy_free(&want);
 }
 
 /* The hybrid encoder from LibreYOLO's backbone_out0/1 to its encoder_out0/1

@@ -180,14 +180,22 @@ ly_graph_value df_self_attention(df_builder *b, ly_graph_value x, ly_graph_value
 bool df_fold_conv_bn(df_builder *b, const char *name, const char *norm, int64_t cout, int64_t cin,
                      int64_t k, double *w, double *bias)
 {
+    char conv[2 * KEY_MAX], bn_prefix[2 * KEY_MAX];
+    snprintf(conv, sizeof conv, "%.100s.conv.weight", name);
+    snprintf(bn_prefix, sizeof bn_prefix, "%.100s.%.20s", name, norm);
+    return df_fold_conv_bn_keys(b, conv, bn_prefix, cout, cin, k, w, bias);
+}
+
+bool df_fold_conv_bn_keys(df_builder *b, const char *conv_weight, const char *bn_prefix,
+                          int64_t cout, int64_t cin, int64_t k, double *w, double *bias)
+{
     char key[2 * KEY_MAX];
     int64_t wshape[4] = {cout, cin, k, k};
-    snprintf(key, sizeof key, "%.100s.conv.weight", name);
-    const float *cw = df_tensor(b, key, 4, wshape);
+    const float *cw = df_tensor(b, conv_weight, 4, wshape);
     const float *bn[4];
     static const char *const parts[4] = {"weight", "bias", "running_mean", "running_var"};
     for (int i = 0; i < 4; i++) {
-        snprintf(key, sizeof key, "%.100s.%s.%s", name, norm, parts[i]);
+        snprintf(key, sizeof key, "%.150s.%s", bn_prefix, parts[i]);
         bn[i] = df_tensor(b, key, 1, &cout);
     }
     if (b->st != LY_OK) return false;
@@ -195,11 +203,10 @@ bool df_fold_conv_bn(df_builder *b, const char *name, const char *norm, int64_t 
     for (int64_t o = 0; o < cout; o++) {
         double var = (double)bn[3][o] + 1e-5; /* nn.BatchNorm2d's eps */
         if (!(var > 0)) {
-            df_fail(b,
-                    ly_set_error(LY_E_FORMAT,
-                                 "%s: key '%s%.100s.%s.running_var' [%lld] is %g: var + eps "
-                                 "must be positive",
-                                 b->what, b->prefix, name, norm, (long long)o, (double)bn[3][o]));
+            df_fail(b, ly_set_error(LY_E_FORMAT,
+                                    "%s: key '%s%.150s.running_var' [%lld] is %g: var + eps "
+                                    "must be positive",
+                                    b->what, b->prefix, bn_prefix, (long long)o, (double)bn[3][o]));
             return false;
         }
         double s = (double)bn[0][o] / sqrt(var);

@@ -59,6 +59,9 @@ typedef struct df_fmap {
  * name.<norm>.* (eps 1e-5) folded in, in double: w (cout*cin*k*k), bias. */
 bool df_fold_conv_bn(df_builder *b, const char *name, const char *norm, int64_t cout, int64_t cin,
                      int64_t k, double *w, double *bias);
+/* The same with the keys given whole: the conv weight, the BN prefix. */
+bool df_fold_conv_bn_keys(df_builder *b, const char *conv_weight, const char *bn_prefix,
+                          int64_t cout, int64_t cin, int64_t k, double *w, double *bias);
 /* A conv node (pad (k-1)/2) from folded weights, rounded to f32 once;
  * `activation` an ly_activation. */
 df_fmap df_conv_node(df_builder *b, const char *name, df_fmap x, const double *w,

@@ -55,6 +55,14 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
                                   const ly_graph_value *feats, const int64_t (*shapes)[3],
                                   int aifi_level, int heads, ly_graph_value *outs);
 
+/* DEIMv2's LiteEncoder (atto, femto, pico; keys encoder.*; detr.md 5) on the
+ * one backbone map feat of shape (c, h, w): input_proj, down_sample1 (AvgPool
+ * 3x3 s2, 1x1 conv + BN + SiLU) with GAP fusion, then the FPN and PAN
+ * RepNCSPELAN4 blocks of the csp2 flavour. outs: the stride-16 and
+ * stride-32 maps. */
+ly_status ly_dfine_lite_encoder(ly_graph *g, const ly_checkpoint *ck, ly_graph_value feat,
+                                const int64_t shape[3], ly_graph_value *outs);
+
 /* The D-FINE transformer head (keys decoder.*; detr.md 4.1-4.7) on the
  * encoder's `levels` maps (hidden channels, shapes[l] = (h, w); input_proj
  * Identity, as for n): memory, the stored anchors and valid mask, enc_output

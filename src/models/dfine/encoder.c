@@ -71,11 +71,30 @@ static df_fmap csp_layer(df_builder *b, const char *name, df_fmap x, int64_t cou
     return x1;
 }
 
+/* DEIMv2's CSPLayer2 (expansion 1): conv1 to twice the width, halves y0, y1;
+ * y0 + bottlenecks(y1). */
+static df_fmap csp_layer2(df_builder *b, const char *name, df_fmap x, int64_t cout, int blocks)
+{
+    char key[2 * KEY_MAX];
+    snprintf(key, sizeof key, "%.100s.conv1", name);
+    df_fmap both = df_conv_norm(b, key, "norm", x, 2 * cout, 1, 1, false, SILU);
+    df_fmap y0 = {df_slice(b, key, both.v, 1, 0, cout), cout, both.h, both.w};
+    df_fmap y1 = {df_slice(b, key, both.v, 1, cout, cout), cout, both.h, both.w};
+    for (int i = 0; i < blocks; i++) {
+        snprintf(key, sizeof key, "%.100s.bottlenecks.%d", name, i);
+        y1 = vgg_block(b, key, y1);
+    }
+    y0.v = df_binary(b, LY_OP_ADD, key, y0.v, y1.v);
+    return y0;
+}
+
 /* RepNCSPELAN4(c1 -> c2; c3, c4 and the bottleneck count read from the keys):
  * cv1 split in halves; cv2 = CSP + 3x3 on the second half, cv3 = CSP + 3x3 on
  * that; cv4 over all four. */
-static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_t c2)
+static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_t c2, bool csp2)
 {
+    df_fmap (*csp)(df_builder *, const char *, df_fmap, int64_t, int) =
+        csp2 ? csp_layer2 : csp_layer;
     df_fmap none = {LY_GRAPH_NONE, c2, x.h, x.w};
     char key[2 * KEY_MAX];
     snprintf(key, sizeof key, "%.100s.cv1.conv.weight", name);
@@ -99,11 +118,11 @@ static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_
     df_fmap halves[2] = {{df_slice(b, key, y1.v, 1, 0, c3 / 2), c3 / 2, y1.h, y1.w},
                          {df_slice(b, key, y1.v, 1, c3 / 2, c3 / 2), c3 / 2, y1.h, y1.w}};
     snprintf(key, sizeof key, "%.100s.cv2.0", name);
-    df_fmap y2 = csp_layer(b, key, halves[1], c4, blocks);
+    df_fmap y2 = csp(b, key, halves[1], c4, blocks);
     snprintf(key, sizeof key, "%.100s.cv2.1", name);
     y2 = df_conv_norm(b, key, "norm", y2, c4, 3, 1, false, SILU);
     snprintf(key, sizeof key, "%.100s.cv3.0", name);
-    df_fmap y3 = csp_layer(b, key, y2, c4, blocks);
+    df_fmap y3 = csp(b, key, y2, c4, blocks);
     snprintf(key, sizeof key, "%.100s.cv3.1", name);
     y3 = df_conv_norm(b, key, "norm", y3, c4, 3, 1, false, SILU);
     ly_graph_value parts[4] = {halves[0].v, halves[1].v, y2.v, y3.v};
@@ -208,7 +227,7 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
         df_fmap cat = {LY_GRAPH_NONE, 2 * hidden, proj[l - 1].h, proj[l - 1].w};
         if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, node_name, 2, pair, 1, &cat.v));
         snprintf(name, sizeof name, "fpn_blocks.%d", k);
-        inner[l - 1] = rep_ncsp_elan4(&b, name, cat, hidden);
+        inner[l - 1] = rep_ncsp_elan4(&b, name, cat, hidden, false);
     }
     /* bottom-up */
     df_fmap out = inner[0];
@@ -224,8 +243,65 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
         snprintf(node_name, sizeof node_name, "encoder.pan_cat.%d", l);
         if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, node_name, 2, pair, 1, &cat.v));
         snprintf(name, sizeof name, "pan_blocks.%d", l);
-        out = rep_ncsp_elan4(&b, name, cat, hidden);
+        out = rep_ncsp_elan4(&b, name, cat, hidden, false);
         outs[l + 1] = out.v;
     }
+    return b.st;
+}
+
+/* LiteEncoder's down_sample: AvgPool 3x3 s2 p1 (counting the padding), 1x1
+ * conv (keys <name>.1.weight) + BN (<name>.2.*), SiLU. */
+static df_fmap lite_down(df_builder *b, const char *name, df_fmap x)
+{
+    df_fmap pooled = {LY_GRAPH_NONE, x.c, (x.h + 2 - 3) / 2 + 1, (x.w + 2 - 3) / 2 + 1};
+    ly_pool2d_params p = LY_POOL2D_DEFAULTS;
+    p.kernel[0] = p.kernel[1] = 3;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0] = p.padding[1] = 1;
+    char key[2 * KEY_MAX], bn[2 * KEY_MAX];
+    snprintf(key, sizeof key, "%s%.100s.0", b->prefix, name);
+    if (b->st == LY_OK) df_fail(b, ly_graph_avg_pool2d(b->g, key, x.v, &p, &pooled.v));
+    double *w = malloc((size_t)(x.c * x.c) * sizeof *w), *bias = malloc((size_t)x.c * sizeof *bias);
+    df_fmap y = {LY_GRAPH_NONE, x.c, pooled.h, pooled.w};
+    snprintf(key, sizeof key, "%.100s.1.weight", name);
+    snprintf(bn, sizeof bn, "%.100s.2", name);
+    if (!w || !bias)
+        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    else if (df_fold_conv_bn_keys(b, key, bn, x.c, x.c, 1, w, bias))
+        y = df_conv_node(b, name, pooled, w, bias, x.c, 1, 1, 1, SILU);
+    free(w);
+    free(bias);
+    return y;
+}
+
+ly_status ly_dfine_lite_encoder(ly_graph *g, const ly_checkpoint *ck, ly_graph_value feat,
+                                const int64_t shape[3], ly_graph_value *outs)
+{
+    df_builder b = {.g = g, .ck = ck, .what = "LiteEncoder", .prefix = "encoder.", .st = LY_OK};
+    int64_t hidden = extent(&b, "input_proj.0.conv.weight", 0);
+    if (hidden <= 0)
+        return ly_set_error(LY_E_FORMAT, "LiteEncoder: key 'encoder.input_proj.0.conv.weight' "
+                                         "missing or not a conv weight");
+    df_fmap x = {feat, shape[0], shape[1], shape[2]};
+    df_fmap p16 = df_conv_norm(&b, "input_proj.0", "norm", x, hidden, 1, 1, false, NONE);
+    df_fmap p32 = lite_down(&b, "down_sample1", p16);
+    /* GAP_Fusion: x + its global average, then a 1x1 ConvNorm + SiLU */
+    ly_pool2d_params gap = LY_POOL2D_DEFAULTS;
+    gap.kernel[0] = gap.stride[0] = p32.h;
+    gap.kernel[1] = gap.stride[1] = p32.w;
+    ly_graph_value mean = LY_GRAPH_NONE;
+    if (b.st == LY_OK)
+        df_fail(&b, ly_graph_avg_pool2d(g, "encoder.bi_fusion.gap", p32.v, &gap, &mean));
+    p32.v = df_binary(&b, LY_OP_ADD, "bi_fusion", p32.v, mean);
+    p32 = df_conv_norm(&b, "bi_fusion.cv", "norm", p32, hidden, 1, 1, false, SILU);
+    ly_graph_value up = LY_GRAPH_NONE;
+    if (b.st == LY_OK) df_fail(&b, ly_graph_upsample_nearest2d(g, "encoder.fpn_up", p32.v, 2, &up));
+    df_fmap fuse0 = {df_binary(&b, LY_OP_ADD, "fpn", p16.v, up), hidden, p16.h, p16.w};
+    df_fmap out0 = rep_ncsp_elan4(&b, "fpn_block", fuse0, hidden, true);
+    df_fmap down = lite_down(&b, "down_sample2", out0);
+    df_fmap fuse1 = {df_binary(&b, LY_OP_ADD, "pan", p32.v, down.v), hidden, p32.h, p32.w};
+    df_fmap out1 = rep_ncsp_elan4(&b, "pan_block", fuse1, hidden, true);
+    outs[0] = out0.v;
+    outs[1] = out1.v;
     return b.st;
 }
