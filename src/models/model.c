@@ -53,6 +53,37 @@ ly_status ly_model_names_copy(ly_model_desc *d, const char *const *names, size_t
     return LY_OK;
 }
 
+ly_status ly_model_names_from_checkpoint(ly_model_desc *d, const ly_checkpoint *ck)
+{
+    size_t count = 0;
+    const char *const *names = NULL;
+    ly_status st = ly_checkpoint_class_names(ck, &count, &names);
+    if (st != LY_OK && st != LY_E_NOT_FOUND) return ly_error_prefix(st, "ly_model_load");
+    if (st == LY_E_NOT_FOUND) count = 0, names = NULL;
+    if (!names && d->nc == LY_COCO_CLASSES) names = ly_coco_names, count = LY_COCO_CLASSES;
+    return ly_model_names_copy(d, names, count);
+}
+
+ly_status ly_model_meta_imgsz(const ly_checkpoint *ck, const char *path, int64_t fallback,
+                              int64_t multiple, int64_t max, int64_t *imgsz)
+{
+    *imgsz = fallback;
+    int64_t v;
+    ly_status st = ly_checkpoint_meta_int(ck, "imgsz", &v);
+    if (st == LY_E_NOT_FOUND) {
+        ly_clear_error();
+        return LY_OK;
+    }
+    if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
+    if (v <= 0 || v % multiple != 0 || v > max)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: metadata imgsz = %lld, expected a positive "
+                            "multiple of %lld",
+                            path, (long long)v, (long long)multiple);
+    *imgsz = v;
+    return LY_OK;
+}
+
 /* A checkpoint's recipe: by its model_family metadata first (as LibreYOLO's
  * factory), else the first whose keys it has. */
 static ly_status checkpoint_recipe(const ly_checkpoint *ck, const char *path, const ly_recipe **out)

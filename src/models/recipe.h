@@ -149,5 +149,11 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *out);
 
 /* Helpers for recipes. */
 ly_status ly_model_names_copy(ly_model_desc *desc, const char *const *names, size_t count);
+/* The checkpoint's class names, else COCO's for 80 classes, else "". */
+ly_status ly_model_names_from_checkpoint(ly_model_desc *desc, const ly_checkpoint *ck);
+/* Metadata imgsz (`fallback` without one): a positive multiple of `multiple`
+ * up to `max`, else an error naming `path`. */
+ly_status ly_model_meta_imgsz(const ly_checkpoint *ck, const char *path, int64_t fallback,
+                              int64_t multiple, int64_t max, int64_t *imgsz);
 
 #endif

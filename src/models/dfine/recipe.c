@@ -5,7 +5,6 @@
 
 #include "core/core.h"
 #include "graph/graph.h"
-#include "models/coco_names.h"
 #include "models/dfine/dfine.h"
 
 #include <stdio.h>
@@ -62,16 +61,9 @@ static ly_status load_lineage(const ly_checkpoint *ck, const char *path, ly_mode
 {
     ly_status st = recognise_size(ck, path, d->size, sizeof d->size);
     if (st != LY_OK) return st;
-    int64_t imgsz = DEFAULT_IMGSZ, v;
-    st = ly_checkpoint_meta_int(ck, "imgsz", &v);
-    if (st == LY_OK) imgsz = v;
-    if (st != LY_OK && st != LY_E_NOT_FOUND) return ly_error_prefix(st, "ly_model_load");
-    ly_clear_error();
-    if (imgsz <= 0 || imgsz % 32 || imgsz > 4096)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: metadata imgsz = %lld, expected a positive "
-                            "multiple of 32",
-                            path, (long long)imgsz);
+    int64_t imgsz;
+    st = ly_model_meta_imgsz(ck, path, DEFAULT_IMGSZ, 32, 4096, &imgsz);
+    if (st != LY_OK) return st;
     ly_tensor bias;
     if (ly_checkpoint_find(ck, "decoder.dec_score_head.0.bias", &bias) != LY_OK || bias.ndim != 1)
         return ly_set_error(LY_E_FORMAT,
@@ -107,15 +99,7 @@ static ly_status load_lineage(const ly_checkpoint *ck, const char *path, ly_mode
     /* the anchors and the AIFI position embedding are built for this size only */
     d->stride = 0;
     d->imgsz = d->fixed_h = d->fixed_w = imgsz;
-    size_t count = 0;
-    const char *const *names = NULL;
-    st = ly_checkpoint_class_names(ck, &count, &names);
-    if (st == LY_E_NOT_FOUND)
-        count = 0, names = NULL, ly_clear_error();
-    else if (st != LY_OK)
-        return ly_error_prefix(st, "ly_model_load");
-    if (!names && d->nc == LY_COCO_CLASSES) names = ly_coco_names, count = LY_COCO_CLASSES;
-    return ly_model_names_copy(d, names, count);
+    return ly_model_names_from_checkpoint(d, ck);
 }
 
 static ly_status load_dfine(const ly_checkpoint *ck, const char *path, ly_model_desc *d)

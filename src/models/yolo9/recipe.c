@@ -2,7 +2,6 @@
  * and decode, its defaults and export rules. */
 #include "models/recipe.h"
 #include "core/core.h"
-#include "models/coco_names.h"
 #include "models/yolo9/build.h"
 #include "models/yolo9/prepost.h"
 #include "models/yolo9/yolo9.h"
@@ -13,33 +12,6 @@
 enum { DEFAULT_IMGSZ = 640, STRIDE = 32 };
 
 _Static_assert(sizeof(ly_letterbox) <= sizeof(ly_prep), "the letterbox fits a ly_prep");
-
-static ly_status load_names(ly_model_desc *d, const ly_checkpoint *ck)
-{
-    size_t count = 0;
-    const char *const *names = NULL;
-    ly_status st = ly_checkpoint_class_names(ck, &count, &names);
-    if (st != LY_OK && st != LY_E_NOT_FOUND) return ly_error_prefix(st, "ly_model_load");
-    if (st == LY_E_NOT_FOUND) count = 0, names = NULL;
-    if (!names && d->nc == LY_COCO_CLASSES) names = ly_coco_names, count = LY_COCO_CLASSES;
-    return ly_model_names_copy(d, names, count);
-}
-
-static ly_status read_imgsz(const ly_checkpoint *ck, const char *path, int64_t *imgsz)
-{
-    *imgsz = DEFAULT_IMGSZ;
-    int64_t v;
-    ly_status st = ly_checkpoint_meta_int(ck, "imgsz", &v);
-    if (st == LY_E_NOT_FOUND) return LY_OK;
-    if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
-    if (v <= 0 || v % STRIDE != 0 || v > 32768)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: metadata imgsz = %lld, expected a positive "
-                            "multiple of %d",
-                            path, (long long)v, STRIDE);
-    *imgsz = v;
-    return LY_OK;
-}
 
 /* LibreYOLO9's keys, as stored or under the prefixes LibreYOLO accepts. */
 static bool accepts_keys(const ly_checkpoint *ck)
@@ -76,9 +48,9 @@ static ly_status load_checkpoint(const ly_checkpoint *ck, const char *path, ly_m
                             path, (long long)meta_nc, (long long)d->nc);
     if (st != LY_OK && st != LY_E_NOT_FOUND) return ly_error_prefix(st, "ly_model_load");
     d->stride = STRIDE;
-    st = read_imgsz(ck, path, &d->imgsz);
+    st = ly_model_meta_imgsz(ck, path, DEFAULT_IMGSZ, STRIDE, 32768, &d->imgsz);
     if (st != LY_OK) return st;
-    return load_names(d, ck);
+    return ly_model_names_from_checkpoint(d, ck);
 }
 
 /* The first output is the decoded predictions [1, 4 + nc, anchors]. */
