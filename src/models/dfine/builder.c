@@ -261,3 +261,15 @@ df_fmap df_conv_norm(df_builder *b, const char *name, const char *norm, df_fmap 
     free(bias);
     return y;
 }
+
+int64_t df_extent(df_builder *b, const char *key, int dim)
+{
+    char full[2 * KEY_MAX];
+    snprintf(full, sizeof full, "%.95s%.200s", b->prefix, key);
+    ly_tensor view;
+    if (ly_checkpoint_find(b->ck, full, &view) != LY_OK || view.ndim <= dim) {
+        ly_clear_error();
+        return -1;
+    }
+    return view.shape[dim];
+}

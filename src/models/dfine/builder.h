@@ -24,6 +24,9 @@ typedef struct df_builder {
 void df_fail(df_builder *b, ly_status st);
 /* The checkpoint tensor prefix + suffix, f32 of `ndim` dims `shape`. */
 const float *df_tensor(df_builder *b, const char *suffix, int ndim, const int64_t *shape);
+/* Extent `dim` of key prefix + `key`, or -1 (no error) when absent or of
+ * fewer dims: for widths and counts the keys decide. */
+int64_t df_extent(df_builder *b, const char *key, int dim);
 /* A constant holding the floats of `src` (shape `shape`). */
 ly_graph_value df_constant(df_builder *b, int ndim, const int64_t *shape, const float *src);
 ly_graph_value df_weight(df_builder *b, const char *suffix, int ndim, const int64_t *shape);

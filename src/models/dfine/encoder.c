@@ -13,16 +13,6 @@
 #define SILU LY_ACT_SILU
 #define NONE LY_ACT_NONE
 
-/* The extent of dim `dim` of key prefix + `key`, or -1 (no error) when absent. */
-static int64_t extent(df_builder *b, const char *key, int dim)
-{
-    char full[2 * KEY_MAX];
-    snprintf(full, sizeof full, "%.95s%.200s", b->prefix, key);
-    ly_tensor view;
-    if (ly_checkpoint_find(b->ck, full, &view) != LY_OK || view.ndim <= dim) return -1;
-    return view.shape[dim];
-}
-
 /* VGGBlock: act(BN(conv3x3 x) + BN(conv1x1 x)), the 1x1 folded into the
  * 3x3's centre tap (what convert_to_deploy does). */
 static df_fmap vgg_block(df_builder *b, const char *name, df_fmap x)
@@ -98,13 +88,13 @@ static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_
     df_fmap none = {LY_GRAPH_NONE, c2, x.h, x.w};
     char key[2 * KEY_MAX];
     snprintf(key, sizeof key, "%.100s.cv1.conv.weight", name);
-    int64_t c3 = extent(b, key, 0);
+    int64_t c3 = df_extent(b, key, 0);
     snprintf(key, sizeof key, "%.100s.cv2.1.conv.weight", name);
-    int64_t c4 = extent(b, key, 0);
+    int64_t c4 = df_extent(b, key, 0);
     int blocks = 0;
     for (;; blocks++) {
         snprintf(key, sizeof key, "%.100s.cv2.0.bottlenecks.%d.conv1.conv.weight", name, blocks);
-        if (extent(b, key, 0) < 0) break;
+        if (df_extent(b, key, 0) < 0) break;
     }
     if (c3 <= 0 || c3 % 2 || c4 <= 0) {
         df_fail(b, ly_set_error(LY_E_FORMAT,
@@ -174,7 +164,7 @@ static df_fmap aifi(df_builder *b, df_fmap x, int heads)
     ly_graph_value qk = df_binary(b, LY_OP_ADD, "pos", src, position_embedding(b, x.h, x.w, c));
     ly_graph_value attn = df_self_attention(b, src, qk, hw, heads, c);
     ly_graph_value t = df_layer_norm(b, "norm1", df_binary(b, LY_OP_ADD, "res1", src, attn), c);
-    int64_t ff = extent(b, "linear1.weight", 0);
+    int64_t ff = df_extent(b, "linear1.weight", 0);
     if (ff <= 0 && b->st == LY_OK)
         df_fail(
             b, ly_set_error(LY_E_FORMAT, "%s: missing key '%slinear1.weight'", b->what, b->prefix));
@@ -194,7 +184,7 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
         return ly_set_error(LY_E_INVALID_ARGUMENT, "hybrid encoder: %d levels, AIFI on %d", levels,
                             aifi_level);
     df_builder b = {.g = g, .ck = ck, .what = "hybrid encoder", .prefix = "encoder.", .st = LY_OK};
-    int64_t hidden = extent(&b, "input_proj.0.conv.weight", 0);
+    int64_t hidden = df_extent(&b, "input_proj.0.conv.weight", 0);
     if (hidden <= 0 || hidden % 4)
         return ly_set_error(LY_E_FORMAT,
                             "hybrid encoder: key 'encoder.input_proj.0.conv.weight' missing or "
@@ -278,7 +268,7 @@ ly_status ly_dfine_lite_encoder(ly_graph *g, const ly_checkpoint *ck, ly_graph_v
                                 const int64_t shape[3], ly_graph_value *outs)
 {
     df_builder b = {.g = g, .ck = ck, .what = "LiteEncoder", .prefix = "encoder.", .st = LY_OK};
-    int64_t hidden = extent(&b, "input_proj.0.conv.weight", 0);
+    int64_t hidden = df_extent(&b, "input_proj.0.conv.weight", 0);
     if (hidden <= 0)
         return ly_set_error(LY_E_FORMAT, "LiteEncoder: key 'encoder.input_proj.0.conv.weight' "
                                          "missing or not a conv weight");

@@ -135,27 +135,22 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
 {
     df_builder b = {.g = g, .ck = ck, .what = "D-FINE head", .prefix = "decoder.", .st = LY_OK};
     ly_op act = silu ? LY_OP_SILU : LY_OP_RELU;
-    int64_t hidden = 0, tokens = 0, classes = 0, bins = 0;
-    {
-        ly_tensor v;
-        if (ly_checkpoint_find(ck, "decoder.enc_score_head.weight", &v) != LY_OK || v.ndim != 2)
-            return ly_set_error(LY_E_FORMAT, "D-FINE head: key 'decoder.enc_score_head.weight' "
-                                             "missing or not [classes, C]");
-        classes = v.shape[0];
-        hidden = v.shape[1];
-        if (ly_checkpoint_find(ck, "decoder.dec_bbox_head.0.layers.2.weight", &v) != LY_OK ||
-            v.ndim != 2 || v.shape[0] % 4)
-            return ly_set_error(LY_E_FORMAT, "D-FINE head: key "
-                                             "'decoder.dec_bbox_head.0.layers.2.weight' missing "
-                                             "or not [4 (reg_max + 1), C]");
-        bins = v.shape[0] / 4;
-    }
+    int64_t hidden = df_extent(&b, "enc_score_head.weight", 1), tokens = 0;
+    int64_t classes = df_extent(&b, "enc_score_head.weight", 0);
+    int64_t corner_rows = df_extent(&b, "dec_bbox_head.0.layers.2.weight", 0),
+            bins = corner_rows / 4;
+    if (hidden <= 0 || classes <= 0)
+        return ly_set_error(LY_E_FORMAT, "D-FINE head: key 'decoder.enc_score_head.weight' "
+                                         "missing or not [classes, C]");
+    if (corner_rows <= 0 || corner_rows % 4)
+        return ly_set_error(LY_E_FORMAT, "D-FINE head: key "
+                                         "'decoder.dec_bbox_head.0.layers.2.weight' missing "
+                                         "or not [4 (reg_max + 1), C]");
     int layers = 0;
     for (;; layers++) {
         char key[KEY_MAX];
-        ly_tensor v;
-        snprintf(key, sizeof key, "decoder.decoder.layers.%d.norm1.weight", layers);
-        if (ly_checkpoint_find(ck, key, &v) != LY_OK) break;
+        snprintf(key, sizeof key, "decoder.layers.%d.norm1.weight", layers);
+        if (df_extent(&b, key, 0) < 0) break;
     }
     if (layers == 0 || levels < 1 || levels > 4 || bins < 4)
         return ly_set_error(LY_E_FORMAT,
