@@ -30,6 +30,7 @@
 
 #define FIXTURE LY_SHARED_DIR "/testdata/dfine"
 #define REF FIXTURE "/ref_giraffe"
+#define DEIMV2 LY_SHARED_DIR "/testdata/deimv2"
 
 static bool exists(const char *path)
 {
@@ -365,7 +366,8 @@ static void test_whole_network(void **state)
             assert_int_equal(ly_graph_input(g, "map0", LY_F32, 4, &in[0]), LY_OK);
             assert_int_equal(ly_graph_input(g, "map1", LY_F32, 4, &in[1]), LY_OK);
         }
-        if (ly_dfine_head(g, ck, 2, in, map_shapes, 300, 8, false, &outs[0], &outs[1]) != LY_OK)
+        ly_dfine_head_config cfg = {.queries = 300, .heads = 8};
+        if (ly_dfine_head(g, ck, 2, in, map_shapes, &cfg, &outs[0], &outs[1]) != LY_OK)
             fail_msg("build: %s", ly_last_error());
         assert_int_equal(ly_graph_output(g, outs[0], "pred_logits"), LY_OK);
         assert_int_equal(ly_graph_output(g, outs[1], "pred_boxes"), LY_OK);
@@ -487,8 +489,11 @@ static void test_detections(void **state)
     } cases[] = {{"D-FINE-n", FIXTURE "/LibreDFINEn_seed0.pt",
                   LY_SHARED_DIR "/testdata/images/giraffe.jpg", REF},
                  {"DEIM-n", LY_SHARED_DIR "/testdata/deim/LibreDEIMn_seed2.pt",
-                  LY_SHARED_DIR "/testdata/images/dog.jpg",
-                  LY_SHARED_DIR "/testdata/deim/ref_dog"}};
+                  LY_SHARED_DIR "/testdata/images/dog.jpg", LY_SHARED_DIR "/testdata/deim/ref_dog"},
+                 {"DEIMv2-atto", DEIMV2 "/LibreDEIMv2atto_seed0.pt",
+                  LY_SHARED_DIR "/testdata/images/parkour.jpg", DEIMV2 "/ref_parkour"},
+                 {"DEIMv2-atto (.safetensors)", DEIMV2 "/LibreDEIMv2atto_seed0.safetensors",
+                  LY_SHARED_DIR "/testdata/images/parkour.jpg", DEIMV2 "/ref_parkour"}};
     bool codecs = false;
     ly_image_codecs(&codecs);
     if (!codecs) {
@@ -538,12 +543,106 @@ static void test_detections(void **state)
     }
 }
 
+typedef struct raw_outputs {
+    ly_tensor logits, boxes;
+} raw_outputs;
+
+static void keep_raw(const char *name, const ly_tensor *t, void *user)
+{
+    raw_outputs *r = user;
+    ly_tensor *into = strcmp(name, "pred_logits") == 0  ? &r->logits
+                      : strcmp(name, "pred_boxes") == 0 ? &r->boxes
+                                                        : NULL;
+    if (!into) return;
+    assert_int_equal(ly_tensor_alloc(into, LY_F32, t->ndim, t->shape), LY_OK);
+    memcpy(into->data, t->data, (size_t)ly_tensor_numel(t) * sizeof(float));
+}
+
+/* The row of `ref` (q rows of w) nearest row `row` of `got`, by L1: the same
+ * query where near-ties in the top-k ordered them differently. */
+static int64_t nearest_row(const float *got, const float *ref, int64_t q, int64_t w)
+{
+    int64_t best = 0;
+    double best_d = INFINITY;
+    for (int64_t r = 0; r < q; r++) {
+        double d = 0;
+        for (int64_t k = 0; k < w; k++)
+            d += fabs((double)got[k] - (double)ref[r * w + k]);
+        if (d < best_d) best_d = d, best = r;
+    }
+    return best;
+}
+
+/* ly_model_load + ly_model_run on LibreYOLO's input.npy, every family with
+ * a fixture (the .safetensors DEIMv2 too, its aliases restored): pred_logits
+ * and pred_boxes within 1e-4 of max |ref|, query rows matched. */
+static void test_model_outputs(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *checkpoint, *ref;
+    } cases[] = {{"D-FINE-n", FIXTURE "/LibreDFINEn_seed0.pt", REF},
+                 {"DEIM-n", LY_SHARED_DIR "/testdata/deim/LibreDEIMn_seed2.pt",
+                  LY_SHARED_DIR "/testdata/deim/ref_dog"},
+                 {"DEIMv2-atto", DEIMV2 "/LibreDEIMv2atto_seed0.pt", DEIMV2 "/ref_parkour"},
+                 {"DEIMv2-atto (.safetensors)", DEIMV2 "/LibreDEIMv2atto_seed0.safetensors",
+                  DEIMV2 "/ref_parkour"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char probe[512];
+        snprintf(probe, sizeof probe, "%s/pred_boxes.npy", cases[c].ref);
+        if (!exists(cases[c].checkpoint) || !exists(probe)) {
+            print_message("skipped %s: its fixture is absent\n", cases[c].name);
+            continue;
+        }
+        ly_model *m;
+        if (ly_model_load(cases[c].checkpoint, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_tensor input, want[2];
+        load_from(cases[c].ref, "input", &input);
+        load_from(cases[c].ref, "pred_logits", &want[0]);
+        load_from(cases[c].ref, "pred_boxes", &want[1]);
+        raw_outputs got = {0};
+        if (ly_model_run(m, &input, keep_raw, &got) != LY_OK) fail_msg("%s", ly_last_error());
+        assert_non_null(got.logits.data);
+        assert_non_null(got.boxes.data);
+        int64_t q = want[1].shape[1], classes = want[0].shape[2];
+        assert_int_equal(got.boxes.shape[1], q);
+        ly_tensor matched[2];
+        const ly_tensor *ours[2] = {&got.logits, &got.boxes};
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(ly_tensor_alloc(&matched[i], LY_F32, 3, want[i].shape), LY_OK);
+        int64_t same = 0;
+        for (int64_t row = 0; row < q; row++) {
+            int64_t r = nearest_row((const float *)got.boxes.data + row * 4, want[1].data, q, 4);
+            same += r == row;
+            for (int i = 0; i < 2; i++) {
+                int64_t w = i ? 4 : classes;
+                memcpy((float *)matched[i].data + r * w, (const float *)ours[i]->data + row * w,
+                       (size_t)w * sizeof(float));
+            }
+        }
+        double e[2] = {rel_error(&matched[0], &want[0]), rel_error(&matched[1], &want[1])};
+        print_message("%s from input.npy: pred_logits %.3g, pred_boxes %.3g of max |ref| (%lld of "
+                      "%lld queries in LibreYOLO's order)\n",
+                      cases[c].name, e[0], e[1], (long long)same, (long long)q);
+        if (!(e[0] <= 1e-4) || !(e[1] <= 1e-4))
+            fail_msg("%s: outputs off (gate 1e-4 of max |ref|)", cases[c].name);
+        for (int i = 0; i < 2; i++) {
+            ly_tensor_free(&matched[i]);
+            ly_npy_free(&want[i]);
+        }
+        ly_tensor_free(&got.logits);
+        ly_tensor_free(&got.boxes);
+        ly_npy_free(&input);
+        ly_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backbone),      cmocka_unit_test(test_backbone_atto),
-        cmocka_unit_test(test_encoder),       cmocka_unit_test(test_whole_network),
-        cmocka_unit_test(test_preprocess),    cmocka_unit_test(test_detections),
-        cmocka_unit_test(test_decoder_layer0)};
+        cmocka_unit_test(test_backbone),       cmocka_unit_test(test_backbone_atto),
+        cmocka_unit_test(test_encoder),        cmocka_unit_test(test_whole_network),
+        cmocka_unit_test(test_preprocess),     cmocka_unit_test(test_detections),
+        cmocka_unit_test(test_decoder_layer0), cmocka_unit_test(test_model_outputs)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -111,7 +111,7 @@ static ly_status checkpoint_recipe(const ly_checkpoint *ck, const char *path, co
                                 path, family, runs);
     } else {
         for (int i = 0; i < ly_recipe_count && !r; i++)
-            if (ly_recipes[i]->accepts_keys && ly_recipes[i]->accepts_keys(ck)) r = ly_recipes[i];
+            if (ly_recipes[i]->accepts_keys && ly_recipes[i]->accepts_keys(ck, path)) r = ly_recipes[i];
         if (!r)
             return ly_set_error(LY_E_UNSUPPORTED,
                                 "ly_model_load: %s: no model_family in the metadata, and the keys "

@@ -67,8 +67,9 @@ struct ly_recipe {
     /* A path in a format of the recipe's own (a TF.js graph, a named model):
      * LY_E_DECLINED, with no error set, when it is not. */
     ly_status (*load_path)(const char *path, ly_model_desc *d);
-    /* Whether a checkpoint without model_family metadata has this family's keys. */
-    bool (*accepts_keys)(const ly_checkpoint *ck);
+    /* Whether a checkpoint without model_family metadata has this family's
+     * keys (and, where keys are shared between families, file name: `path`). */
+    bool (*accepts_keys)(const ly_checkpoint *ck, const char *path);
     /* Build from a checkpoint (an engine with it). */
     ly_status (*load_checkpoint)(const ly_checkpoint *ck, const char *path, ly_model_desc *d);
     /* Check an engine's outputs (shapes, at the fixed or default input size)

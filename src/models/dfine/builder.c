@@ -13,6 +13,164 @@ void df_fail(df_builder *b, ly_status st)
     if (b->st == LY_OK) b->st = st;
 }
 
+/* ---- The audit of one load ----------------------------------------------- */
+
+enum { AUDIT_LIST = 12 };
+
+typedef struct audit_key {
+    const char *name;
+    bool used;
+} audit_key;
+
+typedef struct df_audit {
+    const ly_checkpoint *ck;
+    audit_key *keys; /* the checkpoint's, sorted by name */
+    size_t n_keys;
+    char missing[AUDIT_LIST][KEY_MAX], misshapen[AUDIT_LIST][2 * KEY_MAX];
+    size_t n_missing, n_misshapen;
+    void **zeros; /* stand-ins for absent tensors, so building goes on */
+    size_t n_zeros;
+} df_audit;
+
+/* Loading is one call on one thread: the audit belongs to that call. */
+static _Thread_local df_audit *current;
+
+static int compare_keys(const void *a, const void *b)
+{
+    return strcmp(((const audit_key *)a)->name, ((const audit_key *)b)->name);
+}
+
+ly_status df_audit_begin(const ly_checkpoint *ck)
+{
+    df_audit_end(NULL);
+    size_t n = 0;
+    ly_status st = ly_checkpoint_tensor_count(ck, &n);
+    if (st != LY_OK) return st;
+    df_audit *a = calloc(1, sizeof *a);
+    audit_key *keys = calloc(n ? n : 1, sizeof *keys);
+    if (!a || !keys) {
+        free(a);
+        free(keys);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        ly_tensor view;
+        st = ly_checkpoint_tensor_at(ck, i, &keys[i].name, &view);
+        if (st != LY_OK) {
+            free(keys);
+            free(a);
+            return st;
+        }
+    }
+    qsort(keys, n, sizeof *keys, compare_keys);
+    *a = (df_audit){.ck = ck, .keys = keys, .n_keys = n};
+    current = a;
+    return LY_OK;
+}
+
+static audit_key *audit_lookup(const char *key)
+{
+    df_audit *a = current;
+    if (!a) return NULL;
+    audit_key probe = {.name = key};
+    return bsearch(&probe, a->keys, a->n_keys, sizeof probe, compare_keys);
+}
+
+void df_mark(const char *key)
+{
+    audit_key *k = audit_lookup(key);
+    if (k) k->used = true;
+}
+
+/* Keys a LibreYOLO model has that inference never reads. */
+static bool unused_by_design(const char *key)
+{
+    static const char *const exact[] = {"decoder.denoising_class_embed.weight",
+                                        "decoder.decoder.up", "decoder.decoder.reg_scale"};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (strcmp(key, exact[i]) == 0) return true;
+    size_t n = strlen(key), t = strlen(".num_batches_tracked");
+    return n > t && strcmp(key + n - t, ".num_batches_tracked") == 0;
+}
+
+static void append_list(char *out, size_t cap, const char *what, size_t total, const char *names,
+                        size_t stride, size_t shown)
+{
+    size_t at = strlen(out);
+    if (!total || at >= cap) return;
+    at += (size_t)snprintf(out + at, cap - at, "%s%zu %s (", at ? "; " : "", total, what);
+    for (size_t i = 0; i < shown && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%s", i ? ", " : "", names + i * stride);
+    if (at < cap && total > shown)
+        at += (size_t)snprintf(out + at, cap - at, ", and %zu more", total - shown);
+    if (at < cap) snprintf(out + at, cap - at, ")");
+}
+
+ly_status df_audit_end(const char *context)
+{
+    df_audit *a = current;
+    current = NULL;
+    if (!a) return LY_OK;
+    char unexpected[AUDIT_LIST][KEY_MAX];
+    size_t n_unexpected = 0;
+    for (size_t i = 0; i < a->n_keys; i++) {
+        if (a->keys[i].used || unused_by_design(a->keys[i].name)) continue;
+        if (n_unexpected < AUDIT_LIST)
+            snprintf(unexpected[n_unexpected], KEY_MAX, "%s", a->keys[i].name);
+        n_unexpected++;
+    }
+    ly_status st = LY_OK;
+    if (context && (a->n_missing || a->n_misshapen || n_unexpected)) {
+        char list[3072] = "";
+        append_list(list, sizeof list, a->n_missing == 1 ? "missing key" : "missing keys",
+                    a->n_missing, a->missing[0], KEY_MAX,
+                    a->n_missing < AUDIT_LIST ? a->n_missing : AUDIT_LIST);
+        append_list(list, sizeof list,
+                    a->n_misshapen == 1 ? "key of the wrong shape" : "keys of the wrong shape",
+                    a->n_misshapen, a->misshapen[0], 2 * KEY_MAX,
+                    a->n_misshapen < AUDIT_LIST ? a->n_misshapen : AUDIT_LIST);
+        append_list(list, sizeof list, n_unexpected == 1 ? "unexpected key" : "unexpected keys",
+                    n_unexpected, unexpected[0], KEY_MAX,
+                    n_unexpected < AUDIT_LIST ? n_unexpected : AUDIT_LIST);
+        st = ly_set_error(LY_E_FORMAT, "%s: the keys are not the model's: %s", context, list);
+    }
+    for (size_t i = 0; i < a->n_zeros; i++)
+        free(a->zeros[i]);
+    free(a->zeros);
+    free(a->keys);
+    free(a);
+    return st;
+}
+
+bool df_audit_failed(void)
+{
+    return current && (current->n_missing || current->n_misshapen);
+}
+
+/* A zero tensor standing in for an absent or misshapen key while the audit
+ * collects the rest (the load fails at its end). */
+static const float *stand_in(int ndim, const int64_t *shape)
+{
+    df_audit *a = current;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= (size_t)(shape[i] > 0 ? shape[i] : 1);
+    void **grown = realloc(a->zeros, (a->n_zeros + 1) * sizeof *grown);
+    if (!grown) return NULL;
+    a->zeros = grown;
+    float *z = calloc(n, sizeof *z);
+    if (z) a->zeros[a->n_zeros++] = z;
+    return z;
+}
+
+/* The checkpoint's tensor `key`, marked read. */
+static ly_status find_key(const ly_checkpoint *ck, const char *key, ly_tensor *view)
+{
+    ly_status st = ly_checkpoint_find(ck, key, view);
+    if (st == LY_OK) df_mark(key);
+    return st;
+}
+
 /* The checkpoint tensor prefix + suffix, f32 of `ndim` dims `shape`. */
 const float *df_tensor(df_builder *b, const char *suffix, int ndim, const int64_t *shape)
 {
@@ -20,7 +178,14 @@ const float *df_tensor(df_builder *b, const char *suffix, int ndim, const int64_
     char key[KEY_MAX];
     snprintf(key, sizeof key, "%s%s", b->prefix, suffix);
     ly_tensor view;
-    ly_status st = ly_checkpoint_find(b->ck, key, &view);
+    ly_status st = find_key(b->ck, key, &view);
+    df_audit *a = current;
+    if (st != LY_OK && a) {
+        ly_clear_error();
+        if (a->n_missing < AUDIT_LIST) snprintf(a->missing[a->n_missing], KEY_MAX, "%s", key);
+        a->n_missing++;
+        return stand_in(ndim, shape);
+    }
     if (st != LY_OK) {
         df_fail(b, ly_set_error(LY_E_FORMAT, "%s: missing key '%s'", b->what, key));
         return NULL;
@@ -32,12 +197,26 @@ const float *df_tensor(df_builder *b, const char *suffix, int ndim, const int64_
         ly_tensor want = {.dtype = LY_F32, .ndim = ndim};
         memcpy(want.shape, shape, (size_t)ndim * sizeof *shape);
         char got[96], exp[96];
+        ly_shape_str(&view, got, sizeof got);
+        ly_shape_str(&want, exp, sizeof exp);
+        if (a) {
+            if (a->n_misshapen < AUDIT_LIST)
+                snprintf(a->misshapen[a->n_misshapen], 2 * KEY_MAX,
+                         "%.150s is %.8s %.60s, expected f32 %.60s", key, ly_dtype_name(view.dtype),
+                         got, exp);
+            a->n_misshapen++;
+            return stand_in(ndim, shape);
+        }
         df_fail(b, ly_set_error(LY_E_FORMAT, "%s: key '%s' is %s %s, expected f32 %s", b->what, key,
-                                ly_dtype_name(view.dtype), ly_shape_str(&view, got, sizeof got),
-                                ly_shape_str(&want, exp, sizeof exp)));
+                                ly_dtype_name(view.dtype), got, exp));
         return NULL;
     }
     return view.data;
+}
+
+void df_expect(df_builder *b, const char *suffix, int ndim, const int64_t *shape)
+{
+    (void)df_tensor(b, suffix, ndim, shape);
 }
 
 /* A constant holding `count` floats from `src` (shape `shape`). */
@@ -267,7 +446,7 @@ int64_t df_extent(df_builder *b, const char *key, int dim)
     char full[2 * KEY_MAX];
     snprintf(full, sizeof full, "%.95s%.200s", b->prefix, key);
     ly_tensor view;
-    if (ly_checkpoint_find(b->ck, full, &view) != LY_OK || view.ndim <= dim) {
+    if (find_key(b->ck, full, &view) != LY_OK || view.ndim <= dim) {
         ly_clear_error();
         return -1;
     }

@@ -22,6 +22,21 @@ typedef struct df_builder {
 } df_builder;
 
 void df_fail(df_builder *b, ly_status st);
+
+/* The audit of one load (on the loading thread): while it runs, an absent or
+ * misshapen key is recorded and a zero tensor stands in, so building goes on
+ * and every such key is found; df_audit_end then lists them with the keys
+ * nothing read (LibreYOLO's strict load_state_dict names them all), as one
+ * error prefixed by `context` (NULL: discard). Keys the model has but
+ * inference never reads are declared with df_expect. */
+ly_status df_audit_begin(const ly_checkpoint *ck);
+ly_status df_audit_end(const char *context);
+/* Whether keys were missing or misshapen so far. */
+bool df_audit_failed(void);
+/* Key `key` (whole) was read. */
+void df_mark(const char *key);
+/* prefix + suffix must be there, f32 `shape`, though nothing reads it. */
+void df_expect(df_builder *b, const char *suffix, int ndim, const int64_t *shape);
 /* The checkpoint tensor prefix + suffix, f32 of `ndim` dims `shape`. */
 const float *df_tensor(df_builder *b, const char *suffix, int ndim, const int64_t *shape);
 /* Extent `dim` of key prefix + `key`, or -1 (no error) when absent or of

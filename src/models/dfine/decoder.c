@@ -43,15 +43,13 @@ static ly_graph_value cross_attention(df_builder *b, ly_graph_value query,
     /* Σpoints from the attention_weights rows: heads * Σpoints. */
     char key[KEY_MAX];
     snprintf(key, sizeof key, "%scross_attn.attention_weights.bias", b->prefix);
-    ly_tensor aw_bias;
-    if (b->st == LY_OK && ly_checkpoint_find(b->ck, key, &aw_bias) != LY_OK) {
-        df_fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
-        return LY_GRAPH_NONE;
-    }
     if (b->st != LY_OK) return LY_GRAPH_NONE;
-    int64_t total = aw_bias.ndim == 1 ? aw_bias.shape[0] / heads : 0;
-    if (total < 1 || total * heads != aw_bias.shape[0]) {
-        df_fail(b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: '%s' has no multiple of %d heads",
+    int64_t rows = df_extent(b, "cross_attn.attention_weights.bias", 0);
+    int64_t total = rows > 0 ? rows / heads : 0;
+    if (total < 1 || total * heads != rows) {
+        df_fail(b, ly_set_error(LY_E_FORMAT,
+                                "D-FINE decoder: '%s' missing or not [heads * points] for %d "
+                                "heads",
                                 key, heads));
         return LY_GRAPH_NONE;
     }
@@ -99,6 +97,45 @@ static ly_graph_value cross_attention(df_builder *b, ly_graph_value query,
     return df_node(b, LY_OP_MS_DEFORM_ATTN, "cross_attn.core", 5, msda_in, &mp);
 }
 
+/* nn.LayerNorm (keys .weight, .bias; eps 1e-5) or DEIMv2's RMSNorm (key
+ * .scale; eps 1e-6, in f32 as its forward casts): the keys say which. */
+static ly_graph_value norm(df_builder *b, const char *name, ly_graph_value x, int64_t c)
+{
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.scale", name);
+    if (df_extent(b, key, 0) < 0) return df_layer_norm(b, name, x, c);
+    ly_graph_value scale = df_weight(b, key, 1, &c);
+    ly_norm_params p = LY_NORM_DEFAULTS;
+    p.eps = 1e-6;
+    ly_graph_value in[2] = {x, scale};
+    return df_node(b, LY_OP_RMS_NORM, name, 2, in, &p);
+}
+
+/* The FFN: D-FINE's Linear -> act -> Linear, or DEIMv2's SwiGLU (w12 to
+ * twice the hidden width, silu(first half) * second half, w3). */
+static ly_graph_value ffn(df_builder *b, ly_graph_value x, int64_t c, bool silu)
+{
+    int64_t swiglu = df_extent(b, "swish_ffn.w12.weight", 0);
+    if (swiglu > 0) {
+        int64_t hidden = swiglu / 2;
+        ly_graph_value both = df_linear(b, "swish_ffn.w12", x, 2 * hidden, c);
+        ly_graph_value x1 = df_slice(b, "swish_ffn.x1", both, 2, 0, hidden);
+        ly_graph_value x2 = df_slice(b, "swish_ffn.x2", both, 2, hidden, hidden);
+        x1 = df_node(b, LY_OP_SILU, "swish_ffn.silu", 1, &x1, NULL);
+        ly_graph_value h = df_binary(b, LY_OP_MUL, "swish_ffn.glu", x1, x2);
+        return df_linear(b, "swish_ffn.w3", h, c, hidden);
+    }
+    int64_t ff = df_extent(b, "linear1.weight", 0);
+    if (ff <= 0 && b->st == LY_OK)
+        df_fail(b, ly_set_error(LY_E_FORMAT,
+                                "D-FINE decoder: no FFN keys ('%slinear1.weight' or "
+                                "'%sswish_ffn.w12.weight')",
+                                b->prefix, b->prefix));
+    ly_graph_value h = df_linear(b, "linear1", x, ff, c);
+    h = df_node(b, silu ? LY_OP_SILU : LY_OP_RELU, "activation", 1, &h, NULL);
+    return df_linear(b, "linear2", h, c, ff);
+}
+
 ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
                                  bool silu, int levels, const ly_dfine_layer_inputs *in,
                                  ly_graph_value *out)
@@ -107,53 +144,47 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_dfine_decoder_layer: bad argument");
     df_builder b = {.g = g, .ck = ck, .what = "D-FINE decoder", .st = LY_OK};
     snprintf(b.prefix, sizeof b.prefix, "decoder.decoder.layers.%d.", index);
-    /* C from norm1; the query count Q is left to the reshapes (-1), so the
-     * layer serves any Q. Batch 1. */
-    char key[KEY_MAX];
-    snprintf(key, sizeof key, "%snorm1.weight", b.prefix);
-    ly_tensor norm1;
-    if (ly_checkpoint_find(ck, key, &norm1) != LY_OK || norm1.ndim != 1 ||
-        norm1.shape[0] % heads != 0)
+    /* C from norm1 (LayerNorm's weight or RMSNorm's scale); the query count
+     * Q is left to the reshapes (-1), so the layer serves any Q. Batch 1. */
+    int64_t c = df_extent(&b, "norm1.weight", 0);
+    if (c <= 0) c = df_extent(&b, "norm1.scale", 0);
+    if (c <= 0 || c % heads != 0)
         return ly_set_error(LY_E_FORMAT,
-                            "D-FINE decoder: '%s' missing or not [C] with C a multiple of %d heads",
-                            key, heads);
-    int64_t c = norm1.shape[0], q = -1;
+                            "D-FINE decoder: '%snorm1.weight' (or .scale) missing or not [C] with "
+                            "C a multiple of %d heads",
+                            b.prefix, heads);
+    int64_t q = -1;
 
     ly_graph_value qk = df_binary(&b, LY_OP_ADD, "with_pos", in->target, in->query_pos);
     ly_graph_value attn = df_self_attention(&b, in->target, qk, q, heads, c);
     ly_graph_value x =
-        df_layer_norm(&b, "norm1", df_binary(&b, LY_OP_ADD, "residual1", in->target, attn), c);
+        norm(&b, "norm1", df_binary(&b, LY_OP_ADD, "residual1", in->target, attn), c);
 
     ly_graph_value query = df_binary(&b, LY_OP_ADD, "cross_attn.query", x, in->query_pos);
     ly_graph_value sampled = cross_attention(&b, query, in, q, heads, c, levels);
 
-    /* Gate: sigmoid(Linear([x, sampled])) split into halves. */
-    ly_graph_value pair[2] = {x, sampled};
-    ly_graph_value joined = LY_GRAPH_NONE;
-    if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, "gateway.cat", 2, pair, 2, &joined));
-    ly_graph_value gates = df_linear(&b, "gateway.gate", joined, 2 * c, 2 * c);
-    gates = df_node(&b, LY_OP_SIGMOID, "gateway.sigmoid", 1, &gates, NULL);
-    ly_graph_value g1 = df_slice(&b, "gateway.g1", gates, 2, 0, c);
-    ly_graph_value g2 = df_slice(&b, "gateway.g2", gates, 2, c, c);
-    x = df_binary(&b, LY_OP_ADD, "gateway.mix", df_binary(&b, LY_OP_MUL, "gateway.x", g1, x),
-                  df_binary(&b, LY_OP_MUL, "gateway.attn", g2, sampled));
-    x = df_layer_norm(&b, "gateway.norm", x, c);
+    if (df_extent(&b, "gateway.gate.weight", 0) > 0) {
+        /* Gate: sigmoid(Linear([x, sampled])) split into halves. */
+        ly_graph_value pair[2] = {x, sampled};
+        ly_graph_value joined = LY_GRAPH_NONE;
+        if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, "gateway.cat", 2, pair, 2, &joined));
+        ly_graph_value gates = df_linear(&b, "gateway.gate", joined, 2 * c, 2 * c);
+        gates = df_node(&b, LY_OP_SIGMOID, "gateway.sigmoid", 1, &gates, NULL);
+        ly_graph_value g1 = df_slice(&b, "gateway.g1", gates, 2, 0, c);
+        ly_graph_value g2 = df_slice(&b, "gateway.g2", gates, 2, c, c);
+        x = df_binary(&b, LY_OP_ADD, "gateway.mix", df_binary(&b, LY_OP_MUL, "gateway.x", g1, x),
+                      df_binary(&b, LY_OP_MUL, "gateway.attn", g2, sampled));
+        x = norm(&b, "gateway.norm", x, c);
+    } else {
+        /* DEIMv2 atto-pico (use_gateway False): residual, norm2. */
+        x = norm(&b, "norm2", df_binary(&b, LY_OP_ADD, "residual2", x, sampled), c);
+    }
 
-    /* FFN (ReLU in D-FINE's decoder) + residual, clamped to f16's range, LayerNorm. */
-    int64_t ff = 0;
-    snprintf(key, sizeof key, "%slinear1.bias", b.prefix);
-    ly_tensor l1;
-    if (b.st == LY_OK && ly_checkpoint_find(ck, key, &l1) == LY_OK && l1.ndim == 1)
-        ff = l1.shape[0];
-    else if (b.st == LY_OK)
-        df_fail(&b, ly_set_error(LY_E_FORMAT, "D-FINE decoder: missing key '%s'", key));
-    ly_graph_value h = df_linear(&b, "linear1", x, ff, c);
-    h = df_node(&b, silu ? LY_OP_SILU : LY_OP_RELU, "activation", 1, &h, NULL);
-    h = df_linear(&b, "linear2", h, c, ff);
-    x = df_binary(&b, LY_OP_ADD, "residual3", x, h);
+    /* FFN + residual, clamped to f16's range, norm3. */
+    x = df_binary(&b, LY_OP_ADD, "residual3", x, ffn(&b, x, c, silu));
     ly_clamp_params clamp = {.min = -65504.0, .max = 65504.0};
     x = df_node(&b, LY_OP_CLAMP, "clamp", 1, &x, &clamp);
-    x = df_layer_norm(&b, "norm3", x, c);
+    x = norm(&b, "norm3", x, c);
     if (b.st != LY_OK) return b.st;
     *out = x;
     return LY_OK;

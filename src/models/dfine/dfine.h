@@ -21,15 +21,18 @@ typedef struct ly_dfine_layer_inputs {
 } ly_dfine_layer_inputs;
 
 /* Decoder layer `index` (keys decoder.decoder.layers.<index>.*) appended to
- * `g` (detr.md 4.5): self-attention (nn.MultiheadAttention, q = k = target +
- * pos, v = target) + residual -> LayerNorm; MSDeformableAttention on the
- * memory (sampling_offsets / attention_weights linears, softmax over every
- * level's points per head, loc = ref_xy + offset * num_points_scale * ref_wh
- * * 0.5) -> Gate (sigmoid(Linear(concat)) halves, LayerNorm); FFN Linear ->
- * ReLU (SiLU for DEIM: `silu`) -> Linear + residual -> clamp +-65504 -> LayerNorm. `heads` is the
+ * `g` (detr.md 4.5, 5): self-attention (nn.MultiheadAttention, q = k =
+ * target + pos, v = target) + residual -> norm1; MSDeformableAttention on
+ * the memory (sampling_offsets / attention_weights linears, softmax over
+ * every level's points per head, loc = ref_xy + offset * num_points_scale *
+ * ref_wh * 0.5) -> Gate (sigmoid(Linear(concat)) halves, its norm) or, where
+ * the layer has no gateway keys (DEIMv2 atto-pico), residual -> norm2; FFN
+ * (Linear -> ReLU, or SiLU for `silu`, -> Linear; or DEIMv2's SwiGLU where
+ * its keys are) + residual -> clamp +-65504 -> norm3. The norms are
+ * LayerNorm or, where the keys hold a .scale, RMSNorm. `heads` is the
  * attention head count; the points per level come from num_points_scale.
- * Batch 1; any number of queries.
- * Every missing or misshapen key is an error naming it. */
+ * Batch 1; any number of queries. Every missing or misshapen key is an error
+ * naming it. */
 ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
                                  bool silu, int levels, const ly_dfine_layer_inputs *in,
                                  ly_graph_value *out);
@@ -63,19 +66,28 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
 ly_status ly_dfine_lite_encoder(ly_graph *g, const ly_checkpoint *ck, ly_graph_value feat,
                                 const int64_t shape[3], ly_graph_value *outs);
 
-/* The D-FINE transformer head (keys decoder.*; detr.md 4.1-4.7) on the
- * encoder's `levels` maps (hidden channels, shapes[l] = (h, w); input_proj
- * Identity, as for n): memory, the stored anchors and valid mask, enc_output
- * and enc_score_head, top-`queries` selection on the best class logit (ties:
+/* What the head's code (not its keys) varies by family. */
+typedef struct ly_dfine_head_config {
+    int queries, heads;
+    bool silu;            /* DEIM, RT-DETRv4, DEIMv2: SiLU in the MLPs and LQE (D-FINE: ReLU) */
+    bool query_pos_once;  /* DEIMv2: query_pos_head once before the loop (D-FINE: every layer) */
+    bool shared_box_head; /* DEIMv2 atto-pico: one dec_bbox_head for all layers */
+} ly_dfine_head_config;
+
+/* The D-FINE transformer head (keys decoder.*; detr.md 4.1-4.7, 5) on the
+ * encoder's `levels` maps (shapes[l] = (h, w)): input_proj (1x1 conv + BN
+ * where its keys are, Identity otherwise), memory, the stored anchors and
+ * valid mask, enc_output (where its keys are: DEIMv2 has none) and
+ * enc_score_head, top-`queries` selection on the best class logit (ties:
  * lower index), enc_bbox_head, then every decoder layer (query_pos_head
  * clamped to +-10, the layer, pre_bbox_head after the first, dec_bbox_head
  * corners accumulated, Integral with W(n) from decoder.up / reg_scale,
- * distance2bbox), the last layer's dec_score_head + LQE. `silu`: DEIM's MLP
- * activation (D-FINE's is ReLU). Outputs pred_logits [1, Q, classes] and
- * pred_boxes [1, Q, 4] (cxcywh in [0, 1]). */
+ * distance2bbox), the last layer's dec_score_head + LQE. Outputs
+ * pred_logits [1, Q, classes] and pred_boxes [1, Q, 4] (cxcywh in [0, 1]). */
 ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
-                        const ly_graph_value *maps, const int64_t (*shapes)[2], int queries,
-                        int heads, bool silu, ly_graph_value *logits, ly_graph_value *boxes);
+                        const ly_graph_value *maps, const int64_t (*shapes)[2],
+                        const ly_dfine_head_config *cfg, ly_graph_value *logits,
+                        ly_graph_value *boxes);
 
 /* Pre- and post-processing (detr.md 8, 9). PIL's Image.resize(BILINEAR) of
  * 8-bit RGB (BGR views are read as RGB), bit-exact, into out (w*h*3). */

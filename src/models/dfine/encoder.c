@@ -78,15 +78,19 @@ static df_fmap csp_layer2(df_builder *b, const char *name, df_fmap x, int64_t co
     return y0;
 }
 
-/* RepNCSPELAN4(c1 -> c2; c3, c4 and the bottleneck count read from the keys):
+/* RepNCSPELAN4(c1 -> c2; c3, c4, the bottleneck count and the CSP flavour
+ * read from the keys):
  * cv1 split in halves; cv2 = CSP + 3x3 on the second half, cv3 = CSP + 3x3 on
  * that; cv4 over all four. */
-static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_t c2, bool csp2)
+static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_t c2)
 {
-    df_fmap (*csp)(df_builder *, const char *, df_fmap, int64_t, int) =
-        csp2 ? csp_layer2 : csp_layer;
     df_fmap none = {LY_GRAPH_NONE, c2, x.h, x.w};
     char key[2 * KEY_MAX];
+    /* CSPLayer has conv1 and conv2 on the input; DEIMv2's CSPLayer2 one conv1 */
+    snprintf(key, sizeof key, "%.100s.cv2.0.conv2.conv.weight", name);
+    bool csp2 = df_extent(b, key, 0) < 0;
+    df_fmap (*csp)(df_builder *, const char *, df_fmap, int64_t, int) =
+        csp2 ? csp_layer2 : csp_layer;
     snprintf(key, sizeof key, "%.100s.cv1.conv.weight", name);
     int64_t c3 = df_extent(b, key, 0);
     snprintf(key, sizeof key, "%.100s.cv2.1.conv.weight", name);
@@ -176,6 +180,20 @@ static df_fmap aifi(df_builder *b, df_fmap x, int heads)
     return x;
 }
 
+/* The fusion of a resampled map with a level's: concat (D-FINE) or sum (DEIMv2). */
+static df_fmap fuse(df_builder *b, const char *name, bool sum, ly_graph_value resampled,
+                    df_fmap level)
+{
+    df_fmap y = {LY_GRAPH_NONE, sum ? level.c : 2 * level.c, level.h, level.w};
+    if (sum) {
+        y.v = df_binary(b, LY_OP_ADD, name, resampled, level.v);
+        return y;
+    }
+    ly_graph_value pair[2] = {resampled, level.v};
+    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, name, 2, pair, 1, &y.v));
+    return y;
+}
+
 ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int levels,
                                   const ly_graph_value *feats, const int64_t (*shapes)[3],
                                   int aifi_level, int heads, ly_graph_value *outs)
@@ -184,17 +202,29 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
         return ly_set_error(LY_E_INVALID_ARGUMENT, "hybrid encoder: %d levels, AIFI on %d", levels,
                             aifi_level);
     df_builder b = {.g = g, .ck = ck, .what = "hybrid encoder", .prefix = "encoder.", .st = LY_OK};
-    int64_t hidden = df_extent(&b, "input_proj.0.conv.weight", 0);
+    int64_t hidden = df_extent(&b, "lateral_convs.0.conv.weight", 0);
     if (hidden <= 0 || hidden % 4)
         return ly_set_error(LY_E_FORMAT,
-                            "hybrid encoder: key 'encoder.input_proj.0.conv.weight' missing or "
+                            "hybrid encoder: key 'encoder.lateral_convs.0.conv.weight' missing or "
                             "not [C, ...] with C a multiple of 4");
+    /* DEIMv2's encoder sums where D-FINE's concatenates (fuse_op "sum"): the
+     * fuse blocks' input width says which */
+    int64_t fuse_in = df_extent(&b, "fpn_blocks.0.cv1.conv.weight", 1);
+    bool sum = fuse_in == hidden;
+    if (!sum && fuse_in != 2 * hidden)
+        return ly_set_error(LY_E_FORMAT,
+                            "hybrid encoder: key 'encoder.fpn_blocks.0.cv1.conv.weight' missing or "
+                            "not [*, %lld or %lld, 1, 1]",
+                            (long long)hidden, (long long)(2 * hidden));
     df_fmap proj[3];
     char name[2 * KEY_MAX];
     for (int l = 0; l < levels; l++) {
         snprintf(name, sizeof name, "input_proj.%d", l);
         df_fmap x = {feats[l], shapes[l][0], shapes[l][1], shapes[l][2]};
-        proj[l] = df_conv_norm(&b, name, "norm", x, hidden, 1, 1, false, NONE);
+        snprintf(name, sizeof name, "input_proj.%d.conv.weight", l);
+        bool identity = df_extent(&b, name, 0) < 0 && x.c == hidden;
+        snprintf(name, sizeof name, "input_proj.%d", l);
+        proj[l] = identity ? x : df_conv_norm(&b, name, "norm", x, hidden, 1, 1, false, NONE);
     }
     snprintf(b.prefix, sizeof b.prefix, "encoder.encoder.0.layers.0.");
     proj[aifi_level] = aifi(&b, proj[aifi_level], heads);
@@ -213,11 +243,9 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
         ly_graph_value upsampled = LY_GRAPH_NONE;
         if (b.st == LY_OK)
             df_fail(&b, ly_graph_upsample_nearest2d(g, node_name, high.v, 2, &upsampled));
-        ly_graph_value pair[2] = {upsampled, proj[l - 1].v};
-        df_fmap cat = {LY_GRAPH_NONE, 2 * hidden, proj[l - 1].h, proj[l - 1].w};
-        if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, node_name, 2, pair, 1, &cat.v));
+        df_fmap fused = fuse(&b, node_name, sum, upsampled, proj[l - 1]);
         snprintf(name, sizeof name, "fpn_blocks.%d", k);
-        inner[l - 1] = rep_ncsp_elan4(&b, name, cat, hidden, false);
+        inner[l - 1] = rep_ncsp_elan4(&b, name, fused, hidden);
     }
     /* bottom-up */
     df_fmap out = inner[0];
@@ -227,13 +255,11 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
         df_fmap down = df_conv_norm(&b, name, "norm", out, hidden, 1, 1, false, NONE);
         snprintf(name, sizeof name, "downsample_convs.%d.0.cv2", l);
         down = df_conv_norm(&b, name, "norm", down, hidden, 3, 2, true, NONE);
-        ly_graph_value pair[2] = {down.v, inner[l + 1].v};
-        df_fmap cat = {LY_GRAPH_NONE, 2 * hidden, inner[l + 1].h, inner[l + 1].w};
         char node_name[2 * KEY_MAX];
         snprintf(node_name, sizeof node_name, "encoder.pan_cat.%d", l);
-        if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, node_name, 2, pair, 1, &cat.v));
+        df_fmap fused = fuse(&b, node_name, sum, down.v, inner[l + 1]);
         snprintf(name, sizeof name, "pan_blocks.%d", l);
-        out = rep_ncsp_elan4(&b, name, cat, hidden, false);
+        out = rep_ncsp_elan4(&b, name, fused, hidden);
         outs[l + 1] = out.v;
     }
     return b.st;
@@ -287,10 +313,10 @@ ly_status ly_dfine_lite_encoder(ly_graph *g, const ly_checkpoint *ck, ly_graph_v
     ly_graph_value up = LY_GRAPH_NONE;
     if (b.st == LY_OK) df_fail(&b, ly_graph_upsample_nearest2d(g, "encoder.fpn_up", p32.v, 2, &up));
     df_fmap fuse0 = {df_binary(&b, LY_OP_ADD, "fpn", p16.v, up), hidden, p16.h, p16.w};
-    df_fmap out0 = rep_ncsp_elan4(&b, "fpn_block", fuse0, hidden, true);
+    df_fmap out0 = rep_ncsp_elan4(&b, "fpn_block", fuse0, hidden);
     df_fmap down = lite_down(&b, "down_sample2", out0);
     df_fmap fuse1 = {df_binary(&b, LY_OP_ADD, "pan", p32.v, down.v), hidden, p32.h, p32.w};
-    df_fmap out1 = rep_ncsp_elan4(&b, "pan_block", fuse1, hidden, true);
+    df_fmap out1 = rep_ncsp_elan4(&b, "pan_block", fuse1, hidden);
     outs[0] = out0.v;
     outs[1] = out1.v;
     return b.st;

@@ -121,6 +121,16 @@ static void weighting(float up, float reg_scale, int64_t reg_max, float *w)
     w[at++] = upper2;
 }
 
+static void expect_linear(df_builder *b, const char *name, int64_t n, int64_t k)
+{
+    char key[2 * KEY_MAX];
+    int64_t wshape[2] = {n, k};
+    snprintf(key, sizeof key, "%.100s.weight", name);
+    df_expect(b, key, 2, wshape);
+    snprintf(key, sizeof key, "%.100s.bias", name);
+    df_expect(b, key, 1, &n);
+}
+
 static bool scalar_key(df_builder *b, const char *suffix, float *out)
 {
     int64_t one = 1;
@@ -129,12 +139,47 @@ static bool scalar_key(df_builder *b, const char *suffix, float *out)
     return v != NULL;
 }
 
+/* MLP at prefix + `name` with its widths read from the keys (layers.<i>.weight). */
+static ly_graph_value mlp_from_keys(df_builder *b, const char *name, ly_graph_value x,
+                                    int64_t in_width, ly_op act)
+{
+    int64_t dims[8] = {in_width};
+    int layers = 0;
+    char key[2 * KEY_MAX];
+    for (; layers < 7; layers++) {
+        snprintf(key, sizeof key, "%.100s.layers.%d.weight", name, layers);
+        int64_t n = df_extent(b, key, 0);
+        if (n <= 0) break;
+        dims[layers + 1] = n;
+    }
+    if (layers == 0 && b->st == LY_OK)
+        df_fail(b, ly_set_error(LY_E_FORMAT, "%s: missing key '%s%.100s.layers.0.weight'", b->what,
+                                b->prefix, name));
+    return mlp(b, name, x, layers, dims, act);
+}
+
+/* The decoder's input_proj of level l: 1x1 conv + BN where the encoder's
+ * width is not the decoder's (D-FINE x), Identity otherwise. */
+static ly_graph_value input_proj(df_builder *b, int l, ly_graph_value map, int64_t hidden,
+                                 const int64_t shape[2])
+{
+    char name[KEY_MAX], key[KEY_MAX];
+    snprintf(name, sizeof name, "input_proj.%d", l);
+    snprintf(key, sizeof key, "input_proj.%d.conv.weight", l);
+    int64_t cin = df_extent(b, key, 1);
+    if (cin <= 0) return map;
+    df_fmap x = {map, cin, shape[0], shape[1]};
+    return df_conv_norm(b, name, "norm", x, hidden, 1, 1, false, LY_ACT_NONE).v;
+}
+
 ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
-                        const ly_graph_value *maps, const int64_t (*shapes)[2], int queries,
-                        int heads, bool silu, ly_graph_value *logits, ly_graph_value *boxes)
+                        const ly_graph_value *maps, const int64_t (*shapes)[2],
+                        const ly_dfine_head_config *cfg, ly_graph_value *logits,
+                        ly_graph_value *boxes)
 {
     df_builder b = {.g = g, .ck = ck, .what = "D-FINE head", .prefix = "decoder.", .st = LY_OK};
-    ly_op act = silu ? LY_OP_SILU : LY_OP_RELU;
+    ly_op act = cfg->silu ? LY_OP_SILU : LY_OP_RELU;
+    int queries = cfg->queries, heads = cfg->heads;
     int64_t hidden = df_extent(&b, "enc_score_head.weight", 1), tokens = 0;
     int64_t classes = df_extent(&b, "enc_score_head.weight", 0);
     int64_t corner_rows = df_extent(&b, "dec_bbox_head.0.layers.2.weight", 0),
@@ -149,7 +194,7 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     int layers = 0;
     for (;; layers++) {
         char key[KEY_MAX];
-        snprintf(key, sizeof key, "decoder.layers.%d.norm1.weight", layers);
+        snprintf(key, sizeof key, "decoder.layers.%d.self_attn.in_proj_weight", layers);
         if (df_extent(&b, key, 0) < 0) break;
     }
     if (layers == 0 || levels < 1 || levels > 4 || bins < 4)
@@ -158,13 +203,13 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     for (int l = 0; l < levels; l++)
         tokens += shapes[l][0] * shapes[l][1];
 
-    /* memory: every level flattened h-major, levels one after another */
+    /* memory: every level projected, flattened h-major, levels one after another */
     ly_graph_value flat[4];
     static const int64_t to_tokens[3] = {0, 2, 1};
     for (int l = 0; l < levels; l++) {
         int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
-        flat[l] =
-            df_permute(&b, "memory", df_reshape(&b, "memory", maps[l], 3, shape), 3, to_tokens);
+        ly_graph_value m = input_proj(&b, l, maps[l], hidden, shapes[l]);
+        flat[l] = df_permute(&b, "memory", df_reshape(&b, "memory", m, 3, shape), 3, to_tokens);
     }
     ly_graph_value memory = flat[0];
     if (levels > 1 && b.st == LY_OK)
@@ -183,6 +228,7 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                                  "not [1, %lld, 1]",
                                  (long long)tokens));
     }
+    df_mark("decoder.valid_mask");
     for (int64_t i = 0; b.st == LY_OK && i < tokens; i++)
         mask[i] = mask_view.dtype == LY_F32   ? (((const float *)mask_view.data)[i] != 0.0f)
                   : mask_view.dtype == LY_I64 ? (((const int64_t *)mask_view.data)[i] != 0)
@@ -190,10 +236,12 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     ly_graph_value valid = df_constant(&b, 3, mshape, mask);
     free(mask);
 
-    /* query selection */
-    ly_graph_value masked = df_binary(&b, LY_OP_MUL, "enc.mask", memory, valid);
-    ly_graph_value out_memory = df_layer_norm(
-        &b, "enc_output.norm", df_linear(&b, "enc_output.proj", masked, hidden, hidden), hidden);
+    /* query selection; DEIMv2 has no enc_output (the masked memory itself) */
+    ly_graph_value out_memory = df_binary(&b, LY_OP_MUL, "enc.mask", memory, valid);
+    if (df_extent(&b, "enc_output.proj.weight", 0) > 0)
+        out_memory =
+            df_layer_norm(&b, "enc_output.norm",
+                          df_linear(&b, "enc_output.proj", out_memory, hidden, hidden), hidden);
     ly_graph_value enc_logits = df_linear(&b, "enc_score_head", out_memory, classes, hidden);
     ly_topk_params best = LY_TOPK_DEFAULTS;
     best.k = 1;
@@ -222,10 +270,11 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
         df_binary(&b, LY_OP_ADD, "enc.ref_unact", mlp(&b, "enc_bbox_head", target, 3, box_mlp, act),
                   topk_anchors);
 
-    /* FDR: W(n) and the box scale */
+    /* FDR: W(n) and the box scale (a .safetensors keeps only the decoder.decoder aliases) */
     float up = 0, reg_scale = 0;
-    scalar_key(&b, "up", &up);
-    scalar_key(&b, "reg_scale", &reg_scale);
+    bool outer = df_extent(&b, "up", 0) > 0;
+    scalar_key(&b, outer ? "up" : "decoder.up", &up);
+    scalar_key(&b, outer ? "reg_scale" : "decoder.reg_scale", &reg_scale);
     float *w = calloc((size_t)bins, sizeof *w);
     if (!w) return ly_set_error(LY_E_NO_MEMORY, "D-FINE head: out of memory");
     weighting(up, reg_scale, bins - 1, w);
@@ -244,13 +293,14 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     /* the decoder loop, to the last layer (eval_idx -1) */
     ly_graph_value ref = df_node(&b, LY_OP_SIGMOID, "ref", 1, &ref_unact, NULL);
     ly_graph_value prev_out = LY_GRAPH_NONE, prev_corners = LY_GRAPH_NONE, initial = LY_GRAPH_NONE;
-    int64_t pos_mlp[3] = {4, 2 * hidden, hidden},
-            corner_mlp[4] = {hidden, hidden, hidden, 4 * bins};
+    ly_graph_value pos = LY_GRAPH_NONE;
+    int64_t corner_mlp[4] = {hidden, hidden, hidden, 4 * bins};
     int64_t ref4[4] = {1, q, 1, 4};
     for (int i = 0; i < layers && b.st == LY_OK; i++) {
         char key[KEY_MAX];
-        ly_graph_value pos =
-            clamp(&b, "query_pos", mlp(&b, "query_pos_head", ref, 2, pos_mlp, act), -10.0, 10.0);
+        if (i == 0 || !cfg->query_pos_once)
+            pos = clamp(&b, "query_pos", mlp_from_keys(&b, "query_pos_head", ref, 4, act), -10.0,
+                        10.0);
         ly_dfine_layer_inputs in = {.target = target,
                                     .reference = df_reshape(&b, "ref", ref, 4, ref4),
                                     .query_pos = pos,
@@ -258,24 +308,34 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                                     .spatial_shapes = spatial};
         ly_graph_value out = LY_GRAPH_NONE;
         if (b.st == LY_OK)
-            df_fail(&b, ly_dfine_decoder_layer(g, ck, i, heads, silu, levels, &in, &out));
+            df_fail(&b, ly_dfine_decoder_layer(g, ck, i, heads, cfg->silu, levels, &in, &out));
         if (i == 0) {
             ly_graph_value pre = mlp(&b, "pre_bbox_head", out, 3, box_mlp, act);
             pre = df_binary(&b, LY_OP_ADD, "pre_bbox", pre, inverse_sigmoid(&b, ref));
             initial = df_node(&b, LY_OP_SIGMOID, "pre_bbox", 1, &pre, NULL);
         }
-        snprintf(key, sizeof key, "dec_bbox_head.%d", i);
+        /* a shared head saved once (safetensors drops the aliases) reads layer 0's */
+        snprintf(key, sizeof key, "dec_bbox_head.%d.layers.0.weight", i);
+        int head = cfg->shared_box_head && df_extent(&b, key, 0) < 0 ? 0 : i;
+        snprintf(key, sizeof key, "dec_bbox_head.%d", head);
         ly_graph_value head_in = i ? df_binary(&b, LY_OP_ADD, key, out, prev_out) : out;
         ly_graph_value corners = mlp(&b, key, head_in, 3, corner_mlp, act);
         if (i) corners = df_binary(&b, LY_OP_ADD, key, corners, prev_corners);
         ly_graph_value box = distance2bbox(
             &b, initial, integral(&b, corners, project, zero, q, bins), fabsf(reg_scale));
+        snprintf(key, sizeof key, "dec_score_head.%d", i);
         if (i + 1 == layers) {
-            snprintf(key, sizeof key, "dec_score_head.%d", i);
             ly_graph_value s = df_linear(&b, key, out, classes, hidden);
             snprintf(key, sizeof key, "decoder.lqe_layers.%d", i);
             *logits = lqe(&b, key, s, corners, q, bins, act);
             *boxes = box;
+        } else {
+            /* the model has them (a strict load wants them); the eval layer's are read */
+            expect_linear(&b, key, classes, hidden);
+            snprintf(key, sizeof key, "decoder.lqe_layers.%d.reg_conf.layers.0", i);
+            expect_linear(&b, key, 64, 20);
+            snprintf(key, sizeof key, "decoder.lqe_layers.%d.reg_conf.layers.1", i);
+            expect_linear(&b, key, 1, 64);
         }
         ref = box;
         prev_out = out;

@@ -14,8 +14,9 @@ enum { DEFAULT_IMGSZ = 640, STRIDE = 32 };
 _Static_assert(sizeof(ly_letterbox) <= sizeof(ly_prep), "the letterbox fits a ly_prep");
 
 /* LibreYOLO9's keys, as stored or under the prefixes LibreYOLO accepts. */
-static bool accepts_keys(const ly_checkpoint *ck)
+static bool accepts_keys(const ly_checkpoint *ck, const char *path)
 {
+    (void)path;
     static const char *const keys[] = {"backbone.conv0.conv.weight",
                                        "module.backbone.conv0.conv.weight"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
