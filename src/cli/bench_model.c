@@ -57,20 +57,22 @@ void ly_cli_usage_bench_model(FILE *to)
         "prediction on an image file end to end (median and p90 of R runs after W warm-ups),\n"
         "reports peak RSS and the RSS of the model, then runs the peers in bench/peers/ on\n"
         "the same input and thread count: ONNX Runtime (node + onnxruntime-node) on an ONNX\n"
-        "export of the network and PyTorch (python3 + torch) on the same checkpoint (YOLO9\n"
-        "checkpoints only: a TF.js graph such as NanoDet has no peers).\n"
+        "export of the network (every checkpoint family: LibreYOLO's own export next to M)\n"
+        "and PyTorch (python3 + torch) on the same checkpoint (YOLO9 only; a TF.js graph\n"
+        "such as NanoDet has no peers).\n"
         "  --model M         checkpoint (.pt), TF.js graph model, or a named model (nanodet)\n"
         "  --imgsz S         square input size (default: the checkpoint's)\n"
         "  --threads N       threads for us and for each peer (default 1)\n"
         "  --runs R          timed runs (default 20)\n"
         "  --warmup W        warm-up runs (default 3)\n"
-        "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/input.npy\n"
-        "                    next to M, or for NanoDet " DEFAULT_NANODET_INPUT ",\n"
+        "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/,\n"
+        "                    ref_giraffe/ or ref_dog/input.npy next to M, or for NanoDet\n"
+        "                    " DEFAULT_NANODET_INPUT ",\n"
         "                    when it fits, else a fixed pseudo-random input)\n"
         "  --image I         image for the end-to-end line (default " DEFAULT_IMAGE "\n"
         "                    when present); --no-image skips that line\n"
         "  --onnx O.onnx     the ONNX Runtime peer's model (default: M with the suffix .onnx)\n"
-        "  --peers DIR       where ort_yolo9.js and torch_yolo9.py are (default:\n"
+        "  --peers DIR       where ort_model.js and torch_yolo9.py are (default:\n"
         "                    $LIBREYOLO_BENCH_PEERS, ./bench/peers, <exe>/../bench/peers)\n"
         "  --no-peers        only our own figures\n"
         "  --gflop G         the network's cost at S (default: LibreYOLO9t's 7.7 at 640, else\n"
@@ -238,16 +240,20 @@ static int prepare_input(const bench_config *cfg, ours_result *r, ly_tensor *inp
     }
     char dir[PATH_MAX], guess[PATH_MAX + 32];
     dirname_of(cfg->model_path, dir, sizeof dir);
-    snprintf(guess, sizeof guess, "%s/ref_parkour/input.npy", dir);
-    if (strcmp(r->info.family, "nanodet") == 0)
-        snprintf(guess, sizeof guess, "%s", DEFAULT_NANODET_INPUT);
-    if (ly_cli_file_exists(guess) && ly_npy_load(guess, input) == LY_OK) {
-        if (input_fits(input, r->imgsz)) {
-            snprintf(r->input_desc, sizeof r->input_desc, "%s", guess);
-            snprintf(r->input_file, sizeof r->input_file, "%s", guess);
-            return 0;
+    /* a fixture's reference input next to the model, when one fits */
+    static const char *const refs[] = {"ref_parkour", "ref_giraffe", "ref_dog"};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        snprintf(guess, sizeof guess, "%s/%s/input.npy", dir, refs[i]);
+        if (strcmp(r->info.family, "nanodet") == 0)
+            snprintf(guess, sizeof guess, "%s", DEFAULT_NANODET_INPUT);
+        if (ly_cli_file_exists(guess) && ly_npy_load(guess, input) == LY_OK) {
+            if (input_fits(input, r->imgsz)) {
+                snprintf(r->input_desc, sizeof r->input_desc, "%s", guess);
+                snprintf(r->input_file, sizeof r->input_file, "%s", guess);
+                return 0;
+            }
+            ly_npy_free(input);
         }
-        ly_npy_free(input);
     }
     int64_t shape[4] = {1, 3, r->imgsz, r->imgsz};
     if (ly_tensor_alloc(input, LY_F32, 4, shape) != LY_OK) {
@@ -587,7 +593,7 @@ static bool find_peers_dir(const bench_config *cfg, char *out, size_t size)
     for (int i = 0; i < 3; i++) {
         if (!candidates[i] || !*candidates[i]) continue;
         char probe[PATH_MAX + 32];
-        snprintf(probe, sizeof probe, "%s/ort_yolo9.js", candidates[i]);
+        snprintf(probe, sizeof probe, "%s/ort_model.js", candidates[i]);
         bool has_ort = ly_cli_file_exists(probe);
         snprintf(probe, sizeof probe, "%s/torch_yolo9.py", candidates[i]);
         if (has_ort || ly_cli_file_exists(probe)) {
@@ -632,7 +638,7 @@ static void run_ort(const bench_config *cfg, const char *dir, const ours_result 
                     const peer_args *a, peer_result *p)
 {
     char script[PATH_MAX + 32], module[PATH_MAX + 64], onnx[PATH_MAX];
-    snprintf(script, sizeof script, "%s/ort_yolo9.js", dir);
+    snprintf(script, sizeof script, "%s/ort_model.js", dir);
     snprintf(module, sizeof module, "%s/node_modules/onnxruntime-node/package.json", dir);
     if (cfg->onnx_path)
         snprintf(onnx, sizeof onnx, "%s", cfg->onnx_path);
@@ -723,8 +729,8 @@ static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *
         peer_unavailable(torch, "--no-peers");
         return;
     }
-    if (strcmp(r->info.family, "yolo9") != 0) {
-        const char *why = "none for this model (a TF.js graph; the peers run YOLO9 checkpoints)";
+    if (strcmp(r->info.family, "nanodet") == 0) {
+        const char *why = "none for this model (a TF.js graph)";
         peer_unavailable(ort, "%s", why);
         peer_unavailable(torch, "%s", why);
         return;
@@ -745,7 +751,13 @@ static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *
     snprintf(a.warmup, sizeof a.warmup, "%d", cfg->warmup);
     snprintf(a.imgsz, sizeof a.imgsz, "%d", r->imgsz);
     run_ort(cfg, dir, r, &a, ort);
-    run_torch(cfg, dir, r, &a, torch);
+    if (strcmp(r->info.family, "yolo9") == 0)
+        run_torch(cfg, dir, r, &a, torch);
+    else
+        peer_unavailable(torch,
+                         "the PyTorch peer runs YOLO9 checkpoints (LibreYOLO's %s code is "
+                         "not vendored)",
+                         r->info.family);
     if (tmpdir[0]) {
         unlink(r->input_file);
         rmdir(tmpdir);

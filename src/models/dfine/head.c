@@ -131,12 +131,23 @@ static void expect_linear(df_builder *b, const char *name, int64_t n, int64_t k)
     df_expect(b, key, 1, &n);
 }
 
+/* A one-element key as a float: up and reg_scale are f32, or i64 where the
+ * config gave an integer (DEIMv2-n's reg_scale 4). */
 static bool scalar_key(df_builder *b, const char *suffix, float *out)
 {
-    int64_t one = 1;
-    const float *v = df_tensor(b, suffix, 1, &one);
-    if (v) *out = v[0];
-    return v != NULL;
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s%s", b->prefix, suffix);
+    ly_tensor v;
+    if (b->st == LY_OK && ly_checkpoint_find(b->ck, key, &v) == LY_OK && ly_tensor_numel(&v) == 1 &&
+        (v.dtype == LY_F32 || v.dtype == LY_I64)) {
+        df_mark(key);
+        *out = v.dtype == LY_F32 ? *(const float *)v.data : (float)*(const int64_t *)v.data;
+        return true;
+    }
+    if (b->st == LY_OK)
+        df_fail(b, ly_set_error(LY_E_FORMAT, "%s: key '%s' missing or not one f32 or i64 value",
+                                b->what, key));
+    return false;
 }
 
 /* MLP at prefix + `name` with its widths read from the keys (layers.<i>.weight). */

@@ -1,17 +1,20 @@
 #!/usr/bin/env node
 // ONNX Runtime peer for `libreyolo bench model`: times an ONNX export of the same network.
 //
-//   node ort_yolo9.js --model LibreYOLO9t_seed0.onnx --threads 1 [--runs 20] [--warmup 3]
+//   node ort_model.js --model LibreYOLO9t_seed0.onnx --threads 1 [--runs 20] [--warmup 3]
 //        [--input input.npy] [--reference ref_parkour/]
 //
 // Prints one JSON object on stdout:
 //   {"runtime": "onnxruntime", "version", "threads", "runs", "median_ms", "p90_ms",
 //    "load_ms", "peak_rss_mib", "parity": {...} or null}
-// The parity check compares `predictions` with the reference folder (default: ref_parkour/ next
-// to the model) so a mismatched model is not timed unnoticed. Its tolerance is looser than the
-// C library's 1e-3: ONNX Runtime folds BatchNorm into the convolutions, and on this checkpoint
-// folded fp32 arithmetic lands about 1.2e-3 (max|got-ref| / max|ref|) from LibreYOLO's unfused
-// output; a different network would be off by orders of magnitude more.
+// The parity check compares every output that has a <name>.npy in the reference folder (the
+// --input's folder when it holds them, else ref_parkour/ next to the model) so a mismatched
+// model is not timed unnoticed: YOLO9's `predictions`, the DETR families' `pred_logits` and
+// `pred_boxes` (their query rows matched by the nearest box first, since top-k near-ties may
+// order queries differently). Its tolerance is looser than the C library's 1e-3: ONNX Runtime
+// folds BatchNorm into the convolutions, and on YOLO9t folded fp32 arithmetic lands about
+// 1.2e-3 (max|got-ref| / max|ref|) from LibreYOLO's unfused output; a different network would
+// be off by orders of magnitude more.
 'use strict';
 
 const fs = require('fs');
@@ -20,8 +23,8 @@ const path = require('path');
 const PARITY_REL = 1e-2;
 
 function usage(msg) {
-    process.stderr.write(`ort_yolo9.js: ${msg}\n` +
-        'usage: node ort_yolo9.js --model M.onnx [--threads N] [--runs R] [--warmup W] ' +
+    process.stderr.write(`ort_model.js: ${msg}\n` +
+        'usage: node ort_model.js --model M.onnx [--threads N] [--runs R] [--warmup W] ' +
         '[--imgsz S] [--input X.npy] [--reference DIR] [--no-check]\n');
     process.exit(2);
 }
@@ -95,13 +98,34 @@ function compare(name, got, ref) {
     return { tensor: name, ok: rel <= PARITY_REL, max_abs: maxAbs, rel, max_elem_rel: elemRel };
 }
 
+// Reorders the [1, Q, k] outputs' rows so that each lands on the reference row whose box
+// is nearest (L1): the same query, where top-k near-ties ordered them differently.
+function matchQueries(out, refs) {
+    const boxes = out.pred_boxes.data, ref = refs.pred_boxes.data, q = ref.length / 4;
+    const target = new Int32Array(q);
+    for (let i = 0; i < q; i++) {
+        let best = 0, bestD = Infinity;
+        for (let r = 0; r < q; r++) {
+            let d = 0;
+            for (let k = 0; k < 4; k++) d += Math.abs(boxes[i * 4 + k] - ref[r * 4 + k]);
+            if (d < bestD) { bestD = d; best = r; }
+        }
+        target[i] = best;
+    }
+    for (const name of Object.keys(refs)) {
+        const src = out[name].data, width = src.length / q, moved = new Float32Array(src.length);
+        for (let i = 0; i < q; i++) moved.set(src.subarray(i * width, (i + 1) * width), target[i] * width);
+        out[name] = { data: moved };
+    }
+}
+
 async function main() {
     const args = parseArgs(process.argv.slice(2));
     let ort;
     try {
         ort = require('onnxruntime-node');
     } catch (e) {
-        process.stderr.write(`ort_yolo9.js: onnxruntime-node is not installed (${e.message})\n`);
+        process.stderr.write(`ort_model.js: onnxruntime-node is not installed (${e.message})\n`);
         process.exit(1);
     }
     let version = 'unknown';
@@ -110,6 +134,10 @@ async function main() {
     } catch (e) { /* keep unknown */ }
 
     let reference = args.reference;
+    if (reference === undefined && args.input) {
+        const dir = path.dirname(path.resolve(args.input));
+        if (fs.readdirSync(dir).some((f) => f.endsWith('.npy') && f !== 'input.npy')) reference = dir;
+    }
     if (reference === undefined) {
         const guess = path.join(path.dirname(path.resolve(args.model)), 'ref_parkour');
         if (fs.existsSync(guess)) reference = guess;
@@ -126,7 +154,6 @@ async function main() {
     const session = await ort.InferenceSession.create(args.model, options);
     const loadMs = Number(process.hrtime.bigint() - t0) / 1e6;
     const inputName = session.inputNames[0];
-    const outputName = session.outputNames[0];
 
     const result = {
         runtime: 'onnxruntime', version, threads: args.threads, runs: args.runs,
@@ -149,10 +176,17 @@ async function main() {
     if (reference && args.check) {
         const refIn = args.input ? loadNpy(path.join(reference, 'input.npy')) : x;
         const out = await session.run({ [inputName]: new ort.Tensor('float32', refIn.data, refIn.shape) });
-        const check = compare(outputName, out[outputName].data,
-            loadNpy(path.join(reference, 'predictions.npy')).data);
-        result.parity = { ok: check.ok, checks: [check],
-            criterion: `max|got-ref| / max|ref| <= ${PARITY_REL}` };
+        const refs = {};
+        for (const name of session.outputNames) {
+            const file = path.join(reference, `${name}.npy`);
+            if (fs.existsSync(file)) refs[name] = loadNpy(file);
+        }
+        if ('pred_boxes' in refs && out.pred_boxes) matchQueries(out, refs);
+        const checks = Object.keys(refs).map((name) => compare(name, out[name].data, refs[name].data));
+        if (checks.length) {
+            result.parity = { ok: checks.every((c) => c.ok), checks,
+                criterion: `max|got-ref| / max|ref| <= ${PARITY_REL}` };
+        }
     }
 
     const times = [];
@@ -169,12 +203,12 @@ async function main() {
     result.peak_rss_mib = process.resourceUsage().maxRSS / 1024;
     process.stdout.write(JSON.stringify(result) + '\n');
     if (result.parity && !result.parity.ok) {
-        process.stderr.write(`ort_yolo9.js: parity with ${reference} failed\n`);
+        process.stderr.write(`ort_model.js: parity with ${reference} failed\n`);
         process.exit(1);
     }
 }
 
 main().catch((e) => {
-    process.stderr.write(`ort_yolo9.js: ${e && e.message ? e.message : e}\n`);
+    process.stderr.write(`ort_model.js: ${e && e.message ? e.message : e}\n`);
     process.exit(1);
 });
