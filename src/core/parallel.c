@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -31,9 +32,50 @@ static void *run_range(void *arg)
     return NULL;
 }
 
-/* Threads are started per call: the kernels that use this work on tensors of
- * many megabytes, where thread start-up (~20 us) is noise, and there is no pool
- * to own, size or tear down. */
+/* Where the process has GNU OpenMP (oneDNN's CPU runtime in Debian), ranges
+ * run on its thread team. Its workers spin-wait after each oneDNN call: a
+ * thread of our own started then competes with a spinning worker for the same
+ * core (an element-wise add on 2 cores ran 3x slower with 2 threads than with
+ * 1). Found at run time, so the library links no OpenMP of its own and a build
+ * without oneDNN is unchanged; not under TSan, which cannot see into libgomp. */
+typedef struct omp_api {
+    void (*parallel)(void (*fn)(void *), void *data, unsigned threads, unsigned flags);
+    int (*thread_num)(void);
+    int (*num_threads)(void);
+} omp_api;
+
+static omp_api omp;
+static pthread_once_t omp_once = PTHREAD_ONCE_INIT;
+
+static void find_omp(void)
+{
+#ifndef LY_TSAN
+    omp_api found;
+    *(void **)&found.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
+    *(void **)&found.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
+    *(void **)&found.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
+    if (found.parallel && found.thread_num && found.num_threads) omp = found;
+#endif
+}
+
+typedef struct omp_job {
+    range_task *tasks;
+    int n;
+} omp_job;
+
+/* Each member of the team takes every team-size'th task (a nested call gets a
+ * team of one, which takes them all). */
+static void omp_member(void *arg)
+{
+    const omp_job *j = arg;
+    int step = omp.num_threads();
+    for (int i = omp.thread_num(); i<j->n; i += step> 0 ? step : 1)
+        run_range(&j->tasks[i]);
+}
+
+/* Otherwise threads are started per call: the kernels that use this work on
+ * tensors of many megabytes, where thread start-up (~20 us) is noise, and
+ * there is no pool to own, size or tear down. */
 void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void *ctx)
 {
     if (n <= 0) return;
@@ -51,6 +93,12 @@ void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void
     for (int i = 0; i < threads; i++) {
         int64_t g0 = grains * i / threads, g1 = grains * (i + 1) / threads;
         tasks[i] = (range_task){fn, ctx, g0 * grain, g1 * grain < n ? g1 * grain : n};
+    }
+    pthread_once(&omp_once, find_omp);
+    if (omp.parallel) {
+        omp_job j = {tasks, threads};
+        omp.parallel(omp_member, &j, (unsigned)threads, 0);
+        return;
     }
     for (int i = 1; i < threads; i++)
         started[i] = pthread_create(&ids[i], NULL, run_range, &tasks[i]) == 0;

@@ -19,11 +19,15 @@ struct ly_graph_ctx {
     ly_tensor *views; /* per value, for the current plan */
     bool pooled;
     ly_graph_ctx *next_idle;
-    /* LIBREYOLO_PROFILE=1: time per op, logged when the context goes. */
+    /* LIBREYOLO_PROFILE=1: time per op, logged when the context goes;
+     * LIBREYOLO_PROFILE=nodes: the slowest nodes too. */
     bool profile;
     double op_ms[LY_OP_COUNT];
     int64_t op_calls[LY_OP_COUNT];
+    double *node_ms; /* per node, when profiling nodes */
 };
+
+enum { PROFILE_TOP_NODES = 30 };
 
 static void log_profile(const ly_graph_ctx *c)
 {
@@ -35,6 +39,22 @@ static void log_profile(const ly_graph_ctx *c)
             ly_log(LY_LOG_INFO, "graph profile: %-20s %8lld calls %10.2f ms (%4.1f%%)",
                    ly_op_name((ly_op)op), (long long)c->op_calls[op], c->op_ms[op],
                    total > 0 ? 100.0 * c->op_ms[op] / total : 0.0);
+    if (!c->node_ms) return;
+    /* the slowest nodes, by selection (a log line per node, few of them) */
+    size_t n = c->g->n_nodes;
+    bool *shown = calloc(n ? n : 1, sizeof *shown);
+    if (!shown) return;
+    for (int rank = 0; rank < PROFILE_TOP_NODES && (size_t)rank < n; rank++) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++)
+            if (!shown[i] && (best == n || c->node_ms[i] > c->node_ms[best])) best = i;
+        shown[best] = true;
+        const gnode *node = &c->g->nodes[best];
+        ly_log(LY_LOG_INFO, "graph profile: node %-48s %-14s %10.2f ms (%4.1f%%)", node->name,
+               ly_op_name(node->op), c->node_ms[best],
+               total > 0 ? 100.0 * c->node_ms[best] / total : 0.0);
+    }
+    free(shown);
 }
 
 ly_status ly_graph_ctx_create(ly_graph *g, ly_graph_ctx **out)
@@ -45,7 +65,9 @@ ly_status ly_graph_ctx_create(ly_graph *g, ly_graph_ctx **out)
     if (!c) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_ctx_create: out of memory");
     c->g = g;
     const char *profile = getenv("LIBREYOLO_PROFILE");
-    c->profile = profile && strcmp(profile, "1") == 0;
+    c->profile = profile && (strcmp(profile, "1") == 0 || strcmp(profile, "nodes") == 0);
+    if (profile && strcmp(profile, "nodes") == 0)
+        c->node_ms = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *c->node_ms);
     *out = c;
     return LY_OK;
 }
@@ -56,6 +78,7 @@ static void ctx_destroy(ly_graph_ctx *c)
     ly_plan_release(c->g, c->plan);
     free(c->arena);
     free(c->views);
+    free(c->node_ms);
     free(c);
 }
 
@@ -294,8 +317,10 @@ ly_status ly_graph_run(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, i
         st = run_node(c, i);
         if (st != LY_OK) return st;
         if (c->profile) {
-            c->op_ms[g->nodes[i].op] += ly_now_ms() - t0;
+            double ms = ly_now_ms() - t0;
+            c->op_ms[g->nodes[i].op] += ms;
             c->op_calls[g->nodes[i].op]++;
+            if (c->node_ms) c->node_ms[i] += ms;
         }
     }
     return LY_OK;
