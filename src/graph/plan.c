@@ -388,6 +388,89 @@ static void plan_layouts(ly_graph *g, plan *p, const bool *no_blocked)
 
 /* ---- memory ------------------------------------------------------------------------- */
 
+/* Element-wise ops whose every implementation reads element i of each input
+ * only to write element i of the output (the contract allows out to alias an
+ * input of its own shape: libreyolo/kernels.h). */
+static bool elementwise_in_place(ly_op op)
+{
+    switch (op) {
+    case LY_OP_ADD:
+    case LY_OP_SUB:
+    case LY_OP_MUL:
+    case LY_OP_DIV:
+    case LY_OP_RELU:
+    case LY_OP_SILU:
+    case LY_OP_SIGMOID:
+    case LY_OP_GELU:
+    case LY_OP_CLAMP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool same_shape(const ly_tensor *a, const ly_tensor *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* An element-wise node writes over an input that nothing reads after it (a
+ * plain buffer of its own or such an overwrite, the same shape, not a graph
+ * output): the output shares its storage, and a chain such as conv -> x * s
+ * -> + b (HGNetv2's LearnableAffineBlock) holds one map instead of three. */
+static ly_status write_in_place(ly_graph *g, plan *p)
+{
+    size_t nv = g->n_values;
+    int32_t *last_read = malloc((nv ? nv : 1) * sizeof *last_read);
+    bool *pinned = calloc(nv ? nv : 1, sizeof *pinned);
+    if (!last_read || !pinned) {
+        free(last_read);
+        free(pinned);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
+    }
+    for (size_t v = 0; v < nv; v++)
+        last_read[v] = -1;
+    for (size_t i = 0; i < g->n_outputs; i++)
+        pinned[ly_plan_root(p, g->outputs[i], NULL)] = true;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] != LY_GRAPH_NONE) last_read[ly_plan_root(p, n->in[k], NULL)] = (int32_t)i;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        const pnode *pn = &p->nodes[i];
+        if (pn->mode != NODE_KERNEL || !elementwise_in_place(n->op) || n->n_out != 1) continue;
+        ly_graph_value o = n->out[0];
+        pvalue *out = &p->values[o];
+        if (out->parent != LY_GRAPH_NONE || out->in_join || pinned[o] ||
+            pn->out_layout[0] != LY_LAYOUT_PLAIN)
+            continue;
+        for (int k = 0; k < n->n_in; k++) {
+            ly_graph_value in = n->in[k];
+            if (in == LY_GRAPH_NONE || pn->in_layout[k] != LY_LAYOUT_PLAIN) continue;
+            int64_t offset;
+            ly_graph_value root = ly_plan_root(p, in, &offset);
+            const pvalue *r = &p->values[root];
+            bool own = g->values[root].kind == LY_GRAPH_VALUE_NODE && !r->in_join;
+            if (!own || offset != 0 || pinned[root] || last_read[root] != (int32_t)i ||
+                !same_shape(&p->values[in].shape, &out->shape) ||
+                bytes_of(&r->shape) != bytes_of(&out->shape))
+                continue;
+            out->parent = in;
+            out->offset = 0;
+            last_read[root] = last_read[o];
+            break;
+        }
+    }
+    free(last_read);
+    free(pinned);
+    return LY_OK;
+}
+
 static void touch(plan *p, ly_graph_value v, int32_t step)
 {
     const pvalue *r = &p->values[ly_plan_root(p, v, NULL)];
@@ -752,6 +835,7 @@ static ly_status make_plan(ly_graph *g, plan *p, const ly_tensor *inputs)
         break;
     }
     free(no_blocked);
+    if (st == LY_OK) st = write_in_place(g, p);
     if (st == LY_OK) st = plan_memory(g, p);
     if (st == LY_OK) st = restore_plain_readers(g, p);
     return st;

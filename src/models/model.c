@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 struct ly_model {
     ly_model_desc d;
@@ -111,7 +114,8 @@ static ly_status checkpoint_recipe(const ly_checkpoint *ck, const char *path, co
                                 path, family, runs);
     } else {
         for (int i = 0; i < ly_recipe_count && !r; i++)
-            if (ly_recipes[i]->accepts_keys && ly_recipes[i]->accepts_keys(ck, path)) r = ly_recipes[i];
+            if (ly_recipes[i]->accepts_keys && ly_recipes[i]->accepts_keys(ck, path))
+                r = ly_recipes[i];
         if (!r)
             return ly_set_error(LY_E_UNSUPPORTED,
                                 "ly_model_load: %s: no model_family in the metadata, and the keys "
@@ -240,6 +244,12 @@ ly_status ly_model_load(const char *path, const ly_model_options *options, ly_mo
         ly_model_free(m);
         return st;
     }
+#if defined(__GLIBC__)
+    /* Loading read the whole checkpoint and built the network beside it:
+     * what it freed goes back to the system now, not when glibc's heap top
+     * happens to be free (a model's resident size is its weights, not twice). */
+    malloc_trim(0);
+#endif
     *out = m;
     return LY_OK;
 }

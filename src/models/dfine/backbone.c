@@ -98,21 +98,14 @@ static const hg_arch archs[] = {
 /* ConvBNAct at `name`: Conv2d (pad (k-1)/2) with its BN folded in, ReLU,
  * then the LearnableAffineBlock s*x + b when it has one (`lab`: only after an
  * activation). */
+static ly_graph_value lab(df_builder *b, const char *name, ly_graph_value x);
+
 static df_fmap conv_bn_act(df_builder *b, const char *name, df_fmap x, int64_t cout, int64_t k,
-                           int64_t stride, bool depthwise, bool act, bool lab)
+                           int64_t stride, bool depthwise, bool act, bool use_lab)
 {
     df_fmap y =
         df_conv_norm(b, name, "bn", x, cout, k, stride, depthwise, act ? LY_ACT_RELU : LY_ACT_NONE);
-    if (act && lab) {
-        char key[2 * KEY_MAX];
-        int64_t one = 1;
-        snprintf(key, sizeof key, "%.100s.lab.scale", name);
-        ly_graph_value scale = df_weight(b, key, 1, &one);
-        snprintf(key, sizeof key, "%.100s.lab.bias", name);
-        ly_graph_value shift = df_weight(b, key, 1, &one);
-        y.v = df_binary(b, LY_OP_MUL, key, y.v, scale);
-        y.v = df_binary(b, LY_OP_ADD, key, y.v, shift);
-    }
+    if (act && use_lab) y.v = lab(b, name, y.v);
     return y;
 }
 
@@ -137,27 +130,76 @@ static df_fmap pad_right_bottom(df_builder *b, const char *name, df_fmap x)
     return y;
 }
 
-static df_fmap stem(df_builder *b, const hg_arch *a, df_fmap x, bool lab)
+/* LearnableAffineBlock s * x + b after an activation (keys <name>.lab.*). */
+static ly_graph_value lab(df_builder *b, const char *name, ly_graph_value x)
+{
+    char key[2 * KEY_MAX];
+    int64_t one = 1;
+    snprintf(key, sizeof key, "%.100s.lab.scale", name);
+    ly_graph_value scale = df_weight(b, key, 1, &one);
+    snprintf(key, sizeof key, "%.100s.lab.bias", name);
+    ly_graph_value shift = df_weight(b, key, 1, &one);
+    return df_binary(b, LY_OP_ADD, key, df_binary(b, LY_OP_MUL, key, x, scale), shift);
+}
+
+/* stem3 (3x3 s2 ConvBNAct) on concat(pool, stem2b) as the sum of its two
+ * halves' convolutions: the same sums in another order, without the
+ * concatenated map (at 640 the largest tensor of the network, 13 MB) ever
+ * existing. Each half is computed as soon as its input is, so stem2b's map
+ * is gone before the pool's is made. */
+static df_fmap stem3_split(df_builder *b, df_fmap pooled_src, df_fmap s2b, int64_t mid,
+                           bool use_lab)
+{
+    df_fmap none = {LY_GRAPH_NONE, mid, 0, 0};
+    int64_t cin = 2 * mid, per = cin * 9;
+    double *w = malloc((size_t)(mid * per) * sizeof *w), *bias = malloc((size_t)mid * sizeof *bias);
+    double *half = malloc((size_t)(mid * mid * 9) * sizeof *half);
+    double *zero = calloc((size_t)mid, sizeof *zero);
+    if (!w || !bias || !half || !zero) {
+        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    } else if (df_fold_conv_bn(b, "stem.stem3", "bn", mid, cin, 3, w, bias)) {
+        df_fmap parts[2];
+        for (int h = 1; h >= 0; h--) { /* stem2b's half first: it is ready */
+            for (int64_t o = 0; o < mid; o++)
+                memcpy(half + o * mid * 9, w + o * per + h * mid * 9,
+                       (size_t)(mid * 9) * sizeof *half);
+            df_fmap in =
+                h ? s2b : (df_fmap){LY_GRAPH_NONE, mid, pooled_src.h - 1, pooled_src.w - 1};
+            if (!h) {
+                /* MaxPool 2x2 s1 (ceil_mode changes nothing at stride 1) on the padded stem1 */
+                ly_pool2d_params p = LY_POOL2D_DEFAULTS;
+                p.kernel[0] = p.kernel[1] = 2;
+                char name[KEY_MAX];
+                snprintf(name, sizeof name, "%sstem.pool", b->prefix);
+                if (b->st == LY_OK)
+                    df_fail(b, ly_graph_max_pool2d(b->g, name, pooled_src.v, &p, &in.v));
+            }
+            parts[h] = df_conv_node(b, h ? "stem.stem3.b" : "stem.stem3.a", in, half,
+                                    h ? zero : bias, mid, 3, 2, 1, LY_ACT_NONE);
+        }
+        df_fmap y = parts[0];
+        y.v = df_binary(b, LY_OP_ADD, "stem.stem3", parts[0].v, parts[1].v);
+        y.v = df_node(b, LY_OP_RELU, "stem.stem3.act", 1, &y.v, NULL);
+        if (use_lab) y.v = lab(b, "stem.stem3", y.v);
+        none = y;
+    }
+    free(w);
+    free(bias);
+    free(half);
+    free(zero);
+    return none;
+}
+
+static df_fmap stem(df_builder *b, const hg_arch *a, df_fmap x, bool use_lab)
 {
     int64_t mid = a->stem[1], out = a->stem[2];
-    df_fmap s1 = conv_bn_act(b, "stem.stem1", x, mid, 3, 2, false, true, lab);
+    df_fmap s1 = conv_bn_act(b, "stem.stem1", x, mid, 3, 2, false, true, use_lab);
     df_fmap padded = pad_right_bottom(b, "stem.pad1", s1);
-    df_fmap s2 = conv_bn_act(b, "stem.stem2a", padded, mid / 2, 2, 1, false, true, lab);
+    df_fmap s2 = conv_bn_act(b, "stem.stem2a", padded, mid / 2, 2, 1, false, true, use_lab);
     s2 = pad_right_bottom(b, "stem.pad2", s2);
-    s2 = conv_bn_act(b, "stem.stem2b", s2, mid, 2, 1, false, true, lab);
-    /* MaxPool 2x2 s1 (ceil_mode changes nothing at stride 1) on the padded stem1 */
-    ly_pool2d_params p = LY_POOL2D_DEFAULTS;
-    p.kernel[0] = p.kernel[1] = 2;
-    df_fmap pooled = {LY_GRAPH_NONE, mid, padded.h - 1, padded.w - 1};
-    char name[KEY_MAX];
-    snprintf(name, sizeof name, "%sstem.pool", b->prefix);
-    if (b->st == LY_OK) df_fail(b, ly_graph_max_pool2d(b->g, name, padded.v, &p, &pooled.v));
-    df_fmap cat = {LY_GRAPH_NONE, 2 * mid, pooled.h, pooled.w};
-    ly_graph_value both[2] = {pooled.v, s2.v};
-    snprintf(name, sizeof name, "%sstem.cat", b->prefix);
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, name, 2, both, 1, &cat.v));
-    df_fmap s3 = conv_bn_act(b, "stem.stem3", cat, mid, 3, 2, false, true, lab);
-    return conv_bn_act(b, "stem.stem4", s3, out, 1, 1, false, true, lab);
+    s2 = conv_bn_act(b, "stem.stem2b", s2, mid, 2, 1, false, true, use_lab);
+    df_fmap s3 = stem3_split(b, padded, s2, mid, use_lab);
+    return conv_bn_act(b, "stem.stem4", s3, out, 1, 1, false, true, use_lab);
 }
 
 /* HG_Block: n layers, concat of the input and every layer's output, the "se"
