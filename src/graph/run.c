@@ -27,7 +27,7 @@ struct ly_graph_ctx {
     double *node_ms; /* per node, when profiling nodes */
 };
 
-enum { PROFILE_TOP_NODES = 30 };
+enum { PROFILE_TOP_NODES = 120 };
 
 static void log_profile(const ly_graph_ctx *c)
 {

@@ -81,3 +81,50 @@ void ly_bcast_row(const ly_bcast *b, int64_t row, int64_t offset[LY_BCAST_MAX_IN
             offset[i] += index * b->stride[i][d];
     }
 }
+
+void ly_bcast_coalesce(ly_bcast *b)
+{
+    int nd = 0;
+    for (int d = 0; d < b->ndim; d++) {
+        bool merge = nd > 0;
+        for (int i = 0; merge && i < b->n; i++)
+            merge = b->stride[i][nd - 1] == b->stride[i][d] * b->shape[d];
+        if (merge) {
+            b->shape[nd - 1] *= b->shape[d];
+            for (int i = 0; i < b->n; i++)
+                b->stride[i][nd - 1] = b->stride[i][d];
+            continue;
+        }
+        b->shape[nd] = b->shape[d];
+        for (int i = 0; i < b->n; i++)
+            b->stride[i][nd] = b->stride[i][d];
+        nd++;
+    }
+    b->ndim = nd;
+}
+
+void ly_bcast_walk_start(const ly_bcast *b, int64_t row, ly_bcast_walk *w)
+{
+    for (int i = 0; i < b->n; i++) {
+        w->offset[i] = 0;
+        w->step[i] = b->ndim > 0 ? b->stride[i][b->ndim - 1] : 0;
+    }
+    for (int d = b->ndim - 2; d >= 0; d--) {
+        w->coord[d] = row % b->shape[d];
+        row /= b->shape[d];
+        for (int i = 0; i < b->n; i++)
+            w->offset[i] += w->coord[d] * b->stride[i][d];
+    }
+}
+
+void ly_bcast_walk_next(const ly_bcast *b, ly_bcast_walk *w)
+{
+    for (int d = b->ndim - 2; d >= 0; d--) {
+        for (int i = 0; i < b->n; i++)
+            w->offset[i] += b->stride[i][d];
+        if (++w->coord[d] < b->shape[d]) return;
+        for (int i = 0; i < b->n; i++)
+            w->offset[i] -= b->shape[d] * b->stride[i][d];
+        w->coord[d] = 0;
+    }
+}

@@ -30,4 +30,17 @@ int64_t ly_bcast_rows(const ly_bcast *b, int64_t *inner);
 void ly_bcast_row(const ly_bcast *b, int64_t row, int64_t offset[LY_BCAST_MAX_INPUTS],
                   int64_t step[LY_BCAST_MAX_INPUTS]);
 
+/* Merges dimensions every operand walks contiguously (or not at all) into
+ * one, so rows are as long as they can be: the same elements in the same
+ * order, fewer, longer rows. */
+void ly_bcast_coalesce(ly_bcast *b);
+
+/* Rows in order from `row` without a division per row: start, then next. */
+typedef struct ly_bcast_walk {
+    int64_t coord[LY_MAX_DIMS];
+    int64_t offset[LY_BCAST_MAX_INPUTS], step[LY_BCAST_MAX_INPUTS];
+} ly_bcast_walk;
+void ly_bcast_walk_start(const ly_bcast *b, int64_t row, ly_bcast_walk *w);
+void ly_bcast_walk_next(const ly_bcast *b, ly_bcast_walk *w);
+
 #endif

@@ -71,14 +71,14 @@ static bool arith_row(arith op, const float *a, int64_t sa, const float *b, int6
 static void binary_rows(void *ctx, int64_t begin, int64_t end)
 {
     const binary_job *j = ctx;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t off[LY_BCAST_MAX_INPUTS], step[LY_BCAST_MAX_INPUTS];
-        ly_bcast_row(&j->b, r, off, step);
-        const float *a = j->in[0] + off[0], *b = j->in[1] + off[1];
+    ly_bcast_walk w;
+    ly_bcast_walk_start(&j->b, begin, &w);
+    for (int64_t r = begin; r < end; r++, ly_bcast_walk_next(&j->b, &w)) {
+        const float *a = j->in[0] + w.offset[0], *b = j->in[1] + w.offset[1];
         float *y = j->out + r * j->inner;
-        if (arith_row(j->arith, a, step[0], b, step[1], y, j->inner)) continue;
+        if (arith_row(j->arith, a, w.step[0], b, w.step[1], y, j->inner)) continue;
         for (int64_t i = 0; i < j->inner; i++)
-            y[i] = j->fn(a[i * step[0]], b[i * step[1]]);
+            y[i] = j->fn(a[i * w.step[0]], b[i * w.step[1]]);
     }
 }
 
@@ -93,6 +93,7 @@ static ly_status run_binary(const ly_kernel_call *call, binary_fn fn, arith op)
     binary_job j = {
         .in = {call->in[0]->data, call->in[1]->data}, .out = y->data, .fn = fn, .arith = op};
     ly_bcast_init(&j.b, 2, (const ly_tensor *const *)call->in, y);
+    ly_bcast_coalesce(&j.b);
     int64_t rows = ly_bcast_rows(&j.b, &j.inner);
     if (ly_tensor_numel(y) == 0) return LY_OK;
     ly_parallel_for(rows, 1, threads_for(call, ly_tensor_numel(y)), binary_rows, &j);
@@ -200,9 +201,19 @@ typedef struct unary_job {
     float (*fn)(const struct unary_job *j, float x);
 } unary_job;
 
+static float relu_f(const unary_job *j, float x);
+
 static void unary_range(void *ctx, int64_t begin, int64_t end)
 {
     const unary_job *j = ctx;
+    if (j->fn == relu_f) {
+        /* the same expression inline, so the compiler can vectorise it */
+        for (int64_t i = begin; i < end; i++) {
+            float x = j->x[i];
+            j->y[i] = x > 0.0f || x != x ? x : 0.0f;
+        }
+        return;
+    }
     for (int64_t i = begin; i < end; i++)
         j->y[i] = j->fn(j, j->x[i]);
 }
