@@ -45,15 +45,14 @@ static const struct {
  * (its segmentation export is blocked with a reason), so `formats` can say why. */
 static const char *const yolo9_tasks[] = {"detect", "segment", NULL};
 static const char *const detect_only[] = {"detect", NULL};
-static const char *const family_names[] = {"deim", "dfine", "nanodet", "yolo9"};
+static const char *const family_names[] = {"deim",    "deimv2",   "dfine",
+                                           "nanodet", "rtdetrv4", "yolo9"};
 
 static const struct {
     const char *name;
     const char *const *tasks;
-} families[] = {{"deim", detect_only},
-                {"dfine", detect_only},
-                {"nanodet", detect_only},
-                {"yolo9", yolo9_tasks}};
+} families[] = {{"deim", detect_only},     {"deimv2", detect_only},  {"dfine", detect_only},
+                {"rtdetrv4", detect_only}, {"nanodet", detect_only}, {"yolo9", yolo9_tasks}};
 
 typedef struct support_row {
     const char *family, *task, *format;
@@ -76,6 +75,14 @@ static const support_row rows[] = {
      NULL},
     {"deim", "detect", "executorch", LY_EXPORT_BLOCKED,
      "Exports, then fails at run time with an invalid delegated dim order.", NULL},
+    {"deimv2", "detect", "executorch", LY_EXPORT_BLOCKED,
+     "The runtime process terminates during forward.", NULL},
+    /* LibreYOLO validates it (through a capture shim forcing manual grid
+     * sampling); this writer lowers none of the D-FINE decoder's ops yet. */
+    {"rtdetrv4", "detect", "executorch", LY_EXPORT_BLOCKED,
+     "This library's ExecuTorch writer has no lowering for the D-FINE decoder yet (linear, "
+     "layer norm, attention, top-k, ms_deform_attn); LibreYOLO validates this export.",
+     NULL},
     {"yolo9", "segment", NULL, LY_EXPORT_BLOCKED,
      "YOLO9 segmentation export is not supported; YOLO9 is detection-only in LibreYOLO.", NULL},
 };
