@@ -139,6 +139,24 @@ LY_API ly_status ly_results_speed(const ly_results *results, double *preprocess_
                                   double *inference_ms, double *postprocess_ms);
 LY_API ly_status ly_results_free(ly_results *results);
 
+/* One results type for every task. Detection results hold detections
+ * (ly_results_count/get); a classifier's (task "classify") hold no detections
+ * and class probabilities instead. *task is static ("detect", "classify"). */
+LY_API ly_status ly_results_task(const ly_results *results, const char **task);
+
+typedef struct ly_class_prob {
+    int cls;
+    float conf;       /* probability (softmax of the logits) */
+    const char *name; /* valid until ly_results_free */
+} ly_class_prob;
+
+/* The min(k, classes) most probable classes, descending (ties: lower id),
+ * into out; LY_E_UNSUPPORTED for results that are not a classifier's. */
+LY_API ly_status ly_results_top(const ly_results *results, size_t k, ly_class_prob *out, size_t *n);
+/* Every class's probability (*probs valid until ly_results_free; *count the
+ * classes). LY_E_UNSUPPORTED for results that are not a classifier's. */
+LY_API ly_status ly_results_probs(const ly_results *results, const float **probs, size_t *count);
+
 /* Run the network alone on a preprocessed input [1, 3, H, W] and visit each raw
  * output by name (YOLO9: "predictions", "raw_p3", "raw_p4", "raw_p5"). The views
  * are valid during the callback only. */

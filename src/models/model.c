@@ -25,9 +25,16 @@ struct ly_model {
 };
 
 struct ly_results {
+    const char *task; /* static: "detect", "classify" */
     size_t count;
     ly_detection *detections;
-    char *name_text; /* the names the detections point to */
+    char *name_text; /* the names the detections (or classes) point to */
+    /* classify: probabilities, the classes by descending probability (ties:
+     * lower id), each class's name */
+    float *probs;
+    int *ranked;
+    const char **class_names;
+    size_t n_probs;
     int orig_height, orig_width;
     double preprocess_ms, inference_ms, postprocess_ms;
 };
@@ -364,9 +371,10 @@ ly_status ly_model_set_fused_attention(ly_model *model, bool enabled, int *count
     if (!model)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_set_fused_attention: model is NULL");
     const ly_recipe *r = model->d.recipe;
-    int n = r->set_fused_attention ? r->set_fused_attention(&model->d, enabled) : 0;
+    int n = 0;
+    ly_status st = r->set_fused_attention ? r->set_fused_attention(&model->d, enabled, &n) : LY_OK;
     if (count) *count = n;
-    return LY_OK;
+    return st;
 }
 
 /* ---- Running ------------------------------------------------------------ */
@@ -468,7 +476,7 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
 /* Preprocess into the engine's own input, run, postprocess: the same for
  * every recipe and engine, in a session of this call's own. */
 static ly_status predict(const ly_model *m, const ly_image_view *image, const ly_predict_options *o,
-                         ly_box **boxes, size_t *count, double times_ms[3])
+                         ly_box **boxes, size_t *count, float *probs, double times_ms[3])
 {
     const ly_model_desc *d = &m->d;
     const ly_engine *e = d->engine;
@@ -490,7 +498,10 @@ static ly_status predict(const ly_model *m, const ly_image_view *image, const ly
     const char *names[LY_MODEL_MAX_OUTPUTS];
     int n = 0;
     if (st == LY_OK) st = e->outputs(session, views, names, LY_MODEL_MAX_OUTPUTS, &n);
-    if (st == LY_OK) st = d->recipe->postprocess(d, views, n, &prep, image, o, boxes, count);
+    if (st == LY_OK && d->recipe->probabilities)
+        st = d->recipe->probabilities(d, views, n, probs);
+    else if (st == LY_OK)
+        st = d->recipe->postprocess(d, views, n, &prep, image, o, boxes, count);
     e->release(d->engine_data, session);
     times_ms[0] = t1 - t0;
     times_ms[1] = t2 - t1;
@@ -526,6 +537,53 @@ static ly_status make_results(const ly_model *m, const ly_box *boxes, size_t cou
         p += n;
     }
     r->count = count;
+    r->task = "detect";
+    *out = r;
+    return LY_OK;
+}
+
+static _Thread_local const float *ranking_probs; /* qsort has no context argument */
+
+static int by_probability(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    float x = ranking_probs[i], y = ranking_probs[j];
+    if (x != y) return x > y ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* Takes `probs` (nc, malloc'd). */
+static ly_status make_class_results(const ly_model *m, float *probs, ly_results **out)
+{
+    size_t nc = (size_t)m->d.nc, text = 1;
+    ly_results *r = calloc(1, sizeof *r);
+    if (!r) {
+        free(probs);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
+    }
+    r->task = "classify";
+    r->probs = probs;
+    r->n_probs = nc;
+    for (size_t i = 0; i < nc; i++)
+        text += strlen(m->d.names[i]) + 1;
+    r->ranked = malloc(nc * sizeof *r->ranked);
+    r->class_names = malloc(nc * sizeof *r->class_names);
+    r->name_text = malloc(text);
+    r->detections = calloc(1, sizeof *r->detections);
+    if (!r->ranked || !r->class_names || !r->name_text || !r->detections) {
+        ly_results_free(r);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
+    }
+    char *p = r->name_text;
+    for (size_t i = 0; i < nc; i++) {
+        size_t n = strlen(m->d.names[i]) + 1;
+        memcpy(p, m->d.names[i], n);
+        r->class_names[i] = p;
+        p += n;
+        r->ranked[i] = (int)i;
+    }
+    ranking_probs = probs;
+    qsort(r->ranked, nc, sizeof *r->ranked, by_probability);
     *out = r;
     return LY_OK;
 }
@@ -549,14 +607,23 @@ ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
     ly_box *boxes = NULL;
     size_t count = 0;
     double times[3] = {0, 0, 0};
-    st = predict(model, image, &resolved, &boxes, &count, times);
+    float *probs = NULL;
+    if (model->d.recipe->probabilities) {
+        probs = calloc((size_t)model->d.nc, sizeof *probs);
+        if (!probs) return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
+    }
+    st = predict(model, image, &resolved, &boxes, &count, probs, times);
     for (size_t i = 0; st == LY_OK && i < count; i++)
         if (boxes[i].cls < 0 || boxes[i].cls >= model->d.nc)
             st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
                               boxes[i].cls);
-    if (st == LY_OK) st = make_results(model, boxes, count, out);
+    if (st == LY_OK)
+        st = probs ? make_class_results(model, probs, out) : make_results(model, boxes, count, out);
     free(boxes);
-    if (st != LY_OK) return st;
+    if (st != LY_OK) {
+        free(probs);
+        return st;
+    }
 
     ly_results *r = *out;
     r->orig_height = image->height;
@@ -629,6 +696,49 @@ ly_status ly_results_free(ly_results *results)
     if (!results) return LY_OK;
     free(results->detections);
     free(results->name_text);
+    free(results->probs);
+    free(results->ranked);
+    free(results->class_names);
     free(results);
+    return LY_OK;
+}
+
+ly_status ly_results_task(const ly_results *results, const char **task)
+{
+    if (!results || !task)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_results_task: results or task is NULL");
+    *task = results->task ? results->task : "detect";
+    return LY_OK;
+}
+
+ly_status ly_results_top(const ly_results *results, size_t k, ly_class_prob *out, size_t *n)
+{
+    if (!results || !n || (k && !out))
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_results_top: NULL argument");
+    *n = 0;
+    if (!results->probs)
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "ly_results_top: these are %s results, not a classifier's",
+                            results->task ? results->task : "detect");
+    if (k > results->n_probs) k = results->n_probs;
+    for (size_t i = 0; i < k; i++) {
+        int c = results->ranked[i];
+        out[i] =
+            (ly_class_prob){.cls = c, .conf = results->probs[c], .name = results->class_names[c]};
+    }
+    *n = k;
+    return LY_OK;
+}
+
+ly_status ly_results_probs(const ly_results *results, const float **probs, size_t *count)
+{
+    if (!results || !probs || !count)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_results_probs: NULL argument");
+    if (!results->probs)
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "ly_results_probs: these are %s results, not a classifier's",
+                            results->task ? results->task : "detect");
+    *probs = results->probs;
+    *count = results->n_probs;
     return LY_OK;
 }

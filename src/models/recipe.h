@@ -78,13 +78,19 @@ struct ly_recipe {
     void (*free_data)(void *data);
     /* The name of output `index` for engines whose programs do not name them. */
     void (*output_name)(int index, char *buf, size_t size);
-    /* Fused attention (model.h): how many modules carry the flag (NULL: none). */
-    int (*set_fused_attention)(ly_model_desc *d, bool enabled);
+    /* Fused attention (model.h): set every module's flag, *count the modules
+     * that carry it (NULL: none). fused_attention_on: the flag now. */
+    ly_status (*set_fused_attention)(ly_model_desc *d, bool enabled, int *count);
+    bool (*fused_attention_on)(const ly_model_desc *d);
 
     /* ---- predicting ---- */
     /* The image into input [1, 3, h, w] at `input`; `prep` says where it went. */
     ly_status (*preprocess)(const ly_model_desc *d, const ly_image_view *image, int64_t h,
                             int64_t w, float *input, ly_prep *prep);
+    /* Classifiers: the outputs to class probabilities, probs[nc] (instead
+     * of postprocess). */
+    ly_status (*probabilities)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
+                               float *probs);
     /* Outputs to boxes in original-image pixels, descending score (*boxes:
      * free()); `options` has every field resolved. */
     ly_status (*postprocess)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
@@ -99,6 +105,9 @@ struct ly_recipe {
     const char *const *published_sizes;
     int export_outputs; /* the leading outputs an export keeps (0: all) */
     bool rectangular;   /* h != w is the family's (its programs may be rectangular) */
+    /* Classifiers' eval transform, for export sidecars (0 / NULL: none). */
+    double crop_pct;
+    const char *interpolation;
 };
 
 /* A model name ("yolo9-t", "LibreYOLO9t", "LibreYOLO9t.pt") that is no file

@@ -89,10 +89,8 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                         const ly_dfine_head_config *cfg, ly_graph_value *logits,
                         ly_graph_value *boxes);
 
-/* Pre- and post-processing (detr.md 8, 9). PIL's Image.resize(BILINEAR) of
- * 8-bit RGB (BGR views are read as RGB), bit-exact, into out (w*h*3). */
-ly_status ly_dfine_pil_resize(const ly_image_view *image, int out_w, int out_h, uint8_t *out);
-/* The whole image resized to size x size, /255, NCHW float32. */
+/* Pre- and post-processing (detr.md 8, 9). The whole image resized to size
+ * x size with PIL's bilinear (models/pil_resize.h), /255, NCHW float32. */
 ly_status ly_dfine_preprocess(const ly_image_view *image, int size, float *input);
 /* sigmoid scores, top max_det of queries x classes (ties: lower index),
  * score > conf, cxcywh -> xyxy times the original size; no NMS, no clamping. */

@@ -1,0 +1,356 @@
+/* The ViT recipe (recipe.h): LibreYOLO's LibreViT classifiers (sizes ti, s,
+ * b, l; attention-families.md 3), their eval transform (PIL bicubic resize
+ * of the shorter side to floor(224 / crop_pct), centre crop, mean/std 0.5),
+ * softmax probabilities, and the fused-attention flag every attention module
+ * carries (on by default, as upstream). */
+#include "models/recipe.h"
+
+#include "core/core.h"
+#include "graph/graph.h"
+#include "models/dfine/builder.h"
+#include "models/pil_resize.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { IMGSZ = 224, PATCH = 16, TOKENS = 197, RESIZE_SHORT = 248 /* floor(224 / 0.9) */ };
+#define CROP_PCT 0.9
+
+typedef struct vit_size {
+    const char *size;
+    int64_t width, depth, heads;
+} vit_size;
+
+static const vit_size sizes[] = {
+    {"ti", 192, 12, 3}, {"s", 384, 12, 6}, {"b", 768, 12, 12}, {"l", 1024, 24, 16}};
+
+/* What a loaded ViT keeps: where to rebuild it from when the flag changes. */
+typedef struct vit_data {
+    char path[PATH_MAX];
+    const vit_size *z;
+    bool fused;
+} vit_data;
+
+static int64_t extent(const ly_checkpoint *ck, const char *key, int dim, int ndim)
+{
+    ly_tensor v;
+    if (ly_checkpoint_find(ck, key, &v) != LY_OK || v.ndim != ndim) {
+        ly_clear_error();
+        return -1;
+    }
+    return v.shape[dim];
+}
+
+/* detect_size (3.1): patch 16 on 3 channels, 197 position rows, the class
+ * token, the head's columns and blocks 0..n-1. */
+static const vit_size *detect_size(const ly_checkpoint *ck, char *why, size_t cap)
+{
+    int64_t e = extent(ck, "patch_embed.proj.weight", 0, 4);
+    bool patch = e > 0 && extent(ck, "patch_embed.proj.weight", 1, 4) == 3 &&
+                 extent(ck, "patch_embed.proj.weight", 2, 4) == PATCH &&
+                 extent(ck, "patch_embed.proj.weight", 3, 4) == PATCH;
+    bool rest = extent(ck, "pos_embed", 1, 3) == TOKENS && extent(ck, "pos_embed", 2, 3) == e &&
+                extent(ck, "cls_token", 2, 3) == e && extent(ck, "head.weight", 1, 2) == e;
+    int64_t depth = 0;
+    for (;; depth++) {
+        char key[64];
+        snprintf(key, sizeof key, "blocks.%lld.norm1.weight", (long long)depth);
+        if (extent(ck, key, 0, 1) < 0) break;
+    }
+    snprintf(why, cap,
+             "patch_embed.proj.weight [E, 3, 16, 16], pos_embed [1, 197, E], cls_token [1, 1, E], "
+             "head.weight [classes, E] and %lld blocks with E = %lld",
+             (long long)depth, (long long)e);
+    if (!patch || !rest) return NULL;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].width == e && sizes[i].depth == depth) return &sizes[i];
+    return NULL;
+}
+
+static bool accepts_keys(const ly_checkpoint *ck, const char *path)
+{
+    (void)path;
+    char why[256];
+    return detect_size(ck, why, sizeof why) != NULL;
+}
+
+/* nn.LayerNorm(eps 1e-6) at prefix + name. */
+static ly_graph_value layer_norm(df_builder *b, const char *name, ly_graph_value x, int64_t c)
+{
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.weight", name);
+    ly_graph_value w = df_weight(b, key, 1, &c);
+    snprintf(key, sizeof key, "%s.bias", name);
+    ly_graph_value bias = df_weight(b, key, 1, &c);
+    ly_norm_params p = LY_NORM_DEFAULTS;
+    p.eps = 1e-6;
+    ly_graph_value in[3] = {x, w, bias};
+    return df_node(b, LY_OP_LAYER_NORM, name, 3, in, &p);
+}
+
+/* Attention (3.3): qkv as (q|k|v) x head x d, then sdpa (fused) or
+ * softmax((q * d^-0.5) @ k^T) @ v from the graph's own ops (manual). */
+static ly_graph_value attention(df_builder *b, ly_graph_value x, const vit_size *z, bool fused)
+{
+    int64_t e = z->width, h = z->heads, d = e / h;
+    ly_graph_value qkv = df_linear(b, "attn.qkv", x, 3 * e, e);
+    int64_t split[5] = {1, TOKENS, 3, h, d}, perm[5] = {2, 0, 3, 1, 4};
+    qkv = df_permute(b, "attn.heads", df_reshape(b, "attn.heads", qkv, 5, split), 5, perm);
+    ly_graph_value part[3];
+    int64_t one[4] = {1, h, TOKENS, d};
+    static const char *const names[3] = {"attn.q", "attn.k", "attn.v"};
+    for (int i = 0; i < 3; i++)
+        part[i] = df_reshape(b, names[i], df_slice(b, names[i], qkv, 0, i, 1), 4, one);
+    ly_graph_value o;
+    if (fused) {
+        ly_sdpa_params p = LY_SDPA_DEFAULTS; /* 1/sqrt(d) */
+        o = df_node(b, LY_OP_SDPA, "attn.sdpa", 3, part, &p);
+    } else {
+        ly_graph_value q = df_binary(b, LY_OP_MUL, "attn.scale", part[0],
+                                     df_scalar(b, (float)(1.0 / sqrt((double)d))));
+        ly_matmul_params t = {.transpose_b = 1};
+        ly_graph_value qk[2] = {q, part[1]};
+        ly_graph_value s = df_node(b, LY_OP_MATMUL, "attn.scores", 2, qk, &t);
+        ly_axis_params last = {.axis = -1};
+        s = df_node(b, LY_OP_SOFTMAX, "attn.softmax", 1, &s, &last);
+        ly_matmul_params plain = LY_MATMUL_DEFAULTS;
+        ly_graph_value pv[2] = {s, part[2]};
+        o = df_node(b, LY_OP_MATMUL, "attn.values", 2, pv, &plain);
+    }
+    int64_t back[4] = {0, 2, 1, 3}, merged[3] = {1, TOKENS, e};
+    o = df_reshape(b, "attn.merge", df_permute(b, "attn.merge", o, 4, back), 3, merged);
+    return df_linear(b, "attn.proj", o, e, e);
+}
+
+static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t classes, bool fused,
+                       ly_graph *g)
+{
+    df_builder b = {.g = g, .ck = ck, .what = "ViT", .st = LY_OK};
+    int64_t e = z->width;
+    ly_graph_value image;
+    df_fail(&b, ly_graph_input(g, "images", LY_F32, 4, &image));
+
+    /* patch embedding: conv 16x16 /16 with bias, tokens row-major */
+    int64_t wshape[4] = {e, 3, PATCH, PATCH};
+    ly_graph_value w = df_weight(&b, "patch_embed.proj.weight", 4, wshape);
+    ly_graph_value bias = df_weight(&b, "patch_embed.proj.bias", 1, &e);
+    ly_conv2d_params cp = LY_CONV2D_DEFAULTS;
+    cp.stride[0] = cp.stride[1] = PATCH;
+    ly_graph_value x = LY_GRAPH_NONE;
+    if (b.st == LY_OK)
+        df_fail(&b, ly_graph_conv2d(g, "patch_embed.proj", image, w, bias, LY_GRAPH_NONE, &cp, &x));
+    int64_t flat[3] = {1, e, TOKENS - 1}, to_tokens[3] = {0, 2, 1};
+    x = df_permute(&b, "patch_embed.tokens", df_reshape(&b, "patch_embed.tokens", x, 3, flat), 3,
+                   to_tokens);
+    int64_t cls_shape[3] = {1, 1, e}, pos_shape[3] = {1, TOKENS, e};
+    ly_graph_value with_cls[2] = {df_weight(&b, "cls_token", 3, cls_shape), x};
+    if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, "cls_token", 2, with_cls, 1, &x));
+    x = df_binary(&b, LY_OP_ADD, "pos_embed", x, df_weight(&b, "pos_embed", 3, pos_shape));
+
+    for (int64_t i = 0; i < z->depth && b.st == LY_OK; i++) {
+        snprintf(b.prefix, sizeof b.prefix, "blocks.%lld.", (long long)i);
+        ly_graph_value a = attention(&b, layer_norm(&b, "norm1", x, e), z, fused);
+        x = df_binary(&b, LY_OP_ADD, "attn.residual", x, a);
+        ly_graph_value m = df_linear(&b, "mlp.fc1", layer_norm(&b, "norm2", x, e), 4 * e, e);
+        m = df_node(&b, LY_OP_GELU, "mlp.gelu", 1, &m, NULL);
+        x = df_binary(&b, LY_OP_ADD, "mlp.residual", x, df_linear(&b, "mlp.fc2", m, e, 4 * e));
+    }
+    b.prefix[0] = '\0';
+    x = layer_norm(&b, "norm", x, e);
+    int64_t pooled[2] = {1, e};
+    x = df_reshape(&b, "pool", df_slice(&b, "pool", x, 1, 0, 1), 2, pooled); /* the class token */
+    ly_graph_value logits = df_linear(&b, "head", x, classes, e);
+    if (b.st == LY_OK) df_fail(&b, ly_graph_output(g, logits, "logits"));
+    return b.st;
+}
+
+/* A graph for `fused` from the checkpoint, every key accounted for. */
+static ly_status build_checked(const ly_checkpoint *ck, const char *path, const vit_size *z,
+                               int64_t classes, bool fused, ly_graph **out)
+{
+    ly_graph *g;
+    ly_status st = df_audit_begin(ck);
+    if (st == LY_OK) st = ly_graph_create(&g);
+    if (st != LY_OK) {
+        df_audit_end(NULL);
+        return st;
+    }
+    char context[PATH_MAX + 64];
+    snprintf(context, sizeof context, "ly_model_load: %s: ViT-%s", path, z->size);
+    st = build(ck, z, classes, fused, g);
+    ly_status audit = df_audit_failed() || st == LY_OK ? df_audit_end(context) : LY_OK;
+    if (audit == LY_OK) df_audit_end(NULL);
+    if (audit != LY_OK || st != LY_OK) {
+        ly_graph_free(g);
+        return audit != LY_OK ? audit : ly_error_prefix(st, context);
+    }
+    *out = g;
+    return LY_OK;
+}
+
+static ly_status load(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    char why[256];
+    const vit_size *z = detect_size(ck, why, sizeof why);
+    if (!z)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: no ViT size has these keys (expected %s; ti 192 x "
+                            "12, s 384 x 12, b 768 x 12, l 1024 x 24)",
+                            path, why);
+    const char *meta;
+    if (ly_checkpoint_meta_string(ck, "size", &meta) == LY_OK && strcmp(meta, z->size) != 0)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: the metadata says size '%s', the keys are ViT-%s's",
+                            path, meta, z->size);
+    ly_clear_error();
+    int64_t imgsz;
+    ly_status st = ly_model_meta_imgsz(ck, path, IMGSZ, PATCH, 4096, &imgsz);
+    if (st != LY_OK) return st;
+    if (imgsz != IMGSZ)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: ViT takes 224x224 only (its position embedding "
+                            "has 197 rows); the metadata says imgsz %lld",
+                            path, (long long)imgsz);
+    d->nc = extent(ck, "head.weight", 0, 2);
+    vit_data *data = calloc(1, sizeof *data);
+    if (!data) return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
+    snprintf(data->path, sizeof data->path, "%s", path);
+    data->z = z;
+    data->fused = true; /* upstream's default */
+    ly_graph *g;
+    st = build_checked(ck, path, z, d->nc, data->fused, &g);
+    if (st != LY_OK) {
+        free(data);
+        return st;
+    }
+    d->recipe_data = data;
+    st = ly_graph_engine_attach(d, g);
+    if (st != LY_OK) return st;
+    snprintf(d->size, sizeof d->size, "%s", z->size);
+    snprintf(d->task, sizeof d->task, "classify");
+    d->stride = 0;
+    d->imgsz = d->fixed_h = d->fixed_w = IMGSZ;
+    return ly_model_names_from_checkpoint(d, ck);
+}
+
+/* Every attention module carries the flag; changing it rebuilds the network
+ * from the checkpoint file (the loaded graph holds one path or the other). */
+static ly_status set_fused(ly_model_desc *d, bool enabled, int *count)
+{
+    vit_data *data = d->recipe_data;
+    *count = (int)data->z->depth;
+    if (data->fused == enabled || d->engine->graph == NULL) return LY_OK;
+    ly_checkpoint *ck;
+    ly_status st = ly_checkpoint_open(data->path, &ck);
+    if (st != LY_OK)
+        return ly_error_prefix(st, "ly_model_set_fused_attention: rebuilding from the checkpoint");
+    ly_graph *g = NULL;
+    st = build_checked(ck, data->path, data->z, d->nc, enabled, &g);
+    ly_checkpoint_close(ck);
+    if (st != LY_OK) return ly_error_prefix(st, "ly_model_set_fused_attention");
+    d->engine->free(d->engine_data);
+    d->engine_data = NULL;
+    st = ly_graph_engine_attach(d, g);
+    if (st == LY_OK) data->fused = enabled;
+    return st;
+}
+
+static bool fused_state(const ly_model_desc *d)
+{
+    const vit_data *data = d->recipe_data;
+    return data && data->fused;
+}
+
+static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
+{
+    if (n_outputs < 1 || outputs[0].ndim != 2 || outputs[0].shape[1] != d->nc)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: the network's output is not ViT's logits [1, %lld]",
+                            path, (long long)d->nc);
+    return LY_OK;
+}
+
+static void output_name(int index, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", index == 0 ? "logits" : "output");
+}
+
+/* torchvision's eval transform on a PIL image (3.5): Resize(248) of the
+ * shorter side (the longer one int(248 * long / short)), bicubic with
+ * antialias; CenterCrop(224) at int(round((side - 224) / 2)) (Python's
+ * round: halves to even); ToTensor; Normalize(0.5, 0.5). */
+static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, int64_t h,
+                            int64_t w, float *input, ly_prep *prep)
+{
+    (void)d;
+    (void)prep;
+    if (h != IMGSZ || w != IMGSZ)
+        return ly_set_error(LY_E_SHAPE, "ViT: the input is 224x224 (%lldx%lld asked)", (long long)h,
+                            (long long)w);
+    int iw = image->width, ih = image->height, rw, rh;
+    if (iw <= ih) {
+        rw = RESIZE_SHORT;
+        rh = (int)((double)RESIZE_SHORT * ih / iw);
+    } else {
+        rh = RESIZE_SHORT;
+        rw = (int)((double)RESIZE_SHORT * iw / ih);
+    }
+    uint8_t *rgb = malloc((size_t)rw * (size_t)rh * 3);
+    if (!rgb) return ly_set_error(LY_E_NO_MEMORY, "ViT preprocess: out of memory");
+    ly_status st = ly_pil_resize(image, rw, rh, LY_PIL_BICUBIC, rgb);
+    if (st == LY_OK) {
+        int top = (int)nearbyint((rh - IMGSZ) / 2.0), left = (int)nearbyint((rw - IMGSZ) / 2.0);
+        size_t plane = (size_t)IMGSZ * IMGSZ;
+        for (int y = 0; y < IMGSZ; y++)
+            for (int x = 0; x < IMGSZ; x++)
+                for (int c = 0; c < 3; c++) {
+                    float v = (float)rgb[((size_t)(y + top) * rw + (size_t)(x + left)) * 3 + c];
+                    input[c * plane + (size_t)y * IMGSZ + (size_t)x] = (v / 255.0f - 0.5f) / 0.5f;
+                }
+    }
+    free(rgb);
+    return st;
+}
+
+/* probs = softmax(logits) (postprocess/vit.py). */
+static ly_status probabilities(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
+                               float *probs)
+{
+    (void)n_outputs;
+    const float *z = outputs[0].data;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < d->nc; i++)
+        m = z[i] > m ? z[i] : m;
+    double sum = 0;
+    for (int64_t i = 0; i < d->nc; i++)
+        sum += (double)(probs[i] = expf(z[i] - m));
+    for (int64_t i = 0; i < d->nc; i++)
+        probs[i] = (float)(probs[i] / sum);
+    return LY_OK;
+}
+
+const ly_recipe ly_vit_recipe = {
+    .family = "vit",
+    .task = "classify",
+    .input_description = "float32 RGB, PIL bicubic resize (antialiased) of the shorter side to "
+                         "248, centre crop 224, (x/255 - 0.5) / 0.5",
+    .default_conf = 0.0f,
+    .default_iou = 0.0f,
+    .default_max_det = 5,
+    .accepts_keys = accepts_keys,
+    .load_checkpoint = load,
+    .bind = bind,
+    .free_data = free,
+    .output_name = output_name,
+    .set_fused_attention = set_fused,
+    .fused_attention_on = fused_state,
+    .preprocess = preprocess,
+    .probabilities = probabilities,
+    .file_prefix = "LibreViT",
+    .published_sizes = (const char *const[]){"ti", "s", "b", "l", NULL},
+    .crop_pct = CROP_PCT,
+    .interpolation = "bicubic",
+};

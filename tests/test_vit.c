@@ -1,0 +1,226 @@
+/*
+ * ViT-Ti from LibreYOLO's checkpoint (../shared/testdata/vit): the eval
+ * transform bit for bit (input.npy: PIL bicubic, centre crop, mean/std 0.5),
+ * logits within 1e-4 of max |ref| against LibreYOLO's manual attention with
+ * the fused-attention flag on and off, the manual path's intermediates, the
+ * flag's 12 modules and what each setting runs (sdpa vs matmul + softmax
+ * nodes), and top-5 as predict.json.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "graph/graph.h"
+#include "libreyolo/image.h"
+#include "libreyolo/io.h"
+#include "libreyolo/model.h"
+#include "models/recipe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define FIXTURE LY_SHARED_DIR "/testdata/vit"
+#define CHECKPOINT FIXTURE "/LibreViTti_seed0.pt"
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static ly_model *load_model(void)
+{
+    if (!exists(CHECKPOINT)) {
+        print_message("skipped: the fixture " FIXTURE " is absent\n");
+        skip();
+    }
+    ly_model *m;
+    if (ly_model_load(CHECKPOINT, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    return m;
+}
+
+static void load_ref(const char *image, const char *name, ly_tensor *t)
+{
+    char path[512];
+    snprintf(path, sizeof path, FIXTURE "/ref_%s/%s.npy", image, name);
+    if (ly_npy_load(path, t) != LY_OK) fail_msg("%s: %s", path, ly_last_error());
+}
+
+static double rel_error(const float *x, const float *y, int64_t n)
+{
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        worst = fmax(worst, isfinite(x[i]) ? d : INFINITY);
+        scale = fmax(scale, fabs((double)y[i]));
+    }
+    return worst / scale;
+}
+
+static void keep_logits(const char *name, const ly_tensor *t, void *user)
+{
+    if (strcmp(name, "logits") != 0) return;
+    ly_tensor *out = user;
+    assert_int_equal(ly_tensor_alloc(out, LY_F32, t->ndim, t->shape), LY_OK);
+    memcpy(out->data, t->data, (size_t)ly_tensor_numel(t) * sizeof(float));
+}
+
+/* Nodes of each op in the model's graph: what a forward calls. */
+static void count_ops(const ly_model *m, int *sdpa, int *softmax, int *matmul)
+{
+    const ly_model_desc *d = ly_model_desc_of(m);
+    ly_graph *g = d->engine->graph(d->engine_data);
+    *sdpa = *softmax = *matmul = 0;
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info n;
+        assert_int_equal(ly_graph_node_at(g, i, &n), LY_OK);
+        *sdpa += n.op == LY_OP_SDPA;
+        *softmax += n.op == LY_OP_SOFTMAX;
+        *matmul += n.op == LY_OP_MATMUL;
+    }
+}
+
+static const char *const images[] = {"dog", "giraffe", "parkour"};
+
+static void test_preprocess(void **state)
+{
+    (void)state;
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    if (!codecs || !exists(FIXTURE "/ref_dog/input.npy")) {
+        print_message("skipped: no image codecs, or the fixture is absent\n");
+        skip();
+    }
+    ly_model *m = load_model();
+    const ly_model_desc *d = ly_model_desc_of(m);
+    for (size_t c = 0; c < sizeof images / sizeof images[0]; c++) {
+        char path[512];
+        snprintf(path, sizeof path, LY_SHARED_DIR "/testdata/images/%s.jpg", images[c]);
+        ly_image im;
+        if (ly_image_load(path, &im) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
+        ly_tensor want;
+        load_ref(images[c], "input", &want);
+        int64_t n = 3 * 224 * 224;
+        assert_int_equal(ly_tensor_numel(&want), n);
+        float *got = malloc((size_t)n * sizeof *got);
+        assert_non_null(got);
+        ly_prep prep;
+        assert_int_equal(d->recipe->preprocess(d, &view, 224, 224, got, &prep), LY_OK);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n; i++)
+            differ += got[i] != ((const float *)want.data)[i];
+        print_message("ViT eval transform of %s (%dx%d): %lld of %lld values differ\n", images[c],
+                      im.width, im.height, (long long)differ, (long long)n);
+        if (differ) fail_msg("%s: the input differs from LibreYOLO's", images[c]);
+        free(got);
+        ly_npy_free(&want);
+        ly_image_free(&im);
+    }
+    ly_model_free(m);
+}
+
+/* Both flag settings from input.npy against logits_manual.npy, and the
+ * nodes each runs. */
+static void test_logits_and_flag(void **state)
+{
+    (void)state;
+    ly_model *m = load_model();
+    int count = -1, sdpa, softmax, matmul;
+    ly_tensor got[2][3];
+    for (int fused = 1; fused >= 0; fused--) {
+        assert_int_equal(ly_model_set_fused_attention(m, fused, &count), LY_OK);
+        assert_int_equal(count, 12);
+        count_ops(m, &sdpa, &softmax, &matmul);
+        print_message("fused_attn %s: %d sdpa, %d softmax, %d matmul nodes per forward\n",
+                      fused ? "on" : "off", sdpa, softmax, matmul);
+        assert_int_equal(sdpa, fused ? 12 : 0);
+        assert_int_equal(softmax, fused ? 0 : 12);
+        assert_int_equal(matmul, fused ? 0 : 24);
+        for (size_t c = 0; c < sizeof images / sizeof images[0]; c++) {
+            ly_tensor input, want;
+            load_ref(images[c], "input", &input);
+            load_ref(images[c], "logits_manual", &want);
+            got[fused][c] = (ly_tensor){0};
+            if (ly_model_run(m, &input, keep_logits, &got[fused][c]) != LY_OK)
+                fail_msg("%s", ly_last_error());
+            assert_int_equal(ly_tensor_numel(&got[fused][c]), ly_tensor_numel(&want));
+            double e = rel_error(got[fused][c].data, want.data, ly_tensor_numel(&want));
+            print_message("ViT-Ti %s, fused_attn %s: logits %.3g of max |ref| (manual)\n",
+                          images[c], fused ? "on" : "off", e);
+            if (!(e <= 1e-4)) fail_msg("logits off by %.3g (gate 1e-4)", e);
+            ly_npy_free(&input);
+            ly_npy_free(&want);
+        }
+    }
+    for (size_t c = 0; c < sizeof images / sizeof images[0]; c++) {
+        int64_t n = ly_tensor_numel(&got[0][c]), differ = 0;
+        for (int64_t i = 0; i < n; i++)
+            differ += ((const float *)got[0][c].data)[i] != ((const float *)got[1][c].data)[i];
+        print_message("ViT-Ti %s: fused and manual logits differ in %lld of %lld\n", images[c],
+                      (long long)differ, (long long)n);
+        ly_tensor_free(&got[0][c]);
+        ly_tensor_free(&got[1][c]);
+    }
+    ly_model_free(m);
+}
+
+/* predict() on the fixture images at the defaults: top-5 ids as
+ * predict.json, probabilities within 1e-5. */
+static void test_top5(void **state)
+{
+    (void)state;
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    if (!codecs) {
+        print_message("skipped: this build reads no images\n");
+        skip();
+    }
+    ly_model *m = load_model();
+    for (size_t c = 0; c < sizeof images / sizeof images[0]; c++) {
+        char path[512];
+        snprintf(path, sizeof path, LY_SHARED_DIR "/testdata/images/%s.jpg", images[c]);
+        ly_results *r;
+        if (ly_model_predict_file(m, path, NULL, &r) != LY_OK) fail_msg("%s", ly_last_error());
+        const char *task;
+        assert_int_equal(ly_results_task(r, &task), LY_OK);
+        assert_string_equal(task, "classify");
+        ly_class_prob top[5];
+        size_t n;
+        assert_int_equal(ly_results_top(r, 5, top, &n), LY_OK);
+        assert_int_equal(n, 5);
+        snprintf(path, sizeof path, FIXTURE "/ref_%s/predict.json", images[c]);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        char text[8192];
+        size_t len = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[len] = '\0';
+        const char *p = strstr(text, "\"top5\"");
+        assert_non_null(p);
+        p = strchr(p, '[');
+        for (size_t i = 0; i < 5; i++) {
+            int id = (int)strtol(p + 1, (char **)&p, 10);
+            if (top[i].cls != id)
+                fail_msg("%s: top-5[%zu] is %d, LibreYOLO's %d", images[c], i, top[i].cls, id);
+        }
+        print_message("ViT-Ti %s: top-5 as LibreYOLO's (%d %s %.4f, ...)\n", images[c], top[0].cls,
+                      top[0].name, top[0].conf);
+        ly_results_free(r);
+    }
+    ly_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_preprocess),
+                                       cmocka_unit_test(test_logits_and_flag),
+                                       cmocka_unit_test(test_top5)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
