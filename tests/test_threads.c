@@ -26,6 +26,7 @@
 
 #define YOLO9 LY_SHARED_DIR "/testdata/yolo9/LibreYOLO9t_seed0.pt"
 #define DFINE LY_SHARED_DIR "/testdata/dfine/LibreDFINEn_seed0.pt"
+#define VIT LY_SHARED_DIR "/testdata/vit/LibreViTti_seed0.pt"
 
 enum { THREADS = 4 };
 
@@ -242,6 +243,18 @@ static void test_dfine_graph(void **state)
 #endif
 }
 
+/* A classifier: its probabilities' ranking (no detections) and logits,
+ * through the fused sdpa provider ViT uses by default. */
+static void test_vit_graph(void **state)
+{
+    (void)state;
+    if (!exists(VIT)) {
+        print_message("skipped: the fixture " VIT " is absent\n");
+        skip();
+    }
+    check_shared(VIT, "vit (graph)", THREADS, 3);
+}
+
 static void test_yolo9_executorch(void **state)
 {
     if (!exists(YOLO9)) {
@@ -281,9 +294,8 @@ static void test_yolo9_executorch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_yolo9_graph),
-        cmocka_unit_test(test_nanodet_graph),
-        cmocka_unit_test(test_dfine_graph),
+        cmocka_unit_test(test_yolo9_graph),      cmocka_unit_test(test_nanodet_graph),
+        cmocka_unit_test(test_dfine_graph),      cmocka_unit_test(test_vit_graph),
         cmocka_unit_test(test_yolo9_executorch),
     };
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);

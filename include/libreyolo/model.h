@@ -171,6 +171,10 @@ LY_API ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_
  * the flag runs the fused SDPA provider when it is on; graph capture for
  * export always uses the manual math. `count` may be NULL. */
 LY_API ly_status ly_model_set_fused_attention(ly_model *model, bool enabled, int *count);
+/* How many attention modules carry the flag, and whether it is on (false
+ * with 0 modules). Changing it rebuilds the network from the checkpoint file
+ * (ViT): not while another thread predicts with the model. */
+LY_API ly_status ly_model_fused_attention(const ly_model *model, int *modules, bool *enabled);
 
 #ifdef __cplusplus
 }

@@ -123,6 +123,32 @@ int ly_cli_check_task(const char *command, const char *model_task)
                                    command, model_task, task_word);
 }
 
+int ly_cli_parse_fused(const char *command, const char *value, int *setting)
+{
+    if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+        *setting = 1;
+    else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
+        *setting = 0;
+    else
+        return ly_cli_usage_error_code(command, "config_range_error",
+                                       "--fused-attn '%s': expected on or off", value);
+    return 0;
+}
+
+int ly_cli_apply_fused(const char *command, ly_model *model, int setting)
+{
+    if (setting < 0) return 0;
+    int modules = 0;
+    if (ly_model_set_fused_attention(model, setting == 1, &modules) != LY_OK)
+        return ly_cli_fail(command, LY_EXIT_MODEL, "model_invalid", NULL, "%s", ly_last_error());
+    if (modules == 0)
+        fprintf(stderr,
+                "libreyolo %s: --fused-attn: this model has no attention module with "
+                "the flag; nothing changed\n",
+                command);
+    return 0;
+}
+
 const char *ly_cli_option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
 {
     size_t n = strlen(opt);

@@ -3,6 +3,7 @@
 #define LY_CLI_CLI_UTIL_H
 
 #include "libreyolo/libreyolo.h"
+#include "libreyolo/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,6 +44,11 @@ int ly_cli_usage_error(const char *command, const char *fmt, ...) LY_PRINTF(2, 3
 void ly_cli_set_task_word(const char *task);
 /* 0, or the usage error for a task word that is not the model's task. */
 int ly_cli_check_task(const char *command, const char *model_task);
+/* --fused-attn on|off (LibreYOLO's set_fused_attention(model, enabled)):
+ * *setting 1 or 0; a usage error's exit code otherwise. */
+int ly_cli_parse_fused(const char *command, const char *value, int *setting);
+/* Apply a parsed setting (-1: leave the model's default); 0 or an exit code. */
+int ly_cli_apply_fused(const char *command, ly_model *model, int setting);
 
 /* --quiet (set by main): no progress lines, no warnings. */
 void ly_cli_set_quiet(bool quiet);

@@ -73,6 +73,9 @@ int ly_cli_info(int argc, char **argv)
         ly_model_free(model);
         return 1;
     }
+    int attention = 0;
+    bool fused = false;
+    ly_model_fused_attention(model, &attention, &fused);
     if (json) {
         fputs("{\"model\":", stdout);
         ly_json_string(stdout, path);
@@ -82,6 +85,8 @@ int ly_cli_info(int argc, char **argv)
         ly_json_string(stdout, info.size);
         fputs(",\"task\":", stdout);
         ly_json_string(stdout, info.task);
+        printf(",\"attention_modules\":%d,\"fused_attn\":%s", attention,
+               attention ? (fused ? "true" : "false") : "null");
         printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld]", (long long)info.nc,
                (long long)info.imgsz, (long long)info.imgsz, (long long)info.imgsz);
         if (is_pte)
@@ -99,6 +104,11 @@ int ly_cli_info(int argc, char **argv)
         printf("family      %s\n", info.family);
         printf("size        %s\n", info.size);
         printf("task        %s\n", info.task);
+        if (attention)
+            printf("attention   %d modules, fused_attn %s (--fused-attn on|off in predict, run)\n",
+                   attention, fused ? "on" : "off");
+        else
+            printf("attention   none\n");
         printf("classes     %lld\n", (long long)info.nc);
         printf("imgsz       %lld\n", (long long)info.imgsz);
         printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,

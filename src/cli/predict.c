@@ -65,6 +65,9 @@ void ly_cli_usage_predict(FILE *to)
         "                   GPU here)\n"
         "  --half, --int8   refused: predict runs FP32 (as LibreYOLO's PyTorch path does)\n"
         "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n"
+        "  --fused-attn MODE  on or off: attention through the fused sdpa kernel or the manual\n"
+        "                   expression (LibreYOLO's set_fused_attention; default: the\n"
+        "                   model's, on for ViT)\n"
         "  --json           one JSON document at the end, as LibreYOLO's: {\"source\", \"model\",\n"
         "                   \"model_family\", \"image_size\": [h, w], \"device\", \"results\": "
         "[{\"path\",\n"
@@ -101,6 +104,7 @@ typedef struct predict_args {
     const char *project, *name;
     bool save, no_save, exist_ok, json, jsonl;
     int threads;
+    int fused; /* -1: the model's default */
     ly_predict_options options;
     int classes[MAX_CLASSES];
 } predict_args;
@@ -233,6 +237,9 @@ static int parse_args(int argc, char **argv, predict_args *a)
             if (!ly_cli_parse_int(v, 1, 4096, &a->threads))
                 return ly_cli_usage_error_code("predict", "config_range_error",
                                                "--threads '%s': expected a positive integer", v);
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--fused-attn", &missing))) {
+            int code = ly_cli_parse_fused("predict", v, &a->fused);
+            if (code) return code;
         } else if (strcmp(arg, "--no-save") == 0) {
             a->no_save = true;
         } else if (strcmp(arg, "--exist-ok") == 0) {
@@ -572,6 +579,11 @@ static void print_result(FILE *to, const char *image, const ly_results *r)
     fputs("{\"path\": ", to);
     ly_json_string(to, image);
     fprintf(to, ", \"original_shape\": [%d, %d], \"detections\": [", h, w);
+    const char *task;
+    ly_class_prob top[5];
+    size_t n_top = 0;
+    ly_results_task(r, &task);
+    if (strcmp(task, "classify") == 0) ly_results_top(r, 5, top, &n_top);
     for (size_t i = 0; i < n; i++) {
         ly_detection d;
         ly_results_get(r, i, &d);
@@ -586,7 +598,22 @@ static void print_result(FILE *to, const char *image, const ly_results *r)
         }
         fputs("]}", to);
     }
-    fprintf(to, "], \"speed\": {\"preprocess\": %.3f, \"inference\": %.3f, \"postprocess\": %.3f}}",
+    fputs("]", to);
+    if (n_top) {
+        /* LibreYOLO's probs fields (the CLI issue's result document) */
+        fprintf(to, ", \"probs\": {\"top1\": %d, \"top1_confidence\": ", top[0].cls);
+        ly_json_float32(to, top[0].conf);
+        fputs(", \"top5\": [", to);
+        for (size_t i = 0; i < n_top; i++) {
+            fputs(i ? ", {\"class\": " : "{\"class\": ", to);
+            ly_json_string(to, top[i].name);
+            fprintf(to, ", \"class_id\": %d, \"confidence\": ", top[i].cls);
+            ly_json_float32(to, top[i].conf);
+            fputs("}", to);
+        }
+        fputs("]}", to);
+    }
+    fprintf(to, ", \"speed\": {\"preprocess\": %.3f, \"inference\": %.3f, \"postprocess\": %.3f}}",
             pre, inf, post);
 }
 
@@ -610,6 +637,23 @@ static void print_human(const char *image, const ly_results *r)
     ly_results_orig_shape(r, &h, &w);
     ly_results_speed(r, &pre, &inf, &post);
     ly_results_count(r, &n);
+    const char *task;
+    ly_results_task(r, &task);
+    if (strcmp(task, "classify") == 0) {
+        ly_class_prob top[5];
+        size_t k = 0;
+        ly_results_top(r, 5, top, &k);
+        printf("%s: %dx%d, top-%zu (%.1f ms preprocess, %.1f ms inference, %.1f ms "
+               "postprocess)\n",
+               image, w, h, k, pre, inf, post);
+        for (size_t i = 0; i < k; i++) {
+            char cls[32];
+            snprintf(cls, sizeof cls, "class %d", top[i].cls);
+            printf("  %-16s %.4f  (class %d)\n", *top[i].name ? top[i].name : cls,
+                   (double)top[i].conf, top[i].cls);
+        }
+        return;
+    }
     printf("%s: %dx%d, %zu detection%s (%.1f ms preprocess, %.1f ms inference, %.1f ms "
            "postprocess)\n",
            image, w, h, n, n == 1 ? "" : "s", pre, inf, post);
@@ -745,6 +789,7 @@ int ly_cli_predict(int argc, char **argv)
 {
     predict_args a;
     memset(&a, 0, sizeof a);
+    a.fused = -1;
     ly_predict_options_init(&a.options);
     int code = parse_args(argc, argv, &a);
     if (code != 0) return code < 0 ? 0 : code;
@@ -772,6 +817,7 @@ int ly_cli_predict(int argc, char **argv)
     ly_model_info info;
     ly_model_get_info(model, &info);
     code = ly_cli_check_task("predict", info.task);
+    if (!code) code = ly_cli_apply_fused("predict", model, a.fused);
     run_state rs = {.a = &a, .model = model};
     char folder[PATH_MAX];
     if (!code && a.save && (code = save_folder(&a, info.task, folder, sizeof folder)) == 0)

@@ -16,14 +16,18 @@
 void ly_cli_usage_run(FILE *to)
 {
     fputs("usage: libreyolo run --model M --input X.npy --output-dir DIR [--threads N]\n"
+          "                     [--fused-attn MODE]\n"
           "\n"
           "Runs the network of model M (a checkpoint, a TF.js graph model, or a named model\n"
           "such as nanodet), without pre- or post-processing, on X (float32 [1, 3, H, W] as\n"
           "the model's preprocessing makes it: YOLO9 takes H and W multiples of 32, NanoDet-g\n"
           "416 x 416) and writes each output to DIR/<name>.npy (YOLO9: predictions, raw_p3,\n"
-          "raw_p4, raw_p5; NanoDet: Identity ... Identity_5, its graph's signature names).\n"
+          "raw_p4, raw_p5; NanoDet: Identity ... Identity_5, its graph's signature names;\n"
+          "the DETR families: pred_logits, pred_boxes; ViT: logits).\n"
           "DIR is created if needed; files are written atomically.\n"
-          "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n",
+          "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n"
+          "  --fused-attn MODE  on or off: attention through the fused sdpa kernel or the manual\n"
+          "                   expression (default: the model's)\n",
           to);
 }
 
@@ -60,7 +64,7 @@ static void save_output(const char *name, const ly_tensor *output, void *user)
 int ly_cli_run(int argc, char **argv)
 {
     const char *model_path = NULL, *input_path = NULL, *dir = NULL;
-    int threads = 0;
+    int threads = 0, fused = -1;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i], *v;
         bool missing = false;
@@ -81,6 +85,9 @@ int ly_cli_run(int argc, char **argv)
             if (errno || end == v || *end || t < 1 || t > 4096)
                 return ly_cli_usage_error("run", "--threads '%s': expected a positive integer", v);
             threads = (int)t;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--fused-attn", &missing))) {
+            int code = ly_cli_parse_fused("run", v, &fused);
+            if (code) return code;
         } else if (missing) {
             return ly_cli_usage_error("run", "%s needs a value", arg);
         } else {
@@ -107,7 +114,12 @@ int ly_cli_run(int argc, char **argv)
         return ly_cli_model_failed("run", loaded);
     }
     run_state state = {dir, LY_OK, ""};
-    int code = 0;
+    int code = ly_cli_apply_fused("run", model, fused);
+    if (code) {
+        ly_model_free(model);
+        ly_npy_free(&input);
+        return code;
+    }
     if (ly_model_run(model, &input, save_output, &state) != LY_OK) {
         fprintf(stderr, "libreyolo run: %s: %s\n", input_path, ly_last_error());
         code = 1;

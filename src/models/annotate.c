@@ -127,6 +127,28 @@ static void draw_detection(ly_image *im, const ly_detection *d, int scale)
               luma > 150 ? black : white);
 }
 
+/* A classifier's top 5, one label per line from the top-left corner. */
+static ly_status draw_top5(ly_image *im, const ly_results *results, int scale)
+{
+    ly_class_prob top[5];
+    size_t n;
+    ly_status st = ly_results_top(results, 5, top, &n);
+    if (st != LY_OK) return st;
+    int y = LABEL_PAD * scale, line = (GLYPH_H + 2 * LABEL_PAD) * scale;
+    static const uint8_t black[3] = {0, 0, 0}, white[3] = {255, 255, 255};
+    for (size_t i = 0; i < n; i++, y += line) {
+        char label[160];
+        if (top[i].name && *top[i].name)
+            snprintf(label, sizeof label, "%s %.2f", top[i].name, (double)top[i].conf);
+        else
+            snprintf(label, sizeof label, "class %d %.2f", top[i].cls, (double)top[i].conf);
+        int w = (int)strlen(label) * (GLYPH_W + 1) * scale - scale + 2 * LABEL_PAD * scale;
+        fill_rect(im, 0, y - LABEL_PAD * scale, w, y - LABEL_PAD * scale + line, black);
+        draw_text(im, LABEL_PAD * scale, y, scale, label, white);
+    }
+    return LY_OK;
+}
+
 ly_status ly_image_annotate(ly_image *image, const ly_results *results)
 {
     if (!image || !image->pixels || image->width <= 0 || image->height <= 0 || !results)
@@ -136,6 +158,10 @@ ly_status ly_image_annotate(ly_image *image, const ly_results *results)
     if (st != LY_OK) return st;
     int shorter = image->width < image->height ? image->width : image->height;
     int scale = shorter / 400 > 1 ? shorter / 400 : 1;
+    const char *task;
+    st = ly_results_task(results, &task);
+    if (st != LY_OK) return st;
+    if (strcmp(task, "classify") == 0) return draw_top5(image, results, scale);
     /* Lowest score first, so the best boxes and labels end up on top. */
     for (size_t i = n; i-- > 0;) {
         ly_detection d;

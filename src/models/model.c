@@ -377,6 +377,19 @@ ly_status ly_model_set_fused_attention(ly_model *model, bool enabled, int *count
     return st;
 }
 
+ly_status ly_model_fused_attention(const ly_model *model, int *modules, bool *enabled)
+{
+    if (!model || !modules || !enabled)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_fused_attention: NULL argument");
+    const ly_recipe *r = model->d.recipe;
+    *enabled = r->fused_attention_on && r->fused_attention_on(&model->d);
+    *modules = 0;
+    /* the count without changing anything: set it to what it is */
+    if (r->set_fused_attention)
+        return r->set_fused_attention((ly_model_desc *)&model->d, *enabled, modules);
+    return LY_OK;
+}
+
 /* ---- Running ------------------------------------------------------------ */
 
 static bool input_size_ok(const ly_model *m, int64_t h, int64_t w)
