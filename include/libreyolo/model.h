@@ -84,7 +84,8 @@ typedef struct ly_model_stats {
     int64_t parameters;    /* their elements */
     size_t weight_bytes;
     int nodes;    /* ops of the graph */
-    double gflop; /* 2 x the convolutions' multiply-adds at imgsz (NAN: no graph) */
+    double gflop; /* 2 x the multiply-adds of convolutions, linears, matmuls and attention at imgsz
+                     (NAN: no graph) */
 } ly_model_stats;
 
 /* Stats at a square input of `imgsz` (0: the model's). Reads no weights, so

@@ -300,7 +300,8 @@ ly_status ly_model_get_info(const ly_model *model, ly_model_info *info)
 
 static bool input_size_ok(const ly_model *m, int64_t h, int64_t w);
 
-/* 2 x the multiply-adds of every convolution at [1, 3, imgsz, imgsz]. */
+/* 2 x the multiply-adds of every convolution, linear, matmul and attention
+ * at [1, 3, imgsz, imgsz]. */
 static ly_status conv_gflop(ly_graph *g, int imgsz, double *gflop)
 {
     ly_tensor *shapes = calloc((size_t)ly_graph_value_count(g) + 1, sizeof *shapes);
@@ -311,7 +312,23 @@ static ly_status conv_gflop(ly_graph *g, int imgsz, double *gflop)
     for (int i = 0; st == LY_OK && i < ly_graph_node_count(g); i++) {
         ly_graph_node_info n;
         st = ly_graph_node_at(g, i, &n);
-        if (st != LY_OK || n.op != LY_OP_CONV2D) continue;
+        if (st != LY_OK) continue;
+        const ly_tensor *y = &shapes[n.outputs[0]],
+                        *b = n.n_inputs > 1 ? &shapes[n.inputs[1]] : NULL;
+        if (n.op == LY_OP_LINEAR && b && b->ndim == 2) /* weight [N, K] */
+            macs += (double)ly_tensor_numel(y) * (double)b->shape[1];
+        if (n.op == LY_OP_MATMUL && y->ndim >= 2) { /* each output takes K of a's last extent */
+            const ly_tensor *a = &shapes[n.inputs[0]];
+            macs += (double)ly_tensor_numel(y) * (double)a->shape[a->ndim - 1];
+        }
+        if (n.op == LY_OP_SDPA && n.n_inputs >= 3 && y->ndim == 4) {
+            /* q·kᵀ [.., Nq, Nk] over d, then P·v over Nk */
+            const ly_tensor *q = &shapes[n.inputs[0]], *k = &shapes[n.inputs[1]];
+            double nq = (double)q->shape[2], nk = (double)k->shape[2];
+            macs +=
+                (double)(q->shape[0] * q->shape[1]) * nq * nk * (double)(q->shape[3] + y->shape[3]);
+        }
+        if (n.op != LY_OP_CONV2D) continue;
         const ly_tensor *w = &shapes[n.inputs[1]];
         /* weight [O, C / groups, kh, kw]: each output takes C / groups * kh * kw. */
         if (w->ndim == 4)
