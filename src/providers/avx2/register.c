@@ -1,6 +1,7 @@
 /*
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
- * backward) and the fused sdpa, all bit-identical to their references. This
+ * backward) and the fused sdpa, all bit-identical to their references; GELU
+ * within its slot's tolerance (erf by a polynomial, not glibc's). This
  * file is compiled for the baseline ISA (registration and predicates run on
  * every CPU, before anyone knows it has AVX2); the kernels live in *_avx2.c.
  */
@@ -9,6 +10,8 @@
 #include "ops/sdpa/sdpa_internal.h"
 #include "providers/avx2/quant/quant_providers.h"
 #include "providers/builtin.h"
+
+ly_status ly_avx2_gelu(const ly_kernel_call *call);
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
 
@@ -67,6 +70,7 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_MS_DEFORM_ATTN_BACKWARD, "avx2", ly_msda_avx2_backward,
                     attention_predicate, NULL);
     ly_provider_add(LY_OP_SDPA, LY_SDPA_FUSED_AVX2, ly_sdpa_avx2_fused, attention_predicate, NULL);
+    ly_provider_add(LY_OP_GELU, "avx2", ly_avx2_gelu, avx2_predicate, NULL);
 }
 
 #endif
