@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define FIXTURE LY_SHARED_DIR "/testdata/vit"
 #define CHECKPOINT FIXTURE "/LibreViTti_seed0.pt"
@@ -217,10 +218,126 @@ static void test_top5(void **state)
     ly_model_free(m);
 }
 
+/* ---- checkpoints synthesised from LibreYOLO's key list --------------------- */
+
+/* keys_LibreViTti.txt as a .safetensors file (values random, norm weights
+ * near 1; metadata model_family/size when `family` is given). */
+static bool write_synthetic(const char *path, const char *family, const char *size)
+{
+    FILE *in = fopen(FIXTURE "/keys_LibreViTti.txt", "r");
+    if (!in) return false;
+    char names[256][128];
+    int64_t numel[256];
+    char shapes[256][64];
+    int n = 0;
+    char line[512];
+    while (n < 256 && fgets(line, sizeof line, in)) {
+        char dtype[16], shape[64];
+        if (sscanf(line, "%127s %15s %63s", names[n], dtype, shape) != 3) continue;
+        int64_t count = 1;
+        size_t at = 0;
+        for (char *p = shape; *p;) {
+            long long v = strtoll(p, &p, 10);
+            count *= v;
+            at +=
+                (size_t)snprintf(shapes[n] + at, sizeof shapes[n] - at, "%s%lld", at ? "," : "", v);
+            if (*p == 'x') p++;
+        }
+        numel[n++] = count;
+    }
+    fclose(in);
+    char *json = malloc(65536);
+    assert_non_null(json);
+    size_t at = (size_t)snprintf(json, 65536, "{");
+    if (family)
+        at += (size_t)snprintf(json + at, 65536 - at,
+                               "\"__metadata__\":{\"model_family\":\"%s\",\"size\":\"%s\"},",
+                               family, size);
+    int64_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        at += (size_t)snprintf(json + at, 65536 - at,
+                               "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%lld,"
+                               "%lld]}",
+                               i ? "," : "", names[i], shapes[i], (long long)offset,
+                               (long long)(offset + 4 * numel[i]));
+        offset += 4 * numel[i];
+    }
+    at += (size_t)snprintf(json + at, 65536 - at, "}");
+    while (at % 8)
+        json[at++] = ' ';
+    FILE *out = fopen(path, "wb");
+    assert_non_null(out);
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)((uint64_t)at >> (8 * i));
+    fwrite(le, 1, 8, out);
+    fwrite(json, 1, at, out);
+    free(json);
+    uint64_t seed = 0x243f6a8885a308d3ull;
+    for (int i = 0; i < n; i++) {
+        bool unit = strstr(names[i], "norm") && strstr(names[i], ".weight");
+        float scale = 1.0f / sqrtf((float)(numel[i] > 4096 ? 192 : 16));
+        for (int64_t k = 0; k < numel[i]; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            float u = (float)((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            float v = unit ? 1.0f + 0.1f * u : scale * u;
+            fwrite(&v, 4, 1, out);
+        }
+    }
+    assert_int_equal(fclose(out), 0);
+    return true;
+}
+
+/* ViT-Ti from a .safetensors without metadata (its keys), and the same
+ * weights as DeiT-t (its model_family): DeiT's layout is ViT's, so on one
+ * input the logits are the same bits. */
+static void test_safetensors_and_deit(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ly_vit.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char vit_path[64], deit_path[64];
+    snprintf(vit_path, sizeof vit_path, "%s/vit.safetensors", dir);
+    snprintf(deit_path, sizeof deit_path, "%s/LibreDeiTt.safetensors", dir);
+    if (!write_synthetic(vit_path, NULL, NULL) || !write_synthetic(deit_path, "deit", "t")) {
+        rmdir(dir);
+        print_message("skipped: " FIXTURE "/keys_LibreViTti.txt is absent\n");
+        skip();
+    }
+    ly_tensor input, got[2] = {{0}, {0}};
+    int64_t shape[4] = {1, 3, 224, 224};
+    assert_int_equal(ly_tensor_alloc(&input, LY_F32, 4, shape), LY_OK);
+    for (int64_t i = 0; i < ly_tensor_numel(&input); i++)
+        ((float *)input.data)[i] = (float)((i * 7919) % 255) / 127.5f - 1.0f;
+    const char *paths[2] = {vit_path, deit_path}, *families[2] = {"vit", "deit"};
+    const char *sizes[2] = {"ti", "t"};
+    for (int k = 0; k < 2; k++) {
+        ly_model *m;
+        if (ly_model_load(paths[k], NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_model_info info;
+        assert_int_equal(ly_model_get_info(m, &info), LY_OK);
+        assert_string_equal(info.family, families[k]);
+        assert_string_equal(info.size, sizes[k]);
+        assert_string_equal(info.task, "classify");
+        if (ly_model_run(m, &input, keep_logits, &got[k]) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_model_free(m);
+    }
+    assert_int_equal(ly_tensor_numel(&got[0]), 1000);
+    assert_memory_equal(got[0].data, got[1].data, 1000 * sizeof(float));
+    print_message("ViT-Ti from a .safetensors by its keys, DeiT-t by its metadata: the same "
+                  "logits bit for bit\n");
+    ly_tensor_free(&got[0]);
+    ly_tensor_free(&got[1]);
+    ly_tensor_free(&input);
+    unlink(vit_path);
+    unlink(deit_path);
+    rmdir(dir);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_preprocess),
-                                       cmocka_unit_test(test_logits_and_flag),
-                                       cmocka_unit_test(test_top5)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_preprocess), cmocka_unit_test(test_logits_and_flag),
+        cmocka_unit_test(test_top5), cmocka_unit_test(test_safetensors_and_deit)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

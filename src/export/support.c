@@ -45,14 +45,16 @@ static const struct {
  * (its segmentation export is blocked with a reason), so `formats` can say why. */
 static const char *const yolo9_tasks[] = {"detect", "segment", NULL};
 static const char *const detect_only[] = {"detect", NULL};
+static const char *const classify_only[] = {"classify", NULL};
 static const char *const family_names[] = {"deim",    "deimv2",   "dfine",
                                            "nanodet", "rtdetrv4", "yolo9"};
 
 static const struct {
     const char *name;
     const char *const *tasks;
-} families[] = {{"deim", detect_only},     {"deimv2", detect_only},  {"dfine", detect_only},
-                {"rtdetrv4", detect_only}, {"nanodet", detect_only}, {"yolo9", yolo9_tasks}};
+} families[] = {{"deim", detect_only},     {"deimv2", detect_only}, {"dfine", detect_only},
+                {"rtdetrv4", detect_only}, {"vit", classify_only},  {"nanodet", detect_only},
+                {"yolo9", yolo9_tasks}};
 
 typedef struct support_row {
     const char *family, *task, *format;
@@ -82,6 +84,17 @@ static const support_row rows[] = {
     {"rtdetrv4", "detect", "executorch", LY_EXPORT_BLOCKED,
      "This library's ExecuTorch writer has no lowering for the D-FINE decoder yet (linear, "
      "layer norm, attention, top-k, ms_deform_attn); LibreYOLO validates this export.",
+     NULL},
+    /* LibreYOLO has no explicit row (available); this writer lowers no
+     * linear, layer norm, GELU or attention yet. */
+    {"vit", "classify", "executorch", LY_EXPORT_BLOCKED,
+     "This library's ExecuTorch writer has no lowering for the transformer's linear, layer norm, "
+     "GELU and attention nodes yet (the sidecar's crop_pct and interpolation are ready in the "
+     "recipe).",
+     NULL},
+    {"deit", "classify", "executorch", LY_EXPORT_BLOCKED,
+     "This library's ExecuTorch writer has no lowering for the transformer's linear, layer norm, "
+     "GELU and attention nodes yet.",
      NULL},
     {"yolo9", "segment", NULL, LY_EXPORT_BLOCKED,
      "YOLO9 segmentation export is not supported; YOLO9 is detection-only in LibreYOLO.", NULL},

@@ -4,14 +4,14 @@
 #include <string.h>
 
 extern const ly_recipe ly_nanodet_recipe, ly_yolo9_recipe, ly_deimv2_recipe, ly_deim_recipe,
-    ly_rtdetrv4_recipe, ly_dfine_recipe, ly_vit_recipe;
+    ly_rtdetrv4_recipe, ly_dfine_recipe, ly_vit_recipe, ly_deit_recipe;
 
 /* Own formats first (a TF.js graph is no checkpoint); checkpoints by family.
  * D-FINE last: DEIM and RT-DETRv4 have its keys, and only a file name hint
  * claims them before it. */
 const ly_recipe *const ly_recipes[] = {&ly_nanodet_recipe, &ly_yolo9_recipe,    &ly_deimv2_recipe,
                                        &ly_deim_recipe,    &ly_rtdetrv4_recipe, &ly_dfine_recipe,
-                                       &ly_vit_recipe};
+                                       &ly_vit_recipe,     &ly_deit_recipe};
 const int ly_recipe_count = (int)(sizeof ly_recipes / sizeof ly_recipes[0]);
 
 const ly_recipe *ly_recipe_find(const char *family)

@@ -1,8 +1,10 @@
-/* The ViT recipe (recipe.h): LibreYOLO's LibreViT classifiers (sizes ti, s,
- * b, l; attention-families.md 3), their eval transform (PIL bicubic resize
- * of the shorter side to floor(224 / crop_pct), centre crop, mean/std 0.5),
- * softmax probabilities, and the fused-attention flag every attention module
- * carries (on by default, as upstream). */
+/* The ViT and DeiT recipes (recipe.h): LibreYOLO's LibreViT classifiers
+ * (sizes ti, s, b, l; attention-families.md 3) and LibreDeiT (t, s, b: the
+ * plain patch-16 224 models, ViT's layout exactly, no distillation token),
+ * their eval transform (PIL bicubic resize of the shorter side to
+ * floor(224 / crop_pct), centre crop, mean/std), softmax probabilities, and
+ * the fused-attention flag every attention module carries (on by default, as
+ * upstream). */
 #include "models/recipe.h"
 
 #include "core/core.h"
@@ -24,12 +26,29 @@ typedef struct vit_size {
     int64_t width, depth, heads;
 } vit_size;
 
-static const vit_size sizes[] = {
-    {"ti", 192, 12, 3}, {"s", 384, 12, 6}, {"b", 768, 12, 12}, {"l", 1024, 24, 16}};
+/* What tells ViT and DeiT apart: names, sizes and normalisation. */
+typedef struct vit_family {
+    const char *name; /* in messages */
+    const vit_size *sizes;
+    size_t n_sizes;
+    float mean[3], std[3];
+} vit_family;
 
-/* What a loaded ViT keeps: where to rebuild it from when the flag changes. */
+static const vit_size vit_sizes[] = {
+    {"ti", 192, 12, 3}, {"s", 384, 12, 6}, {"b", 768, 12, 12}, {"l", 1024, 24, 16}};
+static const vit_size deit_sizes[] = {{"t", 192, 12, 3}, {"s", 384, 12, 6}, {"b", 768, 12, 12}};
+
+/* ViT: AugReg's 0.5 (V-UTIL). DeiT: timm's deit_*_patch16_224 configuration,
+ * ImageNet's (LibreYOLO's deit/utils.py is not in the stored sources; its
+ * crop_pct 0.9 and bicubic are from deit/model.py). */
+static const vit_family vit = {"ViT", vit_sizes, 4, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+static const vit_family deit = {
+    "DeiT", deit_sizes, 3, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+
+/* What a loaded model keeps: where to rebuild it from when the flag changes. */
 typedef struct vit_data {
     char path[PATH_MAX];
+    const vit_family *f;
     const vit_size *z;
     bool fused;
 } vit_data;
@@ -46,7 +65,8 @@ static int64_t extent(const ly_checkpoint *ck, const char *key, int dim, int ndi
 
 /* detect_size (3.1): patch 16 on 3 channels, 197 position rows, the class
  * token, the head's columns and blocks 0..n-1. */
-static const vit_size *detect_size(const ly_checkpoint *ck, char *why, size_t cap)
+static const vit_size *detect_size(const vit_family *f, const ly_checkpoint *ck, char *why,
+                                   size_t cap)
 {
     int64_t e = extent(ck, "patch_embed.proj.weight", 0, 4);
     bool patch = e > 0 && extent(ck, "patch_embed.proj.weight", 1, 4) == 3 &&
@@ -65,8 +85,8 @@ static const vit_size *detect_size(const ly_checkpoint *ck, char *why, size_t ca
              "head.weight [classes, E] and %lld blocks with E = %lld",
              (long long)depth, (long long)e);
     if (!patch || !rest) return NULL;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if (sizes[i].width == e && sizes[i].depth == depth) return &sizes[i];
+    for (size_t i = 0; i < f->n_sizes; i++)
+        if (f->sizes[i].width == e && f->sizes[i].depth == depth) return &f->sizes[i];
     return NULL;
 }
 
@@ -74,7 +94,7 @@ static bool accepts_keys(const ly_checkpoint *ck, const char *path)
 {
     (void)path;
     char why[256];
-    return detect_size(ck, why, sizeof why) != NULL;
+    return detect_size(&vit, ck, why, sizeof why) != NULL;
 }
 
 /* nn.LayerNorm(eps 1e-6) at prefix + name. */
@@ -168,8 +188,8 @@ static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t class
 }
 
 /* A graph for `fused` from the checkpoint, every key accounted for. */
-static ly_status build_checked(const ly_checkpoint *ck, const char *path, const vit_size *z,
-                               int64_t classes, bool fused, ly_graph **out)
+static ly_status build_checked(const ly_checkpoint *ck, const char *path, const vit_family *f,
+                               const vit_size *z, int64_t classes, bool fused, ly_graph **out)
 {
     ly_graph *g;
     ly_status st = df_audit_begin(ck);
@@ -179,7 +199,7 @@ static ly_status build_checked(const ly_checkpoint *ck, const char *path, const 
         return st;
     }
     char context[PATH_MAX + 64];
-    snprintf(context, sizeof context, "ly_model_load: %s: ViT-%s", path, z->size);
+    snprintf(context, sizeof context, "ly_model_load: %s: %s-%s", path, f->name, z->size);
     st = build(ck, z, classes, fused, g);
     ly_status audit = df_audit_failed() || st == LY_OK ? df_audit_end(context) : LY_OK;
     if (audit == LY_OK) df_audit_end(NULL);
@@ -191,37 +211,40 @@ static ly_status build_checked(const ly_checkpoint *ck, const char *path, const 
     return LY_OK;
 }
 
-static ly_status load(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+static ly_status load(const vit_family *f, const ly_checkpoint *ck, const char *path,
+                      ly_model_desc *d)
 {
     char why[256];
-    const vit_size *z = detect_size(ck, why, sizeof why);
+    const vit_size *z = detect_size(f, ck, why, sizeof why);
     if (!z)
         return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: no ViT size has these keys (expected %s; ti 192 x "
-                            "12, s 384 x 12, b 768 x 12, l 1024 x 24)",
-                            path, why);
+                            "ly_model_load: %s: no %s size has these keys (expected %s; %s)", path,
+                            f->name, why,
+                            f == &vit ? "ti 192 x 12, s 384 x 12, b 768 x 12, l 1024 x 24"
+                                      : "t 192, s 384, b 768, 12 blocks each");
     const char *meta;
     if (ly_checkpoint_meta_string(ck, "size", &meta) == LY_OK && strcmp(meta, z->size) != 0)
         return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: the metadata says size '%s', the keys are ViT-%s's",
-                            path, meta, z->size);
+                            "ly_model_load: %s: the metadata says size '%s', the keys are %s-%s's",
+                            path, meta, f->name, z->size);
     ly_clear_error();
     int64_t imgsz;
     ly_status st = ly_model_meta_imgsz(ck, path, IMGSZ, PATCH, 4096, &imgsz);
     if (st != LY_OK) return st;
     if (imgsz != IMGSZ)
         return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: ViT takes 224x224 only (its position embedding "
+                            "ly_model_load: %s: %s takes 224x224 only (its position embedding "
                             "has 197 rows); the metadata says imgsz %lld",
-                            path, (long long)imgsz);
+                            path, f->name, (long long)imgsz);
     d->nc = extent(ck, "head.weight", 0, 2);
     vit_data *data = calloc(1, sizeof *data);
     if (!data) return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
     snprintf(data->path, sizeof data->path, "%s", path);
+    data->f = f;
     data->z = z;
     data->fused = true; /* upstream's default */
     ly_graph *g;
-    st = build_checked(ck, path, z, d->nc, data->fused, &g);
+    st = build_checked(ck, path, f, z, d->nc, data->fused, &g);
     if (st != LY_OK) {
         free(data);
         return st;
@@ -248,7 +271,7 @@ static ly_status set_fused(ly_model_desc *d, bool enabled, int *count)
     if (st != LY_OK)
         return ly_error_prefix(st, "ly_model_set_fused_attention: rebuilding from the checkpoint");
     ly_graph *g = NULL;
-    st = build_checked(ck, data->path, data->z, d->nc, enabled, &g);
+    st = build_checked(ck, data->path, data->f, data->z, d->nc, enabled, &g);
     ly_checkpoint_close(ck);
     if (st != LY_OK) return ly_error_prefix(st, "ly_model_set_fused_attention");
     d->engine->free(d->engine_data);
@@ -281,12 +304,12 @@ static void output_name(int index, char *buf, size_t size)
 /* torchvision's eval transform on a PIL image (3.5): Resize(248) of the
  * shorter side (the longer one int(248 * long / short)), bicubic with
  * antialias; CenterCrop(224) at int(round((side - 224) / 2)) (Python's
- * round: halves to even); ToTensor; Normalize(0.5, 0.5). */
+ * round: halves to even); ToTensor; Normalize(mean, std). */
 static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, int64_t h,
                             int64_t w, float *input, ly_prep *prep)
 {
-    (void)d;
     (void)prep;
+    const vit_family *f = ((const vit_data *)d->recipe_data)->f;
     if (h != IMGSZ || w != IMGSZ)
         return ly_set_error(LY_E_SHAPE, "ViT: the input is 224x224 (%lldx%lld asked)", (long long)h,
                             (long long)w);
@@ -308,7 +331,8 @@ static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, 
             for (int x = 0; x < IMGSZ; x++)
                 for (int c = 0; c < 3; c++) {
                     float v = (float)rgb[((size_t)(y + top) * rw + (size_t)(x + left)) * 3 + c];
-                    input[c * plane + (size_t)y * IMGSZ + (size_t)x] = (v / 255.0f - 0.5f) / 0.5f;
+                    input[c * plane + (size_t)y * IMGSZ + (size_t)x] =
+                        (v / 255.0f - f->mean[c]) / f->std[c];
                 }
     }
     free(rgb);
@@ -332,25 +356,36 @@ static ly_status probabilities(const ly_model_desc *d, const ly_tensor *outputs,
     return LY_OK;
 }
 
-const ly_recipe ly_vit_recipe = {
-    .family = "vit",
-    .task = "classify",
-    .input_description = "float32 RGB, PIL bicubic resize (antialiased) of the shorter side to "
-                         "248, centre crop 224, (x/255 - 0.5) / 0.5",
-    .default_conf = 0.0f,
-    .default_iou = 0.0f,
-    .default_max_det = 5,
-    .accepts_keys = accepts_keys,
-    .load_checkpoint = load,
-    .bind = bind,
-    .free_data = free,
-    .output_name = output_name,
-    .set_fused_attention = set_fused,
-    .fused_attention_on = fused_state,
-    .preprocess = preprocess,
-    .probabilities = probabilities,
-    .file_prefix = "LibreViT",
-    .published_sizes = (const char *const[]){"ti", "s", "b", "l", NULL},
-    .crop_pct = CROP_PCT,
-    .interpolation = "bicubic",
-};
+static ly_status load_vit(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    return load(&vit, ck, path, d);
+}
+
+static ly_status load_deit(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    return load(&deit, ck, path, d);
+}
+
+/* One recipe each; DeiT's keys are ViT's, so only its model_family
+ * metadata names it (as LibreYOLO's own checkpoints carry). */
+#define VIT_RECIPE(name, loader, keys, prefix, description, ...)                                   \
+    {                                                                                              \
+        .family = name, .task = "classify", .input_description = description,                      \
+        .default_conf = 0.0f, .default_iou = 0.0f, .default_max_det = 5, .accepts_keys = keys,     \
+        .load_checkpoint = loader, .bind = bind, .free_data = free, .output_name = output_name,    \
+        .set_fused_attention = set_fused, .fused_attention_on = fused_state,                       \
+        .preprocess = preprocess, .probabilities = probabilities, .file_prefix = prefix,           \
+        .published_sizes = (const char *const[]){__VA_ARGS__, NULL}, .crop_pct = CROP_PCT,         \
+        .interpolation = "bicubic",                                                                \
+    }
+
+const ly_recipe ly_vit_recipe = VIT_RECIPE(
+    "vit", load_vit, accepts_keys, "LibreViT",
+    "float32 RGB, PIL bicubic resize (antialiased) of the shorter side to 248, centre crop 224, "
+    "(x/255 - 0.5) / 0.5",
+    "ti", "s", "b", "l");
+const ly_recipe ly_deit_recipe = VIT_RECIPE(
+    "deit", load_deit, NULL, "LibreDeiT",
+    "float32 RGB, PIL bicubic resize (antialiased) of the shorter side to 248, centre crop 224, "
+    "ImageNet mean/std",
+    "t", "s", "b");
