@@ -2,7 +2,7 @@
  * ViT-Ti from LibreYOLO's checkpoint (../shared/testdata/vit): the eval
  * transform bit for bit (input.npy: PIL bicubic, centre crop, mean/std 0.5),
  * logits within 1e-4 of max |ref| against LibreYOLO's manual attention with
- * the fused-attention flag on and off, the manual path's intermediates, the
+ * the fused-attention flag on and off, and byte-identical to each other; the
  * flag's 12 modules and what each setting runs (sdpa vs matmul + softmax
  * nodes), and top-5 as predict.json.
  */
@@ -166,6 +166,9 @@ static void test_logits_and_flag(void **state)
             differ += ((const float *)got[0][c].data)[i] != ((const float *)got[1][c].data)[i];
         print_message("ViT-Ti %s: fused and manual logits differ in %lld of %lld\n", images[c],
                       (long long)differ, (long long)n);
+        /* the manual expression's matmul and softmax follow the sdpa reference's
+         * order, and the fused provider reproduces that reference */
+        if (differ) fail_msg("%s: fused and manual logits are not byte-identical", images[c]);
         ly_tensor_free(&got[0][c]);
         ly_tensor_free(&got[1][c]);
     }

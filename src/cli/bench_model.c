@@ -63,6 +63,8 @@ void ly_cli_usage_bench_model(FILE *to)
         "  --model M         checkpoint (.pt), TF.js graph model, or a named model (nanodet)\n"
         "  --imgsz S         square input size (default: the checkpoint's)\n"
         "  --threads N       threads for us and for each peer (default 1)\n"
+        "  --fused-attn MODE on or off: attention through the fused sdpa kernel or the\n"
+        "                    manual expression (default: the model's)\n"
         "  --runs R          timed runs (default 20)\n"
         "  --warmup W        warm-up runs (default 3)\n"
         "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/,\n"
@@ -163,6 +165,7 @@ typedef struct bench_config {
     bool no_peers;
     int imgsz; /* 0: the checkpoint's */
     int threads, runs, warmup;
+    int fused;          /* --fused-attn: -1 the model's default */
     double gflop;       /* 0: known table */
     double core_gflops; /* 0: measure */
     char peak_source[96];
@@ -387,6 +390,11 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
         return 1;
     }
     r->load_ms = (ly_cli_now_s() - t0) * 1e3;
+    int fused_code = ly_cli_apply_fused("bench model", m, cfg->fused);
+    if (fused_code) {
+        ly_model_free(m);
+        return fused_code;
+    }
     /* Loading's temporaries are freed by now: give their pages back, so the
      * figures below are the model's and the runs', not the loader's. */
 #ifdef __GLIBC__
@@ -1001,7 +1009,7 @@ static void print_json(const bench_config *cfg, const ours_result *r, const peer
 
 int ly_cli_bench_model(int argc, char **argv)
 {
-    bench_config cfg = {.threads = 1, .runs = DEFAULT_RUNS, .warmup = DEFAULT_WARMUP};
+    bench_config cfg = {.threads = 1, .runs = DEFAULT_RUNS, .warmup = DEFAULT_WARMUP, .fused = -1};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -1029,6 +1037,9 @@ int ly_cli_bench_model(int argc, char **argv)
             ok = ly_cli_parse_int(argv[++i], 32, 8192, &cfg.imgsz) && cfg.imgsz % 32 == 0;
         } else if (strcmp(a, "--threads") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 1024, &cfg.threads);
+        } else if (strcmp(a, "--fused-attn") == 0 && has_value) {
+            int code = ly_cli_parse_fused("bench model", argv[++i], &cfg.fused);
+            if (code) return code;
         } else if (strcmp(a, "--runs") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 100000, &cfg.runs);
         } else if (strcmp(a, "--warmup") == 0 && has_value) {

@@ -1,13 +1,17 @@
 /*
  * References of the matrix products: every output element is one sequential
- * f32 sum over k from +0 (products and sums separately rounded), then + bias.
- * Four outputs of a row are computed side by side, each in that same order, so
- * the loop runs at a useful speed without changing a bit; rows are split over
- * threads.
+ * f32 sum over k from +0, then + bias. linear rounds products and sums
+ * separately; matmul chains fused multiply-adds, the sdpa reference's order
+ * (ops/sdpa/reference.c: q.k and P.v), so attention written as matmul ->
+ * softmax -> matmul gives the fused op's bits. Four outputs of a row are
+ * computed side by side, each in that same order, so the loop runs at a
+ * useful speed without changing a bit; rows are split over threads.
  */
 #include "core/core.h"
 #include "ops/elementwise/broadcast.h"
 #include "ops/ops_internal.h"
+
+#include <math.h>
 
 /* dot(x[0..k), w[j * ws + i * wk] for i < k) for j in 0..4. */
 static void dot4(const float *x, const float *w, int64_t k, int64_t ws, int64_t wk, float acc[4])
@@ -24,6 +28,29 @@ static void dot4(const float *x, const float *w, int64_t k, int64_t ws, int64_t 
     acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
 }
 
+static void dot4_fma(const float *x, const float *w, int64_t k, int64_t ws, int64_t wk,
+                     float acc[4])
+{
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    const float *w0 = w, *w1 = w + ws, *w2 = w + 2 * ws, *w3 = w + 3 * ws;
+    for (int64_t i = 0; i < k; i++) {
+        float xi = x[i];
+        a0 = fmaf(xi, w0[i * wk], a0);
+        a1 = fmaf(xi, w1[i * wk], a1);
+        a2 = fmaf(xi, w2[i * wk], a2);
+        a3 = fmaf(xi, w3[i * wk], a3);
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+
+static float dot1_fma(const float *x, const float *w, int64_t k, int64_t wk)
+{
+    float acc = 0.0f;
+    for (int64_t i = 0; i < k; i++)
+        acc = fmaf(x[i], w[i * wk], acc);
+    return acc;
+}
+
 static float dot1(const float *x, const float *w, int64_t k, int64_t wk)
 {
     float acc = 0.0f;
@@ -38,6 +65,7 @@ typedef struct gemm_job {
     const float *x, *w, *bias;
     float *y;
     int64_t k, n, ws, wk;
+    bool fused; /* matmul's fused multiply-adds */
 } gemm_job;
 
 static void gemm_rows(void *ctx, int64_t begin, int64_t end)
@@ -49,12 +77,12 @@ static void gemm_rows(void *ctx, int64_t begin, int64_t end)
         int64_t j = 0;
         for (; j + 4 <= g->n; j += 4) {
             float acc[4];
-            dot4(x, g->w + j * g->ws, g->k, g->ws, g->wk, acc);
+            (g->fused ? dot4_fma : dot4)(x, g->w + j * g->ws, g->k, g->ws, g->wk, acc);
             for (int t = 0; t < 4; t++)
                 y[j + t] = g->bias ? acc[t] + g->bias[j + t] : acc[t];
         }
         for (; j < g->n; j++) {
-            float acc = dot1(x, g->w + j * g->ws, g->k, g->wk);
+            float acc = (g->fused ? dot1_fma : dot1)(x, g->w + j * g->ws, g->k, g->wk);
             y[j] = g->bias ? acc + g->bias[j] : acc;
         }
     }
@@ -113,7 +141,8 @@ ly_status ly_ref_matmul(const ly_kernel_call *call)
                       .k = k,
                       .n = n,
                       .ws = tb ? k : 1,
-                      .wk = tb ? 1 : n};
+                      .wk = tb ? 1 : n,
+                      .fused = true};
         ly_parallel_for(m, 1, threads_for(call, m * n * k), gemm_rows, &g);
     }
     return LY_OK;

@@ -2,14 +2,15 @@
  * References of the normalisations. Row statistics are summed in double and
  * rounded once, so the numbers do not depend on a summation order (libraries
  * that sum in float land within the tolerance):
- *   softmax     m = max (NaN wins), e = expf(x - m), s = sum e (f32, in order),
- *               y = e / s;
+ *   softmax     the sdpa reference's: m = max, e = its expf(x - m), s = sum e in
+ *               eight lanes, y = e * (1 / s) (a NaN makes the row NaN);
  *   layer_norm  mean, variance (biased) in double, r = 1 / sqrt(var + eps),
  *               y = (float)((x - mean) * r) * weight + bias;
  *   rms_norm    r = 1 / sqrt(mean(x^2) + eps) in double, y = (float)(x * r) * scale.
  */
 #include "core/core.h"
 #include "ops/ops_internal.h"
+#include "ops/sdpa/sdpa_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +26,10 @@ typedef struct softmax_job {
     int64_t extent, inner;
 } softmax_job;
 
+/* The sdpa reference's softmax (ops/sdpa/reference.c), so attention written
+ * as matmul -> softmax -> matmul gives the fused op's bits: the max, then
+ * exp(x - max) with its expf, summed in eight lanes (k mod 8) reduced in a
+ * fixed tree, and multiplied by the reciprocal of the sum. */
 static void softmax_rows(void *ctx, int64_t begin, int64_t end)
 {
     const softmax_job *j = ctx;
@@ -32,19 +37,22 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end)
         int64_t o = r / j->inner, i = r % j->inner;
         const float *x = j->x + o * j->extent * j->inner + i;
         float *y = j->y + o * j->extent * j->inner + i;
-        float m = -INFINITY;
-        for (int64_t k = 0; k < j->extent; k++) {
-            float v = x[k * j->inner];
-            if (isnan(v) || v > m) m = isnan(m) ? m : v;
-        }
-        float s = 0.0f;
-        for (int64_t k = 0; k < j->extent; k++) {
-            float e = expf(x[k * j->inner] - m);
-            y[k * j->inner] = e;
-            s += e;
-        }
+        float lane[8];
+        for (int t = 0; t < 8; t++)
+            lane[t] = -INFINITY;
         for (int64_t k = 0; k < j->extent; k++)
-            y[k * j->inner] = y[k * j->inner] / s;
+            lane[k & 7] = ly_sdpa_max(x[k * j->inner], lane[k & 7]);
+        float m = ly_sdpa_lanes_max(lane);
+        for (int t = 0; t < 8; t++)
+            lane[t] = 0.0f;
+        for (int64_t k = 0; k < j->extent; k++) {
+            float e = ly_sdpa_expf_inline(x[k * j->inner] - m);
+            y[k * j->inner] = e;
+            lane[k & 7] += e;
+        }
+        float inv = 1.0f / ly_sdpa_lanes_sum(lane);
+        for (int64_t k = 0; k < j->extent; k++)
+            y[k * j->inner] = y[k * j->inner] * inv;
     }
 }
 
