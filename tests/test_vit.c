@@ -175,6 +175,87 @@ static void test_logits_and_flag(void **state)
     ly_model_free(m);
 }
 
+typedef struct kept {
+    const char *names[16];
+    ly_tensor t[16];
+    int n;
+} kept;
+
+static void keep_named(const char *name, const ly_tensor *t, void *user)
+{
+    kept *k = user;
+    for (int i = 0; i < k->n; i++)
+        if (strcmp(k->names[i], name) == 0 && !k->t[i].data) {
+            assert_int_equal(ly_tensor_alloc(&k->t[i], LY_F32, t->ndim, t->shape), LY_OK);
+            memcpy(k->t[i].data, t->data, (size_t)ly_tensor_numel(t) * sizeof(float));
+        }
+}
+
+/* The last node named `name` (a reshape and a permute may share one) made
+ * an output too. */
+static void expose(ly_graph *g, const char *name)
+{
+    int found = -1;
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info n;
+        assert_int_equal(ly_graph_node_at(g, i, &n), LY_OK);
+        if (strcmp(n.name, name) == 0) found = i;
+    }
+    if (found < 0) fail_msg("no node '%s'", name);
+    ly_graph_node_info n;
+    assert_int_equal(ly_graph_node_at(g, found, &n), LY_OK);
+    assert_int_equal(ly_graph_output(g, n.outputs[0], name), LY_OK);
+}
+
+/* The manual path stage by stage against LibreYOLO's manual_*.npy: the patch
+ * tokens, every block's output, the final norm. */
+static void test_intermediates(void **state)
+{
+    (void)state;
+    ly_model *m = load_model();
+    int count;
+    assert_int_equal(ly_model_set_fused_attention(m, false, &count), LY_OK);
+    const ly_model_desc *d = ly_model_desc_of(m);
+    ly_graph *g = d->engine->graph(d->engine_data);
+    kept k = {.n = 14};
+    static char block_names[12][32];
+    k.names[0] = "patch_embed.tokens";
+    for (int i = 0; i < 12; i++) {
+        snprintf(block_names[i], sizeof block_names[i], "blocks.%d.mlp.residual", i);
+        k.names[1 + i] = block_names[i];
+    }
+    k.names[13] = "norm";
+    for (int i = 0; i < k.n; i++)
+        expose(g, k.names[i]);
+    ly_tensor input;
+    load_ref("dog", "input", &input);
+    if (ly_model_run(m, &input, keep_named, &k) != LY_OK) fail_msg("%s", ly_last_error());
+    double worst = 0;
+    for (int i = 0; i < k.n; i++) {
+        char ref[32];
+        if (i == 0)
+            snprintf(ref, sizeof ref, "manual_patch_embed");
+        else if (i == 13)
+            snprintf(ref, sizeof ref, "manual_final_norm");
+        else
+            snprintf(ref, sizeof ref, "manual_block%02d", i - 1);
+        ly_tensor want;
+        load_ref("dog", ref, &want);
+        assert_non_null(k.t[i].data);
+        assert_int_equal(ly_tensor_numel(&k.t[i]), ly_tensor_numel(&want));
+        double e = rel_error(k.t[i].data, want.data, ly_tensor_numel(&want));
+        worst = fmax(worst, e);
+        if (!(e <= 1e-4)) fail_msg("%s off by %.3g of max |ref|", ref, e);
+        ly_npy_free(&want);
+        ly_tensor_free(&k.t[i]);
+    }
+    print_message("ViT-Ti dog, manual path: patch tokens, 12 blocks and the final norm within "
+                  "%.3g of max |ref|\n",
+                  worst);
+    ly_npy_free(&input);
+    ly_model_free(m);
+}
+
 /* predict() on the fixture images at the defaults: top-5 ids as
  * predict.json, probabilities within 1e-5. */
 static void test_top5(void **state)
@@ -341,6 +422,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_preprocess), cmocka_unit_test(test_logits_and_flag),
-        cmocka_unit_test(test_top5), cmocka_unit_test(test_safetensors_and_deit)};
+        cmocka_unit_test(test_top5), cmocka_unit_test(test_intermediates),
+        cmocka_unit_test(test_safetensors_and_deit)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
