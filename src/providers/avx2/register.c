@@ -1,6 +1,6 @@
 /*
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
- * backward) and the fused sdpa, all bit-identical to their references; GELU
+ * backward), the fused sdpa and matmul, all bit-identical to their references; GELU
  * within its slot's tolerance (erf by a polynomial, not glibc's). This
  * file is compiled for the baseline ISA (registration and predicates run on
  * every CPU, before anyone knows it has AVX2); the kernels live in *_avx2.c.
@@ -12,6 +12,7 @@
 #include "providers/builtin.h"
 
 ly_status ly_avx2_gelu(const ly_kernel_call *call);
+ly_status ly_avx2_matmul(const ly_kernel_call *call);
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
 
@@ -71,6 +72,7 @@ void ly_avx2_register(void)
                     attention_predicate, NULL);
     ly_provider_add(LY_OP_SDPA, LY_SDPA_FUSED_AVX2, ly_sdpa_avx2_fused, attention_predicate, NULL);
     ly_provider_add(LY_OP_GELU, "avx2", ly_avx2_gelu, avx2_predicate, NULL);
+    ly_provider_add(LY_OP_MATMUL, "avx2", ly_avx2_matmul, avx2_predicate, NULL);
 }
 
 #endif
