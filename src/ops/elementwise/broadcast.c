@@ -128,3 +128,15 @@ void ly_bcast_walk_next(const ly_bcast *b, ly_bcast_walk *w)
         w->coord[d] = 0;
     }
 }
+
+void ly_bcast_offsets(const ly_bcast *b, int64_t index, int64_t offset[LY_BCAST_MAX_INPUTS])
+{
+    for (int i = 0; i < b->n; i++)
+        offset[i] = 0;
+    for (int d = b->ndim - 1; d >= 0; d--) {
+        int64_t at = index % b->shape[d];
+        index /= b->shape[d];
+        for (int i = 0; i < b->n; i++)
+            offset[i] += at * b->stride[i][d];
+    }
+}

@@ -30,6 +30,10 @@ int64_t ly_bcast_rows(const ly_bcast *b, int64_t *inner);
 void ly_bcast_row(const ly_bcast *b, int64_t row, int64_t offset[LY_BCAST_MAX_INPUTS],
                   int64_t step[LY_BCAST_MAX_INPUTS]);
 
+/* Each input's element offset for output element `index` (all dimensions,
+ * as a batch index over broadcast batch dimensions). */
+void ly_bcast_offsets(const ly_bcast *b, int64_t index, int64_t offset[LY_BCAST_MAX_INPUTS]);
+
 /* Merges dimensions every operand walks contiguously (or not at all) into
  * one, so rows are as long as they can be: the same elements in the same
  * order, fewer, longer rows. */

@@ -127,14 +127,8 @@ ly_status ly_ref_matmul(const ly_kernel_call *call)
     int64_t batches = ly_tensor_numel(&by);
     if (m == 0 || n == 0) return LY_OK;
     for (int64_t t = 0; t < batches; t++) {
-        /* Batch t's offset in each operand, from its multi-index. */
-        int64_t off[2] = {0, 0}, rest = t;
-        for (int d = bc.ndim - 1; d >= 0; d--) {
-            int64_t index = rest % bc.shape[d];
-            rest /= bc.shape[d];
-            off[0] += index * bc.stride[0][d];
-            off[1] += index * bc.stride[1][d];
-        }
+        int64_t off[LY_BCAST_MAX_INPUTS];
+        ly_bcast_offsets(&bc, t, off);
         gemm_job g = {.x = (const float *)a->data + off[0] * m * k,
                       .w = (const float *)b->data + off[1] * k * n,
                       .y = (float *)y->data + t * m * n,

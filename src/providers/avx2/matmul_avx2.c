@@ -77,13 +77,8 @@ ly_status ly_avx2_matmul(const ly_kernel_call *call)
     }
     int threads = m * n * k >= (1 << 18) ? ly_threads_resolve(call->threads) : 1;
     for (int64_t t = 0; t < batches; t++) {
-        int64_t off[2] = {0, 0}, rest = t;
-        for (int d = bc.ndim - 1; d >= 0; d--) {
-            int64_t index = rest % bc.shape[d];
-            rest /= bc.shape[d];
-            off[0] += index * bc.stride[0][d];
-            off[1] += index * bc.stride[1][d];
-        }
+        int64_t off[LY_BCAST_MAX_INPUTS];
+        ly_bcast_offsets(&bc, t, off);
         const float *bt = (const float *)b->data + off[1] * k * n;
         if (packed) {
             for (int64_t r = 0; r < n; r++)
