@@ -108,7 +108,7 @@ int ly_cli_info(int argc, char **argv)
             printf("attention   %d modules, fused_attn %s (--fused-attn on|off in predict, run)\n",
                    attention, fused ? "on" : "off");
         else
-            printf("attention   none\n");
+            printf("attention   no module with a fused_attn flag\n");
         printf("classes     %lld\n", (long long)info.nc);
         printf("imgsz       %lld\n", (long long)info.imgsz);
         printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,

@@ -399,11 +399,8 @@ ly_status ly_model_fused_attention(const ly_model *model, int *modules, bool *en
     if (!model || !modules || !enabled)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_fused_attention: NULL argument");
     const ly_recipe *r = model->d.recipe;
-    *enabled = r->fused_attention_on && r->fused_attention_on(&model->d);
     *modules = 0;
-    /* the count without changing anything: set it to what it is */
-    if (r->set_fused_attention)
-        return r->set_fused_attention((ly_model_desc *)&model->d, *enabled, modules);
+    *enabled = r->fused_attention && r->fused_attention(&model->d, modules);
     return LY_OK;
 }
 

@@ -79,9 +79,10 @@ struct ly_recipe {
     /* The name of output `index` for engines whose programs do not name them. */
     void (*output_name)(int index, char *buf, size_t size);
     /* Fused attention (model.h): set every module's flag, *count the modules
-     * that carry it (NULL: none). fused_attention_on: the flag now. */
+     * that carry it (NULL: none). fused_attention: the flag now, and how many
+     * modules carry it. */
     ly_status (*set_fused_attention)(ly_model_desc *d, bool enabled, int *count);
-    bool (*fused_attention_on)(const ly_model_desc *d);
+    bool (*fused_attention)(const ly_model_desc *d, int *modules);
 
     /* ---- predicting ---- */
     /* The image into input [1, 3, h, w] at `input`; `prep` says where it went. */

@@ -281,10 +281,11 @@ static ly_status set_fused(ly_model_desc *d, bool enabled, int *count)
     return st;
 }
 
-static bool fused_state(const ly_model_desc *d)
+static bool fused_state(const ly_model_desc *d, int *modules)
 {
     const vit_data *data = d->recipe_data;
-    return data && data->fused;
+    *modules = (int)data->z->depth;
+    return data->fused;
 }
 
 static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
@@ -373,7 +374,7 @@ static ly_status load_deit(const ly_checkpoint *ck, const char *path, ly_model_d
         .family = name, .task = "classify", .input_description = description,                      \
         .default_conf = 0.0f, .default_iou = 0.0f, .default_max_det = 5, .accepts_keys = keys,     \
         .load_checkpoint = loader, .bind = bind, .free_data = free, .output_name = output_name,    \
-        .set_fused_attention = set_fused, .fused_attention_on = fused_state,                       \
+        .set_fused_attention = set_fused, .fused_attention = fused_state,                          \
         .preprocess = preprocess, .probabilities = probabilities, .file_prefix = prefix,           \
         .published_sizes = (const char *const[]){__VA_ARGS__, NULL}, .crop_pct = CROP_PCT,         \
         .interpolation = "bicubic",                                                                \
