@@ -15,9 +15,11 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* Rows are worth threads from a transformer's [197, 192] tokens up: a row
+ * costs two passes in double, and a range starts on a waiting team. */
 static int threads_for(const ly_kernel_call *call, int64_t elements)
 {
-    return elements >= (1 << 16) ? ly_threads_resolve(call->threads) : 1;
+    return elements >= (1 << 15) ? ly_threads_resolve(call->threads) : 1;
 }
 
 typedef struct softmax_job {
