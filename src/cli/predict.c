@@ -1,5 +1,5 @@
-/* `libreyolo predict`: detections on image files, printed for people or as JSON
- * lines for scripts, and annotated copies of the images. */
+/* `libreyolo predict`: detections (or a classifier's top-5) on image files, printed for people or
+ * as JSON lines for scripts, and annotated copies of the images. */
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_util.h"
@@ -31,7 +31,8 @@
 void ly_cli_usage_predict(FILE *to)
 {
     fputs(
-        "usage: libreyolo [detect] predict source=PATH [model=M] [conf=X] [iou=X] [max_det=N]\n"
+        "usage: libreyolo [detect|classify] predict source=PATH [model=M] [conf=X] [iou=X] "
+        "[max_det=N]\n"
         "                         [imgsz=S] [classes=[0,2,5]] [save] [project=P] [name=N]\n"
         "                         [exist_ok] [device=cpu] [threads=N] [json | jsonl]\n"
         "\n"
@@ -73,7 +74,9 @@ void ly_cli_usage_predict(FILE *to)
         "[{\"path\",\n"
         "                   \"original_shape\": [h, w], \"detections\": [{\"class\", "
         "\"class_id\",\n"
-        "                   \"confidence\", \"bbox_xyxy\"}], \"speed\": {\"preprocess\",\n"
+        "                   \"confidence\", \"bbox_xyxy\"}], classifiers' \"probs\": {\"top1\",\n"
+        "                   \"top1_confidence\", \"top5\": [{\"class\", \"class_id\",\n"
+        "                   \"confidence\"}]}, \"speed\": {\"preprocess\",\n"
         "                   \"inference\", \"postprocess\"} (ms)}], \"output_path\" (when "
         "saving),\n"
         "                   \"schema_version\": 1}; a failure is LibreYOLO's error document\n"
