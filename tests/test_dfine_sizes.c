@@ -449,9 +449,40 @@ static void test_key_mismatches_listed(void **state)
     assert_int_equal(unlink(path), 0);
 }
 
+/* A DEIMv2 of hidden width 192 is size s, whose DINOv3 backbone this build
+ * does not run: refused as such, not as a broken checkpoint. */
+static void test_unsupported_size_named(void **state)
+{
+    (void)state;
+    const size_case *c = &cases[14]; /* DEIMv2-atto's keys, its score heads widened */
+    char keys_file[512], path[256];
+    keys_path(c, keys_file, sizeof keys_file);
+    if (!exists(keys_file)) {
+        print_message("skipped: %s is absent\n", keys_file);
+        skip();
+    }
+    key_list keys;
+    read_keys(keys_file, &keys);
+    for (size_t i = 0; i < keys.n; i++)
+        if (strncmp(keys.e[i].name, "decoder.dec_score_head.", 23) == 0 &&
+            strstr(keys.e[i].name, ".weight"))
+            keys.e[i].shape[1] = 192;
+    snprintf(path, sizeof path, "%s/LibreDEIMv2s_unsupported.safetensors", dir);
+    write_checkpoint(c, &keys, path, false);
+    free(keys.e);
+    ly_model *m = NULL;
+    assert_int_equal(ly_model_load(path, NULL, &m), LY_E_UNSUPPORTED);
+    const char *msg = ly_last_error();
+    print_message("%s\n", msg);
+    if (!strstr(msg, path) || !strstr(msg, "DINOv3") || !strstr(msg, "atto, femto, pico and n"))
+        fail_msg("the message does not say what this build runs: %s", msg);
+    assert_int_equal(unlink(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_key_mismatches_listed),
+                                       cmocka_unit_test(test_unsupported_size_named),
                                        cmocka_unit_test(test_every_size)};
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
