@@ -140,3 +140,13 @@ void ly_bcast_offsets(const ly_bcast *b, int64_t index, int64_t offset[LY_BCAST_
             offset[i] += at * b->stride[i][d];
     }
 }
+
+int64_t ly_bcast_init_matrices(ly_bcast *b, const ly_tensor *x, const ly_tensor *w,
+                               const ly_tensor *y)
+{
+    ly_tensor bx = *x, bw = *w, by = *y;
+    bx.ndim -= 2, bw.ndim -= 2, by.ndim -= 2;
+    const ly_tensor *pair[2] = {&bx, &bw};
+    ly_bcast_init(b, 2, pair, &by);
+    return ly_tensor_numel(&by);
+}

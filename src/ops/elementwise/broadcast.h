@@ -34,6 +34,12 @@ void ly_bcast_row(const ly_bcast *b, int64_t row, int64_t offset[LY_BCAST_MAX_IN
  * as a batch index over broadcast batch dimensions). */
 void ly_bcast_offsets(const ly_bcast *b, int64_t index, int64_t offset[LY_BCAST_MAX_INPUTS]);
 
+/* Batched matrix products (matmul): the broadcast over every dimension but
+ * the last two of x, w and y; returns the number of batches (matrices of y),
+ * whose offsets ly_bcast_offsets gives in matrices. */
+int64_t ly_bcast_init_matrices(ly_bcast *b, const ly_tensor *x, const ly_tensor *w,
+                               const ly_tensor *y);
+
 /* Merges dimensions every operand walks contiguously (or not at all) into
  * one, so rows are as long as they can be: the same elements in the same
  * order, fewer, longer rows. */

@@ -118,13 +118,8 @@ ly_status ly_ref_matmul(const ly_kernel_call *call)
     bool tb = LY_PARAMS(call, ly_matmul_params)->transpose_b != 0;
     int64_t m = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1];
     int64_t n = y->shape[y->ndim - 1];
-    /* Batch offsets by broadcasting the batch dims (as matrices of elements). */
-    ly_tensor ba = *a, bb = *b, by = *y;
-    ba.ndim -= 2, bb.ndim -= 2, by.ndim -= 2;
-    const ly_tensor *pair[2] = {&ba, &bb};
     ly_bcast bc;
-    ly_bcast_init(&bc, 2, pair, &by);
-    int64_t batches = ly_tensor_numel(&by);
+    int64_t batches = ly_bcast_init_matrices(&bc, a, b, y);
     if (m == 0 || n == 0) return LY_OK;
     for (int64_t t = 0; t < batches; t++) {
         int64_t off[LY_BCAST_MAX_INPUTS];

@@ -63,12 +63,8 @@ ly_status ly_avx2_matmul(const ly_kernel_call *call)
     ly_tensor *y = call->out[0];
     bool tb = LY_PARAMS(call, ly_matmul_params)->transpose_b != 0;
     int64_t m = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1], n = y->shape[y->ndim - 1];
-    ly_tensor ba = *a, bb = *b, by = *y;
-    ba.ndim -= 2, bb.ndim -= 2, by.ndim -= 2;
-    const ly_tensor *pair[2] = {&ba, &bb};
     ly_bcast bc;
-    ly_bcast_init(&bc, 2, pair, &by);
-    int64_t batches = ly_tensor_numel(&by);
+    int64_t batches = ly_bcast_init_matrices(&bc, a, b, y);
     if (m == 0 || n == 0) return LY_OK;
     float *packed = NULL;
     if (tb && k > 0) {
