@@ -74,6 +74,17 @@ ly_status ly_model_names_from_checkpoint(ly_model_desc *d, const ly_checkpoint *
     return ly_model_names_copy(d, names, count);
 }
 
+int64_t ly_model_key_extent(const ly_checkpoint *ck, const char *key, int dim, int ndim)
+{
+    ly_tensor view;
+    if (ly_checkpoint_find(ck, key, &view) != LY_OK || view.ndim <= dim ||
+        (ndim >= 0 && view.ndim != ndim)) {
+        ly_clear_error();
+        return -1;
+    }
+    return view.shape[dim];
+}
+
 ly_status ly_model_meta_imgsz(const ly_checkpoint *ck, const char *path, int64_t fallback,
                               int64_t multiple, int64_t max, int64_t *imgsz)
 {

@@ -162,6 +162,10 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *out);
 ly_status ly_model_names_copy(ly_model_desc *desc, const char *const *names, size_t count);
 /* The checkpoint's class names, else COCO's for 80 classes, else "". */
 ly_status ly_model_names_from_checkpoint(ly_model_desc *desc, const ly_checkpoint *ck);
+/* Extent `dim` of checkpoint tensor `key`, or -1 (no error set) when it is
+ * absent, has no such dimension, or (ndim >= 0) is not of rank ndim: for
+ * recognising sizes by their keys. */
+int64_t ly_model_key_extent(const ly_checkpoint *ck, const char *key, int dim, int ndim);
 /* Metadata imgsz (`fallback` without one): a positive multiple of `multiple`
  * up to `max`, else an error naming `path`. */
 ly_status ly_model_meta_imgsz(const ly_checkpoint *ck, const char *path, int64_t fallback,

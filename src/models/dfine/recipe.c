@@ -73,12 +73,7 @@ static bool has_key(const ly_checkpoint *ck, const char *key)
 
 static int64_t extent(const ly_checkpoint *ck, const char *key, int dim)
 {
-    ly_tensor view;
-    if (ly_checkpoint_find(ck, key, &view) != LY_OK || view.ndim <= dim) {
-        ly_clear_error();
-        return -1;
-    }
-    return view.shape[dim];
+    return ly_model_key_extent(ck, key, dim, -1);
 }
 
 static bool any_key_contains(const ly_checkpoint *ck, const char *part)

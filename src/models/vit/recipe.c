@@ -55,12 +55,7 @@ typedef struct vit_data {
 
 static int64_t extent(const ly_checkpoint *ck, const char *key, int dim, int ndim)
 {
-    ly_tensor v;
-    if (ly_checkpoint_find(ck, key, &v) != LY_OK || v.ndim != ndim) {
-        ly_clear_error();
-        return -1;
-    }
-    return v.shape[dim];
+    return ly_model_key_extent(ck, key, dim, ndim);
 }
 
 /* detect_size (3.1): patch 16 on 3 channels, 197 position rows, the class
