@@ -34,6 +34,19 @@ int ly_threads_resolve(int requested);
 typedef void (*ly_range_fn)(void *ctx, int64_t begin, int64_t end);
 void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void *ctx);
 
+/* A thread pool ly_parallel_for hands its ranges to on the calling thread,
+ * instead of OpenMP's team or threads of its own: run(pool, task, arg, n)
+ * calls task(arg, i) for i in [0, n) and returns when all are done. Code that
+ * drives another pool (the XNNPACK delegate's pthreadpool) installs it so that
+ * one set of workers serves the whole run; two pools' spinning workers on the
+ * same cores slow each other down by several times. */
+typedef struct ly_parallel_runner {
+    void (*run)(void *pool, void (*task)(void *arg, size_t i), void *arg, size_t n);
+    void *pool;
+} ly_parallel_runner;
+/* Install `runner` for this thread (NULL: the default); returns the previous one. */
+const ly_parallel_runner *ly_parallel_use(const ly_parallel_runner *runner);
+
 /* Cached CPU features of this machine (never fails). */
 const ly_cpu_features *ly_cpu(void);
 

@@ -73,6 +73,20 @@ static void omp_member(void *arg)
         run_range(&j->tasks[i]);
 }
 
+static _Thread_local const ly_parallel_runner *runner;
+
+const ly_parallel_runner *ly_parallel_use(const ly_parallel_runner *r)
+{
+    const ly_parallel_runner *previous = runner;
+    runner = r;
+    return previous;
+}
+
+static void runner_task(void *arg, size_t i)
+{
+    run_range(&((range_task *)arg)[i]);
+}
+
 /* Otherwise threads are started per call: the kernels that use this work on
  * tensors of many megabytes, where thread start-up (~20 us) is noise, and
  * there is no pool to own, size or tear down. */
@@ -93,6 +107,10 @@ void ly_parallel_for(int64_t n, int64_t grain, int threads, ly_range_fn fn, void
     for (int i = 0; i < threads; i++) {
         int64_t g0 = grains * i / threads, g1 = grains * (i + 1) / threads;
         tasks[i] = (range_task){fn, ctx, g0 * grain, g1 * grain < n ? g1 * grain : n};
+    }
+    if (runner) {
+        runner->run(runner->pool, runner_task, tasks, (size_t)threads);
+        return;
     }
     pthread_once(&omp_once, find_omp);
     if (omp.parallel) {

@@ -7,6 +7,7 @@
 #ifndef LY_BACKENDS_EXECUTORCH_ET_RUNTIME_H
 #define LY_BACKENDS_EXECUTORCH_ET_RUNTIME_H
 
+#include "core/core.h"
 #include "export/pte/pte.h"
 
 /* ---- the XNNPACK delegate --------------------------------------------------- */
@@ -32,6 +33,10 @@ ly_status ly_et_xnnpack_extern_dims(const ly_et_xnnpack *d, size_t id, int *ndim
 ly_status ly_et_xnnpack_execute(ly_et_xnnpack *d, ly_tensor *const *args, size_t n_args,
                                 int threads);
 void ly_et_xnnpack_free(ly_et_xnnpack *d);
+/* The delegate's pool for `threads` as a ly_parallel_runner (into *runner),
+ * so that a method's portable kernels run on the workers its delegates use;
+ * false where there is none (one thread, or no XNNPACK). */
+bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner);
 
 /* ---- the method -------------------------------------------------------------- */
 

@@ -484,6 +484,8 @@ void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *
     if (kernel_calls) *kernel_calls = m->kernel_calls;
 }
 
+static ly_status run_chains(ly_et_method *m, int threads);
+
 ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t n_inputs,
                                int threads)
 {
@@ -506,6 +508,18 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
         }
         memcpy(v->t.data, x->data, (size_t)v->nbytes);
     }
+    /* Portable kernels and the delegates' own loops on the delegates' workers. */
+    ly_parallel_runner pool;
+    bool pooled = ly_et_xnnpack_runner(threads, &pool);
+    const ly_parallel_runner *previous = pooled ? ly_parallel_use(&pool) : NULL;
+    ly_status st = run_chains(m, threads);
+    if (pooled) ly_parallel_use(previous);
+    return st;
+}
+
+static ly_status run_chains(ly_et_method *m, int threads)
+{
+    const ly_pte_plan *plan = m->plan;
     for (size_t c = 0; c < plan->n_chains; c++) {
         const ly_pte_chain *chain = &plan->chains[c];
         size_t budget = (chain->n_instructions + 1) * 4096, pc = 0;

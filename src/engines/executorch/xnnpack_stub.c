@@ -54,6 +54,12 @@ void ly_et_xnnpack_free(ly_et_xnnpack *d)
 {
     (void)d;
 }
+
+bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner)
+{
+    (void)threads, (void)runner;
+    return false;
+}
 #else
 typedef int ly_xnnpack_stub_unused; /* ISO C wants something in a translation unit */
 #endif

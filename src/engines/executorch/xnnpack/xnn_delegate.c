@@ -70,6 +70,19 @@ static pthreadpool_t pool_for(int threads)
     return p;
 }
 
+static void pool_run(void *pool, void (*task)(void *arg, size_t i), void *arg, size_t n)
+{
+    pthreadpool_parallelize_1d(pool, task, arg, n, 0);
+}
+
+bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner)
+{
+    pthreadpool_t pool = pool_for(ly_threads_resolve(threads));
+    if (!pool) return false;
+    *runner = (ly_parallel_runner){pool_run, pool};
+    return true;
+}
+
 /* ---- the executor's model ---------------------------------------------------- */
 
 enum { V_INTERNAL, V_EXT_IN, V_EXT_OUT, V_CONST };
@@ -1336,6 +1349,17 @@ static void run_binary(const ly_et_xnnpack *d, const xop *o, float *const *ptr, 
 static void run_unary(const xval *x, const xval *y, const xop *o, const float *in, float *out,
                       int threads)
 {
+    if (o->fn == U_GELU && x->ld == x->last && y->ld == y->last && !o->clamp) {
+        /* dense: the library's gelu slot (its exact-erf providers serve it) */
+        ly_tensor tx = {.dtype = LY_F32, .ndim = 1, .shape = {x->numel}, .data = (float *)in};
+        ly_tensor ty = {.dtype = LY_F32, .ndim = 1, .shape = {x->numel}, .data = out};
+        ly_kernel_call call;
+        ly_kernel_call_init(&call);
+        call.in[0] = &tx;
+        call.out[0] = &ty;
+        call.threads = threads;
+        if (ly_kernel_dispatch_op(LY_OP_GELU, &call) == LY_OK) return;
+    }
     rows_job j = {.o = o, .a = in, .y = out, .nd = 2, .dims = {x->rows, x->last}};
     j.sa[0] = x->ld;
     j.sy[0] = y->ld;
@@ -1490,12 +1514,25 @@ static void run_pad(const ly_et_xnnpack *d, const xop *o, const float *x, float 
     copy_nd(x, sx, dst, sy, xv->dims, xv->ndim);
 }
 
-static void run_bmm(const ly_et_xnnpack *d, const xop *o, float *const *ptr)
+static ly_status run_bmm(const ly_et_xnnpack *d, const xop *o, float *const *ptr, int threads)
 {
     const xval *a = &d->v[o->in[0]], *b = &d->v[o->in[1]], *y = &d->v[o->out];
     int nd = a->ndim;
     int64_t M = a->dims[nd - 2], K = a->dims[nd - 1], N = b->dims[nd - 1];
     int64_t batches = a->numel / (M * K);
+    if (a->ld == K && b->ld == N && y->ld == N && !o->clamp) {
+        /* dense rows: the library's matmul slot (its providers serve it) */
+        ly_tensor ta = {.dtype = LY_F32, .ndim = 3, .shape = {batches, M, K}, .data = ptr[0]};
+        ly_tensor tb = {.dtype = LY_F32, .ndim = 3, .shape = {batches, K, N}, .data = ptr[1]};
+        ly_tensor ty = {.dtype = LY_F32, .ndim = 3, .shape = {batches, M, N}, .data = ptr[2]};
+        ly_kernel_call call;
+        ly_kernel_call_init(&call);
+        call.in[0] = &ta;
+        call.in[1] = &tb;
+        call.out[0] = &ty;
+        call.threads = threads;
+        return ly_kernel_dispatch_op(LY_OP_MATMUL, &call);
+    }
     for (int64_t bt = 0; bt < batches; bt++) {
         const float *pa = ptr[0] + bt * M * a->ld, *pb = ptr[1] + bt * K * b->ld;
         float *py = ptr[2] + bt * M * y->ld;
@@ -1514,6 +1551,7 @@ static void run_bmm(const ly_et_xnnpack *d, const xop *o, float *const *ptr)
                     row[n] = clampf(row[n], o->lo, o->hi);
         }
     }
+    return LY_OK;
 }
 
 static void clamp_rows(const xval *y, float *p, float lo, float hi)
@@ -1642,7 +1680,7 @@ ly_status ly_et_xnnpack_execute(ly_et_xnnpack *d, ly_tensor *const *args, size_t
             run_pad(d, o, ptr[0], ptr[1]);
             break;
         case K_BMM:
-            run_bmm(d, o, ptr);
+            st = run_bmm(d, o, ptr, threads);
             break;
         case K_VIEW:
             break;
