@@ -13,7 +13,10 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "graph/graph.h"
+#include "libreyolo/export.h"
 #include "libreyolo/image.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
@@ -25,6 +28,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "engines/executorch/et_runtime.h"
+#include "test_export_util.h"
 
 #define FIXTURE LY_SHARED_DIR "/testdata/vit"
 #define CHECKPOINT FIXTURE "/LibreViTti_seed0.pt"
@@ -418,11 +424,99 @@ static void test_safetensors_and_deit(void **state)
     rmdir(dir);
 }
 
+/* The k largest of x[n], descending (ties: lower index first). */
+static void top_ids(const float *x, int64_t n, int k, int *ids)
+{
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int64_t j = 0; j < n; j++) {
+            bool taken = false;
+            for (int t = 0; t < i; t++)
+                taken = taken || ids[t] == (int)j;
+            if (!taken && (best < 0 || x[j] > x[best])) best = (int)j;
+        }
+        ids[i] = best;
+    }
+}
+
+/* Export with the flag on (the default: the capture still takes the manual
+ * expression), the sidecar's classify keys, only packed constants inside the
+ * partitions, and the program's logits against LibreYOLO's. */
+static void test_export_round_trip(void **state)
+{
+    (void)state;
+    ly_model *m = load_model();
+    char dir[] = "/tmp/ly_vit_pte.XXXXXX", out[96], sidecar[112];
+    assert_non_null(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/vit.pte", dir);
+    snprintf(sidecar, sizeof sidecar, "%s.json", out);
+    ly_export_options o;
+    ly_export_options_init(&o);
+    o.output_path = out;
+    if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model_free(m);
+    size_t size = 0;
+    uint8_t *bytes = read_all(sidecar, &size);
+    assert_non_null(bytes);
+    char *text = calloc(1, size + 1);
+    memcpy(text, bytes, size);
+    free(bytes);
+    assert_non_null(strstr(text, "\"crop_pct\": 0.9,"));
+    assert_non_null(strstr(text, "\"interpolation\": \"bicubic\""));
+    assert_non_null(strstr(text, "\"task\": \"classify\""));
+    free(text);
+    uint8_t *program = read_all(out, &size);
+    assert_non_null(program);
+    expect_packed_constants_only(program, size, out);
+    free(program);
+    ly_model *pte;
+    ly_status st = ly_model_load(out, NULL, &pte);
+    if (!ly_et_xnnpack_available()) {
+        assert_int_equal(st, LY_E_UNSUPPORTED);
+        print_message("ViT-Ti exported; this build runs no XNNPACK programs\n");
+    } else {
+        if (st != LY_OK) fail_msg("%s", ly_last_error());
+        ly_model_info info;
+        assert_int_equal(ly_model_get_info(pte, &info), LY_OK);
+        assert_string_equal(info.family, "vit");
+        assert_string_equal(info.task, "classify");
+        int count = -1;
+        assert_int_equal(ly_model_set_fused_attention(pte, true, &count), LY_OK);
+        assert_int_equal(count, 0); /* a program: its attention is lowered */
+        for (size_t c = 0; c < sizeof images / sizeof images[0]; c++) {
+            ly_tensor input, want, got = {0};
+            load_ref(images[c], "input", &input);
+            load_ref(images[c], "logits_manual", &want);
+            if (ly_model_run(pte, &input, keep_logits, &got) != LY_OK)
+                fail_msg("%s", ly_last_error());
+            int64_t n = ly_tensor_numel(&want);
+            assert_int_equal(ly_tensor_numel(&got), n);
+            double e = rel_error(got.data, want.data, n);
+            int a[5], b[5];
+            top_ids(got.data, n, 5, a);
+            top_ids(want.data, n, 5, b);
+            print_message("ViT-Ti .pte %s: logits %.3g of max |ref| (manual), top-5 %s\n",
+                          images[c], e, memcmp(a, b, sizeof a) ? "differs" : "the same");
+            if (!(e <= 1e-4)) fail_msg("logits off by %.3g (gate 1e-4)", e);
+            assert_memory_equal(a, b, sizeof a);
+            ly_tensor_free(&got);
+            ly_npy_free(&input);
+            ly_npy_free(&want);
+        }
+        ly_model_free(pte);
+    }
+    unlink(out);
+    unlink(sidecar);
+    rmdir(dir);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_preprocess), cmocka_unit_test(test_logits_and_flag),
-        cmocka_unit_test(test_top5), cmocka_unit_test(test_intermediates),
-        cmocka_unit_test(test_safetensors_and_deit)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_preprocess),
+                                       cmocka_unit_test(test_logits_and_flag),
+                                       cmocka_unit_test(test_top5),
+                                       cmocka_unit_test(test_intermediates),
+                                       cmocka_unit_test(test_safetensors_and_deit),
+                                       cmocka_unit_test(test_export_round_trip)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

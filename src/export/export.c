@@ -219,7 +219,12 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
  * accelerated providers out of anything the walk runs. */
 static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_result *lowered)
 {
-    ly_graph *g = d->engine->graph ? d->engine->graph(d->engine_data) : NULL;
+    ly_graph *own = NULL;
+    if (d->recipe->capture_graph) {
+        ly_status st = d->recipe->capture_graph(d, &own);
+        if (st != LY_OK) return ly_error_prefix(st, "ly_model_export");
+    }
+    ly_graph *g = own ? own : d->engine->graph ? d->engine->graph(d->engine_data) : NULL;
     if (!g)
         return ly_set_error(LY_E_UNSUPPORTED,
                             "ly_model_export: the %s model has no graph to capture for export",
@@ -245,6 +250,7 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
         st = ly_export_lower(g, ctx, &lo, lowered);
     }
     ly_graph_ctx_free(ctx);
+    ly_graph_free(own);
     ly_status end = ly_kernels_capture_end();
     if (st == LY_OK && end != LY_OK) {
         free(lowered->program);
@@ -265,7 +271,7 @@ static bool add_number(cJSON *o, const char *k, double v)
     return cJSON_AddNumberToObject(o, k, v) != NULL;
 }
 
-/* The sidecar keys of A2 for a detector. */
+/* The sidecar keys of A2. */
 static ly_status sidecar_text(const ly_model_desc *d, int64_t h, int64_t w, int partitions,
                               char **text, size_t *len)
 {
@@ -301,6 +307,10 @@ static ly_status sidecar_text(const ly_model_desc *d, int64_t h, int64_t w, int 
     ok = ok && add_string(o, "precision", "fp32");
     ok = ok && cJSON_AddFalseToObject(o, "dynamic");
     ok = ok && cJSON_AddBoolToObject(o, "obb", strcmp(d->task, "obb") == 0);
+    /* classify_eval_kwargs: the eval transform an ExecuTorch loader repeats */
+    if (d->recipe->crop_pct > 0) ok = ok && add_number(o, "crop_pct", d->recipe->crop_pct);
+    if (d->recipe->interpolation)
+        ok = ok && add_string(o, "interpolation", d->recipe->interpolation);
     ok = ok && add_string(o, "executorch_version", LY_EXPORT_EXECUTORCH_VERSION);
     ok = ok && add_string(o, "executorch_delegate", "xnnpack");
     ok = ok && add_number(o, "executorch_delegate_partitions", partitions);

@@ -860,14 +860,91 @@ static void emit_reshape(xgraph *x, const ly_graph_node_info *n)
     node_reshape(x, in, define(x, n->outputs[0], LOGICAL), nd, dims);
 }
 
+/* A permute that undoes the channels-last move of its input ([N, C, W] ->
+ * [N, W, C] of a value held as [N, W, C]) is that value: no node. */
+static bool permute_is_layout(const xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_permute_params *p = n->params;
+    const ly_tensor *s = &x->L->shape[n->inputs[0]];
+    if (x->xid[n->inputs[0]][CHANNELS_LAST] == NONE_ID || p->ndim != s->ndim) return false;
+    const uint32_t *want = s->ndim == 3 ? swap3 : s->ndim == 4 ? to_cl4 : NULL;
+    if (!want) return false;
+    for (int i = 0; i < s->ndim; i++)
+        if ((uint32_t)p->perm[i] != want[i]) return false;
+    return true;
+}
+
 static void emit_permute(xgraph *x, const ly_graph_node_info *n)
 {
     const ly_permute_params *p = n->params;
+    if (permute_is_layout(x, n)) {
+        uint32_t in = x->xid[n->inputs[0]][CHANNELS_LAST];
+        if (ext_out_index(x, n->outputs[0]) >= 0)
+            node_1x1(x, LY_XNN_COPY, in, define(x, n->outputs[0], LOGICAL));
+        else
+            x->xid[n->outputs[0]][LOGICAL] = in;
+        return;
+    }
     uint32_t in = get(x, n->inputs[0], LOGICAL);
     uint32_t perm[LY_MAX_DIMS];
     for (int i = 0; i < p->ndim; i++)
         perm[i] = (uint32_t)p->perm[i];
     node_transpose(x, in, define(x, n->outputs[0], LOGICAL), (int)p->ndim, perm);
+}
+
+/* x·Wᵀ + b over the last logical axis: a fully-connected node, whose filter
+ * ([N, K], PyTorch's layout) and bias XNNPACK packs. */
+static void emit_linear(xgraph *x, const ly_graph_node_info *n)
+{
+    ly_graph_value wv = n->inputs[1], bv = n->n_inputs > 2 ? n->inputs[2] : LY_GRAPH_NONE;
+    const ly_tensor *w = &x->L->shape[wv];
+    uint32_t in = get(x, n->inputs[0], LOGICAL);
+    uint32_t wd[2] = {(uint32_t)w->shape[0], (uint32_t)w->shape[1]};
+    size_t bytes = (size_t)numel_of(w) * sizeof(float);
+    uint32_t filter = new_const(x, const_name(x, n->name, "weight"), 2, wd, x->L->known[wv], bytes);
+    uint32_t bias = NONE_ID;
+    if (bv != LY_GRAPH_NONE)
+        bias = new_const(x, const_name(x, n->name, "bias"), 1, wd, x->L->known[bv],
+                         (size_t)wd[0] * sizeof(float));
+    uint32_t out = define(x, n->outputs[0], LOGICAL);
+    ly_xnn_node *fc = new_node(x, LY_XNN_FULLY_CONNECTED);
+    if (fc) fc->u.fc = (__typeof__(fc->u.fc)){in, filter, bias, out, 0};
+}
+
+/* a·b (a·bᵀ: b's last two axes transposed first, as torch.export writes
+ * q @ k.transpose(-2, -1)): a batch matrix multiply on the logical order. */
+static void emit_matmul(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_matmul_params *p = n->params;
+    uint32_t a = get(x, n->inputs[0], LOGICAL), b = get(x, n->inputs[1], LOGICAL);
+    if (p && p->transpose_b) {
+        uint32_t dims[LY_MAX_DIMS] = {0}, perm[LY_MAX_DIMS];
+        int nd = dims_of(&x->L->shape[n->inputs[1]], LOGICAL, dims);
+        for (int i = 0; i < nd; i++)
+            perm[i] = (uint32_t)i;
+        perm[nd - 2] = (uint32_t)nd - 1;
+        perm[nd - 1] = (uint32_t)nd - 2;
+        uint32_t t = dims[nd - 1];
+        dims[nd - 1] = dims[nd - 2];
+        dims[nd - 2] = t;
+        uint32_t bt = new_internal(x, nd, dims);
+        node_transpose(x, b, bt, nd, perm);
+        b = bt;
+    }
+    node_2x1(x, LY_XNN_BATCH_MATRIX_MULTIPLY, a, b, define(x, n->outputs[0], LOGICAL));
+}
+
+static void emit_softmax(xgraph *x, const ly_graph_node_info *n)
+{
+    uint32_t in = get(x, n->inputs[0], LOGICAL);
+    node_1x1(x, LY_XNN_SOFTMAX, in, define(x, n->outputs[0], LOGICAL));
+}
+
+static void emit_gelu(xgraph *x, const ly_graph_node_info *n)
+{
+    int layout = have(x, n->inputs[0]);
+    uint32_t in = get(x, n->inputs[0], layout);
+    node_1x1(x, LY_XNN_GELU, in, define(x, n->outputs[0], layout));
 }
 
 typedef void (*emit_fn)(xgraph *x, const ly_graph_node_info *n);
@@ -889,6 +966,10 @@ static const emit_fn emitters[LY_OP_COUNT] = {
     [LY_OP_PERMUTE] = emit_permute,
     [LY_OP_SLICE] = emit_slice,
     [LY_OP_CONCAT] = emit_concat,
+    [LY_OP_LINEAR] = emit_linear,
+    [LY_OP_MATMUL] = emit_matmul,
+    [LY_OP_SOFTMAX] = emit_softmax,
+    [LY_OP_GELU] = emit_gelu,
 };
 
 static ly_status emit(xgraph *x, const gnode *gn)
@@ -932,9 +1013,34 @@ static bool xnn_takes(const lower *L, const ly_graph_node_info *n)
         return L->shape[n->inputs[0]].ndim == 3;
     case LY_OP_SLICE:
         return ((const ly_slice_params *)n->params)->step == 1;
+    case LY_OP_LINEAR: {
+        ly_graph_value bias = n->n_inputs > 2 ? n->inputs[2] : LY_GRAPH_NONE;
+        return known_f32(L, n->inputs[1]) && (bias == LY_GRAPH_NONE || known_f32(L, bias));
+    }
+    case LY_OP_MATMUL: {
+        /* XNNPACK's batch matrix multiply does not broadcast batch axes */
+        const ly_tensor *a = &L->shape[n->inputs[0]], *b = &L->shape[n->inputs[1]];
+        if (a->ndim != b->ndim) return false;
+        for (int i = 0; i < a->ndim - 2; i++)
+            if (a->shape[i] != b->shape[i]) return false;
+        return true;
+    }
+    case LY_OP_SOFTMAX: {
+        /* over the last axis, as XNNPACK's softmax */
+        const ly_tensor *a = &L->shape[n->inputs[0]];
+        const ly_axis_params *p = n->params;
+        return a->ndim >= 1 && resolved_axis(p ? p->axis : -1, a->ndim) == a->ndim - 1;
+    }
     default:
         return true;
     }
+}
+
+/* Whether the portable kernel of this call takes its operands. */
+static bool portable_takes(const lower *L, const ly_graph_node_info *n)
+{
+    if (n->op == LY_OP_LAYER_NORM) return L->shape[n->inputs[0]].ndim >= 1;
+    return is_4d(L, n->inputs[0]);
 }
 
 static ly_status no_mapping(const gnode *gn, const char *why)
@@ -983,7 +1089,7 @@ static ly_status classify(lower *L, gnode *gn)
         return fold(L, gn);
     case LY_LOWER_PORTABLE:
         gn->portable = true;
-        return is_4d(L, n->inputs[0]) ? LY_OK : no_mapping(gn, " for these operands");
+        return portable_takes(L, n) ? LY_OK : no_mapping(gn, " for these operands");
     case LY_LOWER_EITHER:
         if (n->op == LY_OP_AVG_POOL2D) {
             /* XNNPACK's average pooling leaves padding out of the count. */
@@ -1002,7 +1108,8 @@ static ly_status classify(lower *L, gnode *gn)
 }
 
 /* Whether XNNPACK packs operand k of this node into storage of its own when
- * its runtime is made: the filters and biases of convolutions (and the DFL
+ * its runtime is made: the filters and biases of convolutions and
+ * fully-connected layers (and the DFL
  * projection, which its emitter makes itself). Only those constants may live
  * inside a partition: ExecuTorch before 1.4.1 frees every constant it loaded
  * from named data once the runtime exists, and an elementwise node keeps a
@@ -1011,7 +1118,7 @@ static ly_status classify(lower *L, gnode *gn)
  * input of the delegate, fed from a program-level constant. */
 static bool packs_operand(ly_op op, int k)
 {
-    return op == LY_OP_CONV2D && (k == 1 || k == 2);
+    return (op == LY_OP_CONV2D || op == LY_OP_LINEAR) && (k == 1 || k == 2);
 }
 
 /* The inputs a node reads from the program (constants and folded values are
@@ -1108,69 +1215,131 @@ static ly_status plan_memory(lower *L, uint64_t *total)
 
 /* ---- the program ------------------------------------------------------------ */
 
+/* One portable KernelCall under construction: its ATen schema's arguments,
+ * then its out tensors, then the return values (the out tensors again), as
+ * ExecuTorch's emitter writes them. */
+typedef struct kcall {
+    int32_t args[16];
+    int n_args;
+    int outs[3];
+    int n_outs;
+    int op;
+} kcall;
+
+static int int_list(lower *L, int n, const int64_t *src)
+{
+    int64_t *items = arena_calloc(&L->mem, (size_t)n, sizeof *items);
+    if (!items) return -1;
+    memcpy(items, src, (size_t)n * sizeof *items);
+    ly_pte_evalue v = {.type = LY_PTE_EVALUE_INT_LIST};
+    v.u.int_list.items = items;
+    v.u.int_list.n_items = (size_t)n;
+    return add_evalue(L, v);
+}
+
+static int none_value(lower *L)
+{
+    return add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
+}
+
+/* A graph value as a program value: constants get one in the constant segment. */
+static int program_value(lower *L, ly_graph_value v)
+{
+    if (v == LY_GRAPH_NONE) return none_value(L);
+    if (L->pvalue[v] < 0 && L->known[v]) L->pvalue[v] = add_constant_value(L, v);
+    return L->pvalue[v];
+}
+
+/* upsample_nearest2d.vec_out(input, output_size?, scale_factors?, *, out) */
+static ly_status call_upsample(lower *L, const ly_graph_node_info *n, kcall *k)
+{
+    double *scales = arena_calloc(&L->mem, 2, sizeof *scales);
+    if (!scales) return oom();
+    scales[0] = scales[1] = (double)((const ly_upsample_nearest2d_params *)n->params)->scale;
+    ly_pte_evalue sv = {.type = LY_PTE_EVALUE_DOUBLE_LIST};
+    sv.u.double_list.items = scales;
+    sv.u.double_list.n_items = 2;
+    k->op = op_index(L, "aten::upsample_nearest2d", "vec_out");
+    k->args[k->n_args++] = L->pvalue[n->inputs[0]];
+    k->args[k->n_args++] = none_value(L);
+    k->args[k->n_args++] = add_evalue(L, sv);
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[0]];
+    return LY_OK;
+}
+
+/* avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+ * divisor_override?, *, out) */
+static ly_status call_avg_pool(lower *L, const ly_graph_node_info *n, kcall *k)
+{
+    const ly_pool2d_params *pool = n->params;
+    ly_pte_evalue f = {.type = LY_PTE_EVALUE_BOOL}, t = {.type = LY_PTE_EVALUE_BOOL};
+    t.u.bool_val = pool->count_include_pad != 0;
+    k->op = op_index(L, "aten::avg_pool2d", "out");
+    k->args[k->n_args++] = L->pvalue[n->inputs[0]];
+    k->args[k->n_args++] = int_list(L, 2, pool->kernel);
+    k->args[k->n_args++] = int_list(L, 2, pool->stride);
+    k->args[k->n_args++] = int_list(L, 2, pool->padding);
+    k->args[k->n_args++] = add_evalue(L, f);
+    k->args[k->n_args++] = add_evalue(L, t);
+    k->args[k->n_args++] = none_value(L);
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[0]];
+    return LY_OK;
+}
+
+/* native_layer_norm.out(input, normalized_shape, weight?, bias?, eps, *, out0,
+ * out1, out2): what layer_norm decomposes to in the edge dialect; out1 and
+ * out2 (mean and 1/std, [..., 1]) are program tensors nothing else reads. */
+static ly_status call_layer_norm(lower *L, const ly_graph_node_info *n, kcall *k)
+{
+    const ly_tensor *x = &L->shape[n->inputs[0]];
+    const ly_norm_params *p = n->params;
+    ly_pte_evalue eps = {.type = LY_PTE_EVALUE_DOUBLE};
+    eps.u.double_val = p ? p->eps : 1e-5;
+    ly_tensor stats = *x;
+    stats.shape[x->ndim - 1] = 1;
+    k->op = op_index(L, "aten::native_layer_norm", "out");
+    k->args[k->n_args++] = L->pvalue[n->inputs[0]];
+    k->args[k->n_args++] = int_list(L, 1, &x->shape[x->ndim - 1]);
+    k->args[k->n_args++] = program_value(L, n->n_inputs > 1 ? n->inputs[1] : LY_GRAPH_NONE);
+    k->args[k->n_args++] = program_value(L, n->n_inputs > 2 ? n->inputs[2] : LY_GRAPH_NONE);
+    k->args[k->n_args++] = add_evalue(L, eps);
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[0]];
+    k->outs[k->n_outs++] = add_tensor_value(L, &stats);
+    k->outs[k->n_outs++] = add_tensor_value(L, &stats);
+    return LY_OK;
+}
+
 static ly_status emit_portable(lower *L, const gnode *gn)
 {
     const ly_graph_node_info *n = &gn->info;
-    int in = L->pvalue[n->inputs[0]], out = L->pvalue[n->outputs[0]];
+    kcall k = {.op = -1};
+    ly_status st = n->op == LY_OP_UPSAMPLE_NEAREST2D ? call_upsample(L, n, &k)
+                   : n->op == LY_OP_LAYER_NORM       ? call_layer_norm(L, n, &k)
+                                                     : call_avg_pool(L, n, &k);
+    if (st != LY_OK) return st;
+    bool ok = k.op >= 0;
+    for (int i = 0; i < k.n_args; i++)
+        ok = ok && k.args[i] >= 0;
+    for (int i = 0; i < k.n_outs; i++)
+        ok = ok && k.outs[i] >= 0;
     ly_pte_instruction *ins = add_instr(L);
-    int32_t *args = arena_calloc(&L->mem, 9, sizeof *args);
-    if (!ins || !args) return oom();
-    int at = (int)L->n_instr - 1, n_args = 0, op;
-    if (n->op == LY_OP_UPSAMPLE_NEAREST2D) {
-        /* upsample_nearest2d.vec_out(input, output_size?, scale_factors?, *, out) */
-        double *scales = arena_calloc(&L->mem, 2, sizeof *scales);
-        if (!scales) return oom();
-        scales[0] = scales[1] = (double)((const ly_upsample_nearest2d_params *)n->params)->scale;
-        int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
-        ly_pte_evalue sv = {.type = LY_PTE_EVALUE_DOUBLE_LIST};
-        sv.u.double_list.items = scales;
-        sv.u.double_list.n_items = 2;
-        int sf = add_evalue(L, sv);
-        op = op_index(L, "aten::upsample_nearest2d", "vec_out");
-        if (none < 0 || sf < 0 || op < 0) return oom();
-        args[n_args++] = in;
-        args[n_args++] = none;
-        args[n_args++] = sf;
-    } else {
-        /* avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-         * divisor_override?, *, out) */
-        const ly_pool2d_params *pool = n->params;
-        int lists[3];
-        const int64_t *src[3] = {pool->kernel, pool->stride, pool->padding};
-        for (int k = 0; k < 3; k++) {
-            int64_t *items = arena_calloc(&L->mem, 2, sizeof *items);
-            if (!items) return oom();
-            items[0] = src[k][0];
-            items[1] = src[k][1];
-            ly_pte_evalue v = {.type = LY_PTE_EVALUE_INT_LIST};
-            v.u.int_list.items = items;
-            v.u.int_list.n_items = 2;
-            lists[k] = add_evalue(L, v);
-        }
-        ly_pte_evalue f = {.type = LY_PTE_EVALUE_BOOL}, t = {.type = LY_PTE_EVALUE_BOOL};
-        t.u.bool_val = pool->count_include_pad != 0;
-        int ceil_v = add_evalue(L, f), cip = add_evalue(L, t);
-        int none = add_evalue(L, (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL});
-        op = op_index(L, "aten::avg_pool2d", "out");
-        if (lists[0] < 0 || lists[1] < 0 || lists[2] < 0 || ceil_v < 0 || cip < 0 || none < 0 ||
-            op < 0)
-            return oom();
-        args[n_args++] = in;
-        for (int k = 0; k < 3; k++)
-            args[n_args++] = lists[k];
-        args[n_args++] = ceil_v;
-        args[n_args++] = cip;
-        args[n_args++] = none;
-    }
-    /* The out argument, then the return value (the same tensor), as the emitter does. */
-    args[n_args++] = out;
-    args[n_args++] = out;
+    int32_t *args = arena_calloc(&L->mem, (size_t)(k.n_args + 2 * k.n_outs), sizeof *args);
+    if (!ok || !ins || !args) return oom();
+    int at = (int)L->n_instr - 1, n_args = 0;
+    for (int i = 0; i < k.n_args; i++)
+        args[n_args++] = k.args[i];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < k.n_outs; i++)
+            args[n_args++] = k.outs[i];
     ins->type = LY_PTE_KERNEL_CALL;
-    ins->u.kernel_call.op_index = op;
+    ins->u.kernel_call.op_index = k.op;
     ins->u.kernel_call.args = args;
     ins->u.kernel_call.n_args = (size_t)n_args;
-    touch(L, in, at);
-    touch(L, out, at);
+    for (int i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i] != LY_GRAPH_NONE && !L->known[n->inputs[i]])
+            touch(L, L->pvalue[n->inputs[i]], at);
+    for (int i = 0; i < k.n_outs; i++)
+        touch(L, k.outs[i], at);
     L->kernel_calls++;
     return LY_OK;
 }

@@ -31,6 +31,7 @@ typedef struct ly_box {
 typedef struct ly_recipe ly_recipe;
 typedef struct ly_engine ly_engine;
 typedef struct ly_engine_session ly_engine_session;
+struct ly_graph;
 
 #define LY_MODEL_MAX_OUTPUTS 16
 
@@ -83,6 +84,10 @@ struct ly_recipe {
      * modules carry it. */
     ly_status (*set_fused_attention)(ly_model_desc *d, bool enabled, int *count);
     bool (*fused_attention)(const ly_model_desc *d, int *modules);
+    /* The graph an export captures when it is not the running one (ViT with
+     * fused attention on: captures use the manual expression), the caller's
+     * to free; *out NULL: the running one (NULL hook: always). */
+    ly_status (*capture_graph)(const ly_model_desc *d, struct ly_graph **out);
 
     /* ---- predicting ---- */
     /* The image into input [1, 3, h, w] at `input`; `prep` says where it went. */
@@ -148,7 +153,6 @@ struct ly_engine {
 };
 
 /* The graph engine over `g` (which it owns from then on, freed on failure). */
-struct ly_graph;
 ly_status ly_graph_engine_attach(ly_model_desc *d, struct ly_graph *g);
 
 /* The model's description (exporters, benchmarks). */

@@ -1,6 +1,6 @@
 /*
  * Portable "out" kernels for KernelCalls, on contiguous f32 tensors: what an
- * XNNPACK program keeps outside its delegate (nearest upsample, average
+ * XNNPACK program keeps outside its delegate (nearest upsample, layer norm, average
  * pooling that counts padding) and the small glue ops ExecuTorch's emitter
  * leaves between partitions. Argument lists follow the ATen schemas, with
  * the out tensor last and the return value (the same tensor) after it, as
@@ -626,6 +626,78 @@ static ly_status slice_run(et_value *v, const int32_t *a, size_t n, int threads)
     return LY_OK;
 }
 
+/* ---- native_layer_norm.out(input, normalized_shape, weight?, bias?, eps, *,
+ *                            out0, out1, out2) -------------------------------------- */
+
+/* Eight arguments, or eleven with the three return values (the outs again). */
+static ly_status layer_norm_count(const int32_t *a, size_t n, const char *what)
+{
+    if (n == 8 || (n == 11 && a[8] == a[5] && a[9] == a[6] && a[10] == a[7])) return LY_OK;
+    return refuse(what, "%zu arguments, expected 8 (then the 3 outs again as return values)", n);
+}
+
+static ly_status layer_norm_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = layer_norm_count(a, n, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "input", false);
+    for (int k = 5; k < 8 && st == LY_OK; k++)
+        st = f32(v, a[k], what, k == 5 ? "out0" : k == 6 ? "out1" : "out2", true);
+    if (st != LY_OK) return st;
+    const ly_tensor *x = &v[a[0]].t;
+    if (x->ndim < 1) return refuse(what, "input must have a dimension");
+    int64_t c = x->shape[x->ndim - 1];
+    if (v[a[1]].type != LY_PTE_EVALUE_INT_LIST || v[a[1]].n_items != 1 || v[a[1]].ints[0] != c)
+        return refuse(what, "normalized_shape must be [%lld] (the last dimension only)",
+                      (long long)c);
+    for (int k = 2; k <= 3; k++) {
+        if (is_null(v, a[k])) continue;
+        st = f32(v, a[k], what, k == 2 ? "weight" : "bias", false);
+        if (st != LY_OK) return st;
+        if (v[a[k]].t.ndim != 1 || v[a[k]].t.shape[0] != c)
+            return refuse(what, "%s must be [%lld]", k == 2 ? "weight" : "bias", (long long)c);
+    }
+    if (v[a[4]].type != LY_PTE_EVALUE_DOUBLE || !(v[a[4]].d >= 0))
+        return refuse(what, "eps must be a non-negative float");
+    if (!same_shape(x, &v[a[5]].t)) return refuse(what, "out0 must have input's shape");
+    int64_t stats[LY_MAX_DIMS];
+    memcpy(stats, x->shape, sizeof stats);
+    stats[x->ndim - 1] = 1;
+    st = expect_shape(&v[a[6]].t, x->ndim, stats, what);
+    return st == LY_OK ? expect_shape(&v[a[7]].t, x->ndim, stats, what) : st;
+}
+
+static ly_status layer_norm_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    const ly_tensor *x = &v[a[0]].t;
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    ly_norm_params params = {.eps = v[a[4]].d};
+    call.in[0] = x;
+    call.in[1] = is_null(v, a[2]) ? NULL : &v[a[2]].t;
+    call.in[2] = is_null(v, a[3]) ? NULL : &v[a[3]].t;
+    call.out[0] = &v[a[5]].t;
+    call.params = &params;
+    call.threads = threads;
+    ly_status st = ly_kernel_dispatch_op(LY_OP_LAYER_NORM, &call);
+    if (st != LY_OK) return st;
+    /* the saved statistics, as ATen keeps them for the backward pass */
+    int64_t c = x->shape[x->ndim - 1], rows = ly_tensor_numel(x) / (c ? c : 1);
+    const float *src = x->data;
+    float *mean = v[a[6]].t.data, *rstd = v[a[7]].t.data;
+    for (int64_t r = 0; r < rows; r++) {
+        double sum = 0, sq = 0;
+        for (int64_t i = 0; i < c; i++)
+            sum += src[r * c + i];
+        double m = c ? sum / (double)c : 0;
+        for (int64_t i = 0; i < c; i++)
+            sq += (src[r * c + i] - m) * (src[r * c + i] - m);
+        mean[r] = (float)m;
+        rstd[r] = (float)(1.0 / sqrt((c ? sq / (double)c : 0) + params.eps));
+    }
+    return LY_OK;
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 
 static const et_kernel kernels[] = {
@@ -644,6 +716,7 @@ static const et_kernel kernels[] = {
     {"aten::permute_copy", "out", permute_check, permute_run},
     {"aten::_softmax", "out", softmax_check, softmax_run},
     {"aten::slice_copy", "Tensor_out", slice_check, slice_run},
+    {"aten::native_layer_norm", "out", layer_norm_check, layer_norm_run},
 };
 
 const et_kernel *ly_et_find_kernel(const char *name, const char *overload)

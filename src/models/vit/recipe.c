@@ -259,8 +259,8 @@ static ly_status load(const vit_family *f, const ly_checkpoint *ck, const char *
 static ly_status set_fused(ly_model_desc *d, bool enabled, int *count)
 {
     vit_data *data = d->recipe_data;
-    *count = (int)data->z->depth;
-    if (data->fused == enabled || d->engine->graph == NULL) return LY_OK;
+    *count = data ? (int)data->z->depth : 0; /* none: a program, its attention lowered */
+    if (!data || data->fused == enabled || d->engine->graph == NULL) return LY_OK;
     ly_checkpoint *ck;
     ly_status st = ly_checkpoint_open(data->path, &ck);
     if (st != LY_OK)
@@ -276,11 +276,25 @@ static ly_status set_fused(ly_model_desc *d, bool enabled, int *count)
     return st;
 }
 
+/* Captures never use the fused path (the policy's first rule). */
+static ly_status capture_graph(const ly_model_desc *d, ly_graph **out)
+{
+    const vit_data *data = d->recipe_data;
+    *out = NULL;
+    if (!data->fused) return LY_OK;
+    ly_checkpoint *ck;
+    ly_status st = ly_checkpoint_open(data->path, &ck);
+    if (st != LY_OK) return ly_error_prefix(st, "export: rebuilding the manual attention");
+    st = build_checked(ck, data->path, data->f, data->z, d->nc, false, out);
+    ly_checkpoint_close(ck);
+    return st;
+}
+
 static bool fused_state(const ly_model_desc *d, int *modules)
 {
     const vit_data *data = d->recipe_data;
-    *modules = (int)data->z->depth;
-    return data->fused;
+    *modules = data ? (int)data->z->depth : 0;
+    return data && data->fused;
 }
 
 static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
@@ -305,7 +319,10 @@ static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, 
                             int64_t w, float *input, ly_prep *prep)
 {
     (void)prep;
-    const vit_family *f = ((const vit_data *)d->recipe_data)->f;
+    /* a program's model has no recipe data: its family is the recipe's */
+    const vit_family *f = d->recipe_data ? ((const vit_data *)d->recipe_data)->f
+                          : strcmp(d->recipe->family, "deit") == 0 ? &deit
+                                                                   : &vit;
     if (h != IMGSZ || w != IMGSZ)
         return ly_set_error(LY_E_SHAPE, "ViT: the input is 224x224 (%lldx%lld asked)", (long long)h,
                             (long long)w);
@@ -370,9 +387,9 @@ static ly_status load_deit(const ly_checkpoint *ck, const char *path, ly_model_d
         .default_conf = 0.0f, .default_iou = 0.0f, .default_max_det = 5, .accepts_keys = keys,     \
         .load_checkpoint = loader, .bind = bind, .free_data = free, .output_name = output_name,    \
         .set_fused_attention = set_fused, .fused_attention = fused_state,                          \
-        .preprocess = preprocess, .probabilities = probabilities, .file_prefix = prefix,           \
-        .published_sizes = (const char *const[]){__VA_ARGS__, NULL}, .crop_pct = CROP_PCT,         \
-        .interpolation = "bicubic",                                                                \
+        .capture_graph = capture_graph, .preprocess = preprocess, .probabilities = probabilities,  \
+        .file_prefix = prefix, .published_sizes = (const char *const[]){__VA_ARGS__, NULL},        \
+        .crop_pct = CROP_PCT, .interpolation = "bicubic",                                          \
     }
 
 const ly_recipe ly_vit_recipe = VIT_RECIPE(
