@@ -14,8 +14,12 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
+#include "engines/executorch/et_runtime.h"
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
+#include "libreyolo/export.h"
 #include "libreyolo/image.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
@@ -27,6 +31,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "test_export_util.h"
 
 #define FIXTURE LY_SHARED_DIR "/testdata/dfine"
 #define REF FIXTURE "/ref_giraffe"
@@ -573,20 +580,99 @@ static int64_t nearest_row(const float *got, const float *ref, int64_t q, int64_
     return best;
 }
 
+/* Model `m` on LibreYOLO's input.npy in `ref`: pred_logits and pred_boxes
+ * within 1e-4 of max |ref|, query rows matched. */
+static void check_outputs(const char *name, ly_model *m, const char *ref)
+{
+    ly_tensor input, want[2];
+    load_from(ref, "input", &input);
+    load_from(ref, "pred_logits", &want[0]);
+    load_from(ref, "pred_boxes", &want[1]);
+    raw_outputs got = {0};
+    if (ly_model_run(m, &input, keep_raw, &got) != LY_OK) fail_msg("%s", ly_last_error());
+    assert_non_null(got.logits.data);
+    assert_non_null(got.boxes.data);
+    int64_t q = want[1].shape[1], classes = want[0].shape[2];
+    assert_int_equal(got.boxes.shape[1], q);
+    ly_tensor matched[2];
+    const ly_tensor *ours[2] = {&got.logits, &got.boxes};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ly_tensor_alloc(&matched[i], LY_F32, 3, want[i].shape), LY_OK);
+    int64_t same = 0;
+    for (int64_t row = 0; row < q; row++) {
+        int64_t r = nearest_row((const float *)got.boxes.data + row * 4, want[1].data, q, 4);
+        same += r == row;
+        for (int i = 0; i < 2; i++) {
+            int64_t w = i ? 4 : classes;
+            memcpy((float *)matched[i].data + r * w, (const float *)ours[i]->data + row * w,
+                   (size_t)w * sizeof(float));
+        }
+    }
+    double e[2] = {rel_error(&matched[0], &want[0]), rel_error(&matched[1], &want[1])};
+    print_message("%s from input.npy: pred_logits %.3g, pred_boxes %.3g of max |ref| (%lld of "
+                  "%lld queries in LibreYOLO's order)\n",
+                  name, e[0], e[1], (long long)same, (long long)q);
+    if (!(e[0] <= 1e-4) || !(e[1] <= 1e-4))
+        fail_msg("%s: outputs off (gate 1e-4 of max |ref|)", name);
+    for (int i = 0; i < 2; i++) {
+        ly_tensor_free(&matched[i]);
+        ly_npy_free(&want[i]);
+    }
+    ly_tensor_free(&got.logits);
+    ly_tensor_free(&got.boxes);
+    ly_npy_free(&input);
+}
+
+/* The checkpoint exported to ExecuTorch (ms_deform_attn a portable call of
+ * libreyolo::ms_deform_attn.out between XNNPACK partitions, whose only
+ * constants are packed filters and biases) and the program checked as the
+ * checkpoint. */
+static void check_export(const char *name, ly_model *m, const char *ref)
+{
+    char dir[] = "/tmp/ly_detr_pte.XXXXXX", out[96], sidecar[112], what[160];
+    assert_non_null(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/detr.pte", dir);
+    snprintf(sidecar, sizeof sidecar, "%s.json", out);
+    ly_export_options o;
+    ly_export_options_init(&o);
+    o.output_path = out;
+    if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s: %s", name, ly_last_error());
+    size_t size = 0;
+    uint8_t *program = read_all(out, &size);
+    assert_non_null(program);
+    expect_packed_constants_only(program, size, out);
+    free(program);
+    ly_model *pte;
+    ly_status st = ly_model_load(out, NULL, &pte);
+    if (!ly_et_xnnpack_available()) {
+        assert_int_equal(st, LY_E_UNSUPPORTED);
+        print_message("%s exported; this build runs no XNNPACK programs\n", name);
+    } else {
+        if (st != LY_OK) fail_msg("%s", ly_last_error());
+        snprintf(what, sizeof what, "%s .pte", name);
+        check_outputs(what, pte, ref);
+        ly_model_free(pte);
+    }
+    unlink(out);
+    unlink(sidecar);
+    rmdir(dir);
+}
+
 /* ly_model_load + ly_model_run on LibreYOLO's input.npy, every family with
- * a fixture (the .safetensors DEIMv2 too, its aliases restored): pred_logits
- * and pred_boxes within 1e-4 of max |ref|, query rows matched. */
+ * a fixture (the .safetensors DEIMv2 too, its aliases restored), and each
+ * .pt's ExecuTorch export. */
 static void test_model_outputs(void **state)
 {
     (void)state;
     static const struct {
         const char *name, *checkpoint, *ref;
-    } cases[] = {{"D-FINE-n", FIXTURE "/LibreDFINEn_seed0.pt", REF},
+        bool export;
+    } cases[] = {{"D-FINE-n", FIXTURE "/LibreDFINEn_seed0.pt", REF, true},
                  {"DEIM-n", LY_SHARED_DIR "/testdata/deim/LibreDEIMn_seed2.pt",
-                  LY_SHARED_DIR "/testdata/deim/ref_dog"},
-                 {"DEIMv2-atto", DEIMV2 "/LibreDEIMv2atto_seed0.pt", DEIMV2 "/ref_parkour"},
+                  LY_SHARED_DIR "/testdata/deim/ref_dog", true},
+                 {"DEIMv2-atto", DEIMV2 "/LibreDEIMv2atto_seed0.pt", DEIMV2 "/ref_parkour", true},
                  {"DEIMv2-atto (.safetensors)", DEIMV2 "/LibreDEIMv2atto_seed0.safetensors",
-                  DEIMV2 "/ref_parkour"}};
+                  DEIMV2 "/ref_parkour", false}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char probe[512];
         snprintf(probe, sizeof probe, "%s/pred_boxes.npy", cases[c].ref);
@@ -596,43 +682,8 @@ static void test_model_outputs(void **state)
         }
         ly_model *m;
         if (ly_model_load(cases[c].checkpoint, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
-        ly_tensor input, want[2];
-        load_from(cases[c].ref, "input", &input);
-        load_from(cases[c].ref, "pred_logits", &want[0]);
-        load_from(cases[c].ref, "pred_boxes", &want[1]);
-        raw_outputs got = {0};
-        if (ly_model_run(m, &input, keep_raw, &got) != LY_OK) fail_msg("%s", ly_last_error());
-        assert_non_null(got.logits.data);
-        assert_non_null(got.boxes.data);
-        int64_t q = want[1].shape[1], classes = want[0].shape[2];
-        assert_int_equal(got.boxes.shape[1], q);
-        ly_tensor matched[2];
-        const ly_tensor *ours[2] = {&got.logits, &got.boxes};
-        for (int i = 0; i < 2; i++)
-            assert_int_equal(ly_tensor_alloc(&matched[i], LY_F32, 3, want[i].shape), LY_OK);
-        int64_t same = 0;
-        for (int64_t row = 0; row < q; row++) {
-            int64_t r = nearest_row((const float *)got.boxes.data + row * 4, want[1].data, q, 4);
-            same += r == row;
-            for (int i = 0; i < 2; i++) {
-                int64_t w = i ? 4 : classes;
-                memcpy((float *)matched[i].data + r * w, (const float *)ours[i]->data + row * w,
-                       (size_t)w * sizeof(float));
-            }
-        }
-        double e[2] = {rel_error(&matched[0], &want[0]), rel_error(&matched[1], &want[1])};
-        print_message("%s from input.npy: pred_logits %.3g, pred_boxes %.3g of max |ref| (%lld of "
-                      "%lld queries in LibreYOLO's order)\n",
-                      cases[c].name, e[0], e[1], (long long)same, (long long)q);
-        if (!(e[0] <= 1e-4) || !(e[1] <= 1e-4))
-            fail_msg("%s: outputs off (gate 1e-4 of max |ref|)", cases[c].name);
-        for (int i = 0; i < 2; i++) {
-            ly_tensor_free(&matched[i]);
-            ly_npy_free(&want[i]);
-        }
-        ly_tensor_free(&got.logits);
-        ly_tensor_free(&got.boxes);
-        ly_npy_free(&input);
+        check_outputs(cases[c].name, m, cases[c].ref);
+        if (cases[c].export) check_export(cases[c].name, m, cases[c].ref);
         ly_model_free(m);
     }
 }

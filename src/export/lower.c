@@ -106,7 +106,7 @@ typedef struct lower {
     size_t n_pvalues, cap_pvalues;
     ly_pte_instruction *instr;
     size_t n_instr, cap_instr;
-    ly_pte_operator ops[8];
+    ly_pte_operator ops[16];
     size_t n_ops;
     ly_pte_delegate *delegates;
     size_t n_delegates, cap_delegates;
@@ -152,6 +152,17 @@ static int add_evalue(lower *L, ly_pte_evalue v)
 }
 
 /* An NCHW (contiguous) f32 tensor, memory-planned later. */
+/* The program's scalar type of a graph dtype (f32, or i64 indices). */
+static int scalar_type_of(ly_dtype dtype)
+{
+    return dtype == LY_I64 ? LY_PTE_LONG : LY_PTE_FLOAT;
+}
+
+static size_t tensor_bytes(const ly_tensor *t)
+{
+    return (size_t)numel_of(t) * ly_pte_scalar_size(scalar_type_of(t->dtype));
+}
+
 static int add_tensor_value(lower *L, const ly_tensor *shape)
 {
     int32_t *sizes = arena_calloc(&L->mem, (size_t)shape->ndim, sizeof *sizes);
@@ -162,7 +173,7 @@ static int add_tensor_value(lower *L, const ly_tensor *shape)
         order[i] = (uint8_t)i;
     }
     ly_pte_evalue v = {.type = LY_PTE_EVALUE_TENSOR};
-    v.u.tensor = (ly_pte_tensor){.scalar_type = LY_PTE_FLOAT,
+    v.u.tensor = (ly_pte_tensor){.scalar_type = scalar_type_of(shape->dtype),
                                  .sizes = sizes,
                                  .n_sizes = (size_t)shape->ndim,
                                  .dim_order = order,
@@ -171,19 +182,19 @@ static int add_tensor_value(lower *L, const ly_tensor *shape)
                                  .shape_dynamism = LY_PTE_STATIC};
     int id = add_evalue(L, v);
     if (id < 0 || !GROW(L->pt, L->n_pt, L->cap_pt)) return -1;
-    L->pt[L->n_pt++] = (ptensor){
-        .evalue = id, .nbytes = (uint64_t)numel_of(shape) * sizeof(float), .first = -1, .last = -1};
+    L->pt[L->n_pt++] =
+        (ptensor){.evalue = id, .nbytes = (uint64_t)tensor_bytes(shape), .first = -1, .last = -1};
     return id;
 }
 
-/* A program-level constant holding known value `v` (logical order, f32), its
+/* A program-level constant holding known value `v` (logical order), its
  * bytes in the constant segment: the program keeps them loaded for as long as
  * it lives, which XNNPACK's unpacked operands need (executorch.md: before
  * 1.4.1 the delegate frees the named data it loaded once its runtime exists). */
 static int add_constant_value(lower *L, ly_graph_value v)
 {
     const ly_tensor *shape = &L->shape[v];
-    size_t bytes = (size_t)numel_of(shape) * sizeof(float);
+    size_t bytes = tensor_bytes(shape);
     size_t at = (L->const_seg_size + 15) / 16 * 16;
     if (at + bytes > L->const_seg_cap) {
         size_t cap = L->const_seg_cap ? 2 * L->const_seg_cap : 4096;
@@ -212,7 +223,7 @@ static int add_constant_value(lower *L, ly_graph_value v)
         order[i] = (uint8_t)i;
     }
     ly_pte_evalue ev = {.type = LY_PTE_EVALUE_TENSOR};
-    ev.u.tensor = (ly_pte_tensor){.scalar_type = LY_PTE_FLOAT,
+    ev.u.tensor = (ly_pte_tensor){.scalar_type = scalar_type_of(shape->dtype),
                                   .sizes = sizes,
                                   .n_sizes = (size_t)shape->ndim,
                                   .dim_order = order,
@@ -940,6 +951,125 @@ static void emit_softmax(xgraph *x, const ly_graph_node_info *n)
     node_1x1(x, LY_XNN_SOFTMAX, in, define(x, n->outputs[0], LOGICAL));
 }
 
+/* clamp and relu: XNNPACK's clamp node (its bounds are the node's output range). */
+static void emit_clamp_range(xgraph *x, const ly_graph_node_info *n, float lo, float hi)
+{
+    int layout = have(x, n->inputs[0]);
+    uint32_t in = get(x, n->inputs[0], layout);
+    uint32_t out = define(x, n->outputs[0], layout);
+    ly_xnn_node *node = new_node(x, LY_XNN_CLAMP);
+    if (!node) return;
+    node->u.n1x1 = (__typeof__(node->u.n1x1)){in, out, 0};
+    node->has_output_min_max = true;
+    node->output_min = lo;
+    node->output_max = hi;
+}
+
+static void emit_clamp(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_clamp_params *p = n->params;
+    emit_clamp_range(x, n, p ? (float)p->min : -INFINITY, p ? (float)p->max : INFINITY);
+}
+
+static void emit_relu(xgraph *x, const ly_graph_node_info *n)
+{
+    emit_clamp_range(x, n, 0.0f, INFINITY);
+}
+
+static void emit_log(xgraph *x, const ly_graph_node_info *n)
+{
+    int layout = have(x, n->inputs[0]);
+    uint32_t in = get(x, n->inputs[0], layout);
+    node_1x1(x, LY_XNN_LOG, in, define(x, n->outputs[0], layout));
+}
+
+/* A fully-connected node over the last axis of `in` (logical dims `dims`,
+ * rank nd) with a filter and bias of its own: the only way an emitter's own
+ * constants may enter a partition (XNNPACK packs them). */
+static uint32_t fc_const(xgraph *x, const char *what, uint32_t in, int nd, const uint32_t *dims,
+                         uint32_t n_out, const float *filter, const float *bias)
+{
+    uint32_t k = dims[nd - 1], fd[2] = {n_out, k}, od[LY_MAX_DIMS];
+    memcpy(od, dims, (size_t)nd * sizeof *od);
+    od[nd - 1] = n_out;
+    uint32_t f = new_const(x, const_name(x, x->node_name, what), 2, fd, filter,
+                           (size_t)n_out * k * sizeof(float));
+    uint32_t b = bias ? new_const(x, const_name(x, x->node_name, "bias"), 1, fd, bias,
+                                  (size_t)n_out * sizeof(float))
+                      : NONE_ID;
+    uint32_t out = new_internal(x, nd, od);
+    ly_xnn_node *fc = new_node(x, LY_XNN_FULLY_CONNECTED);
+    if (fc) fc->u.fc = (__typeof__(fc->u.fc)){in, f, b, out, 0};
+    return out;
+}
+
+/* RMSNorm as torch.export decomposes it, on XNNPACK nodes: x * rsqrt(mean(x²)
+ * + eps) * scale, the mean and the eps one fully-connected node (a filter of
+ * 1/C and a bias of eps, both packed). */
+static void emit_rms_norm(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_tensor *s = &x->L->shape[n->inputs[0]];
+    const ly_norm_params *p = n->params;
+    uint32_t in = get(x, n->inputs[0], LOGICAL);
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(s, LOGICAL, dims);
+    uint32_t c = dims[nd - 1];
+    float *mean = arena_calloc(&x->L->mem, c + 1, sizeof(float));
+    if (!mean) {
+        x->st = oom();
+        return;
+    }
+    for (uint32_t i = 0; i < c; i++)
+        mean[i] = 1.0f / (float)c;
+    mean[c] = (float)(p ? p->eps : 1e-6);
+    uint32_t sq = new_internal(x, nd, dims);
+    node_1x1(x, LY_XNN_SQUARE, in, sq);
+    uint32_t ms = fc_const(x, "mean", sq, nd, dims, 1, mean, &mean[c]);
+    uint32_t rd[LY_MAX_DIMS];
+    memcpy(rd, dims, sizeof rd);
+    rd[nd - 1] = 1;
+    uint32_t r = new_internal(x, nd, rd);
+    node_1x1(x, LY_XNN_RECIPROCAL_SQUARE_ROOT, ms, r);
+    bool scaled = n->n_inputs > 1 && n->inputs[1] != LY_GRAPH_NONE;
+    uint32_t normed = scaled ? new_internal(x, nd, dims) : define(x, n->outputs[0], LOGICAL);
+    node_2x1(x, LY_XNN_MULTIPLY, in, r, normed);
+    if (scaled)
+        node_2x1(x, LY_XNN_MULTIPLY, normed, get(x, n->inputs[1], LOGICAL),
+                 define(x, n->outputs[0], LOGICAL));
+}
+
+/* sdpa as the manual expression (captures never take the fused path):
+ * softmax((q * scale) · kᵀ) · v, the scale a fully-connected node with a
+ * diagonal filter (exact: one product, zeros added), kᵀ a static transpose. */
+static void emit_sdpa(xgraph *x, const ly_graph_node_info *n)
+{
+    const ly_sdpa_params *p = n->params;
+    const ly_tensor *qs = &x->L->shape[n->inputs[0]], *ks = &x->L->shape[n->inputs[1]];
+    uint32_t q = get(x, n->inputs[0], LOGICAL), k = get(x, n->inputs[1], LOGICAL),
+             v = get(x, n->inputs[2], LOGICAL);
+    uint32_t qd[4], kd[4];
+    dims_of(qs, LOGICAL, qd);
+    dims_of(ks, LOGICAL, kd);
+    uint32_t d = qd[3];
+    double scale = p && p->scale != 0.0 ? p->scale : 1.0 / sqrt((double)d);
+    float *diag = arena_calloc(&x->L->mem, (size_t)d * d, sizeof(float));
+    if (!diag) {
+        x->st = oom();
+        return;
+    }
+    for (uint32_t i = 0; i < d; i++)
+        diag[i * d + i] = (float)scale;
+    uint32_t qscaled = fc_const(x, "scale", q, 4, qd, d, diag, NULL);
+    uint32_t kt_dims[4] = {kd[0], kd[1], kd[3], kd[2]}, swap_last[4] = {0, 1, 3, 2};
+    uint32_t kt = new_internal(x, 4, kt_dims);
+    node_transpose(x, k, kt, 4, swap_last);
+    uint32_t sd[4] = {qd[0], qd[1], qd[2], kd[2]};
+    uint32_t scores = new_internal(x, 4, sd), probs = new_internal(x, 4, sd);
+    node_2x1(x, LY_XNN_BATCH_MATRIX_MULTIPLY, qscaled, kt, scores);
+    node_1x1(x, LY_XNN_SOFTMAX, scores, probs);
+    node_2x1(x, LY_XNN_BATCH_MATRIX_MULTIPLY, probs, v, define(x, n->outputs[0], LOGICAL));
+}
+
 static void emit_gelu(xgraph *x, const ly_graph_node_info *n)
 {
     int layout = have(x, n->inputs[0]);
@@ -970,6 +1100,11 @@ static const emit_fn emitters[LY_OP_COUNT] = {
     [LY_OP_MATMUL] = emit_matmul,
     [LY_OP_SOFTMAX] = emit_softmax,
     [LY_OP_GELU] = emit_gelu,
+    [LY_OP_CLAMP] = emit_clamp,
+    [LY_OP_RELU] = emit_relu,
+    [LY_OP_LOG] = emit_log,
+    [LY_OP_RMS_NORM] = emit_rms_norm,
+    [LY_OP_SDPA] = emit_sdpa,
 };
 
 static ly_status emit(xgraph *x, const gnode *gn)
@@ -1025,6 +1160,13 @@ static bool xnn_takes(const lower *L, const ly_graph_node_info *n)
             if (a->shape[i] != b->shape[i]) return false;
         return true;
     }
+    case LY_OP_SDPA: {
+        /* no masks; q, k, v of one batch and head layout */
+        if (n->n_inputs > 3)
+            for (int i = 3; i < n->n_inputs; i++)
+                if (n->inputs[i] != LY_GRAPH_NONE) return false;
+        return L->shape[n->inputs[0]].ndim == 4;
+    }
     case LY_OP_SOFTMAX: {
         /* over the last axis, as XNNPACK's softmax */
         const ly_tensor *a = &L->shape[n->inputs[0]];
@@ -1039,8 +1181,16 @@ static bool xnn_takes(const lower *L, const ly_graph_node_info *n)
 /* Whether the portable kernel of this call takes its operands. */
 static bool portable_takes(const lower *L, const ly_graph_node_info *n)
 {
-    if (n->op == LY_OP_LAYER_NORM) return L->shape[n->inputs[0]].ndim >= 1;
-    return is_4d(L, n->inputs[0]);
+    switch (n->op) {
+    case LY_OP_LAYER_NORM:
+    case LY_OP_TOPK:
+    case LY_OP_INDEX_SELECT:
+    case LY_OP_MS_DEFORM_ATTN:
+    case LY_OP_RESHAPE:
+        return L->shape[n->inputs[0]].ndim >= 1;
+    default:
+        return is_4d(L, n->inputs[0]);
+    }
 }
 
 static ly_status no_mapping(const gnode *gn, const char *why)
@@ -1084,6 +1234,11 @@ static ly_status classify(lower *L, gnode *gn)
 {
     const ly_graph_node_info *n = &gn->info;
     const ly_op_def *def = ly_op_def_of(n->op);
+    for (int i = 0; i < n->n_inputs + n->n_outputs; i++) {
+        ly_graph_value v = i < n->n_inputs ? n->inputs[i] : n->outputs[i - n->n_inputs];
+        if (v != LY_GRAPH_NONE && L->shape[v].dtype != LY_F32 && L->shape[v].dtype != LY_I64)
+            return no_mapping(gn, " for these operands (program tensors are f32 or i64)");
+    }
     switch (def ? def->lower : LY_LOWER_NONE) {
     case LY_LOWER_FOLD:
         return fold(L, gn);
@@ -1091,6 +1246,11 @@ static ly_status classify(lower *L, gnode *gn)
         gn->portable = true;
         return portable_takes(L, n) ? LY_OK : no_mapping(gn, " for these operands");
     case LY_LOWER_EITHER:
+        if (n->op == LY_OP_RESHAPE && L->shape[n->inputs[0]].dtype != LY_F32) {
+            /* indices between portable kernels: view_copy */
+            gn->portable = true;
+            return LY_OK;
+        }
         if (n->op == LY_OP_AVG_POOL2D) {
             /* XNNPACK's average pooling leaves padding out of the count. */
             const ly_pool2d_params *p = n->params;
@@ -1309,13 +1469,101 @@ static ly_status call_layer_norm(lower *L, const ly_graph_node_info *n, kcall *k
     return LY_OK;
 }
 
+static int int_value(lower *L, int64_t i)
+{
+    ly_pte_evalue v = {.type = LY_PTE_EVALUE_INT};
+    v.u.int_val = i;
+    return add_evalue(L, v);
+}
+
+static int bool_value(lower *L, bool b)
+{
+    ly_pte_evalue v = {.type = LY_PTE_EVALUE_BOOL};
+    v.u.bool_val = b;
+    return add_evalue(L, v);
+}
+
+/* topk.values(self, k, dim, largest, sorted, *, values, indices) */
+static ly_status call_topk(lower *L, const ly_graph_node_info *n, kcall *k)
+{
+    const ly_topk_params *p = n->params;
+    k->op = op_index(L, "aten::topk", "values");
+    k->args[k->n_args++] = L->pvalue[n->inputs[0]];
+    k->args[k->n_args++] = int_value(L, p->k);
+    k->args[k->n_args++] = int_value(L, p->axis);
+    k->args[k->n_args++] = bool_value(L, p->largest != 0);
+    k->args[k->n_args++] = bool_value(L, true);
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[0]];
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[1]];
+    return LY_OK;
+}
+
+/* index_select.out(self, dim, index, *, out) */
+static ly_status call_index_select(lower *L, const ly_graph_node_info *n, kcall *k)
+{
+    const ly_gather_params *p = n->params;
+    k->op = op_index(L, "aten::index_select", "out");
+    k->args[k->n_args++] = program_value(L, n->inputs[0]);
+    k->args[k->n_args++] = int_value(L, p->axis);
+    k->args[k->n_args++] = program_value(L, n->inputs[1]);
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[0]];
+    return LY_OK;
+}
+
+/* view_copy.out(self, size, *, out): a reshape of indices */
+static ly_status call_view_copy(lower *L, const ly_graph_node_info *n, kcall *k)
+{
+    const ly_tensor *o = &L->shape[n->outputs[0]];
+    k->op = op_index(L, "aten::view_copy", "out");
+    k->args[k->n_args++] = program_value(L, n->inputs[0]);
+    k->args[k->n_args++] = int_list(L, o->ndim, o->shape);
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[0]];
+    return LY_OK;
+}
+
+/* libreyolo::ms_deform_attn.out(value, spatial_shapes, sampling_locations,
+ * attention_weights, num_points?, mode, *, out): the custom operator
+ * docs/attention.md documents (the ms_deform_attn slot's contract). */
+static ly_status call_ms_deform_attn(lower *L, const ly_graph_node_info *n, kcall *k)
+{
+    const ly_ms_deform_attn_params *p = n->params;
+    k->op = op_index(L, "libreyolo::ms_deform_attn", "out");
+    for (int i = 0; i < 4; i++)
+        k->args[k->n_args++] = program_value(L, n->inputs[i]);
+    k->args[k->n_args++] = program_value(L, n->n_inputs > 4 ? n->inputs[4] : LY_GRAPH_NONE);
+    k->args[k->n_args++] = int_value(L, p ? p->mode : 0);
+    k->outs[k->n_outs++] = L->pvalue[n->outputs[0]];
+    return LY_OK;
+}
+
 static ly_status emit_portable(lower *L, const gnode *gn)
 {
     const ly_graph_node_info *n = &gn->info;
     kcall k = {.op = -1};
-    ly_status st = n->op == LY_OP_UPSAMPLE_NEAREST2D ? call_upsample(L, n, &k)
-                   : n->op == LY_OP_LAYER_NORM       ? call_layer_norm(L, n, &k)
-                                                     : call_avg_pool(L, n, &k);
+    ly_status st;
+    switch (n->op) {
+    case LY_OP_UPSAMPLE_NEAREST2D:
+        st = call_upsample(L, n, &k);
+        break;
+    case LY_OP_LAYER_NORM:
+        st = call_layer_norm(L, n, &k);
+        break;
+    case LY_OP_TOPK:
+        st = call_topk(L, n, &k);
+        break;
+    case LY_OP_INDEX_SELECT:
+        st = call_index_select(L, n, &k);
+        break;
+    case LY_OP_RESHAPE:
+        st = call_view_copy(L, n, &k);
+        break;
+    case LY_OP_MS_DEFORM_ATTN:
+        st = call_ms_deform_attn(L, n, &k);
+        break;
+    default:
+        st = call_avg_pool(L, n, &k);
+        break;
+    }
     if (st != LY_OK) return st;
     bool ok = k.op >= 0;
     for (int i = 0; i < k.n_args; i++)
@@ -1511,6 +1759,12 @@ static ly_status make_program_values(lower *L)
     for (int i = 0; i < L->n_nodes; i++) {
         const gnode *gn = &L->nodes[i];
         if (gn->folded) continue;
+        /* every output of a portable kernel (topk's indices too) */
+        for (int o = 1; gn->portable && o < gn->info.n_outputs; o++) {
+            int id = add_tensor_value(L, &L->shape[gn->info.outputs[o]]);
+            if (id < 0) return oom();
+            L->pvalue[gn->info.outputs[o]] = id;
+        }
         ly_graph_value v = gn->info.outputs[0];
         bool program = gn->portable || L->exported[v];
         for (int j = i + 1; j < L->n_nodes && !program; j++) {

@@ -15,6 +15,13 @@
 
 static const char *const no_aliases[] = {NULL};
 
+#define DETR_REASON                                                                                \
+    "The deformable attention is a portable call of the custom operator "                          \
+    "libreyolo::ms_deform_attn.out between XNNPACK partitions (schema in docs/attention.md); "     \
+    "libreyolo's runtime runs these programs, no ExecuTorch kernel for the operator ships yet "    \
+    "(LibreYOLO blocks dfine, deim and deimv2 export)."
+#define DETR_CONSTRAINT ET_CONSTRAINT "; runs in libreyolo's runtime only"
+
 /* Kept true by hand: what README.md says under ExecuTorch export. */
 #define ET_CHECKED_ON                                                                              \
     "libreyolo's runtime (every test); ExecuTorch 1.2.0 and 1.4.1 built from source with "         \
@@ -69,23 +76,15 @@ static const support_row rows[] = {
      "trained-checkpoint "
      "detection parity is covered by its external-data flagship test.",
      ET_CONSTRAINT},
-    /* LibreYOLO's reasons (executorch.md L-SUPPORT); this writer has no
-     * ms_deform_attn mapping yet either (the DETR issue's export step). */
-    {"dfine", "detect", "executorch", LY_EXPORT_BLOCKED,
-     "Strict capture hits a ContextVar read in deformable attention; forcing manual grid-sample "
-     "serializes, but ExecuTorch 1.2 execution fails with an invalid delegated tensor dimension "
-     "order.",
-     NULL},
-    {"deim", "detect", "executorch", LY_EXPORT_BLOCKED,
-     "Exports, then fails at run time with an invalid delegated dim order.", NULL},
-    {"deimv2", "detect", "executorch", LY_EXPORT_BLOCKED,
-     "The runtime process terminates during forward.", NULL},
-    /* LibreYOLO validates it (through a capture shim forcing manual grid
-     * sampling); this writer lowers none of the D-FINE decoder's ops yet. */
-    {"rtdetrv4", "detect", "executorch", LY_EXPORT_BLOCKED,
-     "This library's ExecuTorch writer has no lowering for the D-FINE decoder yet (linear, "
-     "layer norm, attention, top-k, ms_deform_attn); LibreYOLO validates this export.",
-     NULL},
+    /* LibreYOLO blocks dfine, deim and deimv2 (executorch.md L-SUPPORT: strict
+     * capture trips on the deformable attention; DEIM's and DEIMv2's programs
+     * fail at run time) and validates rtdetrv4 through manual grid sampling.
+     * Here the deformable attention is one portable call of a custom operator,
+     * which only libreyolo's runtime has a kernel for. */
+    {"dfine", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
+    {"deim", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
+    {"deimv2", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
+    {"rtdetrv4", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
     {"yolo9", "segment", NULL, LY_EXPORT_BLOCKED,
      "YOLO9 segmentation export is not supported; YOLO9 is detection-only in LibreYOLO.", NULL},
 };

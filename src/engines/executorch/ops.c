@@ -10,6 +10,7 @@
 #include "engines/executorch/method_internal.h"
 
 #include "core/core.h"
+#include "libreyolo/msda.h"
 #include "libreyolo/nn.h"
 
 #include <math.h>
@@ -365,11 +366,29 @@ static ly_status relu_run(et_value *v, const int32_t *a, size_t n, int threads)
 /* ---- copies: view_copy.out(self, size), clone.out(self, memory_format?),
  *      _to_dim_order_copy.out(self, non_blocking, dim_order?) --------------------- */
 
+/* A contiguous tensor of `scalar_type` (writable: not a constant). */
+static ly_status typed(const et_value *v, int32_t i, const char *what, const char *role,
+                       int scalar_type, bool writable)
+{
+    const et_value *x = &v[i];
+    if (x->type != LY_PTE_EVALUE_TENSOR || x->scalar_type != scalar_type || !x->contiguous)
+        return refuse(what, "%s must be a contiguous %s tensor", role,
+                      scalar_type == LY_PTE_LONG ? "int64" : "float");
+    if (writable && !x->writable) return refuse(what, "%s must not be a constant", role);
+    return LY_OK;
+}
+
 static ly_status view_check(const et_value *v, const int32_t *a, size_t n, const char *what)
 {
     ly_status st = count(a, n, 4, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
-    if (st == LY_OK) st = f32(v, a[2], what, "out", true);
+    if (st == LY_OK && v[a[0]].type == LY_PTE_EVALUE_TENSOR && v[a[0]].scalar_type == LY_PTE_LONG) {
+        /* indices between portable kernels */
+        st = typed(v, a[0], what, "self", LY_PTE_LONG, false);
+        if (st == LY_OK) st = typed(v, a[2], what, "out", LY_PTE_LONG, true);
+    } else {
+        if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+        if (st == LY_OK) st = f32(v, a[2], what, "out", true);
+    }
     if (st != LY_OK) return st;
     if (v[a[1]].type != LY_PTE_EVALUE_INT_LIST) return refuse(what, "size must be a list of ints");
     if (ly_tensor_numel(&v[a[0]].t) != ly_tensor_numel(&v[a[2]].t))
@@ -698,6 +717,144 @@ static ly_status layer_norm_run(et_value *v, const int32_t *a, size_t n, int thr
     return LY_OK;
 }
 
+/* ---- topk.values(self, k, dim, largest, sorted, *, values, indices) --------------- */
+
+static ly_status topk_call(const et_value *v, const int32_t *a, ly_kernel_call *call,
+                           ly_topk_params *p, const char *what)
+{
+    if (v[a[1]].type != LY_PTE_EVALUE_INT || v[a[2]].type != LY_PTE_EVALUE_INT)
+        return refuse(what, "k and dim must be ints");
+    if (v[a[3]].type != LY_PTE_EVALUE_BOOL || v[a[4]].type != LY_PTE_EVALUE_BOOL)
+        return refuse(what, "largest and sorted must be bools");
+    if (!v[a[4]].b) return refuse(what, "sorted=False is not supported");
+    ly_kernel_call_init(call);
+    *p = (ly_topk_params){.k = v[a[1]].i, .axis = v[a[2]].i, .largest = v[a[3]].b};
+    call->params = p;
+    call->in[0] = &v[a[0]].t;
+    return LY_OK;
+}
+
+static ly_status topk_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    if (!(n == 7 || (n == 9 && a[7] == a[5] && a[8] == a[6])))
+        return refuse(what, "%zu arguments, expected 7 (then values and indices again)", n);
+    ly_status st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = f32(v, a[5], what, "values", true);
+    if (st == LY_OK) st = typed(v, a[6], what, "indices", LY_PTE_LONG, true);
+    ly_kernel_call call;
+    ly_topk_params p;
+    if (st == LY_OK) st = topk_call(v, a, &call, &p, what);
+    if (st != LY_OK) return st;
+    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
+    int n_out;
+    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_TOPK), &call, outs, &n_out);
+    if (st != LY_OK) return ly_error_prefix(st, what);
+    st = expect_shape(&v[a[5]].t, outs[0].ndim, outs[0].shape, what);
+    return st == LY_OK ? expect_shape(&v[a[6]].t, outs[1].ndim, outs[1].shape, what) : st;
+}
+
+static ly_status topk_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    ly_kernel_call call;
+    ly_topk_params p;
+    ly_status st = topk_call(v, a, &call, &p, "topk");
+    if (st != LY_OK) return st;
+    call.out[0] = &v[a[5]].t;
+    call.out[1] = &v[a[6]].t;
+    call.threads = threads;
+    return ly_kernel_dispatch_op(LY_OP_TOPK, &call);
+}
+
+/* ---- index_select.out(self, dim, index, *, out) ---------------------------------- */
+
+static void index_select_call(et_value *v, const int32_t *a, ly_kernel_call *call,
+                              ly_gather_params *p)
+{
+    ly_kernel_call_init(call);
+    *p = (ly_gather_params){.axis = v[a[1]].i};
+    call->params = p;
+    call->in[0] = &v[a[0]].t;
+    call->in[1] = &v[a[2]].t;
+}
+
+static ly_status index_select_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 5, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    if (st == LY_OK) st = typed(v, a[2], what, "index", LY_PTE_LONG, false);
+    if (st == LY_OK) st = f32(v, a[3], what, "out", true);
+    if (st != LY_OK) return st;
+    if (v[a[1]].type != LY_PTE_EVALUE_INT) return refuse(what, "dim must be an int");
+    ly_kernel_call call;
+    ly_gather_params p;
+    index_select_call((et_value *)v, a, &call, &p);
+    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
+    int n_out;
+    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_INDEX_SELECT), &call, outs, &n_out);
+    if (st != LY_OK) return ly_error_prefix(st, what);
+    return expect_shape(&v[a[3]].t, outs[0].ndim, outs[0].shape, what);
+}
+
+static ly_status index_select_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    ly_kernel_call call;
+    ly_gather_params p;
+    index_select_call(v, a, &call, &p);
+    call.out[0] = &v[a[3]].t;
+    call.threads = threads;
+    return ly_kernel_dispatch_op(LY_OP_INDEX_SELECT, &call); /* checks every index */
+}
+
+/* ---- libreyolo::ms_deform_attn.out(value, spatial_shapes, sampling_locations,
+ *      attention_weights, num_points?, mode, *, out) (docs/attention.md) ------------ */
+
+static void msda_call(et_value *v, const int32_t *a, ly_kernel_call *call,
+                      ly_ms_deform_attn_params *p)
+{
+    ly_kernel_call_init(call);
+    *p = (ly_ms_deform_attn_params){.mode = v[a[5]].i};
+    call->params = p;
+    for (int i = 0; i < 4; i++)
+        call->in[i] = &v[a[i]].t;
+    call->in[4] = is_null(v, a[4]) ? NULL : &v[a[4]].t;
+}
+
+static ly_status msda_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+{
+    ly_status st = count(a, n, 8, what);
+    if (st == LY_OK) st = f32(v, a[0], what, "value", false);
+    if (st == LY_OK) st = typed(v, a[1], what, "spatial_shapes", LY_PTE_LONG, false);
+    if (st == LY_OK) st = f32(v, a[2], what, "sampling_locations", false);
+    if (st == LY_OK) st = f32(v, a[3], what, "attention_weights", false);
+    if (st == LY_OK && !is_null(v, a[4]))
+        st = typed(v, a[4], what, "num_points", LY_PTE_LONG, false);
+    if (st == LY_OK) st = f32(v, a[6], what, "out", true);
+    if (st != LY_OK) return st;
+    if (v[a[5]].type != LY_PTE_EVALUE_INT) return refuse(what, "mode must be an int");
+    ly_kernel_call call;
+    ly_ms_deform_attn_params p;
+    msda_call((et_value *)v, a, &call, &p);
+    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
+    int n_out;
+    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_MS_DEFORM_ATTN), &call, outs, &n_out);
+    if (st != LY_OK) return ly_error_prefix(st, what);
+    return expect_shape(&v[a[6]].t, outs[0].ndim, outs[0].shape, what);
+}
+
+static ly_status msda_run(et_value *v, const int32_t *a, size_t n, int threads)
+{
+    (void)n;
+    ly_kernel_call call;
+    ly_ms_deform_attn_params p;
+    msda_call(v, a, &call, &p);
+    call.out[0] = &v[a[6]].t;
+    call.threads = threads;
+    /* the slot: the AVX2 provider, the CUDA plugin and hub artifacts serve it */
+    return ly_kernel_dispatch_op(LY_OP_MS_DEFORM_ATTN, &call);
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 
 static const et_kernel kernels[] = {
@@ -717,6 +874,9 @@ static const et_kernel kernels[] = {
     {"aten::_softmax", "out", softmax_check, softmax_run},
     {"aten::slice_copy", "Tensor_out", slice_check, slice_run},
     {"aten::native_layer_norm", "out", layer_norm_check, layer_norm_run},
+    {"aten::topk", "values", topk_check, topk_run},
+    {"aten::index_select", "out", index_select_check, index_select_run},
+    {"libreyolo::ms_deform_attn", "out", msda_check, msda_run},
 };
 
 const et_kernel *ly_et_find_kernel(const char *name, const char *overload)
