@@ -878,8 +878,8 @@ static void test_safetensors_errors(void **state)
                     "tensor 'module.k': data_offsets [48, 52] are outside");
     expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 52,
                     LY_E_FORMAT, "span 20 bytes");
-    expect_st_error("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 52,
-                    LY_E_UNSUPPORTED, "dtype 'F8_E4M3' is not supported");
+    expect_st_error("{\"w\":{\"dtype\":\"F8_E5M2\",\"shape\":[2],\"data_offsets\":[0,2]}}", 52,
+                    LY_E_UNSUPPORTED, "dtype 'F8_E5M2' is not supported");
     expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 52,
                     LY_E_FORMAT, "unknown field 'x'");
     expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 52,

@@ -34,8 +34,17 @@ LY_API ly_status ly_checkpoint_tensor_at(const ly_checkpoint *ck, size_t index, 
 /* LY_E_NOT_FOUND (message names the key) when absent. */
 LY_API ly_status ly_checkpoint_find(const ly_checkpoint *ck, const char *name, ly_tensor *view);
 
+/* The element type tensor `name` has in the file ("float32", "float16",
+ * "int8", "float8_e4m3fn", ...; its view is f32 or i64 whatever it was): a
+ * static string. LY_E_NOT_FOUND when absent. */
+LY_API ly_status ly_checkpoint_stored_dtype(const ly_checkpoint *ck, const char *name,
+                                            const char **dtype);
+
 /* Top-level metadata: strings (schema_version, libreyolo_version, model_family,
- * size, task) and integers (nc, imgsz). LY_E_NOT_FOUND when absent. */
+ * size, task) and integers (nc, imgsz). A quantization manifest (the dict
+ * `quant`) reads as "quant.<key>": strings (recipe, state, remainder, ...),
+ * integers (module_count, calibrated as 0/1) and lists of strings joined by
+ * newlines (keep_high_precision). LY_E_NOT_FOUND when absent. */
 LY_API ly_status ly_checkpoint_meta_string(const ly_checkpoint *ck, const char *key,
                                            const char **value);
 LY_API ly_status ly_checkpoint_meta_int(const ly_checkpoint *ck, const char *key, int64_t *value);

@@ -69,6 +69,11 @@ typedef struct ly_model_info {
     int default_max_det;
     const char *input;  /* what the preprocessing makes of an image ("float32 RGB /255, ...") */
     const char *engine; /* what runs the network: "graph" or "executorch" */
+    /* LibreYOLO quantization (its checkpoint's `quant` manifest): recipe NULL
+     * for a float model; else "int8" or "fp8", state "prepared" or "finalized",
+     * remainder "fp32", "fp16" or "" (prepared), and the quantized modules. */
+    const char *quant_recipe, *quant_state, *quant_remainder;
+    int quant_modules;
 } ly_model_info;
 
 /* `info`'s strings are the model's (valid until ly_model_free). */

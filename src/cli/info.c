@@ -87,6 +87,20 @@ int ly_cli_info(int argc, char **argv)
         ly_json_string(stdout, info.task);
         printf(",\"attention_modules\":%d,\"fused_attn\":%s", attention,
                attention ? (fused ? "true" : "false") : "null");
+        if (info.quant_recipe) {
+            fputs(",\"quant\":{\"recipe\":", stdout);
+            ly_json_string(stdout, info.quant_recipe);
+            fputs(",\"state\":", stdout);
+            ly_json_string(stdout, info.quant_state);
+            fputs(",\"remainder\":", stdout);
+            if (*info.quant_remainder)
+                ly_json_string(stdout, info.quant_remainder);
+            else
+                fputs("null", stdout);
+            printf(",\"modules\":%d}", info.quant_modules);
+        } else {
+            fputs(",\"quant\":null", stdout);
+        }
         printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld]", (long long)info.nc,
                (long long)info.imgsz, (long long)info.imgsz, (long long)info.imgsz);
         if (is_pte)
@@ -109,6 +123,10 @@ int ly_cli_info(int argc, char **argv)
                    attention, fused ? "on" : "off");
         else
             printf("attention   no module with a fused_attn flag\n");
+        if (info.quant_recipe)
+            printf("quant       %s, %s%s%s, %d quantized modules\n", info.quant_recipe,
+                   info.quant_state, *info.quant_remainder ? ", remainder " : "",
+                   info.quant_remainder, info.quant_modules);
         printf("classes     %lld\n", (long long)info.nc);
         printf("imgsz       %lld\n", (long long)info.imgsz);
         printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,

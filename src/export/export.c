@@ -138,6 +138,13 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
         return ly_set_error(LY_E_UNSUPPORTED, "%s: EXECUTORCH FP16 export is not supported.", fn);
     if (int8)
         return ly_set_error(LY_E_UNSUPPORTED, "%s: EXECUTORCH INT8 export is not supported.", fn);
+    /* A quantized model exports only as LibreYOLO's finalized .pt: to any
+     * other format it is an int8=True export, refused in those words. */
+    if (d->quant_recipe[0])
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "%s: EXECUTORCH INT8 export is not supported. (the model is "
+                            "quantized: recipe %s, %s)",
+                            fn, d->quant_recipe, d->quant_state);
     /* 4. _preflight */
     char delegate[64];
     lower_copy(o->delegate ? o->delegate : "xnnpack", delegate, sizeof delegate);

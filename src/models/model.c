@@ -306,6 +306,11 @@ ly_status ly_model_get_info(const ly_model *model, ly_model_info *info)
     info->default_max_det = model->d.recipe->default_max_det;
     info->input = model->d.recipe->input_description;
     info->engine = model->d.engine->name;
+    bool quant = model->d.quant_recipe[0] != '\0';
+    info->quant_recipe = quant ? model->d.quant_recipe : NULL;
+    info->quant_state = quant ? model->d.quant_state : NULL;
+    info->quant_remainder = quant ? model->d.quant_remainder : NULL;
+    info->quant_modules = quant ? model->d.quant_modules : 0;
     return LY_OK;
 }
 

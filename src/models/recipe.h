@@ -50,6 +50,9 @@ typedef struct ly_model_desc {
     int64_t fixed_h, fixed_w; /* stride 0: the one input size (may be rectangular) */
     char **names;             /* nc strings, "" where unknown */
     int64_t file_tensors, file_parameters; /* the checkpoint as stored (-1: none) */
+    /* LibreYOLO quantization ("" recipe: float) */
+    char quant_recipe[8], quant_state[12], quant_remainder[8];
+    int quant_modules;
 } ly_model_desc;
 
 /* Where preprocessing put the image: the recipe's own geometry, opaque here. */

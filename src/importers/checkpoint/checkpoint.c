@@ -8,6 +8,7 @@
  * checkpoint costs its converted tensors and nothing more.
  */
 #include "importers/checkpoint/checkpoint_internal.h"
+#include "libreyolo/quant.h"
 
 #include "core/core.h"
 #include "importers/checkpoint/zip.h"
@@ -33,6 +34,7 @@
 typedef struct ck_tensor {
     char *name;
     ly_tensor t;
+    ly_elem stored; /* the element type in the file */
 } ck_tensor;
 
 typedef enum ck_meta_kind { CK_META_STR, CK_META_INT, CK_META_OTHER } ck_meta_kind;
@@ -128,6 +130,8 @@ static float load_float(const uint8_t *p, ly_elem elem)
         memcpy(&f, &bits, sizeof f);
         return f;
     }
+    case LY_ELEM_F8E4M3:
+        return ly_e4m3_to_fp32(p[0]); /* exact: every code is an f32 */
     default:
         return 0.0f;
     }
@@ -282,6 +286,7 @@ ly_status ly_ck_add_tensor(ly_checkpoint *ck, const char *key, ly_elem elem, con
         snprintf(why, sizeof why, "%s", ly_last_error());
         return ly_ck_fail(ck, st, "tensor '%s': %s", key, why);
     }
+    t->stored = elem;
     t->name = dup_string(key);
     if (!t->name) {
         ly_tensor_free(&t->t);
@@ -444,6 +449,48 @@ static ly_status torch_names(ly_checkpoint *ck, const ly_pv *names)
     return st;
 }
 
+/* LibreYOLO's quantization manifest (quantized-checkpoints.md 4), a flat
+ * dict, as "quant.<key>" metadata: strings, ints (bools as 0/1), and lists of
+ * strings joined by newlines (keep_high_precision). */
+static ly_status quant_manifest(ly_checkpoint *ck, const ly_pv *dict)
+{
+    for (size_t i = 0; i < dict->u.dict.len; i++) {
+        const ly_pv *k = dict->u.dict.items[2 * i], *v = dict->u.dict.items[2 * i + 1];
+        if (!pv_c_string(k)) continue;
+        char key[96];
+        if ((size_t)snprintf(key, sizeof key, "quant.%s", k->u.str.bytes) >= sizeof key) continue;
+        ly_status st = LY_OK;
+        if (pv_c_string(v)) {
+            st = ly_ck_add_meta_string(ck, key, v->u.str.bytes);
+        } else if (v->kind == LY_PV_INT || v->kind == LY_PV_BOOL) {
+            st = ly_ck_add_meta_int(ck, key, v->kind == LY_PV_INT ? v->u.integer : v->u.boolean);
+        } else if (v->kind == LY_PV_LIST || v->kind == LY_PV_TUPLE) {
+            size_t len = 1;
+            bool strings = true;
+            for (size_t j = 0; j < v->u.seq.len; j++) {
+                strings = strings && pv_c_string(v->u.seq.items[j]);
+                if (strings) len += v->u.seq.items[j]->u.str.len + 1;
+            }
+            if (!strings) {
+                st = ly_ck_add_meta_other(ck, key, ly_pv_a(v));
+            } else {
+                char *joined = calloc(1, len);
+                if (!joined) return ly_ck_fail(ck, LY_E_NO_MEMORY, "cannot copy '%s'", key);
+                for (size_t j = 0; j < v->u.seq.len; j++) {
+                    if (j) strcat(joined, "\n");
+                    strcat(joined, v->u.seq.items[j]->u.str.bytes);
+                }
+                st = ly_ck_add_meta_string(ck, key, joined);
+                free(joined);
+            }
+        } else {
+            st = ly_ck_add_meta_other(ck, key, ly_pv_a(v));
+        }
+        if (st != LY_OK) return st;
+    }
+    return LY_OK;
+}
+
 static ly_status torch_metadata(ly_checkpoint *ck, const ly_pv *top, const char *state_key)
 {
     for (size_t i = 0; i < top->u.dict.len; i++) {
@@ -460,6 +507,9 @@ static ly_status torch_metadata(ly_checkpoint *ck, const ly_pv *top, const char 
             st = ly_ck_add_meta_string(ck, key, v->u.str.bytes);
         } else if (v->kind == LY_PV_INT) {
             st = ly_ck_add_meta_int(ck, key, v->u.integer);
+        } else if (strcmp(key, "quant") == 0 && v->kind == LY_PV_DICT) {
+            st = quant_manifest(ck, v);
+            if (st == LY_OK) st = ly_ck_add_meta_other(ck, key, ly_pv_a(v));
         } else {
             /* Training state (optimizer, ema, ...) is not read, tensors included. */
             st = ly_ck_add_meta_other(ck, key, ly_pv_a(v));
@@ -856,6 +906,26 @@ ly_status ly_checkpoint_find(const ly_checkpoint *ck, const char *name, ly_tenso
         int c = strcmp(ck->sorted[mid]->name, name);
         if (c == 0) {
             if (view) *view = ck->sorted[mid]->t;
+            return LY_OK;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return ly_set_error(LY_E_NOT_FOUND, "%s: no tensor named '%s'", ck->context, name);
+}
+
+ly_status ly_checkpoint_stored_dtype(const ly_checkpoint *ck, const char *name, const char **dtype)
+{
+    if (!ck || !name || !dtype)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_checkpoint_stored_dtype: NULL argument");
+    size_t lo = 0, hi = ck->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ck->sorted[mid]->name, name);
+        if (c == 0) {
+            *dtype = ly_elem_name(ck->sorted[mid]->stored);
             return LY_OK;
         }
         if (c < 0)

@@ -54,6 +54,8 @@ size_t ly_elem_size(ly_elem elem)
         return 1;
     case LY_ELEM_BOOL:
         return 1;
+    case LY_ELEM_F8E4M3:
+        return 1;
     case LY_ELEM_UNTYPED:
         return 1;
     }
@@ -83,6 +85,8 @@ const char *ly_elem_name(ly_elem elem)
         return "uint8";
     case LY_ELEM_BOOL:
         return "bool";
+    case LY_ELEM_F8E4M3:
+        return "float8_e4m3fn";
     case LY_ELEM_UNTYPED:
         return "untyped";
     }
@@ -92,7 +96,7 @@ const char *ly_elem_name(ly_elem elem)
 bool ly_elem_is_float(ly_elem elem)
 {
     return elem == LY_ELEM_F32 || elem == LY_ELEM_F64 || elem == LY_ELEM_F16 ||
-           elem == LY_ELEM_BF16;
+           elem == LY_ELEM_BF16 || elem == LY_ELEM_F8E4M3;
 }
 
 /* ---- Allowed globals --------------------------------------------------------- */
@@ -140,6 +144,7 @@ static const allowed_global allowed_globals[] = {
     {"torch", "CharStorage", ROLE_STORAGE, LY_ELEM_I8},
     {"torch", "ByteStorage", ROLE_STORAGE, LY_ELEM_U8},
     {"torch", "BoolStorage", ROLE_STORAGE, LY_ELEM_BOOL},
+    {"torch", "Float8_e4m3fnStorage", ROLE_STORAGE, LY_ELEM_F8E4M3},
     {"torch", "UntypedStorage", ROLE_STORAGE, LY_ELEM_UNTYPED},
     {"torch.storage", "UntypedStorage", ROLE_STORAGE, LY_ELEM_UNTYPED},
     {"torch", "float32", ROLE_DTYPE, LY_ELEM_F32},
@@ -157,6 +162,7 @@ static const allowed_global allowed_globals[] = {
     {"torch", "short", ROLE_DTYPE, LY_ELEM_I16},
     {"torch", "int8", ROLE_DTYPE, LY_ELEM_I8},
     {"torch", "uint8", ROLE_DTYPE, LY_ELEM_U8},
+    {"torch", "float8_e4m3fn", ROLE_DTYPE, LY_ELEM_F8E4M3},
     {"torch", "bool", ROLE_DTYPE, LY_ELEM_BOOL},
 };
 #define ALLOWED_GLOBAL_COUNT ((int)(sizeof allowed_globals / sizeof allowed_globals[0]))

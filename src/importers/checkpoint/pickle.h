@@ -31,6 +31,7 @@ typedef enum ly_elem {
     LY_ELEM_I8,
     LY_ELEM_U8,
     LY_ELEM_BOOL,
+    LY_ELEM_F8E4M3, /* torch.float8_e4m3fn (LibreYOLO's fp8 weight_packed) */
     LY_ELEM_UNTYPED /* torch.UntypedStorage: bytes, typed by the tensor that views it */
 } ly_elem;
 

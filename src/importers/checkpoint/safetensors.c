@@ -383,9 +383,10 @@ typedef struct st_dtype {
 } st_dtype;
 
 static const st_dtype st_dtypes[] = {
-    {"F32", LY_ELEM_F32}, {"F64", LY_ELEM_F64},   {"F16", LY_ELEM_F16}, {"BF16", LY_ELEM_BF16},
-    {"I64", LY_ELEM_I64}, {"I32", LY_ELEM_I32},   {"I16", LY_ELEM_I16}, {"I8", LY_ELEM_I8},
-    {"U8", LY_ELEM_U8},   {"BOOL", LY_ELEM_BOOL},
+    {"F32", LY_ELEM_F32},   {"F64", LY_ELEM_F64},        {"F16", LY_ELEM_F16},
+    {"BF16", LY_ELEM_BF16}, {"I64", LY_ELEM_I64},        {"I32", LY_ELEM_I32},
+    {"I16", LY_ELEM_I16},   {"I8", LY_ELEM_I8},          {"U8", LY_ELEM_U8},
+    {"BOOL", LY_ELEM_BOOL}, {"F8_E4M3", LY_ELEM_F8E4M3},
 };
 
 /* Where one tensor's bytes lie in the data section. */

@@ -20,6 +20,7 @@
 
 #include "core/core.h"
 #include "libreyolo/nn.h"
+#include "libreyolo/quant.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -148,6 +149,12 @@ typedef struct builder {
     ly_status fatal;               /* out of memory or an internal error: stop at once */
     double *scratch_w, *scratch_b; /* folding accumulators, grown as needed */
     size_t scratch_w_cap, scratch_b_cap;
+    const ly_yolo9_state *state;
+    const ly_yolo9_quant *quant; /* NULL: float */
+    float *qweight, *qscale;     /* a quantized module's effective weight and scales */
+    uint8_t *qcodes;
+    size_t qweight_cap, qscale_cap;
+    int quant_modules;
 } builder;
 
 static void add_problem(builder *b, const char *fmt, ...) LY_PRINTF(2, 3);
@@ -233,6 +240,9 @@ static void free_entries(builder *b)
     free(b->entries);
     free(b->scratch_w);
     free(b->scratch_b);
+    free(b->qweight);
+    free(b->qscale);
+    free(b->qcodes);
 }
 
 static void shape_text(int ndim, const int64_t *shape, char *buf, size_t size)
@@ -243,9 +253,9 @@ static void shape_text(int ndim, const int64_t *shape, char *buf, size_t size)
     ly_shape_str(&t, buf, size);
 }
 
-/* The f32 data of `key` if present with exactly `shape`, else NULL with the
- * problem recorded. */
-static const float *take(builder *b, const char *key, int ndim, const int64_t *shape)
+/* The view of `key` if present with exactly `shape` (any dtype), else NULL
+ * with the problem recorded. */
+static const ly_tensor *take_view(builder *b, const char *key, int ndim, const int64_t *shape)
 {
     if (!b->g) {
         if (b->visit) b->visit(key, ndim, shape, b->visit_user);
@@ -268,8 +278,17 @@ static const float *take(builder *b, const char *key, int ndim, const int64_t *s
         add_problem(b, "key '%s' has shape %s, expected %s", e->stored, got, want);
         return NULL;
     }
-    if (t->dtype != LY_F32 || !t->data) {
-        add_problem(b, "key '%s' is %s, expected f32", e->stored, ly_dtype_name(t->dtype));
+    return t->data ? t : NULL;
+}
+
+/* The f32 data of `key` if present with exactly `shape`, else NULL with the
+ * problem recorded. */
+static const float *take(builder *b, const char *key, int ndim, const int64_t *shape)
+{
+    const ly_tensor *t = take_view(b, key, ndim, shape);
+    if (!t) return NULL;
+    if (t->dtype != LY_F32) {
+        add_problem(b, "key '%s' is %s, expected f32", key, ly_dtype_name(t->dtype));
         return NULL;
     }
     return t->data;
@@ -299,6 +318,217 @@ static bool ignorable(const char *name)
            strcmp(name, "head.strides") == 0 || strcmp(name, "head.stride") == 0;
 }
 
+/* ---- quantized Conv2d modules (quantized-checkpoints.md 3, 5) -------------- */
+
+static void note_graph_error(builder *b, ly_status st);
+
+/* What a module does to its input before convolving: LibreYOLO's activation
+ * fake-quant with the calibrated range (off when _q_calibrated is 0). */
+typedef struct qinput {
+    bool on;
+    float lo, hi;
+} qinput;
+
+static bool same_qinput(const qinput *a, const qinput *c)
+{
+    return a->on == c->on && (!a->on || (memcmp(&a->lo, &c->lo, sizeof a->lo) == 0 &&
+                                         memcmp(&a->hi, &c->hi, sizeof a->hi) == 0));
+}
+
+/* Selection by substring of the qualified module name; "dfl" always stays float. */
+static bool kept_float(const builder *b, const char *module)
+{
+    if (strstr(module, "dfl")) return true;
+    const char *keep = b->quant->keep ? b->quant->keep : "head.\nbackbone.conv0.";
+    for (const char *s = keep; *s;) {
+        const char *end = strchr(s, '\n');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        char sub[KEY_MAX];
+        if (n > 0 && n < sizeof sub) {
+            memcpy(sub, s, n);
+            sub[n] = '\0';
+            if (strstr(module, sub)) return true;
+        }
+        if (!end) break;
+        s = end + 1;
+    }
+    return false;
+}
+
+static bool quantized(const builder *b, const char *module)
+{
+    return b->quant && b->quant->recipe != LY_YOLO9_FLOAT && !kept_float(b, module);
+}
+
+static bool grow_quant(builder *b, size_t n, size_t channels)
+{
+    if (n > b->qweight_cap) {
+        float *w = realloc(b->qweight, n * sizeof *w);
+        uint8_t *c = w ? realloc(b->qcodes, n) : NULL;
+        if (w) b->qweight = w;
+        if (c) b->qcodes = c;
+        if (!w || !c) return false;
+        b->qweight_cap = n;
+    }
+    if (channels > b->qscale_cap) {
+        float *p = realloc(b->qscale, channels * sizeof *p);
+        if (!p) return false;
+        b->qscale = p;
+        b->qscale_cap = channels;
+    }
+    return true;
+}
+
+/* The weight of a quantized module as its forward uses it, into b->qweight:
+ * finalized, unpack(weight_packed, _q_w_scale) (the stored codes and scales);
+ * prepared, the fp32 master through the per-channel fake-quant slot with the
+ * absmax scale LibreYOLO recomputes on every call (_q_w_scale is zeros then).
+ * Both give the same bits (unpack(pack(W)) is the fake-quant by construction). */
+static const float *quant_weight(builder *b, const char *module, const int64_t *wshape,
+                                 const float *scale, qinput *q)
+{
+    char key[KEY_MAX];
+    bool int8 = b->quant->recipe == LY_YOLO9_INT8;
+    int64_t c2 = wshape[0], n = wshape[0] * wshape[1] * wshape[2] * wshape[3];
+    key_of(key, module, b->quant->finalized ? ".weight_packed" : ".weight");
+    const ly_tensor *w = take_view(b, key, 4, wshape);
+    if (!w || !scale) return NULL;
+    if (!grow_quant(b, (size_t)n, (size_t)c2)) {
+        b->fatal = ly_set_error(LY_E_NO_MEMORY, "ly_yolo9_build: out of memory");
+        return NULL;
+    }
+    ly_tensor out = {.dtype = LY_F32, .ndim = 4, .data = b->qweight};
+    memcpy(out.shape, wshape, 4 * sizeof *wshape);
+    ly_tensor sc = {.dtype = LY_F32, .ndim = 1, .shape = {c2}, .data = b->qscale};
+    ly_status st;
+    const char *recipe = int8 ? "int8" : "fp8";
+    if (b->quant->finalized) {
+        const entry *e = find_entry(b, key);
+        const char *dtype =
+            e && b->state->stored_dtype ? b->state->stored_dtype(b->state->user, e->stored) : NULL;
+        const char *want = int8 ? "int8" : "float8_e4m3fn";
+        if (dtype && strcmp(dtype, want) != 0) {
+            add_problem(b, "key '%s' is stored as %s, expected %s (recipe %s)", key, dtype, want,
+                        recipe);
+            return NULL;
+        }
+        bool any = false;
+        for (int64_t o = 0; o < c2; o++)
+            any = any || scale[o] != 0.0f;
+        if (!any) {
+            add_problem(b,
+                        "key '%s._q_w_scale' is all zeros: a finalized checkpoint holds the "
+                        "scales finalize computed",
+                        module);
+            return NULL;
+        }
+        memcpy(b->qscale, scale, (size_t)c2 * sizeof *scale);
+        ly_tensor codes = {.dtype = int8 ? LY_I8 : LY_F8E4M3, .ndim = 4, .data = b->qcodes};
+        memcpy(codes.shape, wshape, 4 * sizeof *wshape);
+        for (int64_t i = 0; i < n; i++) {
+            if (int8) {
+                int64_t v = w->dtype == LY_I64 ? ((const int64_t *)w->data)[i]
+                                               : (int64_t)((const float *)w->data)[i];
+                if (v < -128 || v > 127) {
+                    add_problem(b, "key '%s' holds %lld, outside int8", key, (long long)v);
+                    return NULL;
+                }
+                ((int8_t *)b->qcodes)[i] = (int8_t)v;
+            } else {
+                float v = w->dtype == LY_F32 ? ((const float *)w->data)[i] : NAN;
+                b->qcodes[i] = ly_fp32_to_e4m3(v); /* exact: v was decoded from a code */
+            }
+        }
+        st = int8 ? ly_unpack_int8(&codes, &sc, &out) : ly_unpack_fp8(&codes, &sc, &out);
+    } else {
+        if (w->dtype != LY_F32) {
+            add_problem(b, "key '%s' is %s, expected f32 (a prepared checkpoint's master)", key,
+                        ly_dtype_name(w->dtype));
+            return NULL;
+        }
+        st = int8 ? ly_int8_weight_qparams(w, 0, &sc) : ly_fp8_weight_qparams(w, false, &sc);
+        if (st == LY_OK) {
+            ly_kernel_call call;
+            ly_kernel_call_init(&call);
+            ly_fake_quant_int8_per_channel_params axis0 = {.axis = 0};
+            call.in[0] = w;
+            call.in[1] = &sc;
+            call.out[0] = &out;
+            call.params = int8 ? &axis0 : NULL;
+            call.threads = 1;
+            st = ly_kernel_dispatch_op(
+                int8 ? LY_OP_FAKE_QUANT_INT8_PER_CHANNEL : LY_OP_FAKE_QUANT_FP8, &call);
+        }
+    }
+    if (st != LY_OK) {
+        b->fatal = ly_error_prefix(st, "ly_yolo9_build");
+        return NULL;
+    }
+    (void)q;
+    return b->qweight;
+}
+
+/* The weight [c2, cin, k, k] of Conv2d `module` as the model computes with it
+ * (f32), and what the module does to its input; NULL with the problem recorded. */
+static const float *module_weight(builder *b, const char *module, const int64_t *wshape, qinput *q)
+{
+    char key[KEY_MAX];
+    *q = (qinput){0};
+    if (!quantized(b, module)) {
+        key_of(key, module, ".weight");
+        return take(b, key, 4, wshape);
+    }
+    b->quant_modules++;
+    int64_t one = 1;
+    key_of(key, module, "._q_act_lo");
+    const float *lo = take1(b, key, 1);
+    key_of(key, module, "._q_act_hi");
+    const float *hi = take1(b, key, 1);
+    key_of(key, module, "._q_calibrated");
+    const ly_tensor *calibrated = take_view(b, key, 1, &one);
+    key_of(key, module, "._q_w_scale");
+    const float *scale = take1(b, key, wshape[0]);
+    const float *w = quant_weight(b, module, wshape, scale, q);
+    if (!lo || !hi || !calibrated || !w) return NULL;
+    q->on = calibrated->dtype == LY_I64 ? ((const int64_t *)calibrated->data)[0] != 0
+                                        : ((const float *)calibrated->data)[0] != 0.0f;
+    q->lo = lo[0];
+    q->hi = hi[0];
+    return w;
+}
+
+/* x fake-quantized as `module`'s input: int8 affine on [lo, hi] (zero point
+ * and scale from the range, kernels.md 2.2), or fp8 with scale max(|lo|,
+ * |hi|)/448; through their slots (the AVX2 providers serve them). */
+static ly_graph_value quantize_input(builder *b, const char *module, ly_graph_value x,
+                                     const qinput *q)
+{
+    if (!b->g || !q->on || b->fatal != LY_OK || x == LY_GRAPH_NONE) return x;
+    char name[KEY_MAX];
+    key_of(name, module, ".input_quant");
+    int64_t one = 1;
+    ly_graph_value in[3] = {x, LY_GRAPH_NONE, LY_GRAPH_NONE}, out = LY_GRAPH_NONE;
+    void *d;
+    bool int8 = b->quant->recipe == LY_YOLO9_INT8;
+    int n = int8 ? 3 : 2;
+    float values[2] = {q->lo, q->hi};
+    if (!int8 && ly_fp8_act_qparams(q->lo, q->hi, &values[0]) != LY_OK) {
+        b->fatal = ly_error_prefix(LY_E_INVALID_ARGUMENT, "ly_yolo9_build");
+        return LY_GRAPH_NONE;
+    }
+    for (int i = 1; i < n; i++) {
+        if (ly_graph_constant(b->g, LY_F32, 1, &one, &in[i], &d) != LY_OK) {
+            b->fatal = LY_E_NO_MEMORY;
+            return LY_GRAPH_NONE;
+        }
+        *(float *)d = values[i - 1];
+    }
+    note_graph_error(b,
+                     ly_graph_node(b->g, int8 ? LY_OP_FAKE_QUANT_INT8_AFFINE : LY_OP_FAKE_QUANT_FP8,
+                                   name, n, in, NULL, 1, &out));
+    return out;
+}
+
 /* ---- folding ----------------------------------------------------------- */
 
 static bool reserve(builder *b, size_t weights, size_t channels)
@@ -321,12 +551,12 @@ static bool reserve(builder *b, size_t weights, size_t channels)
 /* Add Conv `p` (conv.weight [c2, cin, k, k] + bn.*) folded with its BatchNorm
  * into acc_w [c2, cin, kd, kd] (the k x k kernel centred) and acc_b [c2]. */
 static void fold_conv_bn(builder *b, const char *p, int64_t c2, int64_t cin, int64_t k, int64_t kd,
-                         double *acc_w, double *acc_b)
+                         double *acc_w, double *acc_b, qinput *q)
 {
     char key[KEY_MAX];
     int64_t wshape[4] = {c2, cin, k, k};
-    key_of(key, p, ".conv.weight");
-    const float *w = take(b, key, 4, wshape);
+    key_of(key, p, ".conv");
+    const float *w = module_weight(b, key, wshape, q);
     key_of(key, p, ".bn.weight");
     const float *gamma = take1(b, key, c2);
     key_of(key, p, ".bn.bias");
@@ -414,10 +644,14 @@ static ly_graph_value conv(builder *b, const char *p, ly_graph_value x, int64_t 
     if (b->fatal != LY_OK) return LY_GRAPH_NONE;
     int64_t cin = c1 / groups;
     if (!start_fold(b, c2, cin, k)) return LY_GRAPH_NONE;
-    fold_conv_bn(b, p, c2, cin, k, k, b->g ? b->scratch_w : NULL, b->scratch_b);
+    qinput q;
+    fold_conv_bn(b, p, c2, cin, k, k, b->g ? b->scratch_w : NULL, b->scratch_b, &q);
     if (!b->g) return 0;
     ly_graph_value w, bias;
     if (!emit_weights(b, c2, cin, k, &w, &bias)) return LY_GRAPH_NONE;
+    char module[KEY_MAX];
+    key_of(module, p, ".conv");
+    x = quantize_input(b, module, x, &q);
     return add_conv(b, p, x, w, bias, stride, (k - 1) / 2, groups, true, residual);
 }
 
@@ -425,17 +659,39 @@ static ly_graph_value conv(builder *b, const char *p, ly_graph_value x, int64_t 
 static ly_graph_value rep_conv(builder *b, const char *p, ly_graph_value x, int64_t c1, int64_t c2)
 {
     if (b->fatal != LY_OK) return LY_GRAPH_NONE;
-    char q[KEY_MAX];
+    char q[2][KEY_MAX], module[2][KEY_MAX];
     if (!start_fold(b, c2, c1, 3)) return LY_GRAPH_NONE;
     double *acc = b->g ? b->scratch_w : NULL;
-    key_of(q, p, ".conv1");
-    fold_conv_bn(b, q, c2, c1, 3, 3, acc, b->scratch_b);
-    key_of(q, p, ".conv2");
-    fold_conv_bn(b, q, c2, c1, 1, 3, acc, b->scratch_b);
+    qinput in[2];
+    key_of(q[0], p, ".conv1");
+    fold_conv_bn(b, q[0], c2, c1, 3, 3, acc, b->scratch_b, &in[0]);
+    key_of(q[1], p, ".conv2");
+    fold_conv_bn(b, q[1], c2, c1, 1, 3, acc, b->scratch_b, &in[1]);
     if (!b->g) return 0;
     ly_graph_value w, bias;
-    if (!emit_weights(b, c2, c1, 3, &w, &bias)) return LY_GRAPH_NONE;
-    return add_conv(b, p, x, w, bias, 1, 1, 1, true, LY_GRAPH_NONE);
+    key_of(module[0], q[0], ".conv");
+    key_of(module[1], q[1], ".conv");
+    if (same_qinput(&in[0], &in[1])) {
+        /* one input quantizer (calibration saw the same input twice): one conv */
+        if (!emit_weights(b, c2, c1, 3, &w, &bias)) return LY_GRAPH_NONE;
+        x = quantize_input(b, module[0], x, &in[0]);
+        return add_conv(b, p, x, w, bias, 1, 1, 1, true, LY_GRAPH_NONE);
+    }
+    /* Two quantizers: the branches convolve apart, SiLU(conv3x3 + conv1x1). */
+    ly_graph_value branch = LY_GRAPH_NONE;
+    for (int i = 0; i < 2 && b->fatal == LY_OK; i++) {
+        int64_t k = i == 0 ? 3 : 1;
+        if (!start_fold(b, c2, c1, k)) return LY_GRAPH_NONE;
+        qinput again;
+        fold_conv_bn(b, q[i], c2, c1, k, k, b->scratch_w, b->scratch_b, &again);
+        b->quant_modules--; /* counted in the merged attempt */
+        if (!emit_weights(b, c2, c1, k, &w, &bias)) return LY_GRAPH_NONE;
+        ly_graph_value xq = quantize_input(b, module[i], x, &in[i]);
+        branch = add_conv(b, q[i], xq, w, bias, 1, k / 2, 1, false, branch);
+    }
+    ly_graph_value out = LY_GRAPH_NONE;
+    if (b->fatal == LY_OK) note_graph_error(b, ly_graph_unary(b->g, LY_OP_SILU, p, branch, &out));
+    return out;
 }
 
 /* nn.Conv2d(c1, c2, 1, groups) with bias, no BN, no activation (head outputs). */
@@ -445,8 +701,8 @@ static ly_graph_value plain_conv(builder *b, const char *p, ly_graph_value x, in
     if (b->fatal != LY_OK) return LY_GRAPH_NONE;
     char key[KEY_MAX];
     int64_t wshape[4] = {c2, c1 / groups, 1, 1};
-    key_of(key, p, ".weight");
-    const float *w = take(b, key, 4, wshape);
+    qinput q;
+    const float *w = module_weight(b, p, wshape, &q);
     key_of(key, p, ".bias");
     const float *bias = take1(b, key, c2);
     if (!b->g) return 0;
@@ -459,6 +715,7 @@ static ly_graph_value plain_conv(builder *b, const char *p, ly_graph_value x, in
     }
     if (w) memcpy(wv, w, (size_t)(wshape[0] * wshape[1]) * sizeof(float));
     if (bias) memcpy(bv, bias, (size_t)c2 * sizeof(float));
+    x = quantize_input(b, p, x, &q);
     return add_conv(b, p, x, wt, bt, 1, 0, groups, false, LY_GRAPH_NONE);
 }
 
@@ -814,7 +1071,7 @@ ly_status ly_yolo9_build_state(const ly_yolo9_state *state, const char *size, in
     if (!state || !out || (state->count > 0 && !state->at))
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_yolo9_build: NULL argument");
     *out = NULL;
-    builder b = {0};
+    builder b = {.state = state, .quant = state->quant};
     ly_yolo9 *net = NULL;
     ly_status st = load_entries(&b, state);
     if (st != LY_OK) goto done;
@@ -885,6 +1142,7 @@ ly_status ly_yolo9_build_state(const ly_yolo9_state *state, const char *size, in
             b.issues.text, b.issues.count > 12 ? "; ..." : "");
         goto done;
     }
+    net->quant_modules = b.quant_modules;
     *out = net;
     net = NULL;
 done:

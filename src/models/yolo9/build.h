@@ -6,15 +6,35 @@
 #ifndef LY_MODELS_YOLO9_BUILD_H
 #define LY_MODELS_YOLO9_BUILD_H
 
-#include "models/yolo9/yolo9.h"
 #include "graph/graph.h"
+#include "models/yolo9/yolo9.h"
 
 struct ly_yolo9 {
     ly_graph *graph;
     char size[2];
     int64_t nc;
     int64_t reg_max;
+    int quant_modules; /* Conv2d modules built quantized */
+    /* LibreYOLO's quant manifest ("" when the checkpoint is float) */
+    char quant_recipe[8], quant_state[12], quant_remainder[8];
 };
+
+/* LibreYOLO's conv recipes (quantized-checkpoints.md): every exact nn.Conv2d
+ * whose qualified name contains none of `keep` (newline-separated substrings;
+ * "dfl" is always kept) fake-quantizes its input with the module's calibrated
+ * range and convolves with its weight as the recipe makes it: unpacked from
+ * weight_packed + _q_w_scale (finalized) or fake-quantized from the fp32
+ * master with a per-channel absmax scale (prepared). */
+typedef enum ly_yolo9_quant_recipe {
+    LY_YOLO9_FLOAT,
+    LY_YOLO9_INT8,
+    LY_YOLO9_FP8
+} ly_yolo9_quant_recipe;
+typedef struct ly_yolo9_quant {
+    ly_yolo9_quant_recipe recipe;
+    bool finalized;
+    const char *keep;
+} ly_yolo9_quant;
 
 /* A state dict: `count` tensors, visited by index (names as stored; a "module."
  * or "detect." prefix is normalised by the builder). */
@@ -22,6 +42,9 @@ typedef struct ly_yolo9_state {
     size_t count;
     ly_status (*at)(void *user, size_t index, const char **name, ly_tensor *view);
     void *user;
+    /* Optional: the element type a tensor has in the file ("int8", ...). */
+    const char *(*stored_dtype)(void *user, const char *name);
+    const ly_yolo9_quant *quant; /* NULL: a float checkpoint */
 } ly_yolo9_state;
 
 /* Build from `state`. `size` ("t", "s", "m", "c") comes from the checkpoint's

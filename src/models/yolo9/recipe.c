@@ -38,6 +38,10 @@ static ly_status load_checkpoint(const ly_checkpoint *ck, const char *path, ly_m
     }
     snprintf(d->size, sizeof d->size, "%s", ly_yolo9_size(net));
     d->nc = ly_yolo9_num_classes(net);
+    snprintf(d->quant_recipe, sizeof d->quant_recipe, "%s", net->quant_recipe);
+    snprintf(d->quant_state, sizeof d->quant_state, "%s", net->quant_state);
+    snprintf(d->quant_remainder, sizeof d->quant_remainder, "%s", net->quant_remainder);
+    d->quant_modules = net->quant_modules;
     st = ly_graph_engine_attach(d, ly_yolo9_release_graph(net));
     if (st != LY_OK) return st;
     int64_t meta_nc;
