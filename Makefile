@@ -6,14 +6,19 @@ BUILD_SAN ?= build-sanitize
 BUILD_PORTABLE ?= build-portable
 BUILD_TSAN ?= build-tsan
 
-.PHONY: all build demo test test-fast test-sanitize test-portable test-tsan test-tsan-onednn fuzz clean format
+.PHONY: all deps build demo test test-fast test-sanitize test-portable test-tsan test-tsan-onednn fuzz clean format
 
 all: build
 
 # Builds print only on failure (the full log stays in <build>/build.log).
 QUIET_BUILD = > $(1)/build.log 2>&1 || { cat $(1)/build.log; exit 1; }
 
-build:
+# Debian packages the build, the tests and the demo need: installed when run as
+# root, else the exact apt-get line is printed (tools/setup-deps.sh).
+deps:
+	@tools/setup-deps.sh
+
+build: deps
 	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@$(CMAKE) --build $(BUILD) -j$(JOBS) $(call QUIET_BUILD,$(BUILD))
 
@@ -36,12 +41,12 @@ test: test-fast test-sanitize test-portable test-tsan
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
-test-sanitize:
+test-sanitize: deps
 	@$(CMAKE) -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DLIBREYOLO_SANITIZE=ON >/dev/null
 	@$(CMAKE) --build $(BUILD_SAN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_SAN))
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
-test-portable:
+test-portable: deps
 	@$(CMAKE) -S . -B $(BUILD_PORTABLE) -DCMAKE_BUILD_TYPE=Release -DLIBREYOLO_WITH_AVX2=OFF -DLIBREYOLO_WITH_ONEDNN=OFF \
 		-DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_STB=OFF -DLIBREYOLO_WITH_LIBJPEG=OFF >/dev/null
 	@$(CMAKE) --build $(BUILD_PORTABLE) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_PORTABLE))
@@ -51,7 +56,7 @@ test-portable:
 # ThreadSanitizer, with the optional libraries off (uninstrumented OpenMP in
 # oneDNN would report its own synchronisation).
 TSAN_TESTS = test_threads|test_graph|test_registry
-test-tsan:
+test-tsan: deps
 	@$(CMAKE) -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DLIBREYOLO_TSAN=ON \
 		-DLIBREYOLO_WITH_ONEDNN=OFF -DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_CUDA=OFF >/dev/null
 	@$(CMAKE) --build $(BUILD_TSAN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_TSAN))
