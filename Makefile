@@ -6,7 +6,7 @@ BUILD_SAN ?= build-sanitize
 BUILD_PORTABLE ?= build-portable
 BUILD_TSAN ?= build-tsan
 
-.PHONY: all deps build demo test test-fast test-sanitize test-portable test-tsan test-tsan-onednn fuzz clean format
+.PHONY: all deps build install demo test test-fast test-sanitize test-portable test-tsan test-tsan-onednn fuzz clean format
 
 all: build
 
@@ -21,6 +21,12 @@ deps:
 build: deps
 	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@$(CMAKE) --build $(BUILD) -j$(JOBS) $(call QUIET_BUILD,$(BUILD))
+
+# make install PREFIX=P: headers, libreyolo.a/.so, the command, libreyolo.pc, the
+# CMake package and the hub lock under P (the CUDA plugin too when built).
+PREFIX ?= /usr/local
+install: build
+	@$(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
 
 # The demo: NanoDet-g (fetched into the cache on first use, with the npm client)
 # on a photo Debian's darknet package ships; DEMO_IMAGE=your.jpg for another.

@@ -237,7 +237,9 @@ LY_API bool ly_kernels_capturing(void);
  * LY_OK and the versions match; otherwise the library is skipped with one
  * warning naming the file. API 3 (this one) passes each op's own parameters
  * struct (call->params); plugins built for API 1 or 2, whose calls carried one
- * shared ly_kernel_params, are refused and must be rebuilt.
+ * shared ly_kernel_params, are refused and must be rebuilt. The api table
+ * stays valid for the life of the process: a plugin may keep the pointer and
+ * call run_reference, set_error and capturing from its kernels.
  */
 #define LY_KERNEL_PLUGIN_API_VERSION 3u
 #define LY_KERNEL_PLUGIN_ENTRY "libreyolo_kernels_plugin"

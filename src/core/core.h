@@ -47,6 +47,17 @@ typedef struct ly_parallel_runner {
 /* Install `runner` for this thread (NULL: the default); returns the previous one. */
 const ly_parallel_runner *ly_parallel_use(const ly_parallel_runner *runner);
 
+/* Where the library is at run time (src/core/paths.c): the directory of the
+ * shared library or of the executable it is linked into. */
+bool ly_self_dir(char *out, size_t size);
+/* A file the library ships (the hub lock): <datadir>/libreyolo/<name> of the
+ * install the library is part of, or the build tree's <build>/share/libreyolo. */
+bool ly_data_file(const char *name, char *out, size_t size);
+/* The plugin directories relative to the library (<libdir>/libreyolo/plugins);
+ * fills dirs[0..n), returns n. */
+#define LY_PATH_MAX 4096
+int ly_plugin_dirs(char dirs[][LY_PATH_MAX], int max);
+
 /* Cached CPU features of this machine (never fails). */
 const ly_cpu_features *ly_cpu(void);
 

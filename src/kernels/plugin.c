@@ -1,6 +1,7 @@
 /*
  * Out-of-tree providers: shared libraries named libreyolo_kernels*.so, found on
- * LIBREYOLO_KERNELS_PATH and next to the running executable.
+ * LIBREYOLO_KERNELS_PATH, in <libdir>/libreyolo/plugins relative to the library
+ * (where the CUDA plugin installs), and next to the running executable.
  *
  * A plugin's registrations are staged while its entry point runs and committed
  * only if it returns LY_OK and was built for this API version, so a library
@@ -136,7 +137,10 @@ static ly_status load_library(const char *path, const char *only_name,
         dlclose(handle);
         return ly_set_error(LY_E_FORMAT, "it does not export %s", LY_KERNEL_PLUGIN_ENTRY);
     }
-    ly_kernel_plugin_api api = {
+    /* Plugins keep the table to call back later (run_reference): it lives as
+     * long as the process, never in this frame. */
+    static ly_kernel_plugin_api api;
+    api = (ly_kernel_plugin_api){
         .api_version = LY_KERNEL_PLUGIN_API_VERSION,
         .struct_size = sizeof api,
         .cpu = ly_cpu(),
@@ -260,6 +264,10 @@ void ly_plugins_load(void)
             load_directory(dir, &loaded);
         free(copy);
     }
+    char dirs[2][LY_PATH_MAX];
+    int n_dirs = ly_plugin_dirs(dirs, 2);
+    for (int i = 0; i < n_dirs; i++)
+        load_directory(dirs[i], &loaded);
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len > 0) {

@@ -18,10 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#ifndef LY_HUB_LOCK_DEFAULT
-#define LY_HUB_LOCK_DEFAULT "kernels.lock.json"
-#endif
-
 #define MAX_SLOTS 8
 #define MAX_VARIANTS 16
 #define MAX_LOCK_BYTES (1u << 20)
@@ -84,10 +80,13 @@ bool ly_hub_disabled_by_env(void)
            strcmp(v, "no") == 0;
 }
 
+/* LIBREYOLO_HUB_LOCK, else the lock installed with the library (or the build
+ * tree's copy), else kernels.lock.json in the working directory. */
 static void lock_path(char *out, size_t size)
 {
     env_stripped("LIBREYOLO_HUB_LOCK", out, size);
-    if (!out[0]) snprintf(out, size, "%s", LY_HUB_LOCK_DEFAULT);
+    if (!out[0] && !ly_data_file("kernels.lock.json", out, size))
+        snprintf(out, size, "%s", "kernels.lock.json");
 }
 
 /* The base URL without trailing slashes ("" when unset). */
