@@ -46,17 +46,20 @@ test: test-fast test-sanitize test-portable test-tsan
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	@tools/test-summary.sh $(BUILD)
 
 test-sanitize: deps
 	@$(CMAKE) -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DLIBREYOLO_SANITIZE=ON >/dev/null
 	@$(CMAKE) --build $(BUILD_SAN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_SAN))
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+	@tools/test-summary.sh $(BUILD_SAN)
 
 test-portable: deps
 	@$(CMAKE) -S . -B $(BUILD_PORTABLE) -DCMAKE_BUILD_TYPE=Release -DLIBREYOLO_WITH_AVX2=OFF -DLIBREYOLO_WITH_ONEDNN=OFF \
 		-DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_STB=OFF -DLIBREYOLO_WITH_LIBJPEG=OFF >/dev/null
 	@$(CMAKE) --build $(BUILD_PORTABLE) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_PORTABLE))
 	cd $(BUILD_PORTABLE) && ctest --output-on-failure -j$(JOBS)
+	@tools/test-summary.sh $(BUILD_PORTABLE)
 
 # The tests that share a graph or a model between threads, under clang's
 # ThreadSanitizer, with the optional libraries off (uninstrumented OpenMP in
@@ -67,6 +70,7 @@ test-tsan: deps
 		-DLIBREYOLO_WITH_ONEDNN=OFF -DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_CUDA=OFF >/dev/null
 	@$(CMAKE) --build $(BUILD_TSAN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_TSAN))
 	cd $(BUILD_TSAN) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -j$(JOBS) -R '^($(TSAN_TESTS))$$'
+	@tools/test-summary.sh $(BUILD_TSAN)
 
 # The same with oneDNN in (not part of `make test`): Debian's libgomp is not
 # instrumented; with one OpenMP thread per call it reports nothing, so no
