@@ -1,5 +1,6 @@
 /* Boxes and labels drawn with a built-in 5x7 font: no font library needed, and
  * the same pixels in every build. */
+#include "models/annotate.h"
 #include "io/image.h"
 #include "libreyolo/image.h"
 
@@ -7,6 +8,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -97,33 +99,82 @@ static void draw_text(ly_image *im, int x, int y, int scale, const char *text, c
     }
 }
 
-static void draw_detection(ly_image *im, const ly_detection *d, int scale)
+static void label_text(const ly_detection *d, char *label, size_t size)
+{
+    if (d->name && *d->name)
+        snprintf(label, size, "%s %.2f", d->name, (double)d->conf);
+    else
+        snprintf(label, size, "class %d %.2f", d->cls, (double)d->conf);
+}
+
+static void box_pixels(const ly_detection *d, int width, int height, int b[4])
+{
+    b[0] = to_pixel(d->xyxy[0], width);
+    b[1] = to_pixel(d->xyxy[1], height);
+    b[2] = to_pixel(ceilf(d->xyxy[2]), width);
+    b[3] = to_pixel(ceilf(d->xyxy[3]), height);
+}
+
+static int font_scale(int width, int height)
+{
+    int shorter = width < height ? width : height;
+    return shorter / 400 > 1 ? shorter / 400 : 1;
+}
+
+static bool overlaps(const ly_label_place *a, int x, int y, int w, int h)
+{
+    return a->drawn && x < a->x + a->w && a->x < x + w && y < a->y + a->h && a->y < y + h;
+}
+
+void ly_annotate_layout(int width, int height, const ly_detection *d, size_t n, ly_label_place *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        ly_label_place *p = &out[i];
+        *p = (ly_label_place){.drawn = false};
+        char label[160];
+        label_text(&d[i], label, sizeof label);
+        int b[4];
+        box_pixels(&d[i], width, height, b);
+        for (int scale = font_scale(width, height); scale >= 1 && !p->drawn; scale--) {
+            int w = ((int)strlen(label) * (GLYPH_W + 1) - 1 + 2 * LABEL_PAD) * scale;
+            int h = (GLYPH_H + 2 * LABEL_PAD) * scale;
+            const int ys[4] = {b[1] - h, b[1], b[3], b[3] - h};
+            const int xs[2] = {b[0], b[2] - w};
+            for (int k = 0; k < 8 && !p->drawn; k++) {
+                int x = xs[k % 2], y = ys[k / 2];
+                if (x < 0 || y < 0 || x + w > width || y + h > height) continue;
+                bool free_spot = true;
+                for (size_t j = 0; j < i && free_spot; j++)
+                    free_spot = !overlaps(&out[j], x, y, w, h);
+                if (free_spot) *p = (ly_label_place){true, x, y, w, h, scale};
+            }
+        }
+    }
+}
+
+static void draw_box(ly_image *im, const ly_detection *d)
 {
     const uint8_t *color = palette[(unsigned)d->cls % 20];
-    int x0 = to_pixel(d->xyxy[0], im->width), y0 = to_pixel(d->xyxy[1], im->height);
-    int x1 = to_pixel(ceilf(d->xyxy[2]), im->width), y1 = to_pixel(ceilf(d->xyxy[3]), im->height);
+    int b[4];
+    box_pixels(d, im->width, im->height, b);
     int t = BOX_THICKNESS;
-    fill_rect(im, x0, y0, x1, y0 + t, color);
-    fill_rect(im, x0, y1 - t, x1, y1, color);
-    fill_rect(im, x0, y0, x0 + t, y1, color);
-    fill_rect(im, x1 - t, y0, x1, y1, color);
+    fill_rect(im, b[0], b[1], b[2], b[1] + t, color);
+    fill_rect(im, b[0], b[3] - t, b[2], b[3], color);
+    fill_rect(im, b[0], b[1], b[0] + t, b[3], color);
+    fill_rect(im, b[2] - t, b[1], b[2], b[3], color);
+}
 
+static void draw_label(ly_image *im, const ly_detection *d, const ly_label_place *p)
+{
+    if (!p->drawn) return;
+    const uint8_t *color = palette[(unsigned)d->cls % 20];
     char label[160];
-    if (d->name && *d->name)
-        snprintf(label, sizeof label, "%s %.2f", d->name, (double)d->conf);
-    else
-        snprintf(label, sizeof label, "class %d %.2f", d->cls, (double)d->conf);
-    int text_w = (int)strlen(label) * (GLYPH_W + 1) * scale - scale;
-    int label_w = text_w + 2 * LABEL_PAD * scale, label_h = (GLYPH_H + 2 * LABEL_PAD) * scale;
-    int lx = x0, ly = y0 - label_h;
-    if (ly < 0) ly = y0; /* no room above: inside the box */
-    if (lx + label_w > im->width) lx = im->width - label_w;
-    if (lx < 0) lx = 0;
-    fill_rect(im, lx, ly, lx + label_w, ly + label_h, color);
+    label_text(d, label, sizeof label);
+    fill_rect(im, p->x, p->y, p->x + p->w, p->y + p->h, color);
     /* Dark text on light colours, white on dark ones (Rec. 601 luma). */
     int luma = (299 * color[0] + 587 * color[1] + 114 * color[2]) / 1000;
     static const uint8_t black[3] = {0, 0, 0}, white[3] = {255, 255, 255};
-    draw_text(im, lx + LABEL_PAD * scale, ly + LABEL_PAD * scale, scale, label,
+    draw_text(im, p->x + LABEL_PAD * p->scale, p->y + LABEL_PAD * p->scale, p->scale, label,
               luma > 150 ? black : white);
 }
 
@@ -156,18 +207,30 @@ ly_status ly_image_annotate(ly_image *image, const ly_results *results)
     size_t n;
     ly_status st = ly_results_count(results, &n);
     if (st != LY_OK) return st;
-    int shorter = image->width < image->height ? image->width : image->height;
-    int scale = shorter / 400 > 1 ? shorter / 400 : 1;
+    int scale = font_scale(image->width, image->height);
     const char *task;
     st = ly_results_task(results, &task);
     if (st != LY_OK) return st;
     if (strcmp(task, "classify") == 0) return draw_top5(image, results, scale);
-    /* Lowest score first, so the best boxes and labels end up on top. */
-    for (size_t i = n; i-- > 0;) {
-        ly_detection d;
-        st = ly_results_get(results, i, &d);
-        if (st != LY_OK) return st;
-        draw_detection(image, &d, scale);
+    ly_detection *d = calloc(n ? n : 1, sizeof *d);
+    ly_label_place *places = calloc(n ? n : 1, sizeof *places);
+    if (!d || !places) {
+        free(d);
+        free(places);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_image_annotate: out of memory");
     }
-    return LY_OK;
+    for (size_t i = 0; i < n && st == LY_OK; i++)
+        st = ly_results_get(results, i, &d[i]);
+    if (st == LY_OK) {
+        /* Boxes lowest score first (the best on top), then the labels, placed
+         * best first where none covers another. */
+        ly_annotate_layout(image->width, image->height, d, n, places);
+        for (size_t i = n; i-- > 0;)
+            draw_box(image, &d[i]);
+        for (size_t i = n; i-- > 0;)
+            draw_label(image, &d[i], &places[i]);
+    }
+    free(d);
+    free(places);
+    return st;
 }
