@@ -1,6 +1,7 @@
 #include "core/core.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +29,17 @@ static ly_log_level level_from_env(void)
     static const struct {
         const char *name;
         ly_log_level level;
-    } names[] = {{"debug", LY_LOG_DEBUG},   {"info", LY_LOG_INFO}, {"warning", LY_LOG_WARNING},
+    } names[] = {{"debug", LY_LOG_DEBUG},  {"info", LY_LOG_INFO},   {"warning", LY_LOG_WARNING},
                  {"warn", LY_LOG_WARNING}, {"error", LY_LOG_ERROR}, {"off", LY_LOG_OFF}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcasecmp(v, names[i].name) == 0) return names[i].level;
+    /* Straight to stderr, once: this runs with the log lock held. */
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+        fprintf(stderr,
+                "libreyolo: warning: LIBREYOLO_LOG='%.40s' is not a level (debug, info, warning, "
+                "error, off): using warning\n",
+                v);
     return LY_LOG_WARNING;
 }
 
@@ -39,7 +47,8 @@ ly_status ly_set_log_handler(ly_log_fn fn, void *user, ly_log_level min_level)
 {
     if (min_level < LY_LOG_DEBUG || min_level > LY_LOG_OFF)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
-                            "ly_set_log_handler: min_level %d is not a ly_log_level", (int)min_level);
+                            "ly_set_log_handler: min_level %d is not a ly_log_level",
+                            (int)min_level);
     pthread_mutex_lock(&log_lock);
     log_handler = fn;
     log_user = user;
@@ -52,10 +61,14 @@ ly_status ly_set_log_handler(ly_log_fn fn, void *user, ly_log_level min_level)
 static const char *level_word(ly_log_level level)
 {
     switch (level) {
-    case LY_LOG_DEBUG: return "debug";
-    case LY_LOG_INFO: return "info";
-    case LY_LOG_WARNING: return "warning";
-    default: return "error";
+    case LY_LOG_DEBUG:
+        return "debug";
+    case LY_LOG_INFO:
+        return "info";
+    case LY_LOG_WARNING:
+        return "warning";
+    default:
+        return "error";
     }
 }
 

@@ -15,6 +15,10 @@ int ly_threads_resolve(int requested)
         char *end;
         long v = strtol(env, &end, 10);
         if (*end == '\0' && v > 0 && v <= 1024) return (int)v;
+        ly_warn_once("LIBREYOLO_THREADS",
+                     "LIBREYOLO_THREADS='%.40s' is not a thread count (a whole number from 1 to "
+                     "1024): using all %d CPUs",
+                     env, ly_cpu()->logical_cpus);
     }
     return ly_cpu()->logical_cpus;
 }

@@ -307,6 +307,34 @@ static resolution *build_resolution(slot *s, const char *selection, uint64_t gen
     return r;
 }
 
+/* A selection that names no implementation of any slot is a typo, not a
+ * choice: warn once, naming the variable and what it accepts (registry_lock
+ * held). Every slot then runs its reference, as it would for 'reference'. */
+static void check_selection_names_something(const char *selection)
+{
+    if (!selection[0] || selection_is_reference(selection)) return;
+    char names[256] = "";
+    size_t n = atomic_load_explicit(&slot_count, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        impl_list *list = atomic_load_explicit(&slots[i]->impls, memory_order_acquire);
+        for (size_t k = 0; list && k < list->count; k++) {
+            const char *name = list->entries[k]->name;
+            if (strcmp(name, selection) == 0) return;
+            if (strcmp(name, "reference") == 0) continue;
+            char quoted[80];
+            snprintf(quoted, sizeof quoted, "%s,", name);
+            if (!strstr(names, quoted) && strlen(names) + strlen(quoted) + 1 < sizeof names)
+                strcat(names, quoted);
+        }
+    }
+    char key[SELECTION_MAX + 32];
+    snprintf(key, sizeof key, "selection:%s", selection);
+    ly_warn_once(key,
+                 "LIBREYOLO_KERNELS='%s' names no implementation here; it accepts reference, off "
+                 "or one of: %.*s (every op runs its portable reference)",
+                 selection, (int)(strlen(names) ? strlen(names) - 1 : 0), names);
+}
+
 /* The cached resolution of `s` for `selection`, rebuilt when the registry
  * changed or the selection variables did. */
 static resolution *get_resolution(slot *s, const char *selection)
@@ -318,6 +346,7 @@ static resolution *get_resolution(slot *s, const char *selection)
     gen = atomic_load(&generation);
     r = atomic_load(&s->cache);
     if (!r || r->generation != gen || strcmp(r->selection, selection) != 0) {
+        check_selection_names_something(selection);
         resolution *fresh = build_resolution(s, selection, gen);
         if (fresh) {
             retire(atomic_exchange(&s->cache, fresh));
