@@ -5,7 +5,8 @@
  *
  * A checkpoint is an opaque handle owning every tensor (converted to f32, or i64
  * for integer tensors such as num_batches_tracked, and made C-contiguous) and
- * the metadata of LibreYOLO's schema (yolo9.md section 1.4). State-dict keys are
+ * the metadata of LibreYOLO's checkpoint schema 1.0 (model_family, size, task, nc,
+ * names, imgsz, and a quantization manifest). State-dict keys are
  * returned as stored, with a DDP "module." prefix stripped.
  */
 #ifndef LIBREYOLO_CHECKPOINT_H

@@ -18,6 +18,11 @@
  *
  * The program runs back through ly_model_load("X.pte", ...): the .pte suffix
  * selects the ExecuTorch runtime, which needs the sidecar next to it.
+ *
+ * Threads and ownership: an export only reads the model, which other threads
+ * may be using at the same time; exports to different paths may run at once
+ * (not two to the same path). Strings in the options stay the caller's; the
+ * format table (ly_export_formats) is static.
  */
 #ifndef LIBREYOLO_EXPORT_H
 #define LIBREYOLO_EXPORT_H

@@ -1,7 +1,9 @@
 /*
  * The kernel hub's state: pinned accelerated providers downloaded at run time
  * (the lock file, the cache, what loaded), as `libreyolo kernels --all` shows
- * it. How the hub works: src/kernels/hub/hub.h and docs/kernels.md.
+ * it. How the hub works: src/kernels/hub/hub.h and docs/architecture.md. The lock
+ * is LIBREYOLO_HUB_LOCK, else the one installed with the library
+ * (<datadir>/libreyolo/kernels.lock.json).
  */
 #ifndef LIBREYOLO_HUB_H
 #define LIBREYOLO_HUB_H

@@ -9,6 +9,10 @@
  * Write: version 1.0 (a header of LY_MAX_DIMS dimensions always fits), the
  *   same descrs; an f8e4m3 tensor is written as '|u1' (NumPy has no E4M3
  *   dtype), so it reads back as u8.
+ *
+ * Every function here is reentrant (any thread, any number at once, on
+ * tensors of their own); a tensor filled here is the caller's until
+ * ly_tensor_free / ly_npy_free.
  */
 #ifndef LIBREYOLO_IO_H
 #define LIBREYOLO_IO_H

@@ -14,9 +14,11 @@
  *   ly_model_free(m);
  *
  * Pre- and post-processing are each family's own, as LibreYOLO does them
- * (YOLO9, yolo9.md 1.5-1.8: RGB, top-left letterbox on 114, bilinear resize,
- * /255; multi-label candidates with score > conf, class-aware NMS, max_det;
- * NanoDet, nanodet.md 2.4); boxes in original-image pixels, descending score.
+ * (YOLO9: RGB, top-left letterbox on 114, bilinear resize, /255; multi-label
+ * candidates with score > conf, class-aware NMS, max_det; NanoDet: BGR,
+ * letterbox to 416, mean/std, distribution-integral boxes; the DETR families:
+ * PIL bilinear resize, sigmoid top-K, no NMS; ViT: PIL bicubic, centre crop,
+ * softmax top-5); boxes in original-image pixels, descending score.
  *
  * Threads. A loaded model is immutable: ly_model_predict_file,
  * ly_model_predict_image, ly_model_run, ly_model_get_info and
