@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libreyolo as a library: load a model, detect objects in an image, print the
  * boxes, free everything, checking every status.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Builders for checkpoint tests: byte buffers, pickle opcodes, zip archives laid
  * out as torch.save writes them, safetensors files. Shared by test_checkpoint.c

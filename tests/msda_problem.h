@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ms_deform_attn operands for the CUDA tests (test_cuda_plugin, test_cuda_kernels):
  * a problem description, its random data, and calls of one implementation
  * through the registry. Header-only, everything static. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Annotation labels: none hides another and none leaves the image — on the
  * demo's detections (NanoDet-g on darknet's dog.jpg, as the README shows them:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The "avx2" quant implementations against the reference, slot by slot: forward
  * and unpack outputs must be bit-identical (bit patterns compared, so the sign

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checkpoint reader: LibreYOLO's fixture checkpoint (keys, shapes, values,
  * metadata), small PyTorch 1.13- and 2.x-style archives and safetensors files
  * built here byte by byte, the restricted unpickler refusing what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The CUDA provider's arithmetic (plugins/cuda/msda_cuda_kernels.h), run on the
  * CPU: every GPU thread of its kernels becomes one call here, in index order,

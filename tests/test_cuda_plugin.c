@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The CUDA provider plugin (plugins/cuda): it loads and registers everywhere,
  * declines without a device (saying why), and where a GPU is present computes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Transformers on the graph: the first decoder layer of D-FINE-n built from
  * LibreYOLO's checkpoint (self-attention through sdpa, the MSDA module with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Every size of the D-FINE lineage builds and runs: a checkpoint synthesised
  * from LibreYOLO's own key list (../shared/testdata/<family>/keys/: every key

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ExecuTorch export: option validation in LibreYOLO's order and wording,
  * the formats matrix, the sidecar, the atomic commit of the pair under

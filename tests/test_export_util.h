@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the export and .pte runtime tests: a LibreYOLO9t checkpoint with
  * random weights written as .safetensors (so the tests run without the shared
  * fixture), and small file helpers. Include after cmocka.h and test_util.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The model cache (libreyolo/fetch.h) with a fake npm: a shell script, named by
  * LIBREYOLO_NPM, that drops a tarball built here from small fake files into
  * --pack-destination. The pins are swapped for the fake files' through the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fp32 -> E4M3 conversion against an independent exact oracle on every fp32 bit
  * pattern (a stride of them under the sanitizers), plus the decode of all 256 codes and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A bounded, deterministic mutation fuzzer for the readers of untrusted bytes:
  * the .npy parser and the unpack slots. Every call must come back with a
  * status (LY_OK, or an error with a message); the sanitizer build turns any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Mutation fuzzing of the checkpoint reader: the zip container, the restricted
  * unpickler (mutated pickles are re-wrapped with valid CRCs so they reach it),
  * the safetensors header parser, and, when the shared fixture is present,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The graph (src/graph): its planner (liveness reuse, in-place concat, views,
  * arena reuse across runs and shapes, channel-blocked layouts), shape

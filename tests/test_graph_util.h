@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Building test graphs: a convolution with weights from a generator. */
 #ifndef LY_TEST_GRAPH_UTIL_H
 #define LY_TEST_GRAPH_UTIL_H

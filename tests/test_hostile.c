@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The hostile files of ../shared/testdata/hostile/ (reproducers from the
  * parser audit), replayed through the public API: each is refused with a

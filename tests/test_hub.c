@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hub artifacts (src/kernels/hub) against a local HTTP server on 127.0.0.1 that
  * this test runs in a thread, serving plugin libraries the build produced

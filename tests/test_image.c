@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Image files: PNG/JPEG round trips, BMP, the fixture photo, and every way a
  * file can be wrong, each with a status and a message naming the file. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The detector API end to end on the fixture checkpoint: LibreYOLO's
  * detections from its input tensor and from the photo, pixel formats and
  * strides, options, info, and load errors. */

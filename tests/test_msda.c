@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ms_deform_attn: the reference against hand-computed cases and an independent
  * double-precision formulation (CUDA's loc*W - 0.5 unnormalisation, plain

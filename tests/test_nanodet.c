@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NanoDet-g: the family's loader, pre- and post-processing, and parity with the
  * fixture of an independent NumPy/PyTorch interpreter (../shared/testdata/

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The conv2d providers' operator cache (src/providers/op_cache.c): hits, the
  * weight fingerprint, least-recently-used eviction that spares entries in use,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Every registered conv2d implementation against the reference on YOLO9t-like
  * layer shapes (small spatial sizes), plus odd shapes, dilation, batches and

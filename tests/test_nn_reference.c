@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The references of the network-op slots on small hand-computed cases, and the
  * validators' answers to bad calls (status codes).

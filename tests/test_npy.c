@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The .npy reader and writer: round trips, the header forms NumPy writes, every
  * malformed case with its status and message, and the atomic save. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The transformer ops' references against values worked out by hand or in
  * double from PyTorch's definitions: broadcasting, NaN and signed-zero rules,

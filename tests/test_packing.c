@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The packed checkpoint formats (kernels.md section 3): the verified round trips
  * unpack(pack(W)) == fake-quant(W) (value equality, so -0 == +0), the byte layouts

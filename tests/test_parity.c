@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The parity gate: every implementation of every slot against the reference
  * (forward and unpack bit-identical, backward within 1e-6), the AVX2 providers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Out-of-tree providers: discovery, staging, version check, run-time failure. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* YOLO9 pre- and post-processing: parity with LibreYOLO on the fixture
  * (ref_parkour: input.npy, predictions.npy -> det_*), OpenCV's resize on small
  * cases worked out by hand, and the NMS rules on synthetic predictions. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ExecuTorch `.pte` format layer (src/export/pte/): the byte layout of the header and
  * segments, encode/decode round trips of a fully delegated and a mixed program, decoding with
  * Debian's flatc against docs/schema/ (and reading flatc-built buffers back), and refusal of

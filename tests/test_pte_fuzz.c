@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A bounded, deterministic mutation fuzzer for the `.pte` reader and the XNNPACK payload
  * reader (src/export/pte/). Every call must come back with a status, and a refusal with a
  * message; the sanitizer build turns any out-of-bounds access or undefined behaviour into a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Running .pte programs: the checkpoint and its export give the same raw
  * outputs (1e-4 relative) and the same detections on the shared fixture

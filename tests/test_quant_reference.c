@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The reference's literal behaviours (kernels.md section 2), one test each, run on
  * the "reference" implementation of each slot; plus the validators' status codes.

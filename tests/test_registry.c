@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The registry's behaviour (spec kernels.md section 1), on test-only slots. */
 #include <setjmp.h>
 #include <stdarg.h>

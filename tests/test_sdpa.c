@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The sdpa slot: the reference against double-precision attention, its exp
  * against libm, the fused AVX2 provider against the reference bit for bit (model

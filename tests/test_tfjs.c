@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The TF.js graph-model reader and its lowering onto ly_graph:
  *  - base64, float16, attribute access;

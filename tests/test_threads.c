@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One loaded model shared by threads (model.h): 4 threads x 20 predictions and
  * network runs on one model give results bit-identical to sequential runs, for

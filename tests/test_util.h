@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the tests (header-only; everything static inline so a test
  * that uses only part of it compiles without warnings). */
 #ifndef LY_TESTS_TEST_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ViT-Ti from LibreYOLO's checkpoint (../shared/testdata/vit): the eval
  * transform bit for bit (input.npy: PIL bicubic, centre crop, mean/std 0.5),

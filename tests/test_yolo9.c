@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* LibreYOLO9: its key table and strict key checking on synthetic state dicts,
  * and parity with LibreYOLO's own outputs on the shared fixture for every
  * registered conv2d provider (the graph it runs on: test_graph.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * LibreYOLO's quantized YOLO9 checkpoints (quantized-checkpoints.md): the int8
  * and fp8 recipes, prepared and finalized, on the reference path.

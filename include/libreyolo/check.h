@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The parity harness, as `libreyolo kernels check` runs it: every registered
  * implementation of every op against the portable reference, by the op's

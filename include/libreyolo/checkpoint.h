@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Checkpoints: LibreYOLO .pt files (the zip container PyTorch 1.x and 2.x write,
  * read with a restricted unpickler that accepts only what a state dict needs, as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Export: a loaded model written as an ExecuTorch program (.pte) with the
  * XNNPACK delegate, plus its metadata sidecar (<program>.pte.json), as

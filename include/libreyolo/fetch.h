@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Models fetched on first use into the cache, as LibreYOLO downloads weights.
  *

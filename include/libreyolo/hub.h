@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The kernel hub's state: pinned accelerated providers downloaded at run time
  * (the lock file, the cache, what loaded), as `libreyolo kernels --all` shows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Image files: JPEG, PNG and BMP read into interleaved 8-bit RGB, JPEG or PNG
  * written from it (stb, libstb-dev, and libjpeg-turbo for JPEG where the build

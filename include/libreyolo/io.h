@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Tensor files: NumPy .npy, so anyone can feed the kernels their own data and
  * compare the results with their own reference.

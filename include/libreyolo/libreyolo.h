@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libreyolo: the runtime core of LibreYOLO.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Detectors: load a checkpoint, predict on an image file or a pixel buffer, read
  * the results.

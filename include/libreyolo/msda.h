@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Multi-scale deformable attention (MSDeformAttn), the sampling core of the
  * deformable DETRs (Deformable-DETR, RT-DETR, D-FINE, DEIM/DEIMv2, RF-DETR, ...).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Network-op slots. Each has a portable C reference (src/ops/nn/) that defines the
  * numbers and accelerated providers from optional libraries (oneDNN "onednn",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The ops: their ids (from the manifest, libreyolo/ops.inc) and the parameters
  * each one reads from ly_kernel_call.params.

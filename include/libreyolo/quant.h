@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Quantization: fake-quant (simulated quantization) slots, their qparams helpers,
  * and the packed checkpoint formats.

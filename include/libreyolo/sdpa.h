@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Scaled dot-product attention: the `sdpa` slot and the fused-attention policy.
  *

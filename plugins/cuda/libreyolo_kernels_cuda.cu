@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libreyolo_kernels_cuda.so: multi-scale deformable attention on an NVIDIA GPU,
  * as an out-of-tree provider (include/libreyolo/kernels.h, "Out-of-tree

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The arithmetic of the CUDA ms_deform_attn provider, written in the common
  * subset of C17 and CUDA C++ so that it compiles two ways:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo bench`: picks the benchmark. */
 #include "cli/cli.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `libreyolo bench conv`: every conv2d implementation timed on the convolutions
  * of one LibreYOLO9t forward at 640x640 (yolo9.md §1.2 and keys_LibreYOLO9t.txt:

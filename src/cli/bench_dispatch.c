@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `libreyolo bench kernels --dispatch`: what one call through the registry
  * costs on top of the implementation it reaches. A 16-element add (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `libreyolo bench kernels`: every eligible implementation of every slot timed
  * on one machine in one run, next to this machine's measured copy bandwidth.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `libreyolo bench model`: load time, latency and memory of one detector, and of
  * the same network in ONNX Runtime and PyTorch ("peers", bench/peers/) when they

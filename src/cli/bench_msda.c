@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `libreyolo bench kernels` rows for ms_deform_attn: the forward and backward
  * slots on real model shapes (batch 1), at 1 and 2 threads (or --threads), for

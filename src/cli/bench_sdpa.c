@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The sdpa rows of `libreyolo bench kernels`: the attention shapes of the target
  * models, timed for the reference (manual attention), every eligible accelerated

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `libreyolo` command: one file per subcommand. Each entry takes the
  * arguments after its own name, already normalised (cli_args.h), and returns
  * the process exit code (cli_util.h: LY_EXIT_*, LibreYOLO's codes). */

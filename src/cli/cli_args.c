@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "cli/cli_args.h"
 
 #include "cli/cli_util.h"

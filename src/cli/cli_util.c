@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "cli/cli_util.h"
 
 #include "cli/json_out.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers every subcommand shares: option parsing, usage errors, timing, progress. */
 #ifndef LY_CLI_CLI_UTIL_H
 #define LY_CLI_CLI_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo export`: a checkpoint written as an ExecuTorch program (.pte) with
  * the XNNPACK delegate, and its metadata sidecar (ly_model_export). */
 #include "libreyolo/export.h"

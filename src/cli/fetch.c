@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo fetch`: install a named model into the cache and say where it is. */
 #include "libreyolo/fetch.h"
 #include "cli/cli.h"

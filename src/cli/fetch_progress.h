@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The progress line of a model fetch (`fetch`, and `predict` on first use). */
 #ifndef LY_CLI_FETCH_PROGRESS_H
 #define LY_CLI_FETCH_PROGRESS_H

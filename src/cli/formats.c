@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo formats`: the export formats of this build and, for a model
  * family and task, whether each is validated, available or blocked, and why
  * (LibreYOLO's formats command over its support matrix). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo info`: what a checkpoint holds and what the model expects. */
 #include "cli/cli.h"
 #include "cli/cli_args.h"

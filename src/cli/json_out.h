@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* JSON output of the command's --json modes. */
 #ifndef LY_CLI_JSON_OUT_H
 #define LY_CLI_JSON_OUT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo kernels`: which implementation serves each slot here, and why. */
 #include "libreyolo/kernels.h"
 #include "cli/cli.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo kernels check`: the parity harness (src/kernels/check.h) as a table. */
 #include "cli/cli.h"
 #include "cli/cli_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo kernels run`: one slot on .npy files, so anyone can compare an
  * implementation with their own reference. */
 #include "cli/cli.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `libreyolo` command: global options, then one subcommand per file. */
 #include "cli/cli.h"
 #include "cli/cli_args.h"

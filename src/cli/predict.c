@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo predict`: detections (or a classifier's top-5) on image files, printed for people or
  * as JSON lines for scripts, and annotated copies of the images. */
 #include "cli/cli.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `libreyolo run`: the network alone on a preprocessed .npy input, every raw
  * output written as .npy, for comparison with another implementation. */
 #include "cli/cli.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Files written atomically: into a temporary file next to the target, then
  * fsync'ed and renamed over it, so a reader sees the old file or the whole new
  * one, never a part; on any failure the temporary file is removed and the

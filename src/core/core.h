@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal core services: errors, logging, threads, validation helpers. */
 #ifndef LY_CORE_CORE_H
 #define LY_CORE_CORE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-256/512 through OpenSSL's EVP interface. */
 #include "core/digest.h"
 

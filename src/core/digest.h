@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Content hashes for pinned downloads (internal; OpenSSL's libcrypto). */
 #ifndef LY_CORE_DIGEST_H
 #define LY_CORE_DIGEST_H

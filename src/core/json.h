@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading cJSON values the way every reader here needs them (internal). */
 #ifndef LY_CORE_JSON_H
 #define LY_CORE_JSON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "core/layout.h"
 
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Channel-blocked layouts (ly_layout, libreyolo/kernels.h): a 4-d map of NCHW
  * shape [N, C, H, W] stored as [N][C/B][H][W][B]. The graph and the parity

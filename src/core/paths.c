@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Files the library ships beside itself (the hub lock, plugins), found
  * relative to where the library is at run time, never where it was built:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The program + sidecar pair committed as one unit (see commit.h). */
 #include "export/commit.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The program + sidecar pair written as one unit (executorch.md A3), with a
  * journal so that a crash between the two swaps is undone on the next access.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ly_model_export: LibreYOLO's ExecuTorch exporter (executorch.md A1-A4):
  * options checked in upstream's order with its messages, strict capture of

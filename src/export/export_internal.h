@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Export internals shared by the exporter, the `formats` command and the .pte loader. */
 #ifndef LY_EXPORT_EXPORT_INTERNAL_H
 #define LY_EXPORT_EXPORT_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json.dumps(indent=2, sort_keys=True) for cJSON trees (see json_text.h). */
 #include "export/json_text.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cJSON trees printed exactly as Python's json.dumps(obj, indent=2,
  * sort_keys=True) prints them (ensure_ascii: non-ASCII as \uXXXX escapes;

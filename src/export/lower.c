@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A model graph lowered to an ExecuTorch program with the XNNPACK delegate (see lower.h). */
 #include "export/lower.h"
 

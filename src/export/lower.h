@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A model graph (src/graph/graph.h) lowered to an ExecuTorch program with the
  * XNNPACK delegate, as ExecuTorch's to_edge_transform_and_lower + XNNPACK

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The export support matrix (executorch.md A6, LibreYOLO's export/support.py)
  * restricted to the families this library runs. Resolution follows upstream's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Building and walking a graph (graph.h); plans live in plan.c, runs in run.c. */
 #include "graph/graph_internal.h"
 

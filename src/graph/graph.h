@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The graph: a network of manifest ops over N-d values of any dtype, run
  * through the kernel registry on memory planned once per input shape.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The graph's records, shared by graph.c (building, walking), plan.c (plans)
  * and run.c (contexts, execution). */
 #ifndef LY_GRAPH_GRAPH_INTERNAL_H

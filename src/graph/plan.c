@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Plans (graph.h): shapes, implementations and their states, views, layouts
  * and the arena, made once per (input shapes, threads, selection, registry

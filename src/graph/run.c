@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Contexts and runs (graph.h): an arena laid out for a plan, and the nodes
  * executed on it in order. */
 #include "graph/graph_internal.h"

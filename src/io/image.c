@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Image buffers, and the image-file calls of a build without stb. */
 #include "io/image.h"
 

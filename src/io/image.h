@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Image files (internal side of libreyolo/image.h): the codecs behind it.
  */

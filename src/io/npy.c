@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NumPy .npy reader and writer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The parity harness's driver and its shared runner (see check.h): routes each
  * op to its folder's harness by the manifest's check column, runs the ops whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The parity harness's deterministic generator (internal): splitmix64 seeded
  * from a case's name, so every reported case can be reproduced alone. Shared by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Out-of-tree providers: shared libraries named libreyolo_kernels*.so, found on
  * LIBREYOLO_KERNELS_PATH, in <libdir>/libreyolo/plugins relative to the library

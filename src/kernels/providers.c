@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Loading the providers, once, at the first resolution (unless the selection is
  * off/reference): out-of-tree plugins first, then the built-in providers, so

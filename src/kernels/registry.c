@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The kernel registry.
  *
@@ -8,6 +9,7 @@
  * rare (start-up, plugins, tests), and a retired snapshot is a few hundred bytes.
  */
 #include "core/core.h"
+#include "kernels/hub/hub.h"
 #include "kernels/registry_internal.h"
 #include "ops/ops_internal.h"
 
@@ -309,10 +311,10 @@ static resolution *build_resolution(slot *s, const char *selection, uint64_t gen
 
 /* A selection that names no implementation of any slot is a typo, not a
  * choice: warn once, naming the variable and what it accepts (registry_lock
- * held). Every slot then runs its reference, as it would for 'reference'. */
+ * not held). Every slot then runs its reference, as it would for 'reference'. */
 static void check_selection_names_something(const char *selection)
 {
-    if (!selection[0] || selection_is_reference(selection)) return;
+    if (!selection[0] || selection_is_reference(selection) || ly_hub_pins(selection)) return;
     char names[256] = "";
     size_t n = atomic_load_explicit(&slot_count, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
@@ -342,11 +344,12 @@ static resolution *get_resolution(slot *s, const char *selection)
     uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
     resolution *r = atomic_load_explicit(&s->cache, memory_order_acquire);
     if (r && r->generation == gen && strcmp(r->selection, selection) == 0) return r;
+    /* before the lock: the hub takes its own lock, then the registry's */
+    check_selection_names_something(selection);
     pthread_mutex_lock(&registry_lock);
     gen = atomic_load(&generation);
     r = atomic_load(&s->cache);
     if (!r || r->generation != gen || strcmp(r->selection, selection) != 0) {
-        check_selection_names_something(selection);
         resolution *fresh = build_resolution(s, selection, gen);
         if (fresh) {
             retire(atomic_exchange(&s->cache, fresh));

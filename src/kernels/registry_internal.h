@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The registry's internal surface: what the graph, the parity harness and the
  * loaders (plugins, built-in providers, hub) use beyond the public API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Boxes and labels drawn with a built-in 5x7 font: no font library needed, and
  * the same pixels in every build. */
 #include "models/annotate.h"

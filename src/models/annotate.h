@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Where annotation labels go (internal; src/models/annotate.c, and the test
  * that checks no label hides another or leaves the image). */
 #ifndef LY_MODELS_ANNOTATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Names for checkpoints of 80 classes that carry none (LibreYOLO saves these). */
 #include "models/coco_names.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The 80 COCO class names, in the order of COCO-trained YOLO checkpoints. */
 #ifndef LY_MODELS_COCO_NAMES_H
 #define LY_MODELS_COCO_NAMES_H

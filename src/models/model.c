@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public detector API (libreyolo/model.h): loading picks a recipe and an
  * engine (recipe.h), and every prediction runs preprocess -> engine ->
  * postprocess the same way. */

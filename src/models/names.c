@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Model names, as LibreYOLO's CLI resolves them (cli/config.py and the
  * weights lookup of models/__init__.py): "<family>-<size>" is the file
  * "<prefix><size>.pt", found in the current folder or weights/ (and here also

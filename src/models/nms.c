@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Class-wise NMS (nms.h). */
 #include "models/nms.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Class-wise non-maximum suppression shared by the detector families
  * (internal), as torchvision's batched_nms runs on the CPU, so the same boxes

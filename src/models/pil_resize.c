@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* PIL's Image.resize on 8-bit RGB (pil_resize.h). */
 #include "models/pil_resize.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * PIL's Image.resize(size, BILINEAR | BICUBIC) of 8-bit RGB, bit for bit
  * (Pillow's Resample.c): per output pixel a filter whose support grows with

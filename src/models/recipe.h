@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Recipes and engines (internal): what a model family is, apart from what
  * runs it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every recipe this build has (recipe.h): the one list a new family joins. */
 #include "models/recipe.h"
 

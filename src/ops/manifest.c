@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The op table, derived from the manifest (include/libreyolo/ops.inc). */
 #include "core/core.h"
 #include "ops/ops_internal.h"

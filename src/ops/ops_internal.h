@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the manifest (include/libreyolo/ops.inc) gives the rest of the library:
  * one ly_op_def per op, with its contract, its reference, its parameters and

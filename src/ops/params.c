@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ly_op_params(): the fields of each op's parameters struct (defined next to
  * its contract with LY_PARAMS_FIELDS). */
 #include "core/core.h"

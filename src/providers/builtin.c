@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The table of built-in providers, one entry per optional library or ISA,
  * each compiled only when CMake found what it needs. Registration order sets

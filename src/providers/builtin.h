@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The built-in providers (builtin.c lists them) and the one helper they share.
  * Each provider registers its implementations through the public registry

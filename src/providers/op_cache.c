@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "providers/op_cache.h"
 #include "ops/nn/reference.h"
 

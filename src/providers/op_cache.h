@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the conv2d providers share: a bounded, thread-safe cache of prepared
  * operators (packed weights, library primitives) keyed on the call's weight

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harnesses for every parser of untrusted bytes (tests/fuzz/fuzz_<target>.c, one
  * target each). Built two ways: with clang's -fsanitize=fuzzer for `make fuzz`

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoint files: the zip container, the restricted unpickler and the
  * state-dict reader (ly_checkpoint_open_buffer), then the whole model load
  * (family recognition, the recipe's key checks and builder) from a file. */

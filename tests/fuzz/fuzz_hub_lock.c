@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The kernel hub's lock file (LIBREYOLO_HUB_LOCK), parsed as `libreyolo
  * kernels` reads it: nothing is fetched or loaded. */
 #include "fuzz.h"

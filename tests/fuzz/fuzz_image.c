@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Image files (JPEG through libjpeg-turbo, PNG and BMP through stb, the pixel
  * limit and the PNG inflate bound), read from a file as predict reads them. */
 #include "fuzz.h"

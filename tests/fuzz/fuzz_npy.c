@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* .npy: the magic, the header dictionary, dtypes and shapes. */
 #include "fuzz.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ExecuTorch programs: the header and flatbuffer (verifier and validation),
  * segments and named data, then the "forward" method's load (values, planned
  * buffers, operators, XNNPACK delegates) and, when its inputs are small, one

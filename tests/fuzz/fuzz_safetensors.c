@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* .safetensors: the header JSON, the tensor table and its tiling of the data
  * section, the metadata (class names), then the model load from a file. */
 #include "fuzz.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The .pte.json sidecar, read as ly_model_load reads it beside a program
  * (the program here is empty: every sidecar check runs before it is read). */
 #include "fuzz.h"

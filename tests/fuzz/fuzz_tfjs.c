@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TF.js graph models: model.json (topology, weightsManifest) and its weight
  * shard, then the lowering to our graph. The input is the JSON, a NUL, and
  * the bytes every shard the manifest names reads as. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the harnesses share (fuzz.h). */
 #include "fuzz.h"
 

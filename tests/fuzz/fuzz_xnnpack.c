@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* XNNPACK delegate payloads (the XN00 header and its flatbuffer graph), as
  * the delegate decodes them before building a runtime. */
 #include "fuzz.h"

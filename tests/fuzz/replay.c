@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Replays inputs through one harness without libFuzzer: each argument is a
  * file or a directory (read recursively); a missing one is skipped with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A provider built for a future plugin API: it must be skipped with a warning and
  * none of its registrations may take effect. */
 #include "libreyolo/kernels.h"

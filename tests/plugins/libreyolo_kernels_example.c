@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An example out-of-tree provider. Build it as a shared library named
  * libreyolo_kernels<anything>.so and put it on LIBREYOLO_KERNELS_PATH (or next to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A provider whose kernel always fails at run time: the registry must disable it,
  * warn once, and serve the call from the next implementation. */
 #include "libreyolo/kernels.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A plugin built for plugin API 2 (calls carried one shared ly_kernel_params):
  * the loader must refuse it with a message that says to rebuild it, and none

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ExecuTorch .pte programs (executorch.md A5): LibreYOLO's ExecuTorchBackend,
  * as an engine (recipe.h). The .pte suffix selects it; the metadata sidecar

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Running ExecuTorch programs (internal): the method executor (values,
  * planned memory, KernelCalls on our portable kernels, DelegateCalls) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The "forward" method of an ExecuTorch program, as ExecuTorch's
  * Method::init / execute do it (executorch.md B4): values parsed once,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The method executor's values, shared with the portable kernels (internal). */
 #ifndef LY_BACKENDS_EXECUTORCH_METHOD_INTERNAL_H
 #define LY_BACKENDS_EXECUTORCH_METHOD_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Portable "out" kernels for KernelCalls, on contiguous f32 tensors: what an
  * XNNPACK program keeps outside its delegate (nearest upsample, layer norm, average

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Builds without XNNPACK: the delegate is absent, and programs that need it
  * are refused at load with ExecuTorch's message. */
 #ifndef LY_HAVE_XNNPACK

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The graph engine (recipe.h): a model's network as an ly_graph, each session
  * one of the graph's pooled contexts (its arena), so threads share the graph,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "export/pte/pte_internal.h"
 
 #include <stdlib.h>

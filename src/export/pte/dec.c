@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers for decoding flatbuffers into arena-allocated models. */
 #include "core/core.h"
 #include "export/pte/pte_internal.h"

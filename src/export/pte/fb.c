@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "export/pte/fb.h"
 
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A small FlatBuffers builder and bounds-checked reader (internal to src/export/pte/).
  *

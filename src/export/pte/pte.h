@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The ExecuTorch `.pte` format (ExecuTorch 1.2 shape) and the XNNPACK delegate payload, in memory.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading `.pte` files: header and size checks, flatbuffer verification while the model is
  * built, then the checks ExecuTorch's Program::load, method_meta and Method::init make
  * (spec B1, B4). */

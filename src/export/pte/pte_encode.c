@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Writing `.pte` files: the Program flatbuffer, the eh00 header and the segments (spec B1-B2). */
 #include "core/core.h"
 #include "core/digest.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals of src/export/pte/ shared by its sources and its tests. */
 #ifndef LY_EXPORT_PTE_PTE_INTERNAL_H
 #define LY_EXPORT_PTE_PTE_INTERNAL_H

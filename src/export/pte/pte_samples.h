@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Two small, valid `.pte` programs built with the pte.h model, for tests (header-only, not part
  * of the library). They also show how an exporter fills the model:

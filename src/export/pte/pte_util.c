@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Queries on a `.pte` program model. */
 #include "core/core.h"
 #include "export/pte/pte_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The XNNPACK delegate payload: XH00 header, XNNGraph flatbuffer, inline constants (spec B3). */
 #include "core/core.h"
 #include "export/pte/pte_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Checkpoint reader: LibreYOLO .pt files (torch.save zip archives, PyTorch 1.6+
  * and 2.x layouts) and .safetensors files, into f32/i64 C-contiguous tensors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the checkpoint format readers (PyTorch zip in checkpoint.c, safetensors
  * in safetensors.c) use to fill a ly_checkpoint (internal).

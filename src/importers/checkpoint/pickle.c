@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Restricted unpickler (see pickle.h). The opcode semantics follow CPython's
  * Lib/pickle.py (_Unpickler); the allow-list follows torch/_weights_only_

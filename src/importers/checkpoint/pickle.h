@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Restricted unpickler for checkpoint pickles (internal).
  *

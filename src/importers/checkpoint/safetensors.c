@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * .safetensors reader: an 8-byte little-endian header length N, N bytes of JSON
  *   {"<name>": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Zip reader for torch.save archives (APPNOTE.TXT 6.3, the subset PyTorch's
  * miniz writer produces).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Read-only zip container reader for checkpoints (internal).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TF.js graph-model reader (tfjs.h). The JSON is parsed by cJSON and kept for
  * the model's life: nodes and signature entries point into it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TF.js graph models (internal): a model.json ("format": "graph-model") with
  * the TensorFlow graph as JSON (modelTopology.node[]: name, op, input, attr),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TF.js graph -> ly_graph (tfjs_graph.h). */
 #include "importers/tfjs/tfjs_graph.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A TF.js graph model lowered onto ly_graph (internal).
  *

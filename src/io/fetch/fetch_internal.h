@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals of the model cache (libreyolo/fetch.h): the pinned sources, the npm
  * client, and the .tgz reader. */
 #ifndef LY_IO_FETCH_INTERNAL_H

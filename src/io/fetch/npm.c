@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Running the ordinary npm client: `npm pack <spec> --pack-destination <dir>`
  * downloads a package's tarball exactly as npm installs it (registry, proxy
  * and cache settings are the user's npm configuration), and the pinned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A strict reader for the members of a .tgz (gzip over POSIX ustar, with pax and
  * GNU long-name headers), just enough for npm package tarballs: the archive is
  * hash-checked before it gets here, so strictness is about never mistaking a

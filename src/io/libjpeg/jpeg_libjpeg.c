@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * JPEG decoding with libjpeg-turbo (Debian libjpeg62-turbo-dev), used in place
  * of stb_image for JPEG when the build has it (LY_HAVE_LIBJPEG).

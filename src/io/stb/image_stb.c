@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Image files through stb_image / stb_image_write (libstb provides the code). */
 #include "io/image.h"
 

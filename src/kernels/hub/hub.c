@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hub artifacts: the lock, the cache, verification and loading (see hub.h). */
 #include "kernels/hub/hub.h"
 
@@ -544,6 +545,29 @@ static bool hub_consulted; /* ... with the hub enabled */
 static char hub_lock_error[512];
 static ly_hub_entry *hub_entries;
 static size_t hub_count;
+
+bool ly_hub_pins(const char *name)
+{
+    bool pinned = false, consulted;
+    pthread_mutex_lock(&hub_mutex);
+    consulted = hub_consulted;
+    for (size_t i = 0; i < hub_count && !pinned; i++)
+        pinned = strcmp(hub_entries[i].name, name) == 0;
+    pthread_mutex_unlock(&hub_mutex);
+    if (pinned || consulted) return pinned;
+    /* the hub is off: the lock's names still are not typos */
+    char lock[PATH_MAX];
+    lock_path(lock, sizeof lock);
+    hub_lock parsed;
+    if (lock_read(lock, &parsed) != LY_OK) {
+        ly_clear_error();
+        return false;
+    }
+    for (size_t i = 0; i < parsed.count && !pinned; i++)
+        pinned = strcmp(parsed.providers[i].name, name) == 0;
+    lock_free(&parsed);
+    return pinned;
+}
 
 /* Fill entries from the lock and the cache, without fetching or loading. */
 static ly_status entries_from_lock(const char *lock, ly_hub_entry **entries, size_t *count,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hub artifacts: accelerated providers downloaded at run time as plugin
  * libraries, pinned to an audited revision by a lock file, as LibreYOLO fetches
@@ -40,6 +41,9 @@ void ly_hub_load(void);
 /* Whether LIBREYOLO_HUB_KERNELS disables the hub (0, false, off, no; stripped,
  * case-insensitive). */
 bool ly_hub_disabled_by_env(void);
+/* Whether the lock the hub read this process pins a provider `name` (loaded or
+ * not: the hub has said why not). */
+bool ly_hub_pins(const char *name);
 
 /* Load one plugin library by path (src/kernels/plugin.c). Its registrations are
  * committed only if every one is named `name` and is for one of `slots`; on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HGNetv2 as graph nodes (dfine.h; detr.md 4, LibreYOLO's models/deim/backbone.py). */
 #include "models/dfine/dfine.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Graph building from a checkpoint, for the D-FINE family (builder.h). */
 #include "models/dfine/builder.h"
 

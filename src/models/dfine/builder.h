@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Graph building from a checkpoint for the D-FINE family (internal): weights
  * read by key under a prefix, checked for dtype and shape (every missing or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* D-FINE's decoder layer as graph nodes (dfine.h; detr.md 4.5 and 6). */
 #include "models/dfine/dfine.h"
 

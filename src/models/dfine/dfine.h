@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * D-FINE (internal): the pieces of the deformable-attention DETR decoder built
  * as graph nodes from a LibreYOLO checkpoint (detr.md 4-6). The pieces so far:

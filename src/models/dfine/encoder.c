@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The D-FINE/DEIM hybrid encoder as graph nodes (dfine.h; detr.md 4,
  * LibreYOLO's models/deim/encoder.py). */
 #include "models/dfine/dfine.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* D-FINE's transformer head as graph nodes: query selection, the decoder
  * loop with FDR boxes and LQE (dfine.h; detr.md 4.1-4.7, LibreYOLO's
  * models/deim/decoder.py and fdr.py). */

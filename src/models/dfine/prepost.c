@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* D-FINE's pre- and post-processing, as LibreYOLO's (dfine.h; detr.md 8, 9). */
 #include "models/dfine/dfine.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The recipes of the D-FINE lineage (recipe.h): LibreYOLO's LibreDFINE,
  * LibreDEIM, LibreRTDETRv4 and LibreDEIMv2 (atto-n) checkpoints, their PIL
  * resize and top-K post-processing, their defaults (detr.md 1, 3, 5, 8, 9,

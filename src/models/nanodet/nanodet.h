@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NanoDet's own pre- and post-processing (nanodet.md 2.4), around the network
  * imported from TF.js (internal).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NanoDet's pre- and post-processing (nanodet.h). */
 #include "models/nanodet/nanodet.h"
 

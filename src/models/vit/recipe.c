@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ViT and DeiT recipes (recipe.h): LibreYOLO's LibreViT classifiers
  * (sizes ti, s, b, l; attention-families.md 3) and LibreDeiT (t, s, b: the
  * plain patch-16 224 models, ViT's layout exactly, no distillation token),

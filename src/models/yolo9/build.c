@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * LibreYOLO9 from a state dict: the size table, the key mapping with strict
  * checking, Conv+BN folding, RepConvN merging, and the graph (yolo9.md 1.1-1.6,

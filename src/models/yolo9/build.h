@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * LibreYOLO9 internals shared by build.c, yolo9.c and the tests: the network
  * object and a builder that reads weights through a callback, so tests can

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * LibreYOLO's YOLO9 post-processing (yolo9.md 1.7), with torchvision's
  * batched_nms as it runs on the CPU (models/nms.h), so the same boxes survive:

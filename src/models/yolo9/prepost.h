@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * LibreYOLO's pre- and post-processing around the YOLO9 network (internal;
  * yolo9.md 1.5 and 1.7).

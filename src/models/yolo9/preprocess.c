@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * LibreYOLO's preprocessing (yolo9.md 1.5): letterbox to the top-left of a
  * canvas of 114, cv2.resize INTER_LINEAR, /255, HWC -> CHW.

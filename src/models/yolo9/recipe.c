@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The YOLO9 recipe (recipe.h): LibreYOLO9 checkpoints, LibreYOLO's letterbox
  * and decode, its defaults and export rules. */
 #include "models/recipe.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* LibreYOLO9 from a checkpoint, and its forward pass on the planned graph. */
 #include "models/yolo9/build.h"
 

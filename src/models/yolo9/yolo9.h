@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The LibreYOLO9 network (internal): built from a checkpoint's state dict with
  * Conv+BN folded and RepConvN branches merged at load, run on a memory plan made

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "ops/elementwise/broadcast.h"
 
 #include "core/core.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NumPy broadcasting (right-aligned shapes; each extent equal or 1), shared by
  * the elementwise contracts and references: the output shape, then a walk over

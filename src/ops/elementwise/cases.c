@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Parity cases of the elementwise ops: equal shapes, every kind of broadcast
  * (trailing, leading, both sides, a scalar, 0-d, empty), and the values that

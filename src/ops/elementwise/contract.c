@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Contracts of the elementwise ops (libreyolo/ops.inc, elementwise section):
  * f32 operands of any shapes that broadcast (NumPy rules), the output having

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * References of the elementwise ops: one IEEE operation per element (f32, no
  * contraction), in PyTorch's order where it has one. Broadcasting walks the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parity cases of the index ops: DETR query selection shapes, ties and NaN for
  * topk, both dtypes for cumsum, indices at both ends of the range. */
 #include "kernels/check.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Contracts of the index ops: gather (torch.gather), index_select, topk and
  * cumsum. Indices are i64; the values they select keep their dtype. Whether an

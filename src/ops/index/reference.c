@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * References of the index ops. topk breaks ties by the lower index and ranks
  * NaN above every number, as torch.topk on the CPU; cumsum accumulates f32 in

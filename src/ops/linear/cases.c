@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parity cases of the matrix products: DETR and ViT shapes, tails of the
  * 4-wide loop, broadcast batches, q·kᵀ. */
 #include "kernels/check.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Contracts of the matrix products:
  *   linear  x [..., K], weight [N, K], bias [N] or NULL  ->  [..., N] = x·weightᵀ + bias

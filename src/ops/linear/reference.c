@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * References of the matrix products: every output element is one sequential
  * f32 sum over k from +0, then + bias. linear rounds products and sums

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Parity cases of the ms_deform_attn slots for the harness (kernels/check.h):
  * every implementation but the reference runs next to the reference on the

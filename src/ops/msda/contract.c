@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The contracts of the ms_deform_attn slots (include/libreyolo/msda.h): operand
  * validation with output shapes, and the typed wrappers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared by the ms_deform_attn reference, the AVX2 provider and the parity
  * cases: the geometry of a validated call and the per-sample arithmetic.

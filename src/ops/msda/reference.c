@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The portable reference of ms_deform_attn, forward and backward: it defines the
  * numbers (docs/attention.md states the order in words). Single-threaded and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Parity cases of the network ops (conv2d, pools, upsample, activations, dfl,
  * resize) for the shared harness. Shapes are LibreYOLO9t

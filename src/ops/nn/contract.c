@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The contracts of the network-op slots (include/libreyolo/nn.h): one validator
  * per slot that checks operands and params and gives the output shape, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * References of the network-op slots: plain loops that define the numbers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Portable references of the network-op slots (include/libreyolo/nn.h). They
  * define the numbers; accelerated providers match them within a tolerance.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parity cases of the normalisations: decoder and ViT widths, every axis of a
  * softmax, rows far from zero mean, NaN. */
 #include "kernels/check.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Contracts of the normalisations:
  *   softmax     x (any shape), params.axis              -> [x shape]

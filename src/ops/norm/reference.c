@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * References of the normalisations. Row statistics are summed in double and
  * rounded once, so the numbers do not depend on a summation order (libraries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Parity cases of the quant ops (fake quant forward and backward, unpack),
  * run by the shared runner (src/kernels/check.h).

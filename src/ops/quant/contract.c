@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The contracts of the quantization slots: one validator per slot family (the
  * backward slot reuses its forward's, with the gradient in front) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public E4M3FN conversions: thin wrappers over the integer-only primitives
  * that the reference and the accelerated providers share (quant/numerics.h). */
 #include "libreyolo/quant.h"

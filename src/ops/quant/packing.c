@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The packed checkpoint formats (spec section 3): the contract between a finalized
  * checkpoint and inference, with no variants. unpack(pack(W)) equals the fake-quant

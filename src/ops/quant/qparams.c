@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Qparams helpers: the scales the fake-quant ops compute for themselves when no
  * frozen scale is given, exposed so callers can freeze them and pack with them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The portable reference of the quantization slots. These loops define the numbers
  * (see docs/numerics.md): they are deliberately plain, single-threaded and follow

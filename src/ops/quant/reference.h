@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The portable reference of every quantization slot: the oracle that accelerated
  * implementations must match bit for bit (forward and unpack) or within 1e-6

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Parity cases of the sdpa slot for `libreyolo kernels check` (see check.h for
  * the contract): every implementation but the reference runs next to it on the

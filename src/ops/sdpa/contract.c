@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The sdpa slot's contract (include/libreyolo/sdpa.h): validation, output shape,
  * the reference; the registration of the fused provider; the fused-attention

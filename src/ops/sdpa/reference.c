@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The reference of the sdpa slot: manual attention (scores = (q*scale).k^T
  * [+ masks], softmax, P.v) written as plain loops in the order

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared between the sdpa reference, its providers and its parity cases: the
  * validated call unpacked into plain numbers, and the scalar pieces whose exact
  * operation order every implementation must reproduce (include/libreyolo/sdpa.h). */

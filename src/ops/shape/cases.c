@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parity cases of the shape ops: several dtypes, every axis, negative and
  * clamped bounds, steps, empty extents. */
 #include "kernels/check.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Contracts of the shape ops: reshape, permute, slice and concat move elements
  * of any dtype without arithmetic (their outputs have the input's dtype).

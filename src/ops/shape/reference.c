@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* References of the shape ops: copies, element by element in output order. */
 #include "core/core.h"
 #include "ops/ops_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the shape ops' contract, references and the graph (which runs some of
  * them as views) agree on. */
 #ifndef LY_OPS_SHAPE_SHAPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exp of eight floats, the sdpa reference's expf (ops/sdpa/sdpa_internal.h:
  * ly_sdpa_expf_inline) lane for lane, bit for bit; 0 below its range. For

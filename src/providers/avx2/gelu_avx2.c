@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * GELU (approximate="none") eight at a time: x * 0.5 * (1 + erf(x / sqrt 2))
  * with Abramowitz & Stegun's 7.1.26 for erf (|error| <= 1.5e-7) on the exp of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * matmul eight outputs at a time: each lane one output's chain of fused
  * multiply-adds over k from +0, in the reference's order (ops/linear/

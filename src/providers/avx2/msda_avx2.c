@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ms_deform_attn, AVX2+FMA, multi-threaded: bit-identical to the reference.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
  * backward), the fused sdpa and matmul, all bit-identical to their references; GELU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fused AVX2+FMA provider of the sdpa slot ("avx2"): bit-identical to
  * the reference (src/ops/sdpa/reference.c) on every shape and thread

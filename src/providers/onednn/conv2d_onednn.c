@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conv2d on oneDNN (C API, 2.x): forward-inference convolution with the bias,
  * the activation (eltwise swish alpha = 1 / logistic / relu post-op) and the

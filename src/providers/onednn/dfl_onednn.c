@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dfl with oneDNN's exp: the reference's steps (max over the bins, exp of the
  * difference, sum, weighted sum of the probabilities in bin order), with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * silu and sigmoid on oneDNN's eltwise primitive (swish with alpha = 1,
  * logistic): JIT-vectorised with its own exp, ~10x the reference's scalar expf

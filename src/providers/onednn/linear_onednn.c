@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * linear on oneDNN's matmul, prepared: x [..., K] seen as [M, K], times the
  * weight [N, K] transposed, plus the bias. The weight is reordered once, at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "providers/onednn/onednn_common.h"
 
 #include "core/core.h"

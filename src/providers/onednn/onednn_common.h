@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the oneDNN providers share: one CPU engine and the OpenMP thread count. */
 #ifndef LY_KERNELS_NN_ONEDNN_COMMON_H
 #define LY_KERNELS_NN_ONEDNN_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * max_pool2d and avg_pool2d on oneDNN's pooling primitive, NCHW as it is. Only
  * where oneDNN has a JIT kernel for it (on AVX-512 machines, for most of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The oneDNN provider ("onednn"): conv2d (bias, activation and residual fused),
  * silu and sigmoid, where its vectorised exp replaces libm's expf (~10x), dfl

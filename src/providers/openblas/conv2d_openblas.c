@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conv2d as im2col + cblas_sgemm (OpenBLAS). Per image and group,
  * out[og, pixels] = W[og, cg*kh*kw] x col[cg*kh*kw, pixels]; a 1x1, stride-1,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conv2d on XNNPACK (the 2022 API Debian ships: xnn_create/setup_convolution2d_nhwc_f32).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ExecuTorch's XnnpackBackend on the XNNPACK Debian ships (2022 operator API).
  *

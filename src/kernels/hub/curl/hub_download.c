@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hub downloads through libcurl (built only when CMake found libcurl). */
 #include "kernels/hub/hub.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2 NVFP4 and MXFP4 fake quant: blocks of 16 / 32 along the last dim, each
  * scaled by its own eff and rounded to E2M1 through the literal STE.

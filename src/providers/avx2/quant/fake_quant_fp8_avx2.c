@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2 fake_quant_fp8: s = clamp(scale, min=1e-12); y = clamp(x / s, +-448);
  * q = fp32(e4m3(y)) * s; out = x + (q - x). Same IEEE operations as the

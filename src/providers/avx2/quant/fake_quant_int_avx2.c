@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2 fake-quant of the integer formats: int8 per channel, int8 affine and the
  * grouped int4/int2. Bit-identical to src/ops/quant/reference.c: the same IEEE

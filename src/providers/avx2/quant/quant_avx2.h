@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared 8-lane primitives of the AVX2 quant providers. Include only from
  * *_avx2.c files (they are the ones compiled with -mavx2 -mfma).

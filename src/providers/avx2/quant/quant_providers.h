@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The in-tree accelerated quant implementations. Declarations only: this header
  * is included by providers.c, which registers them and is compiled WITHOUT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2 unpack of the packed 4/2-bit formats (checkpoint layouts, spec section
  * 3): grouped int4/int2 and NVFP4. Codes are expanded eight lanes at a time with
