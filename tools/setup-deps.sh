@@ -5,11 +5,12 @@
 set -euo pipefail
 
 # Build and tests (gcc; clang with ASan/UBSan/TSan), the optional libraries the
-# providers use, the demo's photos (darknet) and the model fetcher (npm).
+# providers use, the demo's photos (darknet), the model fetcher (npm) and the
+# Python package's tests (numpy, pytest, Dask distributed with pandas).
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev libcmocka-dev zlib1g-dev
           libdnnl-dev libopenblas-dev libxnnpack-dev libpthreadpool-dev libstb-dev
           libjpeg62-turbo-dev libssl-dev libcjson-dev libcurl4-openssl-dev flatbuffers-compiler
-          darknet python3)
+          darknet python3 python3-numpy python3-pytest python3-pandas python3-dask python3-distributed)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -216,6 +216,9 @@ static ly_status register_locked(const char *slot_name, const char *name, ly_ker
 /* The manifest's ops, in its order, each with its reference. */
 static void register_builtin_slots(void)
 {
+    /* Settings are read where they apply; an unreadable LIBREYOLO_THREADS is
+     * said here too, at the library's first use, whatever runs later. */
+    (void)ly_threads_resolve(0);
     pthread_mutex_lock(&registry_lock);
     for (int i = 0; i < LY_OP_COUNT; i++) {
         const ly_op_def *def = &ly_op_defs[i];

@@ -24,7 +24,8 @@ for f in bin/libreyolo include/libreyolo/libreyolo.h include/libreyolo/model.h \
     [ -f "$prefix/$f" ] || fail "not installed: $f"
 done
 for f in libreyolo.a libreyolo.so.0 libreyolo.so pkgconfig/libreyolo.pc \
-    cmake/libreyolo/libreyoloConfig.cmake cmake/libreyolo/libreyoloTargets.cmake; do
+    cmake/libreyolo/libreyoloConfig.cmake cmake/libreyolo/libreyoloTargets.cmake \
+    python3/dist-packages/libreyolo_c/__init__.py; do
     [ -e "$libdir/$f" ] || fail "not installed: $libdir/$f"
 done
 readelf -d "$libdir/libreyolo.so" | grep -q 'SONAME.*libreyolo.so.0' || fail "no soname libreyolo.so.0"

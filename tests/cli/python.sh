@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The Python package (python/libreyolo_c) and its Dask entry point, with pytest
+# on this build's libreyolo.so: python/tests. Skipped with a message where
+# Debian's python3-numpy / python3-pytest are missing, or in an instrumented
+# build (its library needs the sanitizer runtime loaded first).
+set -euo pipefail
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+scratch=$2
+build=$(cd "$(dirname "$bin")" && pwd)
+source=$(cd "$(dirname "$0")/../.." && pwd)
+if grep -qE '^LIBREYOLO_(SANITIZE|TSAN):BOOL=ON' "$build/CMakeCache.txt"; then
+    echo "skipped: an instrumented build (python cannot load its library)"
+    exit 0
+fi
+if grep -qE '^LIBREYOLO_WITH_(STB|XNNPACK):BOOL=OFF' "$build/CMakeCache.txt"; then
+    echo "skipped: the portable build (no image codecs, no XNNPACK); the default build runs them"
+    exit 0
+fi
+python=
+for candidate in ${LIBREYOLO_PYTHON:-} python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+        "$candidate" -c "import numpy, pytest" >/dev/null 2>&1; then
+        python=$candidate
+        break
+    fi
+done
+if [ -z "$python" ]; then
+    echo "skipped: no python3 with numpy and pytest (apt-get install python3-numpy python3-pytest)"
+    exit 0
+fi
+mkdir -p "$scratch"
+cd "$source/python/tests"
+LIBREYOLO_LIBRARY=$build/libreyolo.so.0 LIBREYOLO_CLI=$bin PYTHONPATH=$source/python \
+    PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest -q -p no:cacheprovider -p no:logging \
+    -W ignore::DeprecationWarning --basetemp="$scratch/tmp" . 2>&1 | tail -n 20
+exit "${PIPESTATUS[0]}"
