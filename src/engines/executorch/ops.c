@@ -187,6 +187,17 @@ static ly_status avg_pool_call(const et_value *v, const int32_t *a, ly_kernel_ca
     return LY_OK;
 }
 
+/* The shape `op`'s contract gives `call`'s output `index`, which `out` must have. */
+static ly_status expect_inferred(ly_op op, const ly_kernel_call *call, int index,
+                                 const ly_tensor *out, const char *what)
+{
+    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
+    int n_out;
+    ly_status st = ly_kernel_infer_outputs(ly_op_name(op), call, outs, &n_out);
+    if (st != LY_OK) return ly_error_prefix(st, what);
+    return expect_shape(out, outs[index].ndim, outs[index].shape, what);
+}
+
 static ly_status avg_pool_check(const et_value *v, const int32_t *a, size_t n, const char *what)
 {
     ly_status st = count(a, n, 9, what);
@@ -196,11 +207,7 @@ static ly_status avg_pool_check(const et_value *v, const int32_t *a, size_t n, c
     ly_pool2d_params params;
     if (st == LY_OK) st = avg_pool_call(v, a, &call, &params, what);
     if (st != LY_OK) return st;
-    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
-    int n_out;
-    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_AVG_POOL2D), &call, outs, &n_out);
-    if (st != LY_OK) return ly_error_prefix(st, what);
-    return expect_shape(&v[a[7]].t, outs[0].ndim, outs[0].shape, what);
+    return expect_inferred(LY_OP_AVG_POOL2D, &call, 0, &v[a[7]].t, what);
 }
 
 static ly_status avg_pool_run(et_value *v, const int32_t *a, size_t n, int threads)
@@ -745,13 +752,8 @@ static ly_status topk_check(const et_value *v, const int32_t *a, size_t n, const
     ly_kernel_call call;
     ly_topk_params p;
     if (st == LY_OK) st = topk_call(v, a, &call, &p, what);
-    if (st != LY_OK) return st;
-    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
-    int n_out;
-    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_TOPK), &call, outs, &n_out);
-    if (st != LY_OK) return ly_error_prefix(st, what);
-    st = expect_shape(&v[a[5]].t, outs[0].ndim, outs[0].shape, what);
-    return st == LY_OK ? expect_shape(&v[a[6]].t, outs[1].ndim, outs[1].shape, what) : st;
+    if (st == LY_OK) st = expect_inferred(LY_OP_TOPK, &call, 0, &v[a[5]].t, what);
+    return st == LY_OK ? expect_inferred(LY_OP_TOPK, &call, 1, &v[a[6]].t, what) : st;
 }
 
 static ly_status topk_run(et_value *v, const int32_t *a, size_t n, int threads)
@@ -790,11 +792,7 @@ static ly_status index_select_check(const et_value *v, const int32_t *a, size_t 
     ly_kernel_call call;
     ly_gather_params p;
     index_select_call((et_value *)v, a, &call, &p);
-    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
-    int n_out;
-    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_INDEX_SELECT), &call, outs, &n_out);
-    if (st != LY_OK) return ly_error_prefix(st, what);
-    return expect_shape(&v[a[3]].t, outs[0].ndim, outs[0].shape, what);
+    return expect_inferred(LY_OP_INDEX_SELECT, &call, 0, &v[a[3]].t, what);
 }
 
 static ly_status index_select_run(et_value *v, const int32_t *a, size_t n, int threads)
@@ -837,11 +835,7 @@ static ly_status msda_check(const et_value *v, const int32_t *a, size_t n, const
     ly_kernel_call call;
     ly_ms_deform_attn_params p;
     msda_call((et_value *)v, a, &call, &p);
-    ly_tensor outs[LY_KERNEL_MAX_OUTPUTS];
-    int n_out;
-    st = ly_kernel_infer_outputs(ly_op_name(LY_OP_MS_DEFORM_ATTN), &call, outs, &n_out);
-    if (st != LY_OK) return ly_error_prefix(st, what);
-    return expect_shape(&v[a[6]].t, outs[0].ndim, outs[0].shape, what);
+    return expect_inferred(LY_OP_MS_DEFORM_ATTN, &call, 0, &v[a[6]].t, what);
 }
 
 static ly_status msda_run(et_value *v, const int32_t *a, size_t n, int threads)

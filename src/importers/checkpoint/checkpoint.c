@@ -896,45 +896,43 @@ ly_status ly_checkpoint_tensor_at(const ly_checkpoint *ck, size_t index, const c
     return LY_OK;
 }
 
-ly_status ly_checkpoint_find(const ly_checkpoint *ck, const char *name, ly_tensor *view)
+/* The tensor named `name` (binary search of the sorted table), or NULL with
+ * LY_E_NOT_FOUND set. */
+static const ck_tensor *find_tensor(const ly_checkpoint *ck, const char *name)
 {
-    if (!ck || !name)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_checkpoint_find: %s is NULL",
-                            !ck ? "checkpoint" : "name");
     size_t lo = 0, hi = ck->count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(ck->sorted[mid]->name, name);
-        if (c == 0) {
-            if (view) *view = ck->sorted[mid]->t;
-            return LY_OK;
-        }
+        if (c == 0) return ck->sorted[mid];
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return ly_set_error(LY_E_NOT_FOUND, "%s: no tensor named '%s'", ck->context, name);
+    ly_set_error(LY_E_NOT_FOUND, "%s: no tensor named '%s'", ck->context, name);
+    return NULL;
+}
+
+ly_status ly_checkpoint_find(const ly_checkpoint *ck, const char *name, ly_tensor *view)
+{
+    if (!ck || !name)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_checkpoint_find: %s is NULL",
+                            !ck ? "checkpoint" : "name");
+    const ck_tensor *t = find_tensor(ck, name);
+    if (!t) return LY_E_NOT_FOUND;
+    if (view) *view = t->t;
+    return LY_OK;
 }
 
 ly_status ly_checkpoint_stored_dtype(const ly_checkpoint *ck, const char *name, const char **dtype)
 {
     if (!ck || !name || !dtype)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_checkpoint_stored_dtype: NULL argument");
-    size_t lo = 0, hi = ck->count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(ck->sorted[mid]->name, name);
-        if (c == 0) {
-            *dtype = ly_elem_name(ck->sorted[mid]->stored);
-            return LY_OK;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return ly_set_error(LY_E_NOT_FOUND, "%s: no tensor named '%s'", ck->context, name);
+    const ck_tensor *t = find_tensor(ck, name);
+    if (!t) return LY_E_NOT_FOUND;
+    *dtype = ly_elem_name(t->stored);
+    return LY_OK;
 }
 
 static const ck_meta *meta_find(const ly_checkpoint *ck, const char *key)
