@@ -63,12 +63,12 @@ test-portable: deps
 
 # The tests that share a graph or a model between threads, under clang's
 # ThreadSanitizer, with the optional libraries off (uninstrumented OpenMP in
-# oneDNN would report its own synchronisation).
+# oneDNN would report its own synchronisation). Only those tests are built.
 TSAN_TESTS = test_threads|test_graph|test_registry
 test-tsan: deps
 	@$(CMAKE) -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DLIBREYOLO_TSAN=ON \
 		-DLIBREYOLO_WITH_ONEDNN=OFF -DLIBREYOLO_WITH_XNNPACK=OFF -DLIBREYOLO_WITH_OPENBLAS=OFF -DLIBREYOLO_WITH_CUDA=OFF >/dev/null
-	@$(CMAKE) --build $(BUILD_TSAN) -j$(JOBS) $(call QUIET_BUILD,$(BUILD_TSAN))
+	@$(CMAKE) --build $(BUILD_TSAN) -j$(JOBS) --target $(subst |, ,$(TSAN_TESTS)) $(call QUIET_BUILD,$(BUILD_TSAN))
 	cd $(BUILD_TSAN) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -j$(JOBS) -R '^($(TSAN_TESTS))$$'
 	@tools/test-summary.sh $(BUILD_TSAN)
 

@@ -633,7 +633,7 @@ ly_status ly_check_case_random(ly_check_case *c, int index, int ndim, const int6
 {
     float *p = ly_check_case_input(c, index, LY_F32, ndim, shape);
     if (!p) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
-    ly_check_rng r = {*seed};
+    ly_check_rng r = {.state = *seed};
     int64_t n = ly_tensor_numel(&c->in[index]);
     for (int64_t i = 0; i < n; i++)
         p[i] = (float)(ly_check_rng_unit(&r) * 2.0 - 1.0) * scale;

@@ -37,7 +37,7 @@ static void sprinkle(ly_tensor *t, uint64_t seed)
     static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -3e38f};
     float *p = t->data;
     int64_t n = ly_tensor_numel(t);
-    ly_check_rng r = {seed};
+    ly_check_rng r = {.state = seed};
     for (int64_t i = 0; i < n; i++)
         if (ly_check_rng_below(&r, 16) == 0)
             p[i] = specials[ly_check_rng_below(&r, sizeof specials / sizeof specials[0])];

@@ -14,7 +14,7 @@ static ly_status indices(ly_check_case *c, int slot, int ndim, const int64_t *sh
 {
     int64_t *p = ly_check_case_input(c, slot, LY_I64, ndim, shape);
     if (!p) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
-    ly_check_rng r = {seed};
+    ly_check_rng r = {.state = seed};
     int64_t n = ly_tensor_numel(&c->in[slot]);
     for (int64_t i = 0; i < n; i++)
         p[i] = i == 0 ? 0 : i == 1 ? bound - 1 : (int64_t)ly_check_rng_below(&r, (uint64_t)bound);

@@ -201,7 +201,7 @@ static bool materialize(mcase *c, const char *slot)
     snprintf(c->name, sizeof c->name, "%s %s loc=%s values=%s%s", s->name,
              v->mode == LY_MSDA_DISCRETE ? "discrete" : "bilinear", loc_names[v->loc],
              val_names[v->val], c->misaligned ? " misaligned" : "");
-    rng r = {ly_check_seed(slot, c->name)};
+    rng r = {.state = ly_check_seed(slot, c->name)};
     c->params = (ly_ms_deform_attn_params){.mode = v->mode};
     int base = c->backward ? 1 : 0;
 

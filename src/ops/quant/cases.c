@@ -604,7 +604,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
     }
     if (variant[0]) append(c->name, sizeof c->name, " %s", variant);
     if (s->ordinal & 1) append(c->name, sizeof c->name, " misaligned");
-    r.state = ly_check_seed(slot, c->name);
+    r = (rng){.state = ly_check_seed(slot, c->name)};
 
     if (is_unpack(s->kind)) {
         bool nv = s->kind == K_UNPACK_NVFP4;

@@ -325,7 +325,7 @@ static void materialize(sdpa_case *c, const char *slot, const case_spec *spec)
              "] %s mask=%s scale=%s%s",
              s->name, s->B, s->H, s->Nq, s->Nk, s->d, s->dv, value_names[spec->values],
              mask_names[spec->mask], scale_names[spec->scale], mis ? " misaligned" : "");
-    ly_check_rng r = {ly_check_seed(slot, c->name)};
+    ly_check_rng r = {.state = ly_check_seed(slot, c->name)};
     c->params = (ly_sdpa_params){.scale = scales[spec->scale]};
     int64_t qs[4] = {s->B, s->H, s->Nq, s->d}, ks[4] = {s->B, s->H, s->Nk, s->d},
             vs[4] = {s->B, s->H, s->Nk, s->dv};
