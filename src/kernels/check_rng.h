@@ -12,8 +12,9 @@
 
 typedef struct ly_check_rng {
     uint64_t state;
-    float spare; /* Box-Muller's second value, */
-    int has_spare; /* handed out by the next call */
+    /* Box-Muller's second value, handed out by the next call */
+    float spare;
+    int has_spare;
 } ly_check_rng;
 
 static inline uint64_t ly_check_rng_next(ly_check_rng *r)
