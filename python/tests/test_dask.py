@@ -4,6 +4,7 @@
 rows exactly, one model load per worker, failing images as error rows, and no
 row lost or duplicated when a worker is killed mid-run."""
 import os
+import signal
 import time
 
 import pytest
@@ -12,6 +13,7 @@ distributed = pytest.importorskip("distributed", reason="python3-distributed is 
 pytest.importorskip("dask.dataframe", reason="python3-dask / python3-pandas are not installed")
 
 from distributed import Client, LocalCluster  # noqa: E402
+import pandas as pd  # noqa: E402
 
 import libreyolo_c.dask as lyd  # noqa: E402
 
@@ -47,24 +49,42 @@ def test_rows_equal_single_process(cluster, detector_path, images, tmp_path):
     assert all(v == 1 for v in loads.values()), loads  # once per worker, not per task
 
 
-@pytest.mark.skipif(not os.environ.get("LIBREYOLO_TEST_DASK_KILL"),
-                    reason="opt-in (LIBREYOLO_TEST_DASK_KILL=1): with Debian's distributed "
-                           "2022.12 the recomputation after a kill sometimes never completes")
+def distinct_paths(images, tmp_path, count):
+    """`count` paths, each its own file name (a link to one of the images): no two
+    partitions have the same contents, so no two tasks share a key."""
+    folder = tmp_path / "distinct"
+    folder.mkdir()
+    paths = []
+    for i in range(count):
+        link = folder / f"{i:04d}{os.path.splitext(images[i % len(images)])[1]}"
+        link.symlink_to(images[i % len(images)])
+        paths.append(str(link))
+    return paths
+
+
 def test_worker_killed_mid_run(cluster, detector_path, images, tmp_path):
     _, client = cluster
-    paths = images * 70
-    want = lyd.rows_for_paths(paths, detector_path, 1, **OPTIONS)
+    paths = distinct_paths(images, tmp_path, 150)
+    # A path's rows depend on its image only (the first test compares whole runs):
+    # the expected rows are each image's rows under the path's own name.
+    per_image = {image: lyd.rows_for_paths([image], detector_path, 1, **OPTIONS)
+                 for image in images}
+    want = pd.concat([per_image[os.path.realpath(p)].assign(path=p) for p in paths],
+                     ignore_index=True)
     df = lyd.predict_paths(client, paths, model=detector_path, partition_size=5, **OPTIONS)
     future = client.compute(df)
     deadline = time.time() + 120
-    while time.time() < deadline and not future.done():  # a partition or more done, not all
+    while time.time() < deadline and not future.done():  # some partitions done, not all
         if client.run_on_scheduler(lambda dask_scheduler: sum(
-                t.state == "memory" for t in dask_scheduler.tasks.values())) >= 1:
+                t.state == "memory" for t in dask_scheduler.tasks.values())) >= 4:
             break
         time.sleep(0.02)
     assert not future.done(), "the job finished before a worker could be killed"
-    victim = sorted(client.scheduler_info()["workers"])[0]
-    client.run(os._exit, 1, workers=[victim], on_error="ignore")  # the nanny starts another
+    # SIGKILL from outside, as the OOM killer or a lost machine would: the worker
+    # neither answers nor says goodbye; its nanny starts another.
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[0]
+    os.kill(pids[victim], signal.SIGKILL)
     got = future.result(timeout=240).reset_index(drop=True)
     assert len(got) == len(want)
     assert got.equals(want), "rows lost or duplicated after a worker died"
