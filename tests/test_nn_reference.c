@@ -582,6 +582,55 @@ static void test_conv2d_bad_calls(void **state)
     expect_status(ly_op_name(LY_OP_CONV2D), &call, LY_E_INVALID_ARGUMENT);
 }
 
+/* conv2d_int8: the input quantized on [lo, hi] (scale 1/51, zero point -128 + 51:
+ * here lo = -1, hi = 4), the codes times their channel's scale, then conv2d. */
+static void test_conv2d_int8(void **state)
+{
+    (void)state;
+    buf x, sc, lo, hi, y, bad;
+    int8_t codes[2 * 2] = {1, -2, 127, -128};
+    ly_tensor w;
+    assert_int_equal(ly_tensor_init(&w, codes, LY_I8, 4, (int64_t[]){2, 2, 1, 1}), LY_OK);
+    ly_kernel_call call = new_call();
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    call.params = &p;
+    /* 0.5 and 10 (clamped to hi) on channel 0, -3 (clamped to lo) and 1 on channel 1 */
+    call.in[0] = make(&x, 4, (int64_t[]){1, 2, 1, 2}, (const float[]){0.5f, 10.0f, -3.0f, 1.0f});
+    call.in[1] = &w;
+    call.in[4] = make(&sc, 1, (int64_t[]){2}, (const float[]){0.5f, 0.25f});
+    call.in[5] = make(&lo, 1, (int64_t[]){1}, (const float[]){-1.0f});
+    call.in[6] = make(&hi, 1, (int64_t[]){1}, (const float[]){4.0f});
+    call.out[0] = make_out(&y, 4, (int64_t[]){1, 2, 1, 2});
+    run_ref(ly_op_name(LY_OP_CONV2D_INT8), &call);
+    float s = 5.0f / 255.0f, zp = -128.0f + 51.0f;
+    float xq[4];
+    const float xv[4] = {0.5f, 10.0f, -3.0f, 1.0f};
+    for (int i = 0; i < 4; i++) {
+        float code = fminf(fmaxf(zp + nearbyintf(xv[i] * (1.0f / s)), -128.0f), 127.0f);
+        xq[i] = (float)(((double)code - zp) * s);
+    }
+    float want[4];
+    for (int o = 0; o < 2; o++)
+        for (int px = 0; px < 2; px++)
+            want[o * 2 + px] =
+                xq[px] * (codes[o * 2] * sc.data[o]) + xq[2 + px] * (codes[o * 2 + 1] * sc.data[o]);
+    expect(y.data, want, 4, 1e-6);
+    assert_true(fabsf(y.data[1] - (xq[1] * 0.5f + xq[3] * -1.0f)) < 1e-6f);
+
+    ly_kernel_call good = call;
+    w.dtype = LY_F32; /* float weights: conv2d's, not this op's */
+    expect_status(ly_op_name(LY_OP_CONV2D_INT8), &call, LY_E_DTYPE);
+    w.dtype = LY_I8;
+    call.in[4] = make(&bad, 1, (int64_t[]){3}, NULL);
+    expect_status(ly_op_name(LY_OP_CONV2D_INT8), &call, LY_E_SHAPE);
+    call = good;
+    call.in[6] = NULL;
+    expect_status(ly_op_name(LY_OP_CONV2D_INT8), &call, LY_E_INVALID_ARGUMENT);
+    call = good;
+    call.in[5] = make(&bad, 1, (int64_t[]){2}, NULL);
+    expect_status(ly_op_name(LY_OP_CONV2D_INT8), &call, LY_E_SHAPE);
+}
+
 static void test_other_slots_bad_calls(void **state)
 {
     (void)state;
@@ -695,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_silu_sigmoid),
         cmocka_unit_test(test_dfl),
         cmocka_unit_test(test_conv2d_bad_calls),
+        cmocka_unit_test(test_conv2d_int8),
         cmocka_unit_test(test_other_slots_bad_calls),
         cmocka_unit_test(test_infer_outputs),
     };

@@ -14,10 +14,23 @@
  *                      LY_ACT_LEAKY_RELU)
  *                      out: [N, O, Ho, Wo] = act(conv(x, weight) + bias) + residual,
  *                      Ho = (H + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for W)
- *  max_pool2d          in: x   params: kernel, stride, padding (pads are -inf)   out: [N, C, Ho,
- * Wo] avg_pool2d          in: x   params: kernel, stride, padding, count_include_pad  out: [N, C,
- * Ho, Wo] upsample_nearest2d  in: x   params: scale                      out: [N, C, H*scale,
- * W*scale] concat              in: up to 8 tensors equal but on `axis`   params: axis   out: joined
+ *  conv2d_int8         the convolution of a quantized Conv2d module (LibreYOLO's int8
+ *                      recipe) on its codes:
+ *                      in: x, weight codes [O, C/groups, kh, kw] (int8), bias, residual
+ *                          as conv2d; weight scale [O] (f32); the input's calibrated
+ *                          lo [1] and hi [1] (f32)
+ *                      params: as conv2d
+ *                      out: conv2d(fake_quant_int8_affine(x, lo, hi), codes * scale[o])
+ *                      with bias, activation and residual as conv2d. The reference
+ *                      computes exactly that in f32; an execute provider sums the
+ *                      integer codes (exact in int32) and scales once per output.
+ *  max_pool2d          in: x   params: kernel, stride, padding (pads are -inf)
+ *                      out: [N, C, Ho, Wo]
+ *  avg_pool2d          in: x   params: kernel, stride, padding, count_include_pad
+ *                      out: [N, C, Ho, Wo]
+ *  upsample_nearest2d  in: x   params: scale   out: [N, C, H*scale, W*scale]
+ *  concat              in: up to 8 tensors equal but on `axis`   params: axis
+ *                      out: joined
  *  silu, sigmoid       in: x (any shape)                          out: [x shape]
  *  add                 in: a, b (any shape, the same)             out: a + b
  *  resize_bilinear2d   in: x [N, C, H, W]

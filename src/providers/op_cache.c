@@ -32,33 +32,39 @@ static uint64_t mix(uint64_t h, uint32_t v)
     return h;
 }
 
-static uint32_t bits_of(const float *p)
+/* Element i of `t` as up to 32 bits (f32, or int8 codes widened). */
+static uint32_t bits_of(const ly_tensor *t, int64_t i)
 {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
+    size_t size = ly_dtype_size(t->dtype);
+    uint32_t v = 0;
+    memcpy(&v, (const char *)t->data + (size_t)i * size, size < sizeof v ? size : sizeof v);
     return v;
 }
 
-static uint64_t fingerprint(const ly_tensor *weight, const ly_tensor *bias)
+/* The weight sampled; the small per-channel inputs (bias, and conv2d_int8's
+ * weight scales and input range) whole. */
+static uint64_t fingerprint(const ly_kernel_call *call)
 {
     uint64_t h = 0xcbf29ce484222325ull;
+    const ly_tensor *weight = call->in[1];
     int64_t n = ly_tensor_numel(weight);
-    const float *w = weight->data;
     int64_t step = n > FINGERPRINT_SAMPLES ? n / FINGERPRINT_SAMPLES : 1;
     for (int64_t i = 0; i < n; i += step)
-        h = mix(h, bits_of(&w[i]));
-    if (n > 0) h = mix(h, bits_of(&w[n - 1]));
-    if (bias) {
-        const float *b = bias->data;
-        for (int64_t i = 0; i < ly_tensor_numel(bias); i++)
-            h = mix(h, bits_of(&b[i]));
+        h = mix(h, bits_of(weight, i));
+    if (n > 0) h = mix(h, bits_of(weight, n - 1));
+    static const int whole[] = {2, 4, 5, 6};
+    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) {
+        const ly_tensor *t = call->in[whole[k]];
+        if (!t) continue;
+        for (int64_t i = 0; i < ly_tensor_numel(t); i++)
+            h = mix(h, bits_of(t, i));
     }
     return h;
 }
 
 uint64_t ly_conv_fingerprint(const ly_kernel_call *call)
 {
-    return fingerprint(call->in[1], call->in[2]);
+    return fingerprint(call);
 }
 
 void ly_conv_key_init(ly_conv_key *key, const ly_kernel_call *call, int threads)

@@ -28,6 +28,10 @@ typedef struct nn_case {
     {                                                                                              \
         LY_OP_CONV2D, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res               \
     }
+#define INT8(name, c, h, w, o, k, s, p, g, act, bias, res)                                         \
+    {                                                                                              \
+        LY_OP_CONV2D_INT8, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res          \
+    }
 #define POOL(op, name, c, h, w, k, s, p)                                                           \
     {                                                                                              \
         op, name, 1, c, h, w, 0, k, k, s, s, p, p, 1, 1, 1, LY_ACT_NONE, false, false              \
@@ -55,6 +59,12 @@ static const nn_case cases[] = {
     CONV("blocked 32->16 1x1 s1 8x8", 32, 8, 8, 16, 1, 1, 0, 1, LY_ACT_NONE, true, true),
     {LY_OP_CONV2D, "odd 5->7 3x5 s(2,1) p(1,2) d(1,2)", 1, 5, 11, 13, 7, 3, 5, 2, 1, 1, 2, 1, 2, 1,
      LY_ACT_NONE, false, false},
+    INT8("int8 16->16 3x3 +res 24x24", 16, 24, 24, 16, 3, 1, 1, 1, LY_ACT_SILU, true, true),
+    INT8("int8 elan 48->24 1x1 20x20", 48, 20, 20, 24, 1, 1, 0, 1, LY_ACT_SILU, true, false),
+    INT8("int8 down 32->64 3x3 s2 19x19", 32, 19, 19, 64, 3, 2, 1, 1, LY_ACT_SILU, true, false),
+    INT8("int8 64->64 3x3 silu 16x16", 64, 16, 16, 64, 3, 1, 1, 1, LY_ACT_SILU, true, false),
+    INT8("int8 depthwise 8 3x3 9x9", 8, 9, 9, 8, 3, 1, 1, 8, LY_ACT_NONE, true, false),
+    INT8("int8 odd 5->7 3x3 no bias 11x13", 5, 11, 13, 7, 3, 1, 1, 1, LY_ACT_NONE, false, false),
     POOL(LY_OP_MAX_POOL2D, "sppf 5x5 s1 p2 20x20", 64, 20, 20, 5, 1, 2),
     POOL(LY_OP_MAX_POOL2D, "stem 3x3 s2 p1 33x33", 32, 33, 33, 3, 2, 1),
     POOL(LY_OP_AVG_POOL2D, "avg 2x2 s2 40x40", 32, 40, 40, 2, 2, 0),
@@ -78,6 +88,34 @@ static const nn_case *find_case(ly_op op, int index)
     return NULL;
 }
 
+/* conv2d_int8's codes (every int8 value, -128 included), scales near a
+ * per-channel absmax / 127 and an input range that clamps some of x (drawn in
+ * [-3, 3]) and, for most cases, has a zero point other than 0. */
+static ly_status int8_operands(ly_check_case *out, const int64_t ws[4], float fan_in,
+                               uint64_t *seed)
+{
+    ly_check_rng r = {.state = *seed};
+    int8_t *codes = ly_check_case_input(out, 1, LY_I8, 4, ws);
+    int64_t one = 1, o = ws[0];
+    float *scale = ly_check_case_input(out, 4, LY_F32, 1, &o);
+    float *lo = ly_check_case_input(out, 5, LY_F32, 1, &one);
+    float *hi = ly_check_case_input(out, 6, LY_F32, 1, &one);
+    if (!codes || !scale || !lo || !hi)
+        return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+    int64_t n = ws[0] * ws[1] * ws[2] * ws[3];
+    for (int64_t i = 0; i < n; i++)
+        codes[i] = (int8_t)((int)ly_check_rng_below(&r, 256) - 128);
+    for (int64_t i = 0; i < o; i++)
+        scale[i] = (float)(0.5 + ly_check_rng_unit(&r)) * (2.0f / sqrtf(fan_in)) / 127.0f;
+    static const float ranges[][2] = {{-2.5f, 2.5f}, {-0.2785f, 2.9f}, {-1.0f, 1.75f}};
+    const float *range = ranges[ly_check_rng_below(&r, 3)];
+    *lo = range[0];
+    *hi = range[1];
+    out->constant[4] = out->constant[5] = out->constant[6] = true;
+    *seed = r.state;
+    return LY_OK;
+}
+
 static ly_status build(ly_op op, int index, ly_check_case *out)
 {
     const nn_case *c = find_case(op, index);
@@ -91,7 +129,8 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
         int64_t ds[3] = {c->n, c->c, c->h};
         return ly_check_case_random(out, 0, 3, ds, 4.0f, &seed);
     }
-    case LY_OP_CONV2D: {
+    case LY_OP_CONV2D:
+    case LY_OP_CONV2D_INT8: {
         ly_conv2d_params p = LY_CONV2D_DEFAULTS;
         p.stride[0] = c->sh, p.stride[1] = c->sw;
         p.padding[0] = c->ph, p.padding[1] = c->pw;
@@ -102,9 +141,13 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
         ly_check_case_params(out, &p, sizeof p);
         int64_t ws[4] = {c->o, c->c / c->groups, c->kh, c->kw}, bs[1] = {c->o};
         float fan_in = (float)(ws[1] * c->kh * c->kw);
-        if ((st = ly_check_case_random(out, 0, 4, xs, 3.0f, &seed)) != LY_OK ||
-            (st = ly_check_case_random(out, 1, 4, ws, 2.0f / sqrtf(fan_in), &seed)) != LY_OK)
+        if ((st = ly_check_case_random(out, 0, 4, xs, 3.0f, &seed)) != LY_OK) return st;
+        if (op == LY_OP_CONV2D_INT8) {
+            if ((st = int8_operands(out, ws, fan_in, &seed)) != LY_OK) return st;
+        } else if ((st = ly_check_case_random(out, 1, 4, ws, 2.0f / sqrtf(fan_in), &seed)) !=
+                   LY_OK) {
             return st;
+        }
         out->constant[1] = true;
         if (c->bias) {
             if ((st = ly_check_case_random(out, 2, 1, bs, 0.5f, &seed)) != LY_OK) return st;
@@ -145,6 +188,7 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
     }
 
 NN_CASES(CONV2D, conv2d)
+NN_CASES(CONV2D_INT8, conv2d_int8)
 NN_CASES(MAX_POOL2D, max_pool2d)
 NN_CASES(AVG_POOL2D, avg_pool2d)
 NN_CASES(UPSAMPLE_NEAREST2D, upsample_nearest2d)

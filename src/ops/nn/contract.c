@@ -93,17 +93,18 @@ static ly_status out_extent(const char *slot, const char *axis, int64_t in, int6
 
 /* ---- conv2d -------------------------------------------------------------------------- */
 
-ly_status ly_contract_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
-                             int *n_out)
+/* What conv2d and conv2d_int8 share: x, the window, the weight (of `weight_dtype`),
+ * bias and residual. */
+static ly_status contract_conv(const char *slot, ly_dtype weight_dtype, const ly_kernel_call *call,
+                               ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
-    const char *slot = ly_op_name(LY_OP_CONV2D);
     TRY(check_call(slot, call, out, n_out));
     const ly_conv2d_params *p = call->params;
     const ly_tensor *x = call->in[0], *w = call->in[1], *bias = call->in[2],
                     *residual = call->in[3];
     TRY(check_operand(slot, x, "x"));
     TRY(check_ndim(slot, x, "x", 4, "([N, C, H, W])"));
-    TRY(check_operand(slot, w, "weight"));
+    TRY(ly_check_operand(w, slot, "weight", weight_dtype));
     TRY(check_ndim(slot, w, "weight", 4, "([O, C / groups, kh, kw])"));
     TRY(check_pair(slot, "stride", p->stride, 1, MAX_WINDOW_PARAM));
     TRY(check_pair(slot, "padding", p->padding, 0, MAX_WINDOW_PARAM));
@@ -156,6 +157,39 @@ ly_status ly_contract_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
     if (residual) {
         TRY(check_operand(slot, residual, "residual"));
         TRY(ly_check_same_shape(&out[0], "the output", residual, "conv2d: residual"));
+    }
+    return LY_OK;
+}
+
+ly_status ly_contract_conv2d(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                             int *n_out)
+{
+    return contract_conv(ly_op_name(LY_OP_CONV2D), LY_F32, call, out, n_out);
+}
+
+/* in[4] the weight scales [O], in[5] and in[6] the input's calibrated range. */
+ly_status ly_contract_conv2d_int8(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                  int *n_out)
+{
+    const char *slot = ly_op_name(LY_OP_CONV2D_INT8);
+    TRY(contract_conv(slot, LY_I8, call, out, n_out));
+    const ly_tensor *scale = call->in[4], *lo = call->in[5], *hi = call->in[6];
+    int64_t o = call->in[1]->shape[0];
+    TRY(check_operand(slot, scale, "weight scale"));
+    if (scale->ndim != 1 || scale->shape[0] != o) {
+        char ss[128];
+        return ly_set_error(LY_E_SHAPE,
+                            "%s: weight scale: shape %s, expected [%lld] (one per output channel)",
+                            slot, ly_shape_str(scale, ss, sizeof ss), (long long)o);
+    }
+    const ly_tensor *range[2] = {lo, hi};
+    const char *names[2] = {"input lo", "input hi"};
+    for (int i = 0; i < 2; i++) {
+        TRY(check_operand(slot, range[i], names[i]));
+        if (ly_tensor_numel(range[i]) != 1)
+            return ly_set_error(LY_E_SHAPE, "%s: %s: %lld elements, expected 1 (the calibrated %s)",
+                                slot, names[i], (long long)ly_tensor_numel(range[i]),
+                                i ? "maximum" : "minimum");
     }
     return LY_OK;
 }

@@ -204,6 +204,46 @@ ly_status ly_ref_conv2d(const ly_kernel_call *call)
     return LY_OK;
 }
 
+/* conv2d_int8 as its contract reads: the input through the int8 affine
+ * fake-quant reference, the codes times their channel's scale, then conv2d's
+ * reference on the two f32 tensors. */
+ly_status ly_ref_conv2d_int8(const ly_kernel_call *call)
+{
+    const ly_tensor *x = call->in[0], *codes = call->in[1], *scale = call->in[4];
+    ly_tensor xq = *x, w = *codes;
+    w.dtype = LY_F32;
+    int64_t nx = ly_tensor_numel(x), nw = ly_tensor_numel(codes);
+    xq.data = malloc((size_t)(nx > 0 ? nx : 1) * sizeof(float));
+    w.data = malloc((size_t)(nw > 0 ? nw : 1) * sizeof(float));
+    ly_status st = LY_OK;
+    if (!xq.data || !w.data) {
+        st = ly_set_error(LY_E_NO_MEMORY, "conv2d_int8 (reference): out of memory");
+        goto done;
+    }
+    ly_kernel_call quant = *call;
+    quant.in[0] = x;
+    quant.in[1] = call->in[5];
+    quant.in[2] = call->in[6];
+    quant.in[3] = NULL;
+    quant.out[0] = &xq;
+    quant.params = NULL;
+    if ((st = ly_ref_fake_quant_int8_affine(&quant)) != LY_OK) goto done;
+    const int8_t *c = codes->data;
+    const float *s = scale->data;
+    int64_t per_channel = codes->shape[0] > 0 ? nw / codes->shape[0] : 0;
+    for (int64_t i = 0; i < nw; i++)
+        ((float *)w.data)[i] = (float)c[i] * s[i / per_channel];
+    ly_kernel_call conv = *call;
+    conv.in[0] = &xq;
+    conv.in[1] = &w;
+    conv.in[4] = conv.in[5] = conv.in[6] = NULL;
+    st = ly_ref_conv2d(&conv);
+done:
+    free(xq.data);
+    free(w.data);
+    return st;
+}
+
 /* Shared by the providers that leave bias, activation and residual to us. */
 typedef struct epilogue_job {
     float *out;
