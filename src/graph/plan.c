@@ -224,7 +224,8 @@ static ly_status select_impls(ly_graph *g, plan *p)
  * A value stays in a channel-blocked layout when every node that writes or
  * reads it can take that layout: nodes whose implementation offers it
  * (ly_kernel_layouts), channel slices and joins on whole blocks (in blocked
- * layout the same contiguous ranges as in NCHW, at batch 1). Anything else
+ * layout the same contiguous ranges as in NCHW, at batch 1), element-wise
+ * nodes on operands of one layout (elementwise_layouts). Anything else
  * (views of other shapes, graph inputs and outputs, constants, every other
  * node) sees plain data. Layouts only go down (16 -> 8 -> plain), so this
  * settles in a few passes. */
@@ -265,6 +266,61 @@ static bool channel_range_fits(const ly_tensor *whole, int64_t axis, int64_t sta
            count % b == 0;
 }
 
+/* Element-wise ops whose every implementation reads element i of each input
+ * only to write element i of the output (the contract allows out to alias an
+ * input of its own shape: libreyolo/kernels.h). */
+static bool elementwise_in_place(ly_op op)
+{
+    switch (op) {
+    case LY_OP_ADD:
+    case LY_OP_SUB:
+    case LY_OP_MUL:
+    case LY_OP_DIV:
+    case LY_OP_RELU:
+    case LY_OP_SILU:
+    case LY_OP_SIGMOID:
+    case LY_OP_GELU:
+    case LY_OP_CLAMP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool same_shape(const ly_tensor *a, const ly_tensor *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* An element-wise node computes element i from element i of its operands,
+ * wherever that element lives: it takes any layout its full-size operands
+ * and its output share (ties), with one-element operands (HGNetv2's
+ * LearnableAffineBlock scale and bias) broadcast from plain storage. So the
+ * convolutions around x * s + b keep their blocked layouts and their reorders
+ * go. An operand of another shape (a per-channel broadcast) keeps it plain. */
+static void elementwise_layouts(const plan *p, const gnode *n, ly_kernel_layouts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!elementwise_in_place(n->op) || n->n_out != 1) return;
+    const ly_tensor *y = &p->values[n->out[0]].shape;
+    if (y->ndim != 4 || y->dtype != LY_F32) return;
+    ly_kernel_layouts l = {.out = {~0u}};
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] == LY_GRAPH_NONE) continue;
+        const ly_tensor *x = &p->values[n->in[k]].shape;
+        if (same_shape(x, y)) {
+            l.in[k] = ~0u;
+            l.tied |= 1u << k;
+        } else if (ly_tensor_numel(x) != 1) {
+            return;
+        }
+    }
+    *out = l;
+}
+
 static void plan_layouts(ly_graph *g, plan *p, const bool *no_blocked)
 {
     size_t nn = g->n_nodes;
@@ -291,7 +347,10 @@ static void plan_layouts(ly_graph *g, plan *p, const bool *no_blocked)
         pnode *pn = &p->nodes[i];
         if (pn->mode != NODE_KERNEL || no_blocked[i]) continue;
         const ly_kernel_stateful *sf = ly_impl_stateful(pn->impl);
-        if (!sf || !sf->layouts) continue;
+        if (!sf || !sf->layouts) {
+            elementwise_layouts(p, n, &lay[i]);
+            continue;
+        }
         ly_tensor in[LY_KERNEL_MAX_INPUTS], out[LY_KERNEL_MAX_OUTPUTS];
         ly_kernel_call call;
         node_call(g, p, n, in, out, &call);
@@ -389,35 +448,6 @@ static void plan_layouts(ly_graph *g, plan *p, const bool *no_blocked)
 
 /* ---- memory ------------------------------------------------------------------------- */
 
-/* Element-wise ops whose every implementation reads element i of each input
- * only to write element i of the output (the contract allows out to alias an
- * input of its own shape: libreyolo/kernels.h). */
-static bool elementwise_in_place(ly_op op)
-{
-    switch (op) {
-    case LY_OP_ADD:
-    case LY_OP_SUB:
-    case LY_OP_MUL:
-    case LY_OP_DIV:
-    case LY_OP_RELU:
-    case LY_OP_SILU:
-    case LY_OP_SIGMOID:
-    case LY_OP_GELU:
-    case LY_OP_CLAMP:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static bool same_shape(const ly_tensor *a, const ly_tensor *b)
-{
-    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return false;
-    return true;
-}
-
 /* An element-wise node writes over an input that nothing reads after it (a
  * plain buffer of its own or such an overwrite, the same shape, not a graph
  * output): the output shares its storage, and a chain such as conv -> x * s
@@ -447,12 +477,10 @@ static ly_status write_in_place(ly_graph *g, plan *p)
         if (pn->mode != NODE_KERNEL || !elementwise_in_place(n->op) || n->n_out != 1) continue;
         ly_graph_value o = n->out[0];
         pvalue *out = &p->values[o];
-        if (out->parent != LY_GRAPH_NONE || out->in_join || pinned[o] ||
-            pn->out_layout[0] != LY_LAYOUT_PLAIN)
-            continue;
+        if (out->parent != LY_GRAPH_NONE || out->in_join || pinned[o]) continue;
         for (int k = 0; k < n->n_in; k++) {
             ly_graph_value in = n->in[k];
-            if (in == LY_GRAPH_NONE || pn->in_layout[k] != LY_LAYOUT_PLAIN) continue;
+            if (in == LY_GRAPH_NONE || pn->in_layout[k] != pn->out_layout[0]) continue;
             int64_t offset;
             ly_graph_value root = ly_plan_root(p, in, &offset);
             const pvalue *r = &p->values[root];
