@@ -33,14 +33,14 @@
  * without the accelerated providers. Network runs (ly_model_run) every
  * RUN_EVERY rounds besides the predictions. The default build repeats enough
  * rounds for interleavings to vary; the sanitized and portable builds (each
- * pass many times slower) check fewer. Under TSan, which finds a race from one
+ * pass many times slower) check two threads, fewer rounds. Under TSan, which finds a race from one
  * unsynchronised pair of accesses, not from repetition, two threads do one
  * prediction each, YOLO9 at 160. HEAVY_ROUNDS for the models fixed at a larger
  * input (D-FINE at 640, ViT). */
 #if defined(LY_TSAN)
 enum { THREADS = 2, IMGSZ = 160, ROUNDS = 1, HEAVY_ROUNDS = 1, RUN_EVERY = 1 << 30 };
 #elif defined(LY_SANITIZED) || !defined(LY_HAVE_ONEDNN)
-enum { THREADS = 4, IMGSZ = 320, ROUNDS = 3, HEAVY_ROUNDS = 1, RUN_EVERY = 2 };
+enum { THREADS = 2, IMGSZ = 320, ROUNDS = 3, HEAVY_ROUNDS = 1, RUN_EVERY = 2 };
 #else
 enum { THREADS = 4, IMGSZ = 320, ROUNDS = 20, HEAVY_ROUNDS = 3, RUN_EVERY = 5 };
 #endif

@@ -81,11 +81,11 @@ static const shape quick_models[] = {
 static const shape full_models[] = {
     {"swin-t window", 64, 3, 49, 49, 32, 32, true},
     {"vit-s/16", 1, 6, 197, 197, 64, 64, true},
-    {"owlv2-b/16@960 (1 head)", 1, 1, 3601, 3601, 64, 64, true},
+    /* OWLv2's 3601-key rows, 601 of its 3601 queries: every row is computed
+     * alone, and the whole square cost the gate 8 s */
+    {"owlv2-b/16@960 (601 query rows)", 1, 1, 601, 3601, 64, 64, true},
     {"detr cross-attention", 2, 8, 300, 850, 32, 32, true},
 };
-static const shape full_owlv2_rows = {
-    "owlv2-b/16@960 (601 query rows)", 1, 1, 601, 3601, 64, 64, true};
 static const shape small[] = {
     {"tails", 2, 3, 5, 13, 7, 9, false},   {"tails", 1, 2, 17, 33, 3, 5, false},
     {"one", 1, 1, 1, 1, 1, 1, false},      {"wide d", 1, 1, 3, 9, 65, 33, false},
@@ -127,9 +127,7 @@ static void enumerate(ly_check_size size, spec_fn fn, void *user)
     for (size_t s = 0; s < n_models; s++)
         for (int v = 0; v < 3; v++) {
             if (size == LY_CHECK_QUICK && s == 2 && v == 2) continue; /* keep OWLv2 to two runs */
-            const shape *sh =
-                size == LY_CHECK_FULL && s == 2 && v > 0 ? &full_owlv2_rows : &models[s];
-            case_spec spec = {sh, model_variants[s][v].mask, model_variants[s][v].values,
+            case_spec spec = {&models[s], model_variants[s][v].mask, model_variants[s][v].values,
                               (int)((s + (size_t)v) % 2), ordinal++};
             if (!fn(&spec, user)) return;
         }
