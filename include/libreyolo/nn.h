@@ -13,6 +13,7 @@
  *                      params: stride, padding, dilation, groups, activation (+ alpha for
  *                      LY_ACT_LEAKY_RELU)
  *                      out: [N, O, Ho, Wo] = act(conv(x, weight) + bias) + residual,
+ *                      or with post_affine (act(...) * post_scale + post_shift) + residual,
  *                      Ho = (H + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for W)
  *  conv2d_int8         the convolution of a quantized Conv2d module (LibreYOLO's int8
  *                      recipe) on its codes:

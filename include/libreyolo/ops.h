@@ -118,6 +118,11 @@ typedef struct ly_conv2d_params {
     int64_t groups;      /* default 1 */
     int64_t activation;  /* an ly_activation, default LY_ACT_NONE */
     double alpha;        /* LY_ACT_LEAKY_RELU's negative slope (default 0.01, as PyTorch) */
+    /* post_affine != 0: the activation's output times post_scale plus post_shift
+     * (each rounded to f32, two f32 operations), before the residual: HGNetv2's
+     * LearnableAffineBlock. Default 0 (off). */
+    int64_t post_affine;
+    double post_scale, post_shift;
 } ly_conv2d_params;
 #define LY_CONV2D_DEFAULTS                                                                         \
     {                                                                                              \

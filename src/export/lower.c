@@ -571,8 +571,9 @@ static uint32_t define(xgraph *x, ly_graph_value v, int layout)
 
 /* ---- ops ------------------------------------------------------------------- */
 
-/* y = act(conv(x) + b) (+ residual): Conv2d / DepthwiseConv2d, then the
- * activation as XNNPACK nodes (SiLU = x * sigmoid(x)), then the add. */
+/* y = act(conv(x) + b) (* s + t) (+ residual): Conv2d / DepthwiseConv2d, then
+ * the activation as XNNPACK nodes (SiLU = x * sigmoid(x)), the post-affine,
+ * then the add. */
 static void emit_conv(xgraph *x, const ly_graph_node_info *n)
 {
     const ly_conv2d_params *p = n->params;
@@ -616,7 +617,7 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
     }
     int64_t act = p->activation;
     bool tail = act == LY_ACT_SILU || act == LY_ACT_SIGMOID || act == LY_ACT_LEAKY_RELU ||
-                residual != LY_GRAPH_NONE;
+                residual != LY_GRAPH_NONE || p->post_affine;
     uint32_t dims[4] = {0};
     dims_of(out_shape, CHANNELS_LAST, dims);
     uint32_t conv_out = tail ? new_internal(x, 4, dims) : define(x, n->outputs[0], CHANNELS_LAST);
@@ -660,6 +661,43 @@ static void emit_conv(xgraph *x, const ly_graph_node_info *n)
             ly_xnn_node *l = new_node(x, LY_XNN_LEAKY_RELU);
             if (l) l->u.leaky_relu = (__typeof__(l->u.leaky_relu)){(float)p->alpha, y, done, 0};
         }
+        y = done;
+    }
+    if (p->post_affine) {
+        /* A 1x1 depthwise convolution with every filter tap the scale and
+         * every bias the shift: constants inside partitions stay packed
+         * filters and biases. */
+        float *k = arena_calloc(&x->L->mem, (size_t)(2 * O), sizeof(float));
+        if (!k) {
+            x->st = oom();
+            return;
+        }
+        for (int64_t o = 0; o < O; o++) {
+            k[o] = (float)p->post_scale;
+            k[O + o] = (float)p->post_shift;
+        }
+        uint32_t adims[4] = {1, 1, 1, (uint32_t)O}, bd = (uint32_t)O;
+        uint32_t scale_id = new_const(x, const_name(x, n->name, "post_scale"), 4, adims, k,
+                                      (size_t)O * sizeof(float));
+        uint32_t shift_id = new_const(x, const_name(x, n->name, "post_shift"), 1, &bd, k + O,
+                                      (size_t)O * sizeof(float));
+        uint32_t done =
+            has_residual ? new_internal(x, 4, dims) : define(x, n->outputs[0], CHANNELS_LAST);
+        ly_xnn_node *affine = new_node(x, LY_XNN_DEPTHWISE_CONV2D);
+        if (!affine) return;
+        affine->u.conv = (__typeof__(affine->u.conv)){.kernel_height = 1,
+                                                      .kernel_width = 1,
+                                                      .subsampling_height = 1,
+                                                      .subsampling_width = 1,
+                                                      .dilation_height = 1,
+                                                      .dilation_width = 1,
+                                                      .group_input_channels = 1,
+                                                      .group_output_channels = 1,
+                                                      .groups = (uint32_t)O,
+                                                      .input1_id = y,
+                                                      .filter_id = scale_id,
+                                                      .bias_id = shift_id,
+                                                      .output_id = done};
         y = done;
     }
     if (has_residual) {

@@ -101,6 +101,11 @@ void ly_conv_key_init_with(ly_conv_key *key, const ly_kernel_call *call, int thr
     key->activation = g.activation;
     key->has_residual = call->in[3] != NULL;
     if (g.activation == LY_ACT_LEAKY_RELU) memcpy(&key->alpha_bits, &g.alpha, sizeof g.alpha);
+    if (g.post_affine) {
+        key->post_affine = 1;
+        memcpy(&key->post_scale_bits, &g.post_scale, sizeof g.post_scale);
+        memcpy(&key->post_shift_bits, &g.post_shift, sizeof g.post_shift);
+    }
     key->threads = threads;
 }
 

@@ -24,9 +24,11 @@ typedef struct ly_conv_key {
     int64_t n, c, h, w, o, kh, kw, ho, wo;
     int64_t sh, sw, ph, pw, dh, dw, groups, activation;
     int64_t has_residual, threads;
-    uint32_t alpha_bits; /* LY_ACT_LEAKY_RELU's slope as float bits (0 otherwise) */
-    uint32_t layout;     /* the provider's own bits for blocked sides (0: NCHW); also
-                            keeps the key free of padding: it is hashed as bytes */
+    uint32_t alpha_bits;  /* LY_ACT_LEAKY_RELU's slope as float bits (0 otherwise) */
+    uint32_t layout;      /* the provider's own bits for blocked sides (0: NCHW) */
+    uint32_t post_affine; /* 1: post_scale/post_shift apply */
+    uint32_t post_scale_bits, post_shift_bits; /* as float bits (0 otherwise) */
+    uint32_t unused; /* keeps the key free of padding: it is hashed as bytes */
 } ly_conv_key;
 
 /* Fill `key` for a validated conv2d call run on `threads` threads. */

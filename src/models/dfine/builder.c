@@ -399,7 +399,7 @@ bool df_fold_conv_bn_keys(df_builder *b, const char *conv_weight, const char *bn
 
 df_fmap df_conv_node(df_builder *b, const char *name, df_fmap x, const double *w,
                      const double *bias, int64_t cout, int64_t k, int64_t stride, int64_t groups,
-                     int activation)
+                     int activation, const float *post_affine)
 {
     df_fmap y = {LY_GRAPH_NONE, cout, 0, 0};
     if (b->st != LY_OK) return y;
@@ -418,6 +418,11 @@ df_fmap df_conv_node(df_builder *b, const char *name, df_fmap x, const double *w
     p.padding[0] = p.padding[1] = (k - 1) / 2;
     p.groups = groups;
     p.activation = activation;
+    if (post_affine) {
+        p.post_affine = 1;
+        p.post_scale = post_affine[0];
+        p.post_shift = post_affine[1];
+    }
     char node_name[2 * KEY_MAX];
     snprintf(node_name, sizeof node_name, "%s%.100s", b->prefix, name);
     df_fail(b, ly_graph_conv2d(b->g, node_name, x.v, wv, bv, LY_GRAPH_NONE, &p, &y.v));
@@ -429,6 +434,13 @@ df_fmap df_conv_node(df_builder *b, const char *name, df_fmap x, const double *w
 df_fmap df_conv_norm(df_builder *b, const char *name, const char *norm, df_fmap x, int64_t cout,
                      int64_t k, int64_t stride, bool depthwise, int activation)
 {
+    return df_conv_norm_affine(b, name, norm, x, cout, k, stride, depthwise, activation, NULL);
+}
+
+df_fmap df_conv_norm_affine(df_builder *b, const char *name, const char *norm, df_fmap x,
+                            int64_t cout, int64_t k, int64_t stride, bool depthwise, int activation,
+                            const float *post_affine)
+{
     df_fmap y = {LY_GRAPH_NONE, cout, 0, 0};
     int64_t groups = depthwise ? x.c : 1, cin = x.c / groups;
     double *w = malloc((size_t)(cout * cin * k * k) * sizeof *w);
@@ -436,7 +448,7 @@ df_fmap df_conv_norm(df_builder *b, const char *name, const char *norm, df_fmap 
     if (!w || !bias)
         df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
     else if (df_fold_conv_bn(b, name, norm, cout, cin, k, w, bias))
-        y = df_conv_node(b, name, x, w, bias, cout, k, stride, groups, activation);
+        y = df_conv_node(b, name, x, w, bias, cout, k, stride, groups, activation, post_affine);
     free(w);
     free(bias);
     return y;

@@ -82,12 +82,17 @@ bool df_fold_conv_bn(df_builder *b, const char *name, const char *norm, int64_t 
 bool df_fold_conv_bn_keys(df_builder *b, const char *conv_weight, const char *bn_prefix,
                           int64_t cout, int64_t cin, int64_t k, double *w, double *bias);
 /* A conv node (pad (k-1)/2) from folded weights, rounded to f32 once;
- * `activation` an ly_activation. */
+ * `activation` an ly_activation, then `post_affine` (scale, shift) when not
+ * NULL (conv2d's post_affine). */
 df_fmap df_conv_node(df_builder *b, const char *name, df_fmap x, const double *w,
                      const double *bias, int64_t cout, int64_t k, int64_t stride, int64_t groups,
-                     int activation);
+                     int activation, const float *post_affine);
 /* Both: Conv + BN (+ activation) at `name`, depthwise when asked. */
 df_fmap df_conv_norm(df_builder *b, const char *name, const char *norm, df_fmap x, int64_t cout,
                      int64_t k, int64_t stride, bool depthwise, int activation);
+/* The same with a post-affine after the activation (NULL: none). */
+df_fmap df_conv_norm_affine(df_builder *b, const char *name, const char *norm, df_fmap x,
+                            int64_t cout, int64_t k, int64_t stride, bool depthwise, int activation,
+                            const float *post_affine);
 
 #endif

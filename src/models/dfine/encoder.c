@@ -36,7 +36,7 @@ static df_fmap vgg_block(df_builder *b, const char *name, df_fmap x)
                     w3[(o * c + i) * 9 + 4] += w1[o * c + i];
                 b3[o] += b1[o];
             }
-            y = df_conv_node(b, name, x, w3, b3, c, 3, 1, 1, SILU);
+            y = df_conv_node(b, name, x, w3, b3, c, 3, 1, 1, SILU, NULL);
         }
     }
     free(w3);
@@ -285,7 +285,7 @@ static df_fmap lite_down(df_builder *b, const char *name, df_fmap x)
     if (!w || !bias)
         df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
     else if (df_fold_conv_bn_keys(b, key, bn, x.c, x.c, 1, w, bias))
-        y = df_conv_node(b, name, pooled, w, bias, x.c, 1, 1, 1, SILU);
+        y = df_conv_node(b, name, pooled, w, bias, x.c, 1, 1, 1, SILU, NULL);
     free(w);
     free(bias);
     return y;

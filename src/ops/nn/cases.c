@@ -22,23 +22,29 @@ typedef struct nn_case {
     int64_t sh, sw, ph, pw, dh, dw, groups;
     int64_t activation;
     bool bias, residual;
+    bool affine; /* conv2d's post_affine (scale and shift drawn per case) */
 } nn_case;
 
 #define CONV(name, c, h, w, o, k, s, p, g, act, bias, res)                                         \
     {                                                                                              \
-        LY_OP_CONV2D, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res               \
+        LY_OP_CONV2D, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res, false        \
+    }
+/* HGNetv2's ConvBNAct with its LearnableAffineBlock */
+#define LAB(name, c, h, w, o, k, s, p, g, res)                                                     \
+    {                                                                                              \
+        LY_OP_CONV2D, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, LY_ACT_RELU, true, res, true \
     }
 #define INT8(name, c, h, w, o, k, s, p, g, act, bias, res)                                         \
     {                                                                                              \
-        LY_OP_CONV2D_INT8, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res          \
+        LY_OP_CONV2D_INT8, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res, false   \
     }
 #define POOL(op, name, c, h, w, k, s, p)                                                           \
     {                                                                                              \
-        op, name, 1, c, h, w, 0, k, k, s, s, p, p, 1, 1, 1, LY_ACT_NONE, false, false              \
+        op, name, 1, c, h, w, 0, k, k, s, s, p, p, 1, 1, 1, LY_ACT_NONE, false, false, false       \
     }
 #define UNARY(op, name, c, h, w)                                                                   \
     {                                                                                              \
-        op, name, 1, c, h, w, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_NONE, false, false              \
+        op, name, 1, c, h, w, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_NONE, false, false, false       \
     }
 
 static const nn_case cases[] = {
@@ -57,8 +63,30 @@ static const nn_case cases[] = {
          false),
     CONV("blocked 32->32 3x3 +res silu 10x10", 32, 10, 10, 32, 3, 1, 1, 1, LY_ACT_SILU, true, true),
     CONV("blocked 32->16 1x1 s1 8x8", 32, 8, 8, 16, 1, 1, 0, 1, LY_ACT_NONE, true, true),
-    {LY_OP_CONV2D, "odd 5->7 3x5 s(2,1) p(1,2) d(1,2)", 1, 5, 11, 13, 7, 3, 5, 2, 1, 1, 2, 1, 2, 1,
-     LY_ACT_NONE, false, false},
+    LAB("lab 16->16 3x3 relu+affine 20x20", 16, 20, 20, 16, 3, 1, 1, 1, false),
+    LAB("lab 32->16 1x1 relu+affine 12x12", 32, 12, 12, 16, 1, 1, 0, 1, false),
+    LAB("lab 16->16 3x3 dw relu+affine +res 10x10", 16, 10, 10, 16, 3, 1, 1, 16, true),
+    LAB("lab 24->21 1x1 relu+affine +res 9x7", 24, 9, 7, 21, 1, 1, 0, 1, true),
+    {LY_OP_CONV2D,
+     "odd 5->7 3x5 s(2,1) p(1,2) d(1,2)",
+     1,
+     5,
+     11,
+     13,
+     7,
+     3,
+     5,
+     2,
+     1,
+     1,
+     2,
+     1,
+     2,
+     1,
+     LY_ACT_NONE,
+     false,
+     false,
+     false},
     INT8("int8 16->16 3x3 +res 24x24", 16, 24, 24, 16, 3, 1, 1, 1, LY_ACT_SILU, true, true),
     INT8("int8 elan 48->24 1x1 20x20", 48, 20, 20, 24, 1, 1, 0, 1, LY_ACT_SILU, true, false),
     INT8("int8 down 32->64 3x3 s2 19x19", 32, 19, 19, 64, 3, 2, 1, 1, LY_ACT_SILU, true, false),
@@ -138,6 +166,13 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
         p.groups = c->groups;
         p.activation = c->activation;
         p.alpha = 0.1;
+        if (c->affine) {
+            ly_check_rng r = {.state = seed};
+            p.post_affine = 1;
+            p.post_scale = (float)(ly_check_rng_unit(&r) * 3.0 - 1.0); /* either sign */
+            p.post_shift = (float)(ly_check_rng_unit(&r) - 0.5);
+            seed = r.state;
+        }
         ly_check_case_params(out, &p, sizeof p);
         int64_t ws[4] = {c->o, c->c / c->groups, c->kh, c->kw}, bs[1] = {c->o};
         float fan_in = (float)(ws[1] * c->kh * c->kw);

@@ -118,6 +118,11 @@ static ly_status contract_conv(const char *slot, ly_dtype weight_dtype, const ly
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "%s: params.alpha is %g, expected a finite negative slope", slot,
                             p->alpha);
+    if (p->post_affine && (!isfinite((float)p->post_scale) || !isfinite((float)p->post_shift)))
+        return ly_set_error(
+            LY_E_INVALID_ARGUMENT,
+            "%s: params.post_scale %g and post_shift %g, expected finite f32 values", slot,
+            p->post_scale, p->post_shift);
     int64_t groups = p->groups, c = x->shape[1], o = w->shape[0];
     if (groups < 1 || groups > c || c % groups != 0 || o % groups != 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
@@ -371,7 +376,10 @@ LY_PARAMS_FIELDS(ly_conv2d_params, LY_FIELD_INT(ly_conv2d_params, stride, 2),
                  LY_FIELD_INT(ly_conv2d_params, dilation, 2),
                  LY_FIELD_INT(ly_conv2d_params, groups, 1),
                  LY_FIELD_INT(ly_conv2d_params, activation, 1),
-                 LY_FIELD_DOUBLE(ly_conv2d_params, alpha, 1))
+                 LY_FIELD_DOUBLE(ly_conv2d_params, alpha, 1),
+                 LY_FIELD_INT(ly_conv2d_params, post_affine, 1),
+                 LY_FIELD_DOUBLE(ly_conv2d_params, post_scale, 1),
+                 LY_FIELD_DOUBLE(ly_conv2d_params, post_shift, 1))
 LY_PARAMS_FIELDS(ly_pool2d_params, LY_FIELD_INT(ly_pool2d_params, kernel, 2),
                  LY_FIELD_INT(ly_pool2d_params, stride, 2),
                  LY_FIELD_INT(ly_pool2d_params, padding, 2),

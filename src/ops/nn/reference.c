@@ -58,6 +58,14 @@ float ly_nn_activate(float x, int64_t activation, float alpha)
     }
 }
 
+float ly_nn_conv_finish(float x, const ly_nn_conv_geometry *g)
+{
+    float v = ly_nn_activate(x, g->activation, g->alpha);
+    if (!g->post_affine) return v;
+    float scaled = v * g->post_scale; /* two roundings, as x * s then + b in the graph */
+    return scaled + g->post_shift;
+}
+
 int64_t ly_nn_out_extent(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
                          int64_t dilation)
 {
@@ -107,7 +115,10 @@ void ly_nn_conv_geometry_of(const ly_kernel_call *call, ly_nn_conv_geometry *g)
                                .dw = p->dilation[1],
                                .groups = p->groups,
                                .activation = p->activation,
-                               .alpha = (float)p->alpha};
+                               .alpha = (float)p->alpha,
+                               .post_affine = p->post_affine != 0,
+                               .post_scale = (float)p->post_scale,
+                               .post_shift = (float)p->post_shift};
 }
 
 typedef struct conv_job {
@@ -160,7 +171,7 @@ static void conv_tile(const conv_job *job, int64_t n, int64_t oc, int64_t oy0, i
         const float *res = job->residual ? job->residual + plane_out + oy * g->wo : NULL;
         const float *a = acc + (oy - oy0) * cols;
         for (int64_t ox = ox0; ox < ox1; ox++) {
-            float v = ly_nn_activate(a[ox - ox0] + bias, g->activation, g->alpha);
+            float v = ly_nn_conv_finish(a[ox - ox0] + bias, g);
             out[ox] = res ? v + res[ox] : v;
         }
     }

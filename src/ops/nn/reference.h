@@ -31,9 +31,13 @@ typedef struct ly_nn_conv_geometry {
     int64_t sh, sw, ph, pw, dh, dw, groups;
     int64_t activation;
     float alpha; /* LY_ACT_LEAKY_RELU's slope, as float (what the math uses) */
+    bool post_affine;
+    float post_scale, post_shift; /* as float, what the math uses */
 } ly_nn_conv_geometry;
 
 void ly_nn_conv_geometry_of(const ly_kernel_call *call, ly_nn_conv_geometry *g);
+/* The activation, then the post-affine when the geometry has one. */
+float ly_nn_conv_finish(float x, const ly_nn_conv_geometry *g);
 
 /* Output extent of a convolution or pooling window along one axis; < 1 when
  * the (dilated) window does not fit the padded input. */

@@ -50,6 +50,7 @@ typedef struct onednn_op {
     dnnl_stream_t stream; /* one per operator: an operator runs on one thread at a time */
     dnnl_primitive_t conv, src_reorder, dst_reorder;
     dnnl_primitive_t activation; /* applied in place after conv (plain pointwise plan) */
+    dnnl_primitive_t affine;     /* the post-affine, in place after that (the same plan) */
     dnnl_memory_t weights, bias;
     dnnl_memory_t src_user, src_lib, dst_lib, dst_user; /* data handles set per call */
     dnnl_memory_t residual;              /* the residual read by a binary-add post-op, or NULL */
@@ -82,7 +83,8 @@ static void destroy_op(void *p)
 {
     onednn_op *op = p;
     if (!op) return;
-    dnnl_primitive_t prims[] = {op->conv, op->src_reorder, op->dst_reorder, op->activation};
+    dnnl_primitive_t prims[] = {op->conv, op->src_reorder, op->dst_reorder, op->activation,
+                                op->affine};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (prims[i]) dnnl_primitive_destroy(prims[i]);
     dnnl_memory_t mems[] = {op->weights, op->bias,     op->src_user, op->src_lib,
@@ -95,8 +97,8 @@ static void destroy_op(void *p)
 
 /* Convolution primitive descriptor with the activation and, if asked, the sum. */
 static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t activation,
-                                  float alpha, bool with_sum, const dnnl_memory_desc_t *add_md,
-                                  dnnl_primitive_desc_t *pd)
+                                  float alpha, const float *affine, bool with_sum,
+                                  const dnnl_memory_desc_t *add_md, dnnl_primitive_desc_t *pd)
 {
     dnnl_engine_t engine = ly_onednn_engine();
     dnnl_primitive_attr_t attr = NULL;
@@ -121,6 +123,9 @@ static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t a
             break;
         }
     }
+    if (st == dnnl_success && affine) /* the LearnableAffineBlock after the activation */
+        st =
+            dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_linear, affine[0], affine[1]);
     if (st == dnnl_success && with_sum) st = dnnl_post_ops_append_sum(post_ops, 1.0f);
     if (st == dnnl_success && add_md)
         st = dnnl_post_ops_append_binary(post_ops, dnnl_binary_add, add_md);
@@ -207,7 +212,7 @@ static plan choose_plan(const ly_conv_key *k, int attempt)
     if (pointwise && k->sh == 1 && k->sw == 1 && k->ph == 0 && k->pw == 0 && k->groups == 1 &&
         !k->has_residual) {
         p.src = p.dst = dnnl_nchw;
-        p.separate_activation = k->activation != LY_ACT_NONE;
+        p.separate_activation = k->activation != LY_ACT_NONE || k->post_affine;
         return p;
     }
     bool eight = k->c % 8 == 0 && k->o % 8 == 0 && k->groups == 1;
@@ -217,6 +222,20 @@ static plan choose_plan(const ly_conv_key *k, int attempt)
     return p;
 }
 
+static dnnl_status_t make_eltwise(const dnnl_memory_desc_t *md, dnnl_alg_kind_t alg, float alpha,
+                                  float beta, dnnl_primitive_t *out)
+{
+    dnnl_eltwise_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st =
+        dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, md, alpha, beta);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&pd, &desc, NULL, ly_onednn_engine(), NULL);
+    if (st == dnnl_success) st = dnnl_primitive_create(out, pd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 static dnnl_status_t make_activation(const dnnl_memory_desc_t *md, int64_t activation, float slope,
                                      dnnl_primitive_t *out)
 {
@@ -224,15 +243,7 @@ static dnnl_status_t make_activation(const dnnl_memory_desc_t *md, int64_t activ
                           : activation == LY_ACT_SIGMOID ? dnnl_eltwise_logistic
                                                          : dnnl_eltwise_relu;
     float alpha = activation == LY_ACT_SILU ? 1.0f : activation == LY_ACT_LEAKY_RELU ? slope : 0.0f;
-    dnnl_eltwise_desc_t desc;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st =
-        dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, md, alpha, 0.0f);
-    if (st == dnnl_success)
-        st = dnnl_primitive_desc_create(&pd, &desc, NULL, ly_onednn_engine(), NULL);
-    if (st == dnnl_success) st = dnnl_primitive_create(out, pd);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    return st;
+    return make_eltwise(md, alg, alpha, 0.0f, out);
 }
 
 /* `share`: an operator of the same call whose packed weights and bias this
@@ -276,6 +287,10 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
     memcpy(&alpha, &k->alpha_bits, sizeof alpha);
     dnnl_format_tag_t src_tag = how.src, dst_tag = how.dst;
     int64_t fused_activation = how.separate_activation ? LY_ACT_NONE : k->activation;
+    float affine[2];
+    memcpy(&affine[0], &k->post_scale_bits, sizeof affine[0]);
+    memcpy(&affine[1], &k->post_shift_bits, sizeof affine[1]);
+    const float *fused_affine = k->post_affine && !how.separate_activation ? affine : NULL;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, src_tag));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dst_tag));
     if (k->groups == 1) {
@@ -292,7 +307,8 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
     DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
         &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
         k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
-    dnnl_status_t made = make_conv_pd(&desc, fused_activation, alpha, false, NULL, &pd);
+    dnnl_status_t made =
+        make_conv_pd(&desc, fused_activation, alpha, fused_affine, false, NULL, &pd);
     if (made == dnnl_unimplemented &&
         (src_tag != dnnl_format_tag_any || dst_tag != dnnl_format_tag_any)) {
         /* The preferred layouts have no kernel here (another ISA): let oneDNN choose. */
@@ -304,8 +320,9 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
             &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
             k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
         fused_activation = k->activation;
+        fused_affine = k->post_affine ? affine : NULL;
         how.separate_activation = false;
-        made = make_conv_pd(&desc, fused_activation, alpha, false, NULL, &pd);
+        made = make_conv_pd(&desc, fused_activation, alpha, fused_affine, false, NULL, &pd);
     }
     if (made == dnnl_unimplemented) {
         /* Not a failure: oneDNN has no kernel for this case; the next one serves it. */
@@ -328,13 +345,15 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
          * binary add (with the sum oneDNN falls back to its reference
          * kernel, ~20x slower); the binary add also reads the residual
          * where it is, with no copy into the output first. */
-        bool binary =
-            (k->layout & (DST_BLOCKED8 | DST_BLOCKED16)) && fused_activation != LY_ACT_NONE;
-        DNNL_TRY(
-            make_conv_pd(&desc, fused_activation, alpha, !binary, binary ? &dst_user : NULL, &pd));
+        bool binary = (k->layout & (DST_BLOCKED8 | DST_BLOCKED16)) &&
+                      (fused_activation != LY_ACT_NONE || fused_affine);
+        DNNL_TRY(make_conv_pd(&desc, fused_activation, alpha, fused_affine, !binary,
+                              binary ? &dst_user : NULL, &pd));
         if (binary) {
             DNNL_TRY(dnnl_memory_create(&op->residual, &dst_user, engine, DNNL_MEMORY_NONE));
-            op->residual_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1;
+            /* after the activation and the affine: the post-op's index */
+            int index = (fused_activation != LY_ACT_NONE) + (fused_affine != NULL);
+            op->residual_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
         }
         dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     }
@@ -396,8 +415,10 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
         memcpy(handle, from, (size_t)k->o * sizeof(float));
     }
 
-    if (how.separate_activation)
+    if (how.separate_activation && k->activation != LY_ACT_NONE)
         DNNL_TRY(make_activation(&dst_user, k->activation, alpha, &op->activation));
+    if (how.separate_activation && k->post_affine)
+        DNNL_TRY(make_eltwise(&dst_user, dnnl_eltwise_linear, affine[0], affine[1], &op->affine));
     DNNL_TRY(dnnl_memory_create(&op->src_user, &src_user, engine, DNNL_MEMORY_NONE));
     DNNL_TRY(dnnl_memory_create(&op->dst_user, &dst_user, engine, DNNL_MEMORY_NONE));
     if (!dnnl_memory_desc_equal(src_md, &src_user)) {
@@ -496,9 +517,11 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
         dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, op->dst_lib}, {DNNL_ARG_TO, op->dst_user}};
         DNNL_TRY(dnnl_primitive_execute(op->dst_reorder, op->stream, 2, rargs));
     }
-    if (op->activation) {
+    dnnl_primitive_t in_place[2] = {op->activation, op->affine};
+    for (int i = 0; i < 2; i++) {
+        if (!in_place[i]) continue;
         dnnl_exec_arg_t eargs[] = {{DNNL_ARG_SRC, op->dst_user}, {DNNL_ARG_DST, op->dst_user}};
-        DNNL_TRY(dnnl_primitive_execute(op->activation, op->stream, 2, eargs));
+        DNNL_TRY(dnnl_primitive_execute(in_place[i], op->stream, 2, eargs));
     }
     DNNL_TRY(dnnl_stream_wait(op->stream));
     return LY_OK;

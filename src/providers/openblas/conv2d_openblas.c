@@ -117,6 +117,11 @@ static ly_status openblas_predicate(const ly_kernel_call *call, const ly_cpu_fea
         *why_not = "empty tensor (nothing for OpenBLAS to do)";
         return LY_E_DECLINED;
     }
+    const ly_conv2d_params *p = call->params;
+    if (p && p->post_affine) {
+        *why_not = "a post-activation affine (its epilogue applies none)";
+        return LY_E_DECLINED;
+    }
     /* cblas takes int dimensions. */
     int64_t depth = w->shape[1] * w->shape[2] * w->shape[3];
     int64_t pixels = y->shape[2] * y->shape[3];

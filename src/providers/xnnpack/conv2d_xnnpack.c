@@ -246,6 +246,10 @@ static ly_status xnnpack_predicate(const ly_kernel_call *call, const ly_cpu_feat
         *why_not = "empty tensor (nothing for XNNPACK to do)";
         return LY_E_DECLINED;
     }
+    if (p && p->post_affine) {
+        *why_not = "a post-activation affine (this provider fuses none)";
+        return LY_E_DECLINED;
+    }
     /* Its parameters are 32-bit. */
     const int64_t limit = INT32_MAX;
     if (w->shape[2] > limit || w->shape[3] > limit || p->stride[0] > limit ||
