@@ -248,6 +248,29 @@ static void test_avx2_serves_every_quant_slot(void **state)
 #endif
 }
 
+/* Where the CPU has VNNI, conv2d_int8 must have its integer provider (and so
+ * the parity run above checks it), not fall silently to the f32 definition. */
+static void test_int8_execute_provider_with_vnni(void **state)
+{
+    (void)state;
+#if !defined(LY_HAVE_AVX2_PROVIDERS) || !defined(LY_HAVE_ONEDNN)
+    print_message("skipped: this build has no oneDNN or no AVX2 providers\n");
+    skip();
+#else
+    ly_cpu_features cpu;
+    assert_int_equal(ly_cpu_features_get(&cpu), LY_OK);
+    if (!cpu.avx512_vnni && !cpu.avx_vnni) {
+        print_message("skipped: this CPU has no VNNI (onednn_int8 declines)\n");
+        skip();
+    }
+    impl_seen seen = {.want = "onednn_int8"};
+    assert_int_equal(ly_kernel_list("conv2d_int8", on_impl, &seen), LY_OK);
+    if (!seen.found || !seen.eligible)
+        fail_msg("conv2d_int8: \"onednn_int8\" is not eligible on a VNNI machine: %s",
+                 seen.found ? seen.why_not : "not registered");
+#endif
+}
+
 static void expect_everything_reference(void)
 {
     size_t count = 0;
@@ -284,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_harness_rejects_unknown_names),
         cmocka_unit_test(test_harness_catches_sabotage),
         cmocka_unit_test(test_avx2_serves_every_quant_slot),
+        cmocka_unit_test(test_int8_execute_provider_with_vnni),
         cmocka_unit_test(test_every_implementation_matches_the_reference),
         cmocka_unit_test(test_parity_with_threads),
         cmocka_unit_test(test_kernels_off_means_reference),

@@ -313,6 +313,8 @@ static void test_cpu_features(void **state)
     assert_true(f.logical_cpus >= 1);
     if (f.avx2) assert_true(f.avx); /* AVX2 implies the OS saves YMM */
     if (f.fma) assert_true(f.avx);
+    if (f.avx512_vnni) assert_true(f.avx512f); /* needs the OS to save ZMM too */
+    if (f.avx_vnni) assert_true(f.avx2);
     assert_int_equal(ly_cpu_features_get(NULL), LY_E_INVALID_ARGUMENT);
 }
 

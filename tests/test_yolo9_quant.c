@@ -23,9 +23,11 @@
 
 #include "test_util.h"
 
+#include "graph/graph.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 #include "libreyolo/quant.h"
+#include "models/recipe.h"
 #include "models/yolo9/build.h"
 
 #include <math.h>
@@ -331,6 +333,20 @@ static bool exists(const char *path)
  * land as far from each other (normwise 0.2-0.4) as from LibreYOLO; what is
  * exact here is prepared == finalized, the weights (unpack(pack(W)) == the
  * fake-quant), and each quantizer (the slots' bit-exact parity). */
+/* Nodes of `op` in the model's graph. */
+static int count_nodes(const ly_model *m, ly_op op)
+{
+    const ly_model_desc *d = ly_model_desc_of(m);
+    ly_graph *g = d->engine->graph(d->engine_data);
+    int count = 0;
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info n;
+        assert_int_equal(ly_graph_node_at(g, i, &n), LY_OK);
+        count += n.op == op;
+    }
+    return count;
+}
+
 static void test_fixtures(void **state)
 {
     (void)state;
@@ -352,6 +368,13 @@ static void test_fixtures(void **state)
         assert_string_equal(info.quant_recipe, recipes[r]);
         assert_string_equal(info.quant_state, "finalized");
         assert_int_equal(info.quant_modules, 208);
+        /* int8: every calibrated module convolves its codes (conv2d_int8, whose
+         * execute provider sums them in int32); fp8 fake-quantizes in f32, where
+         * the 42 RepConvN whose two modules share an input quantizer run as one
+         * merged convolution behind one fake-quant. */
+        assert_int_equal(count_nodes(m, LY_OP_CONV2D_INT8), r == 0 ? 208 : 0);
+        assert_int_equal(count_nodes(m, LY_OP_FAKE_QUANT_INT8_AFFINE), 0);
+        assert_int_equal(count_nodes(m, LY_OP_FAKE_QUANT_FP8), r == 0 ? 0 : 208 - 42);
         ly_model_free(m);
         run_model(path, &input, &final[r]);
         for (int i = 0; i < 4; i++) {

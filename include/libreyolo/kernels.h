@@ -41,6 +41,8 @@ extern "C" {
 typedef struct ly_cpu_features {
     bool sse2, sse41, avx, avx2, fma, f16c, avx512f;
     int logical_cpus;
+    /* int8 dot products (vpdpbusd) on 512-bit and on 256-bit registers */
+    bool avx512_vnni, avx_vnni;
 } ly_cpu_features;
 
 LY_API ly_status ly_cpu_features_get(ly_cpu_features *out);

@@ -24,7 +24,10 @@
  *                      out: conv2d(fake_quant_int8_affine(x, lo, hi), codes * scale[o])
  *                      with bias, activation and residual as conv2d. The reference
  *                      computes exactly that in f32; an execute provider sums the
- *                      integer codes (exact in int32) and scales once per output.
+ *                      integer codes (exact in int32) and scales once per output
+ *                      ("onednn_int8", on CPUs with VNNI: within 1e-4 of the
+ *                      reference's f32 sums); "onednn" runs the definition on its
+ *                      f32 convolution.
  *  max_pool2d          in: x   params: kernel, stride, padding (pads are -inf)
  *                      out: [N, C, Ho, Wo]
  *  avg_pool2d          in: x   params: kernel, stride, padding, count_include_pad

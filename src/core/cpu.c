@@ -27,15 +27,21 @@ static void detect_x86(ly_cpu_features *f)
     bool cpu_fma = (c >> 12) & 1;
     bool cpu_f16c = (c >> 29) & 1;
     uint64_t xcr0 = osxsave ? read_xcr0() : 0;
-    bool os_ymm = (xcr0 & 0x6) == 0x6;    /* XMM and YMM state */
-    bool os_zmm = (xcr0 & 0xE6) == 0xE6;  /* plus opmask and ZMM state */
+    bool os_ymm = (xcr0 & 0x6) == 0x6;   /* XMM and YMM state */
+    bool os_zmm = (xcr0 & 0xE6) == 0xE6; /* plus opmask and ZMM state */
     f->avx = cpu_avx && os_ymm;
     f->fma = f->avx && cpu_fma;
     f->f16c = f->avx && cpu_f16c;
     if (__get_cpuid_max(0, NULL) >= 7) {
         __cpuid_count(7, 0, a, b, c, d);
+        unsigned subleaves = a;
         f->avx2 = f->avx && ((b >> 5) & 1);
         f->avx512f = os_zmm && ((b >> 16) & 1);
+        f->avx512_vnni = f->avx512f && ((c >> 11) & 1);
+        if (subleaves >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            f->avx_vnni = f->avx2 && ((a >> 4) & 1);
+        }
     }
 }
 #endif

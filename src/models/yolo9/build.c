@@ -156,6 +156,8 @@ typedef struct builder {
     uint8_t *qcodes;
     size_t qweight_cap, qscale_cap;
     int quant_modules;
+    double *bn_factor; /* the last fold's gamma / sqrt(var + eps) per channel */
+    size_t bn_factor_cap;
 } builder;
 
 static void add_problem(builder *b, const char *fmt, ...) LY_PRINTF(2, 3);
@@ -244,6 +246,7 @@ static void free_entries(builder *b)
     free(b->qweight);
     free(b->qscale);
     free(b->qcodes);
+    free(b->bn_factor);
 }
 
 static void shape_text(int ndim, const int64_t *shape, char *buf, size_t size)
@@ -460,6 +463,14 @@ static const float *quant_weight(builder *b, const char *module, const int64_t *
             st = ly_kernel_dispatch_op(
                 int8 ? LY_OP_FAKE_QUANT_INT8_PER_CHANNEL : LY_OP_FAKE_QUANT_FP8, &call);
         }
+        /* The codes behind code * scale, for conv2d_int8: exact, since the
+         * product of an integer below 2^8 and the scale divides back to it. */
+        int64_t per_channel = n / c2;
+        for (int64_t i = 0; int8 && st == LY_OK && i < n; i++) {
+            float scale_o = b->qscale[i / per_channel];
+            ((int8_t *)b->qcodes)[i] =
+                scale_o != 0.0f ? (int8_t)lrintf(b->qweight[i] / scale_o) : 0;
+        }
     }
     if (st != LY_OK) {
         b->fatal = ly_error_prefix(st, "ly_yolo9_build");
@@ -567,6 +578,15 @@ static void fold_conv_bn(builder *b, const char *p, int64_t c2, int64_t cin, int
     key_of(key, p, ".bn.running_var");
     const float *var = take1(b, key, c2);
     if (!w || !gamma || !beta || !mean || !var || !acc_w) return;
+    if (c2 > (int64_t)b->bn_factor_cap) {
+        double *f = realloc(b->bn_factor, (size_t)c2 * sizeof *f);
+        if (!f) {
+            b->fatal = ly_set_error(LY_E_NO_MEMORY, "ly_yolo9_build: out of memory");
+            return;
+        }
+        b->bn_factor = f;
+        b->bn_factor_cap = (size_t)c2;
+    }
     int64_t off = (kd - k) / 2;
     for (int64_t o = 0; o < c2; o++) {
         double v = (double)var[o] + BN_EPS;
@@ -576,6 +596,7 @@ static void fold_conv_bn(builder *b, const char *p, int64_t c2, int64_t cin, int
             return;
         }
         double s = (double)gamma[o] / sqrt(v);
+        b->bn_factor[o] = s;
         acc_b[o] += (double)beta[o] - (double)mean[o] * s;
         for (int64_t i = 0; i < cin; i++)
             for (int64_t y = 0; y < k; y++)
@@ -638,6 +659,53 @@ static ly_graph_value add_conv(builder *b, const char *name, ly_graph_value x, l
     return out;
 }
 
+/* Whether a module with input quantizer `q` convolves on its integer codes
+ * (conv2d_int8): the int8 recipe with a calibrated input. The fp8 recipe and an
+ * uncalibrated module convolve the fake-quantized values in f32. */
+static bool int8_execute(const builder *b, const qinput *q)
+{
+    /* After a problem the module's codes may not have been read: the build
+     * fails anyway, through the float path that needs nothing of them. */
+    return b->quant && b->quant->recipe == LY_YOLO9_INT8 && q->on && b->issues.count == 0 &&
+           b->fatal == LY_OK;
+}
+
+/* The last module read as conv2d_int8: its codes (b->qcodes), the weight scales
+ * times the BN factor (`bn`: b->bn_factor, NULL for none), and the bias from
+ * the fold's accumulator or `bias`. */
+static ly_graph_value add_conv_int8(builder *b, const char *name, ly_graph_value x,
+                                    const int64_t *wshape, bool bn, const float *bias,
+                                    int64_t stride, int64_t pad, int64_t groups, bool silu,
+                                    ly_graph_value residual, const qinput *q)
+{
+    int64_t c2 = wshape[0], one = 1, n = wshape[0] * wshape[1] * wshape[2] * wshape[3];
+    ly_graph_value in[7] = {x, LY_GRAPH_NONE, LY_GRAPH_NONE, residual};
+    void *codes, *scale, *bias_out, *lo, *hi;
+    if (ly_graph_constant(b->g, LY_I8, 4, wshape, &in[1], &codes) != LY_OK ||
+        ly_graph_constant(b->g, LY_F32, 1, &c2, &in[2], &bias_out) != LY_OK ||
+        ly_graph_constant(b->g, LY_F32, 1, &c2, &in[4], &scale) != LY_OK ||
+        ly_graph_constant(b->g, LY_F32, 1, &one, &in[5], &lo) != LY_OK ||
+        ly_graph_constant(b->g, LY_F32, 1, &one, &in[6], &hi) != LY_OK) {
+        b->fatal = LY_E_NO_MEMORY;
+        return LY_GRAPH_NONE;
+    }
+    memcpy(codes, b->qcodes, (size_t)n);
+    for (int64_t o = 0; o < c2; o++) {
+        ((float *)scale)[o] = (float)((double)b->qscale[o] * (bn ? b->bn_factor[o] : 1.0));
+        ((float *)bias_out)[o] = bias ? bias[o] : (float)b->scratch_b[o];
+    }
+    *(float *)lo = q->lo;
+    *(float *)hi = q->hi;
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    p.stride[0] = p.stride[1] = stride;
+    p.padding[0] = p.padding[1] = pad;
+    p.groups = groups;
+    p.activation = silu ? LY_ACT_SILU : LY_ACT_NONE;
+    ly_graph_value out = LY_GRAPH_NONE;
+    note_graph_error(b, ly_graph_node(b->g, LY_OP_CONV2D_INT8, name, 7, in, &p, 1, &out));
+    return out;
+}
+
 /* Conv(c1, c2, k, s, p=(k-1)/2 unless given, groups): Conv2d + BN + SiLU. */
 static ly_graph_value conv(builder *b, const char *p, ly_graph_value x, int64_t c1, int64_t c2,
                            int64_t k, int64_t stride, int64_t groups, ly_graph_value residual)
@@ -648,6 +716,9 @@ static ly_graph_value conv(builder *b, const char *p, ly_graph_value x, int64_t 
     qinput q;
     fold_conv_bn(b, p, c2, cin, k, k, b->g ? b->scratch_w : NULL, b->scratch_b, &q);
     if (!b->g) return 0;
+    if (b->fatal == LY_OK && int8_execute(b, &q))
+        return add_conv_int8(b, p, x, (int64_t[4]){c2, cin, k, k}, true, NULL, stride, (k - 1) / 2,
+                             groups, true, residual, &q);
     ly_graph_value w, bias;
     if (!emit_weights(b, c2, cin, k, &w, &bias)) return LY_GRAPH_NONE;
     char module[KEY_MAX];
@@ -672,7 +743,8 @@ static ly_graph_value rep_conv(builder *b, const char *p, ly_graph_value x, int6
     ly_graph_value w, bias;
     key_of(module[0], q[0], ".conv");
     key_of(module[1], q[1], ".conv");
-    if (same_qinput(&in[0], &in[1])) {
+    /* On integer codes the branches keep their own scales: two convolutions. */
+    if (same_qinput(&in[0], &in[1]) && !int8_execute(b, &in[0])) {
         /* one input quantizer (calibration saw the same input twice): one conv */
         if (!emit_weights(b, c2, c1, 3, &w, &bias)) return LY_GRAPH_NONE;
         x = quantize_input(b, module[0], x, &in[0]);
@@ -686,6 +758,12 @@ static ly_graph_value rep_conv(builder *b, const char *p, ly_graph_value x, int6
         qinput again;
         fold_conv_bn(b, q[i], c2, c1, k, k, b->scratch_w, b->scratch_b, &again);
         b->quant_modules--; /* counted in the merged attempt */
+        if (b->fatal != LY_OK) return LY_GRAPH_NONE;
+        if (int8_execute(b, &in[i])) {
+            branch = add_conv_int8(b, q[i], x, (int64_t[4]){c2, c1, k, k}, true, NULL, 1, k / 2, 1,
+                                   false, branch, &in[i]);
+            continue;
+        }
         if (!emit_weights(b, c2, c1, k, &w, &bias)) return LY_GRAPH_NONE;
         ly_graph_value xq = quantize_input(b, module[i], x, &in[i]);
         branch = add_conv(b, q[i], xq, w, bias, 1, k / 2, 1, false, branch);
@@ -707,6 +785,8 @@ static ly_graph_value plain_conv(builder *b, const char *p, ly_graph_value x, in
     key_of(key, p, ".bias");
     const float *bias = take1(b, key, c2);
     if (!b->g) return 0;
+    if (b->fatal == LY_OK && w && bias && int8_execute(b, &q))
+        return add_conv_int8(b, p, x, wshape, false, bias, 1, 0, groups, false, LY_GRAPH_NONE, &q);
     ly_graph_value wt, bt;
     void *wv, *bv;
     if (ly_graph_constant(b->g, LY_F32, 4, wshape, &wt, &wv) != LY_OK ||

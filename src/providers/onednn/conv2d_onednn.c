@@ -715,7 +715,106 @@ static const ly_kernel_stateful conv_stateful = {
     .held_constants = conv_held,
 };
 
+/* ---- conv2d_int8 as its definition, on the f32 convolution ----------------------------- *
+ *
+ * Where no integer kernel serves conv2d_int8 (no VNNI: conv2d_int8_onednn.c
+ * declines), the module runs as the reference defines it — the input through
+ * the fake_quant_int8_affine slot, the codes times their scales — but on the
+ * prepared f32 convolution above, blocked layouts and all: the speed of a
+ * float model plus one element-wise pass. */
+
+typedef struct dequant_state {
+    conv_state *conv;
+    float *weights; /* codes * scale[o]: the prepared convolution may read them in place */
+    ly_tensor weight, lo, hi;
+} dequant_state;
+
+static void dequant_release(void *state)
+{
+    dequant_state *s = state;
+    if (!s) return;
+    conv_release(s->conv);
+    free(s->weights);
+    free(s);
+}
+
+/* The conv2d call of a conv2d_int8 call: f32 weights, no quantizer operands. */
+static ly_kernel_call float_call(const dequant_state *s, const ly_kernel_call *call)
+{
+    ly_kernel_call c = *call;
+    c.in[1] = &s->weight;
+    c.in[4] = c.in[5] = c.in[6] = NULL;
+    return c;
+}
+
+static ly_status dequant_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
+{
+    return conv_layouts(call, out);
+}
+
+static ly_status dequant_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                 void **state)
+{
+    uint32_t need = (1u << 1) | (1u << 4) | (1u << 5) | (1u << 6);
+    if ((info->constant_inputs & need) != need) return LY_E_DECLINED;
+    dequant_state *s = calloc(1, sizeof *s);
+    const ly_tensor *codes = call->in[1];
+    int64_t n = ly_tensor_numel(codes), per_channel = n / codes->shape[0];
+    if (s) s->weights = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!s || !s->weights) {
+        dequant_release(s);
+        return ly_set_error(LY_E_NO_MEMORY, "conv2d_int8 (onednn): out of memory");
+    }
+    const int8_t *c = codes->data;
+    const float *scale = call->in[4]->data;
+    for (int64_t i = 0; i < n; i++) /* as the reference: one f32 product */
+        s->weights[i] = (float)c[i] * scale[i / per_channel];
+    s->weight = *codes;
+    s->weight.dtype = LY_F32;
+    s->weight.data = s->weights;
+    s->lo = *call->in[5];
+    s->hi = *call->in[6];
+    ly_kernel_call conv = float_call(s, call);
+    ly_status st = conv_prepare(&conv, info, (void **)&s->conv);
+    if (st != LY_OK) {
+        dequant_release(s);
+        return st;
+    }
+    *state = s;
+    return LY_OK;
+}
+
+static ly_status dequant_run(void *state, const ly_kernel_call *call)
+{
+    dequant_state *s = state;
+    const ly_tensor *x = call->in[0];
+    ly_tensor xq = *x;
+    /* Element-wise, so whatever the layout (blocked maps hold whole blocks) */
+    xq.data = ly_nn_scratch(1, (size_t)ly_tensor_numel(x) * sizeof(float));
+    if (!xq.data) return ly_set_error(LY_E_NO_MEMORY, "conv2d_int8 (onednn): out of memory");
+    ly_kernel_call quant;
+    ly_kernel_call_init(&quant);
+    quant.in[0] = x;
+    quant.in[1] = &s->lo;
+    quant.in[2] = &s->hi;
+    quant.out[0] = &xq;
+    quant.threads = (int)s->conv->key.threads;
+    ly_status st = ly_kernel_dispatch_op(LY_OP_FAKE_QUANT_INT8_AFFINE, &quant);
+    if (st != LY_OK) return st;
+    ly_kernel_call conv = float_call(s, call);
+    conv.in[0] = &xq;
+    return conv_run(s->conv, &conv);
+}
+
+static const ly_kernel_stateful dequant_stateful = {
+    .layouts = dequant_layouts,
+    .prepare = dequant_prepare,
+    .run = dequant_run,
+    .release = dequant_release,
+};
+
 void ly_onednn_register_conv2d(void)
 {
     ly_provider_add(LY_OP_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate, &conv_stateful);
+    ly_provider_add(LY_OP_CONV2D_INT8, "onednn", NULL, ly_onednn_predicate, &dequant_stateful);
 }

@@ -29,8 +29,15 @@ ly_status ly_onednn_predicate(const ly_kernel_call *call, const ly_cpu_features 
 void ly_onednn_register_conv2d(void);
 void ly_onednn_register_eltwise(void); /* silu, sigmoid */
 void ly_onednn_register_dfl(void);
-void ly_onednn_register_linear(void); /* prepared: packed weights */
-void ly_onednn_register_pool(void);   /* max_pool2d, avg_pool2d (AVX-512 only) */
+void ly_onednn_register_linear(void);      /* prepared: packed weights */
+void ly_onednn_register_pool(void);        /* max_pool2d, avg_pool2d (AVX-512 only) */
+void ly_onednn_register_conv2d_int8(void); /* integer kernels, VNNI only */
+
+/* x (f32 [n, c, h, w], plain or in blocks of `block` = 8 or 16 channels; 0:
+ * plain) as u8 channels-last codes: fake_quant_int8_affine's code (with 1/scale
+ * `inv` and `zero_point`) plus 128. Only in builds with the AVX2 providers. */
+void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                int block, float inv, float zero_point, uint8_t *out, int threads);
 
 /* LY_E_PROVIDER naming the slot and the failed dnnl call. */
 ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t status);

@@ -17,4 +17,5 @@ void ly_onednn_register(void)
     ly_onednn_register_dfl();
     ly_onednn_register_pool();
     ly_onednn_register_linear();
+    ly_onednn_register_conv2d_int8();
 }

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The input side of conv2d_int8 on oneDNN's integer kernels: an f32 map, plain
+ * or channel-blocked, quantized with fake_quant_int8_affine's codes into the
+ * u8 channels-last map those kernels read (u8 = code + 128, so the zero point
+ * moves by 128 too). The codes are the reference's bit for bit: the same fp32
+ * multiply by the reciprocal, round to nearest even, fp32 add of the zero point
+ * and x86's conversion of NaN, inf and huge values to the clamped minimum
+ * (providers/avx2/quant/quant_avx2.h).
+ */
+#include "providers/avx2/quant/quant_avx2.h"
+#include "providers/onednn/onednn_common.h"
+
+typedef struct quantize_job {
+    const float *x;
+    uint8_t *out;
+    int64_t c, h, w, block;
+    float inv, zero_point;
+} quantize_job;
+
+/* Eight codes plus 128, as int32 lanes. */
+static inline __m256i codes_u8(const quantize_job *job, __m256 x)
+{
+    __m256 r = _mm256_add_ps(_mm256_set1_ps(job->zero_point),
+                             ly_avx2_rint(_mm256_mul_ps(x, _mm256_set1_ps(job->inv))));
+    return _mm256_cvtps_epi32(_mm256_add_ps(ly_avx2_int8_code(r), _mm256_set1_ps(128.0f)));
+}
+
+static inline __m128i narrow_u8(__m256i v)
+{
+    __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    return _mm_packus_epi16(w16, w16);
+}
+
+/* Rows are (image, y) pairs. */
+static void quantize_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const quantize_job *job = ctx;
+    const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
+    for (int64_t row = begin; row < end; row++) {
+        int64_t image = row / h, y = row % h;
+        uint8_t *out = job->out + row * w * c;
+        if (block == 0) {
+            const float *x = job->x + image * c * h * w + y * w;
+            for (int64_t ch = 0; ch < c; ch++) {
+                const float *src = x + ch * h * w;
+                int64_t i = 0;
+                for (; i + 8 <= w; i += 8) {
+                    uint8_t bytes[16];
+                    _mm_storeu_si128((__m128i *)bytes,
+                                     narrow_u8(codes_u8(job, _mm256_loadu_ps(src + i))));
+                    for (int k = 0; k < 8; k++)
+                        out[(i + k) * c + ch] = bytes[k];
+                }
+                if (i < w) {
+                    uint8_t bytes[16];
+                    __m256 v = ly_avx2_load_n(src + i, w - i);
+                    _mm_storeu_si128((__m128i *)bytes, narrow_u8(codes_u8(job, v)));
+                    for (int64_t k = 0; k < w - i; k++)
+                        out[(i + k) * c + ch] = bytes[k];
+                }
+            }
+            continue;
+        }
+        int64_t blocks = (c + block - 1) / block;
+        const float *x = job->x + image * blocks * h * w * block;
+        for (int64_t b = 0; b < blocks; b++) {
+            int64_t lanes = c - b * block < block ? c - b * block : block;
+            const float *src = x + (b * h + y) * w * block;
+            uint8_t *dst = out + b * block;
+            for (int64_t px = 0; px < w; px++, src += block, dst += c) {
+                for (int64_t k = 0; k < lanes; k += 8) {
+                    __m128i q = narrow_u8(codes_u8(job, _mm256_loadu_ps(src + k)));
+                    if (lanes - k >= 8) {
+                        _mm_storel_epi64((__m128i *)(dst + k), q);
+                    } else {
+                        uint8_t bytes[16];
+                        _mm_storeu_si128((__m128i *)bytes, q);
+                        memcpy(dst + k, bytes, (size_t)(lanes - k));
+                    }
+                }
+            }
+        }
+    }
+}
+
+void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                int block, float inv, float zero_point, uint8_t *out, int threads)
+{
+    quantize_job job = {x, out, c, h, w, block, inv, zero_point};
+    int64_t rows = n * h;
+    if (rows * w * c < LY_AVX2_PARALLEL_MIN) threads = 1;
+    ly_parallel_for(rows, 1, threads, quantize_rows, &job);
+}
