@@ -412,9 +412,49 @@ static void test_fixtures(void **state)
     ly_npy_free(&input);
 }
 
+/* The execute provider holds the codes packed, so the graph gives its own
+ * pages back; a plan that reads them plainly afterwards (here the references')
+ * must see them exactly: the same bits as a model that never ran the provider. */
+static void test_codes_given_back_and_restored(void **state)
+{
+    (void)state;
+    const char *path = QUANT "/int8/LibreYOLO9t_seed0-final.pt";
+    if (!exists(path)) {
+        print_message("skipped: the fixture " QUANT " is absent\n");
+        skip();
+    }
+    int64_t shape[4] = {1, 3, 64, 64};
+    ly_tensor x;
+    assert_int_equal(ly_tensor_alloc(&x, LY_F32, 4, shape), LY_OK);
+    uint32_t r = 12345;
+    for (int64_t i = 0; i < ly_tensor_numel(&x); i++) {
+        r = r * 1664525u + 1013904223u;
+        ((float *)x.data)[i] = (float)(r >> 8) / 16777216.0f;
+    }
+    setenv("LIBREYOLO_KERNELS", "reference", 1);
+    kept expected;
+    run_model(path, &x, &expected);
+    unsetenv("LIBREYOLO_KERNELS");
+    ly_model *m;
+    if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    kept first = {0}, again = {0};
+    if (ly_model_run(m, &x, keep, &first) != LY_OK) fail_msg("%s", ly_last_error());
+    setenv("LIBREYOLO_KERNELS", "reference", 1);
+    ly_status st = ly_model_run(m, &x, keep, &again);
+    unsetenv("LIBREYOLO_KERNELS");
+    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    assert_true(bit_identical(&expected, &again));
+    ly_model_free(m);
+    kept_free(&expected);
+    kept_free(&first);
+    kept_free(&again);
+    ly_tensor_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_prepared_equals_finalized),
+        cmocka_unit_test(test_codes_given_back_and_restored),
                                        cmocka_unit_test(test_refusals),
                                        cmocka_unit_test(test_fixtures)};
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);

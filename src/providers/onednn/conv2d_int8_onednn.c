@@ -407,15 +407,68 @@ static ly_status int8_run(void *state, const ly_kernel_call *call)
     return st;
 }
 
-/* The weight codes live packed in the state (and are never read from the
- * graph again); the rest is small. Codes are not restored: a packed int8
- * layout with its compensation is not worth unpacking, so the graph keeps its
- * own copy of nothing it needs back. */
+/* The codes live packed in the state and the bias copied: the graph may give
+ * its own pages of both back (the int8 model's weights are then held once). */
+static uint32_t int8_held(void *state)
+{
+    const int8_state *s = state;
+    return (1u << 1) | (s->bias ? 1u << 2 : 0u);
+}
+
+/* The packed codes reordered back to OIHW (oneDNN drops the compensation it
+ * appended: exact), or the bias copied back. */
+static ly_status int8_restore(void *state, int index, void *dst)
+{
+    const int8_state *s = state;
+    if (index == 2 && s->bias) {
+        memcpy(dst, s->bias, (size_t)s->key.o * sizeof *s->bias);
+        return LY_OK;
+    }
+    if (index != 1)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s (onednn_int8): input %d is not held",
+                            slot_name(), index);
+    const ly_conv_key *k = &s->key;
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_memory_desc_t plain;
+    dnnl_status_t st;
+    if (k->groups == 1) {
+        dnnl_dims_t wd = {k->o, k->c, k->kh, k->kw};
+        st = dnnl_memory_desc_init_by_tag(&plain, 4, wd, dnnl_s8, dnnl_oihw);
+    } else {
+        dnnl_dims_t wd = {k->groups, k->o / k->groups, k->c / k->groups, k->kh, k->kw};
+        st = dnnl_memory_desc_init_by_tag(&plain, 5, wd, dnnl_s8, dnnl_goihw);
+    }
+    const dnnl_memory_desc_t *packed = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t to = NULL;
+    if (st == dnnl_success) st = dnnl_memory_get_memory_desc(s->primary->weights, &packed);
+    if (st == dnnl_success) st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    if (st == dnnl_success) st = dnnl_memory_create(&to, &plain, engine, dst);
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, packed, engine, &plain, engine, NULL);
+    if (st == dnnl_success) st = dnnl_primitive_create(&reorder, pd);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, s->primary->weights}, {DNNL_ARG_TO, to}};
+        st = dnnl_primitive_execute(reorder, stream, 2, args);
+    }
+    if (st == dnnl_success) st = dnnl_stream_wait(stream);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (to) dnnl_memory_destroy(to);
+    if (stream) dnnl_stream_destroy(stream);
+    if (st != dnnl_success) return ly_onednn_failed(slot_name(), "restoring the packed codes", st);
+    return LY_OK;
+}
+
 static const ly_kernel_stateful int8_stateful = {
     .layouts = int8_layouts,
     .prepare = int8_prepare,
     .run = int8_run,
     .release = int8_release,
+    .restore_constant = int8_restore,
+    .held_constants = int8_held,
 };
 
 static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
