@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * exp of eight floats, the sdpa reference's expf (ops/sdpa/sdpa_internal.h:
- * ly_sdpa_expf_inline) lane for lane, bit for bit; 0 below its range. For
- * AVX2+FMA translation units only.
+ * The sdpa reference's softmax arithmetic on eight lanes, bit for bit: exp of
+ * eight floats (its expf, ops/sdpa/sdpa_internal.h: ly_sdpa_expf_inline; 0
+ * below its range) and the fixed trees that reduce eight lanes to a row's max
+ * and sum. For AVX2+FMA translation units only.
  */
 #ifndef LY_PROVIDERS_AVX2_EXP_AVX2_H
 #define LY_PROVIDERS_AVX2_EXP_AVX2_H
@@ -30,6 +31,30 @@ static inline __m256 exp8(__m256 x)
         _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32((int)LY_SDPA_EXP_MAGIC_BITS));
     e = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(small, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* The reference's trees: lanes (i, i+4), then (i, i+2), then (0, 1); _mm_max_ps(a, b)
+ * is a > b ? a : b, as ly_sdpa_max. */
+static inline float hmax8(__m256 v)
+{
+    __m128 t = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 u = _mm_max_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_max_ss(u, _mm_shuffle_ps(u, u, 1)));
+}
+
+static inline float hsum8(__m256 v)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1)));
+}
+
+static const int32_t tail_bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* Lanes [0, rem) all ones. */
+static inline __m256 tail_mask(int64_t rem)
+{
+    return _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(tail_bits + 8 - rem)));
 }
 
 #endif

@@ -14,6 +14,7 @@
 
 ly_status ly_avx2_gelu(const ly_kernel_call *call);
 ly_status ly_avx2_matmul(const ly_kernel_call *call);
+ly_status ly_avx2_softmax(const ly_kernel_call *call);
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
 
@@ -37,6 +38,20 @@ static ly_status attention_predicate(const ly_kernel_call *call, const ly_cpu_fe
     if (call && ly_kernels_capturing()) {
         *why_not = "a graph is being captured for export (portable math only)";
         return LY_E_DECLINED;
+    }
+    return avx2_predicate(call, cpu, why_not);
+}
+
+/* softmax along the last axis only (rows contiguous). */
+static ly_status softmax_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                   const char **why_not)
+{
+    if (call && call->in[0] && call->params) {
+        int64_t axis = LY_PARAMS(call, ly_axis_params)->axis, ndim = call->in[0]->ndim;
+        if (axis != -1 && axis != ndim - 1) {
+            *why_not = "softmax over an axis other than the last";
+            return LY_E_DECLINED;
+        }
     }
     return avx2_predicate(call, cpu, why_not);
 }
@@ -74,6 +89,7 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_SDPA, LY_SDPA_FUSED_AVX2, ly_sdpa_avx2_fused, attention_predicate, NULL);
     ly_provider_add(LY_OP_GELU, "avx2", ly_avx2_gelu, avx2_predicate, NULL);
     ly_provider_add(LY_OP_MATMUL, "avx2", ly_avx2_matmul, avx2_predicate, NULL);
+    ly_provider_add(LY_OP_SOFTMAX, "avx2", ly_avx2_softmax, softmax_predicate, NULL);
 }
 
 #endif

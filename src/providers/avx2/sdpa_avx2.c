@@ -117,30 +117,6 @@ static void gemm_rows(int64_t L, const float *A, int64_t lda, const float *B, in
 
 /* ---- softmax, in the reference's lane order ------------------------------------------- */
 
-/* The reference's trees: lanes (i, i+4), then (i, i+2), then (0, 1); _mm_max_ps(a, b)
- * is a > b ? a : b, as ly_sdpa_max. */
-static inline float hmax8(__m256 v)
-{
-    __m128 t = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 u = _mm_max_ps(t, _mm_movehl_ps(t, t));
-    return _mm_cvtss_f32(_mm_max_ss(u, _mm_shuffle_ps(u, u, 1)));
-}
-
-static inline float hsum8(__m256 v)
-{
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    return _mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1)));
-}
-
-static const int32_t tail_bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-/* Lanes [0, rem) all ones. */
-static inline __m256 tail_mask(int64_t rem)
-{
-    return _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(tail_bits + 8 - rem)));
-}
-
 typedef struct row_mask {
     const ly_sdpa_mask *m;
     int64_t row;
