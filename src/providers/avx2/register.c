@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
- * backward), the fused sdpa and matmul, all bit-identical to their references; GELU
- * within its slot's tolerance (erf by a polynomial, not glibc's). This
+ * backward), the fused sdpa, matmul and softmax (last axis), all bit-identical to
+ * their references; GELU within its slot's tolerance (erf by a polynomial, not
+ * glibc's); layer_norm and rms_norm within theirs (row sums in four double
+ * lanes, bit-identical on every parity case so far). This
  * file is compiled for the baseline ISA (registration and predicates run on
  * every CPU, before anyone knows it has AVX2); the kernels live in *_avx2.c.
  */
@@ -15,6 +17,8 @@
 ly_status ly_avx2_gelu(const ly_kernel_call *call);
 ly_status ly_avx2_matmul(const ly_kernel_call *call);
 ly_status ly_avx2_softmax(const ly_kernel_call *call);
+ly_status ly_avx2_layer_norm(const ly_kernel_call *call);
+ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
 
@@ -90,6 +94,8 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_GELU, "avx2", ly_avx2_gelu, avx2_predicate, NULL);
     ly_provider_add(LY_OP_MATMUL, "avx2", ly_avx2_matmul, avx2_predicate, NULL);
     ly_provider_add(LY_OP_SOFTMAX, "avx2", ly_avx2_softmax, softmax_predicate, NULL);
+    ly_provider_add(LY_OP_LAYER_NORM, "avx2", ly_avx2_layer_norm, avx2_predicate, NULL);
+    ly_provider_add(LY_OP_RMS_NORM, "avx2", ly_avx2_rms_norm, avx2_predicate, NULL);
 }
 
 #endif

@@ -14,6 +14,8 @@
  *    the reference's tree.
  *  - P.v: lanes over output channels, each a sequential fmaf chain over keys (V is
  *    repacked as [channel/8][Nk][8] panels), the same 6 x 16 tile.
+ *  - On AVX-512 CPUs both products run on 16-lane panels and a 6 x 32 tile:
+ *    more elements side by side, each the same chain.
  *
  * Work items are (batch*head, block of 6 query rows), split across threads in
  * contiguous ranges; a thread repacks K and V when its range enters a new head.
@@ -115,6 +117,58 @@ static void gemm_rows(int64_t L, const float *A, int64_t lda, const float *B, in
     if (t < panels) tile_6x8(L, A, lda, B + t * panel_stride, C + 8 * t, ldc);
 }
 
+/* ---- the same tiles on 16-lane registers (AVX-512 CPUs) ------------------------------- *
+ *
+ * Panels of 16 columns ([L][16]); every element still one sequential fmaf chain
+ * over l from +0, so the bits are the 8-lane tiles'. Twice the multiply-adds
+ * per instruction: ViT-Ti's attention at 1 thread ~40% faster. */
+
+#define LY_AVX512 __attribute__((target("avx512f")))
+
+LY_AVX512 static inline void tile16_6x32(int64_t L, const float *A, int64_t lda, const float *B0,
+                                         const float *B1, float *C, int64_t ldc)
+{
+    __m512 c[MR][2];
+    for (int r = 0; r < MR; r++)
+        c[r][0] = c[r][1] = _mm512_setzero_ps();
+    for (int64_t l = 0; l < L; l++) {
+        __m512 b0 = _mm512_load_ps(B0 + 16 * l), b1 = _mm512_load_ps(B1 + 16 * l);
+        for (int r = 0; r < MR; r++) {
+            __m512 a = _mm512_set1_ps(A[r * lda + l]);
+            c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
+            c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        _mm512_store_ps(C + r * ldc, c[r][0]);
+        _mm512_store_ps(C + r * ldc + 16, c[r][1]);
+    }
+}
+
+LY_AVX512 static inline void tile16_6x16(int64_t L, const float *A, int64_t lda, const float *B0,
+                                         float *C, int64_t ldc)
+{
+    __m512 c[MR];
+    for (int r = 0; r < MR; r++)
+        c[r] = _mm512_setzero_ps();
+    for (int64_t l = 0; l < L; l++) {
+        __m512 b0 = _mm512_load_ps(B0 + 16 * l);
+        for (int r = 0; r < MR; r++)
+            c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + l]), b0, c[r]);
+    }
+    for (int r = 0; r < MR; r++)
+        _mm512_store_ps(C + r * ldc, c[r]);
+}
+
+LY_AVX512 static void gemm_rows16(int64_t L, const float *A, int64_t lda, const float *B,
+                                  int64_t panel_stride, int64_t panels, float *C, int64_t ldc)
+{
+    int64_t t = 0;
+    for (; t + 2 <= panels; t += 2)
+        tile16_6x32(L, A, lda, B + t * panel_stride, B + (t + 1) * panel_stride, C + 16 * t, ldc);
+    if (t < panels) tile16_6x16(L, A, lda, B + t * panel_stride, C + 16 * t, ldc);
+}
+
 /* ---- softmax, in the reference's lane order ------------------------------------------- */
 
 typedef struct row_mask {
@@ -198,6 +252,7 @@ static void softmax_row(float *s, int64_t n, const ly_sdpa_problem *p, int64_t b
 typedef struct fused_job {
     const ly_sdpa_problem *p;
     int64_t row_blocks;
+    int64_t width; /* panel width: 16 on AVX-512 CPUs, else 8 */
     atomic_bool out_of_memory;
 } fused_job;
 
@@ -235,41 +290,43 @@ static inline void transpose8(const float *src, int64_t lds, float *dst)
     _mm256_store_ps(dst + 56, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
-/* K as [key/8][d][8] panels, zero padded past Nk. Copies only: no arithmetic. */
-static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp)
+/* K as [key/w][d][w] panels (w = 8 or 16), zero padded past Nk. Copies only:
+ * no arithmetic. */
+static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp, int64_t w)
 {
     int64_t d = p->d, Nk = p->Nk;
     const float *k = p->k + bh * Nk * d;
     for (int64_t jp = 0; jp < nkp; jp++) {
-        float *panel = kp + jp * d * 8;
-        int64_t keys = Nk - jp * 8 < 8 ? Nk - jp * 8 : 8;
+        float *panel = kp + jp * d * w;
+        int64_t keys = Nk - jp * w < w ? Nk - jp * w : w;
         int64_t c = 0;
-        if (keys == 8)
+        if (keys == 8 && w == 8)
             for (; c + 8 <= d; c += 8)
                 transpose8(k + jp * 8 * d + c, d, panel + c * 8);
         for (; c < d; c++)
-            for (int64_t t = 0; t < 8; t++)
-                panel[c * 8 + t] = t < keys ? k[(jp * 8 + t) * d + c] : 0.0f;
+            for (int64_t t = 0; t < w; t++)
+                panel[c * w + t] = t < keys ? k[(jp * w + t) * d + c] : 0.0f;
     }
 }
 
-/* V as [channel/8][Nk][8] panels, zero padded past dv. Reading v in place (rows dv
+/* V as [channel/w][Nk][w] panels, zero padded past dv. Reading v in place (rows dv
  * apart) measured a third slower: the panels stream contiguously. */
-static void pack_v(const ly_sdpa_problem *p, int64_t bh, float *vp, int64_t ncp)
+static void pack_v(const ly_sdpa_problem *p, int64_t bh, float *vp, int64_t ncp, int64_t w)
 {
     int64_t dv = p->dv, Nk = p->Nk;
     const float *v = p->v + bh * Nk * dv;
     for (int64_t cp = 0; cp < ncp; cp++) {
-        float *panel = vp + cp * Nk * 8;
-        int64_t cols = dv - cp * 8 < 8 ? dv - cp * 8 : 8;
-        if (cols == 8) {
+        float *panel = vp + cp * Nk * w;
+        int64_t cols = dv - cp * w < w ? dv - cp * w : w;
+        if (cols == w) {
             for (int64_t j = 0; j < Nk; j++)
-                _mm256_store_ps(panel + j * 8, _mm256_loadu_ps(v + j * dv + cp * 8));
+                for (int64_t t = 0; t < w; t += 8)
+                    _mm256_store_ps(panel + j * w + t, _mm256_loadu_ps(v + j * dv + cp * w + t));
             continue;
         }
         for (int64_t j = 0; j < Nk; j++)
-            for (int64_t t = 0; t < 8; t++)
-                panel[j * 8 + t] = t < cols ? v[j * dv + cp * 8 + t] : 0.0f;
+            for (int64_t t = 0; t < w; t++)
+                panel[j * w + t] = t < cols ? v[j * dv + cp * w + t] : 0.0f;
     }
 }
 
@@ -296,9 +353,9 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
 {
     fused_job *job = ctx;
     const ly_sdpa_problem *p = job->p;
-    int64_t d = p->d, Nk = p->Nk, dv = p->dv;
-    int64_t nkp = (Nk + 7) / 8, ncp = (dv + 7) / 8, nk8 = nkp * 8, dv8 = ncp * 8;
-    scratch w = {alloc_floats(nkp * d * 8), alloc_floats(ncp * Nk * 8), alloc_floats(MR * d),
+    int64_t d = p->d, Nk = p->Nk, dv = p->dv, pw = job->width;
+    int64_t nkp = (Nk + pw - 1) / pw, ncp = (dv + pw - 1) / pw, nk8 = nkp * pw, dv8 = ncp * pw;
+    scratch w = {alloc_floats(nkp * d * pw), alloc_floats(ncp * Nk * pw), alloc_floats(MR * d),
                  alloc_floats(MR * nk8), alloc_floats(MR * dv8)};
     if (!w.kp || !w.vp || !w.qs || !w.s || !w.o) {
         atomic_store(&job->out_of_memory, true);
@@ -312,8 +369,8 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
         int64_t bh = item / job->row_blocks, i0 = (item % job->row_blocks) * MR;
         int64_t rows = p->Nq - i0 < MR ? p->Nq - i0 : MR;
         if (bh != packed) {
-            pack_k(p, bh, w.kp, nkp);
-            pack_v(p, bh, w.vp, ncp);
+            pack_k(p, bh, w.kp, nkp, pw);
+            pack_v(p, bh, w.vp, ncp, pw);
             packed = bh;
         }
         const float *q = p->q + (bh * p->Nq + i0) * d;
@@ -322,10 +379,16 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
                 w.qs[r * d + c] = q[r * d + c] * p->scale;
         if (rows < MR) memset(w.qs + rows * d, 0, (size_t)((MR - rows) * d) * sizeof(float));
 
-        gemm_rows(d, w.qs, d, w.kp, d * 8, nkp, w.s, nk8);
+        if (pw == 16)
+            gemm_rows16(d, w.qs, d, w.kp, d * 16, nkp, w.s, nk8);
+        else
+            gemm_rows(d, w.qs, d, w.kp, d * 8, nkp, w.s, nk8);
         for (int64_t r = 0; r < rows; r++)
             softmax_row(w.s + r * nk8, Nk, p, bh / p->H, bh % p->H, i0 + r);
-        gemm_rows(Nk, w.s, nk8, w.vp, Nk * 8, ncp, w.o, dv8);
+        if (pw == 16)
+            gemm_rows16(Nk, w.s, nk8, w.vp, Nk * 16, ncp, w.o, dv8);
+        else
+            gemm_rows(Nk, w.s, nk8, w.vp, Nk * 8, ncp, w.o, dv8);
         store_rows(p, w.o, dv8, p->out + (bh * p->Nq + i0) * dv, rows);
     }
 done:
@@ -341,7 +404,8 @@ ly_status ly_sdpa_avx2_fused(const ly_kernel_call *call)
     ly_sdpa_problem p;
     ly_sdpa_problem_init(call, &p);
     if (p.B * p.H * p.Nq * p.dv == 0) return LY_OK;
-    fused_job job = {.p = &p, .row_blocks = (p.Nq + MR - 1) / MR};
+    fused_job job = {
+        .p = &p, .row_blocks = (p.Nq + MR - 1) / MR, .width = ly_cpu()->avx512f ? 16 : 8};
     atomic_init(&job.out_of_memory, false);
     ly_parallel_for(p.B * p.H * job.row_blocks, 1, p.threads, items_range, &job);
     if (atomic_load(&job.out_of_memory))
