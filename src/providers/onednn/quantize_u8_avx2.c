@@ -84,11 +84,74 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+/* ---- the same on 16 lanes (AVX-512 CPUs: every VNNI one but AVX-VNNI's) ---------------- */
+
+#define LY_AVX512 __attribute__((target("avx512f")))
+
+/* Sixteen codes plus 128, as bytes: ly_avx2_int8_code's clamp, NaN and
+ * huge-value rule on a zmm (vmaxps/vminps return their second operand on NaN,
+ * as the ymm forms do). */
+LY_AVX512 static inline __m128i codes16_u8(const quantize_job *job, __m512 x)
+{
+    __m512 r = _mm512_add_ps(_mm512_set1_ps(job->zero_point),
+                             _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(job->inv)),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m512 code = _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-128.0f), r));
+    __mmask16 huge = _mm512_cmp_ps_mask(r, _mm512_set1_ps(9223372036854775808.0f), _CMP_NLT_UQ);
+    code = _mm512_mask_blend_ps(huge, code, _mm512_set1_ps(-128.0f));
+    return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_add_ps(code, _mm512_set1_ps(128.0f))));
+}
+
+LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
+{
+    const quantize_job *job = ctx;
+    const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
+    for (int64_t row = begin; row < end; row++) {
+        int64_t image = row / h, y = row % h;
+        uint8_t *out = job->out + row * w * c;
+        if (block == 0) {
+            const float *x = job->x + image * c * h * w + y * w;
+            for (int64_t ch = 0; ch < c; ch++) {
+                const float *src = x + ch * h * w;
+                for (int64_t i = 0; i < w; i += 16) {
+                    int64_t n = w - i < 16 ? w - i : 16;
+                    uint8_t bytes[16];
+                    __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), src + i);
+                    _mm_storeu_si128((__m128i *)bytes, codes16_u8(job, v));
+                    for (int64_t k = 0; k < n; k++)
+                        out[(i + k) * c + ch] = bytes[k];
+                }
+            }
+            continue;
+        }
+        int64_t blocks = (c + block - 1) / block;
+        const float *x = job->x + image * blocks * h * w * block;
+        for (int64_t b = 0; b < blocks; b++) {
+            int64_t lanes = c - b * block < block ? c - b * block : block;
+            __mmask16 live = (__mmask16)((1u << lanes) - 1u);
+            const float *src = x + (b * h + y) * w * block;
+            uint8_t *dst = out + b * block;
+            for (int64_t px = 0; px < w; px++, src += block, dst += c) {
+                __m128i q = codes16_u8(job, _mm512_maskz_loadu_ps(live, src));
+                if (lanes == 16) {
+                    _mm_storeu_si128((__m128i *)dst, q);
+                } else if (lanes == 8) {
+                    _mm_storel_epi64((__m128i *)dst, q);
+                } else {
+                    uint8_t bytes[16];
+                    _mm_storeu_si128((__m128i *)bytes, q);
+                    memcpy(dst, bytes, (size_t)lanes);
+                }
+            }
+        }
+    }
+}
+
 void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
                                 int block, float inv, float zero_point, uint8_t *out, int threads)
 {
     quantize_job job = {x, out, c, h, w, block, inv, zero_point};
     int64_t rows = n * h;
     if (rows * w * c < LY_AVX2_PARALLEL_MIN) threads = 1;
-    ly_parallel_for(rows, 1, threads, quantize_rows, &job);
+    ly_parallel_for(rows, 1, threads, ly_cpu()->avx512f ? quantize_rows16 : quantize_rows, &job);
 }
