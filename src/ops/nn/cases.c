@@ -95,6 +95,8 @@ static const nn_case cases[] = {
     INT8("int8 odd 5->7 3x3 no bias 11x13", 5, 11, 13, 7, 3, 1, 1, 1, LY_ACT_NONE, false, false),
     POOL(LY_OP_MAX_POOL2D, "sppf 5x5 s1 p2 20x20", 64, 20, 20, 5, 1, 2),
     POOL(LY_OP_MAX_POOL2D, "stem 3x3 s2 p1 33x33", 32, 33, 33, 3, 2, 1),
+    POOL(LY_OP_MAX_POOL2D, "hgnetv2 stem 2x2 s1 41x37", 16, 41, 37, 2, 1, 0),
+    POOL(LY_OP_MAX_POOL2D, "3x3 s1 p1 13x11", 8, 13, 11, 3, 1, 1),
     POOL(LY_OP_AVG_POOL2D, "avg 2x2 s2 40x40", 32, 40, 40, 2, 2, 0),
     POOL(LY_OP_AVG_POOL2D, "avg 3x3 s1 p1 13x11", 16, 13, 11, 3, 1, 1),
     UNARY(LY_OP_UPSAMPLE_NEAREST2D, "x2 64ch 20x20", 64, 20, 20),

@@ -19,6 +19,7 @@ ly_status ly_avx2_matmul(const ly_kernel_call *call);
 ly_status ly_avx2_softmax(const ly_kernel_call *call);
 ly_status ly_avx2_layer_norm(const ly_kernel_call *call);
 ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
+ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
 
@@ -54,6 +55,21 @@ static ly_status softmax_predicate(const ly_kernel_call *call, const ly_cpu_feat
         int64_t axis = LY_PARAMS(call, ly_axis_params)->axis, ndim = call->in[0]->ndim;
         if (axis != -1 && axis != ndim - 1) {
             *why_not = "softmax over an axis other than the last";
+            return LY_E_DECLINED;
+        }
+    }
+    return avx2_predicate(call, cpu, why_not);
+}
+
+/* max_pool2d: windows of up to 9 elements at column stride 1 (the reference's
+ * single-pass order, so even a NaN's payload is the same). */
+static ly_status max_pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                    const char **why_not)
+{
+    if (call && call->params) {
+        const ly_pool2d_params *p = LY_PARAMS(call, ly_pool2d_params);
+        if (p->stride[1] != 1 || p->kernel[0] * p->kernel[1] > 9) {
+            *why_not = "a window over 9 elements or a column stride other than 1";
             return LY_E_DECLINED;
         }
     }
@@ -96,6 +112,7 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_SOFTMAX, "avx2", ly_avx2_softmax, softmax_predicate, NULL);
     ly_provider_add(LY_OP_LAYER_NORM, "avx2", ly_avx2_layer_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_RMS_NORM, "avx2", ly_avx2_rms_norm, avx2_predicate, NULL);
+    ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate, NULL);
 }
 
 #endif

@@ -175,8 +175,24 @@ static ly_status pool_predicate(const ly_kernel_call *call, const ly_cpu_feature
     return ly_onednn_predicate(call, cpu, why_not);
 }
 
+/* Small max windows at column stride 1 (HGNetv2's 2x2 stem pool): oneDNN's
+ * kernel is slower there than the reference (16x161x161, 1 thread: 0.89 vs
+ * 0.72 ms; 16x321x321: 3.9 vs 3.0 ms), let alone the AVX2 one. */
+static ly_status max_pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                    const char **why_not)
+{
+    if (call && call->params) {
+        const ly_pool2d_params *p = LY_PARAMS(call, ly_pool2d_params);
+        if (p->stride[1] == 1 && p->kernel[0] * p->kernel[1] <= 9) {
+            *why_not = "small stride-1 max windows: slower here than the reference";
+            return LY_E_DECLINED;
+        }
+    }
+    return pool_predicate(call, cpu, why_not);
+}
+
 void ly_onednn_register_pool(void)
 {
-    ly_provider_add(LY_OP_MAX_POOL2D, "onednn", max_pool2d_onednn, pool_predicate, NULL);
+    ly_provider_add(LY_OP_MAX_POOL2D, "onednn", max_pool2d_onednn, max_pool_predicate, NULL);
     ly_provider_add(LY_OP_AVG_POOL2D, "onednn", avg_pool2d_onednn, pool_predicate, NULL);
 }
