@@ -257,10 +257,34 @@ static void test_pixel_formats(void **state)
             assert_true(sa.b[i].xyxy[k] >= 0);
         assert_true(sa.b[i].xyxy[2] <= W && sa.b[i].xyxy[3] <= H);
     }
-    free(sa.b);
     free(sb.b);
-    ly_results_free(ra);
     ly_results_free(rb);
+
+    /* A decoded image handed over: the same boxes, and the image is emptied,
+     * on success and on a refused request alike. */
+    ly_image owned = {malloc(W * H * 3), W, H};
+    assert_non_null(owned.pixels);
+    memcpy(owned.pixels, rgb, W * H * 3);
+    if (ly_model_predict_decoded(model, &owned, &o, &rb) != LY_OK) fail_msg("%s", ly_last_error());
+    assert_null(owned.pixels);
+    results_to_set(rb, &sb);
+    assert_int_equal(sa.n, sb.n);
+    for (size_t i = 0; i < sa.n; i++)
+        assert_memory_equal(sa.b[i].xyxy, sb.b[i].xyxy, sizeof sa.b[i].xyxy);
+    int h, w;
+    assert_int_equal(ly_results_orig_shape(rb, &h, &w), LY_OK);
+    assert_true(h == H && w == W);
+    free(sb.b);
+    ly_results_free(rb);
+    owned = (ly_image){malloc(W * H * 3), W, H};
+    assert_non_null(owned.pixels);
+    o.imgsz = 100;
+    assert_int_equal(ly_model_predict_decoded(model, &owned, &o, &rb), LY_E_INVALID_ARGUMENT);
+    assert_null(owned.pixels);
+    o.imgsz = 128;
+    assert_int_equal(ly_model_predict_decoded(model, NULL, &o, &rb), LY_E_INVALID_ARGUMENT);
+    free(sa.b);
+    ly_results_free(ra);
 
     /* A class filter keeps only those classes. */
     int keep[2] = {0, 27};

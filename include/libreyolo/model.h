@@ -132,6 +132,14 @@ LY_API ly_status ly_model_predict_file(ly_model *model, const char *path,
                                        const ly_predict_options *options, ly_results **out);
 LY_API ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
                                         const ly_predict_options *options, ly_results **out);
+/* ly_model_predict_image on an image that ly_image_load decoded, which it takes:
+ * the pixels are freed as soon as preprocessing has read them, so the network
+ * runs without them (a 1280x852 photo: 3.3 MB less at the peak, a 12-megapixel
+ * one 36 MB), and *image is empty on return whatever the outcome.
+ * ly_model_predict_file works this way. */
+typedef struct ly_image ly_image;
+LY_API ly_status ly_model_predict_decoded(ly_model *model, ly_image *image,
+                                          const ly_predict_options *options, ly_results **out);
 
 typedef struct ly_detection {
     float xyxy[4]; /* original-image pixels */

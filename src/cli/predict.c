@@ -717,7 +717,10 @@ static int predict_one(run_state *rs, const char *source)
     ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
     ly_results *r;
     int code = 0;
-    if (ly_model_predict_image(rs->model, &view, &rs->a->options, &r) != LY_OK) {
+    /* Without an annotated copy to draw, the pixels go once preprocessed. */
+    ly_status st = rs->save_dir ? ly_model_predict_image(rs->model, &view, &rs->a->options, &r)
+                                : ly_model_predict_decoded(rs->model, &im, &rs->a->options, &r);
+    if (st != LY_OK) {
         char message[2048];
         snprintf(message, sizeof message, "%s: %s", source, ly_last_error());
         emit_failure(rs, source, "inference_failed", message);

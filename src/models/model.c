@@ -519,8 +519,11 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
 
 /* Preprocess into the engine's own input, run, postprocess: the same for
  * every recipe and engine, in a session of this call's own. */
-static ly_status predict(const ly_model *m, const ly_image_view *image, const ly_predict_options *o,
-                         ly_box **boxes, size_t *count, float *probs, double times_ms[3])
+/* `release`: a decoded image behind `image` to free once preprocessing has read
+ * it (only preprocessing reads pixels; postprocessing needs the size). */
+static ly_status predict(const ly_model *m, const ly_image_view *image, ly_image *release,
+                         const ly_predict_options *o, ly_box **boxes, size_t *count, float *probs,
+                         double times_ms[3])
 {
     const ly_model_desc *d = &m->d;
     const ly_engine *e = d->engine;
@@ -534,6 +537,12 @@ static ly_status predict(const ly_model *m, const ly_image_view *image, const ly
     ly_prep prep;
     st = e->input_buffer(session, h, w, threads, &room);
     if (st == LY_OK) st = d->recipe->preprocess(d, image, h, w, room, &prep);
+    ly_image_view size_only = *image;
+    if (release) {
+        ly_image_free(release);
+        size_only.pixels = NULL;
+        image = &size_only;
+    }
     double t1 = ly_now_ms();
     ly_tensor input = {.data = room, .dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
     if (st == LY_OK) st = e->run(session, &input, threads);
@@ -632,8 +641,8 @@ static ly_status make_class_results(const ly_model *m, float *probs, ly_results 
     return LY_OK;
 }
 
-ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
-                                 const ly_predict_options *options, ly_results **out)
+static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_image *release,
+                              const ly_predict_options *options, ly_results **out)
 {
     if (!out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_predict: out is NULL");
     *out = NULL;
@@ -656,7 +665,8 @@ ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
         probs = calloc((size_t)model->d.nc, sizeof *probs);
         if (!probs) return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
     }
-    st = predict(model, image, &resolved, &boxes, &count, probs, times);
+    int width = image->width, height = image->height; /* `image` may go with `release` */
+    st = predict(model, image, release, &resolved, &boxes, &count, probs, times);
     for (size_t i = 0; st == LY_OK && i < count; i++)
         if (boxes[i].cls < 0 || boxes[i].cls >= model->d.nc)
             st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
@@ -670,12 +680,33 @@ ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
     }
 
     ly_results *r = *out;
-    r->orig_height = image->height;
-    r->orig_width = image->width;
+    r->orig_height = height;
+    r->orig_width = width;
     r->preprocess_ms = times[0];
     r->inference_ms = times[1];
     r->postprocess_ms = times[2];
     return LY_OK;
+}
+
+ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,
+                                 const ly_predict_options *options, ly_results **out)
+{
+    return predict_view(model, image, NULL, options, out);
+}
+
+ly_status ly_model_predict_decoded(ly_model *model, ly_image *image,
+                                   const ly_predict_options *options, ly_results **out)
+{
+    if (!image || !image->pixels) {
+        if (out) *out = NULL;
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_predict_decoded: image is NULL or "
+                                                   "empty (expected one ly_image_load decoded)");
+    }
+    ly_image_view view = {image->pixels, image->width, image->height, (size_t)image->width * 3,
+                          LY_PIXELS_RGB};
+    ly_status st = predict_view(model, &view, image, options, out);
+    ly_image_free(image); /* when the prediction stopped before preprocessing */
+    return st;
 }
 
 ly_status ly_model_predict_file(ly_model *model, const char *path,
@@ -687,11 +718,7 @@ ly_status ly_model_predict_file(ly_model *model, const char *path,
     ly_image image;
     ly_status st = ly_image_load(path, &image);
     if (st != LY_OK) return st;
-    ly_image_view view = {image.pixels, image.width, image.height, (size_t)image.width * 3,
-                          LY_PIXELS_RGB};
-    st = ly_model_predict_image(model, &view, options, out);
-    ly_image_free(&image);
-    return st;
+    return ly_model_predict_decoded(model, &image, options, out);
 }
 
 /* ---- Results ------------------------------------------------------------ */
