@@ -116,24 +116,7 @@ static dnnl_status_t make_attr(const int8_state *s, const dnnl_memory_desc_t *bi
         st = dnnl_post_ops_append_binary(post_ops, dnnl_binary_add, bias_md);
     float alpha;
     memcpy(&alpha, &k->alpha_bits, sizeof alpha);
-    if (st == dnnl_success) {
-        switch (k->activation) {
-        case LY_ACT_SILU:
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f);
-            break;
-        case LY_ACT_SIGMOID:
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f);
-            break;
-        case LY_ACT_RELU:
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
-            break;
-        case LY_ACT_LEAKY_RELU:
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, alpha, 0.0f);
-            break;
-        default:
-            break;
-        }
-    }
+    if (st == dnnl_success) st = ly_onednn_append_activation(post_ops, k->activation, alpha);
     if (st == dnnl_success && k->post_affine) {
         float scale, shift;
         memcpy(&scale, &k->post_scale_bits, sizeof scale);
@@ -445,7 +428,6 @@ static ly_status int8_restore(void *state, int index, void *dst)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s (onednn_int8): input %d is not held",
                             slot_name(), index);
     const ly_conv_key *k = &s->key;
-    dnnl_engine_t engine = ly_onednn_engine();
     dnnl_memory_desc_t plain;
     dnnl_status_t st;
     if (k->groups == 1) {
@@ -455,26 +437,7 @@ static ly_status int8_restore(void *state, int index, void *dst)
         dnnl_dims_t wd = {k->groups, k->o / k->groups, k->c / k->groups, k->kh, k->kw};
         st = dnnl_memory_desc_init_by_tag(&plain, 5, wd, dnnl_s8, dnnl_goihw);
     }
-    const dnnl_memory_desc_t *packed = NULL;
-    dnnl_stream_t stream = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_memory_t to = NULL;
-    if (st == dnnl_success) st = dnnl_memory_get_memory_desc(s->primary->weights, &packed);
-    if (st == dnnl_success) st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
-    if (st == dnnl_success) st = dnnl_memory_create(&to, &plain, engine, dst);
-    if (st == dnnl_success)
-        st = dnnl_reorder_primitive_desc_create(&pd, packed, engine, &plain, engine, NULL);
-    if (st == dnnl_success) st = dnnl_primitive_create(&reorder, pd);
-    if (st == dnnl_success) {
-        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, s->primary->weights}, {DNNL_ARG_TO, to}};
-        st = dnnl_primitive_execute(reorder, stream, 2, args);
-    }
-    if (st == dnnl_success) st = dnnl_stream_wait(stream);
-    if (reorder) dnnl_primitive_destroy(reorder);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (to) dnnl_memory_destroy(to);
-    if (stream) dnnl_stream_destroy(stream);
+    if (st == dnnl_success) st = ly_onednn_unpack(s->primary->weights, &plain, dst);
     if (st != dnnl_success) return ly_onednn_failed(slot_name(), "restoring the packed codes", st);
     return LY_OK;
 }

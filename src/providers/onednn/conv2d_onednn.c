@@ -105,24 +105,7 @@ static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t a
     dnnl_post_ops_t post_ops = NULL;
     dnnl_status_t st = dnnl_primitive_attr_create(&attr);
     if (st == dnnl_success) st = dnnl_post_ops_create(&post_ops);
-    if (st == dnnl_success) {
-        switch (activation) {
-        case LY_ACT_SILU:
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f);
-            break;
-        case LY_ACT_SIGMOID:
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f);
-            break;
-        case LY_ACT_RELU:
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
-            break;
-        case LY_ACT_LEAKY_RELU: /* oneDNN's relu alpha is the negative slope */
-            st = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, alpha, 0.0f);
-            break;
-        default:
-            break;
-        }
-    }
+    if (st == dnnl_success) st = ly_onednn_append_activation(post_ops, activation, alpha);
     if (st == dnnl_success && affine) /* the LearnableAffineBlock after the activation */
         st =
             dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_linear, affine[0], affine[1]);
@@ -685,23 +668,7 @@ static ly_status conv_restore(void *state, int index, void *dst)
     }
     if (index != 1 || !op->weights_packed)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "conv2d (onednn): input %d is not held", index);
-    dnnl_engine_t engine = ly_onednn_engine();
-    dnnl_stream_t stream = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_memory_t to = NULL;
-    const dnnl_memory_desc_t *packed = NULL;
-    dnnl_status_t st = dnnl_memory_get_memory_desc(op->weights, &packed);
-    if (st == dnnl_success) st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
-    if (st == dnnl_success) st = dnnl_memory_create(&to, &op->weights_plain, engine, dst);
-    if (st == dnnl_success) st = make_reorder(packed, &op->weights_plain, false, &reorder);
-    if (st == dnnl_success) {
-        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, op->weights}, {DNNL_ARG_TO, to}};
-        st = dnnl_primitive_execute(reorder, stream, 2, args);
-    }
-    if (st == dnnl_success) st = dnnl_stream_wait(stream);
-    if (reorder) dnnl_primitive_destroy(reorder);
-    if (to) dnnl_memory_destroy(to);
-    if (stream) dnnl_stream_destroy(stream);
+    dnnl_status_t st = ly_onednn_unpack(op->weights, &op->weights_plain, dst);
     if (st != dnnl_success) return dnnl_failed("restoring packed weights", st);
     return LY_OK;
 }

@@ -78,3 +78,45 @@ ly_status ly_onednn_predicate(const ly_kernel_call *call, const ly_cpu_features 
     }
     return LY_OK;
 }
+
+dnnl_status_t ly_onednn_append_activation(dnnl_post_ops_t post_ops, int64_t activation, float alpha)
+{
+    switch (activation) {
+    case LY_ACT_SILU:
+        return dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f);
+    case LY_ACT_SIGMOID:
+        return dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f);
+    case LY_ACT_RELU:
+        return dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    case LY_ACT_LEAKY_RELU: /* oneDNN's relu alpha is the negative slope */
+        return dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, alpha, 0.0f);
+    default:
+        return dnnl_success;
+    }
+}
+
+dnnl_status_t ly_onednn_unpack(dnnl_memory_t from, const dnnl_memory_desc_t *plain, void *dst)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    const dnnl_memory_desc_t *packed = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t to = NULL;
+    dnnl_status_t st = dnnl_memory_get_memory_desc(from, &packed);
+    if (st == dnnl_success) st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    if (st == dnnl_success) st = dnnl_memory_create(&to, plain, engine, dst);
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, packed, engine, plain, engine, NULL);
+    if (st == dnnl_success) st = dnnl_primitive_create(&reorder, pd);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        st = dnnl_primitive_execute(reorder, stream, 2, args);
+    }
+    if (st == dnnl_success) st = dnnl_stream_wait(stream);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (to) dnnl_memory_destroy(to);
+    if (stream) dnnl_stream_destroy(stream);
+    return st;
+}

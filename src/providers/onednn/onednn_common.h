@@ -39,6 +39,15 @@ void ly_onednn_register_conv2d_int8(void); /* integer kernels, VNNI only */
 void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
                                 int block, float inv, float zero_point, uint8_t *out, int threads);
 
+/* Append `activation` (an ly_activation; alpha: LY_ACT_LEAKY_RELU's negative
+ * slope) as an eltwise post-op: swish, logistic or relu. Nothing for none. */
+dnnl_status_t ly_onednn_append_activation(dnnl_post_ops_t post_ops, int64_t activation,
+                                          float alpha);
+
+/* The values of `from` written into `dst`, laid out as `plain` (a reorder:
+ * exact). What a state that packed a constant restores it with. */
+dnnl_status_t ly_onednn_unpack(dnnl_memory_t from, const dnnl_memory_desc_t *plain, void *dst);
+
 /* LY_E_PROVIDER naming the slot and the failed dnnl call. */
 ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t status);
 
