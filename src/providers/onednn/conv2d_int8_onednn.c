@@ -31,6 +31,7 @@
 #include "providers/op_cache.h"
 
 #include <dnnl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,10 @@ typedef struct int8_state {
     int32_t zero_point_u8; /* zp + 128: what the u8 codes sit on */
     float *scales;         /* s_x * s_w[o], per output channel */
     float *bias;           /* [O] or NULL */
+    /* bias[o] / scale[o]: added to the integer sum by the kernel itself, before
+     * the scales, where every quotient is finite (NULL: the bias is a binary
+     * post-op after them, 7-18% slower on oneDNN 2.6's int8 kernels). */
+    float *bias_in_sum;
     size_t src_bytes, dst_bytes;
     /* The output's layout is channels-last already (one block of 16 or 8
      * channels holds every channel): the kernel writes it in place, the
@@ -177,12 +182,15 @@ static int8_op *create_op(int8_state *s, const ly_kernel_call *call, const int8_
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_user, 5, wd, dnnl_s8, dnnl_goihw));
     }
     dnnl_dims_t bias_dims = {1, k->o, 1, 1};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 4, bias_dims, dnnl_f32, dnnl_nchw));
+    if (s->bias_in_sum)
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, (dnnl_dims_t){k->o}, dnnl_f32, dnnl_x));
+    else
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 4, bias_dims, dnnl_f32, dnnl_nchw));
     dnnl_convolution_desc_t desc;
     DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
-        &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any, NULL, &dst_md,
-        strides, dilates, pad_l, pad_r));
-    DNNL_TRY(make_attr(s, s->bias ? &bias_md : NULL, &attr));
+        &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any,
+        s->bias_in_sum ? &bias_md : NULL, &dst_md, strides, dilates, pad_l, pad_r));
+    DNNL_TRY(make_attr(s, s->bias && !s->bias_in_sum ? &bias_md : NULL, &attr));
     dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
     const char *impl = "";
     if (made == dnnl_success) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
@@ -226,7 +234,9 @@ static int8_op *create_op(int8_state *s, const ly_kernel_call *call, const int8_
     void *zp = NULL;
     DNNL_TRY(dnnl_memory_get_data_handle(op->zero_point, &zp));
     memcpy(zp, &s->zero_point_u8, sizeof s->zero_point_u8);
-    if (s->bias) DNNL_TRY(dnnl_memory_create(&op->bias, &bias_md, engine, s->bias));
+    if (s->bias)
+        DNNL_TRY(dnnl_memory_create(&op->bias, &bias_md, engine,
+                                    s->bias_in_sum ? s->bias_in_sum : s->bias));
     DNNL_TRY(dnnl_memory_create(&op->src, &src_md, engine, DNNL_MEMORY_NONE));
     s->src_bytes = dnnl_memory_desc_get_size(&src_md);
     s->dst_bytes = s->direct ? 0 : dnnl_memory_desc_get_size(&dst_md);
@@ -298,8 +308,9 @@ static ly_status run_op(const int8_state *s, int8_op *op, const ly_kernel_call *
                                {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, op->zero_point}};
     int nargs = 4;
     if (op->bias)
-        args[nargs++] =
-            (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, op->bias};
+        args[nargs++] = (dnnl_exec_arg_t){
+            s->bias_in_sum ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+            op->bias};
     DNNL_TRY(dnnl_primitive_execute(op->conv, op->stream, nargs, args));
     if (op->dst_reorder) {
         dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, op->dst_lib}, {DNNL_ARG_TO, op->dst_user}};
@@ -338,6 +349,7 @@ static void int8_release(void *state)
     pthread_mutex_destroy(&s->lock);
     free(s->scales);
     free(s->bias);
+    free(s->bias_in_sum);
     free(s);
 }
 
@@ -374,7 +386,19 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     const float *w_scale = call->in[4]->data;
     for (int64_t i = 0; i < o; i++)
         s->scales[i] = (float)((double)x_scale * (double)w_scale[i]);
-    if (s->bias) memcpy(s->bias, call->in[2]->data, (size_t)o * sizeof *s->bias);
+    if (s->bias) {
+        memcpy(s->bias, call->in[2]->data, (size_t)o * sizeof *s->bias);
+        s->bias_in_sum = malloc((size_t)o * sizeof *s->bias_in_sum);
+        for (int64_t i = 0; s->bias_in_sum && i < o; i++) {
+            double q = (double)s->bias[i] / (double)s->scales[i];
+            if (!isnormal(s->scales[i]) || !isfinite(q) || fabs(q) > 1e30) {
+                free(s->bias_in_sum);
+                s->bias_in_sum = NULL;
+                break;
+            }
+            s->bias_in_sum[i] = (float)q;
+        }
+    }
     int previous = ly_onednn_threads_begin(info->threads);
     s->primary = create_op(s, call, NULL, &st);
     ly_onednn_threads_end(previous);
