@@ -671,8 +671,8 @@ static bool int8_execute(const builder *b, const qinput *q)
 }
 
 /* The last module read as conv2d_int8: its codes (b->qcodes), the weight scales
- * times the BN factor (`bn`: b->bn_factor, NULL for none), and the bias from
- * the fold's accumulator or `bias`. */
+ * (times the fold's BN factors, b->bn_factor, when `bn`), and the bias from the
+ * fold's accumulator, or `bias` when given. */
 static ly_graph_value add_conv_int8(builder *b, const char *name, ly_graph_value x,
                                     const int64_t *wshape, bool bn, const float *bias,
                                     int64_t stride, int64_t pad, int64_t groups, bool silu,
@@ -716,7 +716,7 @@ static ly_graph_value conv(builder *b, const char *p, ly_graph_value x, int64_t 
     qinput q;
     fold_conv_bn(b, p, c2, cin, k, k, b->g ? b->scratch_w : NULL, b->scratch_b, &q);
     if (!b->g) return 0;
-    if (b->fatal == LY_OK && int8_execute(b, &q))
+    if (int8_execute(b, &q))
         return add_conv_int8(b, p, x, (int64_t[4]){c2, cin, k, k}, true, NULL, stride, (k - 1) / 2,
                              groups, true, residual, &q);
     ly_graph_value w, bias;
@@ -785,7 +785,7 @@ static ly_graph_value plain_conv(builder *b, const char *p, ly_graph_value x, in
     key_of(key, p, ".bias");
     const float *bias = take1(b, key, c2);
     if (!b->g) return 0;
-    if (b->fatal == LY_OK && w && bias && int8_execute(b, &q))
+    if (w && bias && int8_execute(b, &q))
         return add_conv_int8(b, p, x, wshape, false, bias, 1, 0, groups, false, LY_GRAPH_NONE, &q);
     ly_graph_value wt, bt;
     void *wv, *bv;

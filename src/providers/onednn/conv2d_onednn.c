@@ -714,11 +714,6 @@ static ly_kernel_call float_call(const dequant_state *s, const ly_kernel_call *c
     return c;
 }
 
-static ly_status dequant_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
-{
-    return conv_layouts(call, out);
-}
-
 static ly_status dequant_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
                                  void **state)
 {
@@ -774,7 +769,7 @@ static ly_status dequant_run(void *state, const ly_kernel_call *call)
 }
 
 static const ly_kernel_stateful dequant_stateful = {
-    .layouts = dequant_layouts,
+    .layouts = conv_layouts, /* the convolution's: the fake-quant is element-wise */
     .prepare = dequant_prepare,
     .run = dequant_run,
     .release = dequant_release,
