@@ -270,6 +270,8 @@ typedef struct bench_call {
     union {
         ly_unpack_int_grouped_params unpack;
         ly_pool2d_params pool;
+        ly_axis_params axis;
+        ly_norm_params norm;
     } params;
     ly_kernel_call call;
     const char *slot;
@@ -357,6 +359,20 @@ static bool build_call(bench_call *bc, const char *slot, buffers *b, size_t nume
         bc->params.pool.padding[0] = bc->params.pool.padding[1] = pad;
         bc->call.params = &bc->params.pool;
         bc->bytes = (double)(side * side + out_side * out_side) * 64.0 * 4.0;
+        return true;
+    }
+    /* Rows of 1024 as an attention score row or a token's channels. */
+    if (strcmp(slot, ly_op_name(LY_OP_SOFTMAX)) == 0) {
+        ADD(b->x, LY_F32, 2, mat);
+        bc->params.axis = (ly_axis_params)LY_AXIS_DEFAULTS;
+        bc->call.params = &bc->params.axis;
+        return true;
+    }
+    if (strcmp(slot, ly_op_name(LY_OP_LAYER_NORM)) == 0 ||
+        strcmp(slot, ly_op_name(LY_OP_RMS_NORM)) == 0) {
+        ADD(b->x, LY_F32, 2, mat); /* no scale or shift: the row statistics are the work */
+        bc->params.norm = (ly_norm_params)LY_NORM_DEFAULTS;
+        bc->call.params = &bc->params.norm;
         return true;
     }
     if (backward) ADD(b->grad, LY_F32, 2, mat);
