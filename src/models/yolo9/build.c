@@ -645,15 +645,22 @@ static void note_graph_error(builder *b, ly_status st)
     if (st != LY_OK && b->fatal == LY_OK) b->fatal = st;
 }
 
-static ly_graph_value add_conv(builder *b, const char *name, ly_graph_value x, ly_graph_value w,
-                               ly_graph_value bias, int64_t stride, int64_t pad, int64_t groups,
-                               bool silu, ly_graph_value residual)
+/* A YOLO9 convolution's window and activation (square, SiLU or none). */
+static ly_conv2d_params conv_params(int64_t stride, int64_t pad, int64_t groups, bool silu)
 {
     ly_conv2d_params p = LY_CONV2D_DEFAULTS;
     p.stride[0] = p.stride[1] = stride;
     p.padding[0] = p.padding[1] = pad;
     p.groups = groups;
     p.activation = silu ? LY_ACT_SILU : LY_ACT_NONE;
+    return p;
+}
+
+static ly_graph_value add_conv(builder *b, const char *name, ly_graph_value x, ly_graph_value w,
+                               ly_graph_value bias, int64_t stride, int64_t pad, int64_t groups,
+                               bool silu, ly_graph_value residual)
+{
+    ly_conv2d_params p = conv_params(stride, pad, groups, silu);
     ly_graph_value out = LY_GRAPH_NONE;
     note_graph_error(b, ly_graph_conv2d(b->g, name, x, w, bias, residual, &p, &out));
     return out;
@@ -696,11 +703,7 @@ static ly_graph_value add_conv_int8(builder *b, const char *name, ly_graph_value
     }
     *(float *)lo = q->lo;
     *(float *)hi = q->hi;
-    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
-    p.stride[0] = p.stride[1] = stride;
-    p.padding[0] = p.padding[1] = pad;
-    p.groups = groups;
-    p.activation = silu ? LY_ACT_SILU : LY_ACT_NONE;
+    ly_conv2d_params p = conv_params(stride, pad, groups, silu);
     ly_graph_value out = LY_GRAPH_NONE;
     note_graph_error(b, ly_graph_node(b->g, LY_OP_CONV2D_INT8, name, 7, in, &p, 1, &out));
     return out;
