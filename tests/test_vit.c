@@ -228,7 +228,8 @@ static void test_intermediates(void **state)
     static char block_names[12][32];
     k.names[0] = "patch_embed.tokens";
     for (int i = 0; i < 12; i++) {
-        snprintf(block_names[i], sizeof block_names[i], "blocks.%d.mlp.residual", i);
+        snprintf(block_names[i], sizeof block_names[i], "blocks.%d.mlp.fc2",
+                 i); /* + the residual */
         k.names[1 + i] = block_names[i];
     }
     k.names[13] = "norm";

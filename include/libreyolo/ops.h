@@ -102,13 +102,14 @@ typedef struct ly_unpack_nvfp4_params {
         .in_features = -1                                                                          \
     }
 
-/* Activations fused into conv2d. */
+/* Activations fused into conv2d (NONE to LEAKY_RELU) and linear (all). */
 typedef enum ly_activation {
     LY_ACT_NONE = 0,
     LY_ACT_SILU = 1,    /* x * sigmoid(x) */
     LY_ACT_SIGMOID = 2, /* 1 / (1 + exp(-x)) */
     LY_ACT_RELU = 3,
-    LY_ACT_LEAKY_RELU = 4 /* x < 0 ? alpha * x : x */
+    LY_ACT_LEAKY_RELU = 4, /* x < 0 ? alpha * x : x */
+    LY_ACT_GELU = 5        /* x * 0.5 * (1 + erf(x / sqrt 2)): PyTorch's nn.GELU() */
 } ly_activation;
 
 typedef struct ly_conv2d_params {
@@ -192,6 +193,17 @@ typedef struct ly_sdpa_params {
 #define LY_SDPA_DEFAULTS                                                                           \
     {                                                                                              \
         .scale = 0.0                                                                               \
+    }
+
+/* linear: out = act(x·weightᵀ + bias) + residual (in[3], NULL or out's
+ * shape), so a transformer's MLP and residual adds run in the GEMM's epilogue. */
+typedef struct ly_linear_params {
+    int64_t activation; /* an ly_activation, default LY_ACT_NONE */
+    double alpha;       /* LY_ACT_LEAKY_RELU's negative slope (default 0.01, as PyTorch) */
+} ly_linear_params;
+#define LY_LINEAR_DEFAULTS                                                                         \
+    {                                                                                              \
+        .activation = LY_ACT_NONE, .alpha = 0.01                                                   \
     }
 
 typedef struct ly_matmul_params {

@@ -942,10 +942,15 @@ static void emit_permute(xgraph *x, const ly_graph_node_info *n)
     node_transpose(x, in, define(x, n->outputs[0], LOGICAL), (int)p->ndim, perm);
 }
 
-/* x·Wᵀ + b over the last logical axis: a fully-connected node, whose filter
- * ([N, K], PyTorch's layout) and bias XNNPACK packs. */
+/* act(x·Wᵀ + b) + residual over the last logical axis: a fully-connected
+ * node, whose filter ([N, K], PyTorch's layout) and bias XNNPACK packs (relu
+ * as its output range), then a GELU node and an add node for what our
+ * runtime fuses into the GEMM (xnn_takes admits no other activation). */
 static void emit_linear(xgraph *x, const ly_graph_node_info *n)
 {
+    const ly_linear_params *p = n->params;
+    int64_t act = p ? p->activation : LY_ACT_NONE;
+    ly_graph_value residual = n->n_inputs > 3 ? n->inputs[3] : LY_GRAPH_NONE;
     ly_graph_value wv = n->inputs[1], bv = n->n_inputs > 2 ? n->inputs[2] : LY_GRAPH_NONE;
     const ly_tensor *w = &x->L->shape[wv];
     uint32_t in = get(x, n->inputs[0], LOGICAL);
@@ -956,9 +961,29 @@ static void emit_linear(xgraph *x, const ly_graph_node_info *n)
     if (bv != LY_GRAPH_NONE)
         bias = new_const(x, const_name(x, n->name, "bias"), 1, wd, x->L->known[bv],
                          (size_t)wd[0] * sizeof(float));
-    uint32_t out = define(x, n->outputs[0], LOGICAL);
+    bool gelu = act == LY_ACT_GELU, has_residual = residual != LY_GRAPH_NONE;
+    uint32_t dims[LY_MAX_DIMS] = {0};
+    int nd = dims_of(&x->L->shape[n->outputs[0]], LOGICAL, dims);
+    uint32_t out =
+        gelu || has_residual ? new_internal(x, nd, dims) : define(x, n->outputs[0], LOGICAL);
     ly_xnn_node *fc = new_node(x, LY_XNN_FULLY_CONNECTED);
-    if (fc) fc->u.fc = (__typeof__(fc->u.fc)){in, filter, bias, out, 0};
+    if (!fc) return;
+    fc->u.fc = (__typeof__(fc->u.fc)){in, filter, bias, out, 0};
+    if (act == LY_ACT_RELU) {
+        fc->has_output_min_max = true;
+        fc->output_min = 0.0f;
+        fc->output_max = INFINITY;
+    }
+    if (gelu) {
+        uint32_t done =
+            has_residual ? new_internal(x, nd, dims) : define(x, n->outputs[0], LOGICAL);
+        node_1x1(x, LY_XNN_GELU, out, done);
+        out = done;
+    }
+    if (has_residual) {
+        uint32_t r = get(x, residual, LOGICAL);
+        node_2x1(x, LY_XNN_ADD, out, r, define(x, n->outputs[0], LOGICAL));
+    }
 }
 
 /* a·b (a·bᵀ: b's last two axes transposed first, as torch.export writes
@@ -1188,8 +1213,11 @@ static bool xnn_takes(const lower *L, const ly_graph_node_info *n)
     case LY_OP_SLICE:
         return ((const ly_slice_params *)n->params)->step == 1;
     case LY_OP_LINEAR: {
+        const ly_linear_params *p = n->params;
+        int64_t act = p ? p->activation : LY_ACT_NONE;
         ly_graph_value bias = n->n_inputs > 2 ? n->inputs[2] : LY_GRAPH_NONE;
-        return known_f32(L, n->inputs[1]) && (bias == LY_GRAPH_NONE || known_f32(L, bias));
+        return known_f32(L, n->inputs[1]) && (bias == LY_GRAPH_NONE || known_f32(L, bias)) &&
+               (act == LY_ACT_NONE || act == LY_ACT_RELU || act == LY_ACT_GELU);
     }
     case LY_OP_MATMUL: {
         /* XNNPACK's batch matrix multiply does not broadcast batch axes */

@@ -268,9 +268,14 @@ ly_graph_value df_binary(df_builder *b, ly_op op, const char *what, ly_graph_val
     return df_node(b, op, what, 2, in, NULL);
 }
 
-/* x·Wᵀ + b with W [n, k] and b [n] at prefix + `linear` (".weight", ".bias"). */
 ly_graph_value df_linear(df_builder *b, const char *linear_name, ly_graph_value x, int64_t n,
                          int64_t k)
+{
+    return df_linear_fused(b, linear_name, x, n, k, LY_ACT_NONE, LY_GRAPH_NONE);
+}
+
+ly_graph_value df_linear_fused(df_builder *b, const char *linear_name, ly_graph_value x, int64_t n,
+                               int64_t k, ly_activation activation, ly_graph_value residual)
 {
     char key[KEY_MAX];
     int64_t wshape[2] = {n, k};
@@ -278,8 +283,10 @@ ly_graph_value df_linear(df_builder *b, const char *linear_name, ly_graph_value 
     ly_graph_value w = df_weight(b, key, 2, wshape);
     snprintf(key, sizeof key, "%s.bias", linear_name);
     ly_graph_value bias = df_weight(b, key, 1, &n);
-    ly_graph_value in[3] = {x, w, bias};
-    return df_node(b, LY_OP_LINEAR, linear_name, 3, in, NULL);
+    ly_graph_value in[4] = {x, w, bias, residual};
+    ly_linear_params p = LY_LINEAR_DEFAULTS;
+    p.activation = activation;
+    return df_node(b, LY_OP_LINEAR, linear_name, residual == LY_GRAPH_NONE ? 3 : 4, in, &p);
 }
 
 ly_graph_value df_layer_norm(df_builder *b, const char *norm_name, ly_graph_value x, int64_t c)

@@ -54,6 +54,10 @@ ly_graph_value df_binary(df_builder *b, ly_op op, const char *what, ly_graph_val
 /* x·Wᵀ + b with W [n, k] and b [n] at prefix + `linear` (".weight", ".bias"). */
 ly_graph_value df_linear(df_builder *b, const char *linear_name, ly_graph_value x, int64_t n,
                          int64_t k);
+/* act(x·Wᵀ + b) + residual in one node (residual: LY_GRAPH_NONE for none), so
+ * the GEMM's epilogue does what separate element-wise nodes would. */
+ly_graph_value df_linear_fused(df_builder *b, const char *linear_name, ly_graph_value x, int64_t n,
+                               int64_t k, ly_activation activation, ly_graph_value residual);
 ly_graph_value df_layer_norm(df_builder *b, const char *norm_name, ly_graph_value x, int64_t c);
 ly_graph_value df_reshape(df_builder *b, const char *what, ly_graph_value x, int ndim,
                           const int64_t *shape);

@@ -108,8 +108,10 @@ static ly_graph_value layer_norm(df_builder *b, const char *name, ly_graph_value
 }
 
 /* Attention (3.3): qkv as (q|k|v) x head x d, then sdpa (fused) or
- * softmax((q * d^-0.5) @ k^T) @ v from the graph's own ops (manual). */
-static ly_graph_value attention(df_builder *b, ly_graph_value x, const vit_size *z, bool fused)
+ * softmax((q * d^-0.5) @ k^T) @ v from the graph's own ops (manual); the
+ * projection adds `residual`. */
+static ly_graph_value attention(df_builder *b, ly_graph_value x, ly_graph_value residual,
+                                const vit_size *z, bool fused)
 {
     int64_t e = z->width, h = z->heads, d = e / h;
     ly_graph_value qkv = df_linear(b, "attn.qkv", x, 3 * e, e);
@@ -138,7 +140,7 @@ static ly_graph_value attention(df_builder *b, ly_graph_value x, const vit_size 
     }
     int64_t back[4] = {0, 2, 1, 3}, merged[3] = {1, TOKENS, e};
     o = df_reshape(b, "attn.merge", df_permute(b, "attn.merge", o, 4, back), 3, merged);
-    return df_linear(b, "attn.proj", o, e, e);
+    return df_linear_fused(b, "attn.proj", o, e, e, LY_ACT_NONE, residual);
 }
 
 static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t classes, bool fused,
@@ -168,11 +170,10 @@ static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t class
 
     for (int64_t i = 0; i < z->depth && b.st == LY_OK; i++) {
         snprintf(b.prefix, sizeof b.prefix, "blocks.%lld.", (long long)i);
-        ly_graph_value a = attention(&b, layer_norm(&b, "norm1", x, e), z, fused);
-        x = df_binary(&b, LY_OP_ADD, "attn.residual", x, a);
-        ly_graph_value m = df_linear(&b, "mlp.fc1", layer_norm(&b, "norm2", x, e), 4 * e, e);
-        m = df_node(&b, LY_OP_GELU, "mlp.gelu", 1, &m, NULL);
-        x = df_binary(&b, LY_OP_ADD, "mlp.residual", x, df_linear(&b, "mlp.fc2", m, e, 4 * e));
+        x = attention(&b, layer_norm(&b, "norm1", x, e), x, z, fused); /* + x */
+        ly_graph_value m = df_linear_fused(&b, "mlp.fc1", layer_norm(&b, "norm2", x, e), 4 * e, e,
+                                           LY_ACT_GELU, LY_GRAPH_NONE);
+        x = df_linear_fused(&b, "mlp.fc2", m, e, 4 * e, LY_ACT_NONE, x); /* + x */
     }
     b.prefix[0] = '\0';
     x = layer_norm(&b, "norm", x, e);

@@ -5,6 +5,7 @@
  * output row by row (broadcast.h); large outputs are split over threads by
  * rows, which changes no result.
  */
+#include "ops/nn/reference.h"
 #include "core/core.h"
 #include "ops/elementwise/broadcast.h"
 #include "ops/ops_internal.h"
@@ -235,11 +236,10 @@ static float relu_f(const unary_job *j, float x)
     return x > 0.0f || isnan(x) ? x : 0.0f;
 }
 
-/* torch's scalar GELU (approximate="none"): x * 0.5 * (1 + erf(x * sqrt(1/2))). */
 static float gelu_f(const unary_job *j, float x)
 {
     (void)j;
-    return x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+    return ly_nn_gelu(x);
 }
 
 static float exp_f(const unary_job *j, float x)

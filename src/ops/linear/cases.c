@@ -15,14 +15,20 @@ ly_status ly_cases_linear(int index, ly_check_case *c)
         const char *name;
         int ndim;
         int64_t x[3], n;
-        bool bias;
+        bool bias, residual;
+        int64_t activation;
     } cases[] = {
-        {"decoder ffn [1,300,128] -> 512", 3, {1, 300, 128}, 512, true},
-        {"sampling offsets [1,300,128] -> 192", 3, {1, 300, 128}, 192, true},
-        {"vit qkv [1,197,192] -> 576", 3, {1, 197, 192}, 576, true},
-        {"odd [7,13] -> 5, no bias", 2, {7, 13}, 5, false},
-        {"one row [1,1] -> 1", 2, {1, 1}, 1, true},
-        {"empty [0,8] -> 3", 2, {0, 8}, 3, true},
+        {"decoder ffn [1,300,128] -> 512", 3, {1, 300, 128}, 512, true, false, LY_ACT_NONE},
+        {"sampling offsets [1,300,128] -> 192", 3, {1, 300, 128}, 192, true, false, LY_ACT_NONE},
+        {"vit qkv [1,197,192] -> 576", 3, {1, 197, 192}, 576, true, false, LY_ACT_NONE},
+        {"vit fc1 gelu [1,197,192] -> 768", 3, {1, 197, 192}, 768, true, false, LY_ACT_GELU},
+        {"vit fc2 +res [1,197,768] -> 192", 3, {1, 197, 768}, 192, true, true, LY_ACT_NONE},
+        {"ffn relu [1,300,128] -> 512", 3, {1, 300, 128}, 512, true, false, LY_ACT_RELU},
+        {"silu +res [5,33] -> 17", 2, {5, 33}, 17, true, true, LY_ACT_SILU},
+        {"leaky relu, no bias, +res [9,7] -> 6", 2, {9, 7}, 6, false, true, LY_ACT_LEAKY_RELU},
+        {"odd [7,13] -> 5, no bias", 2, {7, 13}, 5, false, false, LY_ACT_NONE},
+        {"one row [1,1] -> 1", 2, {1, 1}, 1, true, false, LY_ACT_NONE},
+        {"empty [0,8] -> 3", 2, {0, 8}, 3, true, false, LY_ACT_NONE},
     };
     if (index >= (int)(sizeof cases / sizeof cases[0])) return LY_E_NOT_FOUND;
     snprintf(c->name, sizeof c->name, "%s", cases[index].name);
@@ -37,6 +43,17 @@ ly_status ly_cases_linear(int index, ly_check_case *c)
         st = ly_check_case_random(c, 2, 1, (int64_t[]){n}, 0.5f, &seed);
         c->constant[2] = true;
     }
+    if (st == LY_OK && cases[index].residual) {
+        int64_t y[3];
+        for (int d = 0; d < nd; d++)
+            y[d] = cases[index].x[d];
+        y[nd - 1] = n;
+        st = ly_check_case_random(c, 3, nd, y, 1.0f, &seed);
+    }
+    ly_linear_params p = LY_LINEAR_DEFAULTS;
+    p.activation = cases[index].activation;
+    p.alpha = 0.1;
+    ly_check_case_params(c, &p, sizeof p);
     return st;
 }
 

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Contracts of the matrix products:
- *   linear  x [..., K], weight [N, K], bias [N] or NULL  ->  [..., N] = x·weightᵀ + bias
+ *   linear  x [..., K], weight [N, K], bias [N] or NULL, residual [..., N] or NULL
+ *           -> [..., N] = act(x·weightᵀ + bias) + residual
  *   matmul  a [..., M, K], b [..., K, N] (transpose_b: [..., N, K]) -> [..., M, N], the
  *           batch dimensions broadcast (NumPy rules), as torch.matmul on >= 2-d operands
  */
 #include "core/core.h"
 #include "ops/elementwise/broadcast.h"
 #include "ops/ops_internal.h"
+
+#include <math.h>
 
 #define TRY(expr)                                                                                  \
     do {                                                                                           \
@@ -19,8 +22,18 @@ ly_status ly_contract_linear(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
                              int *n_out)
 {
     const char *op = ly_op_name(LY_OP_LINEAR);
-    TRY(ly_contract_operands(op, call, out, n_out, 3));
-    const ly_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2];
+    TRY(ly_contract_operands(op, call, out, n_out, 4));
+    const ly_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2], *r = call->in[3];
+    const ly_linear_params *p = LY_PARAMS(call, ly_linear_params);
+    if (p->activation < LY_ACT_NONE || p->activation > LY_ACT_GELU)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.activation is %lld, expected an ly_activation (0 none, "
+                            "1 silu, 2 sigmoid, 3 relu, 4 leaky relu, 5 gelu)",
+                            op, (long long)p->activation);
+    if (p->activation == LY_ACT_LEAKY_RELU && !isfinite(p->alpha))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.alpha is %g, expected a finite negative slope", op,
+                            p->alpha);
     TRY(ly_check_operand(x, op, "x", LY_F32));
     TRY(ly_check_operand(w, op, "weight", LY_F32));
     char a[128], c[128];
@@ -38,6 +51,16 @@ ly_status ly_contract_linear(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
     out[0] = *x;
     out[0].data = NULL;
     out[0].shape[x->ndim - 1] = w->shape[0];
+    if (r) {
+        TRY(ly_check_operand(r, op, "residual", LY_F32));
+        bool same = r->ndim == out[0].ndim;
+        for (int d = 0; same && d < r->ndim; d++)
+            same = r->shape[d] == out[0].shape[d];
+        if (!same)
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: residual %s, expected the output's shape %s or NULL", op,
+                                ly_shape_str(r, a, sizeof a), ly_shape_str(&out[0], c, sizeof c));
+    }
     *n_out = 1;
     return LY_OK;
 }
@@ -80,4 +103,6 @@ ly_status ly_contract_matmul(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
     return LY_OK;
 }
 
+LY_PARAMS_FIELDS(ly_linear_params, LY_FIELD_INT(ly_linear_params, activation, 1),
+                 LY_FIELD_DOUBLE(ly_linear_params, alpha, 1))
 LY_PARAMS_FIELDS(ly_matmul_params, LY_FIELD_INT(ly_matmul_params, transpose_b, 1))

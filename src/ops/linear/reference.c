@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * References of the matrix products: every output element is one sequential
- * f32 sum over k from +0, then + bias. linear rounds products and sums
+ * f32 sum over k from +0, then + bias (linear: then its activation, as the
+ * conv2d reference's, then + residual). linear rounds products and sums
  * separately; matmul chains fused multiply-adds, the sdpa reference's order
  * (ops/sdpa/reference.c: q.k and P.v), so attention written as matmul ->
  * softmax -> matmul gives the fused op's bits. Four outputs of a row are
  * computed side by side, each in that same order, so the loop runs at a
  * useful speed without changing a bit; rows are split over threads.
  */
+#include "ops/nn/reference.h"
 #include "core/core.h"
 #include "ops/elementwise/broadcast.h"
 #include "ops/ops_internal.h"
@@ -63,11 +65,20 @@ static float dot1(const float *x, const float *w, int64_t k, int64_t wk)
 /* y[r][j] = sum_i x[r][i] * w(j, i) (+ bias[j]) for rows [begin, end), where
  * w(j, i) = w[j * ws + i * wk]. */
 typedef struct gemm_job {
-    const float *x, *w, *bias;
+    const float *x, *w, *bias, *residual;
     float *y;
     int64_t k, n, ws, wk;
     bool fused; /* matmul's fused multiply-adds */
+    int64_t activation;
+    float alpha;
 } gemm_job;
+
+static float finish(const gemm_job *g, float acc, int64_t r, int64_t j)
+{
+    float v = g->bias ? acc + g->bias[j] : acc;
+    v = ly_nn_activate(v, g->activation, g->alpha);
+    return g->residual ? v + g->residual[r * g->n + j] : v;
+}
 
 static void gemm_rows(void *ctx, int64_t begin, int64_t end)
 {
@@ -80,12 +91,10 @@ static void gemm_rows(void *ctx, int64_t begin, int64_t end)
             float acc[4];
             (g->fused ? dot4_fma : dot4)(x, g->w + j * g->ws, g->k, g->ws, g->wk, acc);
             for (int t = 0; t < 4; t++)
-                y[j + t] = g->bias ? acc[t] + g->bias[j + t] : acc[t];
+                y[j + t] = finish(g, acc[t], r, j + t);
         }
-        for (; j < g->n; j++) {
-            float acc = (g->fused ? dot1_fma : dot1)(x, g->w + j * g->ws, g->k, g->wk);
-            y[j] = g->bias ? acc + g->bias[j] : acc;
-        }
+        for (; j < g->n; j++)
+            y[j] = finish(g, (g->fused ? dot1_fma : dot1)(x, g->w + j * g->ws, g->k, g->wk), r, j);
     }
 }
 
@@ -97,12 +106,16 @@ static int threads_for(const ly_kernel_call *call, int64_t macs)
 ly_status ly_ref_linear(const ly_kernel_call *call)
 {
     const ly_tensor *x = call->in[0], *w = call->in[1];
+    const ly_linear_params *p = LY_PARAMS(call, ly_linear_params);
     int64_t k = w->shape[1], n = w->shape[0];
     int64_t rows = k > 0 ? ly_tensor_numel(x) / k : ly_tensor_numel(call->out[0]) / (n ? n : 1);
     gemm_job g = {.x = x->data,
                   .w = w->data,
                   .bias = call->in[2] ? call->in[2]->data : NULL,
+                  .residual = call->in[3] ? call->in[3]->data : NULL,
                   .y = call->out[0]->data,
+                  .activation = p->activation,
+                  .alpha = (float)p->alpha,
                   .k = k,
                   .n = n,
                   .ws = k,

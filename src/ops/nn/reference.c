@@ -42,6 +42,12 @@ float ly_nn_silu(float x)
     return x / (1.0f + expf(-x));
 }
 
+/* torch's scalar GELU (approximate="none"). */
+float ly_nn_gelu(float x)
+{
+    return x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+}
+
 float ly_nn_activate(float x, int64_t activation, float alpha)
 {
     switch (activation) {
@@ -53,6 +59,8 @@ float ly_nn_activate(float x, int64_t activation, float alpha)
         return x < 0.0f ? 0.0f : x; /* NaN stays NaN, as PyTorch */
     case LY_ACT_LEAKY_RELU:
         return x < 0.0f ? x * alpha : x;
+    case LY_ACT_GELU:
+        return ly_nn_gelu(x);
     default:
         return x;
     }

@@ -13,6 +13,7 @@
  * residual after a library's convolution. */
 float ly_nn_silu(float x);    /* x / (1 + expf(-x)) */
 float ly_nn_sigmoid(float x); /* 1 / (1 + expf(-x)) */
+float ly_nn_gelu(float x);    /* x * 0.5 * (1 + erff(x * sqrt(1/2))), the gelu op's */
 /* `alpha` is LY_ACT_LEAKY_RELU's negative slope (ignored by the others). */
 float ly_nn_activate(float x, int64_t activation, float alpha);
 

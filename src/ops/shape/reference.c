@@ -25,6 +25,10 @@ ly_status ly_ref_reshape(const ly_kernel_call *call)
  * the usual sizes: a byte-wise memcpy per element costs ~5x). */
 static void gather(char *dst, const char *src, int64_t n, int64_t step, size_t elem)
 {
+    if (step == 1) { /* the innermost axis stays innermost: one run of bytes */
+        memcpy(dst, src, (size_t)n * elem);
+        return;
+    }
     switch (elem) {
     case 4:
         for (int64_t j = 0; j < n; j++)

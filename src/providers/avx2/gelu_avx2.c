@@ -7,15 +7,11 @@
  * and the tail take the reference's formula.
  */
 #include "core/core.h"
+#include "ops/nn/reference.h"
 #include "providers/avx2/exp_avx2.h"
 #include "providers/builtin.h"
 
 #include <math.h>
-
-static float gelu_scalar(float x)
-{
-    return x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
-}
 
 static inline __m256 erf8(__m256 x)
 {
@@ -56,13 +52,13 @@ static void gelu_range(void *ctx, int64_t begin, int64_t end)
             _mm256_storeu_ps(xs, x);
             _mm256_storeu_ps(ys, y);
             for (int k = 0; k < 8; k++)
-                if (!(fabsf(xs[k]) < 1e30f)) ys[k] = gelu_scalar(xs[k]);
+                if (!(fabsf(xs[k]) < 1e30f)) ys[k] = ly_nn_gelu(xs[k]);
             y = _mm256_loadu_ps(ys);
         }
         _mm256_storeu_ps(j->y + i, y);
     }
     for (; i < end; i++)
-        j->y[i] = gelu_scalar(j->x[i]);
+        j->y[i] = ly_nn_gelu(j->x[i]);
 }
 
 ly_status ly_avx2_gelu(const ly_kernel_call *call)

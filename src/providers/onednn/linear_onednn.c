@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * linear on oneDNN's matmul, prepared: x [..., K] seen as [M, K], times the
- * weight [N, K] transposed, plus the bias. The weight is reordered once, at
+ * weight [N, K] transposed, plus the bias; the activation (an eltwise post-op:
+ * GELU is oneDNN's exact-erf form) and the residual (a binary add post-op,
+ * read while the tile is in registers) run in the GEMM's epilogue. The weight is reordered once, at
  * prepare, into the layout oneDNN's kernel reads fastest (format "any": packed
  * blocks for its brgemm/gemm kernels), and the state keeps that copy and the
  * bias, so a graph gives the plain weight's pages back (restore writes it back
@@ -24,6 +26,7 @@
 typedef struct linear_state {
     dnnl_primitive_t matmul;
     dnnl_memory_desc_t src_md, dst_md, weights_md, plain_weights_md, scratch_md;
+    int residual_post_op;  /* index of the binary add post-op; -1 without a residual */
     dnnl_memory_t weights; /* packed, owned */
     dnnl_memory_t bias;    /* [1, N], owned; NULL without a bias */
     int64_t m, n, k;
@@ -141,6 +144,25 @@ static ly_status linear_prepare(const ly_kernel_call *call, const ly_kernel_prep
     STEP(dnnl_matmul_desc_init(&desc, &s->src_md, &w_any, b ? &bias_md : NULL, &s->dst_md));
     STEP(dnnl_primitive_attr_create(&attr));
     STEP(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    const ly_linear_params *p = LY_PARAMS(call, ly_linear_params);
+    s->residual_post_op = -1;
+    if (p->activation != LY_ACT_NONE || call->in[3]) {
+        dnnl_post_ops_t post_ops = NULL;
+        dnnl_status_t st = dnnl_post_ops_create(&post_ops);
+        if (st == dnnl_success)
+            st = ly_onednn_append_activation(post_ops, p->activation, (float)p->alpha);
+        if (st == dnnl_success && call->in[3]) {
+            s->residual_post_op = dnnl_post_ops_len(post_ops);
+            st = dnnl_post_ops_append_binary(post_ops, dnnl_binary_add, &s->dst_md);
+        }
+        if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, post_ops);
+        if (post_ops) dnnl_post_ops_destroy(post_ops);
+        if (st == dnnl_unimplemented) {
+            status = LY_E_DECLINED;
+            goto done;
+        }
+        STEP(st);
+    }
     dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
     if (made == dnnl_unimplemented) {
         status = LY_E_DECLINED;
@@ -184,17 +206,22 @@ static ly_status linear_run(void *state, const ly_kernel_call *call)
     if (scratch_bytes && !scratch)
         return ly_set_error(LY_E_NO_MEMORY, "linear (onednn): out of memory for the scratchpad");
     ly_status status = LY_OK;
-    dnnl_memory_t src = NULL, dst = NULL, pad = NULL;
+    dnnl_memory_t src = NULL, dst = NULL, pad = NULL, residual = NULL;
     int previous = ly_onednn_threads_begin(s->threads);
     STEP(dnnl_memory_create(&src, &s->src_md, engine, call->in[0]->data));
     STEP(dnnl_memory_create(&dst, &s->dst_md, engine, call->out[0]->data));
     STEP(dnnl_memory_create(&pad, &s->scratch_md, engine, scratch));
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, src},
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, src},
                                {DNNL_ARG_WEIGHTS, s->weights},
                                {DNNL_ARG_DST, dst},
                                {DNNL_ARG_SCRATCHPAD, pad}};
     int nargs = 4;
     if (s->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, s->bias};
+    if (s->residual_post_op >= 0) {
+        STEP(dnnl_memory_create(&residual, &s->dst_md, engine, call->in[3]->data));
+        args[nargs++] = (dnnl_exec_arg_t){
+            DNNL_ARG_ATTR_MULTIPLE_POST_OP(s->residual_post_op) | DNNL_ARG_SRC_1, residual};
+    }
     STEP(dnnl_primitive_execute(s->matmul, stream, nargs, args));
     STEP(dnnl_stream_wait(stream));
 done:
@@ -202,6 +229,7 @@ done:
     if (src) dnnl_memory_destroy(src);
     if (dst) dnnl_memory_destroy(dst);
     if (pad) dnnl_memory_destroy(pad);
+    if (residual) dnnl_memory_destroy(residual);
     return status;
 }
 

@@ -90,8 +90,12 @@ dnnl_status_t ly_onednn_append_activation(dnnl_post_ops_t post_ops, int64_t acti
         return dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
     case LY_ACT_LEAKY_RELU: /* oneDNN's relu alpha is the negative slope */
         return dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, alpha, 0.0f);
-    default:
+    case LY_ACT_GELU:
+        return dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_gelu_erf, 0.0f, 0.0f);
+    case LY_ACT_NONE:
         return dnnl_success;
+    default:
+        return dnnl_unimplemented;
     }
 }
 

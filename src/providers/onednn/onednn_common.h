@@ -40,7 +40,8 @@ void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h,
                                 int block, float inv, float zero_point, uint8_t *out, int threads);
 
 /* Append `activation` (an ly_activation; alpha: LY_ACT_LEAKY_RELU's negative
- * slope) as an eltwise post-op: swish, logistic or relu. Nothing for none. */
+ * slope) as an eltwise post-op: swish, logistic, relu or gelu_erf. Nothing
+ * for none; dnnl_unimplemented for an activation it does not know. */
 dnnl_status_t ly_onednn_append_activation(dnnl_post_ops_t post_ops, int64_t activation,
                                           float alpha);
 
