@@ -49,6 +49,39 @@ static void gather(char *dst, const char *src, int64_t n, int64_t step, size_t e
     }
 }
 
+typedef struct permute_job {
+    const char *src;
+    char *dst;
+    const int64_t *shape;        /* y's */
+    int64_t stride[LY_MAX_DIMS]; /* x's stride (elements) along each axis of y */
+    int nd;
+    size_t elem;
+} permute_job;
+
+/* Runs [begin, end) of y's innermost rows. */
+static void permute_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const permute_job *j = ctx;
+    int nd = j->nd;
+    int64_t inner = j->shape[nd - 1], index[LY_MAX_DIMS] = {0};
+    for (int64_t i = nd - 2, r = begin; i >= 0; i--) {
+        index[i] = r % j->shape[i];
+        r /= j->shape[i];
+    }
+    char *dst = j->dst + (size_t)(begin * inner) * j->elem;
+    for (int64_t row = begin; row < end; row++) {
+        int64_t base = 0;
+        for (int i = 0; i < nd - 1; i++)
+            base += index[i] * j->stride[i];
+        gather(dst, j->src + (size_t)base * j->elem, inner, j->stride[nd - 1], j->elem);
+        dst += (size_t)inner * j->elem;
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++index[i] < j->shape[i]) break;
+            index[i] = 0;
+        }
+    }
+}
+
 ly_status ly_ref_permute(const ly_kernel_call *call)
 {
     const ly_tensor *x = call->in[0];
@@ -62,26 +95,18 @@ ly_status ly_ref_permute(const ly_kernel_call *call)
         memcpy(y->data, x->data, elem);
         return LY_OK;
     }
-    int64_t in_stride[LY_MAX_DIMS], stride[LY_MAX_DIMS], index[LY_MAX_DIMS] = {0};
+    permute_job j = {.src = x->data, .dst = y->data, .shape = y->shape, .nd = nd, .elem = elem};
+    int64_t in_stride[LY_MAX_DIMS];
     in_stride[nd - 1] = 1;
     for (int d = nd - 2; d >= 0; d--)
         in_stride[d] = in_stride[d + 1] * x->shape[d + 1];
     for (int i = 0; i < nd; i++)
-        stride[i] = in_stride[p->perm[i]];
-    const char *src = x->data;
-    char *dst = y->data;
-    int64_t inner = y->shape[nd - 1], step = stride[nd - 1];
-    for (int64_t done = 0; done < numel; done += inner) {
-        int64_t base = 0;
-        for (int i = 0; i < nd - 1; i++)
-            base += index[i] * stride[i];
-        gather(dst, src + (size_t)base * elem, inner, step, elem);
-        dst += (size_t)inner * elem;
-        for (int i = nd - 2; i >= 0; i--) {
-            if (++index[i] < y->shape[i]) break;
-            index[i] = 0;
-        }
-    }
+        j.stride[i] = in_stride[p->perm[i]];
+    /* Split over threads only when the copy is big enough to pay for it (and
+     * the other core's cache holds half of what a transformer wrote). */
+    int64_t rows = numel / y->shape[nd - 1];
+    int threads = (size_t)numel * elem >= (64u << 10) ? ly_threads_resolve(call->threads) : 1;
+    ly_parallel_for(rows, 1, threads, permute_rows, &j);
     return LY_OK;
 }
 
