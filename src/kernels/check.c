@@ -571,9 +571,11 @@ ly_status ly_check_run_case(ly_check_run *run, const char *name, const ly_kernel
         } else {
             check_run(r, &cc, &snap, &call, &ref, &got, "");
         }
-        /* The stateful form, with each layout it offers. */
+        /* The stateful form, with each layout it offers: also where the plain
+         * function declined (a state may serve only blocked maps), not where
+         * the predicate did. */
         const ly_kernel_stateful *sf = ly_impl_stateful(is->impl);
-        if (!sf || is_decline(st)) continue;
+        if (!sf || st == LY_E_UNAVAILABLE) continue;
         ly_kernel_layouts lay = {0};
         if (sf->layouts && sf->layouts(&call, &lay) != LY_OK) memset(&lay, 0, sizeof lay);
         ly_kernel_prepare_info plans[8];

@@ -330,10 +330,7 @@ static ly_status int8_layouts(const ly_kernel_call *call, ly_kernel_layouts *out
     out->out[0] = blocked;
     out->in[3] = blocked;
     out->tied = 1u << 3;
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    out->preferred = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core
-                         ? LY_LAYOUT_NCHW16C
-                         : LY_LAYOUT_NCHW8C;
+    out->preferred = ly_onednn_preferred_layout();
     return LY_OK;
 }
 

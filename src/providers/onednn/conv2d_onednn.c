@@ -561,13 +561,6 @@ static uint32_t layout_bits(const ly_kernel_prepare_info *info)
 
 /* 16-channel blocks where the AVX-512 kernels (brgconv) exist: on LibreYOLO9t's
  * 3x3 convolutions they are ~25% faster than the 8-channel AVX2 ones. */
-static ly_layout preferred_layout(void)
-{
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? LY_LAYOUT_NCHW16C
-                                                                        : LY_LAYOUT_NCHW8C;
-}
-
 static ly_status conv_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
 {
     memset(out, 0, sizeof *out);
@@ -575,14 +568,15 @@ static ly_status conv_layouts(const ly_kernel_call *call, ly_kernel_layouts *out
     const ly_tensor *x = call->in[0], *y = call->out[0];
     if (x->ndim != 4 || x->shape[0] != 1) return LY_OK;
     uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
-    if (preferred_layout() == LY_LAYOUT_NCHW16C) blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
+    if (ly_onednn_preferred_layout() == LY_LAYOUT_NCHW16C)
+        blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
     /* A first layer (RGB) reads NCHW as it is and may still write blocked. */
     bool first = x->shape[1] < 8 && p->groups <= 1;
     if (!first) out->in[0] = blocked;
     out->out[0] = blocked;
     out->in[3] = blocked;
     out->tied = 1u << 3; /* the residual is added to the output element by element */
-    out->preferred = preferred_layout();
+    out->preferred = ly_onednn_preferred_layout();
     (void)y;
     return LY_OK;
 }

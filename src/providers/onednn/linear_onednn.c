@@ -19,7 +19,6 @@
 #include "providers/op_cache.h"
 
 #include <dnnl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,36 +56,6 @@ static void linear_release(void *state)
     free(s);
 }
 
-/* One stream per thread (the engine is the process's), destroyed with it. */
-static pthread_key_t stream_key;
-static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
-static bool stream_key_ok;
-
-static void destroy_stream(void *stream)
-{
-    dnnl_stream_destroy(stream);
-}
-
-static void make_stream_key(void)
-{
-    stream_key_ok = pthread_key_create(&stream_key, destroy_stream) == 0;
-}
-
-static dnnl_stream_t thread_stream(void)
-{
-    pthread_once(&stream_once, make_stream_key);
-    if (!stream_key_ok) return NULL;
-    dnnl_stream_t stream = pthread_getspecific(stream_key);
-    if (stream) return stream;
-    if (dnnl_stream_create(&stream, ly_onednn_engine(), dnnl_stream_default_flags) != dnnl_success)
-        return NULL;
-    if (pthread_setspecific(stream_key, stream) != 0) {
-        dnnl_stream_destroy(stream);
-        return NULL;
-    }
-    return stream;
-}
-
 /* A one-off reorder between two descriptions of the same values. */
 static dnnl_status_t reorder(const dnnl_memory_desc_t *from_md, void *from,
                              const dnnl_memory_desc_t *to_md, void *to)
@@ -95,7 +64,7 @@ static dnnl_status_t reorder(const dnnl_memory_desc_t *from_md, void *from,
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
     dnnl_memory_t a = NULL, b = NULL;
-    dnnl_stream_t stream = thread_stream();
+    dnnl_stream_t stream = ly_onednn_thread_stream();
     dnnl_status_t st = stream ? dnnl_success : dnnl_runtime_error;
     if (st == dnnl_success)
         st = dnnl_reorder_primitive_desc_create(&pd, from_md, engine, to_md, engine, NULL);
@@ -199,7 +168,7 @@ static ly_status linear_run(void *state, const ly_kernel_call *call)
 {
     linear_state *s = state;
     dnnl_engine_t engine = ly_onednn_engine();
-    dnnl_stream_t stream = thread_stream();
+    dnnl_stream_t stream = ly_onednn_thread_stream();
     if (!stream) return failed("dnnl_stream_create", dnnl_runtime_error);
     size_t scratch_bytes = dnnl_memory_desc_get_size(&s->scratch_md);
     void *scratch = scratch_bytes ? ly_nn_scratch(2, scratch_bytes) : NULL;

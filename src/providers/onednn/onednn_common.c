@@ -2,9 +2,11 @@
 #include "providers/onednn/onednn_common.h"
 
 #include "core/core.h"
+#include "providers/op_cache.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <string.h>
 
 static struct {
     pthread_once_t once;
@@ -55,6 +57,108 @@ void ly_onednn_threads_end(int previous)
 {
     if (!g.omp_set_num_threads || previous < 1) return;
     if (g.omp_get_max_threads() != previous) g.omp_set_num_threads(previous);
+}
+
+static pthread_key_t stream_key;
+static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
+static bool stream_key_ok;
+
+static void destroy_stream(void *stream)
+{
+    dnnl_stream_destroy(stream);
+}
+
+static void make_stream_key(void)
+{
+    stream_key_ok = pthread_key_create(&stream_key, destroy_stream) == 0;
+}
+
+dnnl_stream_t ly_onednn_thread_stream(void)
+{
+    pthread_once(&stream_once, make_stream_key);
+    if (!stream_key_ok || !ly_onednn_engine()) return NULL;
+    dnnl_stream_t stream = pthread_getspecific(stream_key);
+    if (stream) return stream;
+    if (dnnl_stream_create(&stream, ly_onednn_engine(), dnnl_stream_default_flags) != dnnl_success)
+        return NULL;
+    if (pthread_setspecific(stream_key, stream) != 0) {
+        dnnl_stream_destroy(stream);
+        return NULL;
+    }
+    return stream;
+}
+
+ly_layout ly_onednn_preferred_layout(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? LY_LAYOUT_NCHW16C
+                                                                        : LY_LAYOUT_NCHW8C;
+}
+
+ly_status ly_onednn_unary_create(ly_onednn_unary *u, const_dnnl_op_desc_t desc)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    if (!engine) return ly_onednn_failed(u->slot, "dnnl_engine_create", ly_onednn_engine_status());
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *impl = "", *failed = NULL;
+    ly_status status = LY_OK;
+    int previous = ly_onednn_threads_begin(u->threads);
+    dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st != dnnl_success) failed = "dnnl_primitive_attr_set_scratchpad_mode";
+    if (!failed) {
+        st = dnnl_primitive_desc_create(&pd, desc, attr, engine, NULL);
+        if (st == dnnl_success)
+            st = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        if (st == dnnl_unimplemented || (st == dnnl_success && strncmp(impl, "jit", 3) != 0))
+            status = LY_E_DECLINED;
+        else if (st != dnnl_success)
+            failed = "dnnl_primitive_desc_create";
+    }
+    if (!failed && status == LY_OK) {
+        u->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        if ((st = dnnl_primitive_create(&u->prim, pd)) != dnnl_success)
+            failed = "dnnl_primitive_create";
+    }
+    ly_onednn_threads_end(previous);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return failed ? ly_onednn_failed(u->slot, failed, st) : status;
+}
+
+ly_status ly_onednn_unary_run(const ly_onednn_unary *u, const void *src, void *dst)
+{
+    dnnl_engine_t engine = ly_onednn_engine();
+    dnnl_stream_t stream = ly_onednn_thread_stream();
+    if (!stream) return ly_onednn_failed(u->slot, "dnnl_stream_create", dnnl_runtime_error);
+    size_t scratch_bytes = dnnl_memory_desc_get_size(&u->scratch_md);
+    void *scratch = scratch_bytes ? ly_nn_scratch(2, scratch_bytes) : NULL;
+    if (scratch_bytes && !scratch)
+        return ly_set_error(LY_E_NO_MEMORY, "%s (onednn): out of memory for the scratchpad",
+                            u->slot);
+    dnnl_memory_t a = NULL, b = NULL, pad = NULL;
+    int previous = ly_onednn_threads_begin(u->threads);
+    dnnl_status_t st = dnnl_memory_create(&a, &u->src_md, engine, (void *)src);
+    if (st == dnnl_success) st = dnnl_memory_create(&b, &u->dst_md, engine, dst);
+    if (st == dnnl_success) st = dnnl_memory_create(&pad, &u->scratch_md, engine, scratch);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, b}, {DNNL_ARG_SCRATCHPAD, pad}};
+        st = dnnl_primitive_execute(u->prim, stream, 3, args);
+    }
+    if (st == dnnl_success) st = dnnl_stream_wait(stream);
+    ly_onednn_threads_end(previous);
+    if (a) dnnl_memory_destroy(a);
+    if (b) dnnl_memory_destroy(b);
+    if (pad) dnnl_memory_destroy(pad);
+    return st == dnnl_success ? LY_OK : ly_onednn_failed(u->slot, "dnnl_primitive_execute", st);
+}
+
+void ly_onednn_unary_destroy(ly_onednn_unary *u)
+{
+    if (u->prim) dnnl_primitive_destroy(u->prim);
+    u->prim = NULL;
 }
 
 ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t status)

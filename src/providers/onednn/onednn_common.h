@@ -20,6 +20,33 @@ dnnl_status_t ly_onednn_engine_status(void);
 int ly_onednn_threads_begin(int threads);
 void ly_onednn_threads_end(int previous);
 
+/* This thread's stream on the engine, created on first use and destroyed with
+ * the thread; NULL if oneDNN refused. For primitives that several threads run
+ * at once (each run brings its own memory objects and scratchpad). */
+dnnl_stream_t ly_onednn_thread_stream(void);
+
+/* The channel block oneDNN's kernels run fastest on here: 16 on AVX-512
+ * (avx512_core) CPUs, else 8. */
+ly_layout ly_onednn_preferred_layout(void);
+
+/* A prepared one-input one-output primitive (pooling, resampling on blocked
+ * maps) that several threads may run at once: a user scratchpad per thread,
+ * the thread's stream, memory objects per run. */
+typedef struct ly_onednn_unary {
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t src_md, dst_md, scratch_md;
+    int threads;
+    const char *slot; /* in messages */
+} ly_onednn_unary;
+
+/* Create u's primitive from `desc` (an op descriptor on u->src_md and
+ * u->dst_md, which the caller set) on u->threads threads. LY_E_DECLINED
+ * where oneDNN has no JIT kernel for it (its reference loops are slower than
+ * ours). */
+ly_status ly_onednn_unary_create(ly_onednn_unary *u, const_dnnl_op_desc_t desc);
+ly_status ly_onednn_unary_run(const ly_onednn_unary *u, const void *src, void *dst);
+void ly_onednn_unary_destroy(ly_onednn_unary *u);
+
 /* The predicate every oneDNN provider starts from: the engine exists, and a
  * call's first input and output are not empty (nothing for oneDNN to do). */
 ly_status ly_onednn_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
@@ -30,7 +57,8 @@ void ly_onednn_register_conv2d(void);
 void ly_onednn_register_eltwise(void); /* silu, sigmoid */
 void ly_onednn_register_dfl(void);
 void ly_onednn_register_linear(void);      /* prepared: packed weights */
-void ly_onednn_register_pool(void);        /* max_pool2d, avg_pool2d (AVX-512 only) */
+void ly_onednn_register_pool(void);        /* max_pool2d, avg_pool2d: NCHW (AVX-512), blocked */
+void ly_onednn_register_resample(void);    /* upsample_nearest2d on blocked maps */
 void ly_onednn_register_conv2d_int8(void); /* integer kernels, VNNI only */
 
 /* x (f32 [n, c, h, w], plain or in blocks of `block` = 8 or 16 channels; 0:
