@@ -68,9 +68,11 @@ static bool precompute(int in_size, int out_size, ly_pil_filter filter, coeffs *
     return true;
 }
 
-static uint8_t clip8(int64_t v)
+/* Pillow's arithmetic: int32 sums from a half, 22 fraction bits (the sums of
+ * 8-bit samples times these weights stay far inside int32). */
+static uint8_t clip8(int32_t v)
 {
-    if (v >= ((int64_t)1 << PRECISION_BITS << 8)) return 255;
+    if (v >= (int32_t)1 << PRECISION_BITS << 8) return 255;
     if (v <= 0) return 0;
     return (uint8_t)(v >> PRECISION_BITS);
 }
@@ -81,6 +83,7 @@ ly_status ly_pil_resize(const ly_image_view *image, int out_w, int out_h, ly_pil
     int in_w = image->width, in_h = image->height;
     coeffs ch = {0}, cv = {0};
     uint8_t *rows = NULL;
+    int32_t *sums = NULL;
     ly_status st = LY_OK;
     if (out_w < 1 || out_h < 1 || in_w < 1 || in_h < 1)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "resize: %dx%d to %dx%d", in_w, in_h, out_w,
@@ -93,45 +96,56 @@ ly_status ly_pil_resize(const ly_image_view *image, int out_w, int out_h, ly_pil
     int first = cv.bounds[0], last = cv.bounds[(out_h - 1) * 2] + cv.bounds[(out_h - 1) * 2 + 1];
     bool horizontal = out_w != in_w, vertical = out_h != in_h;
     int n_rows = horizontal ? last - first : in_h;
-    rows = malloc((size_t)n_rows * (size_t)out_w * 3);
-    if (!rows) {
+    size_t row_len = (size_t)out_w * 3;
+    rows = malloc((size_t)n_rows * row_len);
+    sums = malloc(row_len * sizeof *sums);
+    if (!rows || !sums) {
         st = ly_set_error(LY_E_NO_MEMORY, "resize: out of memory");
         goto done;
     }
     bool bgr = image->format == LY_PIXELS_BGR;
+    const int32_t half = (int32_t)1 << (PRECISION_BITS - 1);
     for (int y = 0; y < n_rows; y++) {
         const uint8_t *src = image->pixels + (size_t)(y + (horizontal ? first : 0)) * image->stride;
-        uint8_t *dst = rows + (size_t)y * (size_t)out_w * 3;
+        uint8_t *dst = rows + (size_t)y * row_len;
         for (int xx = 0; xx < out_w; xx++) {
-            int xmin = ch.bounds[xx * 2], xmax = ch.bounds[xx * 2 + 1];
-            const int32_t *k = ch.k + (size_t)xx * (size_t)ch.ksize;
-            for (int c = 0; c < 3; c++) {
-                int sc = bgr ? 2 - c : c;
-                if (!horizontal) {
-                    dst[xx * 3 + c] = src[xx * 3 + sc];
-                    continue;
+            int32_t s[3] = {half, half, half};
+            if (horizontal) {
+                int xmin = ch.bounds[xx * 2], xmax = ch.bounds[xx * 2 + 1];
+                const int32_t *k = ch.k + (size_t)xx * (size_t)ch.ksize;
+                const uint8_t *p = src + (size_t)xmin * 3;
+                for (int x = 0; x < xmax; x++, p += 3) {
+                    s[0] += p[0] * k[x];
+                    s[1] += p[1] * k[x];
+                    s[2] += p[2] * k[x];
                 }
-                int64_t ss = (int64_t)1 << (PRECISION_BITS - 1);
-                for (int x = 0; x < xmax; x++)
-                    ss += (int64_t)src[(x + xmin) * 3 + sc] * k[x];
-                dst[xx * 3 + c] = clip8(ss);
+                for (int c = 0; c < 3; c++)
+                    dst[xx * 3 + c] = clip8(s[bgr ? 2 - c : c]);
+            } else {
+                for (int c = 0; c < 3; c++)
+                    dst[xx * 3 + c] = src[xx * 3 + (bgr ? 2 - c : c)];
             }
         }
     }
     for (int yy = 0; yy < out_h; yy++) {
-        uint8_t *dst = out + (size_t)yy * (size_t)out_w * 3;
+        uint8_t *dst = out + (size_t)yy * row_len;
         if (!vertical) {
-            memcpy(dst, rows + (size_t)yy * (size_t)out_w * 3, (size_t)out_w * 3);
+            memcpy(dst, rows + (size_t)yy * row_len, row_len);
             continue;
         }
         int ymin = cv.bounds[yy * 2] - (horizontal ? first : 0), ymax = cv.bounds[yy * 2 + 1];
         const int32_t *k = cv.k + (size_t)yy * (size_t)cv.ksize;
-        for (int i = 0; i < out_w * 3; i++) {
-            int64_t ss = (int64_t)1 << (PRECISION_BITS - 1);
-            for (int y = 0; y < ymax; y++)
-                ss += (int64_t)rows[(size_t)(y + ymin) * (size_t)out_w * 3 + (size_t)i] * k[y];
-            dst[i] = clip8(ss);
+        /* whole rows at a time: the same integer sums, in a loop that vectorises */
+        for (size_t i = 0; i < row_len; i++)
+            sums[i] = half;
+        for (int y = 0; y < ymax; y++) {
+            const uint8_t *r = rows + (size_t)(y + ymin) * row_len;
+            int32_t ky = k[y];
+            for (size_t i = 0; i < row_len; i++)
+                sums[i] += r[i] * ky;
         }
+        for (size_t i = 0; i < row_len; i++)
+            dst[i] = clip8(sums[i]);
     }
 done:
     free(ch.bounds);
@@ -139,5 +153,6 @@ done:
     free(cv.bounds);
     free(cv.k);
     free(rows);
+    free(sums);
     return st;
 }
