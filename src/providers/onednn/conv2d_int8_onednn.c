@@ -40,10 +40,10 @@
 #ifdef LY_HAVE_AVX2_PROVIDERS
 
 typedef struct int8_op {
-    dnnl_stream_t stream; /* an operator runs on one thread at a time */
+    ly_onednn_spare spare; /* first: a prepared state's idle list */
+    dnnl_stream_t stream;  /* an operator runs on one thread at a time */
     dnnl_primitive_t conv, dst_reorder;
     dnnl_memory_t src, weights, dst_lib, dst_user, zero_point, bias;
-    struct int8_op *next_idle;
 } int8_op;
 
 typedef struct int8_state {
@@ -63,8 +63,7 @@ typedef struct int8_state {
      * residual added by a sum post-op, with no reorder. */
     bool direct;
     int8_op *primary; /* owns the packed weights */
-    pthread_mutex_t lock;
-    int8_op *idle;
+    ly_onednn_spares spares;
 } int8_state;
 
 static const char *slot_name(void)
@@ -334,16 +333,16 @@ static ly_status int8_layouts(const ly_kernel_call *call, ly_kernel_layouts *out
     return LY_OK;
 }
 
+static void destroy_spare(ly_onednn_spare *op)
+{
+    destroy_op((int8_op *)op);
+}
+
 static void int8_release(void *state)
 {
     int8_state *s = state;
     if (!s) return;
-    for (int8_op *op = s->idle, *next; op; op = next) {
-        next = op->next_idle;
-        if (op != s->primary) destroy_op(op);
-    }
-    destroy_op(s->primary);
-    pthread_mutex_destroy(&s->lock);
+    ly_onednn_spares_destroy(&s->spares, s->primary ? &s->primary->spare : NULL, destroy_spare);
     free(s->scales);
     free(s->bias);
     free(s->bias_in_sum);
@@ -359,7 +358,7 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     if ((info->constant_inputs & need) != need) return LY_E_DECLINED;
     int8_state *s = calloc(1, sizeof *s);
     if (!s) return ly_set_error(LY_E_NO_MEMORY, "%s (onednn_int8): out of memory", slot_name());
-    pthread_mutex_init(&s->lock, NULL);
+    ly_onednn_spares_init(&s->spares);
     ly_conv_key_init_with(&s->key, call, info->threads, 0);
     s->in_layout = info->in_layout[0];
     s->out_layout = info->out_layout[0];
@@ -400,7 +399,7 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     s->primary = create_op(s, call, NULL, &st);
     ly_onednn_threads_end(previous);
     if (!s->primary) goto fail;
-    s->idle = s->primary;
+    ly_onednn_spares_give(&s->spares, &s->primary->spare);
     *state = s;
     return LY_OK;
 fail:
@@ -411,20 +410,13 @@ fail:
 static ly_status int8_run(void *state, const ly_kernel_call *call)
 {
     int8_state *s = state;
-    pthread_mutex_lock(&s->lock);
-    int8_op *op = s->idle;
-    if (op) s->idle = op->next_idle;
-    pthread_mutex_unlock(&s->lock);
+    int8_op *op = (int8_op *)ly_onednn_spares_take(&s->spares);
     int previous = ly_onednn_threads_begin((int)s->key.threads);
     ly_status st = LY_OK;
     if (!op) op = create_op(s, call, s->primary, &st);
     if (op) st = run_op(s, op, call);
     ly_onednn_threads_end(previous);
-    if (!op) return st;
-    pthread_mutex_lock(&s->lock);
-    op->next_idle = s->idle;
-    s->idle = op;
-    pthread_mutex_unlock(&s->lock);
+    if (op) ly_onednn_spares_give(&s->spares, &op->spare);
     return st;
 }
 

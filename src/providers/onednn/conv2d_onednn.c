@@ -47,7 +47,8 @@
 #define CACHE_CAPACITY 512
 
 typedef struct onednn_op {
-    dnnl_stream_t stream; /* one per operator: an operator runs on one thread at a time */
+    ly_onednn_spare spare; /* first: a prepared state's idle list */
+    dnnl_stream_t stream;  /* one per operator: an operator runs on one thread at a time */
     dnnl_primitive_t conv, src_reorder, dst_reorder;
     dnnl_primitive_t activation; /* applied in place after conv (plain pointwise plan) */
     dnnl_primitive_t affine;     /* the post-affine, in place after that (the same plan) */
@@ -59,7 +60,6 @@ typedef struct onednn_op {
     bool reference;                      /* oneDNN serves it with its reference kernel (slow) */
     bool weights_packed;                 /* op->weights is a copy (not the caller's buffer) */
     dnnl_memory_desc_t weights_plain;    /* the caller's OIHW / GOIHW layout, for restoring */
-    struct onednn_op *next_idle;         /* a prepared state's spare operators */
 } onednn_op;
 
 static void destroy_op(void *p);
@@ -544,8 +544,7 @@ typedef struct conv_state {
     ly_conv_key key;
     int attempt;        /* choose_plan's attempt that made the first operator */
     onednn_op *primary; /* owns the packed weights */
-    pthread_mutex_t lock;
-    onednn_op *idle; /* operators not running, the primary among them */
+    ly_onednn_spares spares;
 } conv_state;
 
 static uint32_t layout_bits(const ly_kernel_prepare_info *info)
@@ -581,17 +580,16 @@ static ly_status conv_layouts(const ly_kernel_call *call, ly_kernel_layouts *out
     return LY_OK;
 }
 
+static void destroy_spare(ly_onednn_spare *op)
+{
+    destroy_op((onednn_op *)op);
+}
+
 static void conv_release(void *state)
 {
     conv_state *s = state;
     if (!s) return;
-    /* Spares read the primary's packed weights: they go first. */
-    for (onednn_op *op = s->idle, *next; op; op = next) {
-        next = op->next_idle;
-        if (op != s->primary) destroy_op(op);
-    }
-    destroy_op(s->primary);
-    pthread_mutex_destroy(&s->lock);
+    ly_onednn_spares_destroy(&s->spares, s->primary ? &s->primary->spare : NULL, destroy_spare);
     free(s);
 }
 
@@ -604,7 +602,7 @@ static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepar
         return LY_E_DECLINED; /* weights that change between runs: the plain function */
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
-    pthread_mutex_init(&s->lock, NULL);
+    ly_onednn_spares_init(&s->spares);
     /* The key's fingerprint is not used: the state is this call's alone. */
     ly_conv_key_init_with(&s->key, call, info->threads, 0);
     s->key.layout = layout_bits(info);
@@ -617,7 +615,7 @@ static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepar
         if (st == LY_E_DECLINED) ly_clear_error();
         return st == LY_E_DECLINED ? LY_E_DECLINED : st;
     }
-    s->idle = s->primary;
+    ly_onednn_spares_give(&s->spares, &s->primary->spare);
     *state = s;
     return LY_OK;
 }
@@ -625,20 +623,13 @@ static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepar
 static ly_status conv_run(void *state, const ly_kernel_call *call)
 {
     conv_state *s = state;
-    pthread_mutex_lock(&s->lock);
-    onednn_op *op = s->idle;
-    if (op) s->idle = op->next_idle;
-    pthread_mutex_unlock(&s->lock);
+    onednn_op *op = (onednn_op *)ly_onednn_spares_take(&s->spares);
     int previous = ly_onednn_threads_begin((int)s->key.threads);
     ly_status st = LY_OK;
     if (!op) op = create_op_with(&s->key, call, s->attempt, s->primary, &st);
     if (op) st = run_op(op, call);
     ly_onednn_threads_end(previous);
-    if (!op) return st;
-    pthread_mutex_lock(&s->lock);
-    op->next_idle = s->idle;
-    s->idle = op;
-    pthread_mutex_unlock(&s->lock);
+    if (op) ly_onednn_spares_give(&s->spares, &op->spare);
     return st;
 }
 

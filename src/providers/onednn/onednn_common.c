@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static struct {
@@ -128,8 +129,9 @@ ly_status ly_onednn_unary_create(ly_onednn_unary *u, const_dnnl_op_desc_t desc)
     return failed ? ly_onednn_failed(u->slot, failed, st) : status;
 }
 
-ly_status ly_onednn_unary_run(const ly_onednn_unary *u, const void *src, void *dst)
+ly_status ly_onednn_unary_run(void *state, const ly_kernel_call *call)
 {
+    const ly_onednn_unary *u = state;
     dnnl_engine_t engine = ly_onednn_engine();
     dnnl_stream_t stream = ly_onednn_thread_stream();
     if (!stream) return ly_onednn_failed(u->slot, "dnnl_stream_create", dnnl_runtime_error);
@@ -140,8 +142,8 @@ ly_status ly_onednn_unary_run(const ly_onednn_unary *u, const void *src, void *d
                             u->slot);
     dnnl_memory_t a = NULL, b = NULL, pad = NULL;
     int previous = ly_onednn_threads_begin(u->threads);
-    dnnl_status_t st = dnnl_memory_create(&a, &u->src_md, engine, (void *)src);
-    if (st == dnnl_success) st = dnnl_memory_create(&b, &u->dst_md, engine, dst);
+    dnnl_status_t st = dnnl_memory_create(&a, &u->src_md, engine, call->in[0]->data);
+    if (st == dnnl_success) st = dnnl_memory_create(&b, &u->dst_md, engine, call->out[0]->data);
     if (st == dnnl_success) st = dnnl_memory_create(&pad, &u->scratch_md, engine, scratch);
     if (st == dnnl_success) {
         dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, b}, {DNNL_ARG_SCRATCHPAD, pad}};
@@ -155,10 +157,87 @@ ly_status ly_onednn_unary_run(const ly_onednn_unary *u, const void *src, void *d
     return st == dnnl_success ? LY_OK : ly_onednn_failed(u->slot, "dnnl_primitive_execute", st);
 }
 
-void ly_onednn_unary_destroy(ly_onednn_unary *u)
+void ly_onednn_unary_release(void *state)
 {
+    ly_onednn_unary *u = state;
+    if (!u) return;
     if (u->prim) dnnl_primitive_destroy(u->prim);
-    u->prim = NULL;
+    free(u);
+}
+
+bool ly_onednn_unary_blockable(const ly_tensor *x)
+{
+    return x && x->ndim == 4 && x->shape[0] == 1 && x->shape[1] % 8 == 0;
+}
+
+void ly_onednn_unary_layouts(ly_kernel_layouts *out)
+{
+    memset(out, 0, sizeof *out);
+    uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
+    if (ly_onednn_preferred_layout() == LY_LAYOUT_NCHW16C)
+        blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
+    out->in[0] = blocked;
+    out->out[0] = blocked;
+    out->tied = 1u << 0;
+    out->preferred = ly_onednn_preferred_layout();
+}
+
+ly_status ly_onednn_unary_begin(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                const char *slot, ly_onednn_unary **out)
+{
+    ly_layout layout = info->in_layout[0];
+    if (layout == LY_LAYOUT_PLAIN || info->out_layout[0] != layout) return LY_E_DECLINED;
+    ly_onednn_unary *u = calloc(1, sizeof *u);
+    if (!u) return ly_set_error(LY_E_NO_MEMORY, "%s (onednn): out of memory", slot);
+    u->threads = info->threads;
+    u->slot = slot;
+    dnnl_format_tag_t tag = layout == LY_LAYOUT_NCHW16C ? dnnl_nChw16c : dnnl_nChw8c;
+    const ly_tensor *x = call->in[0], *y = call->out[0];
+    dnnl_dims_t src_dims = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
+    dnnl_dims_t dst_dims = {y->shape[0], y->shape[1], y->shape[2], y->shape[3]};
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&u->src_md, 4, src_dims, dnnl_f32, tag);
+    if (st == dnnl_success)
+        st = dnnl_memory_desc_init_by_tag(&u->dst_md, 4, dst_dims, dnnl_f32, tag);
+    if (st != dnnl_success) {
+        free(u);
+        return ly_onednn_failed(slot, "dnnl_memory_desc_init_by_tag", st);
+    }
+    *out = u;
+    return LY_OK;
+}
+
+void ly_onednn_spares_init(ly_onednn_spares *s)
+{
+    pthread_mutex_init(&s->lock, NULL);
+    s->idle = NULL;
+}
+
+ly_onednn_spare *ly_onednn_spares_take(ly_onednn_spares *s)
+{
+    pthread_mutex_lock(&s->lock);
+    ly_onednn_spare *op = s->idle;
+    if (op) s->idle = op->next;
+    pthread_mutex_unlock(&s->lock);
+    return op;
+}
+
+void ly_onednn_spares_give(ly_onednn_spares *s, ly_onednn_spare *op)
+{
+    pthread_mutex_lock(&s->lock);
+    op->next = s->idle;
+    s->idle = op;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void ly_onednn_spares_destroy(ly_onednn_spares *s, ly_onednn_spare *primary,
+                              void (*destroy)(ly_onednn_spare *op))
+{
+    for (ly_onednn_spare *op = s->idle, *next; op; op = next) {
+        next = op->next;
+        if (op != primary) destroy(op);
+    }
+    if (primary) destroy(primary);
+    pthread_mutex_destroy(&s->lock);
 }
 
 ly_status ly_onednn_failed(const char *slot, const char *call, dnnl_status_t status)

@@ -6,6 +6,7 @@
 #include "libreyolo/kernels.h"
 
 #include <dnnl.h>
+#include <pthread.h>
 
 /* The process's CPU engine, created on first use; NULL if oneDNN refused. */
 dnnl_engine_t ly_onednn_engine(void);
@@ -39,13 +40,42 @@ typedef struct ly_onednn_unary {
     const char *slot; /* in messages */
 } ly_onednn_unary;
 
-/* Create u's primitive from `desc` (an op descriptor on u->src_md and
- * u->dst_md, which the caller set) on u->threads threads. LY_E_DECLINED
- * where oneDNN has no JIT kernel for it (its reference loops are slower than
- * ours). */
+/* Such a node on blocked maps only (where the graph can keep one: 4-d,
+ * batch 1, whole 8-channel blocks): the same blocked layout in and out. */
+bool ly_onednn_unary_blockable(const ly_tensor *x);
+void ly_onednn_unary_layouts(ly_kernel_layouts *out);
+/* A new state for a call prepared on blocked layouts, its src_md and dst_md
+ * set from the call's shapes; LY_E_DECLINED on plain maps (the function
+ * serves those). The caller makes an op descriptor on those and creates. */
+ly_status ly_onednn_unary_begin(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                const char *slot, ly_onednn_unary **out);
+/* Create u's primitive from `desc` on u->threads threads. LY_E_DECLINED where
+ * oneDNN has no JIT kernel for it (its reference loops are slower than ours). */
 ly_status ly_onednn_unary_create(ly_onednn_unary *u, const_dnnl_op_desc_t desc);
-ly_status ly_onednn_unary_run(const ly_onednn_unary *u, const void *src, void *dst);
-void ly_onednn_unary_destroy(ly_onednn_unary *u);
+/* A ly_kernel_stateful's run and release for such a state. */
+ly_status ly_onednn_unary_run(void *state, const ly_kernel_call *call);
+void ly_onednn_unary_release(void *state);
+
+/* The operators of one prepared convolution state. A run takes an idle one
+ * (an operator's stream and memory objects serve one thread at a time) and
+ * gives it back; a run that finds none makes a spare over the primary's
+ * packed weights. Each operator struct starts with its ly_onednn_spare link. */
+typedef struct ly_onednn_spare {
+    struct ly_onednn_spare *next;
+} ly_onednn_spare;
+
+typedef struct ly_onednn_spares {
+    pthread_mutex_t lock;
+    ly_onednn_spare *idle; /* operators not running, the primary among them */
+} ly_onednn_spares;
+
+void ly_onednn_spares_init(ly_onednn_spares *s);
+ly_onednn_spare *ly_onednn_spares_take(ly_onednn_spares *s); /* NULL: none idle */
+void ly_onednn_spares_give(ly_onednn_spares *s, ly_onednn_spare *op);
+/* Every idle operator but `primary` (the spares read its packed weights: they
+ * go first), then `primary` (may be NULL), each through `destroy`. */
+void ly_onednn_spares_destroy(ly_onednn_spares *s, ly_onednn_spare *primary,
+                              void (*destroy)(ly_onednn_spare *op));
 
 /* The predicate every oneDNN provider starts from: the engine exists, and a
  * call's first input and output are not empty (nothing for oneDNN to do). */

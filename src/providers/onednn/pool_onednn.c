@@ -171,13 +171,6 @@ static bool small_stride1_max(const ly_kernel_call *call)
     return p->stride[1] == 1 && p->kernel[0] * p->kernel[1] <= 9;
 }
 
-/* Blocked maps only where the graph can keep one: 4-d, batch 1, whole blocks. */
-static bool blockable(const ly_kernel_call *call)
-{
-    const ly_tensor *x = call->in[0];
-    return x && x->ndim == 4 && x->shape[0] == 1 && x->shape[1] % 8 == 0;
-}
-
 static ly_status max_pool2d_onednn(const ly_kernel_call *call)
 {
     if (!nchw_jit_here() || small_stride1_max(call)) return LY_E_DECLINED;
@@ -197,7 +190,7 @@ static ly_status avg_pool2d_onednn(const ly_kernel_call *call)
 static ly_status pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                 const char **why_not)
 {
-    if (cpu && !cpu->avx512f && !(call && blockable(call))) {
+    if (cpu && !cpu->avx512f && !(call && ly_onednn_unary_blockable(call->in[0]))) {
         *why_not = "oneDNN pools NCHW with JIT kernels only on AVX-512 CPUs (blocked maps of "
                    "whole 8-channel blocks on any)";
         return LY_E_DECLINED;
@@ -208,7 +201,8 @@ static ly_status pool_predicate(const ly_kernel_call *call, const ly_cpu_feature
 static ly_status max_pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                     const char **why_not)
 {
-    if (call && call->params && small_stride1_max(call) && !blockable(call)) {
+    if (call && call->params && small_stride1_max(call) &&
+        !ly_onednn_unary_blockable(call->in[0])) {
         *why_not = "small stride-1 max windows on NCHW: slower here than the reference";
         return LY_E_DECLINED;
     }
@@ -217,63 +211,37 @@ static ly_status max_pool_predicate(const ly_kernel_call *call, const ly_cpu_fea
 
 /* ---- prepared, on blocked maps -------------------------------------------------------- */
 
-static void blocked_release(void *state)
-{
-    ly_onednn_unary *u = state;
-    if (!u) return;
-    ly_onednn_unary_destroy(u);
-    free(u);
-}
-
 static ly_status pool_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
 {
     memset(out, 0, sizeof *out);
-    if (!blockable(call)) return LY_OK;
-    uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
-    if (ly_onednn_preferred_layout() == LY_LAYOUT_NCHW16C)
-        blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
-    out->in[0] = blocked;
-    out->out[0] = blocked;
-    out->tied = 1u << 0;
-    out->preferred = ly_onednn_preferred_layout();
+    if (ly_onednn_unary_blockable(call->in[0])) ly_onednn_unary_layouts(out);
     return LY_OK;
 }
 
 static ly_status blocked_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
                                  void **state, dnnl_alg_kind_t alg, const char *slot)
 {
-    ly_layout layout = info->in_layout[0];
-    if (layout == LY_LAYOUT_PLAIN || info->out_layout[0] != layout)
-        return LY_E_DECLINED; /* plain maps: the function, per shape */
-    const ly_tensor *x = call->in[0], *y = call->out[0];
+    ly_onednn_unary *u;
+    ly_status status = ly_onednn_unary_begin(call, info, slot, &u);
+    if (status != LY_OK) return status; /* plain maps: the function, per shape */
     const ly_pool2d_params *p = call->params;
-    ly_onednn_unary *u = calloc(1, sizeof *u);
-    if (!u) return ly_set_error(LY_E_NO_MEMORY, "%s (onednn): out of memory", slot);
-    u->threads = info->threads;
-    u->slot = slot;
-    dnnl_format_tag_t tag = layout == LY_LAYOUT_NCHW16C ? dnnl_nChw16c : dnnl_nChw8c;
-    dnnl_dims_t src_dims = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
-    dnnl_dims_t dst_dims = {y->shape[0], y->shape[1], y->shape[2], y->shape[3]};
+    const int64_t *in = call->in[0]->shape, *out = call->out[0]->shape;
     dnnl_dims_t strides = {p->stride[0], p->stride[1]}, kernel = {p->kernel[0], p->kernel[1]};
     dnnl_dims_t dilation = {0, 0}, pad_l = {p->padding[0], p->padding[1]}, pad_r;
     for (int i = 0; i < 2; i++) {
-        pad_r[i] = (dst_dims[2 + i] - 1) * strides[i] + kernel[i] - src_dims[2 + i] - pad_l[i];
+        pad_r[i] = (out[2 + i] - 1) * strides[i] + kernel[i] - in[2 + i] - pad_l[i];
         if (pad_r[i] < 0) pad_r[i] = 0;
     }
     dnnl_pooling_v2_desc_t desc;
-    ly_status status = LY_OK;
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&u->src_md, 4, src_dims, dnnl_f32, tag);
-    if (st == dnnl_success)
-        st = dnnl_memory_desc_init_by_tag(&u->dst_md, 4, dst_dims, dnnl_f32, tag);
-    if (st == dnnl_success)
-        st = dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &u->src_md,
-                                               &u->dst_md, strides, kernel, dilation, pad_l, pad_r);
+    dnnl_status_t st =
+        dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &u->src_md,
+                                          &u->dst_md, strides, kernel, dilation, pad_l, pad_r);
     if (st != dnnl_success)
         status = ly_onednn_failed(slot, "dnnl_pooling_v2_forward_desc_init", st);
     else
         status = ly_onednn_unary_create(u, &desc); /* declined: this node runs on plain data */
     if (status != LY_OK) {
-        blocked_release(u);
+        ly_onednn_unary_release(u);
         return status;
     }
     *state = u;
@@ -295,19 +263,14 @@ static ly_status avg_pool_prepare(const ly_kernel_call *call, const ly_kernel_pr
     return blocked_prepare(call, info, state, alg, ly_op_name(LY_OP_AVG_POOL2D));
 }
 
-static ly_status blocked_run(void *state, const ly_kernel_call *call)
-{
-    return ly_onednn_unary_run(state, call->in[0]->data, call->out[0]->data);
-}
-
 static const ly_kernel_stateful max_pool_stateful = {.layouts = pool_layouts,
                                                      .prepare = max_pool_prepare,
-                                                     .run = blocked_run,
-                                                     .release = blocked_release};
+                                                     .run = ly_onednn_unary_run,
+                                                     .release = ly_onednn_unary_release};
 static const ly_kernel_stateful avg_pool_stateful = {.layouts = pool_layouts,
                                                      .prepare = avg_pool_prepare,
-                                                     .run = blocked_run,
-                                                     .release = blocked_release};
+                                                     .run = ly_onednn_unary_run,
+                                                     .release = ly_onednn_unary_release};
 
 void ly_onednn_register_pool(void)
 {
