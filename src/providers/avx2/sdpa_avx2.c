@@ -266,7 +266,8 @@ typedef struct scratch {
 
 /* 8 rows of 8 floats (src rows `lds` apart) transposed into 8 rows of 8 (dst rows
  * 8 apart). */
-static inline void transpose8(const float *src, int64_t lds, float *dst)
+/* dst row i (i < 8, ldd apart) = column i of the 8x8 block at src (rows lds apart). */
+static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd)
 {
     __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds);
     __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
@@ -281,13 +282,13 @@ static inline void transpose8(const float *src, int64_t lds, float *dst)
     __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
     _mm256_store_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_store_ps(dst + 8, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_store_ps(dst + 16, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_store_ps(dst + 24, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_store_ps(dst + 32, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_store_ps(dst + 40, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_store_ps(dst + 48, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_store_ps(dst + 56, _mm256_permute2f128_ps(u3, u7, 0x31));
+    _mm256_store_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_store_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_store_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_store_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_store_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_store_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_store_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
 /* K as [key/w][d][w] panels (w = 8 or 16), zero padded past Nk. Copies only:
@@ -300,9 +301,10 @@ static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp,
         float *panel = kp + jp * d * w;
         int64_t keys = Nk - jp * w < w ? Nk - jp * w : w;
         int64_t c = 0;
-        if (keys == 8 && w == 8)
+        if (keys == w) /* whole panels: 8x8 transposes, two side by side on 16 lanes */
             for (; c + 8 <= d; c += 8)
-                transpose8(k + jp * 8 * d + c, d, panel + c * 8);
+                for (int64_t t = 0; t < w; t += 8)
+                    transpose8(k + (jp * w + t) * d + c, d, panel + c * w + t, w);
         for (; c < d; c++)
             for (int64_t t = 0; t < w; t++)
                 panel[c * w + t] = t < keys ? k[(jp * w + t) * d + c] : 0.0f;
