@@ -151,7 +151,9 @@ typedef struct ly_detection {
 LY_API ly_status ly_results_count(const ly_results *results, size_t *count);
 LY_API ly_status ly_results_get(const ly_results *results, size_t index, ly_detection *out);
 LY_API ly_status ly_results_orig_shape(const ly_results *results, int *height, int *width);
-/* Milliseconds spent in preprocessing, the network, and postprocessing. */
+/* Milliseconds spent in preprocessing, the network, and postprocessing. A
+ * model's first prediction at a size counts its one-time planning (weights
+ * packed for the kernels) as inference. */
 LY_API ly_status ly_results_speed(const ly_results *results, double *preprocess_ms,
                                   double *inference_ms, double *postprocess_ms);
 LY_API ly_status ly_results_free(ly_results *results);
