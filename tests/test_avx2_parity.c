@@ -8,6 +8,8 @@
  * 448/464/480, huge |x|); exact rounding midpoints; dynamic and frozen scales.
  * Skips when the CPU lacks AVX2/FMA or the build has no AVX2 providers.
  */
+#include "core/core.h"
+#include "core/layout.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/quant.h"
 #include "ops/quant/numerics.h"
@@ -38,6 +40,11 @@ int ly_avx2_mxfp4_eff_bits(float amax, uint32_t *eff_bits);
 void ly_avx2_e4m3_encode_array(const float *x, int64_t n, uint8_t *codes);
 void ly_avx2_e4m3_decode_array(const uint8_t *codes, int64_t n, float *out);
 void ly_avx2_e4m3_round_clamped_array(const float *x, int64_t n, float *out);
+#ifdef LY_HAVE_ONEDNN
+void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                      int block, float inv, float zero_point, uint8_t *out,
+                                      int threads, int lanes);
+#endif
 #endif
 
 /* ---- helpers --------------------------------------------------------------------- */
@@ -1047,6 +1054,88 @@ static void test_streamed_outputs(void **state)
     free(row_scale);
 }
 
+/* ---- the int8 execute provider's input quantizer ----------------------------------------- */
+
+#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
+/* conv2d_int8's quantizer (providers/onednn/quantize_u8_avx2.c) writes
+ * fake_quant_int8_affine's codes + 128 as u8 channels-last: the reference's
+ * codes bit for bit, from plain and channel-blocked maps, on 8 and (AVX-512)
+ * 16 lanes, on 1 and 2 threads, specials and exact midpoints included. */
+static void test_quantize_u8_nhwc(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_AVX2();
+    static const struct {
+        int64_t c, h, w;
+    } shapes[] = {{48, 3, 21}, {40, 2, 17}, {16, 4, 9}, {5, 3, 19}, {64, 40, 33} /* threaded */};
+    static const struct {
+        float scale;
+        int32_t zero_point;
+    } qparams[] = {{0.05f, -3}, {0.05f, -128}, {1.0f / 255.0f, 127}, {0.3f, 0}};
+    int checked = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t c = shapes[si].c, h = shapes[si].h, w = shapes[si].w, n = c * h * w;
+        int64_t dims[4] = {1, c, h, w};
+        float *x = alloc_floats(n), *blocked = alloc_floats(n + 16 * h * w);
+        uint8_t *got = malloc((size_t)n), *want = malloc((size_t)n);
+        assert_non_null(got);
+        assert_non_null(want);
+        for (size_t qi = 0; qi < sizeof qparams / sizeof qparams[0]; qi++) {
+            float scale = qparams[qi].scale, inv = 1.0f / scale;
+            float zp = (float)qparams[qi].zero_point;
+            fill(x, n, FILL_EDGE);
+            for (int64_t i = 0; i < n; i += 7) /* exact midpoints of the code grid */
+                x[i] = ((float)(int)(rng_next() % 300) - 150.5f) * scale;
+            for (int64_t ch = 0; ch < c; ch++)
+                for (int64_t p = 0; p < h * w; p++)
+                    want[p * c + ch] =
+                        (uint8_t)(ly_nm_clamp_i64(ly_nm_int8_code(x[ch * h * w + p], inv, zp), -128,
+                                                  127) +
+                                  128);
+            for (int block = 0; block <= 16; block += 8) {
+                if (block && c % block != 0) continue; /* the graph blocks whole blocks only */
+                const float *in = x;
+                if (block) {
+                    ly_layout_reorder(x, LY_LAYOUT_PLAIN, blocked,
+                                      block == 16 ? LY_LAYOUT_NCHW16C : LY_LAYOUT_NCHW8C, dims);
+                    in = blocked;
+                }
+                for (int lanes = 8; lanes <= 16; lanes += 8) {
+                    if (lanes == 16 && !ly_cpu()->avx512f) continue;
+                    for (int threads = 1; threads <= 2; threads++) {
+                        memset(got, 0xA5, (size_t)n);
+                        ly_onednn_quantize_u8_nhwc_lanes(in, 1, c, h, w, block, inv, zp, got,
+                                                         threads, lanes);
+                        for (int64_t i = 0; i < n; i++)
+                            if (got[i] != want[i])
+                                fail_msg("quantize_u8 [%lld,%lld,%lld] block %d, %d lanes, %d "
+                                         "threads, scale %g zp %g: element %lld (%a) got %u, "
+                                         "the reference's code + 128 is %u",
+                                         (long long)c, (long long)h, (long long)w, block, lanes,
+                                         threads, (double)scale, (double)zp, (long long)i,
+                                         (double)x[(i % c) * h * w + i / c], got[i], want[i]);
+                        checked++;
+                    }
+                }
+            }
+        }
+        free(x);
+        free(blocked);
+        free(got);
+        free(want);
+    }
+    print_message("conv2d_int8's u8 quantizer: %d layout, lane and thread combinations "
+                  "bit-identical to the reference's codes\n",
+                  checked);
+}
+#else
+static void test_quantize_u8_nhwc(void **state)
+{
+    (void)state;
+    skip();
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1062,6 +1151,7 @@ int main(void)
         cmocka_unit_test(test_unpack_int_grouped),
         cmocka_unit_test(test_unpack_nvfp4),
         cmocka_unit_test(test_streamed_outputs),
+        cmocka_unit_test(test_quantize_u8_nhwc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,11 +147,20 @@ LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                int block, float inv, float zero_point, uint8_t *out, int threads)
+/* `lanes` 16 (AVX-512 CPUs only) or 8: a test hook, so both are checked on one machine. */
+void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                      int block, float inv, float zero_point, uint8_t *out,
+                                      int threads, int lanes)
 {
     quantize_job job = {x, out, c, h, w, block, inv, zero_point};
     int64_t rows = n * h;
     if (rows * w * c < LY_AVX2_PARALLEL_MIN) threads = 1;
-    ly_parallel_for(rows, 1, threads, ly_cpu()->avx512f ? quantize_rows16 : quantize_rows, &job);
+    ly_parallel_for(rows, 1, threads, lanes == 16 ? quantize_rows16 : quantize_rows, &job);
+}
+
+void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                int block, float inv, float zero_point, uint8_t *out, int threads)
+{
+    ly_onednn_quantize_u8_nhwc_lanes(x, n, c, h, w, block, inv, zero_point, out, threads,
+                                     ly_cpu()->avx512f ? 16 : 8);
 }
