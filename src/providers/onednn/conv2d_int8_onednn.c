@@ -73,6 +73,8 @@ typedef struct int8_state {
      * the scales, where every quotient is finite (NULL: the bias is a binary
      * post-op after them, 7-18% slower on oneDNN 2.6's int8 kernels). */
     float *bias_in_sum;
+    /* Per-thread scratch of a run: the dense u8 channels-last input, then (not
+     * direct) the f32 channels-last output to reorder. Set at prepare. */
     size_t src_bytes, dst_bytes;
     /* The output's layout is channels-last already (one block of 16 or 8
      * channels holds every channel), or the convolution runs in parts of one
@@ -251,7 +253,6 @@ static bool create_part(int8_state *s, const ly_kernel_call *call, const int8_op
         DNNL_TRY(dnnl_memory_create(&part->bias, &bias_md, engine,
                                     (s->bias_in_sum ? s->bias_in_sum : s->bias) + o0));
     DNNL_TRY(dnnl_memory_create(&part->dst, &dst_md, engine, DNNL_MEMORY_NONE));
-    if (!s->direct) s->dst_bytes = dnnl_memory_desc_get_size(&dst_md);
     if (weights_reorder) dnnl_primitive_destroy(weights_reorder);
     if (weights_user) dnnl_memory_destroy(weights_user);
     dnnl_primitive_attr_destroy(attr);
@@ -296,10 +297,7 @@ static int8_op *create_op(int8_state *s, const ly_kernel_call *call, const int8_
     DNNL_TRY(dnnl_memory_get_data_handle(op->zero_point, &zp));
     memcpy(zp, &s->zero_point_u8, sizeof s->zero_point_u8);
     DNNL_TRY(dnnl_memory_create(&op->src, &src_md, engine, DNNL_MEMORY_NONE));
-    s->src_bytes = dnnl_memory_desc_get_size(&src_md);
-    if (s->direct) {
-        s->dst_bytes = 0;
-    } else {
+    if (!s->direct) {
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_user, 4, dst_dims, dnnl_f32,
                                               layout_tag(s->out_layout)));
@@ -431,6 +429,11 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     s->direct = (out_block && s->key.o == out_block) || in_parts;
     s->n_parts = in_parts ? (int)(s->key.o / out_block) : 1;
     s->part_o = in_parts ? out_block : s->key.o;
+    /* Fixed here, not by each operator made: spares are made while other
+     * threads run. */
+    s->src_bytes = (size_t)(s->key.n * s->key.c * s->key.h * s->key.w);
+    s->dst_bytes =
+        s->direct ? 0 : (size_t)(s->key.n * s->key.o * s->key.ho * s->key.wo) * sizeof(float);
     float x_scale;
     int32_t zp;
     ly_quant_int8_act_qparams(((const float *)call->in[5]->data)[0],
