@@ -7,6 +7,7 @@
  */
 #include "kernels/check.h"
 #include "libreyolo/quant.h"
+#include "ops/quant/reference.h"
 
 #include <inttypes.h>
 #include <setjmp.h>
@@ -271,6 +272,101 @@ static void test_int8_execute_provider_with_vnni(void **state)
 #endif
 }
 
+#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
+/* The int8 provider's test hook (conv2d_int8_onednn.c). */
+void ly_onednn_int8_allow_without_vnni(int allow);
+
+/* Moves a conv2d_int8 case's input into the lower half of its quantizer's
+ * grid, u8 codes 0..~125 (a few clamp at 0): there oneDNN's int8 sums are
+ * exact without VNNI too (a u8 x s8 pair sums to at most 2 * 127 * 128). */
+static void squeeze_to_7_bit_codes(ly_check_case *c)
+{
+    float scale;
+    int32_t zp;
+    ly_quant_int8_act_qparams(((const float *)c->in[5].data)[0], ((const float *)c->in[6].data)[0],
+                              &scale, &zp);
+    float bottom = (float)(-131 - zp) * scale, top = (float)(-3 - zp) * scale;
+    float *x = c->in[0].data;
+    int64_t n = ly_tensor_numel(&c->in[0]);
+    for (int64_t i = 0; i < n; i++) /* the cases draw x in [-3, 3] */
+        x[i] = bottom + (x[i] + 3.0f) / 6.0f * (top - bottom);
+}
+#endif
+
+/* The integer provider on every machine with AVX2: where the CPU has no VNNI
+ * it declines in use (a full-range input would saturate), so the gate above
+ * never runs it there; here a test hook lets it take oneDNN's non-VNNI int8
+ * kernels on inputs that cannot saturate, and conv2d_int8's own cases (every
+ * layout its stateful form offers, parts, residual, 1 and 2 threads) must
+ * match the reference as the gate demands. */
+static void test_int8_execute_provider_on_7_bit_inputs(void **state)
+{
+    (void)state;
+#if !defined(LY_HAVE_AVX2_PROVIDERS) || !defined(LY_HAVE_ONEDNN)
+    print_message("skipped: this build has no oneDNN or no AVX2 providers\n");
+    skip();
+#else
+    ly_cpu_features cpu;
+    assert_int_equal(ly_cpu_features_get(&cpu), LY_OK);
+    if (!cpu.avx2 || !cpu.fma) {
+        print_message("skipped: this CPU has no AVX2\n");
+        skip();
+    }
+    const ly_op_def *def = ly_op_def_of(LY_OP_CONV2D_INT8);
+    ly_onednn_int8_allow_without_vnni(1);
+    for (int threads = 1; threads <= 2; threads++) {
+        report r = {0};
+        ly_check_options options = {.slot = "conv2d_int8",
+                                    .impl = "onednn_int8",
+                                    .threads = threads,
+                                    .size = LY_CHECK_QUICK};
+        ly_check_run *run;
+        int matched = 0;
+        assert_int_equal(ly_check_run_begin(LY_OP_CONV2D_INT8, &options, 0, &run, &matched), LY_OK);
+        assert_int_equal(matched, 1);
+        ly_status st = LY_OK;
+        int cases = 0;
+        for (int i = 0; st == LY_OK && ly_check_run_active(run); i++) {
+            ly_check_case c;
+            memset(&c, 0, sizeof c);
+            st = def->cases(i, &c);
+            if (st == LY_E_NOT_FOUND) {
+                ly_check_case_free(&c);
+                st = LY_OK;
+                break;
+            }
+            if (st == LY_OK) {
+                squeeze_to_7_bit_codes(&c);
+                ly_kernel_call call;
+                ly_kernel_call_init(&call);
+                uint32_t constant = 0;
+                for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+                    if (c.present[k]) call.in[k] = &c.in[k];
+                    if (c.constant[k]) constant |= 1u << k;
+                }
+                call.params = c.has_params ? c.params : NULL;
+                st = ly_check_run_case(run, c.name, &call, constant, i & 1, NULL, NULL);
+                cases++;
+            }
+            ly_check_case_free(&c);
+        }
+        ly_check_run_end(run, collect, &r);
+        if (st != LY_OK) fail_msg("the harness stopped: %s", ly_last_error());
+        if (r.failed) {
+            fprintf(stderr, "%s", r.text ? r.text : "");
+            report_free(&r);
+            ly_onednn_int8_allow_without_vnni(0);
+            fail_msg("onednn_int8 on 7-bit inputs (threads=%d): mismatches, see above", threads);
+        }
+        if (r.ran != 1) fail_msg("onednn_int8 ran no case (threads=%d)", threads);
+        if (threads == 1)
+            print_message("onednn_int8: %d conv2d_int8 cases on 7-bit inputs match\n", cases);
+        report_free(&r);
+    }
+    ly_onednn_int8_allow_without_vnni(0);
+#endif
+}
+
 static void expect_everything_reference(void)
 {
     size_t count = 0;
@@ -308,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_harness_catches_sabotage),
         cmocka_unit_test(test_avx2_serves_every_quant_slot),
         cmocka_unit_test(test_int8_execute_provider_with_vnni),
+        cmocka_unit_test(test_int8_execute_provider_on_7_bit_inputs),
         cmocka_unit_test(test_every_implementation_matches_the_reference),
         cmocka_unit_test(test_parity_with_threads),
         cmocka_unit_test(test_kernels_off_means_reference),

@@ -39,11 +39,26 @@
 #include <dnnl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The quantizer is AVX2 code: builds without the AVX2 providers register nothing. */
 #ifdef LY_HAVE_AVX2_PROVIDERS
+
+/* Tests only (ly_onednn_int8_allow_without_vnni): accept oneDNN's int8
+ * kernels without VNNI too. They are exact while no pair of u8 x s8 products
+ * leaves int16 — inputs whose codes stay <= 127 — which lets a machine without
+ * VNNI check this provider's own work (quantizer, packing, parts, residual,
+ * codes given back and restored) on such inputs. */
+static atomic_int allow_without_vnni;
+
+void ly_onednn_int8_allow_without_vnni(int allow);
+void ly_onednn_int8_allow_without_vnni(int allow)
+{
+    atomic_store(&allow_without_vnni, allow != 0);
+}
 
 /* One convolution over a range of output channels (all of them unless the
  * state runs in parts). */
@@ -212,8 +227,8 @@ static bool create_part(int8_state *s, const ly_kernel_call *call, const int8_op
     dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
     const char *impl = "";
     if (made == dnnl_success) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    if (made == dnnl_unimplemented ||
-        (made == dnnl_success && !strstr(impl, "vnni") && !strstr(impl, "amx"))) {
+    bool exact = strstr(impl, "vnni") || strstr(impl, "amx") || atomic_load(&allow_without_vnni);
+    if (made == dnnl_unimplemented || (made == dnnl_success && !exact)) {
         /* Not a failure: no exact integer kernel here; the next one serves it. */
         ly_log(LY_LOG_DEBUG, "%s (onednn_int8): %lld->%lld %lldx%lld declined (%s)", slot_name(),
                (long long)k->c, (long long)k->o, (long long)k->kh, (long long)k->kw,
@@ -542,7 +557,7 @@ static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_feature
 {
     ly_status st = ly_onednn_predicate(call, cpu, why_not);
     if (st != LY_OK) return st;
-    if (!cpu->avx2 || !(cpu->avx512_vnni || cpu->avx_vnni)) {
+    if (!cpu->avx2 || !(cpu->avx512_vnni || cpu->avx_vnni || atomic_load(&allow_without_vnni))) {
         *why_not = "needs VNNI (AVX512_VNNI or AVX-VNNI): without it oneDNN's int8 sums saturate";
         return LY_E_DECLINED;
     }
