@@ -677,7 +677,11 @@ static const ly_kernel_stateful conv_stateful = {
 
 typedef struct dequant_state {
     conv_state *conv;
-    float *weights; /* codes * scale[o]: the prepared convolution may read them in place */
+    /* codes * scale[o]: the prepared convolution may read them in place; freed
+     * once it has packed its own copy */
+    float *weights;
+    float *scale;    /* scale[o], kept while the codes are held */
+    bool codes_held; /* the codes come back exactly from the packed weights */
     ly_tensor weight, lo, hi;
 } dequant_state;
 
@@ -687,7 +691,20 @@ static void dequant_release(void *state)
     if (!s) return;
     conv_release(s->conv);
     free(s->weights);
+    free(s->scale);
     free(s);
+}
+
+/* Whether every code comes back from its f32 weight as round(w / scale[o]):
+ * so unless a scale is zero, infinite or so small that c * s lost the code. */
+static bool codes_recoverable(const int8_t *codes, const float *weights, const float *scale,
+                              int64_t o, int64_t per_channel)
+{
+    for (int64_t i = 0; i < o * per_channel; i++) {
+        float back = weights[i] / scale[i / per_channel];
+        if (!(fabsf(back) <= 128.0f) || (int8_t)lrintf(back) != codes[i]) return false;
+    }
+    return true;
 }
 
 /* The conv2d call of a conv2d_int8 call: f32 weights, no quantizer operands. */
@@ -727,6 +744,18 @@ static ly_status dequant_prepare(const ly_kernel_call *call, const ly_kernel_pre
         dequant_release(s);
         return st;
     }
+    if (s->conv->primary->weights_packed) {
+        /* Only the packed copy is read from now on (spares share it), and the
+         * graph may give the codes' pages back as it does a float model's
+         * weights: the int8 model then holds no more than the float one. */
+        int64_t o = codes->shape[0];
+        s->scale = malloc((size_t)(o > 0 ? o : 1) * sizeof(float));
+        if (s->scale) memcpy(s->scale, scale, (size_t)o * sizeof(float));
+        s->codes_held = s->scale && codes_recoverable(c, s->weights, scale, o, per_channel);
+        free(s->weights);
+        s->weights = NULL;
+        s->weight.data = NULL;
+    }
     *state = s;
     return LY_OK;
 }
@@ -753,11 +782,40 @@ static ly_status dequant_run(void *state, const ly_kernel_call *call)
     return conv_run(s->conv, &conv);
 }
 
+static uint32_t dequant_held(void *state)
+{
+    const dequant_state *s = state;
+    return (conv_held(s->conv) & (1u << 2)) | (s->codes_held ? 1u << 1 : 0u);
+}
+
+/* The bias as the convolution restores it; the codes from the packed weights
+ * (reordered back to OIHW f32, then divided by their scale: exact, as
+ * codes_recoverable checked at prepare). */
+static ly_status dequant_restore(void *state, int index, void *dst)
+{
+    const dequant_state *s = state;
+    if (index == 2) return conv_restore(s->conv, index, dst);
+    if (index != 1 || !s->codes_held)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "conv2d_int8 (onednn): input %d is not held",
+                            index);
+    int64_t o = s->weight.shape[0], n = ly_tensor_numel(&s->weight), per_channel = n / o;
+    float *w = malloc((size_t)n * sizeof(float));
+    if (!w) return ly_set_error(LY_E_NO_MEMORY, "conv2d_int8 (onednn): out of memory");
+    ly_status st = conv_restore(s->conv, 1, w);
+    if (st == LY_OK)
+        for (int64_t i = 0; i < n; i++)
+            ((int8_t *)dst)[i] = (int8_t)lrintf(w[i] / s->scale[i / per_channel]);
+    free(w);
+    return st;
+}
+
 static const ly_kernel_stateful dequant_stateful = {
     .layouts = conv_layouts, /* the convolution's: the fake-quant is element-wise */
     .prepare = dequant_prepare,
     .run = dequant_run,
     .release = dequant_release,
+    .restore_constant = dequant_restore,
+    .held_constants = dequant_held,
 };
 
 void ly_onednn_register_conv2d(void)
