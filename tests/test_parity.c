@@ -312,7 +312,6 @@ static void test_int8_execute_provider_on_7_bit_inputs(void **state)
         print_message("skipped: this CPU has no AVX2\n");
         skip();
     }
-    const ly_op_def *def = ly_op_def_of(LY_OP_CONV2D_INT8);
     ly_onednn_int8_allow_without_vnni(1);
     for (int threads = 1; threads <= 2; threads++) {
         report r = {0};
@@ -320,38 +319,11 @@ static void test_int8_execute_provider_on_7_bit_inputs(void **state)
                                     .impl = "onednn_int8",
                                     .threads = threads,
                                     .size = LY_CHECK_QUICK};
-        ly_check_run *run;
         int matched = 0;
-        assert_int_equal(ly_check_run_begin(LY_OP_CONV2D_INT8, &options, 0, &run, &matched), LY_OK);
-        assert_int_equal(matched, 1);
-        ly_status st = LY_OK;
-        int cases = 0;
-        for (int i = 0; st == LY_OK && ly_check_run_active(run); i++) {
-            ly_check_case c;
-            memset(&c, 0, sizeof c);
-            st = def->cases(i, &c);
-            if (st == LY_E_NOT_FOUND) {
-                ly_check_case_free(&c);
-                st = LY_OK;
-                break;
-            }
-            if (st == LY_OK) {
-                squeeze_to_7_bit_codes(&c);
-                ly_kernel_call call;
-                ly_kernel_call_init(&call);
-                uint32_t constant = 0;
-                for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
-                    if (c.present[k]) call.in[k] = &c.in[k];
-                    if (c.constant[k]) constant |= 1u << k;
-                }
-                call.params = c.has_params ? c.params : NULL;
-                st = ly_check_run_case(run, c.name, &call, constant, i & 1, NULL, NULL);
-                cases++;
-            }
-            ly_check_case_free(&c);
-        }
-        ly_check_run_end(run, collect, &r);
+        ly_status st = ly_check_cases_op(LY_OP_CONV2D_INT8, &options, squeeze_to_7_bit_codes,
+                                         collect, &r, &matched);
         if (st != LY_OK) fail_msg("the harness stopped: %s", ly_last_error());
+        assert_int_equal(matched, 1);
         if (r.failed) {
             fprintf(stderr, "%s", r.text ? r.text : "");
             report_free(&r);
@@ -359,8 +331,6 @@ static void test_int8_execute_provider_on_7_bit_inputs(void **state)
             fail_msg("onednn_int8 on 7-bit inputs (threads=%d): mismatches, see above", threads);
         }
         if (r.ran != 1) fail_msg("onednn_int8 ran no case (threads=%d)", threads);
-        if (threads == 1)
-            print_message("onednn_int8: %d conv2d_int8 cases on 7-bit inputs match\n", cases);
         report_free(&r);
     }
     ly_onednn_int8_allow_without_vnni(0);

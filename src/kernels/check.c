@@ -674,8 +674,8 @@ static int64_t count_cases(const ly_op_def *def)
     return n;
 }
 
-static ly_status check_cases_op(ly_op op, const ly_check_options *opt, ly_check_report_fn report,
-                                void *user, int *n_matched)
+ly_status ly_check_cases_op(ly_op op, const ly_check_options *opt, ly_check_adjust_fn adjust,
+                            ly_check_report_fn report, void *user, int *n_matched)
 {
     const ly_op_def *def = ly_op_def_of(op);
     ly_check_run *run;
@@ -692,6 +692,7 @@ static ly_status check_cases_op(ly_op op, const ly_check_options *opt, ly_check_
             break;
         }
         if (st == LY_OK) {
+            if (adjust) adjust(&c);
             ly_kernel_call call;
             ly_kernel_call_init(&call);
             uint32_t constant = 0;
@@ -748,7 +749,7 @@ static ly_status check_slot(const char *slot, const ly_check_options *opt,
         case LY_CHECK_SDPA:
             return ly_check_sdpa_op(op, opt, report, user, n_matched);
         case LY_CHECK_CASES:
-            return check_cases_op(op, opt, report, user, n_matched);
+            return ly_check_cases_op(op, opt, NULL, report, user, n_matched);
         }
     }
     uncovered u = {opt, report, user, n_matched};

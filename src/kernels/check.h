@@ -58,6 +58,12 @@ ly_status ly_check_run_case(ly_check_run *run, const char *name, const ly_kernel
 /* Report every result, free the run. */
 void ly_check_run_end(ly_check_run *run, ly_check_report_fn report, void *user);
 
+/* The op's own cases (ly_cases_<name>, the manifest's check column CASES),
+ * each passed to `adjust` (may be NULL) before it runs: a test that needs a
+ * case's inputs drawn otherwise (see test_parity's 7-bit int8 inputs). */
+typedef void (*ly_check_adjust_fn)(ly_check_case *c);
+ly_status ly_check_cases_op(ly_op op, const ly_check_options *options, ly_check_adjust_fn adjust,
+                            ly_check_report_fn report, void *user, int *n_matched);
 /* What the per-folder harnesses provide (the manifest's check column). */
 ly_status ly_check_quant_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
                             void *user, int *n_matched);
