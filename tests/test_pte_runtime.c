@@ -510,10 +510,11 @@ static void test_portable_kernels(void **state)
     (void)state;
     n_pool = 0;
     int32_t d23[2] = {2, 3}, d32[2] = {3, 2}, d62[2] = {6, 2};
-    static const int64_t size32[2] = {3, 2}, perm10[2] = {1, 0};
+    /* IntLists hold the indices of Int values: 3, 2 and 1, 0 are values 25..28 */
+    static const int64_t size32[2] = {25, 26}, perm10[2] = {27, 28};
     static const int32_t cat_items[2] = {7, 7};
-    ly_pte_evalue v[25];
-    for (int i = 0; i < 25; i++)
+    ly_pte_evalue v[29];
+    for (int i = 0; i < 29; i++)
         v[i] = (ly_pte_evalue){.type = LY_PTE_EVALUE_NULL};
     v[0] = tensor_value(2, d23, 0);
     v[1] = tensor_value(2, d23, 32);
@@ -544,6 +545,10 @@ static void test_portable_kernels(void **state)
     v[22] = tensor_value(2, d23, 416);
     v[23] = tensor_value(2, d23, 448);
     v[24] = int_value(1);
+    v[25] = int_value(3);
+    v[26] = int_value(2);
+    v[27] = int_value(1);
+    v[28] = int_value(0);
     static const ly_pte_operator ops[] = {
         {"aten::add", "out"},          {"aten::sub", "out"},
         {"aten::mul", "out"},          {"aten::sigmoid", "out"},
@@ -572,7 +577,7 @@ static void test_portable_kernels(void **state)
     ly_pte_chain chain = {.instructions = ins, .n_instructions = 11};
     ly_pte_plan plan = {.name = "forward",
                         .values = v,
-                        .n_values = 25,
+                        .n_values = 29,
                         .inputs = inputs,
                         .n_inputs = 2,
                         .outputs = outputs,
@@ -635,6 +640,19 @@ static void test_portable_kernels(void **state)
     ly_et_method_free(m);
     ly_pte_program_free(p);
     free(bytes);
+    /* An IntList item that names a tensor, or no value at all, is refused. */
+    static const int64_t not_ints[2][2] = {{25, 0}, {25, 29}};
+    for (int bad = 0; bad < 2; bad++) {
+        v[6].u.int_list.items = not_ints[bad];
+        assert_int_equal(ly_pte_encode(&prog, &seg0, 1, &bytes, &size), LY_OK);
+        assert_int_equal(ly_pte_decode(bytes, size, "kernels", &p), LY_OK);
+        m = NULL;
+        assert_int_equal(ly_et_method_load(p, "kernels", &m), LY_E_FORMAT);
+        assert_non_null(strstr(ly_last_error(), "value 6: int list item 1"));
+        assert_non_null(strstr(ly_last_error(), "is not the index of an Int value"));
+        ly_pte_program_free(p);
+        free(bytes);
+    }
 }
 
 /* ---- fuzzing --------------------------------------------------------------------- */

@@ -1453,11 +1453,17 @@ typedef struct kcall {
     int op;
 } kcall;
 
+/* An IntList of Int values: its items are their value indices, as ExecuTorch's
+ * emitter writes them (its runtime boxes the ints). */
 static int int_list(lower *L, int n, const int64_t *src)
 {
     int64_t *items = arena_calloc(&L->mem, (size_t)n, sizeof *items);
     if (!items) return -1;
-    memcpy(items, src, (size_t)n * sizeof *items);
+    for (int i = 0; i < n; i++) {
+        ly_pte_evalue item = {.type = LY_PTE_EVALUE_INT};
+        item.u.int_val = src[i];
+        if ((items[i] = add_evalue(L, item)) < 0) return -1;
+    }
     ly_pte_evalue v = {.type = LY_PTE_EVALUE_INT_LIST};
     v.u.int_list.items = items;
     v.u.int_list.n_items = (size_t)n;

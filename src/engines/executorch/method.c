@@ -223,8 +223,7 @@ static ly_status load_values(ly_et_method *m)
         case LY_PTE_EVALUE_BOOL:
             v->b = e->u.bool_val;
             break;
-        case LY_PTE_EVALUE_INT_LIST:
-            v->ints = e->u.int_list.items;
+        case LY_PTE_EVALUE_INT_LIST: /* resolved below, once every Int is read */
             v->n_items = e->u.int_list.n_items;
             break;
         case LY_PTE_EVALUE_DOUBLE_LIST:
@@ -243,6 +242,25 @@ static ly_status load_values(ly_et_method *m)
         default:
             break;
         }
+    }
+    /* An IntList's items are the indices of Int values, not the ints: ExecuTorch
+     * boxes each one (a SymInt may be computed at run time), and its runtime
+     * reads them so. */
+    for (size_t i = 0; i < m->n_v; i++) {
+        et_value *v = &m->v[i];
+        if (v->type != LY_PTE_EVALUE_INT_LIST) continue;
+        const int64_t *index = plan->values[i].u.int_list.items;
+        int64_t *ints = alloc_owned(m, v->n_items * sizeof *ints);
+        if (!ints) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+        for (size_t k = 0; k < v->n_items; k++) {
+            if (index[k] < 0 || (uint64_t)index[k] >= m->n_v ||
+                plan->values[index[k]].type != LY_PTE_EVALUE_INT)
+                return bad(m,
+                           "value %zu: int list item %zu (%lld) is not the index of an Int value",
+                           i, k, (long long)index[k]);
+            ints[k] = plan->values[index[k]].u.int_val;
+        }
+        v->ints = ints;
     }
     return LY_OK;
 }
