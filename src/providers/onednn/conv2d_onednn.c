@@ -696,7 +696,7 @@ static void dequant_release(void *state)
 }
 
 /* Whether every code comes back from its f32 weight as round(w / scale[o]):
- * so unless a scale is zero, infinite or so small that c * s lost the code. */
+ * true unless a scale is zero, infinite or so small that c * s lost the code. */
 static bool codes_recoverable(const int8_t *codes, const float *weights, const float *scale,
                               int64_t o, int64_t per_channel)
 {
