@@ -7,6 +7,7 @@
  */
 #include "importers/checkpoint/container.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 #include "libreyolo/io.h"
 
@@ -121,10 +122,8 @@ ly_status ly_ck_add_tensor(ly_checkpoint *ck, const char *key, ly_elem elem, con
         contiguous[d] = numel;
         if (shape[d] == 0)
             empty = true;
-        else if (numel > CK_MAX_ELEMENTS / shape[d])
+        else if (!ly_checked_mul(numel, shape[d], &numel) || numel > CK_MAX_ELEMENTS)
             return ly_ck_fail(ck, LY_E_FORMAT, "tensor '%s' has too many elements", key);
-        else
-            numel *= shape[d];
     }
     if (empty) numel = 0;
     if (!stride) stride = contiguous;
@@ -133,18 +132,14 @@ ly_status ly_ck_add_tensor(ly_checkpoint *ck, const char *key, ly_elem elem, con
     const size_t esize = ly_elem_size(elem);
     if (numel > 0) {
         /* The last element the view touches must lie inside the base. */
-        uint64_t last = (uint64_t)offset;
-        bool overflow = last > (uint64_t)CK_MAX_ELEMENTS;
+        int64_t last = offset, span;
+        bool overflow = last > CK_MAX_ELEMENTS;
         for (int d = 0; d < ndim && !overflow; d++) {
             if (shape[d] <= 1 || stride[d] == 0) continue;
-            if ((uint64_t)stride[d] > (uint64_t)CK_MAX_ELEMENTS / (uint64_t)(shape[d] - 1)) {
-                overflow = true;
-                break;
-            }
-            last += (uint64_t)(shape[d] - 1) * (uint64_t)stride[d];
-            overflow = last > (uint64_t)CK_MAX_ELEMENTS;
+            overflow = !ly_checked_mul(shape[d] - 1, stride[d], &span) ||
+                       !ly_checked_add(last, span, &last) || last > CK_MAX_ELEMENTS;
         }
-        if (overflow || last >= base_bytes / esize) {
+        if (overflow || (uint64_t)last >= base_bytes / esize) {
             shape_text(shape_buf, sizeof shape_buf, ndim, shape);
             shape_text(stride_buf, sizeof stride_buf, ndim, stride);
             return ly_ck_fail(ck, LY_E_FORMAT,

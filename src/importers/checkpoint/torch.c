@@ -7,6 +7,7 @@
  */
 #include "importers/checkpoint/torch.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 #include "importers/checkpoint/pickle.h"
 #include "importers/checkpoint/zip.h"
@@ -166,14 +167,15 @@ static ly_status torch_storage_bytes(ly_checkpoint *ck, torch_archive *ar, const
         ar->verified[index] = true;
     }
     *bytes = ar->zip.data + e->data_at;
-    uint64_t needed = (uint64_t)s->numel * ly_elem_size(s->elem);
-    if (e->size < needed) {
+    int64_t needed = 0;
+    if (!ly_checked_mul(s->numel, (int64_t)ly_elem_size(s->elem), &needed) ||
+        e->size < (uint64_t)needed) {
         st = ly_ck_fail(ck, LY_E_FORMAT,
                         "tensor '%s': record '%s' holds %" PRIu64 " bytes, but its storage "
-                        "declares %" PRId64 " %s elements (%" PRIu64 " bytes)",
+                        "declares %" PRId64 " %s elements (%" PRId64 " bytes)",
                         key, name, e->size, s->numel, ly_elem_name(s->elem), needed);
     }
-    *size = needed;
+    *size = (uint64_t)needed;
     free(name);
     return st;
 }
