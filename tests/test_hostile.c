@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -169,12 +170,82 @@ static void test_pte_planned_buffer(void **state)
     assert_null(m);
 }
 
+/* A safetensors header just under the 100,000,000-byte cap with 1.4 M
+ * entries (1.12 GiB and 4.6 s before the reader bounded a header by its file):
+ * their data_offsets tile 4-byte tensors but the data section lacks the last
+ * one's bytes, so the whole header is read and refused before anything is
+ * built, at the cost of its 24-byte extents. Generated here (98 MB); the
+ * growth measured is the reader's, the file's bytes being the test's. */
+enum { HEADER_ENTRIES = 1400000, HEADER_CAP = 100000000 };
+
+static double seconds_between(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+static uint8_t *many_entries_safetensors(size_t *size)
+{
+    size_t data = (size_t)4 * HEADER_ENTRIES - 4, cap = 8 + HEADER_CAP + data;
+    uint8_t *b = malloc(cap);
+    assert_non_null(b);
+    size_t at = 8;
+    b[at++] = '{';
+    for (size_t i = 0; i < HEADER_ENTRIES; i++)
+        at += (size_t)snprintf((char *)b + at, cap - at,
+                               "%s\"%zu\":{\"dtype\":\"F32\",\"shape\":[1],"
+                               "\"data_offsets\":[%zu,%zu]}",
+                               i ? "," : "", i, 4 * i, 4 * i + 4);
+    b[at++] = '}';
+    assert_true(at - 8 < HEADER_CAP);
+    memset(b + at, ' ', HEADER_CAP - 1 - (at - 8)); /* padded to just under the cap */
+    at = 8 + HEADER_CAP - 1;
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)((uint64_t)(at - 8) >> (8 * i));
+    memset(b + at, 0, data);
+    *size = at + data;
+    return b;
+}
+
+static void test_safetensors_header_cost(void **state)
+{
+    (void)state;
+    size_t size;
+    uint8_t *bytes = many_entries_safetensors(&size);
+    const char *name = "header_1.4m_entries.safetensors";
+    long before = peak_kib();
+    struct timespec t0, t1, c0, c1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    ly_checkpoint *ck = NULL;
+    ly_status st = ly_checkpoint_open_buffer(bytes, size, name, &ck);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long grown = peak_kib() - before;
+    print_message("%s (%zu bytes): refused in %.3f s (%.3f s of CPU), peak memory +%ld KiB: %s\n",
+                  name, size, seconds_between(&t0, &t1), seconds_between(&c0, &c1), grown,
+                  ly_last_error());
+    expect_refusal(st, LY_E_FORMAT, name,
+                   "tensor '1399999': data_offsets [5599996, 5600000] are outside the 5599996 "
+                   "data bytes");
+    assert_null(ck);
+#ifndef UNDER_ASAN
+    if (grown > 64 * 1024) fail_msg("%s: peak memory grew by %ld KiB refusing it", name, grown);
+#endif
+    free(bytes);
+
+    /* A header length over the cap is refused by it, whatever follows. */
+    uint8_t over[10] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0, '{', '}'}; /* 100000001 */
+    expect_refusal(ly_checkpoint_open_buffer(over, sizeof over, "over_cap.safetensors", &ck),
+                   LY_E_FORMAT, "over_cap.safetensors",
+                   "header length 100000001 is over the 100000000-byte cap");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jpeg_bombs),         cmocka_unit_test(test_png_inflate_bomb),
         cmocka_unit_test(test_safetensors_layout), cmocka_unit_test(test_pickle_and_builder_ub),
-        cmocka_unit_test(test_pte_planned_buffer),
+        cmocka_unit_test(test_pte_planned_buffer), cmocka_unit_test(test_safetensors_header_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

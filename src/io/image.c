@@ -2,7 +2,9 @@
 /* Image buffers, and the image-file calls of a build without stb. */
 #include "io/image.h"
 
+#include "core/checked.h"
 #include "core/core.h"
+#include "io/http.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,12 +55,21 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* The filtered bytes of a w x h image of `bits` per pixel: one filter byte
+ * per row, rows padded to whole bytes; false when that overflows int64. */
+static bool png_filtered_bytes(int64_t w, int64_t h, int64_t bits, int64_t *out)
+{
+    int64_t row;
+    return ly_checked_mul(w, bits, &row) && ly_checked_add(row, 7, &row) &&
+           ly_checked_mul(h, 1 + row / 8, out);
+}
+
 /* The filtered bytes a PNG's image data inflates to, from IHDR (PNG spec
- * section 7: one filter byte per row, rows padded to whole bytes; Adam7
- * passes are images of their own). 0 when IHDR is unusable. */
+ * section 7; Adam7 passes are images of their own). 0 when IHDR is unusable
+ * or implies more than int64 counts. */
 static uint64_t png_inflated_size(const uint8_t *ihdr)
 {
-    uint64_t width = be32(ihdr), height = be32(ihdr + 4);
+    int64_t width = be32(ihdr), height = be32(ihdr + 4);
     unsigned depth = ihdr[8], colour = ihdr[9], interlace = ihdr[12];
     unsigned channels = colour == 0   ? 1
                         : colour == 2 ? 3
@@ -67,17 +78,18 @@ static uint64_t png_inflated_size(const uint8_t *ihdr)
                         : colour == 6 ? 4
                                       : 0;
     if (!channels || depth == 0 || depth > 16 || width == 0 || height == 0) return 0;
-    uint64_t bits = (uint64_t)channels * depth;
-    if (!interlace) return height * (1 + (width * bits + 7) / 8);
+    int64_t bits = (int64_t)channels * depth, total = 0, pass;
+    if (!interlace) return png_filtered_bytes(width, height, bits, &total) ? (uint64_t)total : 0;
     static const unsigned x0[7] = {0, 4, 0, 2, 0, 1, 0}, dx[7] = {8, 8, 4, 4, 2, 2, 1};
     static const unsigned y0[7] = {0, 0, 4, 0, 2, 0, 1}, dy[7] = {8, 8, 8, 4, 4, 2, 2};
-    uint64_t total = 0;
     for (int p = 0; p < 7; p++) {
-        uint64_t w = width > x0[p] ? (width - x0[p] + dx[p] - 1) / dx[p] : 0;
-        uint64_t h = height > y0[p] ? (height - y0[p] + dy[p] - 1) / dy[p] : 0;
-        if (w && h) total += h * (1 + (w * bits + 7) / 8);
+        int64_t w = width > x0[p] ? (width - x0[p] + dx[p] - 1) / dx[p] : 0;
+        int64_t h = height > y0[p] ? (height - y0[p] + dy[p] - 1) / dy[p] : 0;
+        if (!w || !h) continue;
+        if (!png_filtered_bytes(w, h, bits, &pass) || !ly_checked_add(total, pass, &total))
+            return 0;
     }
-    return total;
+    return (uint64_t)total;
 }
 
 ly_status ly_image_check_png_inflate(const uint8_t *bytes, size_t size, const char *path)
@@ -88,7 +100,7 @@ ly_status ly_image_check_png_inflate(const uint8_t *bytes, size_t size, const ch
                             path);
     uint64_t implied = png_inflated_size(bytes + 16);
     /* Some encoders leave a little after the image data, which decoders
-     * ignore: tolerated, but never more than a megabyte. */
+     * ignore: tolerated, but never more than a megabyte (implied < 2^63). */
     uint64_t limit = implied + PNG_INFLATE_SLACK;
     if (implied == 0)
         return ly_set_error(LY_E_FORMAT,
@@ -146,8 +158,9 @@ ly_status ly_image_alloc(ly_image *image, int width, int height)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "ly_image_alloc: size %dx%d: expected a positive width and height",
                             width, height);
-    size_t bytes = (size_t)width * (size_t)height * 3;
-    if (bytes / 3 / (size_t)height != (size_t)width)
+    size_t bytes;
+    if (!ly_checked_mul_size((size_t)width, (size_t)height, &bytes) ||
+        !ly_checked_mul_size(bytes, 3, &bytes))
         return ly_set_error(LY_E_NO_MEMORY, "ly_image_alloc: %dx%d pixels do not fit in memory",
                             width, height);
     image->pixels = malloc(bytes);
@@ -207,10 +220,6 @@ bool ly_image_codecs_available(void)
 
 #endif
 
-#ifdef LY_HAVE_CURL
-#include "kernels/hub/hub.h"
-#endif
-
 #define MAX_URL_IMAGE_BYTES ((size_t)64 << 20)
 
 ly_status ly_image_load_url(const char *url, ly_image *out)
@@ -224,7 +233,7 @@ ly_status ly_image_load_url(const char *url, ly_image *out)
 #ifdef LY_HAVE_CURL
     uint8_t *bytes = NULL;
     size_t size = 0;
-    ly_status st = ly_hub_download(url, MAX_URL_IMAGE_BYTES, &bytes, &size);
+    ly_status st = ly_http_get(url, MAX_URL_IMAGE_BYTES, &bytes, &size);
     if (st != LY_OK) return ly_error_prefix(LY_E_IO, "image");
     st = ly_image_load_buffer(bytes, size, url, out);
     free(bytes);

@@ -13,6 +13,7 @@
  * reported precisely instead of being half-understood.
  */
 #include "core/atomic_file.h"
+#include "core/checked.h"
 #include "core/core.h"
 #include "libreyolo/io.h"
 
@@ -262,14 +263,11 @@ static ly_status parse_dim(npy_lexer *lx, int index, int64_t *dim)
         lx->pos = start;
         return lex_unexpected(lx, "an integer in 'shape'");
     }
-    uint64_t value = 0;
+    int64_t value = 0;
     bool overflow = false;
     while ((c = lex_peek(lx)) >= '0' && c <= '9') {
-        unsigned digit = (unsigned)(c - '0');
-        if (value > ((uint64_t)INT64_MAX - digit) / 10)
-            overflow = true;
-        else
-            value = value * 10 + digit;
+        overflow = overflow || !ly_checked_mul(value, 10, &value) ||
+                   !ly_checked_add(value, c - '0', &value);
         lx->pos++;
     }
     if (negative && (value != 0 || overflow))
@@ -281,7 +279,7 @@ static ly_status parse_dim(npy_lexer *lx, int index, int64_t *dim)
                         "shape: dimension %d (%.*s%s) overflows a 64-bit integer", index,
                         (int)(lx->pos - start > 24 ? 24 : lx->pos - start), lx->text + start,
                         lx->pos - start > 24 ? "..." : "");
-    *dim = (int64_t)value;
+    *dim = value;
     return LY_OK;
 }
 
@@ -371,25 +369,23 @@ static ly_status npy_parse_dict(const npy_ctx *ctx, const char *text, size_t len
         if (!(seen & (1u << i)))
             return npy_fail(ctx, LY_E_FORMAT, "header: missing key '%s'", names[i]);
 
-    /* Bytes must fit both size_t and the int64 element counts used everywhere. */
-    uint64_t limit = (uint64_t)INT64_MAX < (uint64_t)SIZE_MAX ? (uint64_t)INT64_MAX : SIZE_MAX;
-    /* The product of the non-zero extents must fit even when another extent is
+    /* Bytes must fit both size_t and the int64 element counts used everywhere.
+     * The product of the non-zero extents must fit even when another extent is
      * zero: code elsewhere multiplies extents in any order. */
-    uint64_t bytes = ly_dtype_size(h->dtype);
+    uint64_t limit = (uint64_t)INT64_MAX < (uint64_t)SIZE_MAX ? (uint64_t)INT64_MAX : SIZE_MAX;
+    int64_t bytes = (int64_t)ly_dtype_size(h->dtype);
+    bool empty = false;
     for (int i = 0; i < h->ndim; i++) {
-        uint64_t d = (uint64_t)h->shape[i];
-        if (d == 0) continue;
-        if (bytes > limit / d) {
+        empty = empty || h->shape[i] == 0;
+        if (h->shape[i] == 0) continue;
+        if (!ly_checked_mul(bytes, h->shape[i], &bytes) || (uint64_t)bytes > limit) {
             char shape[256];
             npy_shape_str(h->shape, h->ndim, shape, sizeof shape);
             return npy_fail(ctx, LY_E_FORMAT,
                             "shape %s overflows: its size in bytes exceeds %" PRIu64, shape, limit);
         }
-        bytes *= d;
     }
-    for (int i = 0; i < h->ndim; i++)
-        if (h->shape[i] == 0) bytes = 0;
-    h->payload_bytes = (size_t)bytes;
+    h->payload_bytes = empty ? 0 : (size_t)bytes;
     return LY_OK;
 }
 

@@ -30,76 +30,6 @@
 #define PICKLE_ARENA_PER_BYTE 64
 #define PICKLE_ARENA_BASE ((size_t)1 << 20)
 
-/* ---- Element types ---------------------------------------------------------- */
-
-size_t ly_elem_size(ly_elem elem)
-{
-    switch (elem) {
-    case LY_ELEM_F32:
-        return 4;
-    case LY_ELEM_F64:
-        return 8;
-    case LY_ELEM_F16:
-        return 2;
-    case LY_ELEM_BF16:
-        return 2;
-    case LY_ELEM_I64:
-        return 8;
-    case LY_ELEM_I32:
-        return 4;
-    case LY_ELEM_I16:
-        return 2;
-    case LY_ELEM_I8:
-        return 1;
-    case LY_ELEM_U8:
-        return 1;
-    case LY_ELEM_BOOL:
-        return 1;
-    case LY_ELEM_F8E4M3:
-        return 1;
-    case LY_ELEM_UNTYPED:
-        return 1;
-    }
-    return 0;
-}
-
-const char *ly_elem_name(ly_elem elem)
-{
-    switch (elem) {
-    case LY_ELEM_F32:
-        return "float32";
-    case LY_ELEM_F64:
-        return "float64";
-    case LY_ELEM_F16:
-        return "float16";
-    case LY_ELEM_BF16:
-        return "bfloat16";
-    case LY_ELEM_I64:
-        return "int64";
-    case LY_ELEM_I32:
-        return "int32";
-    case LY_ELEM_I16:
-        return "int16";
-    case LY_ELEM_I8:
-        return "int8";
-    case LY_ELEM_U8:
-        return "uint8";
-    case LY_ELEM_BOOL:
-        return "bool";
-    case LY_ELEM_F8E4M3:
-        return "float8_e4m3fn";
-    case LY_ELEM_UNTYPED:
-        return "untyped";
-    }
-    return "?";
-}
-
-bool ly_elem_is_float(ly_elem elem)
-{
-    return elem == LY_ELEM_F32 || elem == LY_ELEM_F64 || elem == LY_ELEM_F16 ||
-           elem == LY_ELEM_BF16 || elem == LY_ELEM_F8E4M3;
-}
-
 /* ---- Allowed globals --------------------------------------------------------- */
 
 typedef enum global_role {
@@ -366,40 +296,6 @@ static uint64_t rd_le(const uint8_t *p, size_t n)
     for (size_t i = n; i-- > 0;)
         v = v << 8 | p[i];
     return v;
-}
-
-bool ly_utf8_valid(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        uint32_t cp;
-        if (c >= 0xc2 && c <= 0xdf) {
-            len = 2;
-            cp = c & 0x1fu;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            len = 3;
-            cp = c & 0x0fu;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            len = 4;
-            cp = c & 0x07u;
-        } else {
-            return false;
-        }
-        if (n - i < len) return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0u) != 0x80u) return false;
-            cp = cp << 6 | (s[i + k] & 0x3fu);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) return false;
-        i += len;
-    }
-    return true;
 }
 
 static ly_status up_read_string(unpickler *u, size_t len_bytes, ly_pv_kind kind, const char *opname)

@@ -18,30 +18,7 @@
 #ifndef LY_IO_PICKLE_H
 #define LY_IO_PICKLE_H
 
-#include "libreyolo/libreyolo.h"
-
-/* Element types of storages and tensors, shared with the safetensors reader. */
-typedef enum ly_elem {
-    LY_ELEM_F32,
-    LY_ELEM_F64,
-    LY_ELEM_F16,
-    LY_ELEM_BF16,
-    LY_ELEM_I64,
-    LY_ELEM_I32,
-    LY_ELEM_I16,
-    LY_ELEM_I8,
-    LY_ELEM_U8,
-    LY_ELEM_BOOL,
-    LY_ELEM_F8E4M3, /* torch.float8_e4m3fn (LibreYOLO's fp8 weight_packed) */
-    LY_ELEM_UNTYPED /* torch.UntypedStorage: bytes, typed by the tensor that views it */
-} ly_elem;
-
-size_t ly_elem_size(ly_elem elem);
-const char *ly_elem_name(ly_elem elem);
-bool ly_elem_is_float(ly_elem elem);
-
-/* UTF-8 as Python's pickle decodes it ('surrogatepass': lone surrogates pass). */
-bool ly_utf8_valid(const uint8_t *s, size_t n);
+#include "importers/checkpoint/elem.h"
 
 typedef enum ly_pv_kind {
     LY_PV_NONE,

@@ -10,6 +10,7 @@
  */
 #include "importers/checkpoint/zip.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 
 #include <stdarg.h>
@@ -247,7 +248,7 @@ ly_status ly_zip_open(ly_zip *z, const uint8_t *data, size_t size, const char *c
 
     size_t names_used = 0;
     uint64_t pos = dir.cd_at;
-    const uint64_t cd_end = dir.cd_at + dir.cd_size;
+    const uint64_t cd_end = dir.cd_at + dir.cd_size; /* <= cd_limit: checked at the read */
     for (size_t i = 0; i < count; i++) {
         size_t at = (size_t)pos;
         if (cd_end - pos < ZIP_CENTRAL_LEN || rd32(data + at) != ZIP_CENTRAL_SIG) {
@@ -320,9 +321,12 @@ ly_status ly_zip_open(ly_zip *z, const uint8_t *data, size_t size, const char *c
                          e->name, (unsigned long long)local_at);
             goto fail;
         }
-        uint64_t local_name_len = rd16(l + 26), local_extra_len = rd16(l + 28);
-        uint64_t data_at = local_at + ZIP_LOCAL_LEN + local_name_len + local_extra_len;
-        if (data_at > dir.cd_at || csize > dir.cd_at - data_at) {
+        int64_t data_at = 0; /* local_at < 2^64 from a ZIP64 field: checked */
+        bool placed = local_at <= (uint64_t)INT64_MAX &&
+                      ly_checked_add((int64_t)local_at, ZIP_LOCAL_LEN + rd16(l + 26), &data_at) &&
+                      ly_checked_add(data_at, rd16(l + 28), &data_at);
+        uint64_t local_name_len = rd16(l + 26);
+        if (!placed || (uint64_t)data_at > dir.cd_at || csize > dir.cd_at - (uint64_t)data_at) {
             st = zip_fail(z, LY_E_FORMAT,
                           "entry '%s': %llu bytes of data at byte %llu run past the central "
                           "directory at byte %llu (truncated or corrupt zip)",
@@ -336,7 +340,7 @@ ly_status ly_zip_open(ly_zip *z, const uint8_t *data, size_t size, const char *c
                           e->name, (unsigned long long)local_at);
             goto fail;
         }
-        e->data_at = data_at;
+        e->data_at = (uint64_t)data_at;
         z->by_name[i] = e;
         pos += ZIP_CENTRAL_LEN + name_len + extra_len + comment_len;
     }

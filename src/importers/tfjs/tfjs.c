@@ -5,6 +5,7 @@
  */
 #include "importers/tfjs/tfjs.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 #include "core/json.h"
 
@@ -470,7 +471,11 @@ static ly_status read_group(ly_tfjs_model *m, const cJSON *group, size_t g, ly_t
             *size = part_size;
             continue;
         }
-        uint8_t *grown = realloc(*bytes, *size + part_size + 1);
+        size_t joined;
+        uint8_t *grown = ly_checked_add_size(*size, part_size, &joined) &&
+                                 ly_checked_add_size(joined, 1, &joined)
+                             ? realloc(*bytes, joined)
+                             : NULL;
         if (!grown) {
             free(part);
             return no_memory(m);
@@ -535,8 +540,8 @@ static ly_status parse_group(ly_tfjs_model *m, const cJSON *group, size_t g, ly_
         cJSON_ArrayForEach(dim, shape)
         {
             int64_t v;
-            if (!ly_json_int(dim, &v) || v < 0 || v > (int64_t)MAX_SHARD_BYTES ||
-                __builtin_mul_overflow(numel, v, &numel) || numel > (int64_t)MAX_SHARD_BYTES) {
+            if (!ly_json_int(dim, &v) || v > (int64_t)MAX_SHARD_BYTES ||
+                !ly_checked_mul(numel, v, &numel) || numel > (int64_t)MAX_SHARD_BYTES) {
                 st = fmt_error(m,
                                "%s '%s': \"shape\": expected sizes >= 0 (and a tensor smaller "
                                "than the shards)",
@@ -546,16 +551,18 @@ static ly_status parse_group(ly_tfjs_model *m, const cJSON *group, size_t g, ly_
             w->shape[w->ndim++] = v;
         }
         if (st != LY_OK) break;
-        size_t need = (size_t)numel * k.stored_size;
-        if (need > size - offset) {
+        size_t need = 0, held;
+        if (!ly_checked_mul_size((size_t)numel, k.stored_size, &need) || need > size - offset) {
             st = fmt_error(m,
                            "%s '%s': needs %zu bytes at offset %zu, but the shards (%s) hold %zu "
                            "bytes in all",
                            where, name, need, offset, shards, size);
             break;
         }
-        size_t elem = ly_dtype_size(w->dtype);
-        w->data = malloc((size_t)numel * elem + 1);
+        w->data = ly_checked_mul_size((size_t)numel, ly_dtype_size(w->dtype), &held) &&
+                          ly_checked_add_size(held, 1, &held)
+                      ? malloc(held)
+                      : NULL;
         if (!w->data) {
             st = no_memory(m);
             break;

@@ -2,6 +2,7 @@
 /* TF.js graph -> ly_graph (tfjs_graph.h). */
 #include "importers/tfjs/tfjs_graph.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 #include "core/json.h"
 
@@ -1016,7 +1017,7 @@ static ly_status op_reshape(ctx *c, sym *out)
     for (int d = 0; d < ndim; d++) {
         if (shape[d] == -1 && free_axis < 0)
             free_axis = d;
-        else if (shape[d] < 0 || __builtin_mul_overflow(known, shape[d], &known))
+        else if (!ly_checked_mul(known, shape[d], &known))
             return MALFORMED("shape has a negative or huge extent");
     }
     if (free_axis >= 0 && known > 0 && numel % known == 0) shape[free_axis] = numel / known;
@@ -1061,14 +1062,14 @@ static ly_status op_sparse_to_dense(ctx *c, sym *out)
     TRY(const_input(c, 2, "sparse_values", &values));
     TRY(const_input(c, 3, "default_value", &fallback));
     if (!indices->i || !shape->i) return MALFORMED("integer indices and shape expected");
-    int rank = (int)numel_of(shape->ndim, shape->shape);
-    if (shape->ndim > 1 || rank > LY_MAX_DIMS)
+    int64_t elements = numel_of(shape->ndim, shape->shape);
+    if (shape->ndim > 1 || elements < 0 || elements > LY_MAX_DIMS)
         return UNSUPPORTED("output_shape of rank > %d", LY_MAX_DIMS);
+    int rank = (int)elements;
     int64_t dims[LY_MAX_DIMS], total = 1;
     for (int d = 0; d < rank; d++) {
         dims[d] = shape->i[d];
-        if (dims[d] < 0 || __builtin_mul_overflow(total, dims[d], &total) ||
-            total > MAX_FOLDED_ELEMENTS)
+        if (!ly_checked_mul(total, dims[d], &total) || total > MAX_FOLDED_ELEMENTS)
             return UNSUPPORTED("output_shape too large or negative");
     }
     int64_t n = indices->ndim == 0 ? 1 : indices->shape[0];

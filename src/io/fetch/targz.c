@@ -5,6 +5,7 @@
  * damaged or unexpected archive for a good one. */
 #include "io/fetch/fetch_internal.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 
 #include <errno.h>
@@ -93,7 +94,7 @@ static bool parse_number(const unsigned char *field, size_t len, uint64_t *value
     if (field[0] & 0x80) {
         if (field[0] != 0x80) return false; /* negative or above 2^(8·(len-1)) */
         for (size_t i = 1; i < len; i++) {
-            if (v >> 56) return false;
+            if (v >> 55) return false; /* sizes stay below 2^63, as int64 counts them */
             v = v << 8 | field[i];
         }
         *value = v;
@@ -159,21 +160,30 @@ static ly_status parse_pax(const gz_in *g, const char *data, size_t size, char *
             if (!(*path = strndup(eq + 1, vlen)))
                 return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", g->label);
         } else if (klen == 4 && memcmp(key, "size", 4) == 0) {
-            uint64_t v = 0;
+            int64_t v = 0;
             if (vlen == 0 || vlen > 19)
                 return ly_set_error(LY_E_FORMAT, "%s: bad pax size", g->label);
             for (size_t k = 0; k < vlen; k++) {
                 char c = eq[1 + k];
-                if (c < '0' || c > '9')
+                if (c < '0' || c > '9' || !ly_checked_mul(v, 10, &v) ||
+                    !ly_checked_add(v, c - '0', &v))
                     return ly_set_error(LY_E_FORMAT, "%s: bad pax size", g->label);
-                v = v * 10 + (uint64_t)(c - '0');
             }
-            *pax_size = v;
+            *pax_size = (uint64_t)v;
             *has_size = true;
         }
         pos += len;
     }
     return LY_OK;
+}
+
+/* The whole blocks holding `size` bytes; false when they overflow int64. */
+static bool padded_size(uint64_t size, uint64_t *padded)
+{
+    int64_t end;
+    if (size > (uint64_t)INT64_MAX || !ly_checked_add((int64_t)size, BLOCK - 1, &end)) return false;
+    *padded = (uint64_t)(end / BLOCK * BLOCK);
+    return true;
 }
 
 /* The data of a metadata entry (pax header, GNU long name), NUL-terminated. */
@@ -182,7 +192,7 @@ static ly_status read_meta(gz_in *g, uint64_t size, char **out)
     if (size > MAX_META)
         return ly_set_error(LY_E_FORMAT, "%s: a %llu-byte metadata header (at most %d expected)",
                             g->label, (unsigned long long)size, MAX_META);
-    uint64_t padded = (size + BLOCK - 1) / BLOCK * BLOCK;
+    uint64_t padded = (size + BLOCK - 1) / BLOCK * BLOCK; /* size <= MAX_META */
     char *data = malloc((size_t)padded + 1);
     if (!data) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", g->label);
     ly_status st = gz_read(g, (unsigned char *)data, padded, "a metadata header");
@@ -254,7 +264,12 @@ static ly_status walk(gz_in *g, ly_targz_member *members, size_t n)
         if (type == '0' || type == '\0' || type == '7')
             for (size_t i = 0; i < n; i++)
                 if (!members[i].data && strcmp(members[i].name, full) == 0) m = &members[i];
-        uint64_t padded = (size + BLOCK - 1) / BLOCK * BLOCK;
+        uint64_t padded;
+        if (!padded_size(size, &padded)) {
+            st = ly_set_error(LY_E_FORMAT, "%s: corrupt archive: %s claims %llu bytes", g->label,
+                              full, (unsigned long long)size);
+            break;
+        }
         if (m) {
             if (size != m->size) {
                 st = ly_set_error(LY_E_FORMAT, "%s: %s has %llu bytes, expected %llu", g->label,

@@ -5,6 +5,7 @@
 #include "core/atomic_file.h"
 #include "core/core.h"
 #include "core/digest.h"
+#include "io/http.h"
 #include "libreyolo/fetch.h"
 
 #include <cjson/cJSON.h>
@@ -502,7 +503,7 @@ static bool fetch(ly_hub_entry *e, const char *url_base)
              e->file);
     uint8_t *data = NULL;
     size_t size = 0;
-    if (ly_hub_download(url, MAX_ARTIFACT_BYTES, &data, &size) != LY_OK) {
+    if (ly_http_get(url, MAX_ARTIFACT_BYTES, &data, &size) != LY_OK) {
         entry_disable(e, "download failed: %s", ly_last_error());
         return false;
     }

@@ -52,11 +52,4 @@ bool ly_hub_pins(const char *name);
 ly_status ly_plugin_load_file(const char *path, const char *name, const char *const *slots,
                               size_t n_slots, size_t *registered);
 
-#ifdef LY_HAVE_CURL
-/* GET `url` into a malloc'ed buffer (src/kernels/hub/curl/). Fails on an HTTP
- * error status, on more than `max_bytes`, and on stalls; the message names the
- * URL. */
-ly_status ly_hub_download(const char *url, size_t max_bytes, uint8_t **data, size_t *size);
-#endif
-
 #endif

@@ -3,7 +3,7 @@
 #include "models/dfine/dfine.h"
 
 #include "core/core.h"
-#include "models/dfine/builder.h"
+#include "models/common/fold.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -96,63 +96,63 @@ static const hg_arch archs[] = {
       {1024, 768, 2048, 3, true, true, 5, 6}}},
 };
 
-static ly_graph_value lab(df_builder *b, const char *name, ly_graph_value x);
+static ly_graph_value lab(ly_builder *b, const char *name, ly_graph_value x);
 
 /* ConvBNAct at `name`: Conv2d (pad (k-1)/2) with its BN folded in, ReLU,
  * then the LearnableAffineBlock s*x + b when it has one (`lab`: only after an
  * activation), as the convolution's post-affine: the same two f32 operations
  * in its epilogue instead of two passes over the map (D-FINE-n: 52 nodes). */
-static df_fmap conv_bn_act(df_builder *b, const char *name, df_fmap x, int64_t cout, int64_t k,
+static ly_fmap conv_bn_act(ly_builder *b, const char *name, ly_fmap x, int64_t cout, int64_t k,
                            int64_t stride, bool depthwise, bool act, bool use_lab)
 {
     float affine[2];
     bool with_lab = act && use_lab;
     if (with_lab) {
-        char key[2 * KEY_MAX];
+        char key[2 * LY_KEY_MAX];
         int64_t one = 1;
         snprintf(key, sizeof key, "%.100s.lab.scale", name);
-        const float *scale = df_tensor(b, key, 1, &one);
+        const float *scale = ly_build_take(b, key, 1, &one);
         snprintf(key, sizeof key, "%.100s.lab.bias", name);
-        const float *shift = df_tensor(b, key, 1, &one);
-        if (!scale || !shift) return (df_fmap){LY_GRAPH_NONE, cout, 0, 0};
+        const float *shift = ly_build_take(b, key, 1, &one);
+        if (!scale || !shift) return (ly_fmap){LY_GRAPH_NONE, cout, 0, 0};
         affine[0] = scale[0];
         affine[1] = shift[0];
     }
-    return df_conv_norm_affine(b, name, "bn", x, cout, k, stride, depthwise,
-                               act ? LY_ACT_RELU : LY_ACT_NONE, with_lab ? affine : NULL);
+    return ly_build_conv_norm(b, name, "bn", x, cout, k, stride, depthwise,
+                              act ? LY_ACT_RELU : LY_ACT_NONE, with_lab ? affine : NULL);
 }
 
 /* F.pad(x, (0, 1, 0, 1)): a zero column on the right, a zero row below. */
-static df_fmap pad_right_bottom(df_builder *b, const char *name, df_fmap x)
+static ly_fmap pad_right_bottom(ly_builder *b, const char *name, ly_fmap x)
 {
-    df_fmap y = {LY_GRAPH_NONE, x.c, x.h + 1, x.w + 1};
+    ly_fmap y = {LY_GRAPH_NONE, x.c, x.h + 1, x.w + 1};
     int64_t col[4] = {1, x.c, x.h, 1}, row[4] = {1, x.c, 1, x.w + 1};
     float *zeros = calloc((size_t)(x.c * (x.w + 1 > x.h ? x.w + 1 : x.h)), sizeof *zeros);
     if (!zeros) {
-        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
         return y;
     }
-    char node_name[KEY_MAX];
+    char node_name[LY_KEY_MAX];
     snprintf(node_name, sizeof node_name, "%s%s", b->prefix, name);
-    ly_graph_value parts[2] = {x.v, df_constant(b, 4, col, zeros)};
+    ly_graph_value parts[2] = {x.v, ly_build_constant(b, 4, col, zeros)};
     ly_graph_value wider = LY_GRAPH_NONE;
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, node_name, 2, parts, 3, &wider));
-    ly_graph_value rows[2] = {wider, df_constant(b, 4, row, zeros)};
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, node_name, 2, rows, 2, &y.v));
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, node_name, 2, parts, 3, &wider));
+    ly_graph_value rows[2] = {wider, ly_build_constant(b, 4, row, zeros)};
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, node_name, 2, rows, 2, &y.v));
     free(zeros);
     return y;
 }
 
 /* LearnableAffineBlock s * x + b after an activation (keys <name>.lab.*). */
-static ly_graph_value lab(df_builder *b, const char *name, ly_graph_value x)
+static ly_graph_value lab(ly_builder *b, const char *name, ly_graph_value x)
 {
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     int64_t one = 1;
     snprintf(key, sizeof key, "%.100s.lab.scale", name);
-    ly_graph_value scale = df_weight(b, key, 1, &one);
+    ly_graph_value scale = ly_build_weight(b, key, 1, &one);
     snprintf(key, sizeof key, "%.100s.lab.bias", name);
-    ly_graph_value shift = df_weight(b, key, 1, &one);
-    return df_binary(b, LY_OP_ADD, key, df_binary(b, LY_OP_MUL, key, x, scale), shift);
+    ly_graph_value shift = ly_build_weight(b, key, 1, &one);
+    return ly_build_binary(b, LY_OP_ADD, key, ly_build_binary(b, LY_OP_MUL, key, x, scale), shift);
 }
 
 /* stem3 (3x3 s2 ConvBNAct) on concat(pool, stem2b) as the sum of its two
@@ -160,39 +160,40 @@ static ly_graph_value lab(df_builder *b, const char *name, ly_graph_value x)
  * concatenated map (at 640 the largest tensor of the network, 13 MB) ever
  * existing. Each half is computed as soon as its input is, so stem2b's map
  * is gone before the pool's is made. */
-static df_fmap stem3_split(df_builder *b, df_fmap pooled_src, df_fmap s2b, int64_t mid,
+static ly_fmap stem3_split(ly_builder *b, ly_fmap pooled_src, ly_fmap s2b, int64_t mid,
                            bool use_lab)
 {
-    df_fmap none = {LY_GRAPH_NONE, mid, 0, 0};
+    ly_fmap none = {LY_GRAPH_NONE, mid, 0, 0};
     int64_t cin = 2 * mid, per = cin * 9;
     double *w = malloc((size_t)(mid * per) * sizeof *w), *bias = malloc((size_t)mid * sizeof *bias);
     double *half = malloc((size_t)(mid * mid * 9) * sizeof *half);
     double *zero = calloc((size_t)mid, sizeof *zero);
     if (!w || !bias || !half || !zero) {
-        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
-    } else if (df_fold_conv_bn(b, "stem.stem3", "bn", mid, cin, 3, w, bias)) {
-        df_fmap parts[2];
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    } else if (ly_fold_conv_bn(b, "stem.stem3.conv.weight", "stem.stem3.bn", mid, cin, 3, w,
+                               bias)) {
+        ly_fmap parts[2];
         for (int h = 1; h >= 0; h--) { /* stem2b's half first: it is ready */
             for (int64_t o = 0; o < mid; o++)
                 memcpy(half + o * mid * 9, w + o * per + h * mid * 9,
                        (size_t)(mid * 9) * sizeof *half);
-            df_fmap in =
-                h ? s2b : (df_fmap){LY_GRAPH_NONE, mid, pooled_src.h - 1, pooled_src.w - 1};
+            ly_fmap in =
+                h ? s2b : (ly_fmap){LY_GRAPH_NONE, mid, pooled_src.h - 1, pooled_src.w - 1};
             if (!h) {
                 /* MaxPool 2x2 s1 (ceil_mode changes nothing at stride 1) on the padded stem1 */
                 ly_pool2d_params p = LY_POOL2D_DEFAULTS;
                 p.kernel[0] = p.kernel[1] = 2;
-                char name[KEY_MAX];
+                char name[LY_KEY_MAX];
                 snprintf(name, sizeof name, "%sstem.pool", b->prefix);
                 if (b->st == LY_OK)
-                    df_fail(b, ly_graph_max_pool2d(b->g, name, pooled_src.v, &p, &in.v));
+                    ly_build_fail(b, ly_graph_max_pool2d(b->g, name, pooled_src.v, &p, &in.v));
             }
-            parts[h] = df_conv_node(b, h ? "stem.stem3.b" : "stem.stem3.a", in, half,
-                                    h ? zero : bias, mid, 3, 2, 1, LY_ACT_NONE, NULL);
+            parts[h] = ly_build_conv_folded(b, h ? "stem.stem3.b" : "stem.stem3.a", in, half,
+                                            h ? zero : bias, mid, 3, 2, 1, LY_ACT_NONE, NULL);
         }
-        df_fmap y = parts[0];
-        y.v = df_binary(b, LY_OP_ADD, "stem.stem3", parts[0].v, parts[1].v);
-        y.v = df_node(b, LY_OP_RELU, "stem.stem3.act", 1, &y.v, NULL);
+        ly_fmap y = parts[0];
+        y.v = ly_build_binary(b, LY_OP_ADD, "stem.stem3", parts[0].v, parts[1].v);
+        y.v = ly_build_node(b, LY_OP_RELU, "stem.stem3.act", 1, &y.v, NULL);
         if (use_lab) y.v = lab(b, "stem.stem3", y.v);
         none = y;
     }
@@ -203,29 +204,29 @@ static df_fmap stem3_split(df_builder *b, df_fmap pooled_src, df_fmap s2b, int64
     return none;
 }
 
-static df_fmap stem(df_builder *b, const hg_arch *a, df_fmap x, bool use_lab)
+static ly_fmap stem(ly_builder *b, const hg_arch *a, ly_fmap x, bool use_lab)
 {
     int64_t mid = a->stem[1], out = a->stem[2];
-    df_fmap s1 = conv_bn_act(b, "stem.stem1", x, mid, 3, 2, false, true, use_lab);
-    df_fmap padded = pad_right_bottom(b, "stem.pad1", s1);
-    df_fmap s2 = conv_bn_act(b, "stem.stem2a", padded, mid / 2, 2, 1, false, true, use_lab);
+    ly_fmap s1 = conv_bn_act(b, "stem.stem1", x, mid, 3, 2, false, true, use_lab);
+    ly_fmap padded = pad_right_bottom(b, "stem.pad1", s1);
+    ly_fmap s2 = conv_bn_act(b, "stem.stem2a", padded, mid / 2, 2, 1, false, true, use_lab);
     s2 = pad_right_bottom(b, "stem.pad2", s2);
     s2 = conv_bn_act(b, "stem.stem2b", s2, mid, 2, 1, false, true, use_lab);
-    df_fmap s3 = stem3_split(b, padded, s2, mid, use_lab);
+    ly_fmap s3 = stem3_split(b, padded, s2, mid, use_lab);
     return conv_bn_act(b, "stem.stem4", s3, out, 1, 1, false, true, use_lab);
 }
 
 /* HG_Block: n layers, concat of the input and every layer's output, the "se"
  * aggregation (squeeze 1x1 to out/2, excitation 1x1 to out), and the
  * residual for every block but a stage's first. */
-static df_fmap hg_block(df_builder *b, const char *name, df_fmap x, const hg_stage *s,
+static ly_fmap hg_block(ly_builder *b, const char *name, ly_fmap x, const hg_stage *s,
                         bool residual, bool lab)
 {
     ly_graph_value outs[LY_KERNEL_MAX_INPUTS];
     int n = 0;
     outs[n++] = x.v;
-    df_fmap y = x;
-    char key[KEY_MAX];
+    ly_fmap y = x;
+    char key[LY_KEY_MAX];
     for (int i = 0; i < s->layers && n < LY_KERNEL_MAX_INPUTS; i++) {
         if (s->light) {
             snprintf(key, sizeof key, "%.100s.layers.%d.conv1", name, i);
@@ -238,15 +239,15 @@ static df_fmap hg_block(df_builder *b, const char *name, df_fmap x, const hg_sta
         }
         outs[n++] = y.v;
     }
-    df_fmap cat = {LY_GRAPH_NONE, x.c + (int64_t)s->layers * s->mid, x.h, x.w};
-    char node_name[KEY_MAX];
+    ly_fmap cat = {LY_GRAPH_NONE, x.c + (int64_t)s->layers * s->mid, x.h, x.w};
+    char node_name[LY_KEY_MAX];
     snprintf(node_name, sizeof node_name, "%.40s%.100s.cat", b->prefix, name);
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, node_name, n, outs, 1, &cat.v));
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, node_name, n, outs, 1, &cat.v));
     snprintf(key, sizeof key, "%.100s.aggregation.0", name);
-    df_fmap agg = conv_bn_act(b, key, cat, s->out / 2, 1, 1, false, true, lab);
+    ly_fmap agg = conv_bn_act(b, key, cat, s->out / 2, 1, 1, false, true, lab);
     snprintf(key, sizeof key, "%.100s.aggregation.1", name);
     agg = conv_bn_act(b, key, agg, s->out, 1, 1, false, true, lab);
-    if (residual) agg.v = df_binary(b, LY_OP_ADD, node_name, agg.v, x.v);
+    if (residual) agg.v = ly_build_binary(b, LY_OP_ADD, node_name, agg.v, x.v);
     return agg;
 }
 
@@ -264,9 +265,9 @@ ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arc
         if (return_idx[i] < 0 || return_idx[i] >= a->n_stages)
             return ly_set_error(LY_E_INVALID_ARGUMENT, "HGNetv2 %s: no stage %d", a->name,
                                 return_idx[i]);
-    df_builder b = {.g = g, .ck = ck, .what = "HGNetv2", .prefix = "backbone.", .st = LY_OK};
-    df_fmap x = stem(&b, a, (df_fmap){image, 3, height, width}, use_lab);
-    char name[KEY_MAX];
+    ly_builder b = {.g = g, .ck = ck, .what = "HGNetv2", .prefix = "backbone.", .st = LY_OK};
+    ly_fmap x = stem(&b, a, (ly_fmap){image, 3, height, width}, use_lab);
+    char name[LY_KEY_MAX];
     for (int s = 0; s < a->n_stages && b.st == LY_OK; s++) {
         const hg_stage *st = &a->stages[s];
         if (x.c != st->in)

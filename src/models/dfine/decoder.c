@@ -2,7 +2,7 @@
 /* D-FINE's decoder layer as graph nodes (dfine.h; detr.md 4.5 and 6). */
 #include "models/dfine/dfine.h"
 
-#include "models/dfine/builder.h"
+#include "models/common/builder.h"
 
 #include "core/core.h"
 #include "libreyolo/msda.h"
@@ -13,7 +13,7 @@
 
 /* Points per level from num_points_scale (1/n_l repeated n_l times, level
  * after level). */
-static ly_status points_per_level(df_builder *b, int levels, int64_t total, const float *scale,
+static ly_status points_per_level(ly_builder *b, int levels, int64_t total, const float *scale,
                                   int64_t *points)
 {
     int64_t at = 0;
@@ -37,104 +37,106 @@ static ly_status points_per_level(df_builder *b, int levels, int64_t total, cons
 }
 
 /* MSDeformableAttention (detr.md 6, D-FINE row): no value or output projection. */
-static ly_graph_value cross_attention(df_builder *b, ly_graph_value query,
+static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
                                       const ly_dfine_layer_inputs *in, int64_t q, int heads,
                                       int64_t c, int levels)
 {
     /* Σpoints from the attention_weights rows: heads * Σpoints. */
-    char key[KEY_MAX];
+    char key[LY_KEY_MAX];
     snprintf(key, sizeof key, "%scross_attn.attention_weights.bias", b->prefix);
     if (b->st != LY_OK) return LY_GRAPH_NONE;
-    int64_t rows = df_extent(b, "cross_attn.attention_weights.bias", 0);
+    int64_t rows = ly_build_extent(b, "cross_attn.attention_weights.bias", 0);
     int64_t total = rows > 0 ? rows / heads : 0;
     if (total < 1 || total * heads != rows) {
-        df_fail(b, ly_set_error(LY_E_FORMAT,
-                                "D-FINE decoder: '%s' missing or not [heads * points] for %d "
-                                "heads",
-                                key, heads));
+        ly_build_fail(b, ly_set_error(LY_E_FORMAT,
+                                      "D-FINE decoder: '%s' missing or not [heads * points] for %d "
+                                      "heads",
+                                      key, heads));
         return LY_GRAPH_NONE;
     }
-    const float *scale = df_tensor(b, "cross_attn.num_points_scale", 1, &total);
+    const float *scale = ly_build_take(b, "cross_attn.num_points_scale", 1, &total);
     int64_t points[LY_MSDA_MAX_LEVELS];
     if (b->st == LY_OK && (levels < 1 || levels > LY_MSDA_MAX_LEVELS))
-        df_fail(b, ly_set_error(LY_E_INVALID_ARGUMENT, "D-FINE decoder: %d levels", levels));
-    if (b->st == LY_OK) df_fail(b, points_per_level(b, levels, total, scale, points));
+        ly_build_fail(b, ly_set_error(LY_E_INVALID_ARGUMENT, "D-FINE decoder: %d levels", levels));
+    if (b->st == LY_OK) ly_build_fail(b, points_per_level(b, levels, total, scale, points));
     if (b->st != LY_OK) return LY_GRAPH_NONE;
 
     ly_graph_value offsets =
-        df_linear(b, "cross_attn.sampling_offsets", query, heads * total * 2, c);
+        ly_build_linear(b, "cross_attn.sampling_offsets", query, heads * total * 2, c);
     int64_t off_shape[5] = {1, q, heads, total, 2};
-    offsets = df_reshape(b, "cross_attn.offsets", offsets, 5, off_shape);
-    ly_graph_value weights = df_linear(b, "cross_attn.attention_weights", query, heads * total, c);
+    offsets = ly_build_reshape(b, "cross_attn.offsets", offsets, 5, off_shape);
+    ly_graph_value weights =
+        ly_build_linear(b, "cross_attn.attention_weights", query, heads * total, c);
     int64_t w_shape[4] = {1, q, heads, total};
-    weights = df_reshape(b, "cross_attn.weights", weights, 4, w_shape);
+    weights = ly_build_reshape(b, "cross_attn.weights", weights, 4, w_shape);
     ly_axis_params last = LY_AXIS_DEFAULTS; /* jointly over every level's points, per head */
-    weights = df_node(b, LY_OP_SOFTMAX, "cross_attn.softmax", 1, &weights, &last);
+    weights = ly_build_node(b, LY_OP_SOFTMAX, "cross_attn.softmax", 1, &weights, &last);
 
     /* loc = ref_xy + ((offset * num_points_scale) * ref_wh) * 0.5, in that order. */
     int64_t nps_shape[5] = {1, 1, 1, total, 1}, ref_shape[5] = {1, q, 1, 1, 2};
-    ly_graph_value nps = df_constant(b, 5, nps_shape, scale);
-    ly_graph_value xy =
-        df_reshape(b, "cross_attn.ref_xy", df_slice(b, "cross_attn.ref_xy", in->reference, 3, 0, 2),
-                   5, ref_shape);
-    ly_graph_value wh =
-        df_reshape(b, "cross_attn.ref_wh", df_slice(b, "cross_attn.ref_wh", in->reference, 3, 2, 2),
-                   5, ref_shape);
-    ly_graph_value off = df_binary(b, LY_OP_MUL, "cross_attn.scaled", offsets, nps);
-    off = df_binary(b, LY_OP_MUL, "cross_attn.scaled_wh", off, wh);
-    off = df_binary(b, LY_OP_MUL, "cross_attn.half", off, df_scalar(b, 0.5f));
-    ly_graph_value loc = df_binary(b, LY_OP_ADD, "cross_attn.locations", xy, off);
+    ly_graph_value nps = ly_build_constant(b, 5, nps_shape, scale);
+    ly_graph_value xy = ly_build_reshape(
+        b, "cross_attn.ref_xy", ly_build_slice(b, "cross_attn.ref_xy", in->reference, 3, 0, 2), 5,
+        ref_shape);
+    ly_graph_value wh = ly_build_reshape(
+        b, "cross_attn.ref_wh", ly_build_slice(b, "cross_attn.ref_wh", in->reference, 3, 2, 2), 5,
+        ref_shape);
+    ly_graph_value off = ly_build_binary(b, LY_OP_MUL, "cross_attn.scaled", offsets, nps);
+    off = ly_build_binary(b, LY_OP_MUL, "cross_attn.scaled_wh", off, wh);
+    off = ly_build_binary(b, LY_OP_MUL, "cross_attn.half", off, ly_build_scalar(b, 0.5f));
+    ly_graph_value loc = ly_build_binary(b, LY_OP_ADD, "cross_attn.locations", xy, off);
 
     int64_t points_shape = levels;
     ly_graph_value np = LY_GRAPH_NONE;
     void *data = NULL;
-    if (b->st == LY_OK) df_fail(b, ly_graph_constant(b->g, LY_I64, 1, &points_shape, &np, &data));
+    if (b->st == LY_OK)
+        ly_build_fail(b, ly_graph_constant(b->g, LY_I64, 1, &points_shape, &np, &data));
     if (b->st != LY_OK) return LY_GRAPH_NONE;
     memcpy(data, points, (size_t)levels * sizeof *points);
     int64_t value_shape[4] = {1, -1, heads, c / heads};
-    ly_graph_value value = df_reshape(b, "cross_attn.value", in->memory, 4, value_shape);
+    ly_graph_value value = ly_build_reshape(b, "cross_attn.value", in->memory, 4, value_shape);
     ly_graph_value msda_in[5] = {value, in->spatial_shapes, loc, weights, np};
     ly_ms_deform_attn_params mp = LY_MS_DEFORM_ATTN_DEFAULTS;
-    return df_node(b, LY_OP_MS_DEFORM_ATTN, "cross_attn.core", 5, msda_in, &mp);
+    return ly_build_node(b, LY_OP_MS_DEFORM_ATTN, "cross_attn.core", 5, msda_in, &mp);
 }
 
 /* nn.LayerNorm (keys .weight, .bias; eps 1e-5) or DEIMv2's RMSNorm (key
  * .scale; eps 1e-6, in f32 as its forward casts): the keys say which. */
-static ly_graph_value norm(df_builder *b, const char *name, ly_graph_value x, int64_t c)
+static ly_graph_value norm(ly_builder *b, const char *name, ly_graph_value x, int64_t c)
 {
-    char key[KEY_MAX];
+    char key[LY_KEY_MAX];
     snprintf(key, sizeof key, "%s.scale", name);
-    if (df_extent(b, key, 0) < 0) return df_layer_norm(b, name, x, c);
-    ly_graph_value scale = df_weight(b, key, 1, &c);
+    if (ly_build_extent(b, key, 0) < 0) return ly_build_layer_norm(b, name, x, c, 1e-5);
+    ly_graph_value scale = ly_build_weight(b, key, 1, &c);
     ly_norm_params p = LY_NORM_DEFAULTS;
     p.eps = 1e-6;
     ly_graph_value in[2] = {x, scale};
-    return df_node(b, LY_OP_RMS_NORM, name, 2, in, &p);
+    return ly_build_node(b, LY_OP_RMS_NORM, name, 2, in, &p);
 }
 
 /* The FFN: D-FINE's Linear -> act -> Linear, or DEIMv2's SwiGLU (w12 to
  * twice the hidden width, silu(first half) * second half, w3). */
-static ly_graph_value ffn(df_builder *b, ly_graph_value x, int64_t c, bool silu)
+static ly_graph_value ffn(ly_builder *b, ly_graph_value x, int64_t c, bool silu)
 {
-    int64_t swiglu = df_extent(b, "swish_ffn.w12.weight", 0);
+    int64_t swiglu = ly_build_extent(b, "swish_ffn.w12.weight", 0);
     if (swiglu > 0) {
         int64_t hidden = swiglu / 2;
-        ly_graph_value both = df_linear(b, "swish_ffn.w12", x, 2 * hidden, c);
-        ly_graph_value x1 = df_slice(b, "swish_ffn.x1", both, 2, 0, hidden);
-        ly_graph_value x2 = df_slice(b, "swish_ffn.x2", both, 2, hidden, hidden);
-        x1 = df_node(b, LY_OP_SILU, "swish_ffn.silu", 1, &x1, NULL);
-        ly_graph_value h = df_binary(b, LY_OP_MUL, "swish_ffn.glu", x1, x2);
-        return df_linear(b, "swish_ffn.w3", h, c, hidden);
+        ly_graph_value both = ly_build_linear(b, "swish_ffn.w12", x, 2 * hidden, c);
+        ly_graph_value x1 = ly_build_slice(b, "swish_ffn.x1", both, 2, 0, hidden);
+        ly_graph_value x2 = ly_build_slice(b, "swish_ffn.x2", both, 2, hidden, hidden);
+        x1 = ly_build_node(b, LY_OP_SILU, "swish_ffn.silu", 1, &x1, NULL);
+        ly_graph_value h = ly_build_binary(b, LY_OP_MUL, "swish_ffn.glu", x1, x2);
+        return ly_build_linear(b, "swish_ffn.w3", h, c, hidden);
     }
-    int64_t ff = df_extent(b, "linear1.weight", 0);
+    int64_t ff = ly_build_extent(b, "linear1.weight", 0);
     if (ff <= 0 && b->st == LY_OK)
-        df_fail(b, ly_set_error(LY_E_FORMAT,
-                                "D-FINE decoder: no FFN keys ('%slinear1.weight' or "
-                                "'%sswish_ffn.w12.weight')",
-                                b->prefix, b->prefix));
-    ly_graph_value h = df_linear(b, "linear1", x, ff, c);
-    h = df_node(b, silu ? LY_OP_SILU : LY_OP_RELU, "activation", 1, &h, NULL);
-    return df_linear(b, "linear2", h, c, ff);
+        ly_build_fail(b, ly_set_error(LY_E_FORMAT,
+                                      "D-FINE decoder: no FFN keys ('%slinear1.weight' or "
+                                      "'%sswish_ffn.w12.weight')",
+                                      b->prefix, b->prefix));
+    ly_graph_value h = ly_build_linear(b, "linear1", x, ff, c);
+    h = ly_build_node(b, silu ? LY_OP_SILU : LY_OP_RELU, "activation", 1, &h, NULL);
+    return ly_build_linear(b, "linear2", h, c, ff);
 }
 
 ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
@@ -143,12 +145,12 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
 {
     if (!g || !ck || !in || !out || heads < 1)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_dfine_decoder_layer: bad argument");
-    df_builder b = {.g = g, .ck = ck, .what = "D-FINE decoder", .st = LY_OK};
+    ly_builder b = {.g = g, .ck = ck, .what = "D-FINE decoder", .st = LY_OK};
     snprintf(b.prefix, sizeof b.prefix, "decoder.decoder.layers.%d.", index);
     /* C from norm1 (LayerNorm's weight or RMSNorm's scale); the query count
      * Q is left to the reshapes (-1), so the layer serves any Q. Batch 1. */
-    int64_t c = df_extent(&b, "norm1.weight", 0);
-    if (c <= 0) c = df_extent(&b, "norm1.scale", 0);
+    int64_t c = ly_build_extent(&b, "norm1.weight", 0);
+    if (c <= 0) c = ly_build_extent(&b, "norm1.scale", 0);
     if (c <= 0 || c % heads != 0)
         return ly_set_error(LY_E_FORMAT,
                             "D-FINE decoder: '%snorm1.weight' (or .scale) missing or not [C] with "
@@ -156,35 +158,37 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
                             b.prefix, heads);
     int64_t q = -1;
 
-    ly_graph_value qk = df_binary(&b, LY_OP_ADD, "with_pos", in->target, in->query_pos);
-    ly_graph_value attn = df_self_attention(&b, in->target, qk, q, heads, c);
+    ly_graph_value qk = ly_build_binary(&b, LY_OP_ADD, "with_pos", in->target, in->query_pos);
+    ly_graph_value attn = ly_build_mha(&b, "self_attn", in->target, qk, q, heads, c);
     ly_graph_value x =
-        norm(&b, "norm1", df_binary(&b, LY_OP_ADD, "residual1", in->target, attn), c);
+        norm(&b, "norm1", ly_build_binary(&b, LY_OP_ADD, "residual1", in->target, attn), c);
 
-    ly_graph_value query = df_binary(&b, LY_OP_ADD, "cross_attn.query", x, in->query_pos);
+    ly_graph_value query = ly_build_binary(&b, LY_OP_ADD, "cross_attn.query", x, in->query_pos);
     ly_graph_value sampled = cross_attention(&b, query, in, q, heads, c, levels);
 
-    if (df_extent(&b, "gateway.gate.weight", 0) > 0) {
+    if (ly_build_extent(&b, "gateway.gate.weight", 0) > 0) {
         /* Gate: sigmoid(Linear([x, sampled])) split into halves. */
         ly_graph_value pair[2] = {x, sampled};
         ly_graph_value joined = LY_GRAPH_NONE;
-        if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, "gateway.cat", 2, pair, 2, &joined));
-        ly_graph_value gates = df_linear(&b, "gateway.gate", joined, 2 * c, 2 * c);
-        gates = df_node(&b, LY_OP_SIGMOID, "gateway.sigmoid", 1, &gates, NULL);
-        ly_graph_value g1 = df_slice(&b, "gateway.g1", gates, 2, 0, c);
-        ly_graph_value g2 = df_slice(&b, "gateway.g2", gates, 2, c, c);
-        x = df_binary(&b, LY_OP_ADD, "gateway.mix", df_binary(&b, LY_OP_MUL, "gateway.x", g1, x),
-                      df_binary(&b, LY_OP_MUL, "gateway.attn", g2, sampled));
+        if (b.st == LY_OK)
+            ly_build_fail(&b, ly_graph_concat(g, "gateway.cat", 2, pair, 2, &joined));
+        ly_graph_value gates = ly_build_linear(&b, "gateway.gate", joined, 2 * c, 2 * c);
+        gates = ly_build_node(&b, LY_OP_SIGMOID, "gateway.sigmoid", 1, &gates, NULL);
+        ly_graph_value g1 = ly_build_slice(&b, "gateway.g1", gates, 2, 0, c);
+        ly_graph_value g2 = ly_build_slice(&b, "gateway.g2", gates, 2, c, c);
+        x = ly_build_binary(&b, LY_OP_ADD, "gateway.mix",
+                            ly_build_binary(&b, LY_OP_MUL, "gateway.x", g1, x),
+                            ly_build_binary(&b, LY_OP_MUL, "gateway.attn", g2, sampled));
         x = norm(&b, "gateway.norm", x, c);
     } else {
         /* DEIMv2 atto-pico (use_gateway False): residual, norm2. */
-        x = norm(&b, "norm2", df_binary(&b, LY_OP_ADD, "residual2", x, sampled), c);
+        x = norm(&b, "norm2", ly_build_binary(&b, LY_OP_ADD, "residual2", x, sampled), c);
     }
 
     /* FFN + residual, clamped to f16's range, norm3. */
-    x = df_binary(&b, LY_OP_ADD, "residual3", x, ffn(&b, x, c, silu));
+    x = ly_build_binary(&b, LY_OP_ADD, "residual3", x, ffn(&b, x, c, silu));
     ly_clamp_params clamp = {.min = -65504.0, .max = 65504.0};
-    x = df_node(&b, LY_OP_CLAMP, "clamp", 1, &x, &clamp);
+    x = ly_build_node(&b, LY_OP_CLAMP, "clamp", 1, &x, &clamp);
     x = norm(&b, "norm3", x, c);
     if (b.st != LY_OK) return b.st;
     *out = x;

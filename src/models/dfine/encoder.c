@@ -4,7 +4,7 @@
 #include "models/dfine/dfine.h"
 
 #include "core/core.h"
-#include "models/dfine/builder.h"
+#include "models/common/fold.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,27 +16,27 @@
 
 /* VGGBlock: act(BN(conv3x3 x) + BN(conv1x1 x)), the 1x1 folded into the
  * 3x3's centre tap (what convert_to_deploy does). */
-static df_fmap vgg_block(df_builder *b, const char *name, df_fmap x)
+static ly_fmap vgg_block(ly_builder *b, const char *name, ly_fmap x)
 {
-    df_fmap y = {LY_GRAPH_NONE, x.c, x.h, x.w};
+    ly_fmap y = {LY_GRAPH_NONE, x.c, x.h, x.w};
     int64_t c = x.c;
     double *w3 = malloc((size_t)(c * c * 9) * sizeof *w3), *b3 = malloc((size_t)c * sizeof *b3);
     double *w1 = malloc((size_t)(c * c) * sizeof *w1), *b1 = malloc((size_t)c * sizeof *b1);
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     if (!w3 || !b3 || !w1 || !b1) {
-        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
     } else {
-        snprintf(key, sizeof key, "%.100s.conv1", name);
-        bool ok = df_fold_conv_bn(b, key, "norm", c, c, 3, w3, b3);
-        snprintf(key, sizeof key, "%.100s.conv2", name);
-        ok = ok && df_fold_conv_bn(b, key, "norm", c, c, 1, w1, b1);
+        bool ok = true;
+        for (int branch = 1; branch <= 2 && ok; branch++) {
+            char bn[2 * LY_KEY_MAX];
+            snprintf(key, sizeof key, "%.100s.conv%d.conv.weight", name, branch);
+            snprintf(bn, sizeof bn, "%.100s.conv%d.norm", name, branch);
+            ok = ly_fold_conv_bn(b, key, bn, c, c, branch == 1 ? 3 : 1, branch == 1 ? w3 : w1,
+                                 branch == 1 ? b3 : b1);
+        }
         if (ok) {
-            for (int64_t o = 0; o < c; o++) {
-                for (int64_t i = 0; i < c; i++)
-                    w3[(o * c + i) * 9 + 4] += w1[o * c + i];
-                b3[o] += b1[o];
-            }
-            y = df_conv_node(b, name, x, w3, b3, c, 3, 1, 1, SILU, NULL);
+            ly_fold_add_centred(w3, b3, w1, b1, c, c, 1, 3);
+            y = ly_build_conv_folded(b, name, x, w3, b3, c, 3, 1, 1, SILU, NULL);
         }
     }
     free(w3);
@@ -47,35 +47,35 @@ static df_fmap vgg_block(df_builder *b, const char *name, df_fmap x)
 }
 
 /* CSPLayer (expansion 1, so no conv3): bottlenecks(conv1 x) + conv2 x. */
-static df_fmap csp_layer(df_builder *b, const char *name, df_fmap x, int64_t cout, int blocks)
+static ly_fmap csp_layer(ly_builder *b, const char *name, ly_fmap x, int64_t cout, int blocks)
 {
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     snprintf(key, sizeof key, "%.100s.conv1", name);
-    df_fmap x1 = df_conv_norm(b, key, "norm", x, cout, 1, 1, false, SILU);
+    ly_fmap x1 = ly_build_conv_norm(b, key, "norm", x, cout, 1, 1, false, SILU, NULL);
     for (int i = 0; i < blocks; i++) {
         snprintf(key, sizeof key, "%.100s.bottlenecks.%d", name, i);
         x1 = vgg_block(b, key, x1);
     }
     snprintf(key, sizeof key, "%.100s.conv2", name);
-    df_fmap x2 = df_conv_norm(b, key, "norm", x, cout, 1, 1, false, SILU);
-    x1.v = df_binary(b, LY_OP_ADD, key, x1.v, x2.v);
+    ly_fmap x2 = ly_build_conv_norm(b, key, "norm", x, cout, 1, 1, false, SILU, NULL);
+    x1.v = ly_build_binary(b, LY_OP_ADD, key, x1.v, x2.v);
     return x1;
 }
 
 /* DEIMv2's CSPLayer2 (expansion 1): conv1 to twice the width, halves y0, y1;
  * y0 + bottlenecks(y1). */
-static df_fmap csp_layer2(df_builder *b, const char *name, df_fmap x, int64_t cout, int blocks)
+static ly_fmap csp_layer2(ly_builder *b, const char *name, ly_fmap x, int64_t cout, int blocks)
 {
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     snprintf(key, sizeof key, "%.100s.conv1", name);
-    df_fmap both = df_conv_norm(b, key, "norm", x, 2 * cout, 1, 1, false, SILU);
-    df_fmap y0 = {df_slice(b, key, both.v, 1, 0, cout), cout, both.h, both.w};
-    df_fmap y1 = {df_slice(b, key, both.v, 1, cout, cout), cout, both.h, both.w};
+    ly_fmap both = ly_build_conv_norm(b, key, "norm", x, 2 * cout, 1, 1, false, SILU, NULL);
+    ly_fmap y0 = {ly_build_slice(b, key, both.v, 1, 0, cout), cout, both.h, both.w};
+    ly_fmap y1 = {ly_build_slice(b, key, both.v, 1, cout, cout), cout, both.h, both.w};
     for (int i = 0; i < blocks; i++) {
         snprintf(key, sizeof key, "%.100s.bottlenecks.%d", name, i);
         y1 = vgg_block(b, key, y1);
     }
-    y0.v = df_binary(b, LY_OP_ADD, key, y0.v, y1.v);
+    y0.v = ly_build_binary(b, LY_OP_ADD, key, y0.v, y1.v);
     return y0;
 }
 
@@ -83,61 +83,61 @@ static df_fmap csp_layer2(df_builder *b, const char *name, df_fmap x, int64_t co
  * read from the keys):
  * cv1 split in halves; cv2 = CSP + 3x3 on the second half, cv3 = CSP + 3x3 on
  * that; cv4 over all four. */
-static df_fmap rep_ncsp_elan4(df_builder *b, const char *name, df_fmap x, int64_t c2)
+static ly_fmap rep_ncsp_elan4(ly_builder *b, const char *name, ly_fmap x, int64_t c2)
 {
-    df_fmap none = {LY_GRAPH_NONE, c2, x.h, x.w};
-    char key[2 * KEY_MAX];
+    ly_fmap none = {LY_GRAPH_NONE, c2, x.h, x.w};
+    char key[2 * LY_KEY_MAX];
     /* CSPLayer has conv1 and conv2 on the input; DEIMv2's CSPLayer2 one conv1 */
     snprintf(key, sizeof key, "%.100s.cv2.0.conv2.conv.weight", name);
-    bool csp2 = df_extent(b, key, 0) < 0;
-    df_fmap (*csp)(df_builder *, const char *, df_fmap, int64_t, int) =
+    bool csp2 = ly_build_extent(b, key, 0) < 0;
+    ly_fmap (*csp)(ly_builder *, const char *, ly_fmap, int64_t, int) =
         csp2 ? csp_layer2 : csp_layer;
     snprintf(key, sizeof key, "%.100s.cv1.conv.weight", name);
-    int64_t c3 = df_extent(b, key, 0);
+    int64_t c3 = ly_build_extent(b, key, 0);
     snprintf(key, sizeof key, "%.100s.cv2.1.conv.weight", name);
-    int64_t c4 = df_extent(b, key, 0);
+    int64_t c4 = ly_build_extent(b, key, 0);
     int blocks = 0;
     for (;; blocks++) {
         snprintf(key, sizeof key, "%.100s.cv2.0.bottlenecks.%d.conv1.conv.weight", name, blocks);
-        if (df_extent(b, key, 0) < 0) break;
+        if (ly_build_extent(b, key, 0) < 0) break;
     }
     if (c3 <= 0 || c3 % 2 || c4 <= 0) {
-        df_fail(b, ly_set_error(LY_E_FORMAT,
-                                "%s: missing or misshapen keys %s%.100s.cv1.conv.weight / "
-                                "cv2.1.conv.weight",
-                                b->what, b->prefix, name));
+        ly_build_fail(b, ly_set_error(LY_E_FORMAT,
+                                      "%s: missing or misshapen keys %s%.100s.cv1.conv.weight / "
+                                      "cv2.1.conv.weight",
+                                      b->what, b->prefix, name));
         return none;
     }
     snprintf(key, sizeof key, "%.100s.cv1", name);
-    df_fmap y1 = df_conv_norm(b, key, "norm", x, c3, 1, 1, false, SILU);
-    df_fmap halves[2] = {{df_slice(b, key, y1.v, 1, 0, c3 / 2), c3 / 2, y1.h, y1.w},
-                         {df_slice(b, key, y1.v, 1, c3 / 2, c3 / 2), c3 / 2, y1.h, y1.w}};
+    ly_fmap y1 = ly_build_conv_norm(b, key, "norm", x, c3, 1, 1, false, SILU, NULL);
+    ly_fmap halves[2] = {{ly_build_slice(b, key, y1.v, 1, 0, c3 / 2), c3 / 2, y1.h, y1.w},
+                         {ly_build_slice(b, key, y1.v, 1, c3 / 2, c3 / 2), c3 / 2, y1.h, y1.w}};
     snprintf(key, sizeof key, "%.100s.cv2.0", name);
-    df_fmap y2 = csp(b, key, halves[1], c4, blocks);
+    ly_fmap y2 = csp(b, key, halves[1], c4, blocks);
     snprintf(key, sizeof key, "%.100s.cv2.1", name);
-    y2 = df_conv_norm(b, key, "norm", y2, c4, 3, 1, false, SILU);
+    y2 = ly_build_conv_norm(b, key, "norm", y2, c4, 3, 1, false, SILU, NULL);
     snprintf(key, sizeof key, "%.100s.cv3.0", name);
-    df_fmap y3 = csp(b, key, y2, c4, blocks);
+    ly_fmap y3 = csp(b, key, y2, c4, blocks);
     snprintf(key, sizeof key, "%.100s.cv3.1", name);
-    y3 = df_conv_norm(b, key, "norm", y3, c4, 3, 1, false, SILU);
+    y3 = ly_build_conv_norm(b, key, "norm", y3, c4, 3, 1, false, SILU, NULL);
     ly_graph_value parts[4] = {halves[0].v, halves[1].v, y2.v, y3.v};
-    df_fmap cat = {LY_GRAPH_NONE, c3 + 2 * c4, x.h, x.w};
+    ly_fmap cat = {LY_GRAPH_NONE, c3 + 2 * c4, x.h, x.w};
     snprintf(key, sizeof key, "%s%.100s.cat", b->prefix, name);
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, key, 4, parts, 1, &cat.v));
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, key, 4, parts, 1, &cat.v));
     snprintf(key, sizeof key, "%.100s.cv4", name);
-    return df_conv_norm(b, key, "norm", cat, c2, 1, 1, false, SILU);
+    return ly_build_conv_norm(b, key, "norm", cat, c2, 1, 1, false, SILU, NULL);
 }
 
 /* build_2d_sincos_position_embedding(w, h, c): rows in meshgrid(w, h, "ij")
  * order, that is w-major, [sin(w·ω), cos(w·ω), sin(h·ω), cos(h·ω)] with
  * ω_i = 1 / 10000^(i / (c/4)); added to the h-major tokens row by row, as
  * LibreYOLO adds it. */
-static ly_graph_value position_embedding(df_builder *b, int64_t h, int64_t w, int64_t c)
+static ly_graph_value position_embedding(ly_builder *b, int64_t h, int64_t w, int64_t c)
 {
     int64_t shape[3] = {1, h * w, c}, quarter = c / 4;
     float *pe = malloc((size_t)(h * w * c) * sizeof *pe);
     if (!pe) {
-        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
         return LY_GRAPH_NONE;
     }
     for (int64_t gw = 0; gw < w; gw++)
@@ -153,45 +153,47 @@ static ly_graph_value position_embedding(df_builder *b, int64_t h, int64_t w, in
                 row[3 * quarter + i] = cosf(oh);
             }
         }
-    ly_graph_value v = df_constant(b, 3, shape, pe);
+    ly_graph_value v = ly_build_constant(b, 3, shape, pe);
     free(pe);
     return v;
 }
 
 /* AIFI: one post-norm TransformerEncoderLayer on the flattened map. */
-static df_fmap aifi(df_builder *b, df_fmap x, int heads)
+static ly_fmap aifi(ly_builder *b, ly_fmap x, int heads)
 {
     int64_t hw = x.h * x.w, c = x.c;
     static const int64_t to_tokens[3] = {0, 2, 1};
     int64_t flat[3] = {1, c, hw}, map[4] = {1, c, x.h, x.w};
     ly_graph_value src =
-        df_permute(b, "tokens", df_reshape(b, "tokens", x.v, 3, flat), 3, to_tokens);
-    ly_graph_value qk = df_binary(b, LY_OP_ADD, "pos", src, position_embedding(b, x.h, x.w, c));
-    ly_graph_value attn = df_self_attention(b, src, qk, hw, heads, c);
-    ly_graph_value t = df_layer_norm(b, "norm1", df_binary(b, LY_OP_ADD, "res1", src, attn), c);
-    int64_t ff = df_extent(b, "linear1.weight", 0);
+        ly_build_permute(b, "tokens", ly_build_reshape(b, "tokens", x.v, 3, flat), 3, to_tokens);
+    ly_graph_value qk =
+        ly_build_binary(b, LY_OP_ADD, "pos", src, position_embedding(b, x.h, x.w, c));
+    ly_graph_value attn = ly_build_mha(b, "self_attn", src, qk, hw, heads, c);
+    ly_graph_value t =
+        ly_build_layer_norm(b, "norm1", ly_build_binary(b, LY_OP_ADD, "res1", src, attn), c, 1e-5);
+    int64_t ff = ly_build_extent(b, "linear1.weight", 0);
     if (ff <= 0 && b->st == LY_OK)
-        df_fail(
+        ly_build_fail(
             b, ly_set_error(LY_E_FORMAT, "%s: missing key '%slinear1.weight'", b->what, b->prefix));
-    ly_graph_value f = df_linear(b, "linear1", t, ff, c);
-    f = df_node(b, LY_OP_GELU, "gelu", 1, &f, NULL);
-    f = df_linear(b, "linear2", f, c, ff);
-    t = df_layer_norm(b, "norm2", df_binary(b, LY_OP_ADD, "res2", t, f), c);
-    x.v = df_reshape(b, "map", df_permute(b, "map", t, 3, to_tokens), 4, map);
+    ly_graph_value f = ly_build_linear(b, "linear1", t, ff, c);
+    f = ly_build_node(b, LY_OP_GELU, "gelu", 1, &f, NULL);
+    f = ly_build_linear(b, "linear2", f, c, ff);
+    t = ly_build_layer_norm(b, "norm2", ly_build_binary(b, LY_OP_ADD, "res2", t, f), c, 1e-5);
+    x.v = ly_build_reshape(b, "map", ly_build_permute(b, "map", t, 3, to_tokens), 4, map);
     return x;
 }
 
 /* The fusion of a resampled map with a level's: concat (D-FINE) or sum (DEIMv2). */
-static df_fmap fuse(df_builder *b, const char *name, bool sum, ly_graph_value resampled,
-                    df_fmap level)
+static ly_fmap fuse(ly_builder *b, const char *name, bool sum, ly_graph_value resampled,
+                    ly_fmap level)
 {
-    df_fmap y = {LY_GRAPH_NONE, sum ? level.c : 2 * level.c, level.h, level.w};
+    ly_fmap y = {LY_GRAPH_NONE, sum ? level.c : 2 * level.c, level.h, level.w};
     if (sum) {
-        y.v = df_binary(b, LY_OP_ADD, name, resampled, level.v);
+        y.v = ly_build_binary(b, LY_OP_ADD, name, resampled, level.v);
         return y;
     }
     ly_graph_value pair[2] = {resampled, level.v};
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, name, 2, pair, 1, &y.v));
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, name, 2, pair, 1, &y.v));
     return y;
 }
 
@@ -202,63 +204,65 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
     if (levels < 2 || levels > 3 || aifi_level < 0 || aifi_level >= levels)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "hybrid encoder: %d levels, AIFI on %d", levels,
                             aifi_level);
-    df_builder b = {.g = g, .ck = ck, .what = "hybrid encoder", .prefix = "encoder.", .st = LY_OK};
-    int64_t hidden = df_extent(&b, "lateral_convs.0.conv.weight", 0);
+    ly_builder b = {.g = g, .ck = ck, .what = "hybrid encoder", .prefix = "encoder.", .st = LY_OK};
+    int64_t hidden = ly_build_extent(&b, "lateral_convs.0.conv.weight", 0);
     if (hidden <= 0 || hidden % 4)
         return ly_set_error(LY_E_FORMAT,
                             "hybrid encoder: key 'encoder.lateral_convs.0.conv.weight' missing or "
                             "not [C, ...] with C a multiple of 4");
     /* DEIMv2's encoder sums where D-FINE's concatenates (fuse_op "sum"): the
      * fuse blocks' input width says which */
-    int64_t fuse_in = df_extent(&b, "fpn_blocks.0.cv1.conv.weight", 1);
+    int64_t fuse_in = ly_build_extent(&b, "fpn_blocks.0.cv1.conv.weight", 1);
     bool sum = fuse_in == hidden;
     if (!sum && fuse_in != 2 * hidden)
         return ly_set_error(LY_E_FORMAT,
                             "hybrid encoder: key 'encoder.fpn_blocks.0.cv1.conv.weight' missing or "
                             "not [*, %lld or %lld, 1, 1]",
                             (long long)hidden, (long long)(2 * hidden));
-    df_fmap proj[3];
-    char name[2 * KEY_MAX];
+    ly_fmap proj[3];
+    char name[2 * LY_KEY_MAX];
     for (int l = 0; l < levels; l++) {
         snprintf(name, sizeof name, "input_proj.%d", l);
-        df_fmap x = {feats[l], shapes[l][0], shapes[l][1], shapes[l][2]};
+        ly_fmap x = {feats[l], shapes[l][0], shapes[l][1], shapes[l][2]};
         snprintf(name, sizeof name, "input_proj.%d.conv.weight", l);
-        bool identity = df_extent(&b, name, 0) < 0 && x.c == hidden;
+        bool identity = ly_build_extent(&b, name, 0) < 0 && x.c == hidden;
         snprintf(name, sizeof name, "input_proj.%d", l);
-        proj[l] = identity ? x : df_conv_norm(&b, name, "norm", x, hidden, 1, 1, false, NONE);
+        proj[l] =
+            identity ? x : ly_build_conv_norm(&b, name, "norm", x, hidden, 1, 1, false, NONE, NULL);
     }
     snprintf(b.prefix, sizeof b.prefix, "encoder.encoder.0.layers.0.");
     proj[aifi_level] = aifi(&b, proj[aifi_level], heads);
     snprintf(b.prefix, sizeof b.prefix, "encoder.");
 
     /* top-down: inner[l] for l = levels-1 .. 0 */
-    df_fmap inner[3];
+    ly_fmap inner[3];
     inner[levels - 1] = proj[levels - 1];
     for (int l = levels - 1; l > 0; l--) {
         int k = levels - 1 - l;
         snprintf(name, sizeof name, "lateral_convs.%d", k);
-        df_fmap high = df_conv_norm(&b, name, "norm", inner[l], hidden, 1, 1, false, NONE);
+        ly_fmap high =
+            ly_build_conv_norm(&b, name, "norm", inner[l], hidden, 1, 1, false, NONE, NULL);
         inner[l] = high;
-        char node_name[2 * KEY_MAX];
+        char node_name[2 * LY_KEY_MAX];
         snprintf(node_name, sizeof node_name, "encoder.fpn_up.%d", k);
         ly_graph_value upsampled = LY_GRAPH_NONE;
         if (b.st == LY_OK)
-            df_fail(&b, ly_graph_upsample_nearest2d(g, node_name, high.v, 2, &upsampled));
-        df_fmap fused = fuse(&b, node_name, sum, upsampled, proj[l - 1]);
+            ly_build_fail(&b, ly_graph_upsample_nearest2d(g, node_name, high.v, 2, &upsampled));
+        ly_fmap fused = fuse(&b, node_name, sum, upsampled, proj[l - 1]);
         snprintf(name, sizeof name, "fpn_blocks.%d", k);
         inner[l - 1] = rep_ncsp_elan4(&b, name, fused, hidden);
     }
     /* bottom-up */
-    df_fmap out = inner[0];
+    ly_fmap out = inner[0];
     outs[0] = out.v;
     for (int l = 0; l + 1 < levels; l++) {
         snprintf(name, sizeof name, "downsample_convs.%d.0.cv1", l);
-        df_fmap down = df_conv_norm(&b, name, "norm", out, hidden, 1, 1, false, NONE);
+        ly_fmap down = ly_build_conv_norm(&b, name, "norm", out, hidden, 1, 1, false, NONE, NULL);
         snprintf(name, sizeof name, "downsample_convs.%d.0.cv2", l);
-        down = df_conv_norm(&b, name, "norm", down, hidden, 3, 2, true, NONE);
-        char node_name[2 * KEY_MAX];
+        down = ly_build_conv_norm(&b, name, "norm", down, hidden, 3, 2, true, NONE, NULL);
+        char node_name[2 * LY_KEY_MAX];
         snprintf(node_name, sizeof node_name, "encoder.pan_cat.%d", l);
-        df_fmap fused = fuse(&b, node_name, sum, down.v, inner[l + 1]);
+        ly_fmap fused = fuse(&b, node_name, sum, down.v, inner[l + 1]);
         snprintf(name, sizeof name, "pan_blocks.%d", l);
         out = rep_ncsp_elan4(&b, name, fused, hidden);
         outs[l + 1] = out.v;
@@ -268,24 +272,24 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
 
 /* LiteEncoder's down_sample: AvgPool 3x3 s2 p1 (counting the padding), 1x1
  * conv (keys <name>.1.weight) + BN (<name>.2.*), SiLU. */
-static df_fmap lite_down(df_builder *b, const char *name, df_fmap x)
+static ly_fmap lite_down(ly_builder *b, const char *name, ly_fmap x)
 {
-    df_fmap pooled = {LY_GRAPH_NONE, x.c, (x.h + 2 - 3) / 2 + 1, (x.w + 2 - 3) / 2 + 1};
+    ly_fmap pooled = {LY_GRAPH_NONE, x.c, (x.h + 2 - 3) / 2 + 1, (x.w + 2 - 3) / 2 + 1};
     ly_pool2d_params p = LY_POOL2D_DEFAULTS;
     p.kernel[0] = p.kernel[1] = 3;
     p.stride[0] = p.stride[1] = 2;
     p.padding[0] = p.padding[1] = 1;
-    char key[2 * KEY_MAX], bn[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX], bn[2 * LY_KEY_MAX];
     snprintf(key, sizeof key, "%s%.100s.0", b->prefix, name);
-    if (b->st == LY_OK) df_fail(b, ly_graph_avg_pool2d(b->g, key, x.v, &p, &pooled.v));
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_avg_pool2d(b->g, key, x.v, &p, &pooled.v));
     double *w = malloc((size_t)(x.c * x.c) * sizeof *w), *bias = malloc((size_t)x.c * sizeof *bias);
-    df_fmap y = {LY_GRAPH_NONE, x.c, pooled.h, pooled.w};
+    ly_fmap y = {LY_GRAPH_NONE, x.c, pooled.h, pooled.w};
     snprintf(key, sizeof key, "%.100s.1.weight", name);
     snprintf(bn, sizeof bn, "%.100s.2", name);
     if (!w || !bias)
-        df_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
-    else if (df_fold_conv_bn_keys(b, key, bn, x.c, x.c, 1, w, bias))
-        y = df_conv_node(b, name, pooled, w, bias, x.c, 1, 1, 1, SILU, NULL);
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    else if (ly_fold_conv_bn(b, key, bn, x.c, x.c, 1, w, bias))
+        y = ly_build_conv_folded(b, name, pooled, w, bias, x.c, 1, 1, 1, SILU, NULL);
     free(w);
     free(bias);
     return y;
@@ -294,30 +298,32 @@ static df_fmap lite_down(df_builder *b, const char *name, df_fmap x)
 ly_status ly_dfine_lite_encoder(ly_graph *g, const ly_checkpoint *ck, ly_graph_value feat,
                                 const int64_t shape[3], ly_graph_value *outs)
 {
-    df_builder b = {.g = g, .ck = ck, .what = "LiteEncoder", .prefix = "encoder.", .st = LY_OK};
-    int64_t hidden = df_extent(&b, "input_proj.0.conv.weight", 0);
+    ly_builder b = {.g = g, .ck = ck, .what = "LiteEncoder", .prefix = "encoder.", .st = LY_OK};
+    int64_t hidden = ly_build_extent(&b, "input_proj.0.conv.weight", 0);
     if (hidden <= 0)
         return ly_set_error(LY_E_FORMAT, "LiteEncoder: key 'encoder.input_proj.0.conv.weight' "
                                          "missing or not a conv weight");
-    df_fmap x = {feat, shape[0], shape[1], shape[2]};
-    df_fmap p16 = df_conv_norm(&b, "input_proj.0", "norm", x, hidden, 1, 1, false, NONE);
-    df_fmap p32 = lite_down(&b, "down_sample1", p16);
+    ly_fmap x = {feat, shape[0], shape[1], shape[2]};
+    ly_fmap p16 =
+        ly_build_conv_norm(&b, "input_proj.0", "norm", x, hidden, 1, 1, false, NONE, NULL);
+    ly_fmap p32 = lite_down(&b, "down_sample1", p16);
     /* GAP_Fusion: x + its global average, then a 1x1 ConvNorm + SiLU */
     ly_pool2d_params gap = LY_POOL2D_DEFAULTS;
     gap.kernel[0] = gap.stride[0] = p32.h;
     gap.kernel[1] = gap.stride[1] = p32.w;
     ly_graph_value mean = LY_GRAPH_NONE;
     if (b.st == LY_OK)
-        df_fail(&b, ly_graph_avg_pool2d(g, "encoder.bi_fusion.gap", p32.v, &gap, &mean));
-    p32.v = df_binary(&b, LY_OP_ADD, "bi_fusion", p32.v, mean);
-    p32 = df_conv_norm(&b, "bi_fusion.cv", "norm", p32, hidden, 1, 1, false, SILU);
+        ly_build_fail(&b, ly_graph_avg_pool2d(g, "encoder.bi_fusion.gap", p32.v, &gap, &mean));
+    p32.v = ly_build_binary(&b, LY_OP_ADD, "bi_fusion", p32.v, mean);
+    p32 = ly_build_conv_norm(&b, "bi_fusion.cv", "norm", p32, hidden, 1, 1, false, SILU, NULL);
     ly_graph_value up = LY_GRAPH_NONE;
-    if (b.st == LY_OK) df_fail(&b, ly_graph_upsample_nearest2d(g, "encoder.fpn_up", p32.v, 2, &up));
-    df_fmap fuse0 = {df_binary(&b, LY_OP_ADD, "fpn", p16.v, up), hidden, p16.h, p16.w};
-    df_fmap out0 = rep_ncsp_elan4(&b, "fpn_block", fuse0, hidden);
-    df_fmap down = lite_down(&b, "down_sample2", out0);
-    df_fmap fuse1 = {df_binary(&b, LY_OP_ADD, "pan", p32.v, down.v), hidden, p32.h, p32.w};
-    df_fmap out1 = rep_ncsp_elan4(&b, "pan_block", fuse1, hidden);
+    if (b.st == LY_OK)
+        ly_build_fail(&b, ly_graph_upsample_nearest2d(g, "encoder.fpn_up", p32.v, 2, &up));
+    ly_fmap fuse0 = {ly_build_binary(&b, LY_OP_ADD, "fpn", p16.v, up), hidden, p16.h, p16.w};
+    ly_fmap out0 = rep_ncsp_elan4(&b, "fpn_block", fuse0, hidden);
+    ly_fmap down = lite_down(&b, "down_sample2", out0);
+    ly_fmap fuse1 = {ly_build_binary(&b, LY_OP_ADD, "pan", p32.v, down.v), hidden, p32.h, p32.w};
+    ly_fmap out1 = rep_ncsp_elan4(&b, "pan_block", fuse1, hidden);
     outs[0] = out0.v;
     outs[1] = out1.v;
     return b.st;

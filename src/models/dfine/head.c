@@ -5,7 +5,7 @@
 #include "models/dfine/dfine.h"
 
 #include "core/core.h"
-#include "models/dfine/builder.h"
+#include "models/common/fold.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,98 +13,102 @@
 #include <string.h>
 
 /* MLP at prefix + `name`: `layers` linears, the activation between them. */
-static ly_graph_value mlp(df_builder *b, const char *name, ly_graph_value x, int layers,
+static ly_graph_value mlp(ly_builder *b, const char *name, ly_graph_value x, int layers,
                           const int64_t *dims, ly_op act)
 {
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     for (int i = 0; i < layers; i++) {
         snprintf(key, sizeof key, "%.100s.layers.%d", name, i);
-        x = df_linear(b, key, x, dims[i + 1], dims[i]);
-        if (i + 1 < layers) x = df_node(b, act, key, 1, &x, NULL);
+        x = ly_build_linear(b, key, x, dims[i + 1], dims[i]);
+        if (i + 1 < layers) x = ly_build_node(b, act, key, 1, &x, NULL);
     }
     return x;
 }
 
-static ly_graph_value clamp(df_builder *b, const char *what, ly_graph_value x, double lo, double hi)
+static ly_graph_value clamp(ly_builder *b, const char *what, ly_graph_value x, double lo, double hi)
 {
     ly_clamp_params p = {.min = lo, .max = hi};
-    return df_node(b, LY_OP_CLAMP, what, 1, &x, &p);
+    return ly_build_node(b, LY_OP_CLAMP, what, 1, &x, &p);
 }
 
 /* inverse_sigmoid(x, eps 1e-5): log(clip(x, eps) / clip(1 - x, eps)) of x in [0, 1]. */
-static ly_graph_value inverse_sigmoid(df_builder *b, ly_graph_value x)
+static ly_graph_value inverse_sigmoid(ly_builder *b, ly_graph_value x)
 {
     x = clamp(b, "inverse_sigmoid", x, 0.0, 1.0);
     ly_graph_value num = clamp(b, "inverse_sigmoid", x, 1e-5, HUGE_VAL);
-    ly_graph_value den = df_binary(b, LY_OP_SUB, "inverse_sigmoid", df_scalar(b, 1.0f), x);
+    ly_graph_value den =
+        ly_build_binary(b, LY_OP_SUB, "inverse_sigmoid", ly_build_scalar(b, 1.0f), x);
     den = clamp(b, "inverse_sigmoid", den, 1e-5, HUGE_VAL);
-    ly_graph_value q = df_binary(b, LY_OP_DIV, "inverse_sigmoid", num, den);
-    return df_node(b, LY_OP_LOG, "inverse_sigmoid", 1, &q, NULL);
+    ly_graph_value q = ly_build_binary(b, LY_OP_DIV, "inverse_sigmoid", num, den);
+    return ly_build_node(b, LY_OP_LOG, "inverse_sigmoid", 1, &q, NULL);
 }
 
 /* Integral: softmax over the reg_max + 1 bins of each side, dotted with W. */
-static ly_graph_value integral(df_builder *b, ly_graph_value corners, ly_graph_value project,
+static ly_graph_value integral(ly_builder *b, ly_graph_value corners, ly_graph_value project,
                                ly_graph_value zero, int64_t q, int64_t bins)
 {
     int64_t sides[4] = {1, q, 4, bins}, boxes[3] = {1, q, 4};
     ly_axis_params last = {.axis = -1};
-    ly_graph_value p = df_reshape(b, "integral", corners, 4, sides);
-    p = df_node(b, LY_OP_SOFTMAX, "integral", 1, &p, &last);
+    ly_graph_value p = ly_build_reshape(b, "integral", corners, 4, sides);
+    p = ly_build_node(b, LY_OP_SOFTMAX, "integral", 1, &p, &last);
     ly_graph_value in[3] = {p, project, zero};
-    return df_reshape(b, "integral", df_node(b, LY_OP_LINEAR, "integral", 3, in, NULL), 3, boxes);
+    return ly_build_reshape(b, "integral", ly_build_node(b, LY_OP_LINEAR, "integral", 3, in, NULL),
+                            3, boxes);
 }
 
 /* distance2bbox(points cxcywh, distance ltrb, s) -> cxcywh, in torch's order:
  * x1 = cx - (0.5 s + l) * (w / s), ..., then ((x1 + x2) / 2, x2 - x1). */
-static ly_graph_value distance2bbox(df_builder *b, ly_graph_value points, ly_graph_value distance,
+static ly_graph_value distance2bbox(ly_builder *b, ly_graph_value points, ly_graph_value distance,
                                     float reg_scale)
 {
-    ly_graph_value centre = df_slice(b, "distance2bbox", points, 2, 0, 2);
-    ly_graph_value size = df_slice(b, "distance2bbox", points, 2, 2, 2);
-    ly_graph_value unit = df_binary(b, LY_OP_DIV, "distance2bbox", size, df_scalar(b, reg_scale));
-    ly_graph_value half = df_scalar(b, 0.5f * reg_scale);
-    ly_graph_value lt = df_binary(b, LY_OP_ADD, "distance2bbox", half,
-                                  df_slice(b, "distance2bbox", distance, 2, 0, 2));
-    ly_graph_value rb = df_binary(b, LY_OP_ADD, "distance2bbox", half,
-                                  df_slice(b, "distance2bbox", distance, 2, 2, 2));
-    ly_graph_value p1 = df_binary(b, LY_OP_SUB, "distance2bbox", centre,
-                                  df_binary(b, LY_OP_MUL, "distance2bbox", lt, unit));
-    ly_graph_value p2 = df_binary(b, LY_OP_ADD, "distance2bbox", centre,
-                                  df_binary(b, LY_OP_MUL, "distance2bbox", rb, unit));
-    ly_graph_value c =
-        df_binary(b, LY_OP_DIV, "distance2bbox", df_binary(b, LY_OP_ADD, "distance2bbox", p1, p2),
-                  df_scalar(b, 2.0f));
-    ly_graph_value wh = df_binary(b, LY_OP_SUB, "distance2bbox", p2, p1);
+    ly_graph_value centre = ly_build_slice(b, "distance2bbox", points, 2, 0, 2);
+    ly_graph_value size = ly_build_slice(b, "distance2bbox", points, 2, 2, 2);
+    ly_graph_value unit =
+        ly_build_binary(b, LY_OP_DIV, "distance2bbox", size, ly_build_scalar(b, reg_scale));
+    ly_graph_value half = ly_build_scalar(b, 0.5f * reg_scale);
+    ly_graph_value lt = ly_build_binary(b, LY_OP_ADD, "distance2bbox", half,
+                                        ly_build_slice(b, "distance2bbox", distance, 2, 0, 2));
+    ly_graph_value rb = ly_build_binary(b, LY_OP_ADD, "distance2bbox", half,
+                                        ly_build_slice(b, "distance2bbox", distance, 2, 2, 2));
+    ly_graph_value p1 = ly_build_binary(b, LY_OP_SUB, "distance2bbox", centre,
+                                        ly_build_binary(b, LY_OP_MUL, "distance2bbox", lt, unit));
+    ly_graph_value p2 = ly_build_binary(b, LY_OP_ADD, "distance2bbox", centre,
+                                        ly_build_binary(b, LY_OP_MUL, "distance2bbox", rb, unit));
+    ly_graph_value c = ly_build_binary(b, LY_OP_DIV, "distance2bbox",
+                                       ly_build_binary(b, LY_OP_ADD, "distance2bbox", p1, p2),
+                                       ly_build_scalar(b, 2.0f));
+    ly_graph_value wh = ly_build_binary(b, LY_OP_SUB, "distance2bbox", p2, p1);
     ly_graph_value both[2] = {c, wh}, out = LY_GRAPH_NONE;
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, "distance2bbox", 2, both, 2, &out));
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, "distance2bbox", 2, both, 2, &out));
     return out;
 }
 
 /* LQE: softmax per side, its top 4 and their mean (20 features), an MLP to
  * one score added to every class logit. */
-static ly_graph_value lqe(df_builder *b, const char *name, ly_graph_value scores,
+static ly_graph_value lqe(ly_builder *b, const char *name, ly_graph_value scores,
                           ly_graph_value corners, int64_t q, int64_t bins, ly_op act)
 {
     int64_t sides[4] = {1, q, 4, bins}, flat[3] = {1, q, 20};
     ly_axis_params last = {.axis = -1};
-    ly_graph_value p = df_reshape(b, "lqe", corners, 4, sides);
-    p = df_node(b, LY_OP_SOFTMAX, "lqe", 1, &p, &last);
+    ly_graph_value p = ly_build_reshape(b, "lqe", corners, 4, sides);
+    p = ly_build_node(b, LY_OP_SOFTMAX, "lqe", 1, &p, &last);
     ly_topk_params tp = LY_TOPK_DEFAULTS;
     tp.k = 4;
     ly_graph_value top[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
-    if (b->st == LY_OK) df_fail(b, ly_graph_node(b->g, LY_OP_TOPK, "lqe.topk", 1, &p, &tp, 2, top));
+    if (b->st == LY_OK)
+        ly_build_fail(b, ly_graph_node(b->g, LY_OP_TOPK, "lqe.topk", 1, &p, &tp, 2, top));
     static const float quarter[4] = {0.25f, 0.25f, 0.25f, 0.25f}, nothing = 0.0f;
     int64_t wshape[2] = {1, 4}, one = 1;
-    ly_graph_value in[3] = {top[0], df_constant(b, 2, wshape, quarter),
-                            df_constant(b, 1, &one, &nothing)};
-    ly_graph_value mean = df_node(b, LY_OP_LINEAR, "lqe.mean", 3, in, NULL);
+    ly_graph_value in[3] = {top[0], ly_build_constant(b, 2, wshape, quarter),
+                            ly_build_constant(b, 1, &one, &nothing)};
+    ly_graph_value mean = ly_build_node(b, LY_OP_LINEAR, "lqe.mean", 3, in, NULL);
     ly_graph_value both[2] = {top[0], mean}, stat = LY_GRAPH_NONE;
-    if (b->st == LY_OK) df_fail(b, ly_graph_concat(b->g, "lqe.stat", 2, both, 3, &stat));
-    stat = df_reshape(b, "lqe", stat, 3, flat);
+    if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, "lqe.stat", 2, both, 3, &stat));
+    stat = ly_build_reshape(b, "lqe", stat, 3, flat);
     static const int64_t dims[3] = {20, 64, 1};
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     snprintf(key, sizeof key, "%.100s.reg_conf", name);
-    return df_binary(b, LY_OP_ADD, "lqe", scores, mlp(b, key, stat, 2, dims, act));
+    return ly_build_binary(b, LY_OP_ADD, "lqe", scores, mlp(b, key, stat, 2, dims, act));
 }
 
 /* W(n) of weighting_function(reg_max, up, reg_scale), in float as torch computes it. */
@@ -122,66 +126,65 @@ static void weighting(float up, float reg_scale, int64_t reg_max, float *w)
     w[at++] = upper2;
 }
 
-static void expect_linear(df_builder *b, const char *name, int64_t n, int64_t k)
+static void expect_linear(ly_builder *b, const char *name, int64_t n, int64_t k)
 {
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     int64_t wshape[2] = {n, k};
     snprintf(key, sizeof key, "%.100s.weight", name);
-    df_expect(b, key, 2, wshape);
+    ly_build_expect(b, key, 2, wshape);
     snprintf(key, sizeof key, "%.100s.bias", name);
-    df_expect(b, key, 1, &n);
+    ly_build_expect(b, key, 1, &n);
 }
 
 /* A one-element key as a float: up and reg_scale are f32, or i64 where the
  * config gave an integer (DEIMv2-n's reg_scale 4). */
-static bool scalar_key(df_builder *b, const char *suffix, float *out)
+static bool scalar_key(ly_builder *b, const char *suffix, float *out)
 {
-    char key[KEY_MAX];
-    snprintf(key, sizeof key, "%s%s", b->prefix, suffix);
+    char key[LY_KEY_MAX];
+    ly_build_key(b, suffix, key);
     ly_tensor v;
-    if (b->st == LY_OK && ly_checkpoint_find(b->ck, key, &v) == LY_OK && ly_tensor_numel(&v) == 1 &&
+    if (b->st == LY_OK && ly_build_find(b, suffix, &v) && ly_tensor_numel(&v) == 1 &&
         (v.dtype == LY_F32 || v.dtype == LY_I64)) {
-        df_mark(key);
         *out = v.dtype == LY_F32 ? *(const float *)v.data : (float)*(const int64_t *)v.data;
         return true;
     }
     if (b->st == LY_OK)
-        df_fail(b, ly_set_error(LY_E_FORMAT, "%s: key '%s' missing or not one f32 or i64 value",
-                                b->what, key));
+        ly_build_problem(b, LY_PROBLEM_MISSING, "key '%s' missing or not one f32 or i64 value",
+                         key);
     return false;
 }
 
 /* MLP at prefix + `name` with its widths read from the keys (layers.<i>.weight). */
-static ly_graph_value mlp_from_keys(df_builder *b, const char *name, ly_graph_value x,
+static ly_graph_value mlp_from_keys(ly_builder *b, const char *name, ly_graph_value x,
                                     int64_t in_width, ly_op act)
 {
     int64_t dims[8] = {in_width};
     int layers = 0;
-    char key[2 * KEY_MAX];
+    char key[2 * LY_KEY_MAX];
     for (; layers < 7; layers++) {
         snprintf(key, sizeof key, "%.100s.layers.%d.weight", name, layers);
-        int64_t n = df_extent(b, key, 0);
+        int64_t n = ly_build_extent(b, key, 0);
         if (n <= 0) break;
         dims[layers + 1] = n;
     }
     if (layers == 0 && b->st == LY_OK)
-        df_fail(b, ly_set_error(LY_E_FORMAT, "%s: missing key '%s%.100s.layers.0.weight'", b->what,
-                                b->prefix, name));
+        ly_build_fail(b, ly_set_error(LY_E_FORMAT, "%s: missing key '%s%.100s.layers.0.weight'",
+                                      b->what, b->prefix, name));
     return mlp(b, name, x, layers, dims, act);
 }
 
 /* The decoder's input_proj of level l: 1x1 conv + BN where the encoder's
  * width is not the decoder's (D-FINE x), Identity otherwise. */
-static ly_graph_value input_proj(df_builder *b, int l, ly_graph_value map, int64_t hidden,
+static ly_graph_value input_proj(ly_builder *b, int l, ly_graph_value map, int64_t hidden,
                                  const int64_t shape[2])
 {
-    char name[KEY_MAX], key[KEY_MAX];
+    char name[LY_KEY_MAX], key[LY_KEY_MAX];
     snprintf(name, sizeof name, "input_proj.%d", l);
     snprintf(key, sizeof key, "input_proj.%d.conv.weight", l);
-    int64_t cin = df_extent(b, key, 1);
+    int64_t cin = ly_build_extent(b, key, 1);
     if (cin <= 0) return map;
-    df_fmap x = {map, cin, shape[0], shape[1]};
-    return df_conv_norm(b, name, "norm", x, hidden, 1, 1, false, LY_ACT_NONE).v;
+    ly_fmap x = {map, cin, shape[0], shape[1]};
+    return ly_build_conv_norm(b, name, "norm", x, hidden, 1, 1, false, LY_ACT_NONE, NULL).v;
 }
 
 ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
@@ -189,12 +192,12 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                         const ly_dfine_head_config *cfg, ly_graph_value *logits,
                         ly_graph_value *boxes)
 {
-    df_builder b = {.g = g, .ck = ck, .what = "D-FINE head", .prefix = "decoder.", .st = LY_OK};
+    ly_builder b = {.g = g, .ck = ck, .what = "D-FINE head", .prefix = "decoder.", .st = LY_OK};
     ly_op act = cfg->silu ? LY_OP_SILU : LY_OP_RELU;
     int queries = cfg->queries, heads = cfg->heads;
-    int64_t hidden = df_extent(&b, "enc_score_head.weight", 1), tokens = 0;
-    int64_t classes = df_extent(&b, "enc_score_head.weight", 0);
-    int64_t corner_rows = df_extent(&b, "dec_bbox_head.0.layers.2.weight", 0),
+    int64_t hidden = ly_build_extent(&b, "enc_score_head.weight", 1), tokens = 0;
+    int64_t classes = ly_build_extent(&b, "enc_score_head.weight", 0);
+    int64_t corner_rows = ly_build_extent(&b, "dec_bbox_head.0.layers.2.weight", 0),
             bins = corner_rows / 4;
     if (hidden <= 0 || classes <= 0)
         return ly_set_error(LY_E_FORMAT, "D-FINE head: key 'decoder.enc_score_head.weight' "
@@ -205,9 +208,9 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                                          "or not [4 (reg_max + 1), C]");
     int layers = 0;
     for (;; layers++) {
-        char key[KEY_MAX];
+        char key[LY_KEY_MAX];
         snprintf(key, sizeof key, "decoder.layers.%d.self_attn.in_proj_weight", layers);
-        if (df_extent(&b, key, 0) < 0) break;
+        if (ly_build_extent(&b, key, 0) < 0) break;
     }
     if (layers == 0 || levels < 1 || levels > 4 || bins < 4)
         return ly_set_error(LY_E_FORMAT,
@@ -221,70 +224,68 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     for (int l = 0; l < levels; l++) {
         int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
         ly_graph_value m = input_proj(&b, l, maps[l], hidden, shapes[l]);
-        flat[l] = df_permute(&b, "memory", df_reshape(&b, "memory", m, 3, shape), 3, to_tokens);
+        flat[l] = ly_build_permute(&b, "memory", ly_build_reshape(&b, "memory", m, 3, shape), 3,
+                                   to_tokens);
     }
     ly_graph_value memory = flat[0];
     if (levels > 1 && b.st == LY_OK)
-        df_fail(&b, ly_graph_concat(g, "decoder.memory", levels, flat, 1, &memory));
+        ly_build_fail(&b, ly_graph_concat(g, "decoder.memory", levels, flat, 1, &memory));
 
     /* the anchors and valid mask buffers, as stored */
     int64_t ashape[3] = {1, tokens, 4}, mshape[3] = {1, tokens, 1};
-    ly_graph_value anchors = df_weight(&b, "anchors", 3, ashape);
+    ly_graph_value anchors = ly_build_weight(&b, "anchors", 3, ashape);
     ly_tensor mask_view;
     float *mask = calloc((size_t)tokens, sizeof *mask);
     if (!mask) return ly_set_error(LY_E_NO_MEMORY, "D-FINE head: out of memory");
-    if (b.st == LY_OK && (ly_checkpoint_find(ck, "decoder.valid_mask", &mask_view) != LY_OK ||
-                          ly_tensor_numel(&mask_view) != tokens)) {
-        df_fail(&b, ly_set_error(LY_E_FORMAT,
-                                 "D-FINE head: key 'decoder.valid_mask' missing or "
-                                 "not [1, %lld, 1]",
-                                 (long long)tokens));
-    }
-    df_mark("decoder.valid_mask");
-    for (int64_t i = 0; b.st == LY_OK && i < tokens; i++)
+    bool have_mask = b.st == LY_OK && ly_build_find(&b, "valid_mask", &mask_view) &&
+                     ly_tensor_numel(&mask_view) == tokens;
+    if (b.st == LY_OK && !have_mask)
+        ly_build_problem(&b, LY_PROBLEM_MISSING,
+                         "key 'decoder.valid_mask' missing or not [1, %lld, 1]", (long long)tokens);
+    for (int64_t i = 0; have_mask && i < tokens; i++)
         mask[i] = mask_view.dtype == LY_F32   ? (((const float *)mask_view.data)[i] != 0.0f)
                   : mask_view.dtype == LY_I64 ? (((const int64_t *)mask_view.data)[i] != 0)
                                               : (((const uint8_t *)mask_view.data)[i] != 0);
-    ly_graph_value valid = df_constant(&b, 3, mshape, mask);
+    ly_graph_value valid = ly_build_constant(&b, 3, mshape, mask);
     free(mask);
 
     /* query selection; DEIMv2 has no enc_output (the masked memory itself) */
-    ly_graph_value out_memory = df_binary(&b, LY_OP_MUL, "enc.mask", memory, valid);
-    if (df_extent(&b, "enc_output.proj.weight", 0) > 0)
-        out_memory =
-            df_layer_norm(&b, "enc_output.norm",
-                          df_linear(&b, "enc_output.proj", out_memory, hidden, hidden), hidden);
-    ly_graph_value enc_logits = df_linear(&b, "enc_score_head", out_memory, classes, hidden);
+    ly_graph_value out_memory = ly_build_binary(&b, LY_OP_MUL, "enc.mask", memory, valid);
+    if (ly_build_extent(&b, "enc_output.proj.weight", 0) > 0)
+        out_memory = ly_build_layer_norm(
+            &b, "enc_output.norm",
+            ly_build_linear(&b, "enc_output.proj", out_memory, hidden, hidden), hidden, 1e-5);
+    ly_graph_value enc_logits = ly_build_linear(&b, "enc_score_head", out_memory, classes, hidden);
     ly_topk_params best = LY_TOPK_DEFAULTS;
     best.k = 1;
     ly_graph_value top1[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
     if (b.st == LY_OK)
-        df_fail(&b,
-                ly_graph_node(g, LY_OP_TOPK, "decoder.enc.max", 1, &enc_logits, &best, 2, top1));
+        ly_build_fail(
+            &b, ly_graph_node(g, LY_OP_TOPK, "decoder.enc.max", 1, &enc_logits, &best, 2, top1));
     int64_t per_token[2] = {1, tokens};
-    ly_graph_value score = df_reshape(&b, "enc.max", top1[0], 2, per_token);
+    ly_graph_value score = ly_build_reshape(&b, "enc.max", top1[0], 2, per_token);
     ly_topk_params select = LY_TOPK_DEFAULTS;
     select.k = queries;
     ly_graph_value chosen[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
     if (b.st == LY_OK)
-        df_fail(&b,
-                ly_graph_node(g, LY_OP_TOPK, "decoder.enc.topk", 1, &score, &select, 2, chosen));
+        ly_build_fail(
+            &b, ly_graph_node(g, LY_OP_TOPK, "decoder.enc.topk", 1, &score, &select, 2, chosen));
     int64_t q = queries;
-    ly_graph_value index = df_reshape(&b, "enc.topk_ind", chosen[1], 1, &q);
+    ly_graph_value index = ly_build_reshape(&b, "enc.topk_ind", chosen[1], 1, &q);
     ly_gather_params rows = {.axis = 1};
     ly_graph_value in2[2] = {out_memory, index};
-    ly_graph_value target = df_node(&b, LY_OP_INDEX_SELECT, "enc.topk_memory", 2, in2, &rows);
+    ly_graph_value target = ly_build_node(&b, LY_OP_INDEX_SELECT, "enc.topk_memory", 2, in2, &rows);
     ly_graph_value in3[2] = {anchors, index};
     ly_graph_value topk_anchors =
-        df_node(&b, LY_OP_INDEX_SELECT, "enc.topk_anchors", 2, in3, &rows);
+        ly_build_node(&b, LY_OP_INDEX_SELECT, "enc.topk_anchors", 2, in3, &rows);
     int64_t box_mlp[4] = {hidden, hidden, hidden, 4};
     ly_graph_value ref_unact =
-        df_binary(&b, LY_OP_ADD, "enc.ref_unact", mlp(&b, "enc_bbox_head", target, 3, box_mlp, act),
-                  topk_anchors);
+        ly_build_binary(&b, LY_OP_ADD, "enc.ref_unact",
+                        mlp(&b, "enc_bbox_head", target, 3, box_mlp, act), topk_anchors);
 
     /* FDR: W(n) and the box scale (a .safetensors keeps only the decoder.decoder aliases) */
     float up = 0, reg_scale = 0;
-    bool outer = df_extent(&b, "up", 0) > 0;
+    bool outer = ly_build_extent(&b, "up", 0) > 0;
     scalar_key(&b, outer ? "up" : "decoder.up", &up);
     scalar_key(&b, outer ? "reg_scale" : "decoder.reg_scale", &reg_scale);
     float *w = calloc((size_t)bins, sizeof *w);
@@ -292,52 +293,53 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     weighting(up, reg_scale, bins - 1, w);
     int64_t pshape[2] = {1, bins}, one = 1;
     float nothing = 0.0f;
-    ly_graph_value project = df_constant(&b, 2, pshape, w);
-    ly_graph_value zero = df_constant(&b, 1, &one, &nothing);
+    ly_graph_value project = ly_build_constant(&b, 2, pshape, w);
+    ly_graph_value zero = ly_build_constant(&b, 1, &one, &nothing);
     free(w);
 
     int64_t ss_shape[2] = {levels, 2};
     ly_graph_value spatial = LY_GRAPH_NONE;
     void *ss = NULL;
-    if (b.st == LY_OK) df_fail(&b, ly_graph_constant(g, LY_I64, 2, ss_shape, &spatial, &ss));
+    if (b.st == LY_OK) ly_build_fail(&b, ly_graph_constant(g, LY_I64, 2, ss_shape, &spatial, &ss));
     if (b.st == LY_OK) memcpy(ss, shapes, (size_t)levels * 2 * sizeof(int64_t));
 
     /* the decoder loop, to the last layer (eval_idx -1) */
-    ly_graph_value ref = df_node(&b, LY_OP_SIGMOID, "ref", 1, &ref_unact, NULL);
+    ly_graph_value ref = ly_build_node(&b, LY_OP_SIGMOID, "ref", 1, &ref_unact, NULL);
     ly_graph_value prev_out = LY_GRAPH_NONE, prev_corners = LY_GRAPH_NONE, initial = LY_GRAPH_NONE;
     ly_graph_value pos = LY_GRAPH_NONE;
     int64_t corner_mlp[4] = {hidden, hidden, hidden, 4 * bins};
     int64_t ref4[4] = {1, q, 1, 4};
     for (int i = 0; i < layers && b.st == LY_OK; i++) {
-        char key[KEY_MAX];
+        char key[LY_KEY_MAX];
         if (i == 0 || !cfg->query_pos_once)
             pos = clamp(&b, "query_pos", mlp_from_keys(&b, "query_pos_head", ref, 4, act), -10.0,
                         10.0);
         ly_dfine_layer_inputs in = {.target = target,
-                                    .reference = df_reshape(&b, "ref", ref, 4, ref4),
+                                    .reference = ly_build_reshape(&b, "ref", ref, 4, ref4),
                                     .query_pos = pos,
                                     .memory = memory,
                                     .spatial_shapes = spatial};
         ly_graph_value out = LY_GRAPH_NONE;
         if (b.st == LY_OK)
-            df_fail(&b, ly_dfine_decoder_layer(g, ck, i, heads, cfg->silu, levels, &in, &out));
+            ly_build_fail(&b,
+                          ly_dfine_decoder_layer(g, ck, i, heads, cfg->silu, levels, &in, &out));
         if (i == 0) {
             ly_graph_value pre = mlp(&b, "pre_bbox_head", out, 3, box_mlp, act);
-            pre = df_binary(&b, LY_OP_ADD, "pre_bbox", pre, inverse_sigmoid(&b, ref));
-            initial = df_node(&b, LY_OP_SIGMOID, "pre_bbox", 1, &pre, NULL);
+            pre = ly_build_binary(&b, LY_OP_ADD, "pre_bbox", pre, inverse_sigmoid(&b, ref));
+            initial = ly_build_node(&b, LY_OP_SIGMOID, "pre_bbox", 1, &pre, NULL);
         }
         /* a shared head saved once (safetensors drops the aliases) reads layer 0's */
         snprintf(key, sizeof key, "dec_bbox_head.%d.layers.0.weight", i);
-        int head = cfg->shared_box_head && df_extent(&b, key, 0) < 0 ? 0 : i;
+        int head = cfg->shared_box_head && ly_build_extent(&b, key, 0) < 0 ? 0 : i;
         snprintf(key, sizeof key, "dec_bbox_head.%d", head);
-        ly_graph_value head_in = i ? df_binary(&b, LY_OP_ADD, key, out, prev_out) : out;
+        ly_graph_value head_in = i ? ly_build_binary(&b, LY_OP_ADD, key, out, prev_out) : out;
         ly_graph_value corners = mlp(&b, key, head_in, 3, corner_mlp, act);
-        if (i) corners = df_binary(&b, LY_OP_ADD, key, corners, prev_corners);
+        if (i) corners = ly_build_binary(&b, LY_OP_ADD, key, corners, prev_corners);
         ly_graph_value box = distance2bbox(
             &b, initial, integral(&b, corners, project, zero, q, bins), fabsf(reg_scale));
         snprintf(key, sizeof key, "dec_score_head.%d", i);
         if (i + 1 == layers) {
-            ly_graph_value s = df_linear(&b, key, out, classes, hidden);
+            ly_graph_value s = ly_build_linear(&b, key, out, classes, hidden);
             snprintf(key, sizeof key, "decoder.lqe_layers.%d", i);
             *logits = lqe(&b, key, s, corners, q, bins, act);
             *boxes = box;

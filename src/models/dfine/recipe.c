@@ -8,7 +8,7 @@
 
 #include "core/core.h"
 #include "graph/graph.h"
-#include "models/dfine/builder.h"
+#include "models/common/audit.h"
 #include "models/dfine/dfine.h"
 
 #include <stdio.h>
@@ -188,6 +188,12 @@ static ly_status recognise_size(const lineage *f, const ly_checkpoint *ck, const
     return LY_OK;
 }
 
+/* Keys a LibreYOLO model of the lineage has that inference never reads. */
+static const ly_key_rules lineage_keys_read_by_nothing = {
+    .ignore_exact = (const char *const[]){"decoder.denoising_class_embed.weight",
+                                          "decoder.decoder.up", "decoder.decoder.reg_scale", NULL},
+};
+
 static ly_status build(const lineage *f, const lineage_size *z, const ly_checkpoint *ck,
                        int64_t imgsz, ly_graph *g)
 {
@@ -248,20 +254,17 @@ static ly_status load_lineage(const lineage *f, const ly_checkpoint *ck, const c
 
     char context[600];
     snprintf(context, sizeof context, "ly_model_load: %s: %s-%s", path, f->name, z->size);
-    ly_graph *g;
-    st = df_audit_begin(ck);
+    ly_graph *g = NULL;
+    ly_state_dict dict;
+    st = ly_state_dict_of(ck, &dict);
+    if (st == LY_OK) st = ly_audit_begin(&dict, &lineage_keys_read_by_nothing);
     if (st == LY_OK) st = ly_graph_create(&g);
-    if (st != LY_OK) {
-        df_audit_end(NULL);
-        return st;
-    }
-    st = build(f, z, ck, imgsz, g);
+    if (st == LY_OK) st = build(f, z, ck, imgsz, g);
     /* every missing, misshapen and unexpected key at once, before any other error */
-    ly_status audit = df_audit_failed() || st == LY_OK ? df_audit_end(context) : LY_OK;
-    if (audit == LY_OK) df_audit_end(NULL);
-    if (audit != LY_OK || st != LY_OK) {
+    st = ly_audit_end(st, context);
+    if (st != LY_OK) {
         ly_graph_free(g);
-        return audit != LY_OK ? audit : ly_error_prefix(st, context);
+        return st;
     }
     st = ly_graph_engine_attach(d, g);
     if (st != LY_OK) return st;

@@ -10,7 +10,7 @@
 
 #include "core/core.h"
 #include "graph/graph.h"
-#include "models/dfine/builder.h"
+#include "models/common/builder.h"
 #include "models/pil_resize.h"
 
 #include <limits.h>
@@ -94,93 +94,89 @@ static bool accepts_keys(const ly_checkpoint *ck, const char *path)
 }
 
 /* nn.LayerNorm(eps 1e-6) at prefix + name. */
-static ly_graph_value layer_norm(df_builder *b, const char *name, ly_graph_value x, int64_t c)
+static ly_graph_value layer_norm(ly_builder *b, const char *name, ly_graph_value x, int64_t c)
 {
-    char key[KEY_MAX];
-    snprintf(key, sizeof key, "%s.weight", name);
-    ly_graph_value w = df_weight(b, key, 1, &c);
-    snprintf(key, sizeof key, "%s.bias", name);
-    ly_graph_value bias = df_weight(b, key, 1, &c);
-    ly_norm_params p = LY_NORM_DEFAULTS;
-    p.eps = 1e-6;
-    ly_graph_value in[3] = {x, w, bias};
-    return df_node(b, LY_OP_LAYER_NORM, name, 3, in, &p);
+    return ly_build_layer_norm(b, name, x, c, 1e-6);
 }
 
 /* Attention (3.3): qkv as (q|k|v) x head x d, then sdpa (fused) or
  * softmax((q * d^-0.5) @ k^T) @ v from the graph's own ops (manual); the
  * projection adds `residual`. */
-static ly_graph_value attention(df_builder *b, ly_graph_value x, ly_graph_value residual,
+static ly_graph_value attention(ly_builder *b, ly_graph_value x, ly_graph_value residual,
                                 const vit_size *z, bool fused)
 {
     int64_t e = z->width, h = z->heads, d = e / h;
-    ly_graph_value qkv = df_linear(b, "attn.qkv", x, 3 * e, e);
+    ly_graph_value qkv = ly_build_linear(b, "attn.qkv", x, 3 * e, e);
     int64_t split[5] = {1, TOKENS, 3, h, d}, perm[5] = {2, 0, 3, 1, 4};
-    qkv = df_permute(b, "attn.heads", df_reshape(b, "attn.heads", qkv, 5, split), 5, perm);
+    qkv = ly_build_permute(b, "attn.heads", ly_build_reshape(b, "attn.heads", qkv, 5, split), 5,
+                           perm);
     ly_graph_value part[3];
     int64_t one[4] = {1, h, TOKENS, d};
     static const char *const names[3] = {"attn.q", "attn.k", "attn.v"};
     for (int i = 0; i < 3; i++)
-        part[i] = df_reshape(b, names[i], df_slice(b, names[i], qkv, 0, i, 1), 4, one);
+        part[i] = ly_build_reshape(b, names[i], ly_build_slice(b, names[i], qkv, 0, i, 1), 4, one);
     ly_graph_value o;
     if (fused) {
         ly_sdpa_params p = LY_SDPA_DEFAULTS; /* 1/sqrt(d) */
-        o = df_node(b, LY_OP_SDPA, "attn.sdpa", 3, part, &p);
+        o = ly_build_node(b, LY_OP_SDPA, "attn.sdpa", 3, part, &p);
     } else {
-        ly_graph_value q = df_binary(b, LY_OP_MUL, "attn.scale", part[0],
-                                     df_scalar(b, (float)(1.0 / sqrt((double)d))));
+        ly_graph_value q = ly_build_binary(b, LY_OP_MUL, "attn.scale", part[0],
+                                           ly_build_scalar(b, (float)(1.0 / sqrt((double)d))));
         ly_matmul_params t = {.transpose_b = 1};
         ly_graph_value qk[2] = {q, part[1]};
-        ly_graph_value s = df_node(b, LY_OP_MATMUL, "attn.scores", 2, qk, &t);
+        ly_graph_value s = ly_build_node(b, LY_OP_MATMUL, "attn.scores", 2, qk, &t);
         ly_axis_params last = {.axis = -1};
-        s = df_node(b, LY_OP_SOFTMAX, "attn.softmax", 1, &s, &last);
+        s = ly_build_node(b, LY_OP_SOFTMAX, "attn.softmax", 1, &s, &last);
         ly_matmul_params plain = LY_MATMUL_DEFAULTS;
         ly_graph_value pv[2] = {s, part[2]};
-        o = df_node(b, LY_OP_MATMUL, "attn.values", 2, pv, &plain);
+        o = ly_build_node(b, LY_OP_MATMUL, "attn.values", 2, pv, &plain);
     }
     int64_t back[4] = {0, 2, 1, 3}, merged[3] = {1, TOKENS, e};
-    o = df_reshape(b, "attn.merge", df_permute(b, "attn.merge", o, 4, back), 3, merged);
-    return df_linear_fused(b, "attn.proj", o, e, e, LY_ACT_NONE, residual);
+    o = ly_build_reshape(b, "attn.merge", ly_build_permute(b, "attn.merge", o, 4, back), 3, merged);
+    return ly_build_linear_fused(b, "attn.proj", o, e, e, LY_ACT_NONE, residual);
 }
 
 static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t classes, bool fused,
                        ly_graph *g)
 {
-    df_builder b = {.g = g, .ck = ck, .what = "ViT", .st = LY_OK};
+    ly_builder b = {.g = g, .ck = ck, .what = "ViT", .st = LY_OK};
     int64_t e = z->width;
     ly_graph_value image;
-    df_fail(&b, ly_graph_input(g, "images", LY_F32, 4, &image));
+    ly_build_fail(&b, ly_graph_input(g, "images", LY_F32, 4, &image));
 
     /* patch embedding: conv 16x16 /16 with bias, tokens row-major */
     int64_t wshape[4] = {e, 3, PATCH, PATCH};
-    ly_graph_value w = df_weight(&b, "patch_embed.proj.weight", 4, wshape);
-    ly_graph_value bias = df_weight(&b, "patch_embed.proj.bias", 1, &e);
+    ly_graph_value w = ly_build_weight(&b, "patch_embed.proj.weight", 4, wshape);
+    ly_graph_value bias = ly_build_weight(&b, "patch_embed.proj.bias", 1, &e);
     ly_conv2d_params cp = LY_CONV2D_DEFAULTS;
     cp.stride[0] = cp.stride[1] = PATCH;
     ly_graph_value x = LY_GRAPH_NONE;
     if (b.st == LY_OK)
-        df_fail(&b, ly_graph_conv2d(g, "patch_embed.proj", image, w, bias, LY_GRAPH_NONE, &cp, &x));
+        ly_build_fail(
+            &b, ly_graph_conv2d(g, "patch_embed.proj", image, w, bias, LY_GRAPH_NONE, &cp, &x));
     int64_t flat[3] = {1, e, TOKENS - 1}, to_tokens[3] = {0, 2, 1};
-    x = df_permute(&b, "patch_embed.tokens", df_reshape(&b, "patch_embed.tokens", x, 3, flat), 3,
-                   to_tokens);
+    x = ly_build_permute(&b, "patch_embed.tokens",
+                         ly_build_reshape(&b, "patch_embed.tokens", x, 3, flat), 3, to_tokens);
     int64_t cls_shape[3] = {1, 1, e}, pos_shape[3] = {1, TOKENS, e};
-    ly_graph_value with_cls[2] = {df_weight(&b, "cls_token", 3, cls_shape), x};
-    if (b.st == LY_OK) df_fail(&b, ly_graph_concat(g, "cls_token", 2, with_cls, 1, &x));
-    x = df_binary(&b, LY_OP_ADD, "pos_embed", x, df_weight(&b, "pos_embed", 3, pos_shape));
+    ly_graph_value with_cls[2] = {ly_build_weight(&b, "cls_token", 3, cls_shape), x};
+    if (b.st == LY_OK) ly_build_fail(&b, ly_graph_concat(g, "cls_token", 2, with_cls, 1, &x));
+    x = ly_build_binary(&b, LY_OP_ADD, "pos_embed", x,
+                        ly_build_weight(&b, "pos_embed", 3, pos_shape));
 
     for (int64_t i = 0; i < z->depth && b.st == LY_OK; i++) {
         snprintf(b.prefix, sizeof b.prefix, "blocks.%lld.", (long long)i);
         x = attention(&b, layer_norm(&b, "norm1", x, e), x, z, fused); /* + x */
-        ly_graph_value m = df_linear_fused(&b, "mlp.fc1", layer_norm(&b, "norm2", x, e), 4 * e, e,
-                                           LY_ACT_GELU, LY_GRAPH_NONE);
-        x = df_linear_fused(&b, "mlp.fc2", m, e, 4 * e, LY_ACT_NONE, x); /* + x */
+        ly_graph_value m = ly_build_linear_fused(&b, "mlp.fc1", layer_norm(&b, "norm2", x, e),
+                                                 4 * e, e, LY_ACT_GELU, LY_GRAPH_NONE);
+        x = ly_build_linear_fused(&b, "mlp.fc2", m, e, 4 * e, LY_ACT_NONE, x); /* + x */
     }
     b.prefix[0] = '\0';
     x = layer_norm(&b, "norm", x, e);
     int64_t pooled[2] = {1, e};
-    x = df_reshape(&b, "pool", df_slice(&b, "pool", x, 1, 0, 1), 2, pooled); /* the class token */
-    ly_graph_value logits = df_linear(&b, "head", x, classes, e);
-    if (b.st == LY_OK) df_fail(&b, ly_graph_output(g, logits, "logits"));
+    x = ly_build_reshape(&b, "pool", ly_build_slice(&b, "pool", x, 1, 0, 1), 2,
+                         pooled); /* the class token */
+    ly_graph_value logits = ly_build_linear(&b, "head", x, classes, e);
+    if (b.st == LY_OK) ly_build_fail(&b, ly_graph_output(g, logits, "logits"));
     return b.st;
 }
 
@@ -188,21 +184,18 @@ static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t class
 static ly_status build_checked(const ly_checkpoint *ck, const char *path, const vit_family *f,
                                const vit_size *z, int64_t classes, bool fused, ly_graph **out)
 {
-    ly_graph *g;
-    ly_status st = df_audit_begin(ck);
-    if (st == LY_OK) st = ly_graph_create(&g);
-    if (st != LY_OK) {
-        df_audit_end(NULL);
-        return st;
-    }
+    ly_graph *g = NULL;
     char context[PATH_MAX + 64];
     snprintf(context, sizeof context, "ly_model_load: %s: %s-%s", path, f->name, z->size);
-    st = build(ck, z, classes, fused, g);
-    ly_status audit = df_audit_failed() || st == LY_OK ? df_audit_end(context) : LY_OK;
-    if (audit == LY_OK) df_audit_end(NULL);
-    if (audit != LY_OK || st != LY_OK) {
+    ly_state_dict dict;
+    ly_status st = ly_state_dict_of(ck, &dict);
+    if (st == LY_OK) st = ly_audit_begin(&dict, NULL);
+    if (st == LY_OK) st = ly_graph_create(&g);
+    if (st == LY_OK) st = build(ck, z, classes, fused, g);
+    st = ly_audit_end(st, context);
+    if (st != LY_OK) {
         ly_graph_free(g);
-        return audit != LY_OK ? audit : ly_error_prefix(st, context);
+        return st;
     }
     *out = g;
     return LY_OK;

@@ -8,6 +8,8 @@
 #define LY_MODELS_YOLO9_BUILD_H
 
 #include "graph/graph.h"
+#include "models/common/builder.h"
+#include "models/common/quant_conv.h"
 #include "models/yolo9/yolo9.h"
 
 struct ly_yolo9 {
@@ -20,23 +22,6 @@ struct ly_yolo9 {
     char quant_recipe[8], quant_state[12], quant_remainder[8];
 };
 
-/* LibreYOLO's conv recipes (quantized-checkpoints.md): every exact nn.Conv2d
- * whose qualified name contains none of `keep` (newline-separated substrings;
- * "dfl" is always kept) fake-quantizes its input with the module's calibrated
- * range and convolves with its weight as the recipe makes it: unpacked from
- * weight_packed + _q_w_scale (finalized) or fake-quantized from the fp32
- * master with a per-channel absmax scale (prepared). */
-typedef enum ly_yolo9_quant_recipe {
-    LY_YOLO9_FLOAT,
-    LY_YOLO9_INT8,
-    LY_YOLO9_FP8
-} ly_yolo9_quant_recipe;
-typedef struct ly_yolo9_quant {
-    ly_yolo9_quant_recipe recipe;
-    bool finalized;
-    const char *keep;
-} ly_yolo9_quant;
-
 /* A state dict: `count` tensors, visited by index (names as stored; a "module."
  * or "detect." prefix is normalised by the builder). */
 typedef struct ly_yolo9_state {
@@ -45,7 +30,9 @@ typedef struct ly_yolo9_state {
     void *user;
     /* Optional: the element type a tensor has in the file ("int8", ...). */
     const char *(*stored_dtype)(void *user, const char *name);
-    const ly_yolo9_quant *quant; /* NULL: a float checkpoint */
+    /* NULL: a float checkpoint. Without a keep list, LibreYOLO's yolo9
+     * default: "head." and "backbone.conv0." stay float. */
+    const ly_conv_quant *quant;
 } ly_yolo9_state;
 
 /* Build from `state`. `size` ("t", "s", "m", "c") comes from the checkpoint's
@@ -58,7 +45,7 @@ ly_status ly_yolo9_build_state(const ly_yolo9_state *state, const char *size, in
 
 /* Every state-dict key a LibreYOLO9 of `size` with `nc` classes needs, with
  * its shape, in build order (num_batches_tracked not included). */
-typedef void (*ly_yolo9_key_fn)(const char *key, int ndim, const int64_t *shape, void *user);
+typedef ly_key_fn ly_yolo9_key_fn;
 ly_status ly_yolo9_expected_keys(const char *size, int64_t nc, ly_yolo9_key_fn visit, void *user);
 
 #endif

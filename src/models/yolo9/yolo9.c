@@ -8,11 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static ly_status checkpoint_at(void *user, size_t index, const char **name, ly_tensor *view)
-{
-    return ly_checkpoint_tensor_at(user, index, name, view);
-}
-
 /* A metadata string, or NULL when the checkpoint has none. */
 static ly_status meta_string(const ly_checkpoint *ck, const char *key, const char **value)
 {
@@ -25,16 +20,6 @@ static ly_status meta_string(const ly_checkpoint *ck, const char *key, const cha
     return st;
 }
 
-static const char *stored_dtype(void *user, const char *name)
-{
-    const char *dtype = NULL;
-    if (ly_checkpoint_stored_dtype(user, name, &dtype) != LY_OK) {
-        ly_clear_error();
-        return NULL;
-    }
-    return dtype;
-}
-
 static bool one_of(const char *s, const char *const *list)
 {
     for (; *list; list++)
@@ -45,7 +30,7 @@ static bool one_of(const char *s, const char *const *list)
 /* LibreYOLO's quant manifest (quantized-checkpoints.md 4), checked: the conv
  * recipes run; the others are refused saying why. *recipe stays NULL for a
  * float checkpoint. */
-static ly_status read_quant(const ly_checkpoint *ck, ly_yolo9_quant *q, const char **recipe,
+static ly_status read_quant(const ly_checkpoint *ck, ly_conv_quant *q, const char **recipe,
                             const char **state, const char **remainder)
 {
     static const char *const linear[] = {"w4a16", "w4a8", "int2", "nvfp4", "mxfp4", NULL};
@@ -103,7 +88,7 @@ static ly_status read_quant(const ly_checkpoint *ck, ly_yolo9_quant *q, const ch
                             "ly_yolo9_build: quant manifest: remainder is '%s', expected 'fp16' "
                             "or 'fp32'",
                             *remainder ? *remainder : "(none)");
-    q->recipe = strcmp(*recipe, "int8") == 0 ? LY_YOLO9_INT8 : LY_YOLO9_FP8;
+    q->recipe = strcmp(*recipe, "int8") == 0 ? LY_QUANT_INT8 : LY_QUANT_FP8;
     st = meta_string(ck, "quant.keep_high_precision", &q->keep);
     return st;
 }
@@ -132,16 +117,18 @@ ly_status ly_yolo9_build(const ly_checkpoint *ck, ly_yolo9 **out)
     } else if (st != LY_OK) {
         return st;
     }
-    ly_yolo9_quant quant = {0};
+    ly_conv_quant quant = {0};
     const char *recipe = NULL, *state_name = NULL, *remainder = NULL;
     st = read_quant(ck, &quant, &recipe, &state_name, &remainder);
     if (st != LY_OK) return st;
-    ly_yolo9_state state = {.at = checkpoint_at,
-                            .user = (void *)ck,
-                            .stored_dtype = stored_dtype,
-                            .quant = recipe ? &quant : NULL};
-    st = ly_checkpoint_tensor_count(ck, &state.count);
+    ly_state_dict dict;
+    st = ly_state_dict_of(ck, &dict);
     if (st != LY_OK) return st;
+    ly_yolo9_state state = {.count = dict.count,
+                            .at = dict.at,
+                            .user = dict.user,
+                            .stored_dtype = dict.stored_dtype,
+                            .quant = recipe ? &quant : NULL};
     st = ly_yolo9_build_state(&state, size, nc, out);
     if (st != LY_OK || !recipe) return st;
     ly_yolo9 *net = *out;

@@ -1,14 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the checkpoint format readers (PyTorch zip in checkpoint.c, safetensors
- * in safetensors.c) use to fill a ly_checkpoint (internal).
+ * The checkpoint container (internal): what ly_checkpoint holds (tensors
+ * converted to f32 or i64, metadata, class names) and how a format reader
+ * (torch.h, safetensors.h) fills it; include/libreyolo/checkpoint.h reads
+ * it. The container knows no format; checkpoint.c picks the reader.
  */
-#ifndef LY_IO_CHECKPOINT_INTERNAL_H
-#define LY_IO_CHECKPOINT_INTERNAL_H
+#ifndef LY_IMPORTERS_CHECKPOINT_CONTAINER_H
+#define LY_IMPORTERS_CHECKPOINT_CONTAINER_H
 
-#include "importers/checkpoint/pickle.h"
+#include "importers/checkpoint/elem.h"
 #include "libreyolo/checkpoint.h"
 
+/* An empty container for the file `name` opened by `func` (messages say
+ * "<func>: <name>: ..."), which may convert up to what `file_size` bytes can
+ * expand to. NULL when out of memory (the error is set). */
+ly_checkpoint *ly_ck_create(const char *func, const char *name, size_t file_size);
+/* Index the tensors by name, refusing two of one name; after a reader's fill. */
+ly_status ly_ck_finish(ly_checkpoint *ck);
+
+/* "<func>: <file>", what the container's messages start with. */
+const char *ly_ck_context(const ly_checkpoint *ck);
 /* Set the error "<context>: <message>" (context names the function and file). */
 ly_status ly_ck_fail(const ly_checkpoint *ck, ly_status status, const char *fmt, ...)
     LY_PRINTF(3, 4);
@@ -33,8 +44,5 @@ ly_status ly_ck_add_meta_other(ly_checkpoint *ck, const char *key, const char *t
 ly_status ly_ck_names_reserve(ly_checkpoint *ck, size_t count);
 ly_status ly_ck_names_set(ly_checkpoint *ck, size_t index, const char *name);
 #define LY_CK_MAX_CLASSES ((size_t)1 << 20)
-
-/* Parse a .safetensors file into `ck` (tensors and __metadata__). */
-ly_status ly_safetensors_load(ly_checkpoint *ck, const uint8_t *data, size_t size);
 
 #endif

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Hub downloads through libcurl (built only when CMake found libcurl). */
-#include "kernels/hub/hub.h"
+/* HTTP(S) GET into memory through libcurl (io/http.h; this folder is built
+ * only when CMake found libcurl). */
+#include "io/http.h"
 
 #include "core/core.h"
 
@@ -50,7 +51,7 @@ static size_t on_data(char *bytes, size_t size, size_t count, void *user)
     return n;
 }
 
-ly_status ly_hub_download(const char *url, size_t max_bytes, uint8_t **data, size_t *size)
+ly_status ly_http_get(const char *url, size_t max_bytes, uint8_t **data, size_t *size)
 {
     *data = NULL;
     *size = 0;
