@@ -106,6 +106,11 @@ ly_status ly_ck_add_tensor(ly_checkpoint *ck, const char *key, ly_elem elem, con
                            const int64_t *shape, const int64_t *stride)
 {
     if (strncmp(key, "module.", 7) == 0) key += 7;
+    if (ck->count >= LY_CK_MAX_TENSORS)
+        return ly_ck_fail(ck, LY_E_FORMAT,
+                          "more than %zu tensors (at '%s'): no checkpoint this library reads has "
+                          "as many",
+                          LY_CK_MAX_TENSORS, key);
     char shape_buf[160], stride_buf[160];
     if (elem == LY_ELEM_UNTYPED || ly_elem_size(elem) == 0)
         return ly_ck_fail(ck, LY_E_FORMAT, "tensor '%s' has no element type", key);

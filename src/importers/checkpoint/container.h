@@ -24,6 +24,12 @@ const char *ly_ck_context(const ly_checkpoint *ck);
 ly_status ly_ck_fail(const ly_checkpoint *ck, ly_status status, const char *fmt, ...)
     LY_PRINTF(3, 4);
 
+/* The most tensors a checkpoint may hold. LibreYOLO's largest checkpoints
+ * (quantized, or transformers with their buffers) hold a few thousand; the
+ * cap bounds what a hostile header of millions of tiny entries costs before
+ * any family can refuse it (readers check it as they count entries). */
+#define LY_CK_MAX_TENSORS ((size_t)1 << 16)
+
 /* Add the tensor `key` (a leading "module." is dropped): the view of `base`
  * (`base_bytes` bytes, described by `base_what` in messages) with the given
  * element type, element offset, shape and element strides (NULL: C-contiguous),

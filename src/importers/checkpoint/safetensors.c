@@ -280,9 +280,10 @@ static ly_status st_json_error(ly_checkpoint *ck, const ly_json_doc *d)
 static ly_status st_check(ly_checkpoint *ck, ly_json_doc *d, uint64_t data_size)
 {
     /* Room for as many entries as the header can hold, each at least
-     * "":{"dtype":"U8","shape":[],"data_offsets":[0,0]} long: never moved
-     * while it fills, and only what is filled is ever touched. */
+     * "":{"dtype":"U8","shape":[],"data_offsets":[0,0]} long, up to the
+     * container's cap: never moved while it fills. */
     size_t cap = d->len / ST_MIN_ENTRY + 1, count = 0;
+    if (cap > LY_CK_MAX_TENSORS + 1) cap = LY_CK_MAX_TENSORS + 1;
     st_extent *extents = malloc(cap * sizeof *extents);
     if (!extents) return ly_ck_fail(ck, LY_E_NO_MEMORY, "cannot allocate the tensor table");
     uint64_t declared = 0;
@@ -307,8 +308,11 @@ static ly_status st_check(ly_checkpoint *ck, ly_json_doc *d, uint64_t data_size)
         st_entry e;
         st = st_entry_read(ck, d, node, data_size, &e);
         if (st != LY_OK) break;
-        if (count == cap) { /* cannot happen: each entry took ST_MIN_ENTRY bytes */
-            st = ly_ck_fail(ck, LY_E_INTERNAL, "more tensor entries than the header can hold");
+        if (count == LY_CK_MAX_TENSORS) {
+            st = ly_ck_fail(ck, LY_E_FORMAT,
+                            "more than %zu tensor entries (at '%s'): no checkpoint this library "
+                            "reads has as many",
+                            LY_CK_MAX_TENSORS, e.name);
             break;
         }
         extents[count++] = (st_extent){e.begin, e.end, ly_json_key_at(d, node)};
