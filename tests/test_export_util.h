@@ -5,7 +5,7 @@
 #ifndef LY_TESTS_TEST_EXPORT_UTIL_H
 #define LY_TESTS_TEST_EXPORT_UTIL_H
 
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 #include "models/yolo9/build.h"
 
 #include <math.h>

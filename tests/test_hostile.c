@@ -8,7 +8,7 @@
  * checked in builds without XNNPACK too.)
  */
 #include "engines/executorch/et_runtime.h"
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/image.h"
 #include "libreyolo/libreyolo.h"

@@ -9,9 +9,9 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
-#include "export/pte/fb.h"
-#include "export/pte/pte_internal.h"
-#include "export/pte/pte_samples.h"
+#include "pte/fb.h"
+#include "pte/pte_internal.h"
+#include "pte/pte_samples.h"
 #include "test_util.h"
 
 #include <cjson/cJSON.h>

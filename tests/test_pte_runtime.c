@@ -19,7 +19,7 @@
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "export/commit.h"
+#include "pte/commit.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "libreyolo/export.h"
@@ -450,17 +450,17 @@ static void test_load_after_interrupted_export(void **state)
     assert_int_equal(ly_model_export(m, &o, NULL, 0), LY_OK);
     /* Count the steps of a second export, then crash one in the middle of the swap. */
     o.imgsz = s96;
-    ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+    ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
     assert_int_equal(ly_model_export(m, &o, NULL, 0), LY_OK);
-    int steps = ly_export_fault_steps();
+    int steps = ly_pte_fault_steps();
     /* The swap is the four renames before the last ten steps (directory sync,
      * the "committed" journal, removing the backups and the journal): crash
      * after the program was replaced and before the sidecar was. */
     for (int k = steps - 13; k <= steps - 11; k++) {
         o.imgsz = o.imgsz == s64 ? s96 : s64;
-        ly_export_fault_inject(k, LY_FAULT_CRASH, 0);
+        ly_pte_fault_inject(k, LY_PTE_FAULT_CRASH, 0);
         assert_int_equal(ly_model_export(m, &o, NULL, 0), LY_E_INTERNAL);
-        ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+        ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
         ly_status st = ly_model_load(out, NULL, &p);
         if (st != LY_OK) fail_msg("crash at step %d of %d: %s", k, steps, ly_last_error());
         ly_model_info info;

@@ -9,9 +9,9 @@
 #include "libreyolo/export.h"
 
 #include "core/core.h"
-#include "export/commit.h"
+#include "pte/commit.h"
 #include "export/export_internal.h"
-#include "export/json_text.h"
+#include "pte/json_text.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "models/recipe.h"
@@ -351,7 +351,7 @@ ly_status ly_model_export(ly_model *model, const ly_export_options *options, cha
     if (st == LY_OK)
         st = sidecar_text(d, r->h, r->w, lowered.delegate_partitions, &sidecar, &sidecar_len);
     if (st == LY_OK)
-        st = ly_export_commit_pair(r->output, lowered.program, lowered.size, sidecar, sidecar_len);
+        st = ly_pte_commit_pair(r->output, lowered.program, lowered.size, sidecar, sidecar_len);
     if (st == LY_OK) {
         ly_log(LY_LOG_INFO, "Export complete: %s", r->output);
         if (out_path && out_size) snprintf(out_path, out_size, "%s", r->output);

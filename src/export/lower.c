@@ -3,7 +3,7 @@
 #include "export/lower.h"
 
 #include "core/core.h"
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 #include "ops/ops_internal.h"
 #include "ops/shape/shape.h"
 

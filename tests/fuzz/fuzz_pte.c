@@ -7,7 +7,7 @@
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 
 #include <stdlib.h>
 

@@ -16,7 +16,7 @@
 #include "core/core.h"
 #include "core/json.h"
 #include "engines/executorch/et_runtime.h"
-#include "export/commit.h"
+#include "pte/commit.h"
 #include "export/export_internal.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
@@ -448,7 +448,7 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
 {
     if (!path || !ends_with(path, ".pte")) return LY_E_DECLINED;
     /* An interrupted export leaves a journal: finish it before reading the pair. */
-    ly_status st = ly_export_recover(path, NULL);
+    ly_status st = ly_pte_recover(path, NULL);
     if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
     struct stat sb;
     if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode))

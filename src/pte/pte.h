@@ -30,8 +30,8 @@
  * CHANGES to signatures after first publication are listed here:
  *   (none yet)
  */
-#ifndef LY_EXPORT_PTE_PTE_H
-#define LY_EXPORT_PTE_PTE_H
+#ifndef LY_PTE_PTE_H
+#define LY_PTE_PTE_H
 
 #include "libreyolo/libreyolo.h"
 

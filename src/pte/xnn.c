@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The XNNPACK delegate payload: XH00 header, XNNGraph flatbuffer, inline constants (spec B3). */
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <stdarg.h>
 #include <stddef.h>

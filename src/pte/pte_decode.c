@@ -3,7 +3,7 @@
  * built, then the checks ExecuTorch's Program::load, method_meta and Method::init make
  * (spec B1, B4). */
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Queries on a `.pte` program model. */
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <string.h>
 

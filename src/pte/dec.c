@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Helpers for decoding flatbuffers into arena-allocated models. */
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "export/pte/fb.h"
+#include "pte/fb.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
