@@ -19,7 +19,6 @@
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "pte/commit.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "libreyolo/export.h"
@@ -27,6 +26,8 @@
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 #include "models/recipe.h"
+#include "pte/commit.h"
+#include "pte/sidecar.h"
 #include "test_export_util.h"
 
 #include <math.h>
@@ -377,6 +378,11 @@ static const char *const good_sidecar =
     "\"imgsz_w\": 4, \"model_family\": \"yolo9\", \"nc\": 2, \"precision\": \"fp32\", "
     "\"schema_version\": \"1.0\", \"size\": \"t\", \"task\": \"detect\"}";
 
+static bool yolo9_only(const char *family)
+{
+    return strcmp(family, "yolo9") == 0;
+}
+
 static ly_status load_with(const char *sidecar)
 {
     char side[600];
@@ -418,6 +424,13 @@ static void test_sidecar_checks(void **state)
                  "ExecuTorch metadata must define both imgsz_h and imgsz_w, or neither.");
     expect_error(load_with("{\"executorch_delegate\": \"xnnpack\", \"precision\": \"fp32\"}"),
                  "ExecuTorch metadata must declare a fixed input size.");
+    /* Sizes beyond what the exporter writes are too large, naming the limit. */
+    expect_error(load_with("{\"executorch_delegate\": \"xnnpack\", \"precision\": \"fp32\", "
+                           "\"imgsz\": 65535}"),
+                 ".json: input size 65535x65535 is too large (at most 16384 per side)");
+    expect_error(load_with("{\"executorch_delegate\": \"xnnpack\", \"precision\": \"fp32\", "
+                           "\"imgsz_h\": 0, \"imgsz_w\": 8}"),
+                 "input size 0x8 is not a positive size");
     /* Keys all right, but the program is not a YOLO9 detector. */
     expect_error(load_with(good_sidecar), ly_et_xnnpack_available()
                                               ? "the network's first output"
@@ -430,6 +443,100 @@ static void test_sidecar_checks(void **state)
     ly_model_desc d = {0};
     assert_int_equal(ly_pte_load_model("model.PTE", &d), LY_E_DECLINED);
     assert_int_equal(ly_pte_load_model("model.pt", &d), LY_E_DECLINED);
+}
+
+/* What the writer puts, the reader gives back: one table serves both. */
+static void test_sidecar_round_trip(void **state)
+{
+    (void)state;
+    char *names[3] = {"cat", "", "a \"dog\""};
+    ly_sidecar w = {.h = 320,
+                    .w = 256,
+                    .nc = 3,
+                    .names = names,
+                    .libreyolo_version = "0.0.0",
+                    .delegate_partitions = 2,
+                    .crop_pct = 0.875,
+                    .interpolation = "bicubic"};
+    snprintf(w.family, sizeof w.family, "yolo9");
+    snprintf(w.size, sizeof w.size, "t");
+    snprintf(w.task, sizeof w.task, "detect");
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ly_sidecar_write(&w, &text, &len), LY_OK);
+    assert_int_equal(strlen(text), len);
+    char side[600];
+    snprintf(side, sizeof side, "%s.json", tiny_path);
+    write_all(side, text, len);
+    const ly_sidecar_read_options rectangular = {.rectangular = yolo9_only};
+    ly_sidecar r;
+    ly_status st = ly_sidecar_read(tiny_path, &rectangular, &r);
+    if (st != LY_OK) fail_msg("%s\n%s", ly_last_error(), text);
+    assert_string_equal(r.family, "yolo9");
+    assert_string_equal(r.size, "t");
+    assert_string_equal(r.task, "detect");
+    assert_int_equal(r.h, 320);
+    assert_int_equal(r.w, 256);
+    assert_int_equal(r.nc, 3);
+    assert_string_equal(r.names[0], "cat");
+    assert_string_equal(r.names[1], "class_1");
+    assert_string_equal(r.names[2], "a \"dog\"");
+    ly_sidecar_free(&r);
+    /* the rows a reader ignores are written all the same, sorted as json.dumps */
+    static const char *const keys[] = {
+        "\"crop_pct\": 0.875",
+        "\"default_task\": \"detect\"",
+        "\"dynamic\": false",
+        "\"executorch_delegate\": \"xnnpack\"",
+        "\"executorch_delegate_partitions\": 2",
+        "\"executorch_version\": \"" LY_SIDECAR_EXECUTORCH_VERSION "\"",
+        "\"imgsz\": 320",
+        "\"imgsz_h\": 320",
+        "\"imgsz_w\": 256",
+        "\"interpolation\": \"bicubic\"",
+        "\"libreyolo_version\": \"0.0.0\"",
+        "\"model_family\": \"yolo9\"",
+        "\"model_size\": \"t\"",
+        "\"names\": {",
+        "\"nb_classes\": 3",
+        "\"nc\": 3",
+        "\"obb\": false",
+        "\"precision\": \"fp32\"",
+        "\"schema_version\": \"" LY_SIDECAR_SCHEMA_VERSION "\"",
+        "\"size\": \"t\"",
+        "\"supported_tasks\": [",
+        "\"task\": \"detect\"",
+    };
+    const char *at = text;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *found = strstr(at, keys[i]);
+        if (!found) fail_msg("%s is not where json.dumps puts it in:\n%s", keys[i], text);
+        at = found;
+    }
+    /* Without the family's leave a rectangular size is refused; a names
+     * object left out gives the default names to as many classes. */
+    w.crop_pct = 0;
+    w.interpolation = NULL;
+    w.names = NULL;
+    w.nc = 2;
+    free(text);
+    assert_int_equal(ly_sidecar_write(&w, &text, &len), LY_OK);
+    write_all(side, text, len);
+    expect_error(ly_sidecar_read(tiny_path, NULL, &r),
+                 "rectangular input 320x256 is not allowed for yolo9 programs");
+    ly_sidecar_free(&r);
+    static const char *const two[2] = {"first", "second"};
+    const ly_sidecar_read_options defaults = {
+        .rectangular = yolo9_only, .default_names = two, .n_default_names = 2};
+    assert_true(strstr(text, "\"crop_pct\"") == NULL && strstr(text, "interpolation") == NULL);
+    char *no_names = strstr(text, "\"names\"");
+    memcpy(no_names, "\"nameX\"", 7);
+    write_all(side, text, len);
+    assert_int_equal(ly_sidecar_read(tiny_path, &defaults, &r), LY_OK);
+    assert_string_equal(r.names[0], "first");
+    assert_string_equal(r.names[1], "second");
+    ly_sidecar_free(&r);
+    free(text);
 }
 
 /* An export interrupted between the two swaps is finished by the next load. */
@@ -788,6 +895,7 @@ int main(void)
         cmocka_unit_test(test_nanodet_parity),
         cmocka_unit_test(test_portable_kernels),
         cmocka_unit_test(test_sidecar_checks),
+        cmocka_unit_test(test_sidecar_round_trip),
         cmocka_unit_test(test_load_after_interrupted_export),
         cmocka_unit_test(test_fuzz_program),
         cmocka_unit_test(test_fuzz_sidecar),

@@ -11,12 +11,11 @@
 #include "core/core.h"
 #include "pte/commit.h"
 #include "export/export_internal.h"
-#include "pte/json_text.h"
+#include "pte/sidecar.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "models/recipe.h"
 
-#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,63 +268,22 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
     return LY_OK;
 }
 
-static bool add_string(cJSON *o, const char *k, const char *v)
-{
-    return cJSON_AddStringToObject(o, k, v) != NULL;
-}
-
-static bool add_number(cJSON *o, const char *k, double v)
-{
-    return cJSON_AddNumberToObject(o, k, v) != NULL;
-}
-
-/* The sidecar keys of A2. */
+/* The sidecar of A2 for this model and program. */
 static ly_status sidecar_text(const ly_model_desc *d, int64_t h, int64_t w, int partitions,
                               char **text, size_t *len)
 {
-    cJSON *o = cJSON_CreateObject();
-    bool ok = o != NULL;
-    ok = ok && add_string(o, "schema_version", LY_EXPORT_SCHEMA_VERSION);
-    ok = ok && add_string(o, "libreyolo_version", ly_version());
-    ok = ok && add_string(o, "model_family", d->recipe->family);
-    ok = ok && add_string(o, "size", d->size);
-    ok = ok && add_string(o, "model_size", d->size);
-    ok = ok && add_string(o, "task", d->task);
-    cJSON *tasks = ok ? cJSON_AddArrayToObject(o, "supported_tasks") : NULL;
-    ok = ok && tasks && cJSON_AddItemToArray(tasks, cJSON_CreateString(d->task));
-    ok = ok && add_string(o, "default_task", d->task);
-    ok = ok && add_number(o, "nc", (double)d->nc);
-    ok = ok && add_number(o, "nb_classes", (double)d->nc);
-    cJSON *names = ok ? cJSON_AddObjectToObject(o, "names") : NULL;
-    ok = ok && names;
-    for (int64_t i = 0; ok && i < d->nc; i++) {
-        char key[24];
-        snprintf(key, sizeof key, "%lld", (long long)i);
-        const char *name = d->names && d->names[i] && *d->names[i] ? d->names[i] : NULL;
-        char fallback[40];
-        if (!name) {
-            snprintf(fallback, sizeof fallback, "class_%lld", (long long)i);
-            name = fallback;
-        }
-        ok = add_string(names, key, name);
-    }
-    ok = ok && add_number(o, "imgsz", (double)(h > w ? h : w));
-    ok = ok && add_number(o, "imgsz_h", (double)h);
-    ok = ok && add_number(o, "imgsz_w", (double)w);
-    ok = ok && add_string(o, "precision", "fp32");
-    ok = ok && cJSON_AddFalseToObject(o, "dynamic");
-    ok = ok && cJSON_AddBoolToObject(o, "obb", strcmp(d->task, "obb") == 0);
-    /* classify_eval_kwargs: the eval transform an ExecuTorch loader repeats */
-    if (d->recipe->crop_pct > 0) ok = ok && add_number(o, "crop_pct", d->recipe->crop_pct);
-    if (d->recipe->interpolation)
-        ok = ok && add_string(o, "interpolation", d->recipe->interpolation);
-    ok = ok && add_string(o, "executorch_version", LY_EXPORT_EXECUTORCH_VERSION);
-    ok = ok && add_string(o, "executorch_delegate", "xnnpack");
-    ok = ok && add_number(o, "executorch_delegate_partitions", partitions);
-    ly_status st = ok ? ly_json_python_dumps(o, text, len)
-                      : ly_set_error(LY_E_NO_MEMORY, "ly_model_export: out of memory");
-    cJSON_Delete(o);
-    return st;
+    ly_sidecar s = {.h = h,
+                    .w = w,
+                    .nc = d->nc,
+                    .names = d->names,
+                    .libreyolo_version = ly_version(),
+                    .delegate_partitions = partitions,
+                    .crop_pct = d->recipe->crop_pct,
+                    .interpolation = d->recipe->interpolation};
+    snprintf(s.family, sizeof s.family, "%s", d->recipe->family);
+    snprintf(s.size, sizeof s.size, "%s", d->size);
+    snprintf(s.task, sizeof s.task, "%s", d->task);
+    return ly_sidecar_write(&s, text, len);
 }
 
 ly_status ly_model_export(ly_model *model, const ly_export_options *options, char *out_path,
