@@ -19,6 +19,7 @@
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
+#include "engines/executorch/method_internal.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "libreyolo/export.h"
@@ -762,6 +763,22 @@ static void test_portable_kernels(void **state)
     }
 }
 
+/* Our runtime has a kernel for every operator schema, and none without one. */
+static void test_every_schema_has_a_kernel(void **state)
+{
+    (void)state;
+    for (int op = 0; op < LY_PTE_PORTABLE_COUNT; op++) {
+        const ly_pte_op_schema *s = &ly_pte_op_schemas[op];
+        const et_kernel *k = ly_et_find_kernel(s->name, s->overload);
+        if (!k) fail_msg("%s.%s has no kernel", s->name, s->overload);
+        assert_ptr_equal(k->schema, s);
+        assert_non_null(k->check);
+        assert_non_null(k->run);
+    }
+    assert_null(ly_et_find_kernel("aten::avg_pool2d", "vec_out"));
+    assert_null(ly_et_find_kernel("aten::convolution", "out"));
+}
+
 /* ---- fuzzing --------------------------------------------------------------------- */
 
 static void try_program(const uint8_t *bytes, size_t size)
@@ -894,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_fixture_parity),
         cmocka_unit_test(test_nanodet_parity),
         cmocka_unit_test(test_portable_kernels),
+        cmocka_unit_test(test_every_schema_has_a_kernel),
         cmocka_unit_test(test_sidecar_checks),
         cmocka_unit_test(test_sidecar_round_trip),
         cmocka_unit_test(test_load_after_interrupted_export),

@@ -353,8 +353,8 @@ static ly_status prepare(ly_et_method *m)
                     char what[700];
                     snprintf(what, sizeof what, "%s: instruction %zu (%s%s%s)", m->what, i, o->name,
                              *overload ? "." : "", overload);
-                    st = rt->kernel->check(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
-                                           what);
+                    st = ly_et_kernel_check(rt->kernel, m->v, in->u.kernel_call.args,
+                                            in->u.kernel_call.n_args, what);
                 }
                 m->kernel_calls++;
                 break;
@@ -553,11 +553,9 @@ static ly_status run_chains(ly_et_method *m, int threads)
             switch (in->type) {
             case LY_PTE_KERNEL_CALL:
                 if (m->has_moves)
-                    st = rt->kernel->check(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
-                                           m->what);
-                if (st == LY_OK)
-                    st = rt->kernel->run(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
-                                         threads);
+                    st = ly_et_kernel_check(rt->kernel, m->v, in->u.kernel_call.args,
+                                            in->u.kernel_call.n_args, m->what);
+                if (st == LY_OK) st = rt->kernel->run(m->v, in->u.kernel_call.args, threads);
                 break;
             case LY_PTE_DELEGATE_CALL:
                 st = ly_et_xnnpack_execute(m->delegates[in->u.delegate_call.delegate_index],
