@@ -545,9 +545,8 @@ static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     assert_int_equal(ly_kernels_capture_begin(), LY_OK);
-    assert_int_equal(ly_graph_prepare(ctx, 1, in, 1), LY_OK);
     ly_lower_result r;
-    ly_status st = ly_export_lower(g, ctx, NULL, &r);
+    ly_status st = lower_graph(g, in, &r);
     assert_int_equal(ly_kernels_capture_end(), LY_OK);
     if (st != LY_OK) fail_msg("%s", ly_last_error());
     assert_true(r.delegate_partitions >= min_partitions);
@@ -725,12 +724,7 @@ static void test_lower_transformer_ops(void **state)
 /* Lower `g` at `in`'s shape. */
 static ly_status lower_at(ly_graph *g, const ly_tensor *in, ly_lower_result *r)
 {
-    ly_graph_ctx *ctx;
-    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
-    assert_int_equal(ly_graph_prepare(ctx, 1, in, 1), LY_OK);
-    ly_status st = ly_export_lower(g, ctx, NULL, r);
-    ly_graph_ctx_free(ctx);
-    return st;
+    return lower_graph(g, in, r);
 }
 
 static void test_lower_refusals(void **state)

@@ -97,12 +97,8 @@ static void make_tiny(void)
     conv(g, s, 4, 2, 3, LY_ACT_SIGMOID, &y);
     assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
     ly_tensor in = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, 4, 4}};
-    ly_graph_ctx *ctx;
-    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
-    assert_int_equal(ly_graph_prepare(ctx, 1, &in, 1), LY_OK);
     ly_lower_result r;
-    assert_int_equal(ly_export_lower(g, ctx, NULL, &r), LY_OK);
-    ly_graph_ctx_free(ctx);
+    assert_int_equal(lower_graph(g, &in, &r), LY_OK);
     assert_int_equal(r.delegate_partitions, 2);
     tiny = r.program;
     tiny_size = r.size;

@@ -9,12 +9,12 @@
 #include "libreyolo/export.h"
 
 #include "core/core.h"
-#include "pte/commit.h"
 #include "export/export_internal.h"
-#include "pte/sidecar.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "models/recipe.h"
+#include "pte/commit.h"
+#include "pte/sidecar.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -222,8 +222,9 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
     return default_output(d, o->model_path, r->output, sizeof r->output);
 }
 
-/* The graph planned for [1, 3, h, w] and lowered; capture keeps the
- * accelerated providers out of anything the walk runs. */
+/* The graph's shapes inferred for [1, 3, h, w] and the graph lowered; capture
+ * keeps the accelerated providers out of what the lowering runs (the FOLD
+ * ops' references). */
 static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_result *lowered)
 {
     ly_graph *own = NULL;
@@ -237,11 +238,14 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
                             "ly_model_export: the %s model has no graph to capture for export",
                             d->recipe->family);
     ly_status st = ly_kernels_capture_begin();
-    if (st != LY_OK) return st;
+    if (st != LY_OK) {
+        ly_graph_free(own);
+        return st;
+    }
     ly_tensor input = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
-    ly_graph_ctx *ctx = NULL;
-    st = ly_graph_ctx_create(g, &ctx);
-    if (st == LY_OK) st = ly_graph_prepare(ctx, 1, &input, 1);
+    ly_tensor *shapes = calloc((size_t)ly_graph_value_count(g) + 1, sizeof *shapes);
+    st = shapes ? ly_graph_infer(g, 1, &input, shapes)
+                : ly_set_error(LY_E_NO_MEMORY, "ly_model_export: out of memory");
     if (st == LY_OK) {
         /* A recipe may keep only its leading outputs (YOLO9: the decoded
          * predictions, as LibreYOLO's export head). */
@@ -254,9 +258,9 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
             lo.outputs = keep;
             lo.n_outputs = n;
         }
-        st = ly_export_lower(g, ctx, &lo, lowered);
+        st = ly_export_lower(g, shapes, &lo, lowered);
     }
-    ly_graph_ctx_free(ctx);
+    free(shapes);
     ly_graph_free(own);
     ly_status end = ly_kernels_capture_end();
     if (st == LY_OK && end != LY_OK) {
