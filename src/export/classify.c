@@ -1,54 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Which nodes are delegated, portable or folded (see lower_internal.h), and
- * the exporter tables the manifest builds. */
-#include "export/lower_internal.h"
-
-/* ---- the manifest's exporters -------------------------------------------------------- */
-
-#define XNN_OF_XNN(xnn, portable) xnn
-#define XNN_OF_EITHER(xnn, portable) xnn
-#define XNN_OF_PORTABLE(xnn, portable) NULL
-#define XNN_OF_FOLD(xnn, portable) NULL
-#define XNN_OF_NONE(xnn, portable) NULL
-
-const ly_xnn_export *const ly_xnn_exports[LY_OP_COUNT] = {
-#define LY_OP(ID, name, params, defaults, check, parity, ...)                                      \
-    [LY_OP_##ID] = LY_EXPORT_PICK(XNN_OF_, LY_EXPORT_FIRST(__VA_ARGS__), &ly_xnn_export_##name,    \
-                                  &ly_portable_export_##name),
-#include "libreyolo/ops.inc"
-#undef LY_OP
-};
-
-#define PORTABLE_OF_XNN(xnn, portable) NULL
-#define PORTABLE_OF_EITHER(xnn, portable) portable
-#define PORTABLE_OF_PORTABLE(xnn, portable) portable
-#define PORTABLE_OF_FOLD(xnn, portable) NULL
-#define PORTABLE_OF_NONE(xnn, portable) NULL
-
-const ly_portable_export *const ly_portable_exports[LY_OP_COUNT] = {
-#define LY_OP(ID, name, params, defaults, check, parity, ...)                                      \
-    [LY_OP_##ID] = LY_EXPORT_PICK(PORTABLE_OF_, LY_EXPORT_FIRST(__VA_ARGS__),                      \
-                                  &ly_xnn_export_##name, &ly_portable_export_##name),
-#include "libreyolo/ops.inc"
-#undef LY_OP
-};
-
-/* ---- operands ---------------------------------------------------------------------------- */
-
-bool ly_lower_is_4d(const ly_lowering *L, ly_graph_value v)
-{
-    return v != LY_GRAPH_NONE && L->shape[v].ndim == 4;
-}
-
-bool ly_lower_known_f32(const ly_lowering *L, ly_graph_value v)
-{
-    return v != LY_GRAPH_NONE && L->known[v] && L->shape[v].dtype == LY_F32;
-}
-
-int64_t ly_lower_axis(int64_t axis, int ndim)
-{
-    return axis < 0 ? axis + ndim : axis;
-}
+/* Which nodes are delegated, portable or folded (see lowering.h). */
+#include "export/lowering.h"
 
 /* Whether the op's XNNPACK emitter covers this call: f32 operands, and what
  * the emitter itself asks. */

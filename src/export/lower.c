@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A model graph lowered to an ExecuTorch program with the XNNPACK delegate:
- * the driver (see lower.h and lower_internal.h). */
-#include "export/lower_internal.h"
+ * the driver (see lower.h and lowering.h). */
+#include "export/lowering.h"
 
 /* The program: the instructions, values and memory plan made, with segments
  * [0] the constant segment, the delegate blobs, then one per named buffer. */
@@ -142,7 +142,8 @@ ly_status ly_export_lower(ly_graph *g, const ly_tensor *shapes, const ly_lower_o
         }
         for (int i = 0; i < L.n_nodes && st == LY_OK; i++)
             if (L.nodes[i].portable && !L.nodes[i].folded && L.nodes[i].part == level)
-                st = ly_lower_emit_portable(&L, &L.nodes[i]);
+                st = ly_lower_emit_portable(&L, &L.nodes[i],
+                                            ly_portable_exports[L.nodes[i].info.op]);
     }
     if (st != LY_OK) goto done;
     for (int i = 0; i < n_out; i++) {

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What each op the manifest marks PORTABLE (or EITHER) becomes between
- * partitions: its ly_portable_export_<name> (lower_internal.h), the operands
+ * partitions: its ly_portable_export_<name> (lowering.h), the operands
  * its kernel takes and its KernelCall, whose arguments go through the
  * operator's row of src/pte/op_schema.h (the one our runtime checks them
  * against), then the instruction itself.
  */
-#include "export/lower_internal.h"
+#include "export/lowering.h"
 
 static bool takes_4d(const ly_lowering *L, const ly_graph_node_info *n)
 {
@@ -146,11 +146,12 @@ LY_PORTABLE_EXPORT(ms_deform_attn, takes_any_rank, call_ms_deform_attn);
 
 /* ---- the instruction ------------------------------------------------------------------ */
 
-ly_status ly_lower_emit_portable(ly_lowering *L, const ly_lower_node *gn)
+ly_status ly_lower_emit_portable(ly_lowering *L, const ly_lower_node *gn,
+                                 const ly_portable_export *e)
 {
     const ly_graph_node_info *n = &gn->info;
     ly_pte_call k;
-    ly_portable_exports[n->op]->call(L, n, &k);
+    e->call(L, n, &k);
     size_t n_args = 0;
     ly_status st = ly_pte_call_finish(&k, &n_args);
     if (st != LY_OK) return st;

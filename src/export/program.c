@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The program a lowering writes: its values, instructions, operators, named
- * data and memory plan (see lower_internal.h). */
-#include "export/lower_internal.h"
+ * data and memory plan (see lowering.h). */
+#include "export/lowering.h"
 
 #include <stdio.h>
 

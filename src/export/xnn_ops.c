@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What each op the manifest marks XNN (or EITHER) becomes inside a partition:
- * its ly_xnn_export_<name> (lower_internal.h), the operands it covers and its
+ * its ly_xnn_export_<name> (lowering.h), the operands it covers and its
  * XNNPACK nodes, built with the partition's builder (partition.c).
  */
-#include "export/lower_internal.h"
+#include "export/lowering.h"
 
 #include "ops/shape/shape.h"
 

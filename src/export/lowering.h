@@ -9,10 +9,13 @@
  *   program.c       program values (tensors, constants), instructions,
  *                   operators, named data, the memory plan
  *   partition.c     the partitions, and one partition as an XNNGraph (its
- *                   externals, the layout of every value) and DelegateCall
+ *                   externals, its nodes by their ops' emitters) and DelegateCall
+ *   xnn_builder.c   building an XNNGraph: values, constants, nodes, and the
+ *                   two layouts (logical, channels-last) of a value
  *   xnn_ops.c       each XNN op's emitter: ly_xnn_export_<name>
  *   portable_ops.c  each PORTABLE op's KernelCall, on the operator schemas
  *                   of src/pte/op_schema.h: ly_portable_export_<name>
+ *   exports.c       the tables of those exporters, built from the manifest
  *
  * The manifest (libreyolo/ops.inc) declares, below, the exporter an op's
  * export column names: an XNN op must define ly_xnn_export_<name>, a
@@ -20,8 +23,8 @@
  * that dispatch on them are built from the manifest too, so an op without
  * the exporter its entry names does not link.
  */
-#ifndef LY_EXPORT_LOWER_INTERNAL_H
-#define LY_EXPORT_LOWER_INTERNAL_H
+#ifndef LY_EXPORT_LOWERING_H
+#define LY_EXPORT_LOWERING_H
 
 #include "core/core.h"
 #include "export/lower.h"
@@ -124,9 +127,21 @@ int64_t ly_lower_numel(const ly_tensor *t);
 ly_status ly_lower_classify(ly_lowering *L, ly_lower_node *gn);
 
 /* Operand tests the ops' `takes` share. */
-bool ly_lower_is_4d(const ly_lowering *L, ly_graph_value v);
-bool ly_lower_known_f32(const ly_lowering *L, ly_graph_value v);
-int64_t ly_lower_axis(int64_t axis, int ndim); /* a negative axis counted from the end */
+static inline bool ly_lower_is_4d(const ly_lowering *L, ly_graph_value v)
+{
+    return v != LY_GRAPH_NONE && L->shape[v].ndim == 4;
+}
+
+static inline bool ly_lower_known_f32(const ly_lowering *L, ly_graph_value v)
+{
+    return v != LY_GRAPH_NONE && L->known[v] && L->shape[v].dtype == LY_F32;
+}
+
+/* A negative axis counted from the end. */
+static inline int64_t ly_lower_axis(int64_t axis, int ndim)
+{
+    return axis < 0 ? axis + ndim : axis;
+}
 
 /* ---- program.c ---------------------------------------------------------------------------- */
 
@@ -152,10 +167,12 @@ ly_status ly_lower_plan_memory(ly_lowering *L, uint64_t *total);
 
 /* ---- portable_ops.c ----------------------------------------------------------------------- */
 
-/* A portable node's KernelCall, by its op's portable call. */
-ly_status ly_lower_emit_portable(ly_lowering *L, const ly_lower_node *gn);
+/* A portable node's KernelCall, by its op's portable call `e`. */
+typedef struct ly_portable_export ly_portable_export;
+ly_status ly_lower_emit_portable(ly_lowering *L, const ly_lower_node *gn,
+                                 const ly_portable_export *e);
 
-/* ---- partition.c: one partition as an XNNGraph ------------------------------------------ */
+/* ---- partition.c, xnn_builder.c: one partition as an XNNGraph ---------------------------- */
 
 typedef struct ly_xnn_builder {
     ly_lowering *L;
@@ -227,11 +244,11 @@ typedef struct ly_xnn_export {
 
 /* An op the manifest marks PORTABLE (or EITHER), a KernelCall between
  * partitions. An EITHER op is portable exactly when `takes` holds. */
-typedef struct ly_portable_export {
+struct ly_portable_export {
     bool (*takes)(const ly_lowering *L, const ly_graph_node_info *n);
     /* The call's arguments and outs, in its schema's order. */
     void (*call)(ly_lowering *L, const ly_graph_node_info *n, ly_pte_call *k);
-} ly_portable_export;
+};
 
 /* The manifest's export column, read from its seventh argument on (columns
  * appended later are ignored): LY_EXPORT_PICK(export, xnn, portable) is
@@ -261,7 +278,7 @@ typedef struct ly_portable_export {
 #define LY_PORTABLE_EXPORT(name, takes, call)                                                      \
     const ly_portable_export ly_portable_export_##name = {takes, call}
 
-/* Per op: its XNNPACK emitter and its portable call, where the manifest names them. */
+/* exports.c: per op, its XNNPACK emitter and its portable call, where the manifest names them. */
 extern const ly_xnn_export *const ly_xnn_exports[LY_OP_COUNT];
 extern const ly_portable_export *const ly_portable_exports[LY_OP_COUNT];
 
