@@ -8,11 +8,11 @@
  * checked in builds without XNNPACK too.)
  */
 #include "engines/executorch/et_runtime.h"
-#include "pte/pte.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/image.h"
 #include "libreyolo/libreyolo.h"
 #include "libreyolo/model.h"
+#include "pte/pte.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,12 +169,39 @@ static void test_pte_planned_buffer(void **state)
     assert_null(m);
 }
 
+/* An XNNPACK convolution declaring groups and channels near 2^32 (found by
+ * fuzz_pte): the delegate's shape checks multiply them in checked arithmetic
+ * and refuse it at load, naming the node (before: signed 64-bit overflow). */
+static void test_pte_xnn_conv_overflow(void **state)
+{
+    (void)state;
+    const char *path = HOSTILE "pte_xnn_conv_overflow.pte";
+    if (!have(path)) skip();
+    ly_pte_program *p = NULL;
+    assert_int_equal(ly_pte_read_file(path, &p), LY_OK);
+    ly_et_method *method = NULL;
+    ly_status st = ly_et_method_load(p, path, &method);
+    assert_null(method);
+    ly_pte_program_free(p);
+    if (!ly_et_xnnpack_available()) {
+        expect_refusal(st, LY_E_UNSUPPORTED, path, "does not provide XnnpackBackend");
+        return;
+    }
+    const char *want = "node XNNConv2d: 4294901761 groups of 767 input and 4294967295 output "
+                       "channels overflow 64 bits";
+    expect_refusal(st, LY_E_FORMAT, path, want);
+    ly_model *m = NULL;
+    expect_refusal(ly_model_load(path, NULL, &m), LY_E_FORMAT, path, want);
+    assert_null(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jpeg_bombs),         cmocka_unit_test(test_png_inflate_bomb),
         cmocka_unit_test(test_safetensors_layout), cmocka_unit_test(test_pickle_and_builder_ub),
         cmocka_unit_test(test_pte_planned_buffer),
+        cmocka_unit_test(test_pte_xnn_conv_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

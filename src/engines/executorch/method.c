@@ -124,7 +124,7 @@ static ly_status load_tensor(ly_et_method *m, size_t index, const ly_pte_tensor 
             return bad(m, "value %zu: memory_id %u, the plan has %zu buffers", index, id,
                        m->n_buffers);
         uint64_t size = (uint64_t)m->plan->non_const_buffer_sizes[id];
-        if (off > size || v->nbytes > size - off)
+        if (!ly_pte_range_within(off, v->nbytes, size))
             return bad(m,
                        "value %zu: %llu bytes at offset %llu do not fit planned buffer %u (%llu "
                        "bytes)",
@@ -136,7 +136,8 @@ static ly_status load_tensor(ly_et_method *m, size_t index, const ly_pte_tensor 
                        (unsigned long long)off, align);
         v->memory_id = id;
         v->memory_offset = off;
-        if (off + v->nbytes > m->buffer_used[id - 1]) m->buffer_used[id - 1] = off + v->nbytes;
+        uint64_t end = off + v->nbytes; /* within the buffer's size: checked above */
+        if (end > m->buffer_used[id - 1]) m->buffer_used[id - 1] = end;
         return LY_OK;
     }
     /* Neither constant nor planned: memory of its own (ExecuTorch expects the
