@@ -18,7 +18,7 @@
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "export/commit.h"
+#include "pte/commit.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "libreyolo/export.h"
@@ -340,7 +340,7 @@ static void reset_dir(const char *dir, bool with_old)
 
 static ly_status commit(const char *program)
 {
-    return ly_export_commit_pair(program, NEW_PROGRAM, strlen(NEW_PROGRAM), NEW_SIDECAR,
+    return ly_pte_commit_pair(program, NEW_PROGRAM, strlen(NEW_PROGRAM), NEW_SIDECAR,
                                  strlen(NEW_SIDECAR));
 }
 
@@ -354,9 +354,9 @@ static void test_commit_faults(void **state)
         pair_state before = with_old ? OLD_PAIR : NOTHING;
         /* How many steps a clean commit takes. */
         reset_dir(dir, with_old);
-        ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+        ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
         assert_int_equal(commit(program), LY_OK);
-        int steps = ly_export_fault_steps();
+        int steps = ly_pte_fault_steps();
         assert_true(steps > 10);
         assert_int_equal(state_of(program), NEW_PAIR);
         assert_int_equal(leftovers(dir), 0);
@@ -364,7 +364,7 @@ static void test_commit_faults(void **state)
             /* A full disk (or any error) at step k: the previous state, nothing left over,
              * unless the failure hit only the tidying after the commit point. */
             reset_dir(dir, with_old);
-            ly_export_fault_inject(k, LY_FAULT_ERROR, ENOSPC);
+            ly_pte_fault_inject(k, LY_PTE_FAULT_ERROR, ENOSPC);
             ly_status st = commit(program);
             pair_state now = state_of(program);
             if (st == LY_OK) {
@@ -375,18 +375,18 @@ static void test_commit_faults(void **state)
                              (int)now, ly_last_error());
                 assert_int_equal(leftovers(dir), 0);
             }
-            ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+            ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
             bool recovered;
-            assert_int_equal(ly_export_recover(program, &recovered), LY_OK);
+            assert_int_equal(ly_pte_recover(program, &recovered), LY_OK);
             assert_int_equal(leftovers(dir), 0);
             /* A crash at step k: whatever is on disk, the next reader (recovery)
              * sees the old pair or the new one. */
             reset_dir(dir, with_old);
-            ly_export_fault_inject(k, LY_FAULT_CRASH, 0);
+            ly_pte_fault_inject(k, LY_PTE_FAULT_CRASH, 0);
             st = commit(program);
             assert_int_equal(st, LY_E_INTERNAL);
-            ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
-            assert_int_equal(ly_export_recover(program, &recovered), LY_OK);
+            ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
+            assert_int_equal(ly_pte_recover(program, &recovered), LY_OK);
             now = state_of(program);
             if (now != before && now != NEW_PAIR)
                 fail_msg("crash at step %d/%d (with_old %d): state %d after recovery", k, steps,
@@ -400,7 +400,7 @@ static void test_commit_faults(void **state)
             assert_int_equal(state_of(program), NEW_PAIR);
         }
     }
-    ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+    ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
 }
 
 /* A failure during the rollback itself: the backups are kept and named, and
@@ -412,17 +412,17 @@ static void test_commit_rollback_incomplete(void **state)
     snprintf(dir, sizeof dir, "%s/%s", commit_root, "pair2");
     snprintf(program, sizeof program, "%s/m.pte", dir);
     reset_dir(dir, true);
-    ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+    ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
     assert_int_equal(commit(program), LY_OK);
-    int steps = ly_export_fault_steps();
+    int steps = ly_pte_fault_steps();
     bool seen = false;
     for (int k = 1; k <= steps && !seen; k++) {
         for (int j = k + 1; j <= k + 6 && !seen; j++) {
             reset_dir(dir, true);
-            ly_export_fault_inject(k, LY_FAULT_ERROR, EIO);
-            ly_export_fault_also(j);
+            ly_pte_fault_inject(k, LY_PTE_FAULT_ERROR, EIO);
+            ly_pte_fault_also(j);
             ly_status st = commit(program);
-            ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+            ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
             if (st == LY_OK || !strstr(ly_last_error(), "rollback was incomplete")) continue;
             seen = true;
             assert_non_null(strstr(ly_last_error(),
@@ -430,7 +430,7 @@ static void test_commit_rollback_incomplete(void **state)
                                    "incomplete. Recovery backups were retained at: "));
             assert_true(leftovers(dir) > 0);
             bool recovered = false;
-            assert_int_equal(ly_export_recover(program, &recovered), LY_OK);
+            assert_int_equal(ly_pte_recover(program, &recovered), LY_OK);
             assert_true(recovered);
             assert_int_equal(state_of(program), OLD_PAIR);
             assert_int_equal(leftovers(dir), 0);
@@ -451,7 +451,7 @@ static void test_commit_hostile_journal(void **state)
     const char *bad = "libreyolo-export-commit 1\nstate pending\nfile m.pte\t\t../../etc/x\n"
                       "file m.pte.json\t\t\n";
     write_all(journal, bad, strlen(bad));
-    expect_error(ly_export_recover(program, NULL), LY_E_FORMAT, "is malformed");
+    expect_error(ly_pte_recover(program, NULL), LY_E_FORMAT, "is malformed");
     assert_int_equal(state_of(program), OLD_PAIR);
     unlink(journal);
 }
@@ -545,9 +545,8 @@ static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     assert_int_equal(ly_kernels_capture_begin(), LY_OK);
-    assert_int_equal(ly_graph_prepare(ctx, 1, in, 1), LY_OK);
     ly_lower_result r;
-    ly_status st = ly_export_lower(g, ctx, NULL, &r);
+    ly_status st = lower_graph(g, in, &r);
     assert_int_equal(ly_kernels_capture_end(), LY_OK);
     if (st != LY_OK) fail_msg("%s", ly_last_error());
     assert_true(r.delegate_partitions >= min_partitions);
@@ -725,12 +724,7 @@ static void test_lower_transformer_ops(void **state)
 /* Lower `g` at `in`'s shape. */
 static ly_status lower_at(ly_graph *g, const ly_tensor *in, ly_lower_result *r)
 {
-    ly_graph_ctx *ctx;
-    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
-    assert_int_equal(ly_graph_prepare(ctx, 1, in, 1), LY_OK);
-    ly_status st = ly_export_lower(g, ctx, NULL, r);
-    ly_graph_ctx_free(ctx);
-    return st;
+    return lower_graph(g, in, r);
 }
 
 static void test_lower_refusals(void **state)

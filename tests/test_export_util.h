@@ -5,8 +5,10 @@
 #ifndef LY_TESTS_TEST_EXPORT_UTIL_H
 #define LY_TESTS_TEST_EXPORT_UTIL_H
 
-#include "export/pte/pte.h"
+#include "export/lower.h"
+#include "graph/graph.h"
 #include "models/yolo9/build.h"
+#include "pte/pte.h"
 
 #include <math.h>
 
@@ -14,6 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* Lower `g` at `in`'s shape, as ly_model_export does: the shapes by inference. */
+static inline ly_status lower_graph(ly_graph *g, const ly_tensor *in, ly_lower_result *r)
+{
+    ly_tensor *shapes = calloc((size_t)ly_graph_value_count(g) + 1, sizeof *shapes);
+    assert_non_null(shapes);
+    ly_status st = ly_graph_infer(g, 1, in, shapes);
+    if (st == LY_OK) st = ly_export_lower(g, shapes, NULL, r);
+    free(shapes);
+    return st;
+}
 
 typedef struct st_key {
     char name[160];

@@ -8,11 +8,11 @@
  * checked in builds without XNNPACK too.)
  */
 #include "engines/executorch/et_runtime.h"
-#include "export/pte/pte.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/image.h"
 #include "libreyolo/libreyolo.h"
 #include "libreyolo/model.h"
+#include "pte/pte.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -250,12 +250,131 @@ static void test_safetensors_header_cost(void **state)
                    "header length 100000001 is over the 100000000-byte cap");
 }
 
+/* An XNNPACK convolution declaring groups and channels near 2^32 (found by
+ * fuzz_pte): the delegate's shape checks multiply them in checked arithmetic
+ * and refuse it at load, naming the node (before: signed 64-bit overflow). */
+static void test_pte_xnn_conv_overflow(void **state)
+{
+    (void)state;
+    const char *path = HOSTILE "pte_xnn_conv_overflow.pte";
+    if (!have(path)) skip();
+    ly_pte_program *p = NULL;
+    assert_int_equal(ly_pte_read_file(path, &p), LY_OK);
+    ly_et_method *method = NULL;
+    ly_status st = ly_et_method_load(p, path, &method);
+    assert_null(method);
+    ly_pte_program_free(p);
+    if (!ly_et_xnnpack_available()) {
+        expect_refusal(st, LY_E_UNSUPPORTED, path, "does not provide XnnpackBackend");
+        return;
+    }
+    const char *want = "node XNNConv2d: 4294901761 groups of 767 input and 4294967295 output "
+                       "channels overflow 64 bits";
+    expect_refusal(st, LY_E_FORMAT, path, want);
+    ly_model *m = NULL;
+    expect_refusal(ly_model_load(path, NULL, &m), LY_E_FORMAT, path, want);
+    assert_null(m);
+}
+
+/* A program whose input is `scalar_type` [16], returned as its output. */
+static void encode_one_input(int scalar_type, uint8_t **bytes, size_t *size)
+{
+    static int32_t sizes[1] = {16};
+    static uint8_t order[1] = {0};
+    static const int32_t io[1] = {0};
+    static const uint64_t offsets[1] = {0};
+    ly_pte_evalue v = {.type = LY_PTE_EVALUE_TENSOR};
+    v.u.tensor = (ly_pte_tensor){.scalar_type = (int8_t)scalar_type,
+                                 .sizes = sizes,
+                                 .n_sizes = 1,
+                                 .dim_order = order,
+                                 .n_dim_order = 1,
+                                 .allocation_info = {.present = true, .memory_id = 1}};
+    int64_t buffers[2] = {0, (int64_t)(16 * ly_pte_scalar_size(scalar_type))};
+    ly_pte_chain chain = {0};
+    ly_pte_plan plan = {.name = LY_PTE_FORWARD,
+                        .values = &v,
+                        .n_values = 1,
+                        .inputs = io,
+                        .n_inputs = 1,
+                        .outputs = io,
+                        .n_outputs = 1,
+                        .chains = &chain,
+                        .n_chains = 1,
+                        .non_const_buffer_sizes = buffers,
+                        .n_non_const_buffer_sizes = 2};
+    ly_pte_program prog = {
+        .execution_plan = &plan,
+        .n_execution_plan = 1,
+        .constant_segment = {.present = true, .offsets = offsets, .n_offsets = 1}};
+    ly_pte_segment_in seg0 = {0};
+    assert_int_equal(ly_pte_encode(&prog, &seg0, 1, bytes, size), LY_OK);
+}
+
+/* An input of a type other than f32 (reachable through the method API; the
+ * model load takes f32 only): a QINT32 input is 4 bytes an element, so the
+ * caller's tensor is int32 and is copied whole and no further (before: sized
+ * one byte an element and copied with its true size, a heap over-read); a
+ * type this runtime has no element type for is refused at load.
+ * (tests/fuzz/regressions/pte/qint32_input.pte replays the first through
+ * fuzz_pte, whose inputs are now exactly their declared elements' size.) */
+static void test_pte_input_element_size(void **state)
+{
+    (void)state;
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    encode_one_input(LY_PTE_QINT32, &bytes, &size);
+    ly_pte_program *p = NULL;
+    assert_int_equal(ly_pte_decode(bytes, size, "qint32.pte", &p), LY_OK);
+    free(bytes);
+    ly_et_method *m = NULL;
+    assert_int_equal(ly_et_method_load(p, "qint32.pte", &m), LY_OK);
+    ly_tensor shape;
+    assert_int_equal(ly_et_method_input_shape(m, 0, &shape), LY_OK);
+    assert_int_equal(shape.dtype, LY_I32);
+    int32_t x[16];
+    for (int i = 0; i < 16; i++)
+        x[i] = i - 8;
+    int64_t n16 = 16;
+    ly_tensor in;
+    ly_tensor_init(&in, x, LY_I32, 1, &n16);
+    assert_int_equal(ly_et_method_execute(m, &in, 1, 1), LY_OK);
+    ly_tensor out;
+    assert_int_equal(ly_et_method_output(m, 0, &out), LY_OK);
+    assert_memory_equal(out.data, x, sizeof x);
+    /* sixteen bytes are not sixteen int32 elements */
+    uint8_t small[16] = {0};
+    ly_tensor_init(&in, small, LY_U8, 1, &n16);
+    expect_refusal(ly_et_method_execute(m, &in, 1, 1), LY_E_SHAPE, "qint32.pte",
+                   "the program takes i32 [16]");
+    ly_et_method_free(m);
+    ly_pte_program_free(p);
+    static const int refused[] = {LY_PTE_SHORT,  LY_PTE_BFLOAT16, LY_PTE_BITS16,
+                                  LY_PTE_UINT16, LY_PTE_UINT32,   LY_PTE_UINT64};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        encode_one_input(refused[i], &bytes, &size);
+        assert_int_equal(ly_pte_decode(bytes, size, "typed.pte", &p), LY_OK);
+        free(bytes);
+        char want[160];
+        snprintf(want, sizeof want, "value 0: scalar type %s (%zu-byte elements) is not supported",
+                 ly_pte_scalar_name(refused[i]), ly_pte_scalar_size(refused[i]));
+        expect_refusal(ly_et_method_load(p, "typed.pte", &m), LY_E_FORMAT, "typed.pte", want);
+        assert_null(m);
+        ly_pte_program_free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_jpeg_bombs),         cmocka_unit_test(test_png_inflate_bomb),
-        cmocka_unit_test(test_safetensors_layout), cmocka_unit_test(test_pickle_and_builder_ub),
-        cmocka_unit_test(test_pte_planned_buffer), cmocka_unit_test(test_safetensors_header_cost),
+        cmocka_unit_test(test_jpeg_bombs),
+        cmocka_unit_test(test_png_inflate_bomb),
+        cmocka_unit_test(test_safetensors_layout),
+        cmocka_unit_test(test_pickle_and_builder_ub),
+        cmocka_unit_test(test_pte_planned_buffer),
+        cmocka_unit_test(test_safetensors_header_cost),
+        cmocka_unit_test(test_pte_xnn_conv_overflow),
+        cmocka_unit_test(test_pte_input_element_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The ExecuTorch `.pte` format layer (src/export/pte/): the byte layout of the header and
+/* The ExecuTorch `.pte` format layer (src/pte/): the byte layout of the header and
  * segments, encode/decode round trips of a fully delegated and a mixed program, decoding with
  * Debian's flatc against docs/schema/ (and reading flatc-built buffers back), and refusal of
  * hostile files with messages naming the file and the field. */
@@ -9,9 +9,9 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
-#include "export/pte/fb.h"
-#include "export/pte/pte_internal.h"
-#include "export/pte/pte_samples.h"
+#include "pte/fb.h"
+#include "pte/pte_internal.h"
+#include "pte/pte_samples.h"
 #include "test_util.h"
 
 #include <cjson/cJSON.h>

@@ -12,8 +12,8 @@
 /* cmocka needs the three above first. */
 #include <cmocka.h>
 
-#include "export/pte/fb.h"
-#include "export/pte/pte_samples.h"
+#include "pte/fb.h"
+#include "pte/pte_samples.h"
 #include "test_util.h"
 
 #include <stdio.h>

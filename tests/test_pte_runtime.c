@@ -19,7 +19,7 @@
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "export/commit.h"
+#include "engines/executorch/method_internal.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "libreyolo/export.h"
@@ -27,6 +27,8 @@
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 #include "models/recipe.h"
+#include "pte/commit.h"
+#include "pte/sidecar.h"
 #include "test_export_util.h"
 
 #include <math.h>
@@ -95,12 +97,8 @@ static void make_tiny(void)
     conv(g, s, 4, 2, 3, LY_ACT_SIGMOID, &y);
     assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
     ly_tensor in = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, 4, 4}};
-    ly_graph_ctx *ctx;
-    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
-    assert_int_equal(ly_graph_prepare(ctx, 1, &in, 1), LY_OK);
     ly_lower_result r;
-    assert_int_equal(ly_export_lower(g, ctx, NULL, &r), LY_OK);
-    ly_graph_ctx_free(ctx);
+    assert_int_equal(lower_graph(g, &in, &r), LY_OK);
     assert_int_equal(r.delegate_partitions, 2);
     tiny = r.program;
     tiny_size = r.size;
@@ -377,6 +375,11 @@ static const char *const good_sidecar =
     "\"imgsz_w\": 4, \"model_family\": \"yolo9\", \"nc\": 2, \"precision\": \"fp32\", "
     "\"schema_version\": \"1.0\", \"size\": \"t\", \"task\": \"detect\"}";
 
+static bool yolo9_only(const char *family)
+{
+    return strcmp(family, "yolo9") == 0;
+}
+
 static ly_status load_with(const char *sidecar)
 {
     char side[600];
@@ -418,6 +421,13 @@ static void test_sidecar_checks(void **state)
                  "ExecuTorch metadata must define both imgsz_h and imgsz_w, or neither.");
     expect_error(load_with("{\"executorch_delegate\": \"xnnpack\", \"precision\": \"fp32\"}"),
                  "ExecuTorch metadata must declare a fixed input size.");
+    /* Sizes beyond what the exporter writes are too large, naming the limit. */
+    expect_error(load_with("{\"executorch_delegate\": \"xnnpack\", \"precision\": \"fp32\", "
+                           "\"imgsz\": 65535}"),
+                 ".json: input size 65535x65535 is too large (at most 16384 per side)");
+    expect_error(load_with("{\"executorch_delegate\": \"xnnpack\", \"precision\": \"fp32\", "
+                           "\"imgsz_h\": 0, \"imgsz_w\": 8}"),
+                 "input size 0x8 is not a positive size");
     /* Keys all right, but the program is not a YOLO9 detector. */
     expect_error(load_with(good_sidecar), ly_et_xnnpack_available()
                                               ? "the network's first output"
@@ -430,6 +440,100 @@ static void test_sidecar_checks(void **state)
     ly_model_desc d = {0};
     assert_int_equal(ly_pte_load_model("model.PTE", &d), LY_E_DECLINED);
     assert_int_equal(ly_pte_load_model("model.pt", &d), LY_E_DECLINED);
+}
+
+/* What the writer puts, the reader gives back: one table serves both. */
+static void test_sidecar_round_trip(void **state)
+{
+    (void)state;
+    char *names[3] = {"cat", "", "a \"dog\""};
+    ly_sidecar w = {.h = 320,
+                    .w = 256,
+                    .nc = 3,
+                    .names = names,
+                    .libreyolo_version = "0.0.0",
+                    .delegate_partitions = 2,
+                    .crop_pct = 0.875,
+                    .interpolation = "bicubic"};
+    snprintf(w.family, sizeof w.family, "yolo9");
+    snprintf(w.size, sizeof w.size, "t");
+    snprintf(w.task, sizeof w.task, "detect");
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ly_sidecar_write(&w, &text, &len), LY_OK);
+    assert_int_equal(strlen(text), len);
+    char side[600];
+    snprintf(side, sizeof side, "%s.json", tiny_path);
+    write_all(side, text, len);
+    const ly_sidecar_read_options rectangular = {.rectangular = yolo9_only};
+    ly_sidecar r;
+    ly_status st = ly_sidecar_read(tiny_path, &rectangular, &r);
+    if (st != LY_OK) fail_msg("%s\n%s", ly_last_error(), text);
+    assert_string_equal(r.family, "yolo9");
+    assert_string_equal(r.size, "t");
+    assert_string_equal(r.task, "detect");
+    assert_int_equal(r.h, 320);
+    assert_int_equal(r.w, 256);
+    assert_int_equal(r.nc, 3);
+    assert_string_equal(r.names[0], "cat");
+    assert_string_equal(r.names[1], "class_1");
+    assert_string_equal(r.names[2], "a \"dog\"");
+    ly_sidecar_free(&r);
+    /* the rows a reader ignores are written all the same, sorted as json.dumps */
+    static const char *const keys[] = {
+        "\"crop_pct\": 0.875",
+        "\"default_task\": \"detect\"",
+        "\"dynamic\": false",
+        "\"executorch_delegate\": \"xnnpack\"",
+        "\"executorch_delegate_partitions\": 2",
+        "\"executorch_version\": \"" LY_SIDECAR_EXECUTORCH_VERSION "\"",
+        "\"imgsz\": 320",
+        "\"imgsz_h\": 320",
+        "\"imgsz_w\": 256",
+        "\"interpolation\": \"bicubic\"",
+        "\"libreyolo_version\": \"0.0.0\"",
+        "\"model_family\": \"yolo9\"",
+        "\"model_size\": \"t\"",
+        "\"names\": {",
+        "\"nb_classes\": 3",
+        "\"nc\": 3",
+        "\"obb\": false",
+        "\"precision\": \"fp32\"",
+        "\"schema_version\": \"" LY_SIDECAR_SCHEMA_VERSION "\"",
+        "\"size\": \"t\"",
+        "\"supported_tasks\": [",
+        "\"task\": \"detect\"",
+    };
+    const char *at = text;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *found = strstr(at, keys[i]);
+        if (!found) fail_msg("%s is not where json.dumps puts it in:\n%s", keys[i], text);
+        at = found;
+    }
+    /* Without the family's leave a rectangular size is refused; a names
+     * object left out gives the default names to as many classes. */
+    w.crop_pct = 0;
+    w.interpolation = NULL;
+    w.names = NULL;
+    w.nc = 2;
+    free(text);
+    assert_int_equal(ly_sidecar_write(&w, &text, &len), LY_OK);
+    write_all(side, text, len);
+    expect_error(ly_sidecar_read(tiny_path, NULL, &r),
+                 "rectangular input 320x256 is not allowed for yolo9 programs");
+    ly_sidecar_free(&r);
+    static const char *const two[2] = {"first", "second"};
+    const ly_sidecar_read_options defaults = {
+        .rectangular = yolo9_only, .default_names = two, .n_default_names = 2};
+    assert_true(strstr(text, "\"crop_pct\"") == NULL && strstr(text, "interpolation") == NULL);
+    char *no_names = strstr(text, "\"names\"");
+    memcpy(no_names, "\"nameX\"", 7);
+    write_all(side, text, len);
+    assert_int_equal(ly_sidecar_read(tiny_path, &defaults, &r), LY_OK);
+    assert_string_equal(r.names[0], "first");
+    assert_string_equal(r.names[1], "second");
+    ly_sidecar_free(&r);
+    free(text);
 }
 
 /* An export interrupted between the two swaps is finished by the next load. */
@@ -450,17 +554,17 @@ static void test_load_after_interrupted_export(void **state)
     assert_int_equal(ly_model_export(m, &o, NULL, 0), LY_OK);
     /* Count the steps of a second export, then crash one in the middle of the swap. */
     o.imgsz = s96;
-    ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+    ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
     assert_int_equal(ly_model_export(m, &o, NULL, 0), LY_OK);
-    int steps = ly_export_fault_steps();
+    int steps = ly_pte_fault_steps();
     /* The swap is the four renames before the last ten steps (directory sync,
      * the "committed" journal, removing the backups and the journal): crash
      * after the program was replaced and before the sidecar was. */
     for (int k = steps - 13; k <= steps - 11; k++) {
         o.imgsz = o.imgsz == s64 ? s96 : s64;
-        ly_export_fault_inject(k, LY_FAULT_CRASH, 0);
+        ly_pte_fault_inject(k, LY_PTE_FAULT_CRASH, 0);
         assert_int_equal(ly_model_export(m, &o, NULL, 0), LY_E_INTERNAL);
-        ly_export_fault_inject(0, LY_FAULT_ERROR, 0);
+        ly_pte_fault_inject(0, LY_PTE_FAULT_ERROR, 0);
         ly_status st = ly_model_load(out, NULL, &p);
         if (st != LY_OK) fail_msg("crash at step %d of %d: %s", k, steps, ly_last_error());
         ly_model_info info;
@@ -655,6 +759,22 @@ static void test_portable_kernels(void **state)
     }
 }
 
+/* Our runtime has a kernel for every operator schema, and none without one. */
+static void test_every_schema_has_a_kernel(void **state)
+{
+    (void)state;
+    for (int op = 0; op < LY_PTE_PORTABLE_COUNT; op++) {
+        const ly_pte_op_schema *s = &ly_pte_op_schemas[op];
+        const et_kernel *k = ly_et_find_kernel(s->name, s->overload);
+        if (!k) fail_msg("%s.%s has no kernel", s->name, s->overload);
+        assert_ptr_equal(k->schema, s);
+        assert_non_null(k->check);
+        assert_non_null(k->run);
+    }
+    assert_null(ly_et_find_kernel("aten::avg_pool2d", "vec_out"));
+    assert_null(ly_et_find_kernel("aten::convolution", "out"));
+}
+
 /* ---- fuzzing --------------------------------------------------------------------- */
 
 static void try_program(const uint8_t *bytes, size_t size)
@@ -787,7 +907,9 @@ int main(void)
         cmocka_unit_test(test_fixture_parity),
         cmocka_unit_test(test_nanodet_parity),
         cmocka_unit_test(test_portable_kernels),
+        cmocka_unit_test(test_every_schema_has_a_kernel),
         cmocka_unit_test(test_sidecar_checks),
+        cmocka_unit_test(test_sidecar_round_trip),
         cmocka_unit_test(test_load_after_interrupted_export),
         cmocka_unit_test(test_fuzz_program),
         cmocka_unit_test(test_fuzz_sidecar),

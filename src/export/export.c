@@ -9,14 +9,13 @@
 #include "libreyolo/export.h"
 
 #include "core/core.h"
-#include "export/commit.h"
 #include "export/export_internal.h"
-#include "export/json_text.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "models/recipe.h"
+#include "pte/commit.h"
+#include "pte/sidecar.h"
 
-#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,8 +222,9 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
     return default_output(d, o->model_path, r->output, sizeof r->output);
 }
 
-/* The graph planned for [1, 3, h, w] and lowered; capture keeps the
- * accelerated providers out of anything the walk runs. */
+/* The graph's shapes inferred for [1, 3, h, w] and the graph lowered; capture
+ * keeps the accelerated providers out of what the lowering runs (the FOLD
+ * ops' references). */
 static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_result *lowered)
 {
     ly_graph *own = NULL;
@@ -238,11 +238,14 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
                             "ly_model_export: the %s model has no graph to capture for export",
                             d->recipe->family);
     ly_status st = ly_kernels_capture_begin();
-    if (st != LY_OK) return st;
+    if (st != LY_OK) {
+        ly_graph_free(own);
+        return st;
+    }
     ly_tensor input = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
-    ly_graph_ctx *ctx = NULL;
-    st = ly_graph_ctx_create(g, &ctx);
-    if (st == LY_OK) st = ly_graph_prepare(ctx, 1, &input, 1);
+    ly_tensor *shapes = calloc((size_t)ly_graph_value_count(g) + 1, sizeof *shapes);
+    st = shapes ? ly_graph_infer(g, 1, &input, shapes)
+                : ly_set_error(LY_E_NO_MEMORY, "ly_model_export: out of memory");
     if (st == LY_OK) {
         /* A recipe may keep only its leading outputs (YOLO9: the decoded
          * predictions, as LibreYOLO's export head). */
@@ -255,9 +258,9 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
             lo.outputs = keep;
             lo.n_outputs = n;
         }
-        st = ly_export_lower(g, ctx, &lo, lowered);
+        st = ly_export_lower(g, shapes, &lo, lowered);
     }
-    ly_graph_ctx_free(ctx);
+    free(shapes);
     ly_graph_free(own);
     ly_status end = ly_kernels_capture_end();
     if (st == LY_OK && end != LY_OK) {
@@ -269,63 +272,22 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
     return LY_OK;
 }
 
-static bool add_string(cJSON *o, const char *k, const char *v)
-{
-    return cJSON_AddStringToObject(o, k, v) != NULL;
-}
-
-static bool add_number(cJSON *o, const char *k, double v)
-{
-    return cJSON_AddNumberToObject(o, k, v) != NULL;
-}
-
-/* The sidecar keys of A2. */
+/* The sidecar of A2 for this model and program. */
 static ly_status sidecar_text(const ly_model_desc *d, int64_t h, int64_t w, int partitions,
                               char **text, size_t *len)
 {
-    cJSON *o = cJSON_CreateObject();
-    bool ok = o != NULL;
-    ok = ok && add_string(o, "schema_version", LY_EXPORT_SCHEMA_VERSION);
-    ok = ok && add_string(o, "libreyolo_version", ly_version());
-    ok = ok && add_string(o, "model_family", d->recipe->family);
-    ok = ok && add_string(o, "size", d->size);
-    ok = ok && add_string(o, "model_size", d->size);
-    ok = ok && add_string(o, "task", d->task);
-    cJSON *tasks = ok ? cJSON_AddArrayToObject(o, "supported_tasks") : NULL;
-    ok = ok && tasks && cJSON_AddItemToArray(tasks, cJSON_CreateString(d->task));
-    ok = ok && add_string(o, "default_task", d->task);
-    ok = ok && add_number(o, "nc", (double)d->nc);
-    ok = ok && add_number(o, "nb_classes", (double)d->nc);
-    cJSON *names = ok ? cJSON_AddObjectToObject(o, "names") : NULL;
-    ok = ok && names;
-    for (int64_t i = 0; ok && i < d->nc; i++) {
-        char key[24];
-        snprintf(key, sizeof key, "%lld", (long long)i);
-        const char *name = d->names && d->names[i] && *d->names[i] ? d->names[i] : NULL;
-        char fallback[40];
-        if (!name) {
-            snprintf(fallback, sizeof fallback, "class_%lld", (long long)i);
-            name = fallback;
-        }
-        ok = add_string(names, key, name);
-    }
-    ok = ok && add_number(o, "imgsz", (double)(h > w ? h : w));
-    ok = ok && add_number(o, "imgsz_h", (double)h);
-    ok = ok && add_number(o, "imgsz_w", (double)w);
-    ok = ok && add_string(o, "precision", "fp32");
-    ok = ok && cJSON_AddFalseToObject(o, "dynamic");
-    ok = ok && cJSON_AddBoolToObject(o, "obb", strcmp(d->task, "obb") == 0);
-    /* classify_eval_kwargs: the eval transform an ExecuTorch loader repeats */
-    if (d->recipe->crop_pct > 0) ok = ok && add_number(o, "crop_pct", d->recipe->crop_pct);
-    if (d->recipe->interpolation)
-        ok = ok && add_string(o, "interpolation", d->recipe->interpolation);
-    ok = ok && add_string(o, "executorch_version", LY_EXPORT_EXECUTORCH_VERSION);
-    ok = ok && add_string(o, "executorch_delegate", "xnnpack");
-    ok = ok && add_number(o, "executorch_delegate_partitions", partitions);
-    ly_status st = ok ? ly_json_python_dumps(o, text, len)
-                      : ly_set_error(LY_E_NO_MEMORY, "ly_model_export: out of memory");
-    cJSON_Delete(o);
-    return st;
+    ly_sidecar s = {.h = h,
+                    .w = w,
+                    .nc = d->nc,
+                    .names = d->names,
+                    .libreyolo_version = ly_version(),
+                    .delegate_partitions = partitions,
+                    .crop_pct = d->recipe->crop_pct,
+                    .interpolation = d->recipe->interpolation};
+    snprintf(s.family, sizeof s.family, "%s", d->recipe->family);
+    snprintf(s.size, sizeof s.size, "%s", d->size);
+    snprintf(s.task, sizeof s.task, "%s", d->task);
+    return ly_sidecar_write(&s, text, len);
 }
 
 ly_status ly_model_export(ly_model *model, const ly_export_options *options, char *out_path,
@@ -351,7 +313,7 @@ ly_status ly_model_export(ly_model *model, const ly_export_options *options, cha
     if (st == LY_OK)
         st = sidecar_text(d, r->h, r->w, lowered.delegate_partitions, &sidecar, &sidecar_len);
     if (st == LY_OK)
-        st = ly_export_commit_pair(r->output, lowered.program, lowered.size, sidecar, sidecar_len);
+        st = ly_pte_commit_pair(r->output, lowered.program, lowered.size, sidecar, sidecar_len);
     if (st == LY_OK) {
         ly_log(LY_LOG_INFO, "Export complete: %s", r->output);
         if (out_path && out_size) snprintf(out_path, out_size, "%s", r->output);

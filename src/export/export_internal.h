@@ -13,8 +13,4 @@ const char *ly_export_canonical_task(const char *task);
 /* A registered format by name or alias (case-insensitive), NULL if none. */
 const ly_export_format_info *ly_export_find_format(const char *name);
 
-/* What the sidecar records (executorch.md A2), and what we target. */
-#define LY_EXPORT_SCHEMA_VERSION "1.0"
-#define LY_EXPORT_EXECUTORCH_VERSION "1.2.0"
-
 #endif

@@ -14,9 +14,11 @@
  *    order, and at the partition's external inputs and outputs, which are
  *    NCHW (contiguous dim order) as in ExecuTorch;
  *  - which op goes where is the manifest's export column (ops.inc): XNN ops
- *    have an emitter here, PORTABLE ones a KernelCall, FOLD ones (results of
- *    shapes and constants, such as anchor grids) are computed here by their
- *    reference into program constants, NONE ones are refused by name;
+ *    have an emitter (xnn_ops.c), PORTABLE ones a KernelCall on their
+ *    operator's schema (portable_ops.c, src/pte/op_schema.h), EITHER ones
+ *    both, FOLD ones (results of shapes and constants, such as anchor grids)
+ *    are computed here by their reference into program constants, NONE ones
+ *    are refused by name;
  *  - constants a partition reads: only those XNNPACK packs (conv filters and
  *    biases, the DFL projection of a fully-connected node) are XNNPACK
  *    constants, in named data (key "<name>_<sha256>", one segment each); every
@@ -26,7 +28,9 @@
  *    the delegate is built, while elementwise nodes keep reading it);
  *  - program-level tensors are memory-planned into one buffer.
  *
- * Shapes come from a context prepared for the export input shape.
+ * Shapes come from shape inference (ly_graph_infer) at the export input
+ * size, constants from the graph; nothing is planned or run but the FOLD ops'
+ * references.
  */
 #ifndef LY_EXPORT_LOWER_H
 #define LY_EXPORT_LOWER_H
@@ -45,8 +49,8 @@ typedef struct ly_lower_result {
     int kernel_calls;        /* portable KernelCalls */
 } ly_lower_result;
 
-/* Lower `g` at the shapes `ctx` (a context of g) was prepared for. */
-ly_status ly_export_lower(ly_graph *g, const ly_graph_ctx *ctx, const ly_lower_options *options,
+/* Lower `g` at `shapes` (one per value, as ly_graph_infer gives them). */
+ly_status ly_export_lower(ly_graph *g, const ly_tensor *shapes, const ly_lower_options *options,
                           ly_lower_result *out);
 
 #endif

@@ -2,12 +2,12 @@
 /* ExecuTorch programs: the header and flatbuffer (verifier and validation),
  * segments and named data, then the "forward" method's load (values, planned
  * buffers, operators, XNNPACK delegates) and, when its inputs are small, one
- * run on zeros. */
+ * run on zeros (inputs of their declared element type and size). */
 #include "fuzz.h"
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 
 #include <stdlib.h>
 
@@ -28,7 +28,10 @@ static void run_on_zeros(ly_et_method *m)
             count *= ok ? in[i].shape[d] : 1;
             if (count > MAX_INPUT_ELEMENTS) ok = false;
         }
-        if (ok) ok = (mem[i] = calloc((size_t)count + 1, sizeof(float))) != NULL;
+        /* exactly the bytes of the declared elements, so that a runtime
+         * which copies more (an element size it got wrong) reads past them */
+        size_t bytes = (size_t)count * ly_dtype_size(in[i].dtype);
+        if (ok) ok = (mem[i] = calloc(bytes ? bytes : 1, 1)) != NULL;
         if (ok) in[i].data = mem[i];
     }
     if (ok) ly_et_method_execute(m, in, n, 1);

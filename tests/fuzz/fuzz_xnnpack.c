@@ -3,7 +3,7 @@
  * the delegate decodes them before building a runtime. */
 #include "fuzz.h"
 
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

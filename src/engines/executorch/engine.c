@@ -14,20 +14,18 @@
  * made at load, others when threads run at once, and they are kept for reuse.
  */
 #include "core/core.h"
-#include "core/json.h"
 #include "engines/executorch/et_runtime.h"
-#include "export/commit.h"
+#include "pte/commit.h"
+#include "pte/sidecar.h"
 #include "export/export_internal.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
 #include "models/recipe.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 struct pte_engine;
@@ -173,273 +171,17 @@ static const ly_engine pte_engine_ops = {.name = "executorch",
                                          .output_shapes = pte_output_shapes,
                                          .free = pte_free};
 
-/* ---- the sidecar --------------------------------------------------------------- */
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Python's repr of a JSON value, for messages quoting upstream's {x!r}. */
-static void repr(const cJSON *v, const char *missing, char *out, size_t size)
+/* A rectangular program is allowed for the families whose inputs may be. */
+static bool rectangular_family(const char *family)
 {
-    if (!v || cJSON_IsNull(v) || (cJSON_IsString(v) && !*v->valuestring) || cJSON_IsFalse(v)) {
-        if (missing) {
-            snprintf(out, size, "'%s'", missing);
-            return;
-        }
-    }
-    if (!v || cJSON_IsNull(v)) {
-        snprintf(out, size, "None");
-    } else if (cJSON_IsString(v)) {
-        snprintf(out, size, "'%.200s'", v->valuestring);
-    } else if (cJSON_IsBool(v)) {
-        snprintf(out, size, cJSON_IsTrue(v) ? "True" : "False");
-    } else if (cJSON_IsNumber(v)) {
-        int64_t whole;
-        if (ly_json_int(v, &whole))
-            snprintf(out, size, "%lld", (long long)whole);
-        else
-            snprintf(out, size, "%g", v->valuedouble);
-    } else {
-        char *t = cJSON_PrintUnformatted(v);
-        snprintf(out, size, "%.200s", t ? t : "?");
-        free(t);
-    }
-}
-
-static const char *string_of(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* An integer value (JSON number or numeric string), as Python's int(). */
-static bool int_of(const cJSON *o, const char *key, int64_t *out, bool *present)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    *present = v && !cJSON_IsNull(v);
-    return !*present || ly_json_int(v, out);
-}
-
-typedef struct sidecar_info {
-    char family[32], size[16], task[16];
-    int64_t h, w, nc;
-    char **names; /* nc entries or NULL */
-} sidecar_info;
-
-static void free_names(char **names, int64_t n)
-{
-    if (!names) return;
-    for (int64_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-}
-
-static ly_status read_names(const cJSON *meta, sidecar_info *info, const char *path)
-{
-    const cJSON *names = cJSON_GetObjectItemCaseSensitive(meta, "names");
-    cJSON *parsed = NULL;
-    if (cJSON_IsString(names)) {
-        parsed = cJSON_Parse(names->valuestring);
-        names = parsed;
-    }
-    info->names = calloc((size_t)info->nc, sizeof *info->names);
-    if (!info->names) {
-        cJSON_Delete(parsed);
-        return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
-    }
-    if (cJSON_IsObject(names)) {
-        for (const cJSON *c = names->child; c; c = c->next) {
-            char *end;
-            errno = 0;
-            long long k = strtoll(c->string, &end, 10);
-            if (errno || end == c->string || *end) {
-                cJSON_Delete(parsed);
-                return ly_set_error(LY_E_FORMAT,
-                                    "ly_model_load: %s: names key '%s' is not a class index", path,
-                                    c->string);
-            }
-            if (k < 0 || k >= info->nc) continue;
-            char text[256];
-            if (cJSON_IsString(c))
-                snprintf(text, sizeof text, "%s", c->valuestring);
-            else
-                repr(c, NULL, text, sizeof text);
-            free(info->names[k]);
-            info->names[k] = strdup(text);
-            if (!info->names[k]) {
-                cJSON_Delete(parsed);
-                return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
-            }
-        }
-    }
-    cJSON_Delete(parsed);
-    for (int64_t i = 0; i < info->nc; i++) {
-        if (info->names[i]) continue;
-        char text[40];
-        if (info->nc == LY_COCO_CLASSES && !cJSON_IsObject(names))
-            snprintf(text, sizeof text, "%s", ly_coco_names[i]);
-        else
-            snprintf(text, sizeof text, "class_%lld", (long long)i);
-        info->names[i] = strdup(text);
-        if (!info->names[i]) return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
-    }
-    return LY_OK;
-}
-
-/* A5 step 4 and the key checks of A2, in upstream's order. */
-static ly_status check_sidecar(const char *path, sidecar_info *info)
-{
-    char side[4200];
-    if ((size_t)snprintf(side, sizeof side, "%s.json", path) >= sizeof side)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_load: path too long");
-    FILE *f = fopen(side, "rb");
-    if (!f) {
-        if (errno == ENOENT)
-            return ly_set_error(LY_E_NOT_FOUND, "ExecuTorch metadata sidecar not found: %s", side);
-        return ly_set_error(LY_E_IO, "Invalid ExecuTorch metadata sidecar: %s (%s)", side,
-                            strerror(errno));
-    }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    bool too_big = false;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            if (cap >= (size_t)64 << 20) {
-                too_big = true;
-                break;
-            }
-            cap = cap ? cap * 2 : 8192;
-            char *p = realloc(text, cap);
-            if (!p) {
-                free(text);
-                fclose(f);
-                return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
-            }
-            text = p;
-        }
-        size_t got = fread(text + len, 1, 4096, f);
-        len += got;
-        if (got < 4096) break;
-    }
-    bool read_error = ferror(f);
-    fclose(f);
-    if (too_big || read_error || !text) {
-        free(text);
-        return ly_set_error(LY_E_FORMAT, "Invalid ExecuTorch metadata sidecar: %s", side);
-    }
-    text[len] = '\0';
-    const char *end = NULL;
-    cJSON *meta = cJSON_ParseWithLengthOpts(text, len + 1, &end, true);
-    free(text);
-    if (!meta) return ly_set_error(LY_E_FORMAT, "Invalid ExecuTorch metadata sidecar: %s", side);
-    ly_status st = LY_OK;
-    char got[300];
-    if (!cJSON_IsObject(meta)) {
-        st = ly_set_error(LY_E_FORMAT, "ExecuTorch metadata sidecar must contain a JSON object: %s",
-                          side);
-        goto done;
-    }
-    const cJSON *delegate = cJSON_GetObjectItemCaseSensitive(meta, "executorch_delegate");
-    if (!cJSON_IsString(delegate) || strcasecmp(delegate->valuestring, "xnnpack") != 0) {
-        repr(delegate, "missing delegate metadata", got, sizeof got);
-        st = ly_set_error(LY_E_UNSUPPORTED,
-                          "%s: This LibreYOLO version only supports ExecuTorch programs exported "
-                          "for XNNPACK, got %s.",
-                          side, got);
-        goto done;
-    }
-    const cJSON *dynamic = cJSON_GetObjectItemCaseSensitive(meta, "dynamic");
-    if (dynamic && !cJSON_IsFalse(dynamic) &&
-        !(cJSON_IsString(dynamic) && (strcmp(dynamic->valuestring, "false") == 0 ||
-                                      strcmp(dynamic->valuestring, "False") == 0))) {
-        repr(dynamic, NULL, got, sizeof got);
-        st = ly_set_error(LY_E_UNSUPPORTED,
-                          "%s: ExecuTorch v1 requires metadata dynamic=false, got %s.", side, got);
-        goto done;
-    }
-    const cJSON *precision = cJSON_GetObjectItemCaseSensitive(meta, "precision");
-    if (!cJSON_IsString(precision) || strcasecmp(precision->valuestring, "fp32") != 0) {
-        repr(precision, "missing precision metadata", got, sizeof got);
-        st = ly_set_error(LY_E_UNSUPPORTED,
-                          "%s: ExecuTorch v1 requires metadata precision='fp32', got %s.", side,
-                          got);
-        goto done;
-    }
-    const char *schema = string_of(meta, "schema_version");
-    if (!schema || strncmp(schema, "1.", 2) != 0)
-        ly_log(LY_LOG_WARNING, "%s: metadata schema_version %s; this library reads 1.x", side,
-               schema ? schema : "missing");
-
-    const char *family = string_of(meta, "model_family");
-    snprintf(info->family, sizeof info->family, "%s", family ? family : "");
-    const char *size = string_of(meta, "size");
-    if (!size) size = string_of(meta, "model_size");
-    snprintf(info->size, sizeof info->size, "%s", size ? size : "");
-    const char *task = string_of(meta, "task");
-    if (!task) task = string_of(meta, "default_task");
-    const char *canonical = ly_export_canonical_task(task ? task : "detect");
-    snprintf(info->task, sizeof info->task, "%s", canonical ? canonical : task);
-
-    /* _read_metadata_imgsz */
-    int64_t h = 0, w = 0, s = 0;
-    bool has_h, has_w, has_s;
-    if (!int_of(meta, "imgsz_h", &h, &has_h) || !int_of(meta, "imgsz_w", &w, &has_w) ||
-        !int_of(meta, "imgsz", &s, &has_s)) {
-        st = ly_set_error(LY_E_FORMAT, "%s: imgsz, imgsz_h and imgsz_w must be integers", side);
-        goto done;
-    }
-    if (has_h != has_w) {
-        st = ly_set_error(LY_E_FORMAT,
-                          "%s: ExecuTorch metadata must define both imgsz_h and imgsz_w, or "
-                          "neither.",
-                          side);
-        goto done;
-    }
-    if (!has_h) {
-        if (!has_s) {
-            st = ly_set_error(LY_E_FORMAT,
-                              "%s: ExecuTorch metadata must declare a fixed input size.", side);
-            goto done;
-        }
-        h = w = s;
-    }
-    if (h <= 0 || w <= 0 || h > 16384 || w > 16384) {
-        st = ly_set_error(LY_E_FORMAT, "%s: input size %lldx%lld is not a positive size", side,
-                          (long long)h, (long long)w);
-        goto done;
-    }
-    const ly_recipe *recipe = ly_recipe_find(info->family);
-    if (h != w && (!recipe || !recipe->rectangular)) {
-        st = ly_set_error(LY_E_FORMAT,
-                          "%s: rectangular input %lldx%lld is not allowed for %s programs", side,
-                          (long long)h, (long long)w, *info->family ? info->family : "these");
-        goto done;
-    }
-    info->h = h;
-    info->w = w;
-    int64_t nc = 0;
-    bool has_nc, has_nb;
-    if (!int_of(meta, "nc", &nc, &has_nc)) {
-        st = ly_set_error(LY_E_FORMAT, "%s: nc must be an integer", side);
-        goto done;
-    }
-    if (!has_nc && !int_of(meta, "nb_classes", &nc, &has_nb)) {
-        st = ly_set_error(LY_E_FORMAT, "%s: nb_classes must be an integer", side);
-        goto done;
-    }
-    if (!has_nc && !has_nb) nc = 80;
-    if (nc < 1 || nc > 100000) {
-        st = ly_set_error(LY_E_FORMAT, "%s: class count %lld", side, (long long)nc);
-        goto done;
-    }
-    info->nc = nc;
-    st = read_names(meta, info, side);
-done:
-    cJSON_Delete(meta);
-    return st;
+    const ly_recipe *recipe = ly_recipe_find(family);
+    return recipe && recipe->rectangular;
 }
 
 /* ---- loading ---------------------------------------------------------------------- */
@@ -448,25 +190,32 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
 {
     if (!path || !ends_with(path, ".pte")) return LY_E_DECLINED;
     /* An interrupted export leaves a journal: finish it before reading the pair. */
-    ly_status st = ly_export_recover(path, NULL);
+    ly_status st = ly_pte_recover(path, NULL);
     if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
     struct stat sb;
     if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode))
         return ly_set_error(LY_E_NOT_FOUND, "ExecuTorch program not found: %s", path);
-    sidecar_info info = {0};
-    st = check_sidecar(path, &info);
+    const ly_sidecar_read_options read = {.rectangular = rectangular_family,
+                                          .default_names = ly_coco_names,
+                                          .n_default_names = LY_COCO_CLASSES};
+    ly_sidecar info;
+    st = ly_sidecar_read(path, &read, &info);
     if (st != LY_OK) {
-        free_names(info.names, info.nc);
+        ly_sidecar_free(&info);
         return st;
     }
     if (!ly_et_xnnpack_available()) {
-        free_names(info.names, info.nc);
+        ly_sidecar_free(&info);
         return ly_set_error(LY_E_UNSUPPORTED,
                             "The installed ExecuTorch runtime does not provide XnnpackBackend, but "
                             "this program requires it. (libreyolo was built without XNNPACK)");
     }
+    /* "detection" reads as "detect"; a task no family has stays as written */
+    const char *canonical = ly_export_canonical_task(info.task);
+    char task[16];
+    snprintf(task, sizeof task, "%.15s", canonical ? canonical : info.task);
     const ly_recipe *recipe = ly_recipe_find(info.family);
-    if (!recipe || strcmp(info.task, recipe->task) != 0) {
+    if (!recipe || strcmp(task, recipe->task) != 0) {
         char runs[160] = "";
         for (int i = 0; i < ly_recipe_count; i++)
             snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s %s", i ? ", " : "",
@@ -475,8 +224,8 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
             ly_set_error(LY_E_UNSUPPORTED,
                          "ly_model_load: %s: ExecuTorch programs of %s %s are not "
                          "supported by this runtime (%s)",
-                         path, *info.family ? info.family : "(no model_family)", info.task, runs);
-        free_names(info.names, info.nc);
+                         path, *info.family ? info.family : "(no model_family)", task, runs);
+        ly_sidecar_free(&info);
         return e;
     }
     pte_engine *e = calloc(1, sizeof *e);
@@ -484,7 +233,7 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
     if (!e || !what) {
         free(e);
         free(what);
-        free_names(info.names, info.nc);
+        ly_sidecar_free(&info);
         return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
     }
     strcpy(what, path);
@@ -498,7 +247,7 @@ ly_status ly_pte_load_model(const char *path, ly_model_desc *d)
     d->names = info.names; /* the model owns them now */
     d->nc = info.nc;
     snprintf(d->size, sizeof d->size, "%s", info.size);
-    snprintf(d->task, sizeof d->task, "%s", info.task);
+    snprintf(d->task, sizeof d->task, "%s", task);
     d->imgsz = info.h > info.w ? info.h : info.w;
     d->stride = 0;
     d->fixed_h = info.h;

@@ -9,7 +9,7 @@
 #define LY_BACKENDS_EXECUTORCH_ET_RUNTIME_H
 
 #include "core/core.h"
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 
 /* ---- the XNNPACK delegate --------------------------------------------------- */
 

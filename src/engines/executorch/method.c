@@ -53,24 +53,40 @@ static ly_status bad(const ly_et_method *m, const char *fmt, ...)
     return ly_set_error(LY_E_FORMAT, "%s: %s", m->what, msg);
 }
 
-static ly_dtype dtype_of(int scalar_type)
+/* The tensor type a value of ExecuTorch scalar type `scalar_type` is held as:
+ * one of the same element size (kernels check scalar_type itself), so that a
+ * tensor's bytes are its elements times ly_dtype_size. False for the types
+ * this runtime has no such type for (they are refused at load). */
+static bool dtype_of(int scalar_type, ly_dtype *dtype)
 {
-    switch (scalar_type) {
-    case LY_PTE_FLOAT:
-        return LY_F32;
-    case LY_PTE_DOUBLE:
-        return LY_F64;
-    case LY_PTE_CHAR:
-        return LY_I8;
-    case LY_PTE_INT:
-        return LY_I32;
-    case LY_PTE_LONG:
-        return LY_I64;
-    case LY_PTE_HALF:
-        return LY_F16;
-    default:
-        return LY_U8; /* bytes, bool and the rest: kernels check scalar_type */
-    }
+    static const struct {
+        int scalar_type;
+        ly_dtype dtype;
+    } map[] = {
+        {LY_PTE_BYTE, LY_U8},
+        {LY_PTE_CHAR, LY_I8},
+        {LY_PTE_INT, LY_I32},
+        {LY_PTE_LONG, LY_I64},
+        {LY_PTE_HALF, LY_F16},
+        {LY_PTE_FLOAT, LY_F32},
+        {LY_PTE_DOUBLE, LY_F64},
+        {LY_PTE_BOOL, LY_U8},
+        {LY_PTE_QINT8, LY_I8},
+        {LY_PTE_QUINT8, LY_U8},
+        {LY_PTE_QINT32, LY_I32},
+        {LY_PTE_QUINT4X2, LY_U8},
+        {LY_PTE_QUINT2X4, LY_U8},
+        {LY_PTE_FLOAT8E5M2, LY_U8},
+        {LY_PTE_FLOAT8E4M3FN, LY_F8E4M3},
+        {LY_PTE_FLOAT8E5M2FNUZ, LY_U8},
+        {LY_PTE_FLOAT8E4M3FNUZ, LY_U8},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].scalar_type == scalar_type) {
+            *dtype = map[i].dtype;
+            return true;
+        }
+    return false; /* SHORT, BFLOAT16, BITS16, UINT16, UINT32, UINT64 */
 }
 
 static void *alloc_owned(ly_et_method *m, uint64_t bytes)
@@ -91,7 +107,10 @@ static ly_status load_tensor(ly_et_method *m, size_t index, const ly_pte_tensor 
     if (t->shape_dynamism != LY_PTE_STATIC && t->shape_dynamism != LY_PTE_DYNAMIC_BOUND)
         return bad(m, "value %zu: dynamic unbound shapes are not supported", index);
     v->scalar_type = t->scalar_type;
-    v->t.dtype = dtype_of(t->scalar_type);
+    if (!dtype_of(t->scalar_type, &v->t.dtype))
+        return bad(m,
+                   "value %zu: scalar type %s (%zu-byte elements) is not supported by this runtime",
+                   index, ly_pte_scalar_name(t->scalar_type), ly_pte_scalar_size(t->scalar_type));
     v->t.ndim = (int)t->n_sizes;
     v->contiguous = t->n_dim_order == t->n_sizes;
     for (size_t i = 0; i < t->n_sizes; i++) {
@@ -124,7 +143,7 @@ static ly_status load_tensor(ly_et_method *m, size_t index, const ly_pte_tensor 
             return bad(m, "value %zu: memory_id %u, the plan has %zu buffers", index, id,
                        m->n_buffers);
         uint64_t size = (uint64_t)m->plan->non_const_buffer_sizes[id];
-        if (off > size || v->nbytes > size - off)
+        if (!ly_pte_range_within(off, v->nbytes, size))
             return bad(m,
                        "value %zu: %llu bytes at offset %llu do not fit planned buffer %u (%llu "
                        "bytes)",
@@ -136,7 +155,8 @@ static ly_status load_tensor(ly_et_method *m, size_t index, const ly_pte_tensor 
                        (unsigned long long)off, align);
         v->memory_id = id;
         v->memory_offset = off;
-        if (off + v->nbytes > m->buffer_used[id - 1]) m->buffer_used[id - 1] = off + v->nbytes;
+        uint64_t end = off + v->nbytes; /* within the buffer's size: checked above */
+        if (end > m->buffer_used[id - 1]) m->buffer_used[id - 1] = end;
         return LY_OK;
     }
     /* Neither constant nor planned: memory of its own (ExecuTorch expects the
@@ -353,8 +373,8 @@ static ly_status prepare(ly_et_method *m)
                     char what[700];
                     snprintf(what, sizeof what, "%s: instruction %zu (%s%s%s)", m->what, i, o->name,
                              *overload ? "." : "", overload);
-                    st = rt->kernel->check(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
-                                           what);
+                    st = ly_et_kernel_check(rt->kernel, m->v, in->u.kernel_call.args,
+                                            in->u.kernel_call.n_args, what);
                 }
                 m->kernel_calls++;
                 break;
@@ -518,6 +538,8 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
         bool same = x->dtype == v->t.dtype && x->ndim == v->t.ndim && x->data;
         for (int k = 0; same && k < x->ndim; k++)
             same = x->shape[k] == v->t.shape[k];
+        /* what is copied is what the caller's tensor holds */
+        same = same && (uint64_t)ly_tensor_numel(x) * ly_dtype_size(x->dtype) == v->nbytes;
         if (!same) {
             char got[96], want[96];
             return ly_set_error(LY_E_SHAPE, "%s: input %zu is %s %s, the program takes %s %s",
@@ -553,11 +575,9 @@ static ly_status run_chains(ly_et_method *m, int threads)
             switch (in->type) {
             case LY_PTE_KERNEL_CALL:
                 if (m->has_moves)
-                    st = rt->kernel->check(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
-                                           m->what);
-                if (st == LY_OK)
-                    st = rt->kernel->run(m->v, in->u.kernel_call.args, in->u.kernel_call.n_args,
-                                         threads);
+                    st = ly_et_kernel_check(rt->kernel, m->v, in->u.kernel_call.args,
+                                            in->u.kernel_call.n_args, m->what);
+                if (st == LY_OK) st = rt->kernel->run(m->v, in->u.kernel_call.args, threads);
                 break;
             case LY_PTE_DELEGATE_CALL:
                 st = ly_et_xnnpack_execute(m->delegates[in->u.delegate_call.delegate_index],

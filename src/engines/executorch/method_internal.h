@@ -4,6 +4,7 @@
 #define LY_BACKENDS_EXECUTORCH_METHOD_INTERNAL_H
 
 #include "engines/executorch/et_runtime.h"
+#include "pte/op_schema.h"
 
 typedef struct et_value {
     ly_pte_evalue_type type;
@@ -31,16 +32,20 @@ typedef struct et_value {
 
 typedef struct et_kernel et_kernel;
 
-/* A portable kernel: `check` validates one call's arguments at load (types,
- * shapes, that outputs are writable), `run` executes it. Args are value
- * indices, already checked to be in range. */
+/* A portable kernel for one operator schema: `check` validates the values of
+ * a call whose arguments the schema has type-checked (dtypes, shapes, that
+ * outputs are writable), `run` executes it. Args are value indices, already
+ * checked to be in range. */
 struct et_kernel {
-    const char *name, *overload;
-    ly_status (*check)(const et_value *v, const int32_t *args, size_t n, const char *what);
-    ly_status (*run)(et_value *v, const int32_t *args, size_t n, int threads);
+    const ly_pte_op_schema *schema;
+    ly_status (*check)(const et_value *v, const int32_t *args, const char *what);
+    ly_status (*run)(et_value *v, const int32_t *args, int threads);
 };
 
 /* The kernel registered for (name, overload), NULL if none. */
 const et_kernel *ly_et_find_kernel(const char *name, const char *overload);
+/* A call's arguments against the kernel's schema, then its values. */
+ly_status ly_et_kernel_check(const et_kernel *k, const et_value *v, const int32_t *args, size_t n,
+                             const char *what);
 
 #endif

@@ -3,16 +3,17 @@
  * Portable "out" kernels for KernelCalls, on contiguous f32 tensors: what an
  * XNNPACK program keeps outside its delegate (nearest upsample, layer norm, average
  * pooling that counts padding) and the small glue ops ExecuTorch's emitter
- * leaves between partitions. Argument lists follow the ATen schemas, with
- * the out tensor last and the return value (the same tensor) after it, as
- * ExecuTorch's emitter writes them; `check` runs at load, so `run` never
- * meets an argument it cannot handle.
+ * leaves between partitions: one per row of the operator schemas
+ * (src/pte/op_schema.h), which type-check a call's arguments before its
+ * kernel's `check` sees their values. Both run at load, so `run` never meets
+ * an argument it cannot handle.
  */
 #include "engines/executorch/method_internal.h"
 
 #include "core/core.h"
 #include "libreyolo/msda.h"
 #include "libreyolo/nn.h"
+#include "pte/op_schema.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -28,15 +29,6 @@ static ly_status refuse(const char *what, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return ly_set_error(LY_E_UNSUPPORTED, "%s: %s", what, msg);
-}
-
-/* Arguments: `want` with the return value appended, or want - 1 without it. */
-static ly_status count(const int32_t *a, size_t n, size_t want, const char *what)
-{
-    if (n == want && a[want - 1] == a[want - 2]) return LY_OK;
-    if (n == want - 1) return LY_OK;
-    return refuse(what, "%zu arguments, expected %zu (the out tensor, then the same as return)", n,
-                  want);
 }
 
 static ly_status f32(const et_value *v, int32_t i, const char *what, const char *role,
@@ -86,12 +78,11 @@ static ly_status upsample_size(const et_value *v, const int32_t *a, int64_t *oh,
 {
     const ly_tensor *x = &v[a[0]].t;
     if (!is_null(v, a[1])) {
-        if (v[a[1]].type != LY_PTE_EVALUE_INT_LIST || v[a[1]].n_items != 2)
-            return refuse(what, "output_size must be two ints or None");
+        if (v[a[1]].n_items != 2) return refuse(what, "output_size must be two ints or None");
         *oh = v[a[1]].ints[0];
         *ow = v[a[1]].ints[1];
     } else {
-        if (v[a[2]].type != LY_PTE_EVALUE_DOUBLE_LIST || v[a[2]].n_items != 2)
+        if (is_null(v, a[2]) || v[a[2]].n_items != 2)
             return refuse(what, "scale_factors must be two floats when output_size is None");
         double sh = v[a[2]].doubles[0], sw = v[a[2]].doubles[1];
         if (!(sh > 0 && sh < 1e6 && sw > 0 && sw < 1e6))
@@ -104,10 +95,9 @@ static ly_status upsample_size(const et_value *v, const int32_t *a, int64_t *oh,
     return LY_OK;
 }
 
-static ly_status upsample_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status upsample_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 5, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "input", false);
+    ly_status st = f32(v, a[0], what, "input", false);
     if (st == LY_OK) st = f32(v, a[3], what, "out", true);
     if (st != LY_OK) return st;
     const ly_tensor *x = &v[a[0]].t;
@@ -119,9 +109,8 @@ static ly_status upsample_check(const et_value *v, const int32_t *a, size_t n, c
     return expect_shape(&v[a[3]].t, 4, dims, what);
 }
 
-static ly_status upsample_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status upsample_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     const ly_tensor *x = &v[a[0]].t;
     ly_tensor *y = &v[a[3]].t;
     int64_t H = x->shape[2], W = x->shape[3], oh = y->shape[2], ow = y->shape[3];
@@ -157,7 +146,6 @@ static ly_status upsample_run(et_value *v, const int32_t *a, size_t n, int threa
 
 static bool pair(const et_value *v, int32_t i, int64_t out[2], bool empty_ok)
 {
-    if (v[i].type != LY_PTE_EVALUE_INT_LIST) return false;
     if (v[i].n_items == 0 && empty_ok) return true;
     if (v[i].n_items == 1)
         out[0] = out[1] = v[i].ints[0];
@@ -178,9 +166,7 @@ static ly_status avg_pool_call(const et_value *v, const int32_t *a, ly_kernel_ca
     p->stride[0] = p->kernel[0], p->stride[1] = p->kernel[1];
     if (!pair(v, a[2], p->stride, true)) return refuse(what, "stride must be 0, 1 or 2 ints");
     if (!pair(v, a[3], p->padding, false)) return refuse(what, "padding must be 1 or 2 ints");
-    if (v[a[4]].type != LY_PTE_EVALUE_BOOL || v[a[4]].b)
-        return refuse(what, "ceil_mode=True is not supported");
-    if (v[a[5]].type != LY_PTE_EVALUE_BOOL) return refuse(what, "count_include_pad must be a bool");
+    if (v[a[4]].b) return refuse(what, "ceil_mode=True is not supported");
     if (!is_null(v, a[6])) return refuse(what, "divisor_override is not supported");
     p->count_include_pad = v[a[5]].b;
     call->in[0] = &v[a[0]].t;
@@ -198,10 +184,9 @@ static ly_status expect_inferred(ly_op op, const ly_kernel_call *call, int index
     return expect_shape(out, outs[index].ndim, outs[index].shape, what);
 }
 
-static ly_status avg_pool_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status avg_pool_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 9, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[7], what, "out", true);
     ly_kernel_call call;
     ly_pool2d_params params;
@@ -210,9 +195,8 @@ static ly_status avg_pool_check(const et_value *v, const int32_t *a, size_t n, c
     return expect_inferred(LY_OP_AVG_POOL2D, &call, 0, &v[a[7]].t, what);
 }
 
-static ly_status avg_pool_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status avg_pool_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     ly_kernel_call call;
     ly_pool2d_params params;
     ly_status st = avg_pool_call(v, a, &call, &params, "avg_pool2d");
@@ -238,30 +222,26 @@ static bool broadcasts(const ly_tensor *a, const ly_tensor *b, const ly_tensor *
     return true;
 }
 
-static ly_status binary_check(const et_value *v, const int32_t *a, size_t n, const char *what,
-                              bool alpha)
+static ly_status binary_check(const et_value *v, const int32_t *a, const char *what, bool alpha)
 {
     size_t base = alpha ? 5 : 4;
-    ly_status st = count(a, n, base, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[1], what, "other", false);
     if (st == LY_OK) st = f32(v, a[base - 2], what, "out", true);
     if (st != LY_OK) return st;
-    if (alpha && v[a[2]].type != LY_PTE_EVALUE_INT && v[a[2]].type != LY_PTE_EVALUE_DOUBLE)
-        return refuse(what, "alpha must be a number");
     if (!broadcasts(&v[a[0]].t, &v[a[1]].t, &v[a[base - 2]].t))
         return refuse(what, "operands do not broadcast to out");
     return LY_OK;
 }
 
-static ly_status add_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status add_check(const et_value *v, const int32_t *a, const char *what)
 {
-    return binary_check(v, a, n, what, true);
+    return binary_check(v, a, what, true);
 }
 
-static ly_status mul_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status mul_check(const et_value *v, const int32_t *a, const char *what)
 {
-    return binary_check(v, a, n, what, false);
+    return binary_check(v, a, what, false);
 }
 
 static void binary_run(et_value *v, const int32_t *a, int32_t out, int op, float alpha)
@@ -299,40 +279,38 @@ static float alpha_of(const et_value *v, int32_t i)
     return v[i].type == LY_PTE_EVALUE_INT ? (float)v[i].i : (float)v[i].d;
 }
 
-static ly_status add_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status add_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     binary_run(v, a, a[3], 0, alpha_of(v, a[2]));
     return LY_OK;
 }
 
-static ly_status sub_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status sub_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     binary_run(v, a, a[3], 1, alpha_of(v, a[2]));
     return LY_OK;
 }
 
-static ly_status mul_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status mul_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     binary_run(v, a, a[2], 2, 1.0f);
     return LY_OK;
 }
 
-static ly_status sigmoid_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status sigmoid_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 3, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[1], what, "out", true);
     if (st == LY_OK && !same_shape(&v[a[0]].t, &v[a[1]].t))
         st = refuse(what, "out must have self's shape");
     return st;
 }
 
-static ly_status sigmoid_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status sigmoid_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     ly_kernel_call call;
     ly_kernel_call_init(&call);
     ly_tensor x = v[a[0]].t, y = v[a[1]].t;
@@ -345,9 +323,8 @@ static ly_status sigmoid_run(et_value *v, const int32_t *a, size_t n, int thread
     return ly_kernel_dispatch_op(LY_OP_SIGMOID, &call);
 }
 
-static ly_status silu_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status silu_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     ly_kernel_call call;
     ly_kernel_call_init(&call);
     ly_tensor x = v[a[0]].t, y = v[a[1]].t;
@@ -360,9 +337,9 @@ static ly_status silu_run(et_value *v, const int32_t *a, size_t n, int threads)
     return ly_kernel_dispatch_op(LY_OP_SILU, &call);
 }
 
-static ly_status relu_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status relu_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     const float *x = v[a[0]].t.data;
     float *y = v[a[1]].t.data;
     int64_t numel = ly_tensor_numel(&v[a[0]].t);
@@ -386,9 +363,9 @@ static ly_status typed(const et_value *v, int32_t i, const char *what, const cha
     return LY_OK;
 }
 
-static ly_status view_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status view_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 4, what);
+    ly_status st = LY_OK;
     if (st == LY_OK && v[a[0]].type == LY_PTE_EVALUE_TENSOR && v[a[0]].scalar_type == LY_PTE_LONG) {
         /* indices between portable kernels */
         st = typed(v, a[0], what, "self", LY_PTE_LONG, false);
@@ -398,31 +375,23 @@ static ly_status view_check(const et_value *v, const int32_t *a, size_t n, const
         if (st == LY_OK) st = f32(v, a[2], what, "out", true);
     }
     if (st != LY_OK) return st;
-    if (v[a[1]].type != LY_PTE_EVALUE_INT_LIST) return refuse(what, "size must be a list of ints");
     if (ly_tensor_numel(&v[a[0]].t) != ly_tensor_numel(&v[a[2]].t))
         return refuse(what, "out must hold as many elements as self");
     return LY_OK;
 }
 
-static ly_status copy_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status copy_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 4, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[2], what, "out", true);
     if (st != LY_OK) return st;
     if (!same_shape(&v[a[0]].t, &v[a[2]].t)) return refuse(what, "out must have self's shape");
-    const et_value *order = &v[a[1]];
-    if (order->type == LY_PTE_EVALUE_INT_LIST)
-        for (size_t i = 0; i < order->n_items; i++)
-            if (order->ints[i] != (int64_t)i)
-                return refuse(what, "only the contiguous dim order is supported");
     return LY_OK;
 }
 
-static ly_status dim_order_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status dim_order_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 5, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[3], what, "out", true);
     if (st != LY_OK) return st;
     if (!same_shape(&v[a[0]].t, &v[a[3]].t)) return refuse(what, "out must have self's shape");
@@ -434,30 +403,27 @@ static ly_status dim_order_check(const et_value *v, const int32_t *a, size_t n, 
     return LY_OK;
 }
 
-static ly_status copy2_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status copy2_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     memmove(v[a[2]].t.data, v[a[0]].t.data, (size_t)v[a[0]].nbytes);
     return LY_OK;
 }
 
-static ly_status copy3_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status copy3_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     memmove(v[a[3]].t.data, v[a[0]].t.data, (size_t)v[a[0]].nbytes);
     return LY_OK;
 }
 
 /* ---- cat.out(tensors, dim) ------------------------------------------------------ */
 
-static ly_status cat_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status cat_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 4, what);
-    if (st == LY_OK) st = f32(v, a[2], what, "out", true);
+    ly_status st = f32(v, a[2], what, "out", true);
     if (st != LY_OK) return st;
-    if (v[a[0]].type != LY_PTE_EVALUE_TENSOR_LIST || v[a[0]].n_items == 0)
-        return refuse(what, "tensors must be a non-empty tensor list");
-    if (v[a[1]].type != LY_PTE_EVALUE_INT) return refuse(what, "dim must be an int");
+    if (v[a[0]].n_items == 0) return refuse(what, "tensors must not be empty");
     const ly_tensor *o = &v[a[2]].t;
     int64_t d = dim_arg(v[a[1]].i, o->ndim), total = 0;
     if (d < 0 || d >= o->ndim)
@@ -478,9 +444,9 @@ static ly_status cat_check(const et_value *v, const int32_t *a, size_t n, const 
     return LY_OK;
 }
 
-static ly_status cat_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status cat_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     const ly_tensor *o = &v[a[2]].t;
     int64_t d = dim_arg(v[a[1]].i, o->ndim), outer = 1, inner = 1;
     for (int i = 0; i < d; i++)
@@ -502,15 +468,14 @@ static ly_status cat_run(et_value *v, const int32_t *a, size_t n, int threads)
 
 /* ---- permute_copy.out(self, dims) ------------------------------------------------- */
 
-static ly_status permute_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status permute_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 4, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[2], what, "out", true);
     if (st != LY_OK) return st;
     const ly_tensor *x = &v[a[0]].t;
     const et_value *p = &v[a[1]];
-    if (p->type != LY_PTE_EVALUE_INT_LIST || p->n_items != (size_t)x->ndim)
+    if (p->n_items != (size_t)x->ndim)
         return refuse(what, "dims must list self's %d dimensions", x->ndim);
     bool seen[LY_MAX_DIMS] = {false};
     int64_t dims[LY_MAX_DIMS];
@@ -523,9 +488,9 @@ static ly_status permute_check(const et_value *v, const int32_t *a, size_t n, co
     return expect_shape(&v[a[2]].t, x->ndim, dims, what);
 }
 
-static ly_status permute_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status permute_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     const ly_tensor *x = &v[a[0]].t;
     ly_tensor *o = &v[a[2]].t;
     int nd = x->ndim;
@@ -555,23 +520,21 @@ static ly_status permute_run(et_value *v, const int32_t *a, size_t n, int thread
 
 /* ---- _softmax.out(self, dim, half_to_float) -------------------------------------- */
 
-static ly_status softmax_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status softmax_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 5, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[3], what, "out", true);
     if (st != LY_OK) return st;
     const ly_tensor *x = &v[a[0]].t;
-    if (v[a[1]].type != LY_PTE_EVALUE_INT) return refuse(what, "dim must be an int");
     int64_t d = dim_arg(v[a[1]].i, x->ndim);
     if (d < 0 || d >= x->ndim) return refuse(what, "dim out of range");
     if (!same_shape(x, &v[a[3]].t)) return refuse(what, "out must have self's shape");
     return LY_OK;
 }
 
-static ly_status softmax_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status softmax_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     const ly_tensor *x = &v[a[0]].t;
     int64_t d = dim_arg(v[a[1]].i, x->ndim), outer = 1, len = x->shape[d], inner = 1;
     for (int i = 0; i < d; i++)
@@ -612,17 +575,12 @@ static void slice_bounds(const et_value *v, const int32_t *a, int64_t size, int6
     *end = *end < *start ? *start : *end > size ? size : *end;
 }
 
-static ly_status slice_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status slice_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 7, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[5], what, "out", true);
     if (st != LY_OK) return st;
     const ly_tensor *x = &v[a[0]].t;
-    if (v[a[1]].type != LY_PTE_EVALUE_INT || v[a[4]].type != LY_PTE_EVALUE_INT ||
-        (!is_null(v, a[2]) && v[a[2]].type != LY_PTE_EVALUE_INT) ||
-        (!is_null(v, a[3]) && v[a[3]].type != LY_PTE_EVALUE_INT))
-        return refuse(what, "dim, start, end and step must be ints (start/end may be None)");
     int64_t d = dim_arg(v[a[1]].i, x->ndim);
     if (d < 0 || d >= x->ndim || v[a[4]].i < 1) return refuse(what, "bad dim or step");
     int64_t start, end, step, dims[LY_MAX_DIMS];
@@ -632,9 +590,9 @@ static ly_status slice_check(const et_value *v, const int32_t *a, size_t n, cons
     return expect_shape(&v[a[5]].t, x->ndim, dims, what);
 }
 
-static ly_status slice_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status slice_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n, (void)threads;
+    (void)threads;
     const ly_tensor *x = &v[a[0]].t;
     const ly_tensor *o = &v[a[5]].t;
     int64_t d = dim_arg(v[a[1]].i, x->ndim), start, end, step, outer = 1, inner = 1;
@@ -656,24 +614,16 @@ static ly_status slice_run(et_value *v, const int32_t *a, size_t n, int threads)
 /* ---- native_layer_norm.out(input, normalized_shape, weight?, bias?, eps, *,
  *                            out0, out1, out2) -------------------------------------- */
 
-/* Eight arguments, or eleven with the three return values (the outs again). */
-static ly_status layer_norm_count(const int32_t *a, size_t n, const char *what)
+static ly_status layer_norm_check(const et_value *v, const int32_t *a, const char *what)
 {
-    if (n == 8 || (n == 11 && a[8] == a[5] && a[9] == a[6] && a[10] == a[7])) return LY_OK;
-    return refuse(what, "%zu arguments, expected 8 (then the 3 outs again as return values)", n);
-}
-
-static ly_status layer_norm_check(const et_value *v, const int32_t *a, size_t n, const char *what)
-{
-    ly_status st = layer_norm_count(a, n, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "input", false);
+    ly_status st = f32(v, a[0], what, "input", false);
     for (int k = 5; k < 8 && st == LY_OK; k++)
         st = f32(v, a[k], what, k == 5 ? "out0" : k == 6 ? "out1" : "out2", true);
     if (st != LY_OK) return st;
     const ly_tensor *x = &v[a[0]].t;
     if (x->ndim < 1) return refuse(what, "input must have a dimension");
     int64_t c = x->shape[x->ndim - 1];
-    if (v[a[1]].type != LY_PTE_EVALUE_INT_LIST || v[a[1]].n_items != 1 || v[a[1]].ints[0] != c)
+    if (v[a[1]].n_items != 1 || v[a[1]].ints[0] != c)
         return refuse(what, "normalized_shape must be [%lld] (the last dimension only)",
                       (long long)c);
     for (int k = 2; k <= 3; k++) {
@@ -683,8 +633,7 @@ static ly_status layer_norm_check(const et_value *v, const int32_t *a, size_t n,
         if (v[a[k]].t.ndim != 1 || v[a[k]].t.shape[0] != c)
             return refuse(what, "%s must be [%lld]", k == 2 ? "weight" : "bias", (long long)c);
     }
-    if (v[a[4]].type != LY_PTE_EVALUE_DOUBLE || !(v[a[4]].d >= 0))
-        return refuse(what, "eps must be a non-negative float");
+    if (!(v[a[4]].d >= 0)) return refuse(what, "eps must be a non-negative float");
     if (!same_shape(x, &v[a[5]].t)) return refuse(what, "out0 must have input's shape");
     int64_t stats[LY_MAX_DIMS];
     memcpy(stats, x->shape, sizeof stats);
@@ -693,9 +642,8 @@ static ly_status layer_norm_check(const et_value *v, const int32_t *a, size_t n,
     return st == LY_OK ? expect_shape(&v[a[7]].t, x->ndim, stats, what) : st;
 }
 
-static ly_status layer_norm_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status layer_norm_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     const ly_tensor *x = &v[a[0]].t;
     ly_kernel_call call;
     ly_kernel_call_init(&call);
@@ -730,10 +678,6 @@ static ly_status layer_norm_run(et_value *v, const int32_t *a, size_t n, int thr
 static ly_status topk_call(const et_value *v, const int32_t *a, ly_kernel_call *call,
                            ly_topk_params *p, const char *what)
 {
-    if (v[a[1]].type != LY_PTE_EVALUE_INT || v[a[2]].type != LY_PTE_EVALUE_INT)
-        return refuse(what, "k and dim must be ints");
-    if (v[a[3]].type != LY_PTE_EVALUE_BOOL || v[a[4]].type != LY_PTE_EVALUE_BOOL)
-        return refuse(what, "largest and sorted must be bools");
     if (!v[a[4]].b) return refuse(what, "sorted=False is not supported");
     ly_kernel_call_init(call);
     *p = (ly_topk_params){.k = v[a[1]].i, .axis = v[a[2]].i, .largest = v[a[3]].b};
@@ -742,10 +686,8 @@ static ly_status topk_call(const et_value *v, const int32_t *a, ly_kernel_call *
     return LY_OK;
 }
 
-static ly_status topk_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status topk_check(const et_value *v, const int32_t *a, const char *what)
 {
-    if (!(n == 7 || (n == 9 && a[7] == a[5] && a[8] == a[6])))
-        return refuse(what, "%zu arguments, expected 7 (then values and indices again)", n);
     ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = f32(v, a[5], what, "values", true);
     if (st == LY_OK) st = typed(v, a[6], what, "indices", LY_PTE_LONG, true);
@@ -756,9 +698,8 @@ static ly_status topk_check(const et_value *v, const int32_t *a, size_t n, const
     return st == LY_OK ? expect_inferred(LY_OP_TOPK, &call, 1, &v[a[6]].t, what) : st;
 }
 
-static ly_status topk_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status topk_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     ly_kernel_call call;
     ly_topk_params p;
     ly_status st = topk_call(v, a, &call, &p, "topk");
@@ -781,23 +722,20 @@ static void index_select_call(et_value *v, const int32_t *a, ly_kernel_call *cal
     call->in[1] = &v[a[2]].t;
 }
 
-static ly_status index_select_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status index_select_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 5, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "self", false);
+    ly_status st = f32(v, a[0], what, "self", false);
     if (st == LY_OK) st = typed(v, a[2], what, "index", LY_PTE_LONG, false);
     if (st == LY_OK) st = f32(v, a[3], what, "out", true);
     if (st != LY_OK) return st;
-    if (v[a[1]].type != LY_PTE_EVALUE_INT) return refuse(what, "dim must be an int");
     ly_kernel_call call;
     ly_gather_params p;
     index_select_call((et_value *)v, a, &call, &p);
     return expect_inferred(LY_OP_INDEX_SELECT, &call, 0, &v[a[3]].t, what);
 }
 
-static ly_status index_select_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status index_select_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     ly_kernel_call call;
     ly_gather_params p;
     index_select_call(v, a, &call, &p);
@@ -820,10 +758,9 @@ static void msda_call(et_value *v, const int32_t *a, ly_kernel_call *call,
     call->in[4] = is_null(v, a[4]) ? NULL : &v[a[4]].t;
 }
 
-static ly_status msda_check(const et_value *v, const int32_t *a, size_t n, const char *what)
+static ly_status msda_check(const et_value *v, const int32_t *a, const char *what)
 {
-    ly_status st = count(a, n, 8, what);
-    if (st == LY_OK) st = f32(v, a[0], what, "value", false);
+    ly_status st = f32(v, a[0], what, "value", false);
     if (st == LY_OK) st = typed(v, a[1], what, "spatial_shapes", LY_PTE_LONG, false);
     if (st == LY_OK) st = f32(v, a[2], what, "sampling_locations", false);
     if (st == LY_OK) st = f32(v, a[3], what, "attention_weights", false);
@@ -831,16 +768,14 @@ static ly_status msda_check(const et_value *v, const int32_t *a, size_t n, const
         st = typed(v, a[4], what, "num_points", LY_PTE_LONG, false);
     if (st == LY_OK) st = f32(v, a[6], what, "out", true);
     if (st != LY_OK) return st;
-    if (v[a[5]].type != LY_PTE_EVALUE_INT) return refuse(what, "mode must be an int");
     ly_kernel_call call;
     ly_ms_deform_attn_params p;
     msda_call((et_value *)v, a, &call, &p);
     return expect_inferred(LY_OP_MS_DEFORM_ATTN, &call, 0, &v[a[6]].t, what);
 }
 
-static ly_status msda_run(et_value *v, const int32_t *a, size_t n, int threads)
+static ly_status msda_run(et_value *v, const int32_t *a, int threads)
 {
-    (void)n;
     ly_kernel_call call;
     ly_ms_deform_attn_params p;
     msda_call(v, a, &call, &p);
@@ -850,35 +785,47 @@ static ly_status msda_run(et_value *v, const int32_t *a, size_t n, int threads)
     return ly_kernel_dispatch_op(LY_OP_MS_DEFORM_ATTN, &call);
 }
 
-/* ---- the table ----------------------------------------------------------------- */
+/* ---- the table: a kernel for every row of the operator schemas ---------------------- */
 
-static const et_kernel kernels[] = {
-    {"aten::upsample_nearest2d", "vec_out", upsample_check, upsample_run},
-    {"aten::avg_pool2d", "out", avg_pool_check, avg_pool_run},
-    {"aten::add", "out", add_check, add_run},
-    {"aten::sub", "out", add_check, sub_run},
-    {"aten::mul", "out", mul_check, mul_run},
-    {"aten::sigmoid", "out", sigmoid_check, sigmoid_run},
-    {"aten::silu", "out", sigmoid_check, silu_run},
-    {"aten::relu", "out", sigmoid_check, relu_run},
-    {"aten::view_copy", "out", view_check, copy2_run},
-    {"aten::clone", "out", copy_check, copy2_run},
-    {"dim_order_ops::_to_dim_order_copy", "out", dim_order_check, copy3_run},
-    {"aten::cat", "out", cat_check, cat_run},
-    {"aten::permute_copy", "out", permute_check, permute_run},
-    {"aten::_softmax", "out", softmax_check, softmax_run},
-    {"aten::slice_copy", "Tensor_out", slice_check, slice_run},
-    {"aten::native_layer_norm", "out", layer_norm_check, layer_norm_run},
-    {"aten::topk", "values", topk_check, topk_run},
-    {"aten::index_select", "out", index_select_check, index_select_run},
-    {"libreyolo::ms_deform_attn", "out", msda_check, msda_run},
+#define KERNEL(op, check, run) [op] = {&ly_pte_op_schemas[op], check, run}
+
+static const et_kernel kernels[LY_PTE_PORTABLE_COUNT] = {
+    KERNEL(LY_PTE_UPSAMPLE_NEAREST2D, upsample_check, upsample_run),
+    KERNEL(LY_PTE_AVG_POOL2D, avg_pool_check, avg_pool_run),
+    KERNEL(LY_PTE_ADD, add_check, add_run),
+    KERNEL(LY_PTE_SUB, add_check, sub_run),
+    KERNEL(LY_PTE_MUL, mul_check, mul_run),
+    KERNEL(LY_PTE_SIGMOID, sigmoid_check, sigmoid_run),
+    KERNEL(LY_PTE_SILU, sigmoid_check, silu_run),
+    KERNEL(LY_PTE_RELU, sigmoid_check, relu_run),
+    KERNEL(LY_PTE_VIEW_COPY, view_check, copy2_run),
+    KERNEL(LY_PTE_CLONE, copy_check, copy2_run),
+    KERNEL(LY_PTE_TO_DIM_ORDER_COPY, dim_order_check, copy3_run),
+    KERNEL(LY_PTE_CAT, cat_check, cat_run),
+    KERNEL(LY_PTE_PERMUTE_COPY, permute_check, permute_run),
+    KERNEL(LY_PTE_SOFTMAX, softmax_check, softmax_run),
+    KERNEL(LY_PTE_SLICE_COPY, slice_check, slice_run),
+    KERNEL(LY_PTE_NATIVE_LAYER_NORM, layer_norm_check, layer_norm_run),
+    KERNEL(LY_PTE_TOPK, topk_check, topk_run),
+    KERNEL(LY_PTE_INDEX_SELECT, index_select_check, index_select_run),
+    KERNEL(LY_PTE_MS_DEFORM_ATTN, msda_check, msda_run),
 };
 
 const et_kernel *ly_et_find_kernel(const char *name, const char *overload)
 {
-    if (!name) return NULL;
-    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
-        if (strcmp(kernels[i].name, name) == 0 && strcmp(kernels[i].overload, overload) == 0)
-            return &kernels[i];
-    return NULL;
+    ly_pte_portable_op op;
+    if (!ly_pte_op_find(name, overload, &op) || !kernels[op].check) return NULL;
+    return &kernels[op];
+}
+
+static int et_value_type(const void *values, int32_t index)
+{
+    return (int)((const et_value *)values)[index].type;
+}
+
+ly_status ly_et_kernel_check(const et_kernel *k, const et_value *v, const int32_t *args, size_t n,
+                             const char *what)
+{
+    ly_status st = ly_pte_call_check(k->schema, args, n, et_value_type, v, what);
+    return st == LY_OK ? k->check(v, args, what) : st;
 }

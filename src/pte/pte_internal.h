@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals of src/export/pte/ shared by its sources and its tests. */
-#ifndef LY_EXPORT_PTE_PTE_INTERNAL_H
-#define LY_EXPORT_PTE_PTE_INTERNAL_H
+/* Internals of src/pte/ shared by its sources and its tests. */
+#ifndef LY_PTE_PTE_INTERNAL_H
+#define LY_PTE_PTE_INTERNAL_H
 
-#include "export/pte/fb.h"
-#include "export/pte/pte.h"
+#include "pte/fb.h"
+#include "pte/pte.h"
 
 /* A bump allocator: a decoded model is many small arrays freed together. */
 typedef struct ly_arena ly_arena;

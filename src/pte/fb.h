@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A small FlatBuffers builder and bounds-checked reader (internal to src/export/pte/).
+ * A small FlatBuffers builder and bounds-checked reader (internal to src/pte/).
  *
  * Builder: back to front, as the reference C++ builder does, so children are created before
  * the tables that point at them and every offset points forward. Scalars equal to their
@@ -14,8 +14,8 @@
  * small hostile file expensive. The first failure is recorded with the field path, and all
  * later calls fail fast.
  */
-#ifndef LY_EXPORT_PTE_FB_H
-#define LY_EXPORT_PTE_FB_H
+#ifndef LY_PTE_FB_H
+#define LY_PTE_FB_H
 
 #include <stdbool.h>
 #include <stddef.h>

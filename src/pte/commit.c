@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The program + sidecar pair committed as one unit (see commit.h). */
-#include "export/commit.h"
+#include "pte/commit.h"
 
 #include "core/core.h"
 
@@ -21,11 +21,11 @@
 
 static _Thread_local struct {
     int at, also, count, err;
-    ly_fault_mode mode;
+    ly_pte_fault_mode mode;
     bool crashed;
 } fault;
 
-void ly_export_fault_inject(int at, ly_fault_mode mode, int err)
+void ly_pte_fault_inject(int at, ly_pte_fault_mode mode, int err)
 {
     fault.at = at;
     fault.mode = mode;
@@ -35,12 +35,12 @@ void ly_export_fault_inject(int at, ly_fault_mode mode, int err)
     fault.crashed = false;
 }
 
-void ly_export_fault_also(int at)
+void ly_pte_fault_also(int at)
 {
     fault.also = at;
 }
 
-int ly_export_fault_steps(void)
+int ly_pte_fault_steps(void)
 {
     return fault.count;
 }
@@ -54,8 +54,8 @@ static int step(void)
     }
     fault.count++;
     if (fault.at > 0 && fault.count == fault.at) {
-        if (fault.mode == LY_FAULT_CRASH) fault.crashed = true;
-        errno = fault.mode == LY_FAULT_CRASH ? EIO : fault.err;
+        if (fault.mode == LY_PTE_FAULT_CRASH) fault.crashed = true;
+        errno = fault.mode == LY_PTE_FAULT_CRASH ? EIO : fault.err;
         return -1;
     }
     if (fault.also > 0 && fault.count == fault.also) {
@@ -388,10 +388,10 @@ io_error:
                         jpath, strerror(errno));
 }
 
-ly_status ly_export_recover(const char *program_path, bool *recovered)
+ly_status ly_pte_recover(const char *program_path, bool *recovered)
 {
     if (!program_path)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_export_recover: program_path is NULL");
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_pte_recover: program_path is NULL");
     names n;
     ly_status st = split_path(program_path, &n);
     if (st != LY_OK) return st;
@@ -400,8 +400,8 @@ ly_status ly_export_recover(const char *program_path, bool *recovered)
 
 /* ---- the commit ------------------------------------------------------------ */
 
-ly_status ly_export_commit_pair(const char *program_path, const void *program, size_t program_size,
-                                const void *sidecar, size_t sidecar_size)
+ly_status ly_pte_commit_pair(const char *program_path, const void *program, size_t program_size,
+                             const void *sidecar, size_t sidecar_size)
 {
     names n;
     ly_status st = split_path(program_path, &n);

@@ -3,7 +3,7 @@
  * built, then the checks ExecuTorch's Program::load, method_meta and Method::init make
  * (spec B1, B4). */
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -506,7 +506,7 @@ static ly_status validate_tensor(const ly_pte_program *p, const ly_pte_plan *pl,
                         id, planned);
         int64_t buf = pl->non_const_buffer_sizes[id];
         uint64_t off = ly_pte_memory_offset(&t->allocation_info);
-        if (buf < 0 || off > (uint64_t)buf || nbytes > (uint64_t)buf - off)
+        if (buf < 0 || !ly_pte_range_within(off, nbytes, (uint64_t)buf))
             return verr(LY_E_FORMAT, what,
                         "%s.allocation_info: %llu bytes at offset %llu do not fit planned buffer "
                         "%u of %lld bytes",
@@ -527,7 +527,7 @@ static ly_status validate_tensor(const ly_pte_program *p, const ly_pte_plan *pl,
                             t->data_buffer_idx, ms->n_offsets);
             uint64_t so = ms->offsets[t->data_buffer_idx];
             uint64_t ss = p->segment_data[ms->segment_index].size;
-            if (so > ss || nbytes > ss - so)
+            if (!ly_pte_range_within(so, nbytes, ss))
                 return verr(LY_E_FORMAT, what,
                             "%s: %llu bytes at offset %llu run past mutable segment %u (%llu "
                             "bytes)",
@@ -731,7 +731,7 @@ static ly_status decode_owned(uint8_t *file, size_t size, const char *what, ly_p
                       "extended header: length %u is too small (expected at least 24)", len);
             goto fail;
         }
-        if ((uint64_t)len + 8 > size) {
+        if (!ly_pte_range_within(8, len, size)) {
             st = verr(LY_E_FORMAT, what,
                       "extended header: %u bytes run past the end of the %zu-byte file", len, size);
             goto fail;
@@ -748,14 +748,14 @@ static ly_status decode_owned(uint8_t *file, size_t size, const char *what, ly_p
         }
         uint64_t base = p->segment_base_offset, dsize = p->segment_data_size;
         if (dsize > 0 || base == 0) {
-            uint64_t need = base == 0 ? program_size : base + dsize;
-            if (base > UINT64_MAX - dsize || size < need) {
+            /* the program, or the segment data from its base, must be in the file */
+            if (!ly_pte_range_within(base, base == 0 ? program_size : dsize, size)) {
                 st = verr(LY_E_FORMAT, what,
-                          "file size is too small: %zu bytes, the extended header needs %llu "
+                          "file size is too small: %zu bytes, the extended header needs more "
                           "(program_size %llu, segment_base_offset %llu, segment_data_size "
                           "%llu); truncated?",
-                          size, (unsigned long long)need, (unsigned long long)program_size,
-                          (unsigned long long)base, (unsigned long long)dsize);
+                          size, (unsigned long long)program_size, (unsigned long long)base,
+                          (unsigned long long)dsize);
                 goto fail;
             }
         }
@@ -825,7 +825,7 @@ static ly_status decode_owned(uint8_t *file, size_t size, const char *what, ly_p
         if (limit > size - base) limit = size - base;
         for (size_t i = 0; i < p->n_segments; i++) {
             const ly_pte_data_segment *s = &p->segments[i];
-            if (s->offset > limit || s->size > limit - s->offset) {
+            if (!ly_pte_range_within(s->offset, s->size, limit)) {
                 st = verr(LY_E_FORMAT, what,
                           "segments[%zu]: %llu bytes at offset %llu run past the segment data "
                           "(%llu bytes)",

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
+
+#include "core/checked.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,8 @@ void *ly_arena_alloc(ly_arena *a, size_t size)
         /* Large requests get a block of their own behind the current one, so the rest of the
          * current block stays usable. */
         size_t cap = size > LY_ARENA_CHUNK / 4 ? size : LY_ARENA_CHUNK;
-        ly_arena_block *nb = malloc(sizeof *nb + cap);
+        size_t bytes = 0;
+        ly_arena_block *nb = ly_checked_add_size(sizeof *nb, cap, &bytes) ? malloc(bytes) : NULL;
         if (!nb) return NULL;
         nb->used = 0;
         nb->cap = cap;

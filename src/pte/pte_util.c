@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Queries on a `.pte` program model. */
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <string.h>
 
@@ -69,7 +69,7 @@ ly_status ly_pte_tensor_nbytes(const ly_pte_tensor *t, uint64_t *nbytes)
 {
     if (!t || !nbytes) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_pte_tensor_nbytes: NULL");
     *nbytes = 0;
-    uint64_t n = ly_pte_scalar_size(t->scalar_type);
+    int64_t n = (int64_t)ly_pte_scalar_size(t->scalar_type);
     if (!n)
         return ly_set_error(LY_E_FORMAT, "tensor: scalar_type %d is not a ScalarType",
                             t->scalar_type);
@@ -78,12 +78,10 @@ ly_status ly_pte_tensor_nbytes(const ly_pte_tensor *t, uint64_t *nbytes)
         if (t->sizes[i] < 0)
             return ly_set_error(LY_E_FORMAT, "tensor: sizes[%zu] is negative (%d)", i,
                                 (int)t->sizes[i]);
-        uint64_t s = (uint64_t)t->sizes[i];
-        if (s && n > UINT64_MAX / s)
+        if (!ly_checked_mul(n, t->sizes[i], &n))
             return ly_set_error(LY_E_FORMAT, "tensor: byte size overflows 64 bits");
-        n *= s;
     }
-    *nbytes = n;
+    *nbytes = (uint64_t)n;
     return LY_OK;
 }
 
@@ -144,7 +142,7 @@ ly_status ly_pte_constant_data(const ly_pte_program *p, const ly_pte_tensor *t, 
         ly_pte_bytes seg = {NULL, 0};
         if ((st = ly_pte_segment(p, cs->segment_index, &seg)) != LY_OK) return st;
         uint64_t off = cs->offsets[idx];
-        if (off > seg.size || nbytes > seg.size - off)
+        if (!ly_pte_range_within(off, nbytes, seg.size))
             return ly_set_error(LY_E_FORMAT,
                                 "data_buffer_idx %u: %llu bytes at constant offset %llu run past "
                                 "the constant segment (%zu bytes)",

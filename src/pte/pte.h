@@ -30,9 +30,10 @@
  * CHANGES to signatures after first publication are listed here:
  *   (none yet)
  */
-#ifndef LY_EXPORT_PTE_PTE_H
-#define LY_EXPORT_PTE_PTE_H
+#ifndef LY_PTE_PTE_H
+#define LY_PTE_PTE_H
 
+#include "core/checked.h"
 #include "libreyolo/libreyolo.h"
 
 #include <stdbool.h>
@@ -95,6 +96,15 @@ typedef struct ly_pte_bytes {
     const uint8_t *data;
     size_t size;
 } ly_pte_bytes;
+
+/* Whether `size` bytes at `offset` lie within `limit` bytes: the sum of two
+ * sizes read from a file, in checked arithmetic (src/core/checked.h). */
+static inline bool ly_pte_range_within(uint64_t offset, uint64_t size, uint64_t limit)
+{
+    int64_t end;
+    return offset <= INT64_MAX && size <= INT64_MAX &&
+           ly_checked_add((int64_t)offset, (int64_t)size, &end) && (uint64_t)end <= limit;
+}
 
 /* ---- Program model ------------------------------------------------------ */
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-#include "export/pte/fb.h"
+#include "pte/fb.h"
+
+#include "core/checked.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -363,6 +365,15 @@ bool fb_charge(fb_reader *r, uint64_t n)
     return true;
 }
 
+/* Whether `len` bytes at `pos` lie inside the buffer: a sum of sizes read
+ * from the buffer, in checked arithmetic (src/core/checked.h). */
+static bool inside(const fb_reader *r, uint64_t pos, uint64_t len)
+{
+    int64_t end = 0;
+    return pos <= INT64_MAX && len <= INT64_MAX &&
+           ly_checked_add((int64_t)pos, (int64_t)len, &end) && (uint64_t)end <= r->size;
+}
+
 bool fb_table_at(fb_reader *r, uint32_t pos, fb_table *t)
 {
     if (r->failed) return false;
@@ -372,17 +383,17 @@ bool fb_table_at(fb_reader *r, uint32_t pos, fb_table *t)
                        "(shared sub-objects?)",
                        r->size);
     r->tables_left--;
-    if (pos % 4 || (uint64_t)pos + 4 > r->size)
+    if (pos % 4 || !inside(r, pos, 4))
         return fb_fail(r, NULL, "table at offset %u is outside the %zu-byte buffer or misaligned",
                        pos, r->size);
     int32_t soff = (int32_t)fb_ld32(r->buf + pos);
     int64_t vt = (int64_t)pos - soff;
-    if (vt < 0 || vt % 2 || (uint64_t)vt + 4 > r->size)
+    if (vt < 0 || vt % 2 || !inside(r, (uint64_t)vt, 4))
         return fb_fail(r, NULL, "vtable of the table at offset %u is outside the buffer", pos);
     uint16_t vt_size = fb_ld16(r->buf + vt), obj = fb_ld16(r->buf + vt + 2);
-    if (vt_size < 4 || vt_size % 2 || (uint64_t)vt + vt_size > r->size)
+    if (vt_size < 4 || vt_size % 2 || !inside(r, (uint64_t)vt, vt_size))
         return fb_fail(r, NULL, "vtable at offset %lld has a bad size %u", (long long)vt, vt_size);
-    if (obj < 4 || (uint64_t)pos + obj > r->size)
+    if (obj < 4 || !inside(r, pos, obj))
         return fb_fail(r, NULL, "table at offset %u (%u bytes) runs past the buffer", pos, obj);
     t->pos = pos;
     t->vt = (uint32_t)vt;
@@ -395,7 +406,7 @@ bool fb_root(fb_reader *r, fb_table *t)
 {
     if (r->size < 8) return fb_fail(r, NULL, "%zu bytes is too small for a flatbuffer", r->size);
     uint32_t root = fb_ld32(r->buf);
-    if ((uint64_t)root + 4 > r->size)
+    if (!inside(r, root, 4))
         return fb_fail(r, NULL, "root table offset %u is outside the %zu-byte buffer", root,
                        r->size);
     return fb_table_at(r, root, t);
@@ -454,8 +465,8 @@ bool fb_f64(fb_reader *r, const fb_table *t, int slot, const char *field, double
 /* Follow the uoffset stored at `at`. */
 static bool fb_follow(fb_reader *r, uint32_t at, const char *field, uint32_t *target)
 {
-    uint64_t tgt = (uint64_t)at + fb_ld32(r->buf + at);
-    if (tgt + 4 > r->size)
+    int64_t tgt = 0;
+    if (!ly_checked_add(at, fb_ld32(r->buf + at), &tgt) || !inside(r, (uint64_t)tgt, 4))
         return fb_fail(r, field, "offset points outside the %zu-byte buffer", r->size);
     if (tgt % 4)
         return fb_fail(r, field, "offset target %llu is misaligned", (unsigned long long)tgt);
@@ -482,7 +493,7 @@ static bool fb_string_at(fb_reader *r, uint32_t tgt, const char *field, const ch
                          uint32_t *len)
 {
     uint32_t n = fb_ld32(r->buf + tgt);
-    if ((uint64_t)tgt + 4 + n + 1 > r->size)
+    if (!inside(r, (uint64_t)tgt + 4, (uint64_t)n + 1))
         return fb_fail(r, field, "string of %u bytes runs past the buffer", n);
     if (r->buf[tgt + 4 + n] != 0) return fb_fail(r, field, "string is not NUL-terminated");
     *s = (const char *)r->buf + tgt + 4;
@@ -511,7 +522,9 @@ bool fb_vector(fb_reader *r, const fb_table *t, int slot, const char *field, siz
     if (!at) return true;
     if (!fb_follow(r, at, field, &tgt)) return false;
     uint32_t n = fb_ld32(r->buf + tgt);
-    if ((uint64_t)n * elem_size > r->size - tgt - 4)
+    int64_t bytes = 0;
+    if (!ly_checked_mul(n, (int64_t)elem_size, &bytes) ||
+        !inside(r, (uint64_t)tgt + 4, (uint64_t)bytes))
         return fb_fail(r, field, "vector of %u elements runs past the buffer", n);
     if (!fb_charge(r, n)) return false;
     v->pos = tgt + 4;

@@ -2,8 +2,8 @@
 /* Writing `.pte` files: the Program flatbuffer, the eh00 header and the segments (spec B1-B2). */
 #include "core/core.h"
 #include "core/digest.h"
-#include "export/pte/fb.h"
-#include "export/pte/pte_internal.h"
+#include "pte/fb.h"
+#include "pte/pte_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,10 +14,10 @@
  * The sample struct owns every array the model points at, so it must stay where it is while
  * `program` is used; pte_sample_free releases the malloc'd parts.
  */
-#ifndef LY_EXPORT_PTE_SAMPLES_H
-#define LY_EXPORT_PTE_SAMPLES_H
+#ifndef LY_PTE_SAMPLES_H
+#define LY_PTE_SAMPLES_H
 
-#include "export/pte/pte.h"
+#include "pte/pte.h"
 
 #include <stdlib.h>
 #include <string.h>

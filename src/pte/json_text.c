@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* json.dumps(indent=2, sort_keys=True) for cJSON trees (see json_text.h). */
-#include "export/json_text.h"
+#include "pte/json_text.h"
 
 #include "core/core.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The XNNPACK delegate payload: XH00 header, XNNGraph flatbuffer, inline constants (spec B3). */
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -650,7 +650,7 @@ static ly_status validate_graph(const ly_xnn_graph *g, const char *what)
     for (size_t i = 0; i < g->n_constant_data; i++) {
         const ly_xnn_constant_data *c = &g->constant_data[i];
         if (c->named_key && c->named_key[0]) continue; /* resolved through the program */
-        if (c->offset > g->constant_area.size || c->size > g->constant_area.size - c->offset)
+        if (!ly_pte_range_within(c->offset, c->size, g->constant_area.size))
             return xerr(what,
                         "constant_data[%zu]: %llu bytes at offset %llu run past the %zu-byte "
                         "inline constant area",
@@ -732,13 +732,13 @@ ly_status ly_xnn_decode(const uint8_t *blob, size_t size, const char *what, ly_x
         if (hl < LY_XNN_HEADER_LENGTH)
             return xerr(what, "XNNPACK header: length %u is too small (expected %d)", hl,
                         LY_XNN_HEADER_LENGTH);
-        if (fo < hl || (uint64_t)fo + fs > size)
+        if (fo < hl || !ly_pte_range_within(fo, fs, size))
             return xerr(what,
                         "XNNPACK header: flatbuffer of %u bytes at offset %u lies outside the "
                         "%zu-byte payload",
                         fs, fo, size);
         if (fs < 8) return xerr(what, "XNNPACK header: flatbuffer_size %u is too small", fs);
-        if (co < hl || co > size || cs > size - co)
+        if (co < hl || !ly_pte_range_within(co, cs, size))
             return xerr(what,
                         "XNNPACK header: constant data of %llu bytes at offset %u lies outside "
                         "the %zu-byte payload",

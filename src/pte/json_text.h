@@ -7,8 +7,8 @@
  * within 2^53 print as integers; other numbers should be raw items
  * (cJSON_CreateRaw) holding Python's repr, see ly_json_float_repr.
  */
-#ifndef LY_EXPORT_JSON_TEXT_H
-#define LY_EXPORT_JSON_TEXT_H
+#ifndef LY_PTE_JSON_TEXT_H
+#define LY_PTE_JSON_TEXT_H
 
 #include "libreyolo/libreyolo.h"
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Helpers for decoding flatbuffers into arena-allocated models. */
+#include "core/checked.h"
 #include "core/core.h"
-#include "export/pte/pte_internal.h"
+#include "pte/pte_internal.h"
 
 #include <string.h>
 
@@ -30,7 +31,9 @@ bool dec_vec(dec *d, const fb_table *t, int slot, const char *field, size_t es, 
         *out = EMPTY;
         return true;
     }
-    uint8_t *dst = dec_alloc(d, (size_t)v.count * es);
+    size_t bytes = SIZE_MAX; /* an impossible request when the product overflows */
+    ly_checked_mul_size(v.count, es, &bytes);
+    uint8_t *dst = dec_alloc(d, bytes);
     if (!dst) return false;
     const uint8_t *src = d->r.buf + v.pos;
     for (uint32_t i = 0; i < v.count; i++) {
@@ -88,7 +91,9 @@ bool dec_tables(dec *d, const fb_table *t, int slot, const char *field, size_t e
         *out = EMPTY;
         return true;
     }
-    uint8_t *items = dec_alloc(d, (size_t)v.count * es);
+    size_t bytes = SIZE_MAX; /* an impossible request when the product overflows */
+    ly_checked_mul_size(v.count, es, &bytes);
+    uint8_t *items = dec_alloc(d, bytes);
     if (!items) return false;
     for (uint32_t i = 0; i < v.count; i++) {
         size_t saved = fb_path_push(&d->r, field, (long)i);
