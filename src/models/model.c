@@ -153,22 +153,26 @@ static ly_status checkpoint_recipe(const ly_checkpoint *ck, const char *path, co
     return LY_OK;
 }
 
-/* Buffers are state, not parameters (as torch's parameters() sees it). */
-static bool is_buffer(const char *key)
+static bool ends_with_any(const char *key, const char *const *suffixes)
 {
-    /* BatchNorm statistics; DETR anchors, valid mask and MSDA point scales */
-    static const char *const suffixes[] = {"running_mean",        "running_var",
-                                           "num_batches_tracked", "decoder.anchors",
-                                           "decoder.valid_mask",  "num_points_scale"};
     size_t n = strlen(key);
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
-        size_t m = strlen(suffixes[i]);
-        if (n >= m && strcmp(key + n - m, suffixes[i]) == 0) return true;
+    for (const char *const *s = suffixes; s && *s; s++) {
+        size_t m = strlen(*s);
+        if (n >= m && strcmp(key + n - m, *s) == 0) return true;
     }
     return false;
 }
 
-static ly_status count_stored(const ly_checkpoint *ck, ly_model_desc *d)
+/* Buffers are state, not parameters (as torch's parameters() sees it):
+ * BatchNorm's statistics, and the recipe's own. */
+static bool is_buffer(const char *key, const ly_recipe *r)
+{
+    static const char *const batch_norm[] = {"running_mean", "running_var", "num_batches_tracked",
+                                             NULL};
+    return ends_with_any(key, batch_norm) || ends_with_any(key, r->buffer_suffixes);
+}
+
+static ly_status count_stored(const ly_checkpoint *ck, const ly_recipe *r, ly_model_desc *d)
 {
     size_t n = 0;
     ly_status st = ly_checkpoint_tensor_count(ck, &n);
@@ -177,7 +181,7 @@ static ly_status count_stored(const ly_checkpoint *ck, ly_model_desc *d)
         const char *name;
         ly_tensor view;
         st = ly_checkpoint_tensor_at(ck, i, &name, &view);
-        if (st == LY_OK && !is_buffer(name)) params += ly_tensor_numel(&view);
+        if (st == LY_OK && !is_buffer(name, r)) params += ly_tensor_numel(&view);
     }
     if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
     d->file_tensors = (int64_t)n;
@@ -213,7 +217,7 @@ static ly_status load_any(const char *path, ly_model_desc *d)
     if (st != LY_OK) return st;
     const ly_recipe *r = NULL;
     st = checkpoint_recipe(ck, path, &r);
-    if (st == LY_OK) st = count_stored(ck, d);
+    if (st == LY_OK) st = count_stored(ck, r, d);
     if (st == LY_OK) {
         d->recipe = r;
         snprintf(d->task, sizeof d->task, "%s", r->task);
