@@ -118,8 +118,9 @@ struct ly_recipe {
      * of postprocess). */
     ly_status (*probabilities)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
                                float *probs);
-    /* Outputs to boxes in original-image pixels, descending score (*boxes:
-     * free()); `options` has every field resolved. */
+    /* Outputs to boxes in original-image pixels, descending score, at most
+     * max_det (*boxes: free()); `options` has every field resolved. The
+     * classes filter is model.c's, after this, for every family. */
     ly_status (*postprocess)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
                              const ly_prep *prep, const ly_image_view *image,
                              const ly_predict_options *options, ly_box **boxes, size_t *count);
