@@ -6,15 +6,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const ly_recipe ly_nanodet_recipe, ly_yolo9_recipe, ly_deimv2_recipe, ly_deim_recipe,
-    ly_rtdetrv4_recipe, ly_dfine_recipe, ly_vit_recipe, ly_deit_recipe;
+/* One line per family: its recipe is ly_<family>_recipe (<family>/recipe.c).
+ * The order is the one loading asks them in: own formats first (a TF.js graph
+ * is no checkpoint), then checkpoints by family; D-FINE last, since DEIM and
+ * RT-DETRv4 have its keys and only a file name hint claims them before it. */
+#define RECIPES(X)                                                                                 \
+    X(nanodet)                                                                                     \
+    X(yolo9)                                                                                       \
+    X(deimv2)                                                                                      \
+    X(deim)                                                                                        \
+    X(rtdetrv4)                                                                                    \
+    X(dfine)                                                                                       \
+    X(vit)                                                                                         \
+    X(deit)
 
-/* Own formats first (a TF.js graph is no checkpoint); checkpoints by family.
- * D-FINE last: DEIM and RT-DETRv4 have its keys, and only a file name hint
- * claims them before it. */
-const ly_recipe *const ly_recipes[] = {&ly_nanodet_recipe, &ly_yolo9_recipe,    &ly_deimv2_recipe,
-                                       &ly_deim_recipe,    &ly_rtdetrv4_recipe, &ly_dfine_recipe,
-                                       &ly_vit_recipe,     &ly_deit_recipe};
+#define DECLARE(family) extern const ly_recipe ly_##family##_recipe;
+#define ENTRY(family) &ly_##family##_recipe,
+RECIPES(DECLARE)
+const ly_recipe *const ly_recipes[] = {RECIPES(ENTRY)};
 const int ly_recipe_count = (int)(sizeof ly_recipes / sizeof ly_recipes[0]);
 
 const ly_recipe *ly_recipe_find(const char *family)
