@@ -18,7 +18,8 @@
     X(rtdetrv4)                                                                                    \
     X(dfine)                                                                                       \
     X(vit)                                                                                         \
-    X(deit)
+    X(deit)                                                                                        \
+    /* end of the list: a new family is one X line above, where loading should ask it */
 
 #define DECLARE(family) extern const ly_recipe ly_##family##_recipe;
 #define ENTRY(family) &ly_##family##_recipe,
