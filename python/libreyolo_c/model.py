@@ -192,8 +192,11 @@ class LibreYOLO:
         if max_det is not None:
             o.max_det, o.given = _c_int("max_det", max_det), o.given | n.LY_PREDICT_MAX_DET
         if imgsz is not None:
-            size = imgsz if np.isscalar(imgsz) else imgsz[0]
-            o.imgsz, o.given = _c_int("imgsz", size), o.given | n.LY_PREDICT_IMGSZ
+            sizes = [imgsz] if np.isscalar(imgsz) else list(imgsz)
+            if len(sizes) not in (1, 2) or len(set(sizes)) != 1:
+                raise LibreYOLOValueError(f"imgsz {imgsz!r}: expected one size (predict's input "
+                                          f"is square)", n.LY_E_INVALID_ARGUMENT)
+            o.imgsz, o.given = _c_int("imgsz", sizes[0]), o.given | n.LY_PREDICT_IMGSZ
         keep = None
         if classes is not None:
             ids = [_c_int("classes", c) for c in (classes if np.iterable(classes) else [classes])]

@@ -45,10 +45,13 @@ def test_same_refusal_as_the_command(detector_path, images, keyword, value, opti
     assert str(e.value) == command_refusal(detector_path, images[0], option, text)
 
 
-def test_values_a_c_int_cannot_hold(detector_path, images):
+def test_what_the_c_options_cannot_hold(detector_path, images):
     m = LibreYOLO(detector_path)
     with pytest.raises(LibreYOLOValueError, match="max_det 4294967297: does not fit a C int"):
         m.predict(images[0], max_det=2**32 + 1)  # ctypes would have made it 1
+    with pytest.raises(LibreYOLOValueError, match="expected one size"):
+        m.predict(images[0], imgsz=(320, 640))  # the first used to be taken
+    assert len(m.predict(images[0], imgsz=(320, 320), max_det=1)[0]) <= 1
 
 
 def test_classes_follow_max_det(detector_path, images):
