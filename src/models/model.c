@@ -471,6 +471,11 @@ ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_
     return st;
 }
 
+ly_status ly_predict_options_check(const ly_model *model, const ly_predict_options *options)
+{
+    return ly_predict_options_validate(model ? &model->d : NULL, options);
+}
+
 static ly_status check_predict_args(const ly_model *m, const ly_image_view *image,
                                     const ly_predict_options *o, ly_predict_options *resolved)
 {

@@ -74,9 +74,9 @@ ly_status ly_predict_options_init(ly_predict_options *options)
     return LY_OK;
 }
 
-ly_status ly_predict_options_check(const ly_model *model, const ly_predict_options *options)
+ly_status ly_predict_options_validate(const ly_model_desc *d, const ly_predict_options *options)
 {
-    return check(ly_model_desc_of(model), options);
+    return check(d, options);
 }
 
 ly_status ly_predict_options_resolve(const ly_model_desc *d, const ly_predict_options *o,

@@ -6,6 +6,10 @@
 
 #include "models/recipe.h"
 
+/* ly_predict_options_check (libreyolo/model.h) on a model's description
+ * (NULL: what needs no model). */
+ly_status ly_predict_options_validate(const ly_model_desc *d, const ly_predict_options *options);
+
 /* `options` checked against the model (ly_predict_options_check's refusals)
  * and copied into `resolved` with every default filled in: the form recipes'
  * postprocessing takes. */
