@@ -111,8 +111,8 @@ static void expect_covered(const det_set *a, const det_set *b, const char *what)
             bool near = true;
             for (int k = 0; k < 4; k++) {
                 double extent = a->b[i].xyxy[(k & 1) + 2] - a->b[i].xyxy[k & 1];
-                near &= fabs(b->b[j].xyxy[k] - a->b[i].xyxy[k]) <=
-                        fmax(BOX_TOL, BOX_REL_TOL * extent);
+                near &=
+                    fabs(b->b[j].xyxy[k] - a->b[i].xyxy[k]) <= fmax(BOX_TOL, BOX_REL_TOL * extent);
             }
             found = near;
         }
@@ -301,7 +301,7 @@ static void test_pixel_formats(void **state)
     keep[1] = 80;
     assert_int_equal(ly_model_predict_image(model, &a, &o, &ra), LY_E_INVALID_ARGUMENT);
     assert_null(ra);
-    assert_non_null(strstr(ly_last_error(), "class 80"));
+    assert_non_null(strstr(ly_last_error(), "class id 80"));
     o.n_classes = 0;
     o.classes = NULL;
     o.imgsz = 100;
@@ -387,9 +387,23 @@ static void test_load_errors(void **state)
     assert_int_equal(ly_model_load(NULL, NULL, &m), LY_E_INVALID_ARGUMENT);
     ly_predict_options o;
     assert_int_equal(ly_predict_options_init(&o), LY_OK);
-    /* "The model's default" everywhere. */
-    assert_true(o.conf < 0.f && o.iou < 0.f && o.max_det == 0 && o.imgsz == 0);
+    /* "The model's default" everywhere: markers no checked value is. */
+    assert_true(isnan(o.conf) && isnan(o.iou));
+    assert_true(o.max_det == LY_PREDICT_DEFAULT && o.imgsz == LY_PREDICT_DEFAULT);
     assert_null(o.classes);
+    assert_int_equal(o.given, 0);
+    assert_int_equal(ly_predict_options_check(NULL, &o), LY_OK);
+    /* The marker given by a user is a value like any other, and refused. */
+    o.given = LY_PREDICT_CONF;
+    assert_int_equal(ly_predict_options_check(NULL, &o), LY_E_INVALID_ARGUMENT);
+    assert_string_equal(ly_last_error(), "conf nan: expected a number in [0, 1]");
+    o.given = LY_PREDICT_MAX_DET;
+    assert_int_equal(ly_predict_options_check(NULL, &o), LY_E_INVALID_ARGUMENT);
+    o.given = 0;
+    o.max_det = 0; /* no longer "the default" */
+    assert_int_equal(ly_predict_options_check(NULL, &o), LY_E_INVALID_ARGUMENT);
+    assert_string_equal(ly_last_error(), "max_det 0: expected a positive integer");
+    assert_int_equal(ly_predict_options_check(NULL, NULL), LY_E_INVALID_ARGUMENT);
     assert_int_equal(ly_model_free(NULL), LY_OK);
     assert_int_equal(ly_results_free(NULL), LY_OK);
 }

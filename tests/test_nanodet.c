@@ -26,6 +26,7 @@
 #include "libreyolo/model.h"
 #include "libreyolo/nn.h"
 #include "models/nanodet/nanodet.h"
+#include "models/predict_options.h"
 #include "models/recipe.h"
 #include "test_util.h"
 
@@ -270,6 +271,7 @@ static void test_postprocess_decode_and_nms(void **state)
         LY_OK);
     assert_int_equal(n, 2);
     free(boxes);
+    /* The class filter follows postprocessing (model.c): of the four, class 1's. */
     o.max_det = 100;
     int only[1] = {1};
     o.classes = only;
@@ -277,6 +279,8 @@ static void test_postprocess_decode_and_nms(void **state)
     assert_int_equal(
         ly_nanodet_postprocess(cls, reg, strides, LEVELS, SIZE, &g, 128, 64, &o, &boxes, &n),
         LY_OK);
+    assert_int_equal(n, 4);
+    n = ly_predict_keep_classes(boxes, n, &o);
     assert_int_equal(n, 1);
     assert_int_equal(boxes[0].cls, 1);
     free(boxes);

@@ -150,7 +150,7 @@ static void check_shared(const char *path, const char *what, int n_threads, int 
     ly_predict_options_init(&po);
     po.conf = 0.01f; /* random weights: low scores, many boxes to compare */
     if (strcmp(info.engine, "graph") == 0 && strcmp(info.family, "yolo9") == 0) po.imgsz = IMGSZ;
-    int64_t side = po.imgsz ? po.imgsz : info.imgsz;
+    int64_t side = po.imgsz > 0 ? po.imgsz : info.imgsz; /* else the model's default */
     ly_tensor input;
     int64_t shape[4] = {1, 3, side, side};
     assert_int_equal(ly_tensor_alloc(&input, LY_F32, 4, shape), LY_OK);

@@ -44,6 +44,8 @@
 
 #include "libreyolo/libreyolo.h"
 
+#include <limits.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -103,19 +105,55 @@ LY_API ly_status ly_model_get_stats(const ly_model *model, int imgsz, ly_model_s
  * all CPUs). */
 LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
 
-/* Fields left as ly_predict_options_init sets them take the model's default
- * (ly_model_info): YOLO9 conf 0.25, IoU 0.45, max_det 300; NanoDet conf 0.35,
- * IoU 0.6, max_det 100. */
+/* Prediction options, checked by ly_predict_options_check on every call (the
+ * command and the Python package go through it too, so the same options get
+ * the same refusal everywhere):
+ *   conf     score threshold, in [0, 1] (a detection needs score > conf)
+ *   iou      NMS IoU threshold, in [0, 1] (boxes overlapping a better one of
+ *            their class by IoU > iou are suppressed)
+ *   max_det  at most this many detections per image, >= 1
+ *   imgsz    square input size: positive, at most 32768, a multiple of the
+ *            model's stride (YOLO9: 32), or the one size of a fixed-size model
+ *   classes  keep only detections of these class ids (each in 0..nc-1),
+ *            applied after post-processing (NMS and max_det), as LibreYOLO
+ *            does; NULL: all classes. Classifiers ignore it (as LibreYOLO).
+ *
+ * The model's default (ly_model_info's default_conf, default_iou and
+ * default_max_det, which `libreyolo info` shows; imgsz: ly_model_info's):
+ * a field left as ly_predict_options_init sets it,
+ * LY_PREDICT_DEFAULT for max_det and imgsz, NAN for conf and iou. Any other
+ * value is the caller's own and is checked: 0 or a negative size is refused,
+ * never read as "the default". A binding that forwards whatever its user gave
+ * also sets the field's bit in `given`; with it set, the field is checked
+ * even when it holds the marker (a user's NaN conf is refused, not taken for
+ * the default). */
+#define LY_PREDICT_DEFAULT INT_MIN
+enum {
+    LY_PREDICT_CONF = 1u << 0,
+    LY_PREDICT_IOU = 1u << 1,
+    LY_PREDICT_MAX_DET = 1u << 2,
+    LY_PREDICT_IMGSZ = 1u << 3,
+};
+
 typedef struct ly_predict_options {
-    float conf;         /* score threshold; < 0: the model's default */
-    float iou;          /* NMS IoU threshold; < 0: the model's default */
-    int max_det;        /* <= 0: the model's default */
-    int imgsz;          /* 0: the model's */
-    const int *classes; /* keep only these class ids (NULL: all) */
+    float conf;
+    float iou;
+    int max_det;
+    int imgsz;
+    const int *classes; /* n_classes ids (NULL: all; a list of none keeps none) */
     size_t n_classes;
+    unsigned given; /* LY_PREDICT_* bits: fields given by the user, whatever they hold */
 } ly_predict_options;
 
+/* Every field at the model's default, classes NULL. */
 LY_API ly_status ly_predict_options_init(ly_predict_options *options);
+
+/* LY_E_INVALID_ARGUMENT, and a message naming the option, its value and what
+ * is expected, for options that predict on `model` refuses. `model` may be
+ * NULL: then only what needs no model is checked (ranges, class ids >= 0),
+ * as the command does before it loads one. The checks needing no model come
+ * first, so a refusal's message is the same with or without the model. */
+LY_API ly_status ly_predict_options_check(const ly_model *model, const ly_predict_options *options);
 
 /* `options` may be NULL for the model's defaults. */
 typedef enum ly_pixel_format { LY_PIXELS_RGB = 0, LY_PIXELS_BGR = 1 } ly_pixel_format;

@@ -77,7 +77,12 @@ class PredictOptions(ctypes.Structure):
         ("imgsz", ctypes.c_int),
         ("classes", ctypes.POINTER(ctypes.c_int)),
         ("n_classes", ctypes.c_size_t),
+        ("given", ctypes.c_uint),
     ]
+
+
+# ly_predict_options.given: the fields the user gave, checked whatever they hold
+LY_PREDICT_CONF, LY_PREDICT_IOU, LY_PREDICT_MAX_DET, LY_PREDICT_IMGSZ = 1, 2, 4, 8
 
 
 class ImageView(ctypes.Structure):
@@ -138,6 +143,9 @@ ly_model_set_fused_attention = _sig(
     "ly_model_set_fused_attention", st, c_p, ctypes.c_bool, ctypes.POINTER(ctypes.c_int)
 )
 ly_predict_options_init = _sig("ly_predict_options_init", st, ctypes.POINTER(PredictOptions))
+ly_predict_options_check = _sig(
+    "ly_predict_options_check", st, c_p, ctypes.POINTER(PredictOptions)
+)
 ly_model_predict_file = _sig(
     "ly_model_predict_file", st, c_p, ctypes.c_char_p, ctypes.POINTER(PredictOptions),
     ctypes.POINTER(c_p),

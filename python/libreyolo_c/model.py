@@ -48,6 +48,18 @@ def _check(status):
         raise _BY_STATUS.get(status, LibreYOLOError)(message, status)
 
 
+_C_INT_MIN, _C_INT_MAX = -(2**31), 2**31 - 1
+
+
+def _c_int(name, value):
+    """An integer option as the C int it is passed as (ctypes would wrap one
+    that does not fit without a word)."""
+    v = int(value)
+    if not _C_INT_MIN <= v <= _C_INT_MAX:
+        raise LibreYOLOValueError(f"{name} {v}: does not fit a C int", n.LY_E_INVALID_ARGUMENT)
+    return v
+
+
 def _text(b):
     return b.decode("utf-8", "replace") if b else ""
 
@@ -168,22 +180,30 @@ class LibreYOLO:
         return count.value
 
     def _options(self, conf, iou, max_det, classes, imgsz):
+        """The C options, each value the user gave marked as given: the library
+        checks them (ly_predict_options_check), so they are refused as the C
+        API and the command refuse them."""
         o = n.PredictOptions()
         _check(n.ly_predict_options_init(ctypes.byref(o)))
         if conf is not None:
-            o.conf = float(conf)
+            o.conf, o.given = float(conf), o.given | n.LY_PREDICT_CONF
         if iou is not None:
-            o.iou = float(iou)
+            o.iou, o.given = float(iou), o.given | n.LY_PREDICT_IOU
         if max_det is not None:
-            o.max_det = int(max_det)
+            o.max_det, o.given = _c_int("max_det", max_det), o.given | n.LY_PREDICT_MAX_DET
         if imgsz is not None:
-            o.imgsz = int(imgsz if np.isscalar(imgsz) else imgsz[0])
+            sizes = [imgsz] if np.isscalar(imgsz) else list(imgsz)
+            if len(sizes) not in (1, 2) or len(set(sizes)) != 1:
+                raise LibreYOLOValueError(f"imgsz {imgsz!r}: expected one size (predict's input "
+                                          f"is square)", n.LY_E_INVALID_ARGUMENT)
+            o.imgsz, o.given = _c_int("imgsz", sizes[0]), o.given | n.LY_PREDICT_IMGSZ
         keep = None
         if classes is not None:
-            ids = [int(c) for c in (classes if np.iterable(classes) else [classes])]
+            ids = [_c_int("classes", c) for c in (classes if np.iterable(classes) else [classes])]
             keep = (ctypes.c_int * max(1, len(ids)))(*ids)
             o.classes = ctypes.cast(keep, ctypes.POINTER(ctypes.c_int))
             o.n_classes = len(ids)
+        _check(n.ly_predict_options_check(self._handle, ctypes.byref(o)))
         return o, keep
 
     def _results(self, handle, path):
@@ -222,7 +242,12 @@ class LibreYOLO:
     def predict(self, source, conf=None, iou=None, max_det=None, classes=None, imgsz=None,
                 bgr=False, **unused):
         """Results for each image of `source`: a path, a folder, a NumPy HWC uint8
-        array (RGB; bgr=True for OpenCV's order), or a list of these."""
+        array (RGB; bgr=True for OpenCV's order), or a list of these.
+
+        conf, iou, max_det, imgsz and classes (None: the model's default) are
+        checked by the library before any image is read, so bad values raise
+        LibreYOLOValueError with the C API's and the command's message. classes
+        filters after NMS and max_det, as LibreYOLO; classifiers ignore it."""
         if self._handle is None:
             raise ValueError("the model is closed")
         options, keep = self._options(conf, iou, max_det, classes, imgsz)

@@ -16,14 +16,21 @@ void ly_cli_usage_formats(FILE *to)
 {
     fputs("usage: libreyolo formats [--family F] [--task T] [--json] [--quiet]\n"
           "\n"
-          "Lists the export formats (extension, FP16, INT8). With a model family (yolo9,\n"
-          "nanodet) it also says, for the task (default: the family's), whether each format\n"
-          "is validated, available or blocked, and why.\n"
+          "Lists the export formats (extension, FP16, INT8). With a model family it also\n"
+          "says, for the task (default: the family's), whether each format is validated,\n"
+          "available or blocked, and why.\n"
           "  --family F       model family (--model is an alias)\n"
           "  --task T         task (detect, segment, ...)\n"
           "  --json           {\"formats\": [...], \"family\": ..., \"task\": ...}\n"
-          "  --quiet          format names only\n",
+          "  --quiet          format names only\n"
+          "Families:",
           to);
+    const char *const *families;
+    size_t n = 0;
+    if (ly_export_families(&families, &n) != LY_OK) n = 0;
+    for (size_t i = 0; i < n; i++)
+        fprintf(to, "%s %s", i ? "," : "", families[i]);
+    fputc('\n', to);
 }
 
 int ly_cli_formats(int argc, char **argv)

@@ -15,9 +15,10 @@ void ly_cli_usage_info(FILE *to)
     fputs("usage: libreyolo info --model M [--json]\n"
           "\n"
           "Shows the model family, size, task, classes and input size of model M (a\n"
-          "checkpoint, a TF.js graph model or a named model such as nanodet), and how many\n"
-          "tensors and parameters it has: a checkpoint's state dict (parameters exclude\n"
-          "BatchNorm running statistics and counters), else the weights and biases of its\n"
+          "checkpoint, a TF.js graph model or a named model such as nanodet), a detector's\n"
+          "predict defaults (conf, iou, max_det), and how many tensors and parameters it\n"
+          "has: a checkpoint's state dict (parameters exclude BatchNorm running statistics,\n"
+          "counters and the family's other buffers), else the weights and biases of its\n"
           "network.\n"
           "  --json           one JSON object instead of text\n",
           to);
@@ -74,6 +75,8 @@ int ly_cli_info(int argc, char **argv)
         ly_model_free(model);
         return 1;
     }
+    /* a classifier's predict takes no thresholds (top-5 of every class) */
+    bool detects = strcmp(info.task, "detect") == 0;
     int attention = 0;
     bool fused = false;
     ly_model_fused_attention(model, &attention, &fused);
@@ -104,6 +107,13 @@ int ly_cli_info(int argc, char **argv)
         }
         printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld]", (long long)info.nc,
                (long long)info.imgsz, (long long)info.imgsz, (long long)info.imgsz);
+        if (detects) {
+            fputs(",\"defaults\":{\"conf\":", stdout);
+            ly_json_float32(stdout, info.default_conf);
+            fputs(",\"iou\":", stdout);
+            ly_json_float32(stdout, info.default_iou);
+            printf(",\"max_det\":%d}", info.default_max_det);
+        }
         if (is_pte)
             fputs(",\"tensors\":null,\"parameters\":null", stdout);
         else
@@ -132,6 +142,9 @@ int ly_cli_info(int argc, char **argv)
         printf("imgsz       %lld\n", (long long)info.imgsz);
         printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,
                info.input);
+        if (detects)
+            printf("defaults    conf %g, iou %g, max_det %d (predict's, unless given)\n",
+                   (double)info.default_conf, (double)info.default_iou, info.default_max_det);
         if (is_pte) { /* the weights live in the program's segments */
             puts("tensors     (inside the ExecuTorch program)");
         } else {

@@ -47,13 +47,16 @@ void ly_cli_usage_predict(FILE *to)
         "  --source PATH    an image file, a folder of them (subfolders too), a glob (quoted:\n"
         "                   'imgs/*.jpg'), a .txt file listing them (one per line), or an\n"
         "                   http(s):// URL (WebP, TIFF and GIF are not read by this build)\n"
-        "  --conf X         keep detections scoring above X (default: the model's,\n"
-        "                   0.25 for YOLO9, 0.35 for NanoDet)\n"
+        "  --conf X         keep detections scoring above X, in [0, 1] (default: the\n"
+        "                   model's, which libreyolo info --model M shows)\n"
         "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
-        "                   IoU > X (default: 0.45 YOLO9, 0.6 NanoDet)\n"
-        "  --max-det N      at most N detections per image (default: 300 YOLO9, 100 NanoDet)\n"
-        "  --imgsz S        square input size, a multiple of 32 (default: the checkpoint's)\n"
-        "  --classes LIST   only these class ids: [0,2,5] (LibreYOLO's form) or 0,2,5\n"
+        "                   IoU > X, in [0, 1] (default: the model's)\n"
+        "  --max-det N      at most N detections per image (default: the model's)\n"
+        "  --imgsz S        square input size, a multiple of the model's stride (32 for\n"
+        "                   YOLO9); fixed-size models take their own only (default: the\n"
+        "                   checkpoint's)\n"
+        "  --classes LIST   only these class ids: [0,2,5] (LibreYOLO's form) or 0,2,5, kept\n"
+        "                   after NMS and --max-det, as LibreYOLO does; classifiers ignore it\n"
         "  --save [DIR]     write annotated images (boxes, names, scores), as <stem>.jpg, into\n"
         "                   <project>/<name>, numbered predict, predict2, ... so that no run\n"
         "                   overwrites another; --save DIR (ours) writes into DIR itself.\n"
@@ -89,12 +92,13 @@ void ly_cli_usage_predict(FILE *to)
         to);
 }
 
-static bool parse_float(const char *text, float lo, float hi, float *value)
+/* A number as Python's float() reads it; its range is ly_predict_options_check's. */
+static bool parse_float(const char *text, float *value)
 {
     char *end;
     errno = 0;
     float v = strtof(text, &end);
-    if (errno || end == text || *end || !(v >= lo && v <= hi)) return false;
+    if (end == text || *end) return false;
     *value = v;
     return true;
 }
@@ -132,7 +136,7 @@ static int parse_classes(const char *text, predict_args *a)
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (errno || end == p || end > end_all || v < 0 || v > INT_MAX)
+        if (errno || end == p || end > end_all || v < INT_MIN || v > INT_MAX)
             return ly_cli_usage_error(
                 "predict", "--classes '%s': expected class ids like [0,2,5] or 0,2,5", text);
         if (n == MAX_CLASSES)
@@ -199,21 +203,21 @@ static int parse_args(int argc, char **argv, predict_args *a)
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--source", &missing))) {
             a->source = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--conf", &missing))) {
-            if (!parse_float(v, 0.f, 1.f, &a->options.conf))
-                return ly_cli_usage_error_code("predict", "config_range_error",
-                                               "--conf '%s': expected a number in [0, 1]", v);
+            if (!parse_float(v, &a->options.conf))
+                return ly_cli_usage_error("predict", "--conf '%s': expected a number", v);
+            a->options.given |= LY_PREDICT_CONF;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--iou", &missing))) {
-            if (!parse_float(v, 0.f, 1.f, &a->options.iou))
-                return ly_cli_usage_error_code("predict", "config_range_error",
-                                               "--iou '%s': expected a number in [0, 1]", v);
+            if (!parse_float(v, &a->options.iou))
+                return ly_cli_usage_error("predict", "--iou '%s': expected a number", v);
+            a->options.given |= LY_PREDICT_IOU;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--max-det", &missing))) {
-            if (!ly_cli_parse_int(v, 1, INT_MAX, &a->options.max_det))
-                return ly_cli_usage_error_code("predict", "config_range_error",
-                                               "--max-det '%s': expected a positive integer", v);
+            if (!ly_cli_parse_int(v, INT_MIN, INT_MAX, &a->options.max_det))
+                return ly_cli_usage_error("predict", "--max-det '%s': expected an integer", v);
+            a->options.given |= LY_PREDICT_MAX_DET;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--imgsz", &missing))) {
-            if (!ly_cli_parse_int(v, 32, 32768, &a->options.imgsz) || a->options.imgsz % 32)
-                return ly_cli_usage_error_code("predict", "config_range_error",
-                                               "--imgsz '%s': expected a multiple of 32", v);
+            if (!ly_cli_parse_int(v, INT_MIN, INT_MAX, &a->options.imgsz))
+                return ly_cli_usage_error("predict", "--imgsz '%s': expected an integer", v);
+            a->options.given |= LY_PREDICT_IMGSZ;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--classes", &missing))) {
             int code = parse_classes(v, a);
             if (code) return code;
@@ -261,6 +265,9 @@ static int parse_args(int argc, char **argv, predict_args *a)
             return ly_cli_unknown_argument("predict", arg);
         }
     }
+    /* What needs no model is refused before one loads (the rest once it has). */
+    if (ly_predict_options_check(NULL, &a->options) != LY_OK)
+        return ly_cli_usage_error_code("predict", "config_range_error", "%s", ly_last_error());
     if (!a->model) a->model = DEFAULT_MODEL;
     if (!a->source)
         return ly_cli_usage_error_code("predict", "config_required_key",
@@ -824,6 +831,8 @@ int ly_cli_predict(int argc, char **argv)
     ly_model_info info;
     ly_model_get_info(model, &info);
     code = ly_cli_check_task("predict", info.task);
+    if (!code && ly_predict_options_check(model, &a.options) != LY_OK)
+        code = ly_cli_usage_error_code("predict", "config_range_error", "%s", ly_last_error());
     if (!code) code = ly_cli_apply_fused("predict", model, a.fused);
     run_state rs = {.a = &a, .model = model};
     char folder[PATH_MAX];

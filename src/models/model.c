@@ -9,6 +9,7 @@
 #include "io/image.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
+#include "models/predict_options.h"
 #include "models/recipe.h"
 
 #include <math.h>
@@ -153,22 +154,26 @@ static ly_status checkpoint_recipe(const ly_checkpoint *ck, const char *path, co
     return LY_OK;
 }
 
-/* Buffers are state, not parameters (as torch's parameters() sees it). */
-static bool is_buffer(const char *key)
+static bool ends_with_any(const char *key, const char *const *suffixes)
 {
-    /* BatchNorm statistics; DETR anchors, valid mask and MSDA point scales */
-    static const char *const suffixes[] = {"running_mean",        "running_var",
-                                           "num_batches_tracked", "decoder.anchors",
-                                           "decoder.valid_mask",  "num_points_scale"};
     size_t n = strlen(key);
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
-        size_t m = strlen(suffixes[i]);
-        if (n >= m && strcmp(key + n - m, suffixes[i]) == 0) return true;
+    for (const char *const *s = suffixes; s && *s; s++) {
+        size_t m = strlen(*s);
+        if (n >= m && strcmp(key + n - m, *s) == 0) return true;
     }
     return false;
 }
 
-static ly_status count_stored(const ly_checkpoint *ck, ly_model_desc *d)
+/* Buffers are state, not parameters (as torch's parameters() sees it):
+ * BatchNorm's statistics, and the recipe's own. */
+static bool is_buffer(const char *key, const ly_recipe *r)
+{
+    static const char *const batch_norm[] = {"running_mean", "running_var", "num_batches_tracked",
+                                             NULL};
+    return ends_with_any(key, batch_norm) || ends_with_any(key, r->buffer_suffixes);
+}
+
+static ly_status count_stored(const ly_checkpoint *ck, const ly_recipe *r, ly_model_desc *d)
 {
     size_t n = 0;
     ly_status st = ly_checkpoint_tensor_count(ck, &n);
@@ -177,7 +182,7 @@ static ly_status count_stored(const ly_checkpoint *ck, ly_model_desc *d)
         const char *name;
         ly_tensor view;
         st = ly_checkpoint_tensor_at(ck, i, &name, &view);
-        if (st == LY_OK && !is_buffer(name)) params += ly_tensor_numel(&view);
+        if (st == LY_OK && !is_buffer(name, r)) params += ly_tensor_numel(&view);
     }
     if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
     d->file_tensors = (int64_t)n;
@@ -213,7 +218,7 @@ static ly_status load_any(const char *path, ly_model_desc *d)
     if (st != LY_OK) return st;
     const ly_recipe *r = NULL;
     st = checkpoint_recipe(ck, path, &r);
-    if (st == LY_OK) st = count_stored(ck, d);
+    if (st == LY_OK) st = count_stored(ck, r, d);
     if (st == LY_OK) {
         d->recipe = r;
         snprintf(d->task, sizeof d->task, "%s", r->task);
@@ -466,22 +471,17 @@ ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_
     return st;
 }
 
-ly_status ly_predict_options_init(ly_predict_options *options)
+ly_status ly_predict_options_check(const ly_model *model, const ly_predict_options *options)
 {
-    if (!options)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_predict_options_init: options is NULL");
-    memset(options, 0, sizeof *options);
-    options->conf = -1.f;
-    options->iou = -1.f;
-    options->max_det = 0;
-    options->imgsz = 0;
-    return LY_OK;
+    return ly_predict_options_validate(model ? &model->d : NULL, options);
 }
 
 static ly_status check_predict_args(const ly_model *m, const ly_image_view *image,
                                     const ly_predict_options *o, ly_predict_options *resolved)
 {
     const char *fn = "ly_model_predict";
+    ly_status st = ly_predict_options_resolve(&m->d, o, resolved);
+    if (st != LY_OK) return st;
     if (!image->pixels) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: image pixels is NULL", fn);
     if (image->width <= 0 || image->height <= 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: image size %dx%d: expected positive", fn,
@@ -493,27 +493,6 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
     if (image->format != LY_PIXELS_RGB && image->format != LY_PIXELS_BGR)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: unknown pixel format %d", fn,
                             (int)image->format);
-    *resolved = *o;
-    const ly_recipe *r = m->d.recipe;
-    if (o->conf < 0.f) resolved->conf = r->default_conf;
-    if (o->iou < 0.f) resolved->iou = r->default_iou;
-    if (o->max_det <= 0) resolved->max_det = r->default_max_det;
-    int64_t size = o->imgsz ? o->imgsz : m->d.imgsz;
-    bool fits = m->d.stride > 0 ? size > 0 && size % m->d.stride == 0 : size == m->d.imgsz;
-    if (!fits || size > 32768) {
-        if (m->d.stride > 0)
-            return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "%s: imgsz %lld: expected a positive multiple of %lld", fn,
-                                (long long)size, (long long)m->d.stride);
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: imgsz %lld: this %s model takes only %lld",
-                            fn, (long long)size, r->family, (long long)m->d.imgsz);
-    }
-    resolved->imgsz = (int)size;
-    for (size_t i = 0; i < o->n_classes; i++)
-        if (o->classes && (o->classes[i] < 0 || o->classes[i] >= m->d.nc))
-            return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "%s: class %d: the model has classes 0..%lld", fn, o->classes[i],
-                                (long long)m->d.nc - 1);
     return LY_OK;
 }
 
@@ -674,6 +653,7 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
         if (boxes[i].cls < 0 || boxes[i].cls >= model->d.nc)
             st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
                               boxes[i].cls);
+    if (st == LY_OK) count = ly_predict_keep_classes(boxes, count, &resolved);
     if (st == LY_OK)
         st = probs ? make_class_results(model, probs, out) : make_results(model, boxes, count, out);
     free(boxes);
@@ -718,8 +698,11 @@ ly_status ly_model_predict_file(ly_model *model, const char *path,
     if (!out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_predict_file: out is NULL");
     *out = NULL;
     if (!model) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_model_predict_file: model is NULL");
+    /* Options before the image, as the command and the Python package check them. */
+    ly_status st = options ? ly_predict_options_check(model, options) : LY_OK;
+    if (st != LY_OK) return st;
     ly_image image;
-    ly_status st = ly_image_load(path, &image);
+    st = ly_image_load(path, &image);
     if (st != LY_OK) return st;
     return ly_model_predict_decoded(model, &image, options, out);
 }

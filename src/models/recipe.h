@@ -21,13 +21,25 @@
 #define LY_MODELS_RECIPE_H
 
 #include "libreyolo/checkpoint.h"
+#include "libreyolo/export.h"
 #include "libreyolo/model.h"
+#include "models/export_support.h"
 
 typedef struct ly_box {
     float xyxy[4]; /* original-image pixels */
     float conf;
     int cls;
 } ly_box;
+
+/* One row of the export support matrix (executorch.md A6): the tier of
+ * (the recipe's family, `task`, `format`) and why. */
+typedef struct ly_export_rule {
+    const char *task;   /* canonical; NULL ends a recipe's list */
+    const char *format; /* NULL: every format */
+    ly_export_tier tier;
+    const char *reason;
+    const char *constraint; /* NULL: none */
+} ly_export_rule;
 
 typedef struct ly_recipe ly_recipe;
 typedef struct ly_engine ly_engine;
@@ -63,8 +75,9 @@ typedef struct ly_prep {
 
 struct ly_recipe {
     const char *family;            /* the metadata's model_family: "yolo9" */
-    const char *task;              /* "detect" */
+    const char *task;              /* the task it runs: "detect" */
     const char *input_description; /* what its preprocessing makes (libreyolo info) */
+    /* What predict uses for options left at the model's default (model.h). */
     float default_conf, default_iou;
     int default_max_det;
 
@@ -75,6 +88,10 @@ struct ly_recipe {
     /* Whether a checkpoint without model_family metadata has this family's
      * keys (and, where keys are shared between families, file name: `path`). */
     bool (*accepts_keys)(const ly_checkpoint *ck, const char *path);
+    /* Checkpoint keys that are state, not parameters, besides BatchNorm's
+     * running statistics: suffixes, NULL-terminated (NULL: none). The stored
+     * parameter count leaves them out, as torch's parameters() does. */
+    const char *const *buffer_suffixes;
     /* Build from a checkpoint (an engine with it). */
     ly_status (*load_checkpoint)(const ly_checkpoint *ck, const char *path, ly_model_desc *d);
     /* Check an engine's outputs (shapes, at the fixed or default input size)
@@ -101,13 +118,21 @@ struct ly_recipe {
      * of postprocess). */
     ly_status (*probabilities)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
                                float *probs);
-    /* Outputs to boxes in original-image pixels, descending score (*boxes:
-     * free()); `options` has every field resolved. */
+    /* Outputs to boxes in original-image pixels, descending score, at most
+     * max_det (*boxes: free()); `options` has every field resolved. The
+     * classes filter is model.c's, after this, for every family. */
     ly_status (*postprocess)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
                              const ly_prep *prep, const ly_image_view *image,
                              const ly_predict_options *options, ly_box **boxes, size_t *count);
 
     /* ---- export rules ---- */
+    /* LibreYOLO's tasks of the family, its default first, NULL-terminated
+     * (NULL: `task` alone). A task listed but not run has a blocking row in
+     * export_rules, so that `formats` can say why (YOLO9's segment). */
+    const char *const *tasks;
+    /* The family's rows of the support matrix, asked in order (NULL: none:
+     * the format's default tier). */
+    const ly_export_rule *export_rules;
     const char *file_prefix; /* default stem = prefix + size ("LibreYOLO9t"); NULL: family_size */
     /* The sizes LibreYOLO publishes weights for (NULL-terminated; NULL: none),
      * which make the model names "<family>-<size>" and "<prefix><size>"
@@ -134,6 +159,8 @@ extern const ly_recipe *const ly_recipes[];
 extern const int ly_recipe_count;
 /* The recipe of metadata family `family` (aliases included), or NULL. */
 const ly_recipe *ly_recipe_find(const char *family);
+/* Every recipe's family name, in name order (static, *count of them). */
+const char *const *ly_recipe_families(size_t *count);
 
 struct ly_engine {
     const char *name; /* "graph", "executorch" */

@@ -334,6 +334,25 @@ static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, i
                                 boxes, count);
 }
 
+/* LibreYOLO blocks dfine, deim and deimv2 export (executorch.md L-SUPPORT:
+ * strict capture trips on the deformable attention; DEIM's and DEIMv2's
+ * programs fail at run time) and validates rtdetrv4 through manual grid
+ * sampling. Here the deformable attention is one portable call of a custom
+ * operator, which only libreyolo's runtime has a kernel for. */
+static const ly_export_rule export_rules[] = {
+    {"detect", "executorch", LY_EXPORT_AVAILABLE,
+     "The deformable attention is a portable call of the custom operator "
+     "libreyolo::ms_deform_attn.out between XNNPACK partitions (schema in docs/attention.md); "
+     "libreyolo's runtime runs these programs, no ExecuTorch kernel for the operator ships yet "
+     "(LibreYOLO blocks dfine, deim and deimv2 export).",
+     LY_EXPORT_ET_CONSTRAINT "; runs in libreyolo's runtime only"},
+    {NULL, NULL, LY_EXPORT_BLOCKED, NULL, NULL},
+};
+
+/* Not parameters: the anchors, the valid mask and MSDA's point scales. */
+static const char *const buffer_suffixes[] = {"decoder.anchors", "decoder.valid_mask",
+                                              "num_points_scale", NULL};
+
 /* One lineage, four families: what differs is the name, the loader, the
  * weights' file prefix, the sizes and recognition by keys. */
 #define LINEAGE_RECIPE(name, loader, prefix, keys, ...)                                            \
@@ -342,9 +361,10 @@ static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, i
         .input_description = "float32 RGB /255, PIL bilinear resize (antialiased) to the "         \
                              "model's size, no letterbox",                                         \
         .default_conf = 0.25f, .default_iou = 0.45f /* unused: no NMS */, .default_max_det = 300,  \
-        .accepts_keys = keys, .load_checkpoint = loader, .bind = bind, .output_name = output_name, \
-        .preprocess = preprocess, .postprocess = postprocess, .file_prefix = prefix,               \
-        .published_sizes = (const char *const[]){__VA_ARGS__, NULL},                               \
+        .accepts_keys = keys, .buffer_suffixes = buffer_suffixes, .load_checkpoint = loader,       \
+        .bind = bind, .output_name = output_name, .preprocess = preprocess,                        \
+        .postprocess = postprocess, .file_prefix = prefix,                                         \
+        .published_sizes = (const char *const[]){__VA_ARGS__, NULL}, .export_rules = export_rules, \
     }
 
 const ly_recipe ly_dfine_recipe =

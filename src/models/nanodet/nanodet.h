@@ -37,10 +37,12 @@ ly_status ly_nanodet_preprocess(const uint8_t *pixels, int width, int height, si
  * for an input of size x size, A_l = (size / strides[l])^2, row-major.
  * Decode: centres ((x + 0.5) s, (y + 0.5) s), per side the expectation of
  * softmax over the R + 1 bins times s, boxes clipped to [0, size]; candidates
- * (anchor, class) with score > conf (and in options->classes), class-wise NMS
- * (IoU > iou suppresses) in input pixels, at most max_det in descending score;
- * then mapped to the original image ((v - offset) / scale) and clipped to it.
- * *out (free() it) may be NULL when there are none. */
+ * (anchor, class) with score > conf, class-wise NMS (IoU > iou suppresses) in
+ * input pixels, at most max_det in descending score; then mapped to the
+ * original image ((v - offset) / scale) and clipped to it. `options` are
+ * resolved (models/predict_options.h); their classes are not read: the class
+ * filter follows postprocessing (model.c). *out (free() it) may be NULL when
+ * there are none. */
 ly_status ly_nanodet_postprocess(const ly_tensor *const *cls, const ly_tensor *const *reg,
                                  const int *strides, int levels, int size,
                                  const ly_nanodet_letterbox *geometry, int orig_w, int orig_h,

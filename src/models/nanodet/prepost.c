@@ -81,14 +81,6 @@ ly_status ly_nanodet_preprocess(const uint8_t *pixels, int width, int height, si
 
 /* ---- post-processing ------------------------------------------------------- */
 
-static bool class_wanted(int cls, const ly_predict_options *o)
-{
-    if (!o->classes) return true;
-    for (size_t i = 0; i < o->n_classes; i++)
-        if (o->classes[i] == cls) return true;
-    return false;
-}
-
 static float clampf(float v, float lo, float hi)
 {
     return fminf(fmaxf(v, lo), hi);
@@ -117,25 +109,6 @@ static ly_status check_level(const ly_tensor *cls, const ly_tensor *reg, int str
                             ly_shape_str(reg, b, sizeof b), (long long)anchors, (long long)anchors);
     *nc = cls->shape[2];
     *bins = reg->shape[2] / 4;
-    return LY_OK;
-}
-
-static ly_status check_options(const ly_predict_options *o)
-{
-    const char *fn = "ly_nanodet_postprocess";
-    if (!o) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: options is NULL", fn);
-    if (!isfinite(o->conf))
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: conf %g: expected a finite number", fn,
-                            (double)o->conf);
-    if (!(o->iou >= 0.f && o->iou <= 1.f))
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: iou %g: expected a value in [0, 1]", fn,
-                            (double)o->iou);
-    if (o->max_det <= 0)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: max_det %d: expected a positive count", fn,
-                            o->max_det);
-    if (o->n_classes && !o->classes)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: n_classes is %zu but classes is NULL", fn,
-                            o->n_classes);
     return LY_OK;
 }
 
@@ -172,7 +145,7 @@ static ly_status gather(const ly_tensor *const *cls, const ly_tensor *const *reg
             const float *p = scores + a * nc;
             bool any = false;
             for (int64_t k = 0; k < nc && !any; k++)
-                any = p[k] > o->conf && class_wanted((int)k, o);
+                any = p[k] > o->conf;
             if (!any) continue;
             float d[4];
             integral(logits + a * 4 * bins, bins, s, d);
@@ -180,7 +153,7 @@ static ly_status gather(const ly_tensor *const *cls, const ly_tensor *const *reg
             float box[4] = {clampf(cx - d[0], 0.0f, limit), clampf(cy - d[1], 0.0f, limit),
                             clampf(cx + d[2], 0.0f, limit), clampf(cy + d[3], 0.0f, limit)};
             for (int64_t k = 0; k < nc; k++) {
-                if (!(p[k] > o->conf) || !class_wanted((int)k, o)) continue;
+                if (!(p[k] > o->conf)) continue;
                 if (n == cap) {
                     ly_nms_candidate *grown = realloc(c, 2 * cap * sizeof *c);
                     if (!grown) {
@@ -219,7 +192,8 @@ ly_status ly_nanodet_postprocess(const ly_tensor *const *cls, const ly_tensor *c
     if (orig_w <= 0 || orig_h <= 0 || !(g->scale > 0) || !isfinite(g->scale))
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: image %dx%d, scale %g: expected positive",
                             fn, orig_w, orig_h, g->scale);
-    ly_status st = check_options(options);
+    if (!options) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: options is NULL", fn);
+    ly_status st = LY_OK;
     int64_t nc = 0, bins = 0;
     for (int l = 0; st == LY_OK && l < levels; l++)
         st = check_level(cls[l], reg[l], strides[l], size, l, &nc, &bins);

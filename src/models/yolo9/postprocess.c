@@ -33,14 +33,6 @@ static float clampf(float v, float lo, float hi)
     return fminf(fmaxf(v, lo), hi);
 }
 
-static bool class_wanted(int cls, const ly_predict_options *o)
-{
-    if (!o->classes) return true;
-    for (size_t i = 0; i < o->n_classes; i++)
-        if (o->classes[i] == cls) return true;
-    return false;
-}
-
 static ly_status check_args(const ly_tensor *p, double ratio, int orig_w, int orig_h,
                             const ly_predict_options *o, ly_box **out, size_t *count)
 {
@@ -62,18 +54,6 @@ static ly_status check_args(const ly_tensor *p, double ratio, int orig_w, int or
     if (orig_w <= 0 || orig_h <= 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: image size %dx%d: expected positive", fn,
                             orig_w, orig_h);
-    if (!isfinite(o->conf))
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: conf %g: expected a finite number", fn,
-                            (double)o->conf);
-    if (!(o->iou >= 0.f && o->iou <= 1.f))
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: iou %g: expected a value in [0, 1]", fn,
-                            (double)o->iou);
-    if (o->max_det <= 0)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: max_det %d: expected a positive count", fn,
-                            o->max_det);
-    if (o->n_classes && !o->classes)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: n_classes is %zu but classes is NULL", fn,
-                            o->n_classes);
     return LY_OK;
 }
 
@@ -88,7 +68,7 @@ static ly_status gather(const float *pred, int64_t nc, int64_t anchors, const ly
     for (int64_t a = 0; a < anchors; a++) {
         for (int64_t k = 0; k < nc; k++) {
             float s = scores[k * anchors + a];
-            if (!(s > o->conf) || !class_wanted((int)k, o)) continue;
+            if (!(s > o->conf)) continue;
             if (n == cap) {
                 candidate *grown = realloc(c, 2 * cap * sizeof *c);
                 if (!grown) {

@@ -41,9 +41,10 @@ ly_status ly_yolo9_preprocess(const uint8_t *pixels, int width, int height, size
  * candidates (anchor, class) with score > conf, at most max(max_det, 30000) of
  * them, boxes divided by `ratio` and clipped to the image, degenerate and
  * non-finite ones dropped, class-wise NMS as torchvision's batched_nms (IoU >
- * iou suppresses), at most max_det kept, in descending score. `classes`, when
- * given, keeps only those class ids. *out (free() it) receives *count boxes;
- * it may be NULL when there are none. */
+ * iou suppresses), at most max_det kept, in descending score. `options` are
+ * resolved (models/predict_options.h); their classes are not read: the class
+ * filter follows postprocessing (model.c), as LibreYOLO's _wrap_results.
+ * *out (free() it) receives *count boxes; it may be NULL when there are none. */
 ly_status ly_yolo9_postprocess(const ly_tensor *predictions, double ratio, int orig_w, int orig_h,
                                const ly_predict_options *options, ly_box **out, size_t *count);
 

@@ -102,6 +102,20 @@ static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, i
                                 boxes, count);
 }
 
+/* LibreYOLO lists segment in YOLO9's registry and blocks its export with a
+ * reason, so `formats` can say why. */
+static const char *const tasks[] = {"detect", "segment", NULL};
+
+static const ly_export_rule export_rules[] = {
+    {"detect", "executorch", LY_EXPORT_VALIDATED,
+     "Runtime and raw-output parity are covered in tests/e2e/test_executorch.py; "
+     "trained-checkpoint detection parity is covered by its external-data flagship test.",
+     LY_EXPORT_ET_CONSTRAINT},
+    {"segment", NULL, LY_EXPORT_BLOCKED,
+     "YOLO9 segmentation export is not supported; YOLO9 is detection-only in LibreYOLO.", NULL},
+    {NULL, NULL, LY_EXPORT_BLOCKED, NULL, NULL},
+};
+
 const ly_recipe ly_yolo9_recipe = {
     .family = "yolo9",
     .task = "detect",
@@ -119,4 +133,6 @@ const ly_recipe ly_yolo9_recipe = {
     .published_sizes = (const char *const[]){"t", "s", "m", "c", NULL},
     .export_outputs = 1, /* the decoded predictions only, as LibreYOLO's export head */
     .rectangular = true,
+    .tasks = tasks,
+    .export_rules = export_rules,
 };

@@ -1,27 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The export support matrix (executorch.md A6, LibreYOLO's export/support.py)
- * restricted to the families this library runs. Resolution follows upstream's
- * order: unknown task or format, explicit (family, task, format) rows, family
- * and task blocks, then the default for the format.
+ * over the families this library runs: their tasks and rows are the recipes'
+ * (recipe.h). Resolution follows upstream's order: unknown task or format,
+ * the family's explicit (task, format) rows, then the default for the format.
  */
-#include "export/export_internal.h"
+#include "models/export_support.h"
 
 #include "core/core.h"
+#include "models/recipe.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#define ET_CONSTRAINT "ExecuTorch 1.2, XNNPACK, CPU, FP32, batch 1, fixed input shape"
-
 static const char *const no_aliases[] = {NULL};
-
-#define DETR_REASON                                                                                \
-    "The deformable attention is a portable call of the custom operator "                          \
-    "libreyolo::ms_deform_attn.out between XNNPACK partitions (schema in docs/attention.md); "     \
-    "libreyolo's runtime runs these programs, no ExecuTorch kernel for the operator ships yet "    \
-    "(LibreYOLO blocks dfine, deim and deimv2 export)."
-#define DETR_CONSTRAINT ET_CONSTRAINT "; runs in libreyolo's runtime only"
 
 /* Kept true by hand: what README.md says under ExecuTorch export. */
 #define ET_CHECKED_ON                                                                              \
@@ -50,45 +43,13 @@ static const struct {
     {"keypoints", "pose"},          {"embedding", "embed"},
 };
 
-/* Families this library runs. YOLO9 lists segment as LibreYOLO's registry does
- * (its segmentation export is blocked with a reason), so `formats` can say why. */
-static const char *const yolo9_tasks[] = {"detect", "segment", NULL};
-static const char *const detect_only[] = {"detect", NULL};
-static const char *const classify_only[] = {"classify", NULL};
-static const char *const family_names[] = {"deim",    "deimv2",   "deit", "dfine",
-                                           "nanodet", "rtdetrv4", "vit",  "yolo9"};
-
-static const struct {
-    const char *name;
-    const char *const *tasks;
-} families[] = {{"deim", detect_only},     {"deimv2", detect_only}, {"dfine", detect_only},
-                {"rtdetrv4", detect_only}, {"vit", classify_only},  {"deit", classify_only},
-                {"nanodet", detect_only},  {"yolo9", yolo9_tasks}};
-
-typedef struct support_row {
-    const char *family, *task, *format;
-    ly_export_tier tier;
-    const char *reason, *constraint;
-} support_row;
-
-static const support_row rows[] = {
-    {"yolo9", "detect", "executorch", LY_EXPORT_VALIDATED,
-     "Runtime and raw-output parity are covered in tests/e2e/test_executorch.py; "
-     "trained-checkpoint "
-     "detection parity is covered by its external-data flagship test.",
-     ET_CONSTRAINT},
-    /* LibreYOLO blocks dfine, deim and deimv2 (executorch.md L-SUPPORT: strict
-     * capture trips on the deformable attention; DEIM's and DEIMv2's programs
-     * fail at run time) and validates rtdetrv4 through manual grid sampling.
-     * Here the deformable attention is one portable call of a custom operator,
-     * which only libreyolo's runtime has a kernel for. */
-    {"dfine", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
-    {"deim", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
-    {"deimv2", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
-    {"rtdetrv4", "detect", "executorch", LY_EXPORT_AVAILABLE, DETR_REASON, DETR_CONSTRAINT},
-    {"yolo9", "segment", NULL, LY_EXPORT_BLOCKED,
-     "YOLO9 segmentation export is not supported; YOLO9 is detection-only in LibreYOLO.", NULL},
-};
+/* The recipe of `family`, spelled in any case, or NULL. */
+static const ly_recipe *recipe_named(const char *family)
+{
+    for (int i = 0; i < ly_recipe_count; i++)
+        if (strcasecmp(ly_recipes[i]->family, family) == 0) return ly_recipes[i];
+    return NULL;
+}
 
 const char *ly_export_tier_name(ly_export_tier tier)
 {
@@ -116,8 +77,7 @@ ly_status ly_export_families(const char *const **out, size_t *count)
 {
     if (!out || !count)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_export_families: NULL argument");
-    *out = family_names;
-    *count = sizeof family_names / sizeof family_names[0];
+    *out = ly_recipe_families(count);
     return LY_OK;
 }
 
@@ -125,16 +85,19 @@ ly_status ly_export_family_tasks(const char *family, const char *const **tasks, 
 {
     if (!family || !tasks || !count)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_export_family_tasks: NULL argument");
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        if (strcasecmp(families[i].name, family) == 0) {
-            size_t n = 0;
-            while (families[i].tasks[n])
-                n++;
-            *tasks = families[i].tasks;
-            *count = n;
-            return LY_OK;
-        }
-    return ly_set_error(LY_E_NOT_FOUND, "Unknown model family: '%s'", family);
+    const ly_recipe *r = recipe_named(family);
+    if (!r) return ly_set_error(LY_E_NOT_FOUND, "Unknown model family: '%s'", family);
+    if (!r->tasks) { /* the one task it runs */
+        *tasks = &r->task;
+        *count = 1;
+        return LY_OK;
+    }
+    size_t n = 0;
+    while (r->tasks[n])
+        n++;
+    *tasks = r->tasks;
+    *count = n;
+    return LY_OK;
 }
 
 ly_status ly_export_task(const char *spelling, const char **canonical)
@@ -190,18 +153,18 @@ ly_status ly_export_support(const char *family, const char *task, const char *fo
         *reason = text;
         return LY_OK;
     }
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const support_row *r = &rows[i];
-        if (strcasecmp(r->family, family) != 0 || strcmp(r->task, canonical) != 0) continue;
-        if (r->format && strcmp(r->format, f->name) != 0) continue;
-        *tier = r->tier;
-        *reason = r->reason;
-        if (constraint) *constraint = r->constraint;
+    const ly_recipe *r = recipe_named(family);
+    for (const ly_export_rule *row = r ? r->export_rules : NULL; row && row->task; row++) {
+        if (strcmp(row->task, canonical) != 0) continue;
+        if (row->format && strcmp(row->format, f->name) != 0) continue;
+        *tier = row->tier;
+        *reason = row->reason;
+        if (constraint) *constraint = row->constraint;
         return LY_OK;
     }
     *tier = LY_EXPORT_AVAILABLE;
     *reason = "Conversion is implemented; numeric runtime parity has not been recorded for this "
               "combination.";
-    if (constraint && strcmp(f->name, "executorch") == 0) *constraint = ET_CONSTRAINT;
+    if (constraint && strcmp(f->name, "executorch") == 0) *constraint = LY_EXPORT_ET_CONSTRAINT;
     return LY_OK;
 }
