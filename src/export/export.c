@@ -9,9 +9,9 @@
 #include "libreyolo/export.h"
 
 #include "core/core.h"
-#include "export/export_internal.h"
 #include "export/lower.h"
 #include "graph/graph.h"
+#include "models/export_support.h"
 #include "models/recipe.h"
 #include "pte/commit.h"
 #include "pte/sidecar.h"

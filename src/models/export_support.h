@@ -14,9 +14,6 @@
  * format's default tier, and the start of the recipes' own constraints. */
 #define LY_EXPORT_ET_CONSTRAINT "ExecuTorch 1.2, XNNPACK, CPU, FP32, batch 1, fixed input shape"
 
-/* The exporter and the .pte loader see these through export/export_internal.h;
- * declared here too for their definition (export_support.c), so that a
- * translation unit with both headers checks that the two agree. */
 /* The canonical task for a spelling LibreYOLO accepts ("detection" -> "detect"),
  * NULL if none. */
 const char *ly_export_canonical_task(const char *task);

@@ -15,12 +15,12 @@
  */
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "pte/commit.h"
-#include "pte/sidecar.h"
-#include "export/export_internal.h"
 #include "libreyolo/io.h"
 #include "models/coco_names.h"
+#include "models/export_support.h"
 #include "models/recipe.h"
+#include "pte/commit.h"
+#include "pte/sidecar.h"
 
 #include <pthread.h>
 #include <stdio.h>
