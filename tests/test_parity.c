@@ -322,8 +322,8 @@ static void test_int8_execute_provider_on_7_bit_inputs(void **state)
         /* On only for the run: a failed check below must not leave it on for
          * the tests after this one. */
         ly_onednn_int8_allow_without_vnni(1);
-        ly_status st = ly_check_cases_op(LY_OP_CONV2D_INT8, &options, squeeze_to_7_bit_codes,
-                                         collect, &r, &matched);
+        ly_status st =
+            ly_check_op(LY_OP_CONV2D_INT8, &options, squeeze_to_7_bit_codes, collect, &r, &matched);
         ly_onednn_int8_allow_without_vnni(0);
         if (st != LY_OK) fail_msg("the harness stopped: %s", ly_last_error());
         assert_int_equal(matched, 1);

@@ -5,8 +5,7 @@
  * and NanoDet-g layers at reduced resolution, plus odd sizes; inputs are seeded
  * from the case name, so a reported case reproduces.
  */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 
 #include "core/core.h"
 
@@ -115,7 +114,7 @@ static const nn_case cases[] = {
 };
 
 /* The index-th case of `op`. */
-static const nn_case *find_case(ly_op op, int index)
+static const nn_case *find_case(ly_op op, int64_t index)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (cases[i].op == op && index-- == 0) return &cases[i];
@@ -150,8 +149,9 @@ static ly_status int8_operands(ly_check_case *out, const int64_t ws[4], float fa
     return LY_OK;
 }
 
-static ly_status build(ly_op op, int index, ly_check_case *out)
+static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *out)
 {
+    (void)full;
     const nn_case *c = find_case(op, index);
     if (!c) return LY_E_NOT_FOUND;
     snprintf(out->name, sizeof out->name, "%s", c->name);
@@ -222,19 +222,4 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
     }
 }
 
-#define NN_CASES(ID, name)                                                                         \
-    ly_status ly_cases_##name(int index, ly_check_case *c)                                         \
-    {                                                                                              \
-        return build(LY_OP_##ID, index, c);                                                        \
-    }
-
-NN_CASES(CONV2D, conv2d)
-NN_CASES(CONV2D_INT8, conv2d_int8)
-NN_CASES(MAX_POOL2D, max_pool2d)
-NN_CASES(AVG_POOL2D, avg_pool2d)
-NN_CASES(UPSAMPLE_NEAREST2D, upsample_nearest2d)
-NN_CASES(SILU, silu)
-NN_CASES(SIGMOID, sigmoid)
-NN_CASES(DFL, dfl)
-NN_CASES(RESIZE_BILINEAR2D, resize_bilinear2d)
-NN_CASES(ANCHOR_GRID, anchor_grid)
+const ly_case_set ly_cases_nn = {.build = build};

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parity cases of the quant ops (fake quant forward and backward, unpack),
- * run by the shared runner (src/kernels/check.h).
+ * Parity cases of the quant ops (fake quant forward and backward, unpack):
+ * one set, ly_cases_quant (ops/cases.h).
  *
  * A case is first described by a small spec (slot kind, shape, value
  * distribution, variant number), so the cases can be counted for progress
@@ -9,8 +9,7 @@
  * are generated independently of the library's own qparams helpers: the harness
  * needs plausible (and deliberately implausible) operands, not the oracle's.
  */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 #include "libreyolo/quant.h"
 
 #include "core/core.h"
@@ -18,6 +17,7 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -389,11 +389,11 @@ typedef struct case_spec {
 enum { QUICK_LARGE = 16384 };
 
 /* Whether a spec is part of the requested size. */
-static bool spec_wanted(const case_spec *s, ly_check_size size)
+static bool spec_wanted(const case_spec *s, bool full)
 {
     if (s->kind == K_INT8_PER_CHANNEL && s->variant / 3 == 1 && s->shape->ndim <= 1)
         return false; /* axis "last" is axis 0 */
-    if (size == LY_CHECK_FULL) return true;
+    if (full) return true;
     if (s->shape->big) return false;
     if (is_unpack(s->kind)) {
         /* Unpack reads no float distribution but its scales: three are enough. */
@@ -405,8 +405,7 @@ static bool spec_wanted(const case_spec *s, ly_check_size size)
 
 typedef bool (*spec_fn)(const case_spec *spec, void *user);
 
-static void enumerate_specs(slot_kind kind, bool backward, ly_check_size size, spec_fn fn,
-                            void *user)
+static void enumerate_specs(slot_kind kind, bool backward, bool full, spec_fn fn, void *user)
 {
     int64_t ordinal = 0;
     for (size_t s = 0; s < N_SHAPES; s++)
@@ -415,7 +414,7 @@ static void enumerate_specs(slot_kind kind, bool backward, ly_check_size size, s
                 case_spec spec = {kind, backward, &shapes[s], (dist)d, v, ordinal};
                 if (kind == K_UNPACK_NVFP4 && d != DIST_NORMAL && v % 3 != 2)
                     continue; /* the distribution only feeds f32 block scales */
-                if (!spec_wanted(&spec, size)) continue;
+                if (!spec_wanted(&spec, full)) continue;
                 ordinal++;
                 if (!fn(&spec, user)) return;
             }
@@ -423,60 +422,18 @@ static void enumerate_specs(slot_kind kind, bool backward, ly_check_size size, s
 
 /* ---- A materialised case ------------------------------------------------------ */
 
-typedef struct owned_tensor {
-    ly_tensor t;
-    void *alloc;
-    size_t bytes;
-} owned_tensor;
+/* What the case passes as the op's params (see params_of). */
+typedef struct case_params {
+    int64_t axis, bits, group_size, in_features;
+} case_params;
 
-typedef struct check_case {
-    char name[112];
-    case_spec spec;
-    int n_in;
-    owned_tensor in[LY_KERNEL_MAX_INPUTS];
-    bool absent[LY_KERNEL_MAX_INPUTS]; /* optional operand passed as NULL */
-    struct {
-        int64_t axis, bits, group_size, in_features;
-    } params;            /* what params_of() gives the op */
-    ly_tensor out_shape; /* out[0]'s shape (for describing elements) */
-    bool out_of_memory;
-} check_case;
-
-enum { GUARD_BYTES = 64, ALIGN = 64 };
-
-/* Memory for `bytes`, 64-byte aligned, or misaligned by one element so
- * implementations meet both. A few guard bytes follow. */
-static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc)
+/* in[index] of `c`; NULL (with *oom set) when out of memory. */
+static void *add_input(ly_check_case *c, int index, ly_dtype dtype, int ndim, const int64_t *shape,
+                       bool *oom)
 {
-    *alloc = malloc(bytes + elem + ALIGN + GUARD_BYTES);
-    if (!*alloc) return NULL;
-    uintptr_t p = ((uintptr_t)*alloc + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
-    return (void *)(p + (misaligned ? elem : 0));
-}
-
-static void *add_input(check_case *c, int index, ly_dtype dtype, int ndim, const int64_t *shape)
-{
-    owned_tensor *o = &c->in[index];
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    size_t elem = ly_dtype_size(dtype);
-    o->bytes = (size_t)numel * elem;
-    void *data = alloc_view(o->bytes, elem, c->spec.ordinal & 1, &o->alloc);
-    if (!data) {
-        c->out_of_memory = true;
-        return NULL;
-    }
-    ly_tensor_init(&o->t, data, dtype, ndim, shape);
-    if (index + 1 > c->n_in) c->n_in = index + 1;
+    void *data = ly_check_case_input(c, index, dtype, ndim, shape);
+    if (!data) *oom = true;
     return data;
-}
-
-static void case_free(check_case *c)
-{
-    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++) {
-        free(c->in[i].alloc);
-    }
 }
 
 static void append(char *buf, size_t size, const char *fmt, ...) LY_PRINTF(3, 4);
@@ -540,18 +497,19 @@ static int64_t pick_in_features(int mode, int64_t cols, int64_t padded, rng *r)
     }
 }
 
-/* Build the tensors of `c->spec`. Inputs follow include/libreyolo/quant.h. */
-static void materialize(check_case *c, const char *slot, const value_tables *t)
+/* Build the tensors of spec `s` into `c` (its params into *cp). Inputs follow
+ * include/libreyolo/quant.h. */
+static void materialize(ly_check_case *c, const case_spec *s, case_params *cp, const char *slot,
+                        const value_tables *t, bool *oom)
 {
-    const case_spec *s = &c->spec;
     char shape_buf[48];
     shape_text(s->shape->ndim, s->shape->dim, shape_buf, sizeof shape_buf);
     snprintf(c->name, sizeof c->name, "%s %s", dist_names[s->d], shape_buf);
     rng r = {0};
-    c->params.axis = 0;
-    c->params.bits = 4;
-    c->params.group_size = 128;
-    c->params.in_features = -1;
+    cp->axis = 0;
+    cp->bits = 4;
+    cp->group_size = 128;
+    cp->in_features = -1;
 
     int64_t rows, cols;
     shape_2d(s->shape, &rows, &cols);
@@ -603,7 +561,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
         break;
     }
     if (variant[0]) append(c->name, sizeof c->name, " %s", variant);
-    if (s->ordinal & 1) append(c->name, sizeof c->name, " misaligned");
+    if (c->offset) append(c->name, sizeof c->name, " misaligned");
     r = (rng){.state = ly_check_seed(slot, c->name)};
 
     if (is_unpack(s->kind)) {
@@ -614,17 +572,17 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
         /* A width the packing cannot express rounds up; the validator decides. */
         int64_t payload_cols = (ng * g * bits + 7) / 8;
         int64_t pshape[2] = {rows, payload_cols};
-        uint8_t *payload = add_input(c, 0, LY_U8, 2, pshape);
+        uint8_t *payload = add_input(c, 0, LY_U8, 2, pshape, oom);
         if (!payload) return;
         for (int64_t i = 0; i < rows * payload_cols; i++)
             payload[i] = (uint8_t)ly_check_rng_next(&r);
         int64_t sshape[2] = {rows, ng};
         int in_mode = nv ? s->variant / 9 : s->variant / 8;
-        c->params.in_features = pick_in_features(in_mode, cols, ng * g, &r);
+        cp->in_features = pick_in_features(in_mode, cols, ng * g, &r);
         if (!nv) {
-            c->params.bits = bits;
-            c->params.group_size = g;
-            float *scale = add_input(c, 1, LY_F32, 2, sshape);
+            cp->bits = bits;
+            cp->group_size = g;
+            float *scale = add_input(c, 1, LY_F32, 2, sshape, oom);
             if (!scale) return;
             fill_f32(scale, rows * ng, s->d, &r, t);
             if (s->d == DIST_NORMAL || s->d == DIST_OUTLIERS)
@@ -634,19 +592,19 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
         }
         int bs_mode = s->variant % 3, amax_mode = (s->variant / 3) % 3;
         if (bs_mode < 2) {
-            uint8_t *codes = add_input(c, 1, LY_F8E4M3, 2, sshape);
+            uint8_t *codes = add_input(c, 1, LY_F8E4M3, 2, sshape, oom);
             if (!codes) return;
             for (int64_t i = 0; i < rows * ng; i++)
                 codes[i] = bs_mode == 0 ? (uint8_t)(i * 167 % 256) : (uint8_t)ly_check_rng_next(&r);
         } else {
-            float *bscale = add_input(c, 1, LY_F32, 2, sshape);
+            float *bscale = add_input(c, 1, LY_F32, 2, sshape, oom);
             if (!bscale) return;
             fill_f32(bscale, rows * ng, s->d, &r, t);
             if (s->d == DIST_NORMAL)
                 for (int64_t i = 0; i < rows * ng; i++)
                     bscale[i] = fabsf(bscale[i]) * 50.0f;
         }
-        float *amax = add_input(c, 2, LY_F32, 1, (int64_t[]){1});
+        float *amax = add_input(c, 2, LY_F32, 1, (int64_t[]){1}, oom);
         if (!amax) return;
         amax[0] = amax_mode == 0 ? 2688.0f
                   : amax_mode == 1
@@ -662,11 +620,11 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
     int xndim = two_d ? 2 : ndim;
     const int64_t *xshape = two_d ? xshape2 : dim;
     if (s->backward) {
-        float *grad = add_input(c, 0, LY_F32, xndim, xshape);
+        float *grad = add_input(c, 0, LY_F32, xndim, xshape, oom);
         if (!grad) return;
         fill_f32(grad, numel, s->d == DIST_MIDPOINTS ? DIST_NORMAL : s->d, &r, t);
     }
-    float *x = add_input(c, base, LY_F32, xndim, xshape);
+    float *x = add_input(c, base, LY_F32, xndim, xshape, oom);
     if (!x) return;
     fill_f32(x, numel, s->d, &r, t);
     int64_t dim0 = ndim > 0 ? dim[0] : 1;
@@ -675,14 +633,12 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
     case K_INT8_PER_CHANNEL: {
         int axis = s->variant / 3 ? (ndim > 0 ? ndim - 1 : 0) : 0;
         int mode = s->variant % 3;
-        c->params.axis = axis;
+        cp->axis = axis;
         if (mode == 0) {
-            c->absent[base + 1] = true;
-            c->n_in = base + 2;
             break;
         }
         int64_t channels = ndim > 0 ? dim[axis] : 1;
-        float *scale = add_input(c, base + 1, LY_F32, 1, &channels);
+        float *scale = add_input(c, base + 1, LY_F32, 1, &channels, oom);
         if (!scale) return;
         if (axis == 0) {
             slice_scales(scale, channels, x, numel, 127.0f);
@@ -701,8 +657,8 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
         break;
     }
     case K_INT8_AFFINE: {
-        float *lo = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1});
-        float *hi = lo ? add_input(c, base + 2, LY_F32, 1, (int64_t[]){1}) : NULL;
+        float *lo = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1}, oom);
+        float *hi = lo ? add_input(c, base + 2, LY_F32, 1, (int64_t[]){1}, oom) : NULL;
         if (!hi) return;
         if (s->variant == 0) {
             float mn = 0.0f, mx = 0.0f;
@@ -740,7 +696,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
                 sshape[i] = 1;
         }
         int64_t n = per_row ? dim0 : 1;
-        float *scale = add_input(c, base + 1, LY_F32, sndim, sshape);
+        float *scale = add_input(c, base + 1, LY_F32, sndim, sshape, oom);
         if (!scale) return;
         slice_scales(scale, n, x, numel, 448.0f);
         perturb_scales(scale, n, v >= 3, &r, t);
@@ -749,15 +705,13 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
     case K_INT_GROUPED: {
         int64_t bits = group_combos[s->variant / 3][0], g = group_combos[s->variant / 3][1];
         int mode = s->variant % 3;
-        c->params.bits = bits;
-        c->params.group_size = g;
+        cp->bits = bits;
+        cp->group_size = g;
         if (mode == 0) {
-            c->absent[base + 1] = true;
-            c->n_in = base + 2;
             break;
         }
         int64_t ng = (cols + g - 1) / g;
-        float *scale = add_input(c, base + 1, LY_F32, 2, (int64_t[]){rows, ng});
+        float *scale = add_input(c, base + 1, LY_F32, 2, (int64_t[]){rows, ng}, oom);
         if (!scale) return;
         float qmax = (float)((1 << (bits - 1)) - 1);
         for (int64_t row = 0; row < rows; row++)
@@ -769,7 +723,7 @@ static void materialize(check_case *c, const char *slot, const value_tables *t)
         break;
     }
     case K_NVFP4_WEIGHT: {
-        float *amax = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1});
+        float *amax = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1}, oom);
         if (!amax) return;
         amax[0] = s->variant == 0 ? amax_nan(x, numel)
                   : s->variant == 1
@@ -790,34 +744,61 @@ static void describe_value(char *buf, size_t size, const char *what, float v)
            f32_bits(v));
 }
 
-static const float *f32_in(const check_case *c, int i)
+static const float *f32_in(const ly_check_case *c, int i)
 {
-    if (i >= c->n_in || c->absent[i] || c->in[i].t.dtype != LY_F32) return NULL;
-    return c->in[i].t.data;
+    if (!c->present[i] || c->in[i].dtype != LY_F32) return NULL;
+    return c->in[i].data;
 }
 
-static void describe_inputs(const check_case *c, int64_t index, const ly_tensor *out, char *buf,
-                            size_t size)
+/* The op's params struct of a case, read back. */
+static case_params params_in(slot_kind kind, const ly_check_case *c)
 {
+    case_params p = {.axis = 0, .bits = 4, .group_size = 128, .in_features = -1};
+    if (!c->has_params) return p;
+    if (kind == K_INT8_PER_CHANNEL) {
+        p.axis = ((const ly_fake_quant_int8_per_channel_params *)(const void *)c->params)->axis;
+    } else if (kind == K_INT_GROUPED) {
+        const ly_fake_quant_int_grouped_params *g = (const void *)c->params;
+        p.bits = g->bits;
+        p.group_size = g->group_size;
+    } else if (kind == K_UNPACK_INT_GROUPED) {
+        const ly_unpack_int_grouped_params *g = (const void *)c->params;
+        p.bits = g->bits;
+        p.group_size = g->group_size;
+        p.in_features = g->in_features;
+    } else if (kind == K_UNPACK_NVFP4) {
+        p.in_features = ((const ly_unpack_nvfp4_params *)(const void *)c->params)->in_features;
+    }
+    return p;
+}
+
+/* The inputs behind element `index` of the op's output (of shape `out`). */
+static void describe(ly_op op, const ly_check_case *c, int out_index, const ly_tensor *out,
+                     int64_t index, char *buf, size_t size)
+{
+    (void)out_index;
     buf[0] = '\0';
-    const case_spec *s = &c->spec;
+    const char *slot = ly_op_name(op);
+    slot_kind kind = kind_of(slot);
+    bool backward = is_backward(slot);
+    case_params cp = params_in(kind, c);
     int64_t out_numel = ly_tensor_numel(out);
     if (index >= out_numel) {
         append(buf, size, "(past the end of the output)");
         return;
     }
-    if (is_unpack(s->kind)) {
+    if (is_unpack(kind)) {
         int64_t cols = out->ndim == 2 ? out->shape[1] : out_numel;
         int64_t row = cols ? index / cols : 0, col = cols ? index % cols : 0;
-        const ly_tensor *payload = &c->in[0].t;
+        const ly_tensor *payload = &c->in[0];
         int64_t pcols = payload->ndim == 2 ? payload->shape[1] : 0;
-        int64_t bits = s->kind == K_UNPACK_NVFP4 ? 4 : c->params.bits;
-        int64_t g = s->kind == K_UNPACK_NVFP4 ? 16 : c->params.group_size;
+        int64_t bits = kind == K_UNPACK_NVFP4 ? 4 : cp.bits;
+        int64_t g = kind == K_UNPACK_NVFP4 ? 16 : cp.group_size;
         int64_t byte = col * bits / 8;
         if (byte < pcols)
             append(buf, size, "payload[%" PRId64 ",%" PRId64 "]=0x%02x", row, byte,
                    ((const uint8_t *)payload->data)[row * pcols + byte]);
-        const ly_tensor *scale = &c->in[1].t;
+        const ly_tensor *scale = &c->in[1];
         int64_t ng = scale->ndim == 2 ? scale->shape[1] : 0;
         if (col / g < ng) {
             int64_t si = row * ng + col / g;
@@ -827,132 +808,109 @@ static void describe_inputs(const check_case *c, int64_t index, const ly_tensor 
                 append(buf, size, " block_scale=0x%02x (%.9g)", ((const uint8_t *)scale->data)[si],
                        (double)e4m3_value(((const uint8_t *)scale->data)[si]));
         }
-        if (s->kind == K_UNPACK_NVFP4 && f32_in(c, 2))
+        if (kind == K_UNPACK_NVFP4 && f32_in(c, 2))
             describe_value(buf, size, "tensor_amax", f32_in(c, 2)[0]);
         return;
     }
-    int base = s->backward ? 1 : 0;
-    if (s->backward && f32_in(c, 0)) describe_value(buf, size, "grad", f32_in(c, 0)[index]);
+    int base = backward ? 1 : 0;
+    if (backward && f32_in(c, 0)) describe_value(buf, size, "grad", f32_in(c, 0)[index]);
     const float *x = f32_in(c, base);
     if (!x) return;
     describe_value(buf, size, "x", x[index]);
-    const ly_tensor *xt = &c->in[base].t;
-    const float *op = f32_in(c, base + 1);
+    const ly_tensor *xt = &c->in[base];
+    const float *operand = f32_in(c, base + 1);
     int64_t numel = ly_tensor_numel(xt);
-    switch (s->kind) {
+    switch (kind) {
     case K_INT8_PER_CHANNEL:
-        if (op) {
-            int64_t axis = c->params.axis, inner = 1;
+        if (operand) {
+            int64_t axis = cp.axis, inner = 1;
             for (int i = (int)axis + 1; i < xt->ndim; i++)
                 inner *= xt->shape[i];
             int64_t ch = xt->ndim > 0 ? (index / inner) % xt->shape[axis] : 0;
-            describe_value(buf, size, "scale", op[ch]);
+            describe_value(buf, size, "scale", operand[ch]);
         }
         break;
     case K_INT8_AFFINE:
-        if (op && f32_in(c, base + 2)) {
-            describe_value(buf, size, "lo", op[0]);
+        if (operand && f32_in(c, base + 2)) {
+            describe_value(buf, size, "lo", operand[0]);
             describe_value(buf, size, "hi", f32_in(c, base + 2)[0]);
         }
         break;
     case K_FP8:
-        if (op) {
-            int64_t sn = ly_tensor_numel(&c->in[base + 1].t);
+        if (operand) {
+            int64_t sn = ly_tensor_numel(&c->in[base + 1]);
             int64_t per = sn > 0 ? numel / sn : 1;
-            describe_value(buf, size, "scale", op[sn == 1 || per == 0 ? 0 : index / per]);
+            describe_value(buf, size, "scale", operand[sn == 1 || per == 0 ? 0 : index / per]);
         }
         break;
     case K_INT_GROUPED:
-        if (op) {
-            int64_t cols = xt->shape[1], g = c->params.group_size;
+        if (operand) {
+            int64_t cols = xt->shape[1], g = cp.group_size;
             int64_t ng = (cols + g - 1) / g;
-            describe_value(buf, size, "scale", op[(index / cols) * ng + (index % cols) / g]);
+            describe_value(buf, size, "scale", operand[(index / cols) * ng + (index % cols) / g]);
         }
         break;
     case K_NVFP4_WEIGHT:
-        if (op) describe_value(buf, size, "tensor_amax", op[0]);
+        if (operand) describe_value(buf, size, "tensor_amax", operand[0]);
         break;
     default:
         break;
     }
 }
 
-/* ---- Running ------------------------------------------------------------------ */
+/* ---- The set ------------------------------------------------------------------ */
 
-typedef struct quant_run {
-    slot_kind kind;
-    bool backward;
-    const ly_check_options *opt;
-    const value_tables *tables;
-    ly_check_run *run;
-    const char *slot;
-    ly_status fatal;
-} quant_run;
+static value_tables tables;
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void init_tables(void)
+{
+    build_tables(&tables);
+}
 
 /* The op's own parameters struct for a case. */
-typedef union quant_params {
-    ly_fake_quant_int8_per_channel_params int8_per_channel;
-    ly_fake_quant_int_grouped_params grouped;
-    ly_unpack_int_grouped_params unpack_grouped;
-    ly_unpack_nvfp4_params unpack_nvfp4;
-} quant_params;
-
-static const void *params_of(const check_case *c, quant_params *p)
+static void set_params(ly_check_case *c, slot_kind kind, const case_params *cp)
 {
-    switch (c->spec.kind) {
-    case K_INT8_PER_CHANNEL:
-        p->int8_per_channel = (ly_fake_quant_int8_per_channel_params){.axis = c->params.axis};
-        return p;
-    case K_INT_GROUPED:
-        p->grouped = (ly_fake_quant_int_grouped_params){.bits = c->params.bits,
-                                                        .group_size = c->params.group_size};
-        return p;
-    case K_UNPACK_INT_GROUPED:
-        p->unpack_grouped = (ly_unpack_int_grouped_params){.bits = c->params.bits,
-                                                           .group_size = c->params.group_size,
-                                                           .in_features = c->params.in_features};
-        return p;
-    case K_UNPACK_NVFP4:
-        p->unpack_nvfp4 = (ly_unpack_nvfp4_params){.in_features = c->params.in_features};
-        return p;
+    switch (kind) {
+    case K_INT8_PER_CHANNEL: {
+        ly_fake_quant_int8_per_channel_params p = {.axis = cp->axis};
+        ly_check_case_params(c, &p, sizeof p);
+        break;
+    }
+    case K_INT_GROUPED: {
+        ly_fake_quant_int_grouped_params p = {.bits = cp->bits, .group_size = cp->group_size};
+        ly_check_case_params(c, &p, sizeof p);
+        break;
+    }
+    case K_UNPACK_INT_GROUPED: {
+        ly_unpack_int_grouped_params p = {
+            .bits = cp->bits, .group_size = cp->group_size, .in_features = cp->in_features};
+        ly_check_case_params(c, &p, sizeof p);
+        break;
+    }
+    case K_UNPACK_NVFP4: {
+        ly_unpack_nvfp4_params p = {.in_features = cp->in_features};
+        ly_check_case_params(c, &p, sizeof p);
+        break;
+    }
     default:
-        return NULL;
+        break;
     }
 }
 
-static void describe(const void *user, int out, int64_t index, char *buf, size_t size)
-{
-    (void)out;
-    const check_case *c = user;
-    describe_inputs(c, index, &c->out_shape, buf, size);
-}
+typedef struct find_state {
+    int64_t index;
+    case_spec spec;
+    bool found;
+} find_state;
 
-static bool run_case(const case_spec *spec, void *user)
+static bool find_spec(const case_spec *spec, void *user)
 {
-    quant_run *q = user;
-    check_case c = {.spec = *spec};
-    materialize(&c, q->slot, q->tables);
-    if (c.out_of_memory) {
-        q->fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                                q->slot, c.name);
-        case_free(&c);
-        return false;
-    }
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    for (int i = 0; i < c.n_in; i++)
-        call.in[i] = c.absent[i] ? NULL : &c.in[i].t;
-    quant_params params;
-    call.params = params_of(&c, &params);
-    /* The output shape, for describing elements (the runner infers it again). */
-    ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
-    int n_out = 0;
-    if (ly_kernel_infer_outputs(q->slot, &call, shapes, &n_out) == LY_OK && n_out > 0)
-        c.out_shape = shapes[0];
-    ly_clear_error();
-    q->fatal = ly_check_run_case(q->run, c.name, &call, 0, spec->ordinal & 1, describe, &c);
-    case_free(&c);
-    return q->fatal == LY_OK;
+    find_state *f = user;
+    if (f->index-- > 0) return true;
+    f->spec = *spec;
+    f->found = true;
+    return false;
 }
 
 static bool count_spec(const case_spec *spec, void *user)
@@ -962,27 +920,30 @@ static bool count_spec(const case_spec *spec, void *user)
     return true;
 }
 
-ly_status ly_check_quant_op(ly_op op, const ly_check_options *opt, ly_check_report_fn report,
-                            void *user, int *n_matched)
+static int64_t count_cases(ly_op op, bool full)
 {
     const char *slot = ly_op_name(op);
-    value_tables *tables = malloc(sizeof *tables);
-    if (!tables) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
-    build_tables(tables);
-    quant_run q = {.kind = kind_of(slot),
-                   .backward = is_backward(slot),
-                   .opt = opt,
-                   .tables = tables,
-                   .slot = slot};
     int64_t total = 0;
-    enumerate_specs(q.kind, q.backward, opt->size, count_spec, &total);
-    ly_status st = ly_check_run_begin(op, opt, total, &q.run, n_matched);
-    if (st == LY_OK) {
-        if (ly_check_run_active(q.run))
-            enumerate_specs(q.kind, q.backward, opt->size, run_case, &q);
-        st = q.fatal;
-        ly_check_run_end(q.run, st == LY_OK ? report : NULL, user);
-    }
-    free(tables);
-    return st;
+    enumerate_specs(kind_of(slot), is_backward(slot), full, count_spec, &total);
+    return total;
 }
+
+static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *c)
+{
+    const char *slot = ly_op_name(op);
+    slot_kind kind = kind_of(slot);
+    find_state f = {.index = index};
+    enumerate_specs(kind, is_backward(slot), full, find_spec, &f);
+    if (!f.found) return LY_E_NOT_FOUND;
+    pthread_once(&tables_once, init_tables);
+    case_params cp;
+    bool oom = false;
+    materialize(c, &f.spec, &cp, slot, &tables, &oom);
+    if (oom)
+        return ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory", slot,
+                            c->name);
+    set_params(c, kind, &cp);
+    return LY_OK;
+}
+
+const ly_case_set ly_cases_quant = {.build = build, .count = count_cases, .describe = describe};
