@@ -13,10 +13,10 @@
 #define PARITY(rule) PARITY_##rule
 
 const ly_op_def ly_op_defs[LY_OP_COUNT] = {
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     [LY_OP_##ID] = {#name,          ly_contract_##name,      ly_ref_##name,                        \
                     sizeof(params), &(const params)defaults, &ly_cases_##check,                    \
-                    PARITY(parity), LY_LOWER_##export},
+                    PARITY(parity), LY_LOWER_##export,       LY_LAYOUTS_##layout},
 #include "libreyolo/ops.inc"
 #undef LY_OP
 };

@@ -39,6 +39,13 @@ typedef enum ly_lower_kind {
     LY_LOWER_FOLD      /* computed at export into a program constant */
 } ly_lower_kind;
 
+/* Which layouts a graph may hand the op (the manifest's layout column). */
+typedef enum ly_layouts_rule {
+    LY_LAYOUTS_PLAIN,      /* plain, or what its implementation's stateful form offers */
+    LY_LAYOUTS_ELEMENTWISE /* element i from element i: in place, any layout its
+                              full-size operands and output share */
+} ly_layouts_rule;
+
 typedef struct ly_op_def {
     const char *name;
     ly_contract_fn contract;
@@ -49,6 +56,7 @@ typedef struct ly_op_def {
     ly_parity_kind parity;
     double tolerance; /* 0 for EXACT */
     ly_lower_kind lower;
+    ly_layouts_rule layouts;
 } ly_op_def;
 
 extern const ly_op_def ly_op_defs[LY_OP_COUNT];
@@ -68,7 +76,7 @@ static inline const ly_op_def *ly_op_def_of(ly_op op)
     return (unsigned)op < LY_OP_COUNT ? &ly_op_defs[op] : NULL;
 }
 
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     ly_status ly_contract_##name(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS], \
                                  int *n_out);                                                      \
     ly_status ly_ref_##name(const ly_kernel_call *call);
@@ -77,7 +85,7 @@ static inline const ly_op_def *ly_op_def_of(ly_op op)
 
 /* Each parameters struct's fields (ly_op_params), defined next to its op's
  * contract with LY_PARAMS_FIELDS. */
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     extern const ly_param_field ly_fields_##params[];                                              \
     extern const size_t ly_n_fields_##params;
 #include "libreyolo/ops.inc"
@@ -97,7 +105,7 @@ static inline const ly_op_def *ly_op_def_of(ly_op op)
 
 /* Each case set the check column names (ops/cases.h), defined in its op's
  * folder's cases.c; a set that serves several ops is declared once per op. */
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     extern const ly_case_set ly_cases_##check;
 #include "libreyolo/ops.inc"
 #undef LY_OP
