@@ -90,6 +90,23 @@ static inline bool ly_check_result_failed(const ly_check_result *result)
  * "skipped: <why>", "no cases run (all declined)", written into buf. */
 LY_API ly_status ly_check_verdict(const ly_check_result *result, char *buf, size_t size);
 
+/* ---- The cases as benchmark inputs --------------------------------------------- */
+
+/* A realistic call of one slot, from its op's case set (what `libreyolo bench
+ * kernels` times). */
+typedef struct ly_check_call {
+    ly_kernel_call call; /* inputs, params and outputs (from the op's contract) */
+    double bytes;        /* what the op must move: bytes read + written, each once */
+    bool speed_target;   /* the quant kernels' target applies (>= 8x the reference
+                            and >= 50% of copy bandwidth, one thread) */
+    void *owner;         /* what ly_check_call_free releases */
+} ly_check_call;
+
+/* The benchmark call of `slot` whose largest tensors hold `numel` fp32
+ * elements. LY_E_UNSUPPORTED: the slot's cases have no benchmark recipe. */
+LY_API ly_status ly_check_bench_call(const char *slot, size_t numel, ly_check_call *out);
+LY_API void ly_check_call_free(ly_check_call *c);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,22 @@ ly_status ly_check_case_random(ly_check_case *c, int index, int ndim, const int6
     return LY_OK;
 }
 
+ly_status ly_check_case_normalish(ly_check_case *c, int index, int ndim, const int64_t *shape,
+                                  uint64_t seed)
+{
+    float *p = ly_check_case_input(c, index, LY_F32, ndim, shape);
+    if (!p) return ly_set_error(LY_E_NO_MEMORY, "benchmark case: out of memory");
+    ly_check_rng r = {.state = seed};
+    int64_t n = ly_tensor_numel(&c->in[index]);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = ly_check_rng_next(&r);
+        float s = (float)(u & 0xFFFF) + (float)((u >> 16) & 0xFFFF) + (float)((u >> 32) & 0xFFFF) +
+                  (float)(u >> 48);
+        p[i] = (s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
+    }
+    return LY_OK;
+}
+
 void ly_check_case_params(ly_check_case *c, const void *params, size_t size)
 {
     if (size > sizeof c->params) size = sizeof c->params;

@@ -38,6 +38,14 @@ typedef struct ly_check_case {
     void *alloc[LY_KERNEL_MAX_INPUTS]; /* what in[i].data points into */
 } ly_check_case;
 
+/* What a benchmark call says besides its tensors. */
+typedef struct ly_case_bench {
+    double bytes;      /* what the op must move; 0: every input read once and
+                          every output written once */
+    bool speed_target; /* the quant kernels' target applies (>= 8x the reference
+                          and >= 50% of copy bandwidth, one thread) */
+} ly_case_bench;
+
 /* An op's cases, as its folder defines them. `op` is the op asking (a set may
  * serve several); `full` asks for the full set (every variant on large
  * tensors, the largest shapes), else the quick one (tests, sanitizers). */
@@ -52,10 +60,9 @@ typedef struct ly_case_set {
     void (*describe)(ly_op op, const ly_check_case *c, int out, const ly_tensor *shape,
                      int64_t index, char *buf, size_t size);
     /* `libreyolo bench kernels`: a realistic call whose largest tensors hold
-     * `numel` fp32 elements; *bytes (0 on entry: every input read once, every
-     * output written once) may say what the op must move otherwise. NULL: no
-     * benchmark recipe. */
-    ly_status (*bench)(ly_op op, size_t numel, ly_check_case *c, double *bytes);
+     * `numel` fp32 elements (*b zeroed on entry); LY_E_NOT_FOUND: no recipe
+     * for this op; NULL: none for any op of the set. */
+    ly_status (*bench)(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b);
 } ly_case_set;
 
 /* ---- Building cases ----------------------------------------------------------- */
@@ -69,6 +76,11 @@ void *ly_check_case_input(ly_check_case *c, int index, ly_dtype dtype, int ndim,
 /* Tensor in[index]: uniform in [-scale, scale) (f32), seeded by *seed. */
 ly_status ly_check_case_random(ly_check_case *c, int index, int ndim, const int64_t *shape,
                                float scale, uint64_t *seed);
+/* Tensor in[index] of benchmark size: roughly normal(0, 1) (a sum of four
+ * uniforms, no logs), seeded by `seed`; a prefix of a larger tensor of the
+ * same seed holds the same values. */
+ly_status ly_check_case_normalish(ly_check_case *c, int index, int ndim, const int64_t *shape,
+                                  uint64_t seed);
 /* The params to pass (copied into the case). */
 void ly_check_case_params(ly_check_case *c, const void *params, size_t size);
 void ly_check_case_free(ly_check_case *c);

@@ -222,4 +222,32 @@ static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *out)
     }
 }
 
-const ly_case_set ly_cases_nn = {.build = build};
+/* Benchmark calls on YOLO9-like activations of `numel` elements: activations
+ * on a [numel/1024, 1024] matrix, dfl on [1, 64, A], pools on [1, 64, s, s] as
+ * AConv (avg 2x2 s1) and SPPELAN (max 5x5 s1 p2) run them. */
+static ly_status bench(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)b;
+    snprintf(c->name, sizeof c->name, "%zu elements", numel);
+    switch (op) {
+    case LY_OP_SILU:
+    case LY_OP_SIGMOID:
+        return ly_check_case_normalish(c, 0, 2, (int64_t[]){(int64_t)(numel / 1024), 1024}, 1);
+    case LY_OP_DFL:
+        return ly_check_case_normalish(c, 0, 3, (int64_t[]){1, 64, (int64_t)(numel / 64)}, 1);
+    case LY_OP_MAX_POOL2D:
+    case LY_OP_AVG_POOL2D: {
+        bool max_pool = op == LY_OP_MAX_POOL2D;
+        int64_t side = (int64_t)sqrt((double)(numel / 64));
+        ly_pool2d_params p = LY_POOL2D_DEFAULTS;
+        p.kernel[0] = p.kernel[1] = max_pool ? 5 : 2;
+        p.padding[0] = p.padding[1] = max_pool ? 2 : 0;
+        ly_check_case_params(c, &p, sizeof p);
+        return ly_check_case_normalish(c, 0, 4, (int64_t[]){1, 64, side, side}, 1);
+    }
+    default:
+        return LY_E_NOT_FOUND;
+    }
+}
+
+const ly_case_set ly_cases_nn = {.build = build, .bench = bench};

@@ -87,6 +87,22 @@ static ly_status build_rms_norm(ly_op op, int64_t index, bool full, ly_check_cas
     return norm_case("rms_norm", true, index, c);
 }
 
-const ly_case_set ly_cases_softmax = {.build = build_softmax};
-const ly_case_set ly_cases_layer_norm = {.build = build_layer_norm};
-const ly_case_set ly_cases_rms_norm = {.build = build_rms_norm};
+/* Benchmark calls: rows of 1024, as an attention score row or a token's
+ * channels; the norms without scale or shift (the row statistics are the work). */
+static ly_status bench(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)b;
+    snprintf(c->name, sizeof c->name, "[%zu,1024]", numel / 1024);
+    if (op == LY_OP_SOFTMAX) {
+        ly_axis_params p = LY_AXIS_DEFAULTS;
+        ly_check_case_params(c, &p, sizeof p);
+    } else {
+        ly_norm_params p = LY_NORM_DEFAULTS;
+        ly_check_case_params(c, &p, sizeof p);
+    }
+    return ly_check_case_normalish(c, 0, 2, (int64_t[]){(int64_t)(numel / 1024), 1024}, 1);
+}
+
+const ly_case_set ly_cases_softmax = {.build = build_softmax, .bench = bench};
+const ly_case_set ly_cases_layer_norm = {.build = build_layer_norm, .bench = bench};
+const ly_case_set ly_cases_rms_norm = {.build = build_rms_norm, .bench = bench};

@@ -946,4 +946,75 @@ static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *c)
     return LY_OK;
 }
 
-const ly_case_set ly_cases_quant = {.build = build, .count = count_cases, .describe = describe};
+/* ---- Benchmark calls ------------------------------------------------------------ */
+
+enum { BENCH_COLS = 1024 }; /* fp32 columns of every benchmark tensor */
+
+/* A [numel/1024, 1024] weight (x, and grad for a backward): per-channel and
+ * per-group scales of its rows, dynamic scales where the op has them, int4 in
+ * groups of 128; unpack writes a matrix of that size. */
+static ly_status bench(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    const char *slot = ly_op_name(op);
+    slot_kind kind = kind_of(slot);
+    bool backward = is_backward(slot);
+    int64_t rows = (int64_t)(numel / BENCH_COLS), mat[2] = {rows, BENCH_COLS};
+    snprintf(c->name, sizeof c->name, "[%" PRId64 ",%d]", rows, BENCH_COLS);
+    b->speed_target = true;
+    ly_status st = LY_OK;
+    bool oom = false;
+    if (is_unpack(kind)) {
+        uint8_t *payload = add_input(c, 0, LY_U8, 2, (int64_t[]){rows, BENCH_COLS / 2}, &oom);
+        rng r = {.state = 3};
+        for (int64_t i = 0; payload && i < rows * BENCH_COLS / 2; i++)
+            payload[i] = (uint8_t)ly_check_rng_next(&r);
+        if (kind == K_UNPACK_INT_GROUPED) {
+            float *scale = add_input(c, 1, LY_F32, 2, (int64_t[]){rows, BENCH_COLS / 128}, &oom);
+            for (int64_t i = 0; scale && i < rows * BENCH_COLS / 128; i++)
+                scale[i] = 0.5f;
+            ly_unpack_int_grouped_params p = {.bits = 4, .group_size = 128, .in_features = -1};
+            ly_check_case_params(c, &p, sizeof p);
+        } else {
+            uint8_t *codes =
+                add_input(c, 1, LY_F8E4M3, 2, (int64_t[]){rows, BENCH_COLS / 16}, &oom);
+            r.state = 4;
+            for (int64_t i = 0; codes && i < rows * BENCH_COLS / 16; i++)
+                codes[i] = (uint8_t)(0x30 + ly_check_rng_next(&r) % 0x20);
+            float *amax = add_input(c, 2, LY_F32, 1, (int64_t[]){1}, &oom);
+            if (amax) amax[0] = 2688.0f;
+        }
+        return oom ? ly_set_error(LY_E_NO_MEMORY, "benchmark case: out of memory") : LY_OK;
+    }
+    int base = backward ? 1 : 0;
+    if (backward) st = ly_check_case_normalish(c, 0, 2, mat, 2);
+    if (st == LY_OK) st = ly_check_case_normalish(c, base, 2, mat, 1);
+    if (st != LY_OK) return st;
+    switch (kind) {
+    case K_INT8_AFFINE: {
+        float *lo = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1}, &oom);
+        float *hi = add_input(c, base + 2, LY_F32, 1, (int64_t[]){1}, &oom);
+        if (lo && hi) *lo = -3.0f, *hi = 3.0f;
+        break;
+    }
+    case K_FP8: {
+        float *scale = add_input(c, base + 1, LY_F32, 1, &rows, &oom);
+        for (int64_t i = 0; scale && i < rows; i++)
+            scale[i] = 4.0f / 448.0f;
+        break;
+    }
+    case K_NVFP4_WEIGHT: {
+        float *amax = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1}, &oom);
+        if (amax) amax[0] = 4.0f;
+        break;
+    }
+    default: /* int8 per channel and int grouped: the dynamic scale training runs */
+        break;
+    }
+    if (oom) return ly_set_error(LY_E_NO_MEMORY, "benchmark case: out of memory");
+    /* An identity backward (quant.h) reads only the gradient. */
+    if (backward && (kind == K_FP8 || kind == K_INT_GROUPED)) b->bytes = 2.0 * (double)numel * 4.0;
+    return LY_OK;
+}
+
+const ly_case_set ly_cases_quant = {
+    .build = build, .count = count_cases, .describe = describe, .bench = bench};
