@@ -24,6 +24,8 @@ typedef enum ly_check_size {
 /* One mismatching element. Strings are owned by the struct. */
 typedef struct ly_check_mismatch {
     char case_name[112];
+    char run[48];     /* which run of the case: "" (plain), "second call", "out[0] over
+                         in[0]", "prepared: in nChw8c, out plain", ... */
     char shape[48];   /* output shape, "[128, 64, 3, 3]" */
     int output;       /* which output of the slot */
     int64_t index;    /* flat index into that output; >= numel: written past the end */
@@ -70,6 +72,12 @@ typedef struct ly_check_options {
     ly_check_size size;
     ly_check_progress_fn progress; /* may be NULL */
     void *progress_user;
+    /* More runs per case (the parity tests ask for them): */
+    bool repeat;           /* each implementation runs a case twice, then once more after the
+                              case's constant inputs were rewritten at the same addresses
+                              (caches keyed by address must not serve what they packed before) */
+    uint32_t alias_inputs; /* bit k: also run with out[0] over in[k] where their shapes
+                              match (element-wise ops always do, over every input) */
 } ly_check_options;
 
 /* Runs the harness with the quick case set. Mismatches are results, not

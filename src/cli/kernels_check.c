@@ -142,6 +142,10 @@ static void print_json(const results *rs, const ly_check_options *opt, int faile
             char bits[16];
             printf("%s{\"case\": ", k ? ", " : "");
             ly_json_string(stdout, m->case_name);
+            if (m->run[0]) {
+                printf(", \"run\": ");
+                ly_json_string(stdout, m->run);
+            }
             printf(", \"output\": %d, \"shape\": ", m->output);
             ly_json_string(stdout, m->shape);
             printf(", \"index\": %" PRId64 ", \"inputs\": ", m->index);
@@ -202,10 +206,11 @@ static void print_table(const results *rs, const ly_check_options *opt)
             printf("  %" PRId64 " failed run(s); first: %s\n", r->errors, r->first_error);
         for (int k = 0; k < r->n_shown; k++) {
             const ly_check_mismatch *m = &r->shown[k];
-            printf("  case '%s': out[%d] %s, index %" PRId64 ": %s\n"
+            printf("  case '%s'%s%s%s: out[%d] %s, index %" PRId64 ": %s\n"
                    "    reference %.9g (0x%08" PRIx32 ")  impl %.9g (0x%08" PRIx32 ")\n",
-                   m->case_name, m->output, m->shape, m->index, m->inputs, (double)m->reference,
-                   m->reference_bits, (double)m->impl, m->impl_bits);
+                   m->case_name, m->run[0] ? " (" : "", m->run, m->run[0] ? ")" : "", m->output,
+                   m->shape, m->index, m->inputs, (double)m->reference, m->reference_bits,
+                   (double)m->impl, m->impl_bits);
         }
         if (r->mismatches > r->n_shown)
             printf("  ... and %" PRId64 " more mismatching element(s)\n",

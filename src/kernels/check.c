@@ -263,6 +263,7 @@ typedef struct case_ctx {
     ly_op op;
     const ly_check_case *c;
     const ly_case_set *set;
+    const char *how; /* which run */
 } case_ctx;
 
 static void shape_text(const ly_tensor *t, char *buf, size_t size)
@@ -282,6 +283,9 @@ static void record_mismatch(ly_check_result *r, const case_ctx *c, int out_index
     ly_check_mismatch *m = &r->shown[r->n_shown++];
     memset(m, 0, sizeof *m);
     snprintf(m->case_name, sizeof m->case_name, "%s", c->c->name);
+    /* " (what)" as the errors say it, without the parentheses */
+    size_t len = c->how ? strlen(c->how) : 0;
+    if (len > 3) snprintf(m->run, sizeof m->run, "%.*s", (int)(len - 3), c->how + 2);
     shape_text(out, m->shape, sizeof m->shape);
     m->output = out_index;
     m->index = index;
@@ -394,7 +398,9 @@ static void verify_run(ly_check_result *r, const case_ctx *c, const snapshot *sn
     int guard_out = 0;
     int64_t guard = outputs_guard_broken(got, &guard_out);
     if (guard != INT64_MIN) note_guard(r, "", guard_out, guard, c->c->name, how);
-    compare_outputs(r, c, ref, got);
+    case_ctx cc = *c;
+    cc.how = how;
+    compare_outputs(r, &cc, ref, got);
 }
 
 /* ---- the stateful form, with every layout it offers ---------------------------------- */
@@ -457,9 +463,11 @@ static ly_status check_restores(const ly_kernel_stateful *sf, void *state,
     return LY_OK;
 }
 
-/* Run `impl`'s stateful form on `call` as `plan` lays it out: blocked inputs are
+/* Run `impl` on `call` as `plan` lays it out, through its stateful form or
+ * (an element-wise op on blocked maps) its plain function: blocked inputs are
  * reordered copies, blocked outputs are reordered back into `got`. */
-static ly_status run_prepared(const ly_impl *impl, const ly_kernel_call *call, uint32_t constant,
+static ly_status run_laid_out(const char *slot, const ly_impl *impl, bool stateful,
+                              const ly_kernel_call *call, uint32_t constant,
                               ly_kernel_prepare_info plan, output_set *got)
 {
     const ly_kernel_stateful *sf = ly_impl_stateful(impl);
@@ -495,8 +503,9 @@ static ly_status run_prepared(const ly_impl *impl, const ly_kernel_call *call, u
     plan.constant_inputs = constant;
     plan.threads = ly_threads_resolve(call->threads);
     void *state = NULL;
-    if (st == LY_OK) st = sf->prepare(&c, &plan, &state);
-    if (st == LY_OK) {
+    if (st == LY_OK && !stateful) st = ly_kernel_run_impl(slot, ly_impl_name(impl), &c);
+    if (st == LY_OK && stateful) st = sf->prepare(&c, &plan, &state);
+    if (st == LY_OK && stateful) {
         st = sf->run(state, &c);
         if (st == LY_OK) st = check_restores(sf, state, &c, constant);
         sf->release(state);
@@ -518,112 +527,249 @@ static const char *layout_text(const ly_kernel_prepare_info *p, char *buf, size_
     return buf;
 }
 
+/* ---- more runs of a case: in place, element-wise on blocked maps, repeated ----------- */
+
+static bool same_shape(const ly_tensor *a, const ly_tensor *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* The inputs out[0] may be written over (bit k: in[k]): an element-wise op's
+ * every input of out's shape, and any the options ask for. */
+static uint32_t aliasable(const check_run *run, const ly_kernel_call *call, int n_out)
+{
+    uint32_t want = run->opt->alias_inputs, bits = 0;
+    if (run->def->layouts == LY_LAYOUTS_ELEMENTWISE) want = ~0u;
+    for (int k = 0; n_out == 1 && k < LY_KERNEL_MAX_INPUTS; k++)
+        if ((want & (1u << k)) && call->in[k] && same_shape(call->in[k], call->out[0]))
+            bits |= 1u << k;
+    return bits;
+}
+
+/* Run `impl` with out[0] over a copy of in[k], in got's out[0]. */
+static ly_status run_aliased(const char *slot, const char *impl, const ly_kernel_call *call, int k,
+                             output_set *got)
+{
+    ly_kernel_call c = *call;
+    memcpy(got->t[0].data, call->in[k]->data, got->bytes[0]);
+    c.in[k] = &got->t[0];
+    c.out[0] = &got->t[0];
+    return ly_kernel_run_impl(slot, impl, &c);
+}
+
+/* How a graph hands an element-wise node blocked maps (graph/plan.c): output
+ * and every input of its shape in layout `l`, one-element inputs plain. False
+ * when it would not. */
+static bool elementwise_plan(const ly_kernel_call *call, int n_out, ly_layout l,
+                             ly_kernel_prepare_info *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    const ly_tensor *y = call->out[0];
+    if (n_out != 1 || y->ndim != 4 || y->dtype != LY_F32 || !ly_layout_fits(l, y)) return false;
+    plan->out_layout[0] = l;
+    for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+        if (!call->in[k]) continue;
+        if (same_shape(call->in[k], y))
+            plan->in_layout[k] = l;
+        else if (ly_tensor_numel(call->in[k]) != 1)
+            return false;
+    }
+    return true;
+}
+
+/* Halves every f32 constant input in place (exact); false when there is none. */
+static bool rewrite_constants(const ly_kernel_call *call, uint32_t constant)
+{
+    bool any = false;
+    for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+        const ly_tensor *t = call->in[k];
+        if (!(constant & (1u << k)) || !t || t->dtype != LY_F32) continue;
+        float *p = t->data;
+        for (int64_t i = 0; i < ly_tensor_numel(t); i++)
+            p[i] *= 0.5f;
+        any = true;
+    }
+    return any;
+}
+
+/* ---- one case ------------------------------------------------------------------------ */
+
+typedef struct case_state {
+    check_run *run;
+    case_ctx cc;
+    ly_kernel_call call;
+    uint32_t constant;
+    int n_out;
+    output_set ref, got;
+    snapshot snap;
+} case_state;
+
+/* The reference into cs->ref; false (noted on every implementation) when it
+ * failed, wrote outside its output or modified an input. */
+static bool run_reference(case_state *cs)
+{
+    check_run *run = cs->run;
+    const char *name = cs->cc.c->name;
+    for (int i = 0; i < cs->n_out; i++)
+        cs->call.out[i] = &cs->ref.t[i];
+    outputs_fill(&cs->ref, REFERENCE_CANARY);
+    ly_status st = ly_kernel_run_impl(run->def->name, "reference", &cs->call);
+    int guard_out = 0;
+    int64_t guard = outputs_guard_broken(&cs->ref, &guard_out);
+    int modified = snapshot_changed(&cs->snap, &cs->call);
+    if (st == LY_OK && guard == INT64_MIN && modified < 0) return true;
+    for (int k = 0; k < run->n_impls; k++) {
+        ly_check_result *r = &run->impls[k].result;
+        if (r->skipped) continue;
+        if (st != LY_OK)
+            note_error(r, "reference failed on case '%s': %s: %s", name, ly_status_name(st),
+                       ly_last_error());
+        else if (guard != INT64_MIN)
+            note_guard(r, "reference ", guard_out, guard, name, "");
+        else
+            note_error(r, "reference modified in[%d] on case '%s'", modified, name);
+    }
+    return false;
+}
+
+/* One plain run of `is` into cs->got, checked as `how` says; its status. */
+static ly_status run_plain(case_state *cs, impl_state *is, int alias, const char *how)
+{
+    ly_check_result *r = &is->result;
+    const char *slot = cs->run->def->name;
+    for (int i = 0; i < cs->n_out; i++)
+        cs->call.out[i] = &cs->got.t[i];
+    outputs_fill(&cs->got, IMPL_CANARY);
+    ly_status st = alias >= 0 ? run_aliased(slot, is->name, &cs->call, alias, &cs->got)
+                              : ly_kernel_run_impl(slot, is->name, &cs->call);
+    if (is_decline(st)) {
+        r->declined++;
+        ly_clear_error();
+    } else if (st != LY_OK) {
+        note_error(r, "failed on case '%s'%s: %s: %s", cs->cc.c->name, how, ly_status_name(st),
+                   ly_last_error());
+    } else {
+        verify_run(r, &cs->cc, &cs->snap, &cs->call, &cs->ref, &cs->got, how);
+    }
+    return st;
+}
+
+/* A run of `is` as `plan` lays it out (stateful form, or element-wise on
+ * blocked maps); only running out of memory stops the harness. */
+static ly_status run_in_layout(case_state *cs, impl_state *is, bool stateful,
+                               const ly_kernel_prepare_info *plan, const char *how)
+{
+    ly_check_result *r = &is->result;
+    outputs_fill(&cs->got, IMPL_CANARY);
+    ly_status st = run_laid_out(cs->run->def->name, is->impl, stateful, &cs->call, cs->constant,
+                                *plan, &cs->got);
+    if (st == LY_E_NO_MEMORY) return st;
+    if (is_decline(st)) {
+        ly_clear_error();
+    } else if (st != LY_OK) {
+        note_error(r, "failed on case '%s'%s: %s: %s", cs->cc.c->name, how, ly_status_name(st),
+                   ly_last_error());
+    } else {
+        if (stateful) r->prepared++;
+        verify_run(r, &cs->cc, &cs->snap, &cs->call, &cs->ref, &cs->got, how);
+    }
+    return LY_OK;
+}
+
+/* Every run of one implementation on the case. */
+static ly_status run_impl(case_state *cs, impl_state *is)
+{
+    check_run *run = cs->run;
+    ly_status st = run_plain(cs, is, -1, "");
+    if (st == LY_OK && run->opt->repeat) run_plain(cs, is, -1, " (second call)");
+    if (st == LY_OK) {
+        uint32_t over = aliasable(run, &cs->call, cs->n_out);
+        for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+            char how[48];
+            snprintf(how, sizeof how, " (out[0] over in[%d])", k);
+            if (over & (1u << k)) run_plain(cs, is, k, how);
+        }
+    }
+    /* A graph hands an element-wise node blocked maps when its implementation
+     * offers no layouts of its own. */
+    const ly_kernel_stateful *sf = ly_impl_stateful(is->impl);
+    if (st == LY_OK && run->def->layouts == LY_LAYOUTS_ELEMENTWISE && !(sf && sf->layouts)) {
+        static const ly_layout blocked[2] = {LY_LAYOUT_NCHW8C, LY_LAYOUT_NCHW16C};
+        static const char *const hows[2] = {" (element-wise on nChw8c)",
+                                            " (element-wise on nChw16c)"};
+        for (int b = 0; b < 2; b++) {
+            ly_kernel_prepare_info plan;
+            if (!elementwise_plan(&cs->call, cs->n_out, blocked[b], &plan)) continue;
+            if (run_in_layout(cs, is, false, &plan, hows[b]) == LY_E_NO_MEMORY)
+                return LY_E_NO_MEMORY;
+        }
+    }
+    /* The stateful form, with each layout it offers: also where the plain
+     * function declined (a state may serve only blocked maps), not where the
+     * predicate did. */
+    if (!sf || st == LY_E_UNAVAILABLE) return LY_OK;
+    ly_kernel_layouts lay = {0};
+    if (sf->layouts && sf->layouts(&cs->call, &lay) != LY_OK) memset(&lay, 0, sizeof lay);
+    ly_kernel_prepare_info plans[8];
+    int n_plans = layout_plans(&lay, &cs->call, cs->constant, plans);
+    for (int p = 0; p < n_plans; p++) {
+        char how[64];
+        layout_text(&plans[p], how, sizeof how);
+        if (run_in_layout(cs, is, true, &plans[p], how) == LY_E_NO_MEMORY) return LY_E_NO_MEMORY;
+    }
+    return LY_OK;
+}
+
 /* One case: its outputs are allocated from the contract (a call the contract
  * refuses counts as rejected). Returns a failure only for what stops the
  * harness (no memory). */
 static ly_status run_case(check_run *run, const ly_case_set *set, const ly_check_case *c)
 {
-    case_ctx cc = {run->op, c, set};
-    const char *name = c->name;
+    case_state cs = {.run = run, .cc = {run->op, c, set}};
     ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
-    int n_out = 0;
-    ly_kernel_call call;
-    uint32_t constant = 0;
-    ly_check_case_call(c, &call, &constant);
-    call.threads = run->opt->threads;
-    if (!call.params) call.params = run->def->defaults;
-    output_set ref = {0}, got = {0};
-    snapshot snap;
-    memset(&snap, 0, sizeof snap);
+    ly_check_case_call(c, &cs.call, &cs.constant);
+    cs.call.threads = run->opt->threads;
+    if (!cs.call.params) cs.call.params = run->def->defaults;
     ly_status fatal = LY_OK;
     /* The contract's outputs (a call it refuses is nobody's to run). */
     memset(shapes, 0, sizeof shapes);
-    if (run->def->contract(&call, shapes, &n_out) != LY_OK) {
+    if (run->def->contract(&cs.call, shapes, &cs.n_out) != LY_OK) {
         for (int k = 0; k < run->n_impls; k++)
             if (!run->impls[k].result.skipped) run->impls[k].result.rejected++;
         ly_clear_error();
         goto done;
     }
-    if (!snapshot_take(&snap, &call) || !outputs_alloc(&ref, shapes, n_out, c->offset) ||
-        !outputs_alloc(&got, shapes, n_out, c->offset)) {
+    if (!snapshot_take(&cs.snap, &cs.call) ||
+        !outputs_alloc(&cs.ref, shapes, cs.n_out, c->offset) ||
+        !outputs_alloc(&cs.got, shapes, cs.n_out, c->offset)) {
         fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                             run->def->name, name);
+                             run->def->name, c->name);
         goto done;
     }
-    for (int i = 0; i < n_out; i++)
-        call.out[i] = &ref.t[i];
-    outputs_fill(&ref, REFERENCE_CANARY);
-    ly_status st = ly_kernel_run_impl(run->def->name, "reference", &call);
-    int guard_out = 0;
-    int64_t guard = outputs_guard_broken(&ref, &guard_out);
-    int modified = snapshot_changed(&snap, &call);
-    if (st != LY_OK || guard != INT64_MIN || modified >= 0) {
-        for (int k = 0; k < run->n_impls; k++) {
-            ly_check_result *r = &run->impls[k].result;
-            if (r->skipped) continue;
-            if (st != LY_OK)
-                note_error(r, "reference failed on case '%s': %s: %s", name, ly_status_name(st),
-                           ly_last_error());
-            else if (guard != INT64_MIN)
-                note_guard(r, "reference ", guard_out, guard, name, "");
-            else
-                note_error(r, "reference modified in[%d] on case '%s'", modified, name);
+    if (!run_reference(&cs)) goto done;
+    for (int k = 0; k < run->n_impls && fatal == LY_OK; k++)
+        if (!run->impls[k].result.skipped) fatal = run_impl(&cs, &run->impls[k]);
+    /* The same addresses with other weights: what a cache packed from the
+     * first ones must not be served again. */
+    if (fatal == LY_OK && run->opt->repeat && rewrite_constants(&cs.call, cs.constant)) {
+        snapshot_free(&cs.snap);
+        if (!snapshot_take(&cs.snap, &cs.call)) {
+            fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+            goto done;
         }
-        goto done;
-    }
-
-    for (int k = 0; k < run->n_impls; k++) {
-        impl_state *is = &run->impls[k];
-        ly_check_result *r = &is->result;
-        if (r->skipped) continue;
-        for (int i = 0; i < n_out; i++)
-            call.out[i] = &got.t[i];
-        outputs_fill(&got, IMPL_CANARY);
-        st = ly_kernel_run_impl(run->def->name, is->name, &call);
-        if (is_decline(st)) {
-            r->declined++;
-            ly_clear_error();
-        } else if (st != LY_OK) {
-            note_error(r, "failed on case '%s': %s: %s", name, ly_status_name(st), ly_last_error());
-        } else {
-            verify_run(r, &cc, &snap, &call, &ref, &got, "");
-        }
-        /* The stateful form, with each layout it offers: also where the plain
-         * function declined (a state may serve only blocked maps), not where
-         * the predicate did. */
-        const ly_kernel_stateful *sf = ly_impl_stateful(is->impl);
-        if (!sf || st == LY_E_UNAVAILABLE) continue;
-        ly_kernel_layouts lay = {0};
-        if (sf->layouts && sf->layouts(&call, &lay) != LY_OK) memset(&lay, 0, sizeof lay);
-        ly_kernel_prepare_info plans[8];
-        int n_plans = layout_plans(&lay, &call, constant, plans);
-        for (int p = 0; p < n_plans; p++) {
-            char how[64];
-            layout_text(&plans[p], how, sizeof how);
-            outputs_fill(&got, IMPL_CANARY);
-            st = run_prepared(is->impl, &call, constant, plans[p], &got);
-            if (st == LY_E_NO_MEMORY) {
-                fatal = st;
-                goto done;
-            }
-            if (is_decline(st)) {
-                ly_clear_error();
-                continue;
-            }
-            if (st != LY_OK) {
-                note_error(r, "failed on case '%s'%s: %s: %s", name, how, ly_status_name(st),
-                           ly_last_error());
-                continue;
-            }
-            r->prepared++;
-            verify_run(r, &cc, &snap, &call, &ref, &got, how);
-        }
+        if (!run_reference(&cs)) goto done;
+        for (int k = 0; k < run->n_impls; k++)
+            if (!run->impls[k].result.skipped)
+                run_plain(&cs, &run->impls[k], -1, " (constants rewritten in place)");
     }
 
 done:
-    outputs_free(&ref);
-    outputs_free(&got);
-    snapshot_free(&snap);
+    outputs_free(&cs.ref);
+    outputs_free(&cs.got);
+    snapshot_free(&cs.snap);
     run->done++;
     if (run->opt->progress)
         run->opt->progress(run->def->name, run->done, run->total, run->opt->progress_user);

@@ -16,7 +16,12 @@
  * element on every other case, or another offset. An implementation with a
  * stateful form is run through it as well: prepared once per case with every
  * layout it offers (plain, and channel-blocked inputs and outputs), its inputs
- * reordered to that layout and its outputs back.
+ * reordered to that layout and its outputs back. An element-wise op (the
+ * manifest's layout column) is also run as a graph runs it: in place, out[0]
+ * over each input of its shape, and on channel-blocked maps. On request
+ * (ly_check_options) every case runs twice and again with its constant inputs
+ * rewritten at the same addresses (operator caches), and with out[0] over
+ * other inputs (conv2d's residual).
  *
  * Cases come from the op's folder: the case set its manifest line names
  * (ops/cases.h), which also says what the inputs behind a mismatching element

@@ -3,6 +3,7 @@
 #include "ops/cases.h"
 
 #include "core/core.h"
+#include "ops/ops_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -94,4 +95,20 @@ void ly_check_case_call(const ly_check_case *c, ly_kernel_call *call, uint32_t *
     }
     call->params = c->has_params ? c->params : NULL;
     if (constant) *constant = bits;
+}
+
+ly_status ly_check_case_named(ly_op op, bool full, const char *name, ly_check_case *c)
+{
+    const ly_op_def *def = ly_op_def_of(op);
+    if (!def || !name || !c)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_check_case_named: bad argument");
+    for (int64_t i = 0;; i++) {
+        ly_check_case_init(c, i);
+        ly_status st = def->cases->build(op, i, full, c);
+        if (st == LY_OK && strcmp(c->name, name) == 0) return LY_OK;
+        ly_check_case_free(c);
+        if (st == LY_E_NOT_FOUND)
+            return ly_set_error(LY_E_NOT_FOUND, "%s has no case named '%s'", def->name, name);
+        if (st != LY_OK) return st;
+    }
 }

@@ -85,6 +85,9 @@ ly_status ly_check_case_normalish(ly_check_case *c, int index, int ndim, const i
 void ly_check_case_params(ly_check_case *c, const void *params, size_t size);
 void ly_check_case_free(ly_check_case *c);
 
+/* The case of `op`'s set named `name` (LY_E_NOT_FOUND: it has none). */
+ly_status ly_check_case_named(ly_op op, bool full, const char *name, ly_check_case *c);
+
 /* The call a case makes (outputs left unset) and its constant inputs (bit i:
  * in[i] is a weight). */
 void ly_check_case_call(const ly_check_case *c, ly_kernel_call *call, uint32_t *constant);
