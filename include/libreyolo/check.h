@@ -78,6 +78,7 @@ typedef struct ly_check_options {
                               (caches keyed by address must not serve what they packed before) */
     uint32_t alias_inputs; /* bit k: also run with out[0] over in[k] where their shapes
                               match (element-wise ops always do, over every input) */
+    const char *cases;     /* only the cases whose name contains this (NULL: all) */
 } ly_check_options;
 
 /* Runs the harness with the quick case set. Mismatches are results, not

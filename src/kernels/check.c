@@ -635,15 +635,18 @@ static bool run_reference(case_state *cs)
     return false;
 }
 
-/* One plain run of `is` into cs->got, checked as `how` says; its status. */
-static ly_status run_plain(case_state *cs, impl_state *is, int alias, const char *how)
+/* One plain run of `is` into `got` (cs->got when NULL), checked as `how` says;
+ * its status. */
+static ly_status run_plain(case_state *cs, impl_state *is, int alias, output_set *got,
+                           const char *how)
 {
     ly_check_result *r = &is->result;
     const char *slot = cs->run->def->name;
+    if (!got) got = &cs->got;
     for (int i = 0; i < cs->n_out; i++)
-        cs->call.out[i] = &cs->got.t[i];
-    outputs_fill(&cs->got, IMPL_CANARY);
-    ly_status st = alias >= 0 ? run_aliased(slot, is->name, &cs->call, alias, &cs->got)
+        cs->call.out[i] = &got->t[i];
+    outputs_fill(got, IMPL_CANARY);
+    ly_status st = alias >= 0 ? run_aliased(slot, is->name, &cs->call, alias, got)
                               : ly_kernel_run_impl(slot, is->name, &cs->call);
     if (is_decline(st)) {
         r->declined++;
@@ -652,7 +655,7 @@ static ly_status run_plain(case_state *cs, impl_state *is, int alias, const char
         note_error(r, "failed on case '%s'%s: %s: %s", cs->cc.c->name, how, ly_status_name(st),
                    ly_last_error());
     } else {
-        verify_run(r, &cs->cc, &cs->snap, &cs->call, &cs->ref, &cs->got, how);
+        verify_run(r, &cs->cc, &cs->snap, &cs->call, &cs->ref, got, how);
     }
     return st;
 }
@@ -683,14 +686,29 @@ static ly_status run_in_layout(case_state *cs, impl_state *is, bool stateful,
 static ly_status run_impl(case_state *cs, impl_state *is)
 {
     check_run *run = cs->run;
-    ly_status st = run_plain(cs, is, -1, "");
-    if (st == LY_OK && run->opt->repeat) run_plain(cs, is, -1, " (second call)");
+    ly_status st = run_plain(cs, is, -1, NULL, "");
+    if (st == LY_OK && run->opt->repeat) run_plain(cs, is, -1, NULL, " (second call)");
+    for (int k = 1; st == LY_OK && k < 32; k++) {
+        if (!(cs->cc.c->out_offsets & (1u << k))) continue;
+        ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
+        for (int i = 0; i < cs->n_out; i++)
+            shapes[i] = cs->got.t[i];
+        output_set elsewhere;
+        if (!outputs_alloc(&elsewhere, shapes, cs->n_out, k)) {
+            outputs_free(&elsewhere);
+            return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+        }
+        char how[48];
+        snprintf(how, sizeof how, " (outputs %d elements past 64 bytes)", k);
+        run_plain(cs, is, -1, &elsewhere, how);
+        outputs_free(&elsewhere);
+    }
     if (st == LY_OK) {
         uint32_t over = aliasable(run, &cs->call, cs->n_out);
         for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
             char how[48];
             snprintf(how, sizeof how, " (out[0] over in[%d])", k);
-            if (over & (1u << k)) run_plain(cs, is, k, how);
+            if (over & (1u << k)) run_plain(cs, is, k, NULL, how);
         }
     }
     /* A graph hands an element-wise node blocked maps when its implementation
@@ -763,7 +781,7 @@ static ly_status run_case(check_run *run, const ly_case_set *set, const ly_check
         if (!run_reference(&cs)) goto done;
         for (int k = 0; k < run->n_impls; k++)
             if (!run->impls[k].result.skipped)
-                run_plain(&cs, &run->impls[k], -1, " (constants rewritten in place)");
+                run_plain(&cs, &run->impls[k], -1, NULL, " (constants rewritten in place)");
     }
 
 done:
@@ -778,19 +796,45 @@ done:
 
 /* ---- an op's case set ---------------------------------------------------------------- */
 
-static int64_t count_cases(ly_op op, const ly_case_set *set, bool full)
+/* The name of case `index` (built to learn it where the set cannot say);
+ * false past the last. */
+static bool case_name(ly_op op, const ly_case_set *set, int64_t index, bool full, char *buf,
+                      size_t size)
 {
-    if (set->count) return set->count(op, full);
-    int64_t n = 0;
-    for (;; n++) {
-        ly_check_case c;
-        ly_check_case_init(&c, n);
-        ly_status st = set->build(op, n, full, &c);
-        ly_check_case_free(&c);
-        if (st != LY_OK) break;
-    }
+    if (set->name) return set->name(op, index, full, buf, size);
+    ly_check_case c;
+    ly_check_case_init(&c, index);
+    bool found = set->build(op, index, full, &c) == LY_OK;
+    if (found) snprintf(buf, size, "%s", c.name);
+    ly_check_case_free(&c);
     ly_clear_error();
-    return n;
+    return found;
+}
+
+static bool wanted(const ly_check_options *opt, ly_op op, const ly_case_set *set, int64_t index,
+                   bool full)
+{
+    char name[sizeof((ly_check_case *)0)->name];
+    return !opt->cases ||
+           (case_name(op, set, index, full, name, sizeof name) && strstr(name, opt->cases));
+}
+
+/* How many cases the set holds (of those the options want). */
+static int64_t count_cases(const ly_check_options *opt, ly_op op, const ly_case_set *set, bool full)
+{
+    int64_t n = 0;
+    if (set->count) {
+        n = set->count(op, full);
+    } else {
+        char name[sizeof((ly_check_case *)0)->name];
+        while (case_name(op, set, n, full, name, sizeof name))
+            n++;
+    }
+    if (!opt->cases) return n;
+    int64_t matched = 0;
+    for (int64_t i = 0; i < n; i++)
+        matched += wanted(opt, op, set, i, full);
+    return matched;
 }
 
 ly_status ly_check_op(ly_op op, const ly_check_options *opt, ly_check_adjust_fn adjust,
@@ -802,8 +846,10 @@ ly_status ly_check_op(ly_op op, const ly_check_options *opt, ly_check_adjust_fn 
     check_run *run;
     ly_status st = run_begin(op, opt, 0, &run, n_matched);
     if (st != LY_OK) return st;
-    if (run_active(run)) run->total = count_cases(op, set, full);
-    for (int64_t i = 0; st == LY_OK && run_active(run) && i < run->total; i++) {
+    if (run_active(run)) run->total = count_cases(opt, op, set, full);
+    for (int64_t i = 0, done = 0; st == LY_OK && run_active(run) && done < run->total; i++) {
+        if (!wanted(opt, op, set, i, full)) continue;
+        done++;
         ly_check_case c;
         ly_check_case_init(&c, i);
         st = set->build(op, i, full, &c);

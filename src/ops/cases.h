@@ -35,6 +35,10 @@ typedef struct ly_check_case {
      * memory (ly_check_case_init sets 1 on every other case; a builder may set
      * another offset before it allocates). */
     int offset;
+    /* More runs of each implementation with its outputs elsewhere (bit k: k
+     * elements past a 64-byte boundary): streaming stores take one path per
+     * alignment. */
+    uint32_t out_offsets;
     void *alloc[LY_KERNEL_MAX_INPUTS]; /* what in[i].data points into */
 } ly_check_case;
 
@@ -55,6 +59,9 @@ typedef struct ly_case_set {
     /* How many cases the set holds, without building them; NULL: counted by
      * building each (for sets of small tensors). */
     int64_t (*count)(ly_op op, bool full);
+    /* The name case `index` gets, without building it (false past the last);
+     * NULL: built to learn it. */
+    bool (*name)(ly_op op, int64_t index, bool full, char *buf, size_t size);
     /* The input values behind element `index` of output `out` (of `shape`),
      * for a mismatch report; NULL: the report names the tolerance. */
     void (*describe)(ly_op op, const ly_check_case *c, int out, const ly_tensor *shape,
