@@ -57,6 +57,9 @@ static const shape_def shapes[] = {
     {"edge_odd", 1, 8, 2, 9, 2, {{3, 5}, {7, 1}}, 4, {0}, false},
     {"no_queries", 1, 0, 2, 4, 1, {{4, 6}}, 2, {0}, false},
     {"no_points", 1, 3, 2, 4, 1, {{4, 6}}, 0, {0}, false},
+    {"deimv2_ragged_lq9", 1, 9, 8, 8, 2, {{20, 20}, {10, 10}}, -1, {4, 2}, false},
+    {"c40_6x5", 1, 4, 2, 40, 1, {{6, 5}}, 5, {0}, false},
+    {"c33_b2_ragged_empty_level", 2, 2, 2, 33, 2, {{2, 5}, {6, 1}}, -1, {3, 0}, false},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 

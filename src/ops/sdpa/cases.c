@@ -81,13 +81,21 @@ static const shape full_models[] = {
     {"detr cross-attention", 2, 8, 300, 850, 32, 32, true},
 };
 static const shape small[] = {
-    {"tails", 2, 3, 5, 13, 7, 9, false},   {"tails", 1, 2, 17, 33, 3, 5, false},
-    {"one", 1, 1, 1, 1, 1, 1, false},      {"wide d", 1, 1, 3, 9, 65, 33, false},
-    {"exact", 3, 1, 7, 8, 16, 8, false},   {"one key", 1, 1, 13, 1, 4, 4, false},
-    {"long", 1, 1, 2, 129, 40, 40, false}, {"odd", 1, 2, 11, 7, 8, 17, false},
-    {"rows", 1, 1, 25, 23, 12, 24, false}, {"no keys", 1, 2, 4, 0, 8, 8, false},
-    {"d=0", 1, 1, 3, 5, 0, 4, false},      {"no queries", 2, 1, 0, 5, 4, 4, false},
-    {"dv=0", 1, 1, 3, 5, 4, 0, false},     {"no batch", 0, 2, 3, 5, 4, 4, false},
+    {"tails", 2, 3, 5, 13, 7, 9, false},
+    {"tails", 1, 2, 17, 33, 3, 5, false},
+    {"one", 1, 1, 1, 1, 1, 1, false},
+    {"wide d", 1, 1, 3, 9, 65, 33, false},
+    {"exact", 3, 1, 7, 8, 16, 8, false},
+    {"one key", 1, 1, 13, 1, 4, 4, false},
+    {"long", 1, 1, 2, 129, 40, 40, false},
+    {"odd", 1, 2, 11, 7, 8, 17, false},
+    {"rows", 1, 1, 25, 23, 12, 24, false},
+    {"no keys", 1, 2, 4, 0, 8, 8, false},
+    {"d=0", 1, 1, 3, 5, 0, 4, false},
+    {"no queries", 2, 1, 0, 5, 4, 4, false},
+    {"dv=0", 1, 1, 3, 5, 4, 0, false},
+    {"no batch", 0, 2, 3, 5, 4, 4, false},
+    {"cross rows", 2, 2, 300, 85, 32, 32, false},
 };
 #define N_QUICK_MODELS (sizeof quick_models / sizeof quick_models[0])
 #define N_FULL_MODELS (sizeof full_models / sizeof full_models[0])
