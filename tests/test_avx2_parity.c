@@ -125,20 +125,6 @@ static inline float rng_uniform(void) /* [0, 1) */
     return (float)(rng_next() >> 40) * 0x1p-24f;
 }
 
-static inline uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* Every eighth value one the quantizers treat specially. */
 static inline void fill_edge(float *x, int64_t n)
 {
@@ -163,13 +149,13 @@ static void test_mxfp4_exponent(void **state)
     uint32_t got;
     assert_true(ly_avx2_mxfp4_eff_bits(1.0f, &got));
     for (int e = -127; e <= 128; e++) {
-        uint32_t center = e <= 127 ? bits_of(ldexpf(1.0f, e)) : 0x7F800000u;
+        uint32_t center = e <= 127 ? ly_nm_f32_bits(ldexpf(1.0f, e)) : 0x7F800000u;
         for (int d = -window; d <= window; d++) {
             uint32_t b = center + (uint32_t)d;
             if ((int64_t)center + d < 0 || b > 0x7F800000u) continue;
-            float a = from_bits(b);
+            float a = ly_nm_bits_f32(b);
             ly_avx2_mxfp4_eff_bits(a, &got);
-            uint32_t want = bits_of(ly_nm_mxfp4_eff(a));
+            uint32_t want = ly_nm_f32_bits(ly_nm_mxfp4_eff(a));
             if (got != want)
                 fail_msg("mxfp4 eff of %a (0x%08x): reference 0x%08x avx2 0x%08x", (double)a, b,
                          want, got);
@@ -178,9 +164,9 @@ static void test_mxfp4_exponent(void **state)
     rng_state = 8;
     for (int i = 0; i < (SMALL_RUN ? 20000 : 1000000); i++) {
         uint32_t b = (uint32_t)rng_next() & 0x7FFFFFFFu;
-        float a = from_bits(b);
+        float a = ly_nm_bits_f32(b);
         ly_avx2_mxfp4_eff_bits(a, &got);
-        uint32_t want = bits_of(ly_nm_mxfp4_eff(a));
+        uint32_t want = ly_nm_f32_bits(ly_nm_mxfp4_eff(a));
         if (got != want)
             fail_msg("mxfp4 eff of %a (0x%08x): reference 0x%08x avx2 0x%08x", (double)a, b, want,
                      got);
@@ -197,13 +183,13 @@ static void check_e4m3_range(uint32_t first, uint32_t last, uint32_t step)
     int64_t n = 0;
     for (uint64_t b = first;; b += step) {
         bool end = b > last;
-        if (!end) x[n++] = from_bits((uint32_t)b);
+        if (!end) x[n++] = ly_nm_bits_f32((uint32_t)b);
         if (n == CHUNK || (end && n > 0)) {
             ly_avx2_e4m3_encode_array(x, n, codes);
             for (int64_t i = 0; i < n; i++)
                 if (codes[i] != ly_nm_fp32_to_e4m3(x[i]))
                     fail_msg("e4m3 of %a (0x%08x): reference 0x%02x avx2 0x%02x", (double)x[i],
-                             bits_of(x[i]), ly_nm_fp32_to_e4m3(x[i]), codes[i]);
+                             ly_nm_f32_bits(x[i]), ly_nm_fp32_to_e4m3(x[i]), codes[i]);
             n = 0;
         }
         if (end) break;
@@ -219,14 +205,15 @@ static void check_e4m3_round_range(uint32_t first, uint32_t last, uint32_t step)
     int64_t n = 0;
     for (uint64_t b = first;; b += step) {
         bool end = b > last;
-        if (!end) x[n++] = from_bits((uint32_t)b);
+        if (!end) x[n++] = ly_nm_bits_f32((uint32_t)b);
         if (n == CHUNK || (end && n > 0)) {
             ly_avx2_e4m3_round_clamped_array(x, n, got);
             for (int64_t i = 0; i < n; i++) {
                 float want = ly_nm_e4m3_to_fp32(ly_nm_fp32_to_e4m3(x[i]));
-                if (bits_of(got[i]) != bits_of(want))
+                if (ly_nm_f32_bits(got[i]) != ly_nm_f32_bits(want))
                     fail_msg("e4m3 round trip of %a (0x%08x): reference 0x%08x avx2 0x%08x",
-                             (double)x[i], bits_of(x[i]), bits_of(want), bits_of(got[i]));
+                             (double)x[i], ly_nm_f32_bits(x[i]), ly_nm_f32_bits(want),
+                             ly_nm_f32_bits(got[i]));
             }
             n = 0;
         }
@@ -244,7 +231,8 @@ static void test_e4m3_primitives(void **state)
         all[c] = (uint8_t)c;
     ly_avx2_e4m3_decode_array(all, 256, decoded);
     for (int c = 0; c < 256; c++)
-        assert_int_equal(bits_of(decoded[c]), bits_of(ly_nm_e4m3_to_fp32((uint8_t)c)));
+        assert_int_equal(ly_nm_f32_bits(decoded[c]),
+                         ly_nm_f32_bits(ly_nm_e4m3_to_fp32((uint8_t)c)));
     for (uint32_t sign = 0; sign <= 1; sign++) {
         uint32_t s = sign << 31;
         uint32_t sparse = SMALL_RUN ? 65521u : 509u;

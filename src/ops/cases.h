@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define LY_CHECK_MAX_PARAMS 256
 
@@ -103,6 +104,38 @@ void ly_check_case_call(const ly_check_case *c, ly_kernel_call *call, uint32_t *
  * LY_CHECK_GUARD_BYTES after it and before it; *alloc is what to free. */
 #define LY_CHECK_GUARD_BYTES 64
 void *ly_check_alloc(size_t bytes, size_t offset, void **alloc);
+
+/* ---- Sets enumerated from specs ------------------------------------------------- */
+
+/* A set that describes its cases by small specs, visited in order (so they can
+ * be counted, named and found without building any): the visitor returns
+ * false to stop. */
+typedef bool (*ly_case_visit_fn)(const void *spec, void *user);
+
+/* Finds the index-th spec (copying `size` bytes of it into `spec`). */
+typedef struct ly_case_finder {
+    int64_t index;
+    void *spec;
+    size_t size;
+    bool found;
+} ly_case_finder;
+
+static inline bool ly_case_find(const void *spec, void *user)
+{
+    ly_case_finder *f = user;
+    if (f->index-- > 0) return true;
+    memcpy(f->spec, spec, f->size);
+    f->found = true;
+    return false;
+}
+
+/* Counts the specs (user: an int64_t). */
+static inline bool ly_case_count(const void *spec, void *user)
+{
+    (void)spec;
+    ++*(int64_t *)user;
+    return true;
+}
 
 /* ---- The cases' deterministic generator ---------------------------------------- */
 

@@ -65,7 +65,7 @@ void ly_quant_shape_text(int ndim, const int64_t *dim, char *buf, size_t size)
 static void describe_value(char *buf, size_t size, const char *what, float v)
 {
     ly_quant_append(buf, size, "%s%s=%.9g (0x%08" PRIx32 ")", buf[0] ? " " : "", what, (double)v,
-                    f32_bits(v));
+                    ly_nm_f32_bits(v));
 }
 
 static const float *f32_in(const ly_check_case *c, int i)

@@ -80,7 +80,7 @@ static void build_tables(value_tables *t)
         0x7F800000u, 0xFF800000u,                                        /* +-inf */
     };
     for (size_t i = 0; i < sizeof special_bits / sizeof special_bits[0]; i++)
-        push(t->edge, &t->n_edge, MAX_TABLE, bits_f32(special_bits[i]));
+        push(t->edge, &t->n_edge, MAX_TABLE, ly_nm_bits_f32(special_bits[i]));
 
     float *f = t->finite;
     int *nf = &t->n_finite;
@@ -89,7 +89,7 @@ static void build_tables(value_tables *t)
         0x007FFFFFu, 0x807FFFFFu, 0x00400000u, 0x00000007u, /* +-0 and subnormals */
     };
     for (size_t i = 0; i < sizeof finite_bits / sizeof finite_bits[0]; i++)
-        push(f, nf, MAX_TABLE, bits_f32(finite_bits[i]));
+        push(f, nf, MAX_TABLE, ly_nm_bits_f32(finite_bits[i]));
     static const float finite_values[] = {
         FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 1e9f,     -1e9f,   3e20f,   -1e30f,    0x1p127f,
         1e38f,   1e-12f,   -1e-12f, 0x1p-9f,  0x1p-10f, 127.5f,  -128.5f, 128.5f,    -127.5f,
@@ -117,7 +117,7 @@ static void build_tables(value_tables *t)
     static const uint32_t bad_bits[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x7FC00000u,
                                         0xFFC00000u, 0x7F800000u, 0xFF800000u};
     for (size_t i = 0; i < sizeof bad_bits / sizeof bad_bits[0]; i++)
-        push(t->bad_scales, &t->n_bad_scales, 32, bits_f32(bad_bits[i]));
+        push(t->bad_scales, &t->n_bad_scales, 32, ly_nm_bits_f32(bad_bits[i]));
     static const float bad_values[] = {-1.0f, -0.5f,   1e-30f,  1e-13f, 1e-12f,  FLT_MIN,
                                        1e30f, FLT_MAX, 0.0625f, 3.0f,   0x1p-20f};
     for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++)
@@ -215,13 +215,7 @@ static float amax_nan(const float *x, int64_t n)
 
 /* ---- Shapes: YOLO9 / DETR conv and linear weights, odd sizes, tails, degenerate - */
 
-typedef struct shape_def {
-    int ndim;
-    int64_t dim[4];
-    bool big; /* full size only */
-} shape_def;
-
-static const shape_def shapes[] = {
+static const quant_shape shapes[] = {
     {4, {16, 3, 3, 3}, false},
     {4, {32, 16, 3, 3}, false},
     {4, {64, 64, 1, 1}, false},
@@ -249,16 +243,8 @@ static const shape_def shapes[] = {
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
-static int64_t shape_numel(const shape_def *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++)
-        n *= s->dim[i];
-    return n;
-}
-
 /* The 2-D view a [out, in] slot sees: conv weights flatten to [out, in*kh*kw]. */
-static void shape_2d(const shape_def *s, int64_t *rows, int64_t *cols)
+static void shape_2d(const quant_shape *s, int64_t *rows, int64_t *cols)
 {
     if (s->ndim < 2) {
         *rows = 1;
@@ -266,7 +252,7 @@ static void shape_2d(const shape_def *s, int64_t *rows, int64_t *cols)
         return;
     }
     *rows = s->dim[0];
-    *cols = *rows ? shape_numel(s) / *rows : 1;
+    *cols = *rows ? quant_shape_numel(s) / *rows : 1;
     for (int i = 1; *rows == 0 && i < s->ndim; i++)
         *cols *= s->dim[i];
 }
@@ -302,7 +288,7 @@ static int variant_count(quant_kind k)
 typedef struct case_spec {
     quant_kind kind;
     bool backward;
-    const shape_def *shape;
+    const quant_shape *shape;
     dist d;
     int variant;
     int64_t ordinal; /* within the slot: alternates aligned and misaligned memory */
@@ -321,13 +307,12 @@ static bool spec_wanted(const case_spec *s, bool full)
         /* Unpack reads no float distribution but its scales: three are enough. */
         if (s->d == DIST_OUTLIERS || s->d == DIST_MIDPOINTS) return false;
     }
-    if (shape_numel(s->shape) <= QUICK_LARGE) return true;
+    if (quant_shape_numel(s->shape) <= QUICK_LARGE) return true;
     return (s->d == DIST_NORMAL || s->d == DIST_EDGE) && s->variant % 3 == 0;
 }
 
-typedef bool (*spec_fn)(const case_spec *spec, void *user);
-
-static void enumerate_specs(quant_kind kind, bool backward, bool full, spec_fn fn, void *user)
+static void enumerate_specs(quant_kind kind, bool backward, bool full, ly_case_visit_fn fn,
+                            void *user)
 {
     int64_t ordinal = 0;
     for (size_t s = 0; s < N_SHAPES; s++)
@@ -458,7 +443,7 @@ static void materialize(ly_check_case *c, const case_spec *s, case_params *cp, c
     shape_2d(s->shape, &rows, &cols);
     int ndim = s->shape->ndim;
     const int64_t *dim = s->shape->dim;
-    int64_t numel = shape_numel(s->shape);
+    int64_t numel = quant_shape_numel(s->shape);
 
     if (quant_unpacks(s->kind)) {
         bool nv = s->kind == K_UNPACK_NVFP4;
@@ -672,54 +657,34 @@ static void set_params(ly_check_case *c, quant_kind kind, const case_params *cp)
     }
 }
 
-typedef struct find_state {
-    int64_t index;
-    case_spec spec;
-    bool found;
-} find_state;
-
-static bool find_spec(const case_spec *spec, void *user)
-{
-    find_state *f = user;
-    if (f->index-- > 0) return true;
-    f->spec = *spec;
-    f->found = true;
-    return false;
-}
-
-static bool count_spec(const case_spec *spec, void *user)
-{
-    (void)spec;
-    (*(int64_t *)user)++;
-    return true;
-}
-
 static int64_t grid_count(quant_kind kind, bool backward, bool full)
 {
     int64_t total = 0;
-    enumerate_specs(kind, backward, full, count_spec, &total);
+    enumerate_specs(kind, backward, full, ly_case_count, &total);
     return total;
 }
 
 static bool grid_name(quant_kind kind, bool backward, int64_t index, bool full, int offset,
                       char *buf, size_t size)
 {
-    find_state f = {.index = index};
-    enumerate_specs(kind, backward, full, find_spec, &f);
-    if (f.found) spec_name(&f.spec, offset, buf, size);
+    case_spec found;
+    ly_case_finder f = {.index = index, .spec = &found, .size = sizeof found};
+    enumerate_specs(kind, backward, full, ly_case_find, &f);
+    if (f.found) spec_name(&found, offset, buf, size);
     return f.found;
 }
 
 static ly_status grid_build(ly_op op, quant_kind kind, bool backward, int64_t index, bool full,
                             ly_check_case *c)
 {
-    find_state f = {.index = index};
-    enumerate_specs(kind, backward, full, find_spec, &f);
+    case_spec found;
+    ly_case_finder f = {.index = index, .spec = &found, .size = sizeof found};
+    enumerate_specs(kind, backward, full, ly_case_find, &f);
     if (!f.found) return LY_E_NOT_FOUND;
     pthread_once(&tables_once, init_tables);
     case_params cp;
     bool oom = false;
-    materialize(c, &f.spec, &cp, ly_op_name(op), &tables, &oom);
+    materialize(c, &found, &cp, ly_op_name(op), &tables, &oom);
     if (oom)
         return ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
                             ly_op_name(op), c->name);

@@ -169,13 +169,7 @@ static float *add_grad(ly_check_case *c, int ndim, const int64_t *shape, rng *r,
 
 /* ---- Sweep: shapes ---------------------------------------------------------------- */
 
-typedef struct shape {
-    int ndim;
-    int64_t d[4];
-    bool big; /* the full set only */
-} shape;
-
-static const shape nd_shapes[] = {
+static const quant_shape nd_shapes[] = {
     {4, {64, 32, 3, 3}, false},
     {2, {7, 13}, false},
     {2, {3, 301}, false},
@@ -195,21 +189,13 @@ static const shape nd_shapes[] = {
     {4, {256, 128, 1, 1}, true},
     {2, {512, 256}, true},
 };
-static const shape shapes_2d[] = {
+static const quant_shape shapes_2d[] = {
     {2, {7, 13}, false},   {2, {3, 301}, false},   {2, {1, 1}, false},    {2, {0, 5}, false},
     {2, {5, 0}, false},    {2, {33, 17}, false},   {2, {8, 300}, false},  {2, {4, 100}, false},
     {2, {16, 256}, false}, {2, {300, 250}, false}, {2, {512, 256}, true},
 };
 #define N_ND (sizeof nd_shapes / sizeof nd_shapes[0])
 #define N_2D (sizeof shapes_2d / sizeof shapes_2d[0])
-
-static int64_t numel_of(const shape *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++)
-        n *= s->d[i];
-    return n;
-}
 
 /* ---- Sweep: the cases of each kind -------------------------------------------------- */
 
@@ -237,21 +223,19 @@ static const char *const scale_names[3] = {"dynamic", "frozen", "frozen-special"
 
 /* One case: its shape and fill, and up to three more choices (the kind says). */
 typedef struct sweep_spec {
-    const shape *shape;
+    const quant_shape *shape;
     fill_kind fill;
     int a, b, c;
     int64_t rows; /* unpack */
 } sweep_spec;
 
-typedef bool (*sweep_fn)(const sweep_spec *spec, void *user);
-
-static int64_t rows_of(const shape *s)
+static int64_t rows_of(const quant_shape *s)
 {
-    return s->ndim > 0 ? s->d[0] : 1;
+    return s->ndim > 0 ? s->dim[0] : 1;
 }
 
 /* Every case of `kind`, in order, until fn says stop. */
-static void sweep(quant_kind kind, bool full, sweep_fn fn, void *user)
+static void sweep(quant_kind kind, bool full, ly_case_visit_fn fn, void *user)
 {
     sweep_spec sp = {0};
 #define VISIT()                                                                                    \
@@ -360,28 +344,6 @@ static void sweep(quant_kind kind, bool full, sweep_fn fn, void *user)
 #undef VISIT
 }
 
-typedef struct find_state {
-    int64_t index;
-    sweep_spec spec;
-    bool found;
-} find_state;
-
-static bool find_spec(const sweep_spec *spec, void *user)
-{
-    find_state *f = user;
-    if (f->index-- > 0) return true;
-    f->spec = *spec;
-    f->found = true;
-    return false;
-}
-
-static bool count_spec(const sweep_spec *spec, void *user)
-{
-    (void)spec;
-    (*(int64_t *)user)++;
-    return true;
-}
-
 /* The axis a spec's choice names for a shape. */
 static int64_t axis_of(const sweep_spec *sp)
 {
@@ -405,7 +367,8 @@ static void sweep_spec_name(quant_kind kind, const sweep_spec *sp, int offset, c
                             size_t size)
 {
     char shape_buf[48] = "[]";
-    if (sp->shape) ly_quant_shape_text(sp->shape->ndim, sp->shape->d, shape_buf, sizeof shape_buf);
+    if (sp->shape)
+        ly_quant_shape_text(sp->shape->ndim, sp->shape->dim, shape_buf, sizeof shape_buf);
     snprintf(buf, size, "sweep %s %s", shape_buf, fill_names[sp->fill]);
     switch (kind) {
     case K_INT8_PER_CHANNEL:
@@ -459,10 +422,10 @@ static void sweep_spec_name(quant_kind kind, const sweep_spec *sp, int offset, c
 /* x (after the gradient of a backward) of the spec's shape and fill. */
 static float *add_x(ly_check_case *c, const sweep_spec *sp, bool backward, rng *r, bool *oom)
 {
-    const shape *s = sp->shape;
-    if (backward && !add_grad(c, s->ndim, s->d, r, oom)) return NULL;
-    float *x = add_input(c, backward, LY_F32, s->ndim, s->d, oom);
-    if (x && sp->fill != FILL_TIES) fill(x, numel_of(s), sp->fill, r);
+    const quant_shape *s = sp->shape;
+    if (backward && !add_grad(c, s->ndim, s->dim, r, oom)) return NULL;
+    float *x = add_input(c, backward, LY_F32, s->ndim, s->dim, oom);
+    if (x && sp->fill != FILL_TIES) fill(x, quant_shape_numel(s), sp->fill, r);
     return x;
 }
 
@@ -471,13 +434,13 @@ static void build_int8_per_channel(ly_check_case *c, const sweep_spec *sp, bool 
 {
     float *x = add_x(c, sp, backward, r, oom);
     if (!x) return;
-    int64_t n = numel_of(sp->shape), axis = axis_of(sp);
+    int64_t n = quant_shape_numel(sp->shape), axis = axis_of(sp);
     bool ties = sp->fill == FILL_TIES;
     if (ties) fill_int_ties(x, n, 0x1p-4f, 140, r);
     ly_fake_quant_int8_per_channel_params p = {.axis = axis};
     ly_check_case_params(c, &p, sizeof p);
     if (sp->b == 0) return; /* dynamic */
-    int64_t channels = sp->shape->d[axis < 0 ? axis + sp->shape->ndim : axis];
+    int64_t channels = sp->shape->dim[axis < 0 ? axis + sp->shape->ndim : axis];
     float *scale = add_input(c, backward + 1, LY_F32, 1, &channels, oom);
     for (int64_t ch = 0; scale && ch < channels; ch++)
         scale[ch] = sp->b == 2 && ch < (int64_t)N_SPECIALS ? specials[(ch * 7) % N_SPECIALS]
@@ -497,7 +460,7 @@ static void build_int8_affine(ly_check_case *c, const sweep_spec *sp, bool backw
     } else {
         float *x = add_x(c, sp, backward, r, oom);
         if (!x) return;
-        if (sp->fill == FILL_TIES) fill_int_ties(x, numel_of(sp->shape), 0x1p-4f, 140, r);
+        if (sp->fill == FILL_TIES) fill_int_ties(x, quant_shape_numel(sp->shape), 0x1p-4f, 140, r);
         lo = affine_ranges[sp->a][0];
         hi = affine_ranges[sp->a][1];
     }
@@ -512,7 +475,7 @@ static void build_fp8(ly_check_case *c, const sweep_spec *sp, bool backward, rng
     if (!x) return;
     bool ties = sp->fill == FILL_TIES;
     float base = ties ? (sp->b == 0 ? 1.0f : 0x1p-3f) : 0.0f;
-    if (ties) fill_e4m3_ties(x, numel_of(sp->shape), base, r);
+    if (ties) fill_e4m3_ties(x, quant_shape_numel(sp->shape), base, r);
     int64_t sn = sp->a ? rows_of(sp->shape) : 1;
     float *scale = add_input(c, backward + 1, LY_F32, 1, &sn, oom);
     for (int64_t i = 0; scale && i < sn; i++)
@@ -527,12 +490,12 @@ static void build_int_grouped(ly_check_case *c, const sweep_spec *sp, bool backw
     float *x = add_x(c, sp, backward, r, oom);
     if (!x) return;
     bool ties = sp->fill == FILL_TIES;
-    if (ties) fill_int_ties(x, numel_of(sp->shape), 0x1p-3f, 12, r);
+    if (ties) fill_int_ties(x, quant_shape_numel(sp->shape), 0x1p-3f, 12, r);
     int64_t bits = grouped_variants[sp->a][0], g = grouped_variants[sp->a][1];
     ly_fake_quant_int_grouped_params p = {.bits = bits, .group_size = g};
     ly_check_case_params(c, &p, sizeof p);
     if (sp->b == 0) return; /* dynamic */
-    int64_t sd[2] = {sp->shape->d[0], (sp->shape->d[1] + g - 1) / g};
+    int64_t sd[2] = {sp->shape->dim[0], (sp->shape->dim[1] + g - 1) / g};
     float *scale = add_input(c, backward + 1, LY_F32, 2, sd, oom);
     for (int64_t i = 0; scale && i < sd[0] * sd[1]; i++)
         scale[i] = sp->b == 2 && i % 5 == 0 ? specials[(i * 3) % N_SPECIALS]
@@ -545,7 +508,7 @@ static void build_fp4(ly_check_case *c, quant_kind kind, const sweep_spec *sp, b
 {
     float *x = add_x(c, sp, backward, r, oom);
     if (!x) return;
-    int64_t n = numel_of(sp->shape), cols = sp->shape->d[sp->shape->ndim - 1];
+    int64_t n = quant_shape_numel(sp->shape), cols = sp->shape->dim[sp->shape->ndim - 1];
     bool mx = kind == K_MXFP4_WEIGHT || kind == K_MXFP4_DYNAMIC;
     if (sp->fill == FILL_TIES) {
         fill_fp4_ties(x, n, cols, mx ? LY_MXFP4_BLOCK : LY_NVFP4_BLOCK, r);
@@ -599,7 +562,7 @@ static int64_t sweep_count(quant_kind kind, bool backward, bool full)
 {
     (void)backward;
     int64_t total = 0;
-    sweep(kind, full, count_spec, &total);
+    sweep(kind, full, ly_case_count, &total);
     return total;
 }
 
@@ -607,19 +570,21 @@ static bool sweep_name(quant_kind kind, bool backward, int64_t index, bool full,
                        char *buf, size_t size)
 {
     (void)backward;
-    find_state f = {.index = index};
-    sweep(kind, full, find_spec, &f);
-    if (f.found) sweep_spec_name(kind, &f.spec, offset, buf, size);
+    sweep_spec found;
+    ly_case_finder f = {.index = index, .spec = &found, .size = sizeof found};
+    sweep(kind, full, ly_case_find, &f);
+    if (f.found) sweep_spec_name(kind, &found, offset, buf, size);
     return f.found;
 }
 
 static ly_status sweep_build(ly_op op, quant_kind kind, bool backward, int64_t index, bool full,
                              ly_check_case *c)
 {
-    find_state f = {.index = index};
-    sweep(kind, full, find_spec, &f);
+    sweep_spec found;
+    ly_case_finder f = {.index = index, .spec = &found, .size = sizeof found};
+    sweep(kind, full, ly_case_find, &f);
     if (!f.found) return LY_E_NOT_FOUND;
-    const sweep_spec *sp = &f.spec;
+    const sweep_spec *sp = &found;
     sweep_spec_name(kind, sp, c->offset, c->name, sizeof c->name);
     rng r = {.state = ly_check_seed(ly_op_name(op), c->name)};
     bool oom = false;

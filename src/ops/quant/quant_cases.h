@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "libreyolo/quant.h"
 #include "ops/cases.h"
+#include "ops/quant/numerics.h"
 
 #include <string.h>
 
@@ -63,18 +64,19 @@ extern const quant_family ly_quant_grid_cases, ly_quant_sweep_cases, ly_quant_st
 
 typedef ly_check_rng rng;
 
-static inline uint32_t f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
+/* A tensor shape of a family; `big` ones are in the full set only. */
+typedef struct quant_shape {
+    int ndim;
+    int64_t dim[4];
+    bool big;
+} quant_shape;
 
-static inline float bits_f32(uint32_t u)
+static inline int64_t quant_shape_numel(const quant_shape *s)
 {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++)
+        n *= s->dim[i];
+    return n;
 }
 
 /* in[index] of `c`; NULL (with *oom set) when out of memory. */

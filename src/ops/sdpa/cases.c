@@ -109,9 +109,7 @@ typedef struct case_spec {
     int64_t ordinal;
 } case_spec;
 
-typedef bool (*spec_fn)(const case_spec *spec, void *user);
-
-static void enumerate(bool full, spec_fn fn, void *user)
+static void enumerate(bool full, ly_case_visit_fn fn, void *user)
 {
     int64_t ordinal = 0;
     const shape *models = full ? full_models : quick_models;
@@ -268,42 +266,21 @@ static bool add_mask(ly_check_case *c, int index, mask_kind kind, const shape *s
     return true;
 }
 
-typedef struct find_state {
-    int64_t index;
-    case_spec spec;
-    bool found;
-} find_state;
-
-static bool find_spec(const case_spec *spec, void *user)
-{
-    find_state *f = user;
-    if (f->index-- > 0) return true;
-    f->spec = *spec;
-    f->found = true;
-    return false;
-}
-
-static bool count_spec(const case_spec *spec, void *user)
-{
-    (void)spec;
-    (*(int64_t *)user)++;
-    return true;
-}
-
 static int64_t count_cases(ly_op op, bool full)
 {
     (void)op;
     int64_t total = 0;
-    enumerate(full, count_spec, &total);
+    enumerate(full, ly_case_count, &total);
     return total;
 }
 
 static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
-    find_state f = {.index = index};
-    enumerate(full, find_spec, &f);
+    case_spec found;
+    ly_case_finder f = {.index = index, .spec = &found, .size = sizeof found};
+    enumerate(full, ly_case_find, &f);
     if (!f.found) return LY_E_NOT_FOUND;
-    const case_spec *spec = &f.spec;
+    const case_spec *spec = &found;
     const shape *s = spec->shape;
     snprintf(c->name, sizeof c->name,
              "%s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",d%" PRId64 ",dv%" PRId64
