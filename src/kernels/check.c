@@ -657,6 +657,8 @@ static ly_status run_plain(case_state *cs, impl_state *is, int alias, output_set
     } else {
         verify_run(r, &cs->cc, &cs->snap, &cs->call, &cs->ref, got, how);
     }
+    for (int i = 0; i < cs->n_out; i++) /* `got` may not outlive this run */
+        cs->call.out[i] = &cs->got.t[i];
     return st;
 }
 
@@ -746,7 +748,7 @@ static ly_status run_impl(case_state *cs, impl_state *is)
  * harness (no memory). */
 static ly_status run_case(check_run *run, const ly_case_set *set, const ly_check_case *c)
 {
-    case_state cs = {.run = run, .cc = {run->op, c, set}};
+    case_state cs = {.run = run, .cc = {.op = run->op, .c = c, .set = set}};
     ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
     ly_check_case_call(c, &cs.call, &cs.constant);
     cs.call.threads = run->opt->threads;

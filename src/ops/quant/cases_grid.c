@@ -18,14 +18,6 @@
 
 /* ---- Value tables ------------------------------------------------------------ */
 
-float ly_quant_e4m3_value(unsigned code)
-{
-    unsigned e = (code >> 3) & 15, m = code & 7;
-    float v = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), (int)e - 10);
-    if ((code & 0x7F) == 0x7F) v = NAN;
-    return (code & 0x80) ? -v : v;
-}
-
 #define MAX_TABLE 1024
 
 typedef struct value_tables {
