@@ -727,6 +727,129 @@ static void test_infer_outputs(void **state)
     }
 }
 
+/* ---- resize_bilinear2d and add against their formulas ------------------------------- */
+
+static uint64_t rng_state;
+
+static float uniform(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static float *random_buffer(int64_t n, float scale)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = uniform() * scale;
+    return p;
+}
+
+/* resize_bilinear2d's reference against the formula of nn.h in double, for
+ * each coordinate convention, up, down and uneven; add is exact. */
+static double resize_source(int64_t d, int64_t in, int64_t out, int align, int half)
+{
+    if (align) return out > 1 ? (double)d * (double)(in - 1) / (double)(out - 1) : 0.0;
+    double s = half ? ((double)d + 0.5) * (double)in / (double)out - 0.5
+                    : (double)d * (double)in / (double)out;
+    return s < 0 ? 0 : s;
+}
+
+static void test_resize_and_add_references(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t h, w, ho, wo;
+        int align, half;
+    } rs[] = {
+        {13, 13, 26, 26, 0, 1}, {52, 52, 26, 26, 0, 1}, {26, 26, 13, 13, 0, 1}, {5, 7, 11, 3, 0, 1},
+        {5, 7, 11, 3, 1, 0},    {5, 7, 11, 3, 0, 0},    {1, 1, 4, 4, 0, 1},     {4, 4, 1, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+        int64_t xs[4] = {1, 3, rs[i].h, rs[i].w}, ys[4] = {1, 3, rs[i].ho, rs[i].wo};
+        rng_state = 500 + i;
+        ly_tensor x, y;
+        assert_int_equal(
+            ly_tensor_init(&x, random_buffer(3 * rs[i].h * rs[i].w, 4.0f), LY_F32, 4, xs), LY_OK);
+        assert_int_equal(
+            ly_tensor_init(&y, random_buffer(3 * rs[i].ho * rs[i].wo, 1.0f), LY_F32, 4, ys), LY_OK);
+        ly_kernel_call call;
+        ly_kernel_call_init(&call);
+        call.in[0] = &x;
+        call.out[0] = &y;
+        ly_resize_bilinear2d_params rp = {.size = {rs[i].ho, rs[i].wo},
+                                          .align_corners = rs[i].align,
+                                          .half_pixel_centers = rs[i].half};
+        call.params = &rp;
+        ly_status st = ly_kernel_dispatch_op(LY_OP_RESIZE_BILINEAR2D, &call);
+        if (st != LY_OK) fail_msg("resize %zu: %s", i, ly_last_error());
+        const float *in = x.data, *out = y.data;
+        for (int64_t c = 0; c < 3; c++)
+            for (int64_t oy = 0; oy < rs[i].ho; oy++)
+                for (int64_t ox = 0; ox < rs[i].wo; ox++) {
+                    double sy = resize_source(oy, rs[i].h, rs[i].ho, rs[i].align, rs[i].half);
+                    double sx = resize_source(ox, rs[i].w, rs[i].wo, rs[i].align, rs[i].half);
+                    int64_t y0 = (int64_t)sy, x0 = (int64_t)sx;
+                    int64_t y1 = y0 < rs[i].h - 1 ? y0 + 1 : y0,
+                            x1 = x0 < rs[i].w - 1 ? x0 + 1 : x0;
+                    double ly = sy - (double)y0, lx = sx - (double)x0;
+                    const float *p = in + c * rs[i].h * rs[i].w;
+                    double want =
+                        (1 - ly) * ((1 - lx) * p[y0 * rs[i].w + x0] + lx * p[y0 * rs[i].w + x1]) +
+                        ly * ((1 - lx) * p[y1 * rs[i].w + x0] + lx * p[y1 * rs[i].w + x1]);
+                    double got = out[(c * rs[i].ho + oy) * rs[i].wo + ox];
+                    if (fabs(got - want) > 1e-5)
+                        fail_msg(
+                            "resize %lldx%lld -> %lldx%lld (align %d, half %d) at (%lld, %lld, "
+                            "%lld): %.9g, expected %.9g",
+                            (long long)rs[i].h, (long long)rs[i].w, (long long)rs[i].ho,
+                            (long long)rs[i].wo, rs[i].align, rs[i].half, (long long)c,
+                            (long long)oy, (long long)ox, got, want);
+                }
+        free(x.data);
+        free(y.data);
+    }
+    /* Both conventions at once, or no size, are refused. */
+    int64_t s4[4] = {1, 1, 2, 2};
+    float v[4] = {1, 2, 3, 4}, o[16];
+    ly_tensor x, y;
+    ly_tensor_init(&x, v, LY_F32, 4, s4);
+    int64_t s16[4] = {1, 1, 4, 4};
+    ly_tensor_init(&y, o, LY_F32, 4, s16);
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.in[0] = &x;
+    call.out[0] = &y;
+    ly_resize_bilinear2d_params rp = {.size = {4, 4}, .align_corners = 1, .half_pixel_centers = 1};
+    call.params = &rp;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
+    rp.align_corners = 0;
+    rp.size[0] = 0;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_RESIZE_BILINEAR2D, &call), LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "params.size"));
+
+    /* add */
+    int64_t shape[3] = {2, 3, 37};
+    rng_state = 77;
+    ly_tensor a, b, sum;
+    ly_tensor_init(&a, random_buffer(222, 10.0f), LY_F32, 3, shape);
+    ly_tensor_init(&b, random_buffer(222, 10.0f), LY_F32, 3, shape);
+    ly_tensor_init(&sum, random_buffer(222, 1.0f), LY_F32, 3, shape);
+    ly_kernel_call_init(&call);
+    call.in[0] = &a;
+    call.in[1] = &b;
+    call.out[0] = &sum;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_ADD, &call), LY_OK);
+    for (int i = 0; i < 222; i++)
+        assert_true(((float *)sum.data)[i] == ((float *)a.data)[i] + ((float *)b.data)[i]);
+    b.shape[2] = 36;
+    assert_int_equal(ly_kernel_dispatch_op(LY_OP_ADD, &call), LY_E_SHAPE);
+    free(a.data);
+    free(b.data);
+    free(sum.data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -747,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_conv2d_int8),
         cmocka_unit_test(test_other_slots_bad_calls),
         cmocka_unit_test(test_infer_outputs),
+        cmocka_unit_test(test_resize_and_add_references),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,7 +66,8 @@ static void test_manifest(void **state)
         assert_non_null(d->reference);
         assert_non_null(d->defaults);
         assert_true(d->params_size > 0);
-        if (d->check == LY_CHECK_CASES) assert_non_null(d->cases);
+        assert_non_null(d->cases);
+        assert_non_null(d->cases->build);
         ly_op back;
         assert_int_equal(ly_op_from_name(d->name, &back), LY_OK);
         assert_int_equal((int)back, i);

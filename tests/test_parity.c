@@ -19,81 +19,16 @@
 
 #include <cmocka.h>
 
-/* ---- Collecting a report ------------------------------------------------------ */
-
-typedef struct report {
-    char *text;
-    size_t len, cap;
-    int results, failed, ran;
-} report;
-
-static void report_printf(report *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) return;
-    if (r->len + (size_t)need + 1 > r->cap) {
-        size_t cap = (r->len + (size_t)need + 1) * 2;
-        char *grown = realloc(r->text, cap);
-        if (!grown) return;
-        r->text = grown;
-        r->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(r->text + r->len, r->cap - r->len, fmt, ap);
-    va_end(ap);
-    r->len += (size_t)need;
-}
-
-static void collect(const ly_check_result *res, void *user)
-{
-    report *r = user;
-    char verdict[192];
-    r->results++;
-    if (!res->skipped && res->cases > 0) r->ran++;
-    if (!ly_check_result_failed(res)) return;
-    r->failed++;
-    ly_check_verdict(res, verdict, sizeof verdict);
-    report_printf(r,
-                  "%s / %s: %s: %" PRId64 " cases, %" PRId64 " mismatches, %" PRId64
-                  " errors, max |diff| %g\n",
-                  res->slot, res->impl, verdict, res->cases, res->mismatches, res->errors,
-                  res->max_abs_diff);
-    if (res->errors) report_printf(r, "  first error: %s\n", res->first_error);
-    for (int i = 0; i < res->n_shown; i++) {
-        const ly_check_mismatch *m = &res->shown[i];
-        report_printf(r,
-                      "  case '%s' out[%d] %s index %" PRId64 ": %s: reference %.9g (0x%08" PRIx32
-                      ") vs %.9g (0x%08" PRIx32 ")\n",
-                      m->case_name, m->output, m->shape, m->index, m->inputs, (double)m->reference,
-                      m->reference_bits, (double)m->impl, m->impl_bits);
-    }
-}
-
-static void report_free(report *r)
-{
-    free(r->text);
-    memset(r, 0, sizeof *r);
-}
+#include "parity_report.h"
 
 /* ---- The gate ------------------------------------------------------------------ */
 
 static void run_gate(int threads, ly_check_size size)
 {
-    report r = {0};
     ly_check_options options = {.threads = threads, .size = size};
-    ly_status st = ly_check_parity_ex(&options, collect, &r);
-    if (st != LY_OK) fail_msg("the harness stopped: %s: %s", ly_status_name(st), ly_last_error());
-    if (r.failed) {
-        /* cmocka's own printing truncates long messages. */
-        fprintf(stderr, "%s", r.text ? r.text : "");
-        fflush(stderr);
-        report_free(&r);
-        fail_msg("parity mismatches (threads=%d), see above", threads);
-    }
-    report_free(&r);
+    char what[64];
+    snprintf(what, sizeof what, "the gate (threads=%d)", threads);
+    parity_expect_clean(&options, what);
 }
 
 /* The full case set takes ~25 s here; under the sanitizers the quick one. */
@@ -158,15 +93,15 @@ static ly_status broken_impl(const ly_kernel_call *call)
     return LY_OK;
 }
 
-static report run_broken(sabotage s)
+static parity_report run_broken(sabotage s)
 {
     current_sabotage = s;
-    report r = {0};
+    parity_report r = {0};
     assert_int_equal(
         ly_kernel_register(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "broken", broken_impl, NULL),
         LY_OK);
     ly_status st =
-        ly_check_parity(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "broken", 1, collect, &r);
+        ly_check_parity(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "broken", 1, parity_collect, &r);
     assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT), "broken"),
                      LY_OK);
     assert_int_equal(st, LY_OK);
@@ -181,23 +116,81 @@ static void test_harness_catches_sabotage(void **state)
     static const char *const expect[] = {"(0x80000000)", "(0x55555555)", "nan (0x",
                                          "modified in[0]", "LY_E_PROVIDER"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        report r = run_broken(all[i]);
+        parity_report r = run_broken(all[i]);
         if (r.failed != 1 || !r.text || !strstr(r.text, expect[i]))
             fail_msg("sabotage %zu not reported as expected ('%s'); report:\n%s", i, expect[i],
                      r.text ? r.text : "(none)");
-        report_free(&r);
+        parity_report_free(&r);
     }
+}
+
+/* An element-wise implementation that writes its output before reading its
+ * input: right out of place, wrong in place (which a graph does). */
+static ly_status clobbering_relu(const ly_kernel_call *call)
+{
+    memset(call->out[0]->data, 0, (size_t)ly_tensor_numel(call->out[0]) * sizeof(float));
+    return ly_kernel_run_impl(ly_op_name(LY_OP_RELU), "reference", call);
+}
+
+/* A cache keyed by the weight's address that never looks at the weight again. */
+static const void *cached_weight;
+static float cached_out[4096];
+
+static ly_status stale_linear(const ly_kernel_call *call)
+{
+    int64_t n = ly_tensor_numel(call->out[0]);
+    if (n > 4096) return LY_E_DECLINED;
+    if (call->in[1]->data == cached_weight) {
+        memcpy(call->out[0]->data, cached_out, (size_t)n * sizeof(float));
+        return LY_OK;
+    }
+    ly_status st = ly_kernel_run_impl(ly_op_name(LY_OP_LINEAR), "reference", call);
+    if (st == LY_OK) {
+        cached_weight = call->in[1]->data;
+        memcpy(cached_out, call->out[0]->data, (size_t)n * sizeof(float));
+    }
+    return st;
+}
+
+static parity_report run_registered(ly_op op, ly_kernel_fn fn, bool repeat)
+{
+    parity_report r = {0};
+    assert_int_equal(ly_kernel_register(ly_op_name(op), "broken", fn, NULL), LY_OK);
+    ly_check_options options = {
+        .slot = ly_op_name(op), .impl = "broken", .threads = 1, .repeat = repeat};
+    ly_status st = ly_check_parity_ex(&options, parity_collect, &r);
+    assert_int_equal(ly_kernel_unregister(ly_op_name(op), "broken"), LY_OK);
+    assert_int_equal(st, LY_OK);
+    assert_int_equal(r.results, 1);
+    return r;
+}
+
+/* Element-wise ops are run in place as a graph runs them; with repeat, a case
+ * runs again after its weights were rewritten at the same addresses. */
+static void test_harness_catches_in_place_and_stale_caches(void **state)
+{
+    (void)state;
+    parity_report r = run_registered(LY_OP_RELU, clobbering_relu, false);
+    if (r.failed != 1 || !r.text || !strstr(r.text, "(out[0] over in[0]) out[0]"))
+        fail_msg("writing before reading not caught in place; report:\n%s",
+                 r.text ? r.text : "(none)");
+    parity_report_free(&r);
+    cached_weight = NULL;
+    r = run_registered(LY_OP_LINEAR, stale_linear, true);
+    if (r.failed != 1 || !r.text || !strstr(r.text, "MISMATCH"))
+        fail_msg("a stale cache not caught; report:\n%s", r.text ? r.text : "(none)");
+    parity_report_free(&r);
 }
 
 static void test_harness_rejects_unknown_names(void **state)
 {
     (void)state;
-    report r = {0};
-    assert_int_equal(ly_check_parity("no_such_slot", NULL, 1, collect, &r), LY_E_NOT_FOUND);
-    assert_int_equal(ly_check_parity(NULL, "no_such_impl", 1, collect, &r), LY_E_NOT_FOUND);
+    parity_report r = {0};
+    assert_int_equal(ly_check_parity("no_such_slot", NULL, 1, parity_collect, &r), LY_E_NOT_FOUND);
+    assert_int_equal(ly_check_parity(NULL, "no_such_impl", 1, parity_collect, &r), LY_E_NOT_FOUND);
     assert_int_equal(r.failed, 0);
-    report_free(&r);
-    assert_int_equal(ly_check_parity_ex(NULL, collect, &r), LY_E_INVALID_ARGUMENT);
+    parity_report_free(&r);
+    assert_int_equal(ly_check_parity_ex(NULL, parity_collect, &r), LY_E_INVALID_ARGUMENT);
 }
 
 /* ---- Providers present, and switched off ---------------------------------------- */
@@ -230,13 +223,11 @@ static void test_avx2_serves_every_quant_slot(void **state)
     ly_cpu_features cpu;
     assert_int_equal(ly_cpu_features_get(&cpu), LY_OK);
     if (!cpu.avx2 || !cpu.fma) skip();
-    size_t count = 0;
-    assert_int_equal(ly_kernel_slot_count(&count), LY_OK);
     int quant_slots = 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *slot = NULL;
-        assert_int_equal(ly_kernel_slot_name(i, &slot), LY_OK);
-        if (strncmp(slot, "fake_quant_", 11) != 0 && strncmp(slot, "unpack_", 7) != 0) continue;
+    for (int i = 0; i < LY_OP_COUNT; i++) {
+        const ly_op_def *def = ly_op_def_of((ly_op)i);
+        if (def->cases != &ly_cases_quant) continue; /* the manifest's quant ops */
+        const char *slot = def->name;
         quant_slots++;
         impl_seen seen = {.want = "avx2"};
         assert_int_equal(ly_kernel_list(slot, on_impl, &seen), LY_OK);
@@ -313,7 +304,7 @@ static void test_int8_execute_provider_on_7_bit_inputs(void **state)
         skip();
     }
     for (int threads = 1; threads <= 2; threads++) {
-        report r = {0};
+        parity_report r = {0};
         ly_check_options options = {.slot = "conv2d_int8",
                                     .impl = "onednn_int8",
                                     .threads = threads,
@@ -322,18 +313,18 @@ static void test_int8_execute_provider_on_7_bit_inputs(void **state)
         /* On only for the run: a failed check below must not leave it on for
          * the tests after this one. */
         ly_onednn_int8_allow_without_vnni(1);
-        ly_status st = ly_check_cases_op(LY_OP_CONV2D_INT8, &options, squeeze_to_7_bit_codes,
-                                         collect, &r, &matched);
+        ly_status st = ly_check_op(LY_OP_CONV2D_INT8, &options, squeeze_to_7_bit_codes,
+                                   parity_collect, &r, &matched);
         ly_onednn_int8_allow_without_vnni(0);
         if (st != LY_OK) fail_msg("the harness stopped: %s", ly_last_error());
         assert_int_equal(matched, 1);
         if (r.failed) {
             fprintf(stderr, "%s", r.text ? r.text : "");
-            report_free(&r);
+            parity_report_free(&r);
             fail_msg("onednn_int8 on 7-bit inputs (threads=%d): mismatches, see above", threads);
         }
         if (r.ran != 1) fail_msg("onednn_int8 ran no case (threads=%d)", threads);
-        report_free(&r);
+        parity_report_free(&r);
     }
 #endif
 }
@@ -372,6 +363,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_harness_rejects_unknown_names),
+        cmocka_unit_test(test_harness_catches_in_place_and_stale_caches),
         cmocka_unit_test(test_harness_catches_sabotage),
         cmocka_unit_test(test_avx2_serves_every_quant_slot),
         cmocka_unit_test(test_int8_execute_provider_with_vnni),

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The sdpa slot: the reference against double-precision attention, its exp
- * against libm, the fused AVX2 provider against the reference bit for bit (model
- * shapes, tails, masks, hostile values, thread counts), the validator's errors,
- * the fused-attention policy (which code runs for each flag, and under capture),
- * and the slot's cases in the parity harness.
+ * against libm, the validator's errors, the fused-attention policy (which code
+ * runs for each flag, and under capture), and the fused AVX2 provider against
+ * the reference bit for bit on the slot's own cases (model shapes, tails, masks,
+ * hostile values) through the parity harness, on 2 and 5 threads.
  */
 #include "kernels/check.h"
 #include "libreyolo/kernels.h"
@@ -23,12 +23,6 @@
 
 /* cmocka.h needs the headers above. */
 #include <cmocka.h>
-
-#ifdef LY_SANITIZED
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
 
 static float normal(uint64_t *s)
 {
@@ -305,106 +299,6 @@ static void test_masked_row_nan(void **state)
     problem_free(&p);
 }
 
-/* ---- fused == reference ------------------------------------------------------------- */
-
-typedef struct fused_case {
-    const char *name;
-    int64_t B, H, Nq, Nk, d, dv;
-    float gain;
-    int mask; /* 0 none, 1 swin bias+mask, 2 key padding -inf, 3 [Nq, Nk] normal, 4 [Nq, 1] */
-    int hostile;
-} fused_case;
-
-static void check_fused_case(const fused_case *fc, const int *threads, int n_threads)
-{
-    problem p;
-    problem_init(&p, fc->B, fc->H, fc->Nq, fc->Nk, fc->d, fc->dv, (uint64_t)fc->Nk * 31 + fc->d,
-                 fc->gain);
-    uint64_t seed = 99;
-    if (fc->hostile) {
-        static const float bad[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, 0.0f, -0.0f, 1e-45f};
-        float *arrays[3] = {p.q, p.k, p.v};
-        int64_t sizes[3] = {fc->B * fc->H * fc->Nq * fc->d, fc->B * fc->H * fc->Nk * fc->d,
-                            fc->B * fc->H * fc->Nk * fc->dv};
-        for (int a = 0; a < 3; a++)
-            for (int64_t i = 0; i < sizes[a]; i++)
-                if (ly_test_splitmix64(&seed) % 61 == 0)
-                    arrays[a][i] = bad[ly_test_splitmix64(&seed) % 8];
-    }
-    if (fc->mask == 1) {
-        float *bias = problem_mask(&p, 3, 4, (int64_t[]){1, fc->H, fc->Nq, fc->Nk});
-        float *shift = problem_mask(&p, 4, 4, (int64_t[]){fc->B, 1, fc->Nq, fc->Nk});
-        for (int64_t i = 0; i < fc->H * fc->Nq * fc->Nk; i++)
-            bias[i] = 0.02f * normal(&seed);
-        for (int64_t i = 0; i < fc->B * fc->Nq * fc->Nk; i++)
-            shift[i] = ly_test_splitmix64(&seed) % 3 == 0 ? -100.0f : 0.0f;
-    } else if (fc->mask == 2) {
-        float *m = problem_mask(&p, 3, 4, (int64_t[]){fc->B, 1, 1, fc->Nk});
-        for (int64_t i = 0; i < fc->B * fc->Nk; i++)
-            m[i] = i % fc->Nk > fc->Nk / 2 && i % 3 == 0 ? -INFINITY : 0.0f;
-    } else if (fc->mask == 3) {
-        float *m = problem_mask(&p, 3, 2, (int64_t[]){fc->Nq, fc->Nk});
-        for (int64_t i = 0; i < fc->Nq * fc->Nk; i++)
-            m[i] = normal(&seed);
-    } else if (fc->mask == 4) {
-        float *m = problem_mask(&p, 3, 2, (int64_t[]){fc->Nq, 1});
-        for (int64_t i = 0; i < fc->Nq; i++)
-            m[i] = normal(&seed);
-    }
-    float *ref = run(&p, "reference", 2);
-    for (int t = 0; t < n_threads; t++) {
-        float *got = run(&p, LY_SDPA_FUSED_AVX2, threads[t]);
-        char what[160];
-        snprintf(what, sizeof what, "%s, %d thread(s)", fc->name, threads[t]);
-        assert_bits_equal(ref, got, out_numel(&p), what);
-        free(got);
-    }
-    free(ref);
-    problem_free(&p);
-}
-
-static void test_fused_model_shapes(void **state)
-{
-    (void)state;
-    if (!ly_test_have_avx2()) skip();
-    const int threads[] = {1, 2, 3};
-    fused_case cases[] = {
-        {"swin-t stage 1 windows", 64, 3, 49, 49, 32, 32, 1.5f, 1, 0},
-        {"vit-s/16", 1, 6, 197, 197, 64, 64, 1.5f, 0, 0},
-        /* Every key, a share of the query rows (the reference takes ~5 s per full head);
-         * 601 rows end in a partial row block. */
-        {"owlv2-b/16@960, one head", 1, 1, 601, 3601, 64, 64, 1.5f, 0, 0},
-    };
-    if (SANITIZED) {
-        cases[0].B = 8;
-        cases[2].Nq = 121;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_fused_case(&cases[i], threads, i == 2 ? 2 : 3);
-}
-
-static void test_fused_tails_masks_values(void **state)
-{
-    (void)state;
-    if (!ly_test_have_avx2()) skip();
-    const int threads[] = {1, 2, 5};
-    static const int64_t shapes[][6] = {
-        {1, 1, 1, 1, 1, 1},  {2, 3, 5, 13, 7, 9}, {1, 2, 17, 33, 3, 5},   {1, 1, 3, 9, 65, 33},
-        {3, 1, 7, 8, 16, 8}, {1, 1, 13, 1, 4, 4}, {1, 1, 2, 129, 40, 40}, {1, 2, 11, 7, 8, 17},
-        {1, 1, 4, 0, 8, 8},  {1, 1, 3, 5, 0, 4},  {2, 1, 0, 5, 4, 4},     {2, 2, 300, 85, 32, 32},
-    };
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int mask = 0; mask <= 4; mask++)
-            for (int hostile = 0; hostile <= 1; hostile++) {
-                const int64_t *sh = shapes[s];
-                if (mask == 1 && sh[2] != sh[3]) continue;
-                fused_case fc = {"tail", sh[0],  sh[1], sh[2],
-                                 sh[3],  sh[4],  sh[5], hostile ? 20.0f : 1.5f,
-                                 mask,   hostile};
-                check_fused_case(&fc, threads, 3);
-            }
-}
-
 static void test_reference_thread_invariant(void **state)
 {
     (void)state;
@@ -580,18 +474,25 @@ static void on_result(const ly_check_result *r, void *user)
     }
 }
 
+/* The fused kernel against the reference on sdpa's cases (src/ops/sdpa/cases.c:
+ * the model shapes, tails, every mask layout, hostile values) through the
+ * parity harness, on the thread counts the gate (1 and 3) leaves out. */
 static void test_parity_harness(void **state)
 {
     (void)state;
-    harness_seen seen = {0};
-    ly_check_options opt = {.slot = ly_op_name(LY_OP_SDPA), .threads = 2, .size = LY_CHECK_QUICK};
-    assert_int_equal(ly_check_parity_ex(&opt, on_result, &seen), LY_OK);
-    if (seen.failed) fail_msg("%s", seen.why);
-    assert_int_equal(seen.fused_reports, ly_test_have_avx2() ? 1 : 0);
+    for (int threads = 2; threads <= 5; threads += 3) {
+        harness_seen seen = {0};
+        ly_check_options opt = {
+            .slot = ly_op_name(LY_OP_SDPA), .threads = threads, .size = LY_CHECK_QUICK};
+        assert_int_equal(ly_check_parity_ex(&opt, on_result, &seen), LY_OK);
+        if (seen.failed) fail_msg("%d threads: %s", threads, seen.why);
+        assert_int_equal(seen.fused_reports, ly_test_have_avx2() ? 1 : 0);
+    }
 
     /* "reference" against itself: determinism. */
-    memset(&seen, 0, sizeof seen);
-    opt.impl = "reference";
+    harness_seen seen = {0};
+    ly_check_options opt = {
+        .slot = ly_op_name(LY_OP_SDPA), .impl = "reference", .threads = 2, .size = LY_CHECK_QUICK};
     assert_int_equal(ly_check_parity_ex(&opt, on_result, &seen), LY_OK);
     if (seen.failed) fail_msg("%s", seen.why);
     assert_int_equal(seen.reports, 1);
@@ -600,18 +501,11 @@ static void test_parity_harness(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expf),
-        cmocka_unit_test(test_reference_accuracy),
-        cmocka_unit_test(test_scale_on_q),
-        cmocka_unit_test(test_bool_mask_adds_one),
-        cmocka_unit_test(test_masked_row_nan),
-        cmocka_unit_test(test_fused_model_shapes),
-        cmocka_unit_test(test_fused_tails_masks_values),
-        cmocka_unit_test(test_reference_thread_invariant),
-        cmocka_unit_test(test_validation),
-        cmocka_unit_test(test_policy),
-        cmocka_unit_test(test_set_fused),
-        cmocka_unit_test(test_parity_harness),
+        cmocka_unit_test(test_expf),           cmocka_unit_test(test_reference_accuracy),
+        cmocka_unit_test(test_scale_on_q),     cmocka_unit_test(test_bool_mask_adds_one),
+        cmocka_unit_test(test_masked_row_nan), cmocka_unit_test(test_reference_thread_invariant),
+        cmocka_unit_test(test_validation),     cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_set_fused),      cmocka_unit_test(test_parity_harness),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,8 @@ typedef enum ly_check_size {
 /* One mismatching element. Strings are owned by the struct. */
 typedef struct ly_check_mismatch {
     char case_name[112];
+    char run[48];     /* which run of the case: "" (plain), "second call", "out[0] over
+                         in[0]", "prepared: in nChw8c, out plain", ... */
     char shape[48];   /* output shape, "[128, 64, 3, 3]" */
     int output;       /* which output of the slot */
     int64_t index;    /* flat index into that output; >= numel: written past the end */
@@ -70,6 +72,13 @@ typedef struct ly_check_options {
     ly_check_size size;
     ly_check_progress_fn progress; /* may be NULL */
     void *progress_user;
+    /* More runs per case (the parity tests ask for them): */
+    bool repeat;           /* each implementation runs a case twice, then once more after the
+                              case's constant inputs were rewritten at the same addresses
+                              (caches keyed by address must not serve what they packed before) */
+    uint32_t alias_inputs; /* bit k: also run with out[0] over in[k] where their shapes
+                              match (element-wise ops always do, over every input) */
+    const char *cases;     /* only the cases whose name contains this (NULL: all) */
 } ly_check_options;
 
 /* Runs the harness with the quick case set. Mismatches are results, not
@@ -89,6 +98,23 @@ static inline bool ly_check_result_failed(const ly_check_result *result)
 /* Human-readable verdict: "bit-identical", "within 1e-6", "MISMATCH", "ERROR",
  * "skipped: <why>", "no cases run (all declined)", written into buf. */
 LY_API ly_status ly_check_verdict(const ly_check_result *result, char *buf, size_t size);
+
+/* ---- The cases as benchmark inputs --------------------------------------------- */
+
+/* A realistic call of one slot, from its op's case set (what `libreyolo bench
+ * kernels` times). */
+typedef struct ly_check_call {
+    ly_kernel_call call; /* inputs, params and outputs (from the op's contract) */
+    double bytes;        /* what the op must move: bytes read + written, each once */
+    bool speed_target;   /* the quant kernels' target applies (>= 8x the reference
+                            and >= 50% of copy bandwidth, one thread) */
+    void *owner;         /* what ly_check_call_free releases */
+} ly_check_call;
+
+/* The benchmark call of `slot` whose largest tensors hold `numel` fp32
+ * elements. LY_E_UNSUPPORTED: the slot's cases have no benchmark recipe. */
+LY_API ly_status ly_check_bench_call(const char *slot, size_t numel, ly_check_call *out);
+LY_API void ly_check_call_free(ly_check_call *c);
 
 #ifdef __cplusplus
 }

@@ -70,10 +70,10 @@ LY_API ly_status ly_kernel_call_init(ly_kernel_call *call);
 
 /* An implementation. It may assume the call passed the slot's validation
  * (shapes, dtypes, non-NULL required operands, contiguous memory).
- * Element-wise slots (add, sub, mul, div, relu, silu, sigmoid, gelu, clamp)
- * may be called with out[0] aliasing an input of the same shape: a graph
- * writes over an input nothing reads afterwards. Their implementations read
- * element i of each input only to write element i of the output.
+ * Element-wise slots (layout ELEMENTWISE in libreyolo/ops.inc) may be called
+ * with out[0] aliasing an input of the same shape: a graph writes over an input
+ * nothing reads afterwards. Their implementations read element i of each input
+ * only to write element i of the output.
  * Returns LY_OK; LY_E_DECLINED to hand this input to the next implementation
  * (not a failure); anything else is a failure: the registry disables it. */
 typedef ly_status (*ly_kernel_fn)(const ly_kernel_call *call);

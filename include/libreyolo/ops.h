@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 typedef enum ly_op {
-#define LY_OP(ID, name, params, defaults, check, parity, export) LY_OP_##ID,
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout) LY_OP_##ID,
 #include "libreyolo/ops.inc"
 #undef LY_OP
     LY_OP_COUNT

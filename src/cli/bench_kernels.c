@@ -12,8 +12,7 @@
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "cli/json_out.h"
-#include "libreyolo/nn.h"
-#include "libreyolo/quant.h"
+#include "libreyolo/check.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -195,225 +194,18 @@ static ly_status run_streaming_copy(void *ctx)
     return LY_OK;
 }
 
-/* ---- Benchmark operands --------------------------------------------------------------- */
+/* ---- Benchmark calls (each op's recipe lives with its parity cases) ----------------- */
 
-typedef struct buffers {
-    size_t numel; /* fp32 elements of the big size */
-    float *x, *grad, *out, *rows, *groups;
-    uint8_t *payload, *codes;
-    float one[3]; /* tensor_amax / lo / hi */
-} buffers;
-
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Roughly normal(0, 1) (a sum of four uniforms) without paying for logs. */
-static void fill_normalish(float *p, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = splitmix(&seed);
-        float s = (float)(r & 0xFFFF) + (float)((r >> 16) & 0xFFFF) + (float)((r >> 32) & 0xFFFF) +
-                  (float)(r >> 48);
-        p[i] = (s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
-    }
-}
-
-static bool buffers_alloc(buffers *b, size_t numel)
-{
-    memset(b, 0, sizeof *b);
-    b->numel = numel;
-    size_t rows = numel / COLS;
-    b->x = malloc(numel * sizeof(float));
-    b->grad = malloc(numel * sizeof(float));
-    b->out = malloc(numel * sizeof(float));
-    b->rows = malloc(rows * sizeof(float));
-    b->groups = malloc((numel / 16 + 1) * sizeof(float));
-    b->payload = malloc(numel / 2 + 1);
-    b->codes = malloc(numel / 16 + 1);
-    if (!b->x || !b->grad || !b->out || !b->rows || !b->groups || !b->payload || !b->codes)
-        return false;
-    ly_cli_progress("bench: preparing %zu MiB of inputs", numel * sizeof(float) >> 20);
-    fill_normalish(b->x, numel, 1);
-    fill_normalish(b->grad, numel, 2);
-    memset(b->out, 0, numel * sizeof(float));
-    for (size_t i = 0; i < rows; i++)
-        b->rows[i] = 4.0f / 448.0f;
-    for (size_t i = 0; i < numel / 16 + 1; i++)
-        b->groups[i] = 0.5f;
-    uint64_t seed = 3;
-    for (size_t i = 0; i < numel / 2 + 1; i++)
-        b->payload[i] = (uint8_t)splitmix(&seed);
-    for (size_t i = 0; i < numel / 16 + 1; i++)
-        b->codes[i] = (uint8_t)(0x30 + splitmix(&seed) % 0x20);
-    return true;
-}
-
-static void buffers_free(buffers *b)
-{
-    free(b->x);
-    free(b->grad);
-    free(b->out);
-    free(b->rows);
-    free(b->groups);
-    free(b->payload);
-    free(b->codes);
-}
-
-/* The tensors of one benchmark call; views into `buffers`. */
 typedef struct bench_call {
-    ly_tensor t[LY_KERNEL_MAX_INPUTS + 1];
-    union {
-        ly_unpack_int_grouped_params unpack;
-        ly_pool2d_params pool;
-        ly_axis_params axis;
-        ly_norm_params norm;
-    } params;
-    ly_kernel_call call;
+    ly_check_call c;
     const char *slot;
     const char *impl;
-    double bytes;
 } bench_call;
-
-static const char BACKWARD_SUFFIX[] = "_backward";
-
-static bool forward_name(const char *slot, char *base, size_t size, bool *backward)
-{
-    size_t n = strlen(slot), s = sizeof BACKWARD_SUFFIX - 1;
-    *backward = n > s && strcmp(slot + n - s, BACKWARD_SUFFIX) == 0;
-    if (*backward) n -= s;
-    if (n >= size) return false;
-    memcpy(base, slot, n);
-    base[n] = '\0';
-    return true;
-}
-
-/* Build a realistic call of `slot` whose big tensors hold `numel` fp32 elements:
- * per-channel / per-group layouts of a [numel/1024, 1024] weight, dynamic scales
- * where the op has them, int4 with groups of 128. False: no recipe for it. */
-static bool build_call(bench_call *bc, const char *slot, buffers *b, size_t numel)
-{
-    memset(bc, 0, sizeof *bc);
-    ly_kernel_call_init(&bc->call);
-    bc->slot = slot;
-    int64_t rows = (int64_t)(numel / COLS);
-    int64_t mat[2] = {rows, COLS};
-    int n = 0;
-    ly_tensor *out = &bc->t[LY_KERNEL_MAX_INPUTS];
-    ly_tensor_init(out, b->out, LY_F32, 2, mat);
-    bc->call.out[0] = out;
-    bc->bytes = (double)numel * 4.0;
-
-    char base[64];
-    bool backward;
-    if (!forward_name(slot, base, sizeof base, &backward)) return false;
-#define ADD(data, dtype, ndim, shape)                                                              \
-    do {                                                                                           \
-        ly_tensor_init(&bc->t[n], (data), (dtype), (ndim), (shape));                               \
-        bc->call.in[n] = &bc->t[n];                                                                \
-        bc->bytes += (double)ly_tensor_numel(&bc->t[n]) * (double)ly_dtype_size(dtype);            \
-        n++;                                                                                       \
-    } while (0)
-
-    if (strcmp(slot, ly_op_name(LY_OP_UNPACK_INT_GROUPED)) == 0) {
-        ADD(b->payload, LY_U8, 2, ((int64_t[]){rows, COLS / 2}));
-        ADD(b->groups, LY_F32, 2, ((int64_t[]){rows, COLS / 128}));
-        bc->params.unpack =
-            (ly_unpack_int_grouped_params){.bits = 4, .group_size = 128, .in_features = -1};
-        bc->call.params = &bc->params.unpack;
-        return true;
-    }
-    if (strcmp(slot, ly_op_name(LY_OP_UNPACK_NVFP4)) == 0) {
-        b->one[0] = 2688.0f;
-        ADD(b->payload, LY_U8, 2, ((int64_t[]){rows, COLS / 2}));
-        ADD(b->codes, LY_F8E4M3, 2, ((int64_t[]){rows, COLS / 16}));
-        ADD(&b->one[0], LY_F32, 1, ((int64_t[]){1}));
-        return true;
-    }
-    /* Network ops on YOLO9-like activations of the same size: elementwise on the
-     * matrix, DFL on [1, 64, A], pools on [1, 64, s, s] as AConv (avg 2x2 s1) and
-     * SPPELAN (max 5x5 s1 p2) run them. */
-    if (strcmp(slot, ly_op_name(LY_OP_SILU)) == 0 || strcmp(slot, ly_op_name(LY_OP_SIGMOID)) == 0) {
-        ADD(b->x, LY_F32, 2, mat);
-        return true;
-    }
-    if (strcmp(slot, ly_op_name(LY_OP_DFL)) == 0) {
-        int64_t anchors = (int64_t)(numel / 64);
-        ADD(b->x, LY_F32, 3, ((int64_t[]){1, 64, anchors}));
-        ly_tensor_init(out, b->out, LY_F32, 3, (int64_t[]){1, 4, anchors});
-        bc->bytes = (double)anchors * 68.0 * 4.0;
-        return true;
-    }
-    bool max_pool = strcmp(slot, ly_op_name(LY_OP_MAX_POOL2D)) == 0;
-    if (max_pool || strcmp(slot, ly_op_name(LY_OP_AVG_POOL2D)) == 0) {
-        int64_t side = (int64_t)sqrt((double)(numel / 64));
-        int64_t k = max_pool ? 5 : 2, pad = max_pool ? 2 : 0, out_side = side + 2 * pad - k + 1;
-        ADD(b->x, LY_F32, 4, ((int64_t[]){1, 64, side, side}));
-        ly_tensor_init(out, b->out, LY_F32, 4, (int64_t[]){1, 64, out_side, out_side});
-        bc->params.pool = (ly_pool2d_params)LY_POOL2D_DEFAULTS;
-        bc->params.pool.kernel[0] = bc->params.pool.kernel[1] = k;
-        bc->params.pool.padding[0] = bc->params.pool.padding[1] = pad;
-        bc->call.params = &bc->params.pool;
-        bc->bytes = (double)(side * side + out_side * out_side) * 64.0 * 4.0;
-        return true;
-    }
-    /* Rows of 1024 as an attention score row or a token's channels. */
-    if (strcmp(slot, ly_op_name(LY_OP_SOFTMAX)) == 0) {
-        ADD(b->x, LY_F32, 2, mat);
-        bc->params.axis = (ly_axis_params)LY_AXIS_DEFAULTS;
-        bc->call.params = &bc->params.axis;
-        return true;
-    }
-    if (strcmp(slot, ly_op_name(LY_OP_LAYER_NORM)) == 0 ||
-        strcmp(slot, ly_op_name(LY_OP_RMS_NORM)) == 0) {
-        ADD(b->x, LY_F32, 2, mat); /* no scale or shift: the row statistics are the work */
-        bc->params.norm = (ly_norm_params)LY_NORM_DEFAULTS;
-        bc->call.params = &bc->params.norm;
-        return true;
-    }
-    if (backward) ADD(b->grad, LY_F32, 2, mat);
-    ADD(b->x, LY_F32, 2, mat);
-    /* An identity backward (quant.h) reads only the gradient. */
-    bool identity = backward && (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_FP8)) == 0 ||
-                                 strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED)) == 0);
-    double bytes_needed = bc->bytes;
-    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT8_PER_CHANNEL)) == 0 ||
-        strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT_GROUPED)) == 0) {
-        bc->call.in[n] = NULL; /* dynamic scale, as training and calibration run it */
-        if (identity) bc->bytes = bytes_needed - (double)numel * 4.0;
-        return true;
-    }
-    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_INT8_AFFINE)) == 0) {
-        b->one[1] = -3.0f;
-        b->one[2] = 3.0f;
-        ADD(&b->one[1], LY_F32, 1, ((int64_t[]){1}));
-        ADD(&b->one[2], LY_F32, 1, ((int64_t[]){1}));
-        return true;
-    }
-    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_FP8)) == 0) {
-        ADD(b->rows, LY_F32, 1, ((int64_t[]){rows}));
-        if (identity) bc->bytes = bytes_needed - (double)numel * 4.0;
-        return true;
-    }
-    if (strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_NVFP4_WEIGHT)) == 0) {
-        b->one[0] = 4.0f;
-        ADD(&b->one[0], LY_F32, 1, ((int64_t[]){1}));
-        return true;
-    }
-    return strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_NVFP4_DYNAMIC)) == 0 ||
-           strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_MXFP4_WEIGHT)) == 0 ||
-           strcmp(base, ly_op_name(LY_OP_FAKE_QUANT_MXFP4_DYNAMIC)) == 0;
-#undef ADD
-}
 
 static ly_status run_bench_call(void *ctx)
 {
     bench_call *bc = ctx;
-    return ly_kernel_run_impl(bc->slot, bc->impl, &bc->call);
+    return ly_kernel_run_impl(bc->slot, bc->impl, &bc->c.call);
 }
 
 /* ---- Results ---------------------------------------------------------------------------- */
@@ -426,6 +218,7 @@ typedef struct row {
     char why[160];
     double speedup, copy_fraction; /* NAN when unknown */
     double reference_fraction;     /* the reference's copy_fraction at this size */
+    bool speed_target;             /* the quant kernels' target applies */
 } row;
 
 typedef struct rows {
@@ -470,15 +263,17 @@ static void on_impl(const char *slot, const char *impl, bool eligible, const cha
     names->n++;
 }
 
-static void bench_slot(const char *slot, buffers *b, size_t numel, double copy_gbps, int threads,
-                       int repeat, rows *rs, bool *out_of_memory)
+static void bench_slot(const char *slot, size_t numel, double copy_gbps, int threads, int repeat,
+                       rows *rs, bool *out_of_memory)
 {
     impl_names names = {.n = 0};
     if (ly_kernel_list(slot, on_impl, &names) != LY_OK) return;
-    bench_call bc;
-    if (!build_call(&bc, slot, b, numel)) {
+    ly_cli_progress("bench: preparing %s, %zu MiB", slot, numel * sizeof(float) >> 20);
+    bench_call bc = {.slot = slot};
+    ly_status st = ly_check_bench_call(slot, numel, &bc.c);
+    if (st != LY_OK) {
         row *r = rows_add(rs);
-        if (!r) {
+        if (!r || st == LY_E_NO_MEMORY) {
             *out_of_memory = true;
             return;
         }
@@ -489,18 +284,19 @@ static void bench_slot(const char *slot, buffers *b, size_t numel, double copy_g
         snprintf(r->why, sizeof r->why, "no benchmark recipe for this slot");
         return;
     }
-    bc.call.threads = threads;
+    bc.c.call.threads = threads;
     double reference_s = NAN, reference_fraction = NAN;
     for (int i = 0; i < names.n; i++) {
         row *r = rows_add(rs);
         if (!r) {
             *out_of_memory = true;
-            return;
+            break;
         }
         snprintf(r->slot, sizeof r->slot, "%s", slot);
         snprintf(r->impl, sizeof r->impl, "%s", names.name[i]);
         r->size_bytes = (double)numel * 4.0;
-        r->bytes = bc.bytes;
+        r->bytes = bc.c.bytes;
+        r->speed_target = bc.c.speed_target;
         ly_cli_progress("bench: %s / %s, %.0f MiB", slot, r->impl, r->size_bytes / 1048576.0);
         bc.impl = names.name[i];
         r->status = time_best(run_bench_call, &bc, repeat, &r->t);
@@ -516,6 +312,7 @@ static void bench_slot(const char *slot, buffers *b, size_t numel, double copy_g
         r->speedup = reference_s / r->t.best_s;
         r->reference_fraction = reference_fraction;
     }
+    ly_check_call_free(&bc.c);
 }
 
 typedef struct copy_result {
@@ -615,9 +412,7 @@ static void print_table(const rows *rs, const copy_result *copies, int n_copies,
             snprintf(frac, sizeof frac, "%.0f%%", r->copy_fraction * 100.0);
         const char *target = "";
         /* The target is defined for the quant kernels only. */
-        bool quant =
-            strncmp(r->slot, "fake_quant_", 11) == 0 || strncmp(r->slot, "unpack_", 7) == 0;
-        if (quant && r->size_bytes == big_bytes && strcmp(r->impl, "reference") != 0 &&
+        if (r->speed_target && r->size_bytes == big_bytes && strcmp(r->impl, "reference") != 0 &&
             isfinite(r->speedup)) {
             bool fast = r->speedup >= 8.0, at_bandwidth = r->copy_fraction >= 0.5;
             /* A reference above 1/8 of copy bandwidth (an identity backward) cannot be
@@ -713,12 +508,6 @@ int ly_cli_bench_kernels(int argc, char **argv)
     if (!attention_only) {
         size_t sizes[2] = {(size_t)size_mib << 20, (size_t)SMALL_SIZE_MIB << 20};
         int n_sizes = size_mib > SMALL_SIZE_MIB ? 2 : 1;
-        buffers b;
-        if (!buffers_alloc(&b, sizes[0] / sizeof(float))) {
-            buffers_free(&b);
-            fprintf(stderr, "libreyolo bench kernels: cannot allocate %d MiB buffers\n", size_mib);
-            return 1;
-        }
 
         /* Copy bandwidth at each size, between two buffers the ops do not use. */
         copy_result copies[2];
@@ -726,7 +515,6 @@ int ly_cli_bench_kernels(int argc, char **argv)
         if (!src || !dst) {
             free(src);
             free(dst);
-            buffers_free(&b);
             fprintf(stderr, "libreyolo bench kernels: cannot allocate the copy buffers\n");
             return 1;
         }
@@ -756,11 +544,10 @@ int ly_cli_bench_kernels(int argc, char **argv)
             if (only_slot && strcmp(slot, only_slot) != 0) continue;
             if (is_attention_slot(slot)) continue; /* their own shapes and peer, below */
             for (int s = 0; s < n_sizes && !out_of_memory; s++)
-                bench_slot(slot, &b, sizes[s] / sizeof(float), copies[s].gbps, threads, repeat, &rs,
+                bench_slot(slot, sizes[s] / sizeof(float), copies[s].gbps, threads, repeat, &rs,
                            &out_of_memory);
         }
         ly_cli_progress("%s", "");
-        buffers_free(&b);
         if (out_of_memory) {
             free(rs.items);
             fprintf(stderr, "libreyolo bench kernels: out of memory\n");

@@ -23,13 +23,16 @@ static int threads_of(int requested)
 void ly_cli_usage_kernels_check(FILE *to)
 {
     fputs(
-        "usage: libreyolo kernels check [--slot S] [--impl NAME] [--threads N] [--full] [--json]\n"
+        "usage: libreyolo kernels check [--slot S] [--impl NAME] [--case TEXT] [--threads N] [--full]\n"
+        "                               [--json]\n"
         "\n"
         "Runs every implementation of every slot against the reference on shapes from real\n"
         "models, odd sizes, empty tensors and edge values (NaN, inf, -0, subnormals, rounding\n"
         "ties). Forward and unpack slots must be bit-identical, backward slots within 1e-6.\n"
         "  --slot S      only slot S\n"
         "  --impl NAME   only implementation NAME (\"reference\" checks it against itself)\n"
+        "  --case TEXT   only the cases whose name contains TEXT (a reported case reruns alone:\n"
+        "                its values are seeded from its name)\n"
         "  --threads N   threads per call (default: LIBREYOLO_THREADS, else every CPU)\n"
         "  --full        the full case set (every variant on large tensors, the largest shapes)\n"
         "  --json        one JSON object instead of the table\n"
@@ -142,6 +145,10 @@ static void print_json(const results *rs, const ly_check_options *opt, int faile
             char bits[16];
             printf("%s{\"case\": ", k ? ", " : "");
             ly_json_string(stdout, m->case_name);
+            if (m->run[0]) {
+                printf(", \"run\": ");
+                ly_json_string(stdout, m->run);
+            }
             printf(", \"output\": %d, \"shape\": ", m->output);
             ly_json_string(stdout, m->shape);
             printf(", \"index\": %" PRId64 ", \"inputs\": ", m->index);
@@ -202,10 +209,11 @@ static void print_table(const results *rs, const ly_check_options *opt)
             printf("  %" PRId64 " failed run(s); first: %s\n", r->errors, r->first_error);
         for (int k = 0; k < r->n_shown; k++) {
             const ly_check_mismatch *m = &r->shown[k];
-            printf("  case '%s': out[%d] %s, index %" PRId64 ": %s\n"
+            printf("  case '%s'%s%s%s: out[%d] %s, index %" PRId64 ": %s\n"
                    "    reference %.9g (0x%08" PRIx32 ")  impl %.9g (0x%08" PRIx32 ")\n",
-                   m->case_name, m->output, m->shape, m->index, m->inputs, (double)m->reference,
-                   m->reference_bits, (double)m->impl, m->impl_bits);
+                   m->case_name, m->run[0] ? " (" : "", m->run, m->run[0] ? ")" : "", m->output,
+                   m->shape, m->index, m->inputs, (double)m->reference, m->reference_bits,
+                   (double)m->impl, m->impl_bits);
         }
         if (r->mismatches > r->n_shown)
             printf("  ... and %" PRId64 " more mismatching element(s)\n",
@@ -235,6 +243,8 @@ int ly_cli_kernels_check(int argc, char **argv)
             opt.slot = argv[++i];
         } else if (strcmp(a, "--impl") == 0 && has_value) {
             opt.impl = argv[++i];
+        } else if (strcmp(a, "--case") == 0 && has_value) {
+            opt.cases = argv[++i];
         } else if (strcmp(a, "--threads") == 0 && has_value) {
             if (!ly_cli_parse_int(argv[++i], 0, 1024, &opt.threads)) {
                 fprintf(stderr,

@@ -11,8 +11,8 @@
 #define XNN_OF_NONE(xnn, portable) NULL
 
 const ly_xnn_export *const ly_xnn_exports[LY_OP_COUNT] = {
-#define LY_OP(ID, name, params, defaults, check, parity, ...)                                      \
-    [LY_OP_##ID] = LY_EXPORT_PICK(XNN_OF_, LY_EXPORT_FIRST(__VA_ARGS__), &ly_xnn_export_##name,    \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
+    [LY_OP_##ID] = LY_EXPORT_PICK(XNN_OF_, export, &ly_xnn_export_##name,    \
                                   &ly_portable_export_##name),
 #include "libreyolo/ops.inc"
 #undef LY_OP
@@ -25,8 +25,8 @@ const ly_xnn_export *const ly_xnn_exports[LY_OP_COUNT] = {
 #define PORTABLE_OF_NONE(xnn, portable) NULL
 
 const ly_portable_export *const ly_portable_exports[LY_OP_COUNT] = {
-#define LY_OP(ID, name, params, defaults, check, parity, ...)                                      \
-    [LY_OP_##ID] = LY_EXPORT_PICK(PORTABLE_OF_, LY_EXPORT_FIRST(__VA_ARGS__),                      \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
+    [LY_OP_##ID] = LY_EXPORT_PICK(PORTABLE_OF_, export,                      \
                                   &ly_xnn_export_##name, &ly_portable_export_##name),
 #include "libreyolo/ops.inc"
 #undef LY_OP

@@ -250,14 +250,11 @@ struct ly_portable_export {
     void (*call)(ly_lowering *L, const ly_graph_node_info *n, ly_pte_call *k);
 };
 
-/* The manifest's export column, read from its seventh argument on (columns
- * appended later are ignored): LY_EXPORT_PICK(export, xnn, portable) is
- * LY_EXPORT_<export>(xnn, portable), with the op's two symbols already named. */
+/* The manifest's export column: LY_EXPORT_PICK(macro, export, xnn, portable) is
+ * macro<export>(xnn, portable), with the op's two symbols already named. */
 #if defined(XNN) || defined(PORTABLE) || defined(EITHER) || defined(FOLD) || defined(NONE)
 #error "the manifest's export values are read as tokens here"
 #endif
-#define LY_EXPORT_FIRST_(x, ...) x
-#define LY_EXPORT_FIRST(...) LY_EXPORT_FIRST_(__VA_ARGS__, )
 #define LY_EXPORT_PICK_(macro, export, xnn, portable) macro##export(xnn, portable)
 #define LY_EXPORT_PICK(macro, export, xnn, portable) LY_EXPORT_PICK_(macro, export, xnn, portable)
 
@@ -267,8 +264,8 @@ struct ly_portable_export {
     LY_EXPORT_DECLARE_XNN(xnn, portable) LY_EXPORT_DECLARE_PORTABLE(xnn, portable)
 #define LY_EXPORT_DECLARE_FOLD(xnn, portable)
 #define LY_EXPORT_DECLARE_NONE(xnn, portable)
-#define LY_OP(ID, name, params, defaults, check, parity, ...)                                      \
-    LY_EXPORT_PICK(LY_EXPORT_DECLARE_, LY_EXPORT_FIRST(__VA_ARGS__), ly_xnn_export_##name,         \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
+    LY_EXPORT_PICK(LY_EXPORT_DECLARE_, export, ly_xnn_export_##name,         \
                    ly_portable_export_##name)
 #include "libreyolo/ops.inc"
 #undef LY_OP

@@ -266,25 +266,13 @@ static bool channel_range_fits(const ly_tensor *whole, int64_t axis, int64_t sta
            count % b == 0;
 }
 
-/* Element-wise ops whose every implementation reads element i of each input
- * only to write element i of the output (the contract allows out to alias an
- * input of its own shape: libreyolo/kernels.h). */
+/* Element-wise ops (the manifest's layout column): every implementation reads
+ * element i of each input only to write element i of the output, so out may
+ * alias an input of its own shape (libreyolo/kernels.h). */
 static bool elementwise_in_place(ly_op op)
 {
-    switch (op) {
-    case LY_OP_ADD:
-    case LY_OP_SUB:
-    case LY_OP_MUL:
-    case LY_OP_DIV:
-    case LY_OP_RELU:
-    case LY_OP_SILU:
-    case LY_OP_SIGMOID:
-    case LY_OP_GELU:
-    case LY_OP_CLAMP:
-        return true;
-    default:
-        return false;
-    }
+    const ly_op_def *def = ly_op_def_of(op);
+    return def && def->layouts == LY_LAYOUTS_ELEMENTWISE;
 }
 
 static bool same_shape(const ly_tensor *a, const ly_tensor *b)

@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The parity harness's driver and its shared runner (see check.h): routes each
- * op to its folder's harness by the manifest's check column, runs the ops whose
- * cases are plain calls (ly_cases_<name>), and runs and compares every case for
- * the harnesses that use the runner.
+ * The parity harness (see check.h): every op's case set, from its folder,
+ * through one runner that runs each case on the reference and on every
+ * selected implementation and compares them.
  */
 #include "kernels/check.h"
 
 #include "core/core.h"
 #include "core/layout.h"
-#include "kernels/check_rng.h"
 #include "kernels/registry_internal.h"
 
 #include <inttypes.h>
@@ -18,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ly_check_note_error(ly_check_result *r, const char *fmt, ...)
+static void note_error(ly_check_result *r, const char *fmt, ...) LY_PRINTF(2, 3);
+static void note_error(ly_check_result *r, const char *fmt, ...)
 {
     if (r->errors++ > 0) return;
     va_list ap;
@@ -34,19 +33,17 @@ static float bits_f32(uint32_t u)
     return x;
 }
 
-/* ---- memory with guard bytes ----------------------------------------------------- */
-
-enum { GUARD_BYTES = 64, ALIGN = 64 };
-
-/* Memory for `bytes`, 64-byte aligned, or misaligned by one element so
- * implementations meet both. Guard bytes follow. */
-static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc)
+/* |a - b| where NaN matches only NaN and an infinity only itself. */
+static double abs_diff(float a, float b)
 {
-    *alloc = malloc(bytes + elem + ALIGN + GUARD_BYTES);
-    if (!*alloc) return NULL;
-    uintptr_t p = ((uintptr_t)*alloc + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
-    return (void *)(p + (misaligned ? elem : 0));
+    if (isnan(a) && isnan(b)) return 0.0;
+    if (isnan(a) || isnan(b)) return INFINITY;
+    if (a == b) return 0.0;
+    if (isinf(a) || isinf(b)) return INFINITY;
+    return fabs((double)a - (double)b);
 }
+
+/* ---- outputs with guard bytes either side -------------------------------------- */
 
 typedef struct output_set {
     int n;
@@ -62,7 +59,8 @@ static void outputs_free(output_set *o)
     memset(o, 0, sizeof *o);
 }
 
-static bool outputs_alloc(output_set *o, const ly_tensor *shapes, int n, bool misaligned)
+/* At the case's offset (elements past a 64-byte boundary). */
+static bool outputs_alloc(output_set *o, const ly_tensor *shapes, int n, int offset)
 {
     memset(o, 0, sizeof *o);
     o->n = n;
@@ -70,15 +68,17 @@ static bool outputs_alloc(output_set *o, const ly_tensor *shapes, int n, bool mi
         o->t[i] = shapes[i];
         size_t elem = ly_dtype_size(shapes[i].dtype);
         o->bytes[i] = (size_t)ly_tensor_numel(&shapes[i]) * elem;
-        o->t[i].data = alloc_view(o->bytes[i], elem, misaligned, &o->alloc[i]);
+        o->t[i].data = ly_check_alloc(o->bytes[i], (size_t)offset * elem, &o->alloc[i]);
         if (!o->t[i].data) return false;
     }
     return true;
 }
 
+enum { GUARD = 0xCC };
+
 /* Each run starts from its own canary (reference and implementation differ), so
- * an element nobody wrote can never compare equal; the guard bytes after the end
- * catch writes past it. */
+ * an element nobody wrote can never compare equal; the guard bytes either side
+ * catch writes outside it. */
 static void outputs_fill(output_set *o, uint32_t canary)
 {
     for (int i = 0; i < o->n; i++) {
@@ -90,21 +90,35 @@ static void outputs_fill(output_set *o, uint32_t canary)
             else
                 memset(p + b, (int)(canary & 0xFF), elem);
         }
-        memset(p + o->bytes[i], 0xCC, GUARD_BYTES);
+        memset(p - LY_CHECK_GUARD_BYTES, GUARD, LY_CHECK_GUARD_BYTES);
+        memset(p + o->bytes[i], GUARD, LY_CHECK_GUARD_BYTES);
     }
 }
 
+/* The first guard byte written: counted from the output's end (>= 0), or
+ * backwards from its start (< 0); INT64_MIN: none. */
 static int64_t outputs_guard_broken(const output_set *o, int *which)
 {
     for (int i = 0; i < o->n; i++) {
-        const uint8_t *p = (const uint8_t *)o->t[i].data + o->bytes[i];
-        for (int b = 0; b < GUARD_BYTES; b++)
-            if (p[b] != 0xCC) {
-                *which = i;
-                return b;
-            }
+        const uint8_t *p = o->t[i].data;
+        *which = i;
+        for (int b = 0; b < LY_CHECK_GUARD_BYTES; b++)
+            if (p[o->bytes[i] + (size_t)b] != GUARD) return b;
+        for (int b = 0; b < LY_CHECK_GUARD_BYTES; b++)
+            if (p[-1 - b] != GUARD) return -1 - b;
     }
-    return -1;
+    return INT64_MIN;
+}
+
+static void note_guard(ly_check_result *r, const char *who, int out, int64_t guard,
+                       const char *name, const char *how)
+{
+    if (guard >= 0)
+        note_error(r, "%swrote past the end of out[%d] (guard byte %" PRId64 ") on case '%s'%s",
+                   who, out, guard, name, how);
+    else
+        note_error(r, "%swrote before the start of out[%d] (guard byte %" PRId64 ") on case '%s'%s",
+                   who, out, guard, name, how);
 }
 
 static const uint32_t REFERENCE_CANARY = 0x7FB0B0B0u, IMPL_CANARY = 0x7FBADBADu;
@@ -117,14 +131,14 @@ typedef struct impl_state {
     ly_check_result result;
 } impl_state;
 
-struct ly_check_run {
+typedef struct check_run {
     ly_op op;
     const ly_op_def *def;
     const ly_check_options *opt;
     impl_state *impls;
     int n_impls;
     int64_t total, done;
-};
+} check_run;
 
 typedef struct listing {
     impl_state *items;
@@ -184,12 +198,14 @@ static const ly_impl *find_listed(ly_op op, const char *name)
     return strcmp(ly_impl_name(impl), name) == 0 ? impl : NULL;
 }
 
-ly_status ly_check_run_begin(ly_op op, const ly_check_options *opt, int64_t total_cases,
-                             ly_check_run **out, int *n_matched)
+/* Lists the op's implementations the options select (skipped ones with their
+ * reason). */
+static ly_status run_begin(ly_op op, const ly_check_options *opt, int64_t total_cases,
+                           check_run **out, int *n_matched)
 {
     *out = NULL;
     const ly_op_def *def = ly_op_def_of(op);
-    ly_check_run *run = calloc(1, sizeof *run);
+    check_run *run = calloc(1, sizeof *run);
     if (!run) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
     listing l = {.opt = opt};
     ly_status st = ly_kernel_list(def->name, on_listed, &l);
@@ -223,14 +239,16 @@ ly_status ly_check_run_begin(ly_op op, const ly_check_options *opt, int64_t tota
     return LY_OK;
 }
 
-bool ly_check_run_active(const ly_check_run *run)
+/* Whether any selected implementation can run here. */
+static bool run_active(const check_run *run)
 {
     for (int i = 0; i < run->n_impls; i++)
         if (!run->impls[i].result.skipped) return true;
     return false;
 }
 
-void ly_check_run_end(ly_check_run *run, ly_check_report_fn report, void *user)
+/* Reports every result, frees the run. */
+static void run_end(check_run *run, ly_check_report_fn report, void *user)
 {
     if (!run) return;
     for (int i = 0; report && i < run->n_impls; i++)
@@ -242,9 +260,10 @@ void ly_check_run_end(ly_check_run *run, ly_check_report_fn report, void *user)
 /* ---- comparing ----------------------------------------------------------------------- */
 
 typedef struct case_ctx {
-    const char *name;
-    ly_check_describe_fn describe;
-    const void *describe_user;
+    ly_op op;
+    const ly_check_case *c;
+    const ly_case_set *set;
+    const char *how; /* which run */
 } case_ctx;
 
 static void shape_text(const ly_tensor *t, char *buf, size_t size)
@@ -263,12 +282,15 @@ static void record_mismatch(ly_check_result *r, const case_ctx *c, int out_index
     if (r->n_shown >= LY_CHECK_MAX_SHOWN) return;
     ly_check_mismatch *m = &r->shown[r->n_shown++];
     memset(m, 0, sizeof *m);
-    snprintf(m->case_name, sizeof m->case_name, "%s", c->name);
+    snprintf(m->case_name, sizeof m->case_name, "%s", c->c->name);
+    /* " (what)" as the errors say it, without the parentheses */
+    size_t len = c->how ? strlen(c->how) : 0;
+    if (len > 3) snprintf(m->run, sizeof m->run, "%.*s", (int)(len - 3), c->how + 2);
     shape_text(out, m->shape, sizeof m->shape);
     m->output = out_index;
     m->index = index;
-    if (c->describe)
-        c->describe(c->describe_user, out_index, index, m->inputs, sizeof m->inputs);
+    if (c->set->describe)
+        c->set->describe(c->op, c->c, out_index, out, index, m->inputs, sizeof m->inputs);
     else if (tolerance > 0.0)
         snprintf(m->inputs, sizeof m->inputs, "tolerance %.3g", tolerance);
     m->reference_bits = ref_bits;
@@ -308,7 +330,7 @@ static void compare_outputs(ly_check_result *r, const case_ctx *c, const output_
         for (int64_t i = 0; i < n; i++) {
             if (a[i] == b[i]) continue;
             r->bit_differences++;
-            double diff = ly_check_abs_diff(bits_f32(a[i]), bits_f32(b[i]));
+            double diff = abs_diff(bits_f32(a[i]), bits_f32(b[i]));
             if (diff > r->max_abs_diff) r->max_abs_diff = diff;
             bool ok = !r->exact && diff <= tolerance;
             if (!ok) record_mismatch(r, c, o, &ref->t[o], i, a[i], b[i], tolerance);
@@ -363,23 +385,22 @@ static bool is_decline(ly_status st)
 
 /* After an implementation's run into `got`: inputs untouched, guards intact, then
  * the values. */
-static void check_run(ly_check_result *r, const case_ctx *c, const snapshot *snap,
-                      const ly_kernel_call *call, const output_set *ref, const output_set *got,
-                      const char *how)
+static void verify_run(ly_check_result *r, const case_ctx *c, const snapshot *snap,
+                       const ly_kernel_call *call, const output_set *ref, const output_set *got,
+                       const char *how)
 {
     r->cases++;
     int modified = snapshot_changed(snap, call);
     if (modified >= 0) {
-        ly_check_note_error(r, "modified in[%d] on case '%s'%s", modified, c->name, how);
+        note_error(r, "modified in[%d] on case '%s'%s", modified, c->c->name, how);
         snapshot_restore(snap, call);
     }
     int guard_out = 0;
     int64_t guard = outputs_guard_broken(got, &guard_out);
-    if (guard >= 0)
-        ly_check_note_error(r,
-                            "wrote past the end of out[%d] (guard byte %" PRId64 ") on case '%s'%s",
-                            guard_out, guard, c->name, how);
-    compare_outputs(r, c, ref, got);
+    if (guard != INT64_MIN) note_guard(r, "", guard_out, guard, c->c->name, how);
+    case_ctx cc = *c;
+    cc.how = how;
+    compare_outputs(r, &cc, ref, got);
 }
 
 /* ---- the stateful form, with every layout it offers ---------------------------------- */
@@ -442,9 +463,11 @@ static ly_status check_restores(const ly_kernel_stateful *sf, void *state,
     return LY_OK;
 }
 
-/* Run `impl`'s stateful form on `call` as `plan` lays it out: blocked inputs are
+/* Run `impl` on `call` as `plan` lays it out, through its stateful form or
+ * (an element-wise op on blocked maps) its plain function: blocked inputs are
  * reordered copies, blocked outputs are reordered back into `got`. */
-static ly_status run_prepared(const ly_impl *impl, const ly_kernel_call *call, uint32_t constant,
+static ly_status run_laid_out(const char *slot, const ly_impl *impl, bool stateful,
+                              const ly_kernel_call *call, uint32_t constant,
                               ly_kernel_prepare_info plan, output_set *got)
 {
     const ly_kernel_stateful *sf = ly_impl_stateful(impl);
@@ -480,8 +503,9 @@ static ly_status run_prepared(const ly_impl *impl, const ly_kernel_call *call, u
     plan.constant_inputs = constant;
     plan.threads = ly_threads_resolve(call->threads);
     void *state = NULL;
-    if (st == LY_OK) st = sf->prepare(&c, &plan, &state);
-    if (st == LY_OK) {
+    if (st == LY_OK && !stateful) st = ly_kernel_run_impl(slot, ly_impl_name(impl), &c);
+    if (st == LY_OK && stateful) st = sf->prepare(&c, &plan, &state);
+    if (st == LY_OK && stateful) {
         st = sf->run(state, &c);
         if (st == LY_OK) st = check_restores(sf, state, &c, constant);
         sf->release(state);
@@ -503,188 +527,334 @@ static const char *layout_text(const ly_kernel_prepare_info *p, char *buf, size_
     return buf;
 }
 
-ly_status ly_check_run_case(ly_check_run *run, const char *name, const ly_kernel_call *call_in,
-                            uint32_t constant, bool misaligned, ly_check_describe_fn describe,
-                            const void *describe_user)
+/* ---- more runs of a case: in place, element-wise on blocked maps, repeated ----------- */
+
+static bool same_shape(const ly_tensor *a, const ly_tensor *b)
 {
-    case_ctx cc = {name, describe, describe_user};
-    ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
-    int n_out = 0;
-    ly_kernel_call call = *call_in;
-    call.threads = run->opt->threads;
-    if (!call.params) call.params = run->def->defaults;
-    output_set ref = {0}, got = {0};
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* The inputs out[0] may be written over (bit k: in[k]): an element-wise op's
+ * every input of out's shape, and any the options ask for. */
+static uint32_t aliasable(const check_run *run, const ly_kernel_call *call, int n_out)
+{
+    uint32_t want = run->opt->alias_inputs, bits = 0;
+    if (run->def->layouts == LY_LAYOUTS_ELEMENTWISE) want = ~0u;
+    for (int k = 0; n_out == 1 && k < LY_KERNEL_MAX_INPUTS; k++)
+        if ((want & (1u << k)) && call->in[k] && same_shape(call->in[k], call->out[0]))
+            bits |= 1u << k;
+    return bits;
+}
+
+/* Run `impl` with out[0] over a copy of in[k], in got's out[0]. */
+static ly_status run_aliased(const char *slot, const char *impl, const ly_kernel_call *call, int k,
+                             output_set *got)
+{
+    ly_kernel_call c = *call;
+    memcpy(got->t[0].data, call->in[k]->data, got->bytes[0]);
+    c.in[k] = &got->t[0];
+    c.out[0] = &got->t[0];
+    return ly_kernel_run_impl(slot, impl, &c);
+}
+
+/* How a graph hands an element-wise node blocked maps (graph/plan.c): output
+ * and every input of its shape in layout `l`, one-element inputs plain. False
+ * when it would not. */
+static bool elementwise_plan(const ly_kernel_call *call, int n_out, ly_layout l,
+                             ly_kernel_prepare_info *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    const ly_tensor *y = call->out[0];
+    if (n_out != 1 || y->ndim != 4 || y->dtype != LY_F32 || !ly_layout_fits(l, y)) return false;
+    plan->out_layout[0] = l;
+    for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+        if (!call->in[k]) continue;
+        if (same_shape(call->in[k], y))
+            plan->in_layout[k] = l;
+        else if (ly_tensor_numel(call->in[k]) != 1)
+            return false;
+    }
+    return true;
+}
+
+/* Halves every f32 constant input in place (exact); false when there is none. */
+static bool rewrite_constants(const ly_kernel_call *call, uint32_t constant)
+{
+    bool any = false;
+    for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+        const ly_tensor *t = call->in[k];
+        if (!(constant & (1u << k)) || !t || t->dtype != LY_F32) continue;
+        float *p = t->data;
+        for (int64_t i = 0; i < ly_tensor_numel(t); i++)
+            p[i] *= 0.5f;
+        any = true;
+    }
+    return any;
+}
+
+/* ---- one case ------------------------------------------------------------------------ */
+
+typedef struct case_state {
+    check_run *run;
+    case_ctx cc;
+    ly_kernel_call call;
+    uint32_t constant;
+    int n_out;
+    output_set ref, got;
     snapshot snap;
-    memset(&snap, 0, sizeof snap);
+} case_state;
+
+/* The reference into cs->ref; false (noted on every implementation) when it
+ * failed, wrote outside its output or modified an input. */
+static bool run_reference(case_state *cs)
+{
+    check_run *run = cs->run;
+    const char *name = cs->cc.c->name;
+    for (int i = 0; i < cs->n_out; i++)
+        cs->call.out[i] = &cs->ref.t[i];
+    outputs_fill(&cs->ref, REFERENCE_CANARY);
+    ly_status st = ly_kernel_run_impl(run->def->name, "reference", &cs->call);
+    int guard_out = 0;
+    int64_t guard = outputs_guard_broken(&cs->ref, &guard_out);
+    int modified = snapshot_changed(&cs->snap, &cs->call);
+    if (st == LY_OK && guard == INT64_MIN && modified < 0) return true;
+    for (int k = 0; k < run->n_impls; k++) {
+        ly_check_result *r = &run->impls[k].result;
+        if (r->skipped) continue;
+        if (st != LY_OK)
+            note_error(r, "reference failed on case '%s': %s: %s", name, ly_status_name(st),
+                       ly_last_error());
+        else if (guard != INT64_MIN)
+            note_guard(r, "reference ", guard_out, guard, name, "");
+        else
+            note_error(r, "reference modified in[%d] on case '%s'", modified, name);
+    }
+    return false;
+}
+
+/* One plain run of `is` into `got` (cs->got when NULL), checked as `how` says;
+ * its status. */
+static ly_status run_plain(case_state *cs, impl_state *is, int alias, output_set *got,
+                           const char *how)
+{
+    ly_check_result *r = &is->result;
+    const char *slot = cs->run->def->name;
+    if (!got) got = &cs->got;
+    for (int i = 0; i < cs->n_out; i++)
+        cs->call.out[i] = &got->t[i];
+    outputs_fill(got, IMPL_CANARY);
+    ly_status st = alias >= 0 ? run_aliased(slot, is->name, &cs->call, alias, got)
+                              : ly_kernel_run_impl(slot, is->name, &cs->call);
+    if (is_decline(st)) {
+        r->declined++;
+        ly_clear_error();
+    } else if (st != LY_OK) {
+        note_error(r, "failed on case '%s'%s: %s: %s", cs->cc.c->name, how, ly_status_name(st),
+                   ly_last_error());
+    } else {
+        verify_run(r, &cs->cc, &cs->snap, &cs->call, &cs->ref, got, how);
+    }
+    for (int i = 0; i < cs->n_out; i++) /* `got` may not outlive this run */
+        cs->call.out[i] = &cs->got.t[i];
+    return st;
+}
+
+/* A run of `is` as `plan` lays it out (stateful form, or element-wise on
+ * blocked maps); only running out of memory stops the harness. */
+static ly_status run_in_layout(case_state *cs, impl_state *is, bool stateful,
+                               const ly_kernel_prepare_info *plan, const char *how)
+{
+    ly_check_result *r = &is->result;
+    outputs_fill(&cs->got, IMPL_CANARY);
+    ly_status st = run_laid_out(cs->run->def->name, is->impl, stateful, &cs->call, cs->constant,
+                                *plan, &cs->got);
+    if (st == LY_E_NO_MEMORY) return st;
+    if (is_decline(st)) {
+        ly_clear_error();
+    } else if (st != LY_OK) {
+        note_error(r, "failed on case '%s'%s: %s: %s", cs->cc.c->name, how, ly_status_name(st),
+                   ly_last_error());
+    } else {
+        if (stateful) r->prepared++;
+        verify_run(r, &cs->cc, &cs->snap, &cs->call, &cs->ref, &cs->got, how);
+    }
+    return LY_OK;
+}
+
+/* Every run of one implementation on the case. */
+static ly_status run_impl(case_state *cs, impl_state *is)
+{
+    check_run *run = cs->run;
+    ly_status st = run_plain(cs, is, -1, NULL, "");
+    if (st == LY_OK && run->opt->repeat) run_plain(cs, is, -1, NULL, " (second call)");
+    for (int k = 1; st == LY_OK && k < 32; k++) {
+        if (!(cs->cc.c->out_offsets & (1u << k))) continue;
+        ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
+        for (int i = 0; i < cs->n_out; i++)
+            shapes[i] = cs->got.t[i];
+        output_set elsewhere;
+        if (!outputs_alloc(&elsewhere, shapes, cs->n_out, k)) {
+            outputs_free(&elsewhere);
+            return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+        }
+        char how[48];
+        snprintf(how, sizeof how, " (outputs %d elements past 64 bytes)", k);
+        run_plain(cs, is, -1, &elsewhere, how);
+        outputs_free(&elsewhere);
+    }
+    if (st == LY_OK) {
+        uint32_t over = aliasable(run, &cs->call, cs->n_out);
+        for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
+            char how[48];
+            snprintf(how, sizeof how, " (out[0] over in[%d])", k);
+            if (over & (1u << k)) run_plain(cs, is, k, NULL, how);
+        }
+    }
+    /* A graph hands an element-wise node blocked maps when its implementation
+     * offers no layouts of its own. */
+    const ly_kernel_stateful *sf = ly_impl_stateful(is->impl);
+    if (st == LY_OK && run->def->layouts == LY_LAYOUTS_ELEMENTWISE && !(sf && sf->layouts)) {
+        static const ly_layout blocked[2] = {LY_LAYOUT_NCHW8C, LY_LAYOUT_NCHW16C};
+        static const char *const hows[2] = {" (element-wise on nChw8c)",
+                                            " (element-wise on nChw16c)"};
+        for (int b = 0; b < 2; b++) {
+            ly_kernel_prepare_info plan;
+            if (!elementwise_plan(&cs->call, cs->n_out, blocked[b], &plan)) continue;
+            if (run_in_layout(cs, is, false, &plan, hows[b]) == LY_E_NO_MEMORY)
+                return LY_E_NO_MEMORY;
+        }
+    }
+    /* The stateful form, with each layout it offers: also where the plain
+     * function declined (a state may serve only blocked maps), not where the
+     * predicate did. */
+    if (!sf || st == LY_E_UNAVAILABLE) return LY_OK;
+    ly_kernel_layouts lay = {0};
+    if (sf->layouts && sf->layouts(&cs->call, &lay) != LY_OK) memset(&lay, 0, sizeof lay);
+    ly_kernel_prepare_info plans[8];
+    int n_plans = layout_plans(&lay, &cs->call, cs->constant, plans);
+    for (int p = 0; p < n_plans; p++) {
+        char how[64];
+        layout_text(&plans[p], how, sizeof how);
+        if (run_in_layout(cs, is, true, &plans[p], how) == LY_E_NO_MEMORY) return LY_E_NO_MEMORY;
+    }
+    return LY_OK;
+}
+
+/* One case: its outputs are allocated from the contract (a call the contract
+ * refuses counts as rejected). Returns a failure only for what stops the
+ * harness (no memory). */
+static ly_status run_case(check_run *run, const ly_case_set *set, const ly_check_case *c)
+{
+    case_state cs = {.run = run, .cc = {.op = run->op, .c = c, .set = set}};
+    ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
+    ly_check_case_call(c, &cs.call, &cs.constant);
+    cs.call.threads = run->opt->threads;
+    if (!cs.call.params) cs.call.params = run->def->defaults;
     ly_status fatal = LY_OK;
     /* The contract's outputs (a call it refuses is nobody's to run). */
     memset(shapes, 0, sizeof shapes);
-    if (run->def->contract(&call, shapes, &n_out) != LY_OK) {
+    if (run->def->contract(&cs.call, shapes, &cs.n_out) != LY_OK) {
         for (int k = 0; k < run->n_impls; k++)
             if (!run->impls[k].result.skipped) run->impls[k].result.rejected++;
         ly_clear_error();
         goto done;
     }
-    if (!snapshot_take(&snap, &call) || !outputs_alloc(&ref, shapes, n_out, misaligned) ||
-        !outputs_alloc(&got, shapes, n_out, misaligned)) {
+    if (!snapshot_take(&cs.snap, &cs.call) ||
+        !outputs_alloc(&cs.ref, shapes, cs.n_out, c->offset) ||
+        !outputs_alloc(&cs.got, shapes, cs.n_out, c->offset)) {
         fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                             run->def->name, name);
+                             run->def->name, c->name);
         goto done;
     }
-    for (int i = 0; i < n_out; i++)
-        call.out[i] = &ref.t[i];
-    outputs_fill(&ref, REFERENCE_CANARY);
-    ly_status st = ly_kernel_run_impl(run->def->name, "reference", &call);
-    int guard_out = 0;
-    int64_t guard = outputs_guard_broken(&ref, &guard_out);
-    int modified = snapshot_changed(&snap, &call);
-    if (st != LY_OK || guard >= 0 || modified >= 0) {
-        for (int k = 0; k < run->n_impls; k++) {
-            ly_check_result *r = &run->impls[k].result;
-            if (r->skipped) continue;
-            if (st != LY_OK)
-                ly_check_note_error(r, "reference failed on case '%s': %s: %s", name,
-                                    ly_status_name(st), ly_last_error());
-            else if (guard >= 0)
-                ly_check_note_error(r, "reference wrote past the end of out[%d] on case '%s'",
-                                    guard_out, name);
-            else
-                ly_check_note_error(r, "reference modified in[%d] on case '%s'", modified, name);
+    if (!run_reference(&cs)) goto done;
+    for (int k = 0; k < run->n_impls && fatal == LY_OK; k++)
+        if (!run->impls[k].result.skipped) fatal = run_impl(&cs, &run->impls[k]);
+    /* The same addresses with other weights: what a cache packed from the
+     * first ones must not be served again. */
+    if (fatal == LY_OK && run->opt->repeat && rewrite_constants(&cs.call, cs.constant)) {
+        snapshot_free(&cs.snap);
+        if (!snapshot_take(&cs.snap, &cs.call)) {
+            fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
+            goto done;
         }
-        goto done;
-    }
-
-    for (int k = 0; k < run->n_impls; k++) {
-        impl_state *is = &run->impls[k];
-        ly_check_result *r = &is->result;
-        if (r->skipped) continue;
-        for (int i = 0; i < n_out; i++)
-            call.out[i] = &got.t[i];
-        outputs_fill(&got, IMPL_CANARY);
-        st = ly_kernel_run_impl(run->def->name, is->name, &call);
-        if (is_decline(st)) {
-            r->declined++;
-            ly_clear_error();
-        } else if (st != LY_OK) {
-            ly_check_note_error(r, "failed on case '%s': %s: %s", name, ly_status_name(st),
-                                ly_last_error());
-        } else {
-            check_run(r, &cc, &snap, &call, &ref, &got, "");
-        }
-        /* The stateful form, with each layout it offers: also where the plain
-         * function declined (a state may serve only blocked maps), not where
-         * the predicate did. */
-        const ly_kernel_stateful *sf = ly_impl_stateful(is->impl);
-        if (!sf || st == LY_E_UNAVAILABLE) continue;
-        ly_kernel_layouts lay = {0};
-        if (sf->layouts && sf->layouts(&call, &lay) != LY_OK) memset(&lay, 0, sizeof lay);
-        ly_kernel_prepare_info plans[8];
-        int n_plans = layout_plans(&lay, &call, constant, plans);
-        for (int p = 0; p < n_plans; p++) {
-            char how[64];
-            layout_text(&plans[p], how, sizeof how);
-            outputs_fill(&got, IMPL_CANARY);
-            st = run_prepared(is->impl, &call, constant, plans[p], &got);
-            if (st == LY_E_NO_MEMORY) {
-                fatal = st;
-                goto done;
-            }
-            if (is_decline(st)) {
-                ly_clear_error();
-                continue;
-            }
-            if (st != LY_OK) {
-                ly_check_note_error(r, "failed on case '%s'%s: %s: %s", name, how,
-                                    ly_status_name(st), ly_last_error());
-                continue;
-            }
-            r->prepared++;
-            check_run(r, &cc, &snap, &call, &ref, &got, how);
-        }
+        if (!run_reference(&cs)) goto done;
+        for (int k = 0; k < run->n_impls; k++)
+            if (!run->impls[k].result.skipped)
+                run_plain(&cs, &run->impls[k], -1, NULL, " (constants rewritten in place)");
     }
 
 done:
-    outputs_free(&ref);
-    outputs_free(&got);
-    snapshot_free(&snap);
+    outputs_free(&cs.ref);
+    outputs_free(&cs.got);
+    snapshot_free(&cs.snap);
     run->done++;
     if (run->opt->progress)
         run->opt->progress(run->def->name, run->done, run->total, run->opt->progress_user);
     return fatal;
 }
 
-/* ---- building cases ----------------------------------------------------------------- */
+/* ---- an op's case set ---------------------------------------------------------------- */
 
-void *ly_check_case_input(ly_check_case *c, int index, ly_dtype dtype, int ndim,
-                          const int64_t *shape)
+/* The name of case `index` (built to learn it where the set cannot say);
+ * false past the last. */
+static bool case_name(ly_op op, const ly_case_set *set, int64_t index, bool full, char *buf,
+                      size_t size)
 {
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    size_t bytes = (size_t)(numel > 0 ? numel : 1) * ly_dtype_size(dtype);
-    void *data = calloc(1, bytes);
-    if (!data) return NULL;
-    free(c->in[index].data);
-    ly_tensor_init(&c->in[index], data, dtype, ndim, shape);
-    c->present[index] = true;
-    return data;
+    if (set->name) return set->name(op, index, full, buf, size);
+    ly_check_case c;
+    ly_check_case_init(&c, index);
+    bool found = set->build(op, index, full, &c) == LY_OK;
+    if (found) snprintf(buf, size, "%s", c.name);
+    ly_check_case_free(&c);
+    ly_clear_error();
+    return found;
 }
 
-ly_status ly_check_case_random(ly_check_case *c, int index, int ndim, const int64_t *shape,
-                               float scale, uint64_t *seed)
+static bool wanted(const ly_check_options *opt, ly_op op, const ly_case_set *set, int64_t index,
+                   bool full)
 {
-    float *p = ly_check_case_input(c, index, LY_F32, ndim, shape);
-    if (!p) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
-    ly_check_rng r = {.state = *seed};
-    int64_t n = ly_tensor_numel(&c->in[index]);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = (float)(ly_check_rng_unit(&r) * 2.0 - 1.0) * scale;
-    *seed = r.state;
-    return LY_OK;
+    char name[sizeof((ly_check_case *)0)->name];
+    return !opt->cases ||
+           (case_name(op, set, index, full, name, sizeof name) && strstr(name, opt->cases));
 }
 
-void ly_check_case_params(ly_check_case *c, const void *params, size_t size)
-{
-    if (size > sizeof c->params) size = sizeof c->params;
-    memcpy(c->params, params, size);
-    c->has_params = true;
-}
-
-void ly_check_case_free(ly_check_case *c)
-{
-    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
-        free(c->in[i].data);
-    memset(c, 0, sizeof *c);
-}
-
-/* ---- ops with plain cases (ly_cases_<name>) ------------------------------------------ */
-
-static int64_t count_cases(const ly_op_def *def)
+/* How many cases the set holds (of those the options want). */
+static int64_t count_cases(const ly_check_options *opt, ly_op op, const ly_case_set *set, bool full)
 {
     int64_t n = 0;
-    for (int i = 0;; i++) {
-        ly_check_case c;
-        memset(&c, 0, sizeof c);
-        ly_status st = def->cases(i, &c);
-        ly_check_case_free(&c);
-        if (st != LY_OK) break;
-        n++;
+    if (set->count) {
+        n = set->count(op, full);
+    } else {
+        char name[sizeof((ly_check_case *)0)->name];
+        while (case_name(op, set, n, full, name, sizeof name))
+            n++;
     }
-    ly_clear_error();
-    return n;
+    if (!opt->cases) return n;
+    int64_t matched = 0;
+    for (int64_t i = 0; i < n; i++)
+        matched += wanted(opt, op, set, i, full);
+    return matched;
 }
 
-ly_status ly_check_cases_op(ly_op op, const ly_check_options *opt, ly_check_adjust_fn adjust,
-                            ly_check_report_fn report, void *user, int *n_matched)
+ly_status ly_check_op(ly_op op, const ly_check_options *opt, ly_check_adjust_fn adjust,
+                      ly_check_report_fn report, void *user, int *n_matched)
 {
     const ly_op_def *def = ly_op_def_of(op);
-    ly_check_run *run;
-    ly_status st = ly_check_run_begin(op, opt, count_cases(def), &run, n_matched);
+    const ly_case_set *set = def->cases;
+    bool full = opt->size == LY_CHECK_FULL;
+    check_run *run;
+    ly_status st = run_begin(op, opt, 0, &run, n_matched);
     if (st != LY_OK) return st;
-    for (int i = 0; st == LY_OK && ly_check_run_active(run); i++) {
+    if (run_active(run)) run->total = count_cases(opt, op, set, full);
+    for (int64_t i = 0, done = 0; st == LY_OK && run_active(run) && done < run->total; i++) {
+        if (!wanted(opt, op, set, i, full)) continue;
+        done++;
         ly_check_case c;
-        memset(&c, 0, sizeof c);
-        st = def->cases(i, &c);
+        ly_check_case_init(&c, i);
+        st = set->build(op, i, full, &c);
         if (st == LY_E_NOT_FOUND) {
             ly_check_case_free(&c);
             ly_clear_error();
@@ -693,19 +863,11 @@ ly_status ly_check_cases_op(ly_op op, const ly_check_options *opt, ly_check_adju
         }
         if (st == LY_OK) {
             if (adjust) adjust(&c);
-            ly_kernel_call call;
-            ly_kernel_call_init(&call);
-            uint32_t constant = 0;
-            for (int k = 0; k < LY_KERNEL_MAX_INPUTS; k++) {
-                if (c.present[k]) call.in[k] = &c.in[k];
-                if (c.constant[k]) constant |= 1u << k;
-            }
-            call.params = c.has_params ? c.params : NULL;
-            st = ly_check_run_case(run, c.name, &call, constant, i & 1, NULL, NULL);
+            st = run_case(run, set, &c);
         }
         ly_check_case_free(&c);
     }
-    ly_check_run_end(run, st == LY_OK ? report : NULL, user);
+    run_end(run, st == LY_OK ? report : NULL, user);
     return st;
 }
 
@@ -740,18 +902,7 @@ static ly_status check_slot(const char *slot, const ly_check_options *opt,
                             ly_check_report_fn report, void *user, int *n_matched)
 {
     ly_op op;
-    if (ly_op_lookup(slot, &op)) {
-        switch (ly_op_def_of(op)->check) {
-        case LY_CHECK_QUANT:
-            return ly_check_quant_op(op, opt, report, user, n_matched);
-        case LY_CHECK_MSDA:
-            return ly_check_msda_op(op, opt, report, user, n_matched);
-        case LY_CHECK_SDPA:
-            return ly_check_sdpa_op(op, opt, report, user, n_matched);
-        case LY_CHECK_CASES:
-            return ly_check_cases_op(op, opt, NULL, report, user, n_matched);
-        }
-    }
+    if (ly_op_lookup(slot, &op)) return ly_check_op(op, opt, NULL, report, user, n_matched);
     uncovered u = {opt, report, user, n_matched};
     return ly_kernel_list(slot, report_uncovered, &u);
 }

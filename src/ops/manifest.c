@@ -12,16 +12,11 @@
 #define PARITY_GRAD(t) LY_PARITY_GRAD, t
 #define PARITY(rule) PARITY_##rule
 
-#define CASES_FN_CASES(name) ly_cases_##name
-#define CASES_FN_QUANT(name) NULL
-#define CASES_FN_MSDA(name) NULL
-#define CASES_FN_SDPA(name) NULL
-
 const ly_op_def ly_op_defs[LY_OP_COUNT] = {
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     [LY_OP_##ID] = {#name,          ly_contract_##name,      ly_ref_##name,                        \
-                    sizeof(params), &(const params)defaults, LY_CHECK_##check,                     \
-                    PARITY(parity), LY_LOWER_##export,       CASES_FN_##check(name)},
+                    sizeof(params), &(const params)defaults, &ly_cases_##check,                    \
+                    PARITY(parity), LY_LOWER_##export,       LY_LAYOUTS_##layout},
 #include "libreyolo/ops.inc"
 #undef LY_OP
 };

@@ -10,40 +10,20 @@
  *                       operand and what was expected on failure;
  *   ly_ref_<name>       the portable reference, which defines the numbers (it may
  *                       assume the contract passed and params is not NULL);
- *   ly_cases_<name>     its parity cases (ops whose check column is CASES).
+ *   ly_cases_<check>    its parity cases (ops/cases.h), a set the check column
+ *                       names: the op's own, or one its folder shares among
+ *                       several ops.
  */
 #ifndef LY_OPS_OPS_INTERNAL_H
 #define LY_OPS_OPS_INTERNAL_H
 
 #include "libreyolo/kernels.h"
+#include "ops/cases.h"
 
 #include <stddef.h>
 
 typedef ly_status (*ly_contract_fn)(const ly_kernel_call *call,
                                     ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out);
-
-/* A parity case of the shared tolerance harness: the inputs and params of one
- * call. Tensors' data are owned by the case (ly_check_case_free). */
-#define LY_CHECK_MAX_PARAMS 256
-typedef struct ly_check_case {
-    char name[112];
-    ly_tensor in[LY_KERNEL_MAX_INPUTS];
-    bool present[LY_KERNEL_MAX_INPUTS];  /* false: in[i] is NULL in the call */
-    bool constant[LY_KERNEL_MAX_INPUTS]; /* a weight: prepared implementations may pack it */
-    _Alignas(8) unsigned char params[LY_CHECK_MAX_PARAMS];
-    bool has_params; /* false: NULL params (the defaults) */
-} ly_check_case;
-
-/* Fill case `index` of an op's set (LY_E_NOT_FOUND past the last one, any
- * other failure is the harness's). */
-typedef ly_status (*ly_cases_fn)(int index, ly_check_case *c);
-
-typedef enum ly_check_kind {
-    LY_CHECK_QUANT, /* src/ops/quant/cases.c */
-    LY_CHECK_MSDA,  /* src/ops/msda/cases.c */
-    LY_CHECK_SDPA,  /* src/ops/sdpa/cases.c */
-    LY_CHECK_CASES  /* src/kernels/check.c on the op's ly_cases_<name> */
-} ly_check_kind;
 
 typedef enum ly_parity_kind {
     LY_PARITY_EXACT,     /* bit-identical */
@@ -59,17 +39,24 @@ typedef enum ly_lower_kind {
     LY_LOWER_FOLD      /* computed at export into a program constant */
 } ly_lower_kind;
 
+/* Which layouts a graph may hand the op (the manifest's layout column). */
+typedef enum ly_layouts_rule {
+    LY_LAYOUTS_PLAIN,      /* plain, or what its implementation's stateful form offers */
+    LY_LAYOUTS_ELEMENTWISE /* element i from element i: in place, any layout its
+                              full-size operands and output share */
+} ly_layouts_rule;
+
 typedef struct ly_op_def {
     const char *name;
     ly_contract_fn contract;
     ly_kernel_fn reference;
     size_t params_size;
     const void *defaults;
-    ly_check_kind check;
+    const ly_case_set *cases; /* ly_cases_<check> */
     ly_parity_kind parity;
     double tolerance; /* 0 for EXACT */
     ly_lower_kind lower;
-    ly_cases_fn cases; /* LY_CHECK_CASES only */
+    ly_layouts_rule layouts;
 } ly_op_def;
 
 extern const ly_op_def ly_op_defs[LY_OP_COUNT];
@@ -89,7 +76,7 @@ static inline const ly_op_def *ly_op_def_of(ly_op op)
     return (unsigned)op < LY_OP_COUNT ? &ly_op_defs[op] : NULL;
 }
 
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     ly_status ly_contract_##name(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS], \
                                  int *n_out);                                                      \
     ly_status ly_ref_##name(const ly_kernel_call *call);
@@ -98,7 +85,7 @@ static inline const ly_op_def *ly_op_def_of(ly_op op)
 
 /* Each parameters struct's fields (ly_op_params), defined next to its op's
  * contract with LY_PARAMS_FIELDS. */
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     extern const ly_param_field ly_fields_##params[];                                              \
     extern const size_t ly_n_fields_##params;
 #include "libreyolo/ops.inc"
@@ -116,11 +103,10 @@ static inline const ly_op_def *ly_op_def_of(ly_op op)
     const ly_param_field ly_fields_##type[] = {__VA_ARGS__};                                       \
     const size_t ly_n_fields_##type = sizeof ly_fields_##type / sizeof ly_fields_##type[0];
 
-#define LY_CASES_DECL_CASES(name) ly_status ly_cases_##name(int index, ly_check_case *c);
-#define LY_CASES_DECL_QUANT(name)
-#define LY_CASES_DECL_MSDA(name)
-#define LY_CASES_DECL_SDPA(name)
-#define LY_OP(ID, name, params, defaults, check, parity, export) LY_CASES_DECL_##check(name)
+/* Each case set the check column names (ops/cases.h), defined in its op's
+ * folder's cases.c; a set that serves several ops is declared once per op. */
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
+    extern const ly_case_set ly_cases_##check;
 #include "libreyolo/ops.inc"
 #undef LY_OP
 

@@ -15,7 +15,7 @@ ly_status ly_op_params(ly_op op, const ly_param_field **fields, size_t *n_fields
         const ly_param_field *fields;
         const size_t *count;
     } tables[LY_OP_COUNT] = {
-#define LY_OP(ID, name, params, defaults, check, parity, export)                                   \
+#define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
     [LY_OP_##ID] = {ly_fields_##params, &ly_n_fields_##params},
 #include "libreyolo/ops.inc"
 #undef LY_OP

@@ -206,3 +206,13 @@ run 2 "$bin" kernels run --in x.npy --out y.npy
 run 2 "$bin" kernels run fake_quant_fp8 --in
 run 0 "$bin" kernels run --help
 exit 0
+
+# ---- kernels check: one case alone, by its name (its values are seeded from it)
+run 0 "$bin" kernels check --slot clamp --impl reference --case "0-d to [-10, 10]" --json
+grep -q '"slot": "clamp", "impl": "reference", "verdict": "bit-identical"' "$scratch/stdout" ||
+    fail "kernels check --case: $(cat "$scratch/stdout")"
+grep -q '"elements": 2,' "$scratch/stdout" ||
+    fail "kernels check --case did not run the one 0-d case (plain and in place)"
+run 0 "$bin" kernels check --slot clamp --impl reference --case "no such case"
+grep -q "no cases run" "$scratch/stdout" || fail "kernels check --case ran cases it does not name"
+run 2 "$bin" kernels check --case

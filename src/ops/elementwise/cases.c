@@ -4,8 +4,7 @@
  * (trailing, leading, both sides, a scalar, 0-d, empty), and the values that
  * decide NaN and signed-zero handling.
  */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 
 #include "core/core.h"
 
@@ -43,49 +42,45 @@ static void sprinkle(ly_tensor *t, uint64_t seed)
             p[i] = specials[ly_check_rng_below(&r, sizeof specials / sizeof specials[0])];
 }
 
-static ly_status binary_case(ly_op op, int index, ly_check_case *c)
+/* a into in[ia], b into in[ib], each sprinkled with the awkward values. */
+static ly_status binary_operands(ly_op op, int64_t index, ly_check_case *c, int ia, int ib)
 {
     if (index >= N_PAIRS) return LY_E_NOT_FOUND;
     const shape_pair *s = &pairs[index];
     snprintf(c->name, sizeof c->name, "%s", s->name);
     uint64_t seed = ly_check_seed(ly_op_name(op), s->name);
-    ly_status st = ly_check_case_random(c, 0, s->na, s->a, 3.0f, &seed);
-    if (st == LY_OK) st = ly_check_case_random(c, 1, s->nb, s->b, 3.0f, &seed);
+    ly_status st = ly_check_case_random(c, ia, s->na, s->a, 3.0f, &seed);
+    if (st == LY_OK) st = ly_check_case_random(c, ib, s->nb, s->b, 3.0f, &seed);
     if (st != LY_OK) return st;
-    sprinkle(&c->in[0], seed);
-    sprinkle(&c->in[1], seed + 1);
+    sprinkle(&c->in[ia], seed);
+    sprinkle(&c->in[ib], seed + 1);
     return LY_OK;
 }
 
-#define BINARY_CASES(ID, name)                                                                     \
-    ly_status ly_cases_##name(int index, ly_check_case *c)                                         \
-    {                                                                                              \
-        return binary_case(LY_OP_##ID, index, c);                                                  \
-    }
-
-BINARY_CASES(ADD, add)
-BINARY_CASES(SUB, sub)
-BINARY_CASES(MUL, mul)
-BINARY_CASES(DIV, div)
-BINARY_CASES(MAXIMUM, maximum)
-BINARY_CASES(MINIMUM, minimum)
-
-ly_status ly_cases_where(int index, ly_check_case *c)
+/* add, sub, mul, div, maximum, minimum */
+static ly_status binary_case(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
-    ly_status st = binary_case(LY_OP_WHERE, index, c);
+    (void)full;
+    return binary_operands(op, index, c, 0, 1);
+}
+
+const ly_case_set ly_cases_binary = {.build = binary_case};
+
+static ly_status where_case(ly_op op, int64_t index, bool full, ly_check_case *c)
+{
+    (void)full;
+    /* a, b as the binary ops draw them; the condition broadcasts along a's shape. */
+    ly_status st = binary_operands(op, index, c, 1, 2);
     if (st != LY_OK) return st;
-    /* in[0], in[1] -> a, b; the condition broadcasts along a's shape. */
-    c->in[2] = c->in[1];
-    c->in[1] = c->in[0];
-    c->in[0].data = NULL; /* now owned by in[1] */
-    c->present[2] = true;
     const ly_tensor *a = &c->in[1];
     uint8_t *cond = ly_check_case_input(c, 0, LY_U8, a->ndim, a->shape);
     if (!cond) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
     for (int64_t i = 0; i < ly_tensor_numel(a); i++)
-        cond[i] = (uint8_t)((i * 7 + (int64_t)index) % 3 == 0 ? 0 : (i % 5) + 1);
+        cond[i] = (uint8_t)((i * 7 + index) % 3 == 0 ? 0 : (i % 5) + 1);
     return LY_OK;
 }
+
+const ly_case_set ly_cases_where = {.build = where_case};
 
 typedef struct unary_spec {
     const char *name;
@@ -104,8 +99,10 @@ static const unary_spec unaries[] = {
 };
 #define N_UNARIES (int)(sizeof unaries / sizeof unaries[0])
 
-static ly_status unary_case(ly_op op, int index, ly_check_case *c)
+/* relu, gelu, exp, log, sqrt */
+static ly_status unary_case(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)full;
     if (index >= N_UNARIES) return LY_E_NOT_FOUND;
     const unary_spec *u = &unaries[index];
     snprintf(c->name, sizeof c->name, "%s", u->name);
@@ -119,22 +116,12 @@ static ly_status unary_case(ly_op op, int index, ly_check_case *c)
     return LY_OK;
 }
 
-#define UNARY_CASES(ID, name)                                                                      \
-    ly_status ly_cases_##name(int index, ly_check_case *c)                                         \
-    {                                                                                              \
-        return unary_case(LY_OP_##ID, index, c);                                                   \
-    }
+const ly_case_set ly_cases_unary = {.build = unary_case};
 
-UNARY_CASES(RELU, relu)
-UNARY_CASES(GELU, gelu)
-UNARY_CASES(EXP, exp)
-UNARY_CASES(LOG, log)
-UNARY_CASES(SQRT, sqrt)
-
-ly_status ly_cases_clamp(int index, ly_check_case *c)
+static ly_status clamp_case(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
     if (index >= 2 * N_UNARIES) return LY_E_NOT_FOUND;
-    ly_status st = unary_case(LY_OP_CLAMP, index % N_UNARIES, c);
+    ly_status st = unary_case(op, index % N_UNARIES, full, c);
     if (st != LY_OK) return st;
     /* D-FINE's clamps: +-10 on the query position, +-65504 before a norm. */
     ly_clamp_params p = index < N_UNARIES ? (ly_clamp_params){.min = -10.0, .max = 10.0}
@@ -144,3 +131,5 @@ ly_status ly_cases_clamp(int index, ly_check_case *c)
     snprintf(c->name + len, sizeof c->name - len, index < N_UNARIES ? " to [-10, 10]" : " >= 0");
     return LY_OK;
 }
+
+const ly_case_set ly_cases_clamp = {.build = clamp_case};

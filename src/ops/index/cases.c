@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Parity cases of the index ops: DETR query selection shapes, ties and NaN for
  * topk, both dtypes for cumsum, indices at both ends of the range. */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 
 #include "core/core.h"
 
@@ -21,8 +20,10 @@ static ly_status indices(ly_check_case *c, int slot, int ndim, const int64_t *sh
     return LY_OK;
 }
 
-ly_status ly_cases_gather(int index, ly_check_case *c)
+static ly_status build_gather(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     uint64_t seed;
     ly_gather_params p = {.axis = 1};
     ly_status st;
@@ -54,8 +55,10 @@ ly_status ly_cases_gather(int index, ly_check_case *c)
     return st;
 }
 
-ly_status ly_cases_index_select(int index, ly_check_case *c)
+static ly_status build_index_select(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     uint64_t seed;
     ly_gather_params p = {.axis = 0};
     ly_status st;
@@ -86,8 +89,10 @@ ly_status ly_cases_index_select(int index, ly_check_case *c)
     return st;
 }
 
-ly_status ly_cases_topk(int index, ly_check_case *c)
+static ly_status build_topk(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     static const struct {
         const char *name;
         int ndim;
@@ -118,8 +123,10 @@ ly_status ly_cases_topk(int index, ly_check_case *c)
     return LY_OK;
 }
 
-ly_status ly_cases_cumsum(int index, ly_check_case *c)
+static ly_status build_cumsum(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     uint64_t seed;
     ly_axis_params p = {.axis = -1};
     ly_status st = LY_OK;
@@ -150,3 +157,8 @@ ly_status ly_cases_cumsum(int index, ly_check_case *c)
     ly_check_case_params(c, &p, sizeof p);
     return st;
 }
+
+const ly_case_set ly_cases_gather = {.build = build_gather};
+const ly_case_set ly_cases_index_select = {.build = build_index_select};
+const ly_case_set ly_cases_topk = {.build = build_topk};
+const ly_case_set ly_cases_cumsum = {.build = build_cumsum};

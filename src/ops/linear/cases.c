@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Parity cases of the matrix products: DETR and ViT shapes, tails of the
  * 4-wide loop, broadcast batches, q·kᵀ. */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 
 #include "core/core.h"
 
 #include <math.h>
 #include <stdio.h>
 
-ly_status ly_cases_linear(int index, ly_check_case *c)
+static ly_status build_linear(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     static const struct {
         const char *name;
         int ndim;
@@ -57,8 +58,10 @@ ly_status ly_cases_linear(int index, ly_check_case *c)
     return st;
 }
 
-ly_status ly_cases_matmul(int index, ly_check_case *c)
+static ly_status build_matmul(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     static const struct {
         const char *name;
         int na, nb;
@@ -80,3 +83,6 @@ ly_status ly_cases_matmul(int index, ly_check_case *c)
     ly_check_case_params(c, &p, sizeof p);
     return st;
 }
+
+const ly_case_set ly_cases_linear = {.build = build_linear};
+const ly_case_set ly_cases_matmul = {.build = build_matmul};

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parity cases of the ms_deform_attn slots for the harness (kernels/check.h):
- * every implementation but the reference runs next to the reference on the
- * same inputs, each into its own canary-filled buffer with guard bytes, and the
- * outputs are compared bit for bit (forward) or within the harness's backward
- * tolerance (the providers here are bit-identical there too; the verdict says
+ * Parity cases of the ms_deform_attn slots (ops/cases.h): the outputs are
+ * compared bit for bit (forward) or within the backward tolerance (the
+ * providers here are bit-identical there too; the verdict says
  * "bit-identical" when no bit differs).
  *
  * Shapes come from the models that use the op (RT-DETR-R18, D-FINE-N,
@@ -17,9 +15,8 @@
  * attention weights and the incoming gradient). Each case is seeded from its
  * name, so a reported case can be rerun alone.
  */
+#include "ops/cases.h"
 #include "core/core.h"
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
 #include "ops/msda/msda_internal.h"
 
 #include <float.h>
@@ -60,6 +57,9 @@ static const shape_def shapes[] = {
     {"edge_odd", 1, 8, 2, 9, 2, {{3, 5}, {7, 1}}, 4, {0}, false},
     {"no_queries", 1, 0, 2, 4, 1, {{4, 6}}, 2, {0}, false},
     {"no_points", 1, 3, 2, 4, 1, {{4, 6}}, 0, {0}, false},
+    {"deimv2_ragged_lq9", 1, 9, 8, 8, 2, {{20, 20}, {10, 10}}, -1, {4, 2}, false},
+    {"c40_6x5", 1, 4, 2, 40, 1, {{6, 5}}, 5, {0}, false},
+    {"c33_b2_ragged_empty_level", 2, 2, 2, 33, 2, {{2, 5}, {6, 1}}, -1, {3, 0}, false},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -80,9 +80,9 @@ static const variant variants[] = {
 static const char *const loc_names[] = {"inside", "edge", "outside"};
 static const char *const val_names[] = {"normal", "special"};
 
-static bool wanted(const shape_def *s, const variant *v, ly_check_size size)
+static bool wanted(const shape_def *s, const variant *v, bool full)
 {
-    if (size == LY_CHECK_FULL) return true;
+    if (full) return true;
     if (!s->big) return true;
     /* Model shapes in the quick set: the common path, the edges, and D-FINE's
      * own discrete mode. */
@@ -146,64 +146,43 @@ static float pick_loc(loc_kind k, int64_t size, rng *r)
 
 /* ---- A materialised case ------------------------------------------------------ */
 
-enum { GUARD_BYTES = 64, ALIGN = 64, MAX_IN = LY_KERNEL_MAX_INPUTS };
-
-typedef struct owned {
-    ly_tensor t;
-    void *alloc;
-    size_t bytes;
-} owned;
-
-typedef struct mcase {
-    char name[112];
-    const shape_def *shape;
-    const variant *var;
-    bool backward, misaligned;
-    owned in[MAX_IN];
-    bool present[MAX_IN];
-    ly_ms_deform_attn_params params;
-} mcase;
-
-static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc)
+/* The shape and variant of case `index` of the set; false past the last. */
+static bool find_spec(int64_t index, bool full, const shape_def **shape, const variant **var)
 {
-    *alloc = malloc(bytes + elem + ALIGN + GUARD_BYTES);
-    if (!*alloc) return NULL;
-    uintptr_t p = ((uintptr_t)*alloc + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
-    return (void *)(p + (misaligned ? elem : 0));
+    for (size_t s = 0; s < N_SHAPES; s++)
+        for (size_t v = 0; v < N_VARIANTS; v++)
+            if (wanted(&shapes[s], &variants[v], full) && index-- == 0) {
+                *shape = &shapes[s];
+                *var = &variants[v];
+                return true;
+            }
+    return false;
 }
 
-static void *add_input(mcase *c, int i, ly_dtype dtype, int ndim, const int64_t *shape)
+static int64_t count_cases(ly_op op, bool full)
 {
-    owned *o = &c->in[i];
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= shape[d];
-    size_t elem = ly_dtype_size(dtype);
-    o->bytes = (size_t)n * elem;
-    void *data = alloc_view(o->bytes, elem, c->misaligned, &o->alloc);
-    if (!data) return NULL;
-    ly_tensor_init(&o->t, data, dtype, ndim, shape);
-    c->present[i] = true;
-    return data;
+    (void)op;
+    int64_t total = 0;
+    for (size_t s = 0; s < N_SHAPES; s++)
+        for (size_t v = 0; v < N_VARIANTS; v++)
+            total += wanted(&shapes[s], &variants[v], full);
+    return total;
 }
 
-static void case_free(mcase *c)
+/* Inputs in the slot's order. */
+static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
-    for (int i = 0; i < MAX_IN; i++)
-        free(c->in[i].alloc);
-}
-
-/* Inputs in the slot's order; false when out of memory. */
-static bool materialize(mcase *c, const char *slot)
-{
-    const shape_def *s = c->shape;
-    const variant *v = c->var;
+    const shape_def *s;
+    const variant *v;
+    if (!find_spec(index, full, &s, &v)) return LY_E_NOT_FOUND;
+    bool backward = op == LY_OP_MS_DEFORM_ATTN_BACKWARD;
     snprintf(c->name, sizeof c->name, "%s %s loc=%s values=%s%s", s->name,
              v->mode == LY_MSDA_DISCRETE ? "discrete" : "bilinear", loc_names[v->loc],
-             val_names[v->val], c->misaligned ? " misaligned" : "");
-    rng r = {.state = ly_check_seed(slot, c->name)};
-    c->params = (ly_ms_deform_attn_params){.mode = v->mode};
-    int base = c->backward ? 1 : 0;
+             val_names[v->val], c->offset ? " misaligned" : "");
+    rng r = {.state = ly_check_seed(ly_op_name(op), c->name)};
+    ly_check_case_params(c, &(ly_ms_deform_attn_params){.mode = v->mode},
+                         sizeof(ly_ms_deform_attn_params));
+    int base = backward ? 1 : 0;
 
     int64_t len_in = 0, K = 0;
     for (int64_t l = 0; l < s->L; l++) {
@@ -211,12 +190,10 @@ static bool materialize(mcase *c, const char *slot)
         K += s->P >= 0 ? s->P : s->points[l];
     }
     int64_t rows = s->B * s->Lq * s->H;
-    float *value = add_input(c, base, LY_F32, 4, (int64_t[]){s->B, len_in, s->H, s->C});
-    if (!value) return false;
+    float *value = ly_check_case_input(c, base, LY_F32, 4, (int64_t[]){s->B, len_in, s->H, s->C});
+    int64_t *hw = value ? ly_check_case_input(c, base + 1, LY_I64, 2, (int64_t[]){s->L, 2}) : NULL;
+    if (!hw) goto out_of_memory;
     fill_values(value, s->B * len_in * s->H * s->C, v->val, &r);
-
-    int64_t *hw = add_input(c, base + 1, LY_I64, 2, (int64_t[]){s->L, 2});
-    if (!hw) return false;
     for (int64_t l = 0; l < s->L; l++) {
         hw[2 * l] = s->hw[l][0];
         hw[2 * l + 1] = s->hw[l][1];
@@ -224,18 +201,22 @@ static bool materialize(mcase *c, const char *slot)
 
     float *loc, *attn;
     if (s->P >= 0) {
-        loc = add_input(c, base + 2, LY_F32, 6, (int64_t[]){s->B, s->Lq, s->H, s->L, s->P, 2});
-        attn = loc ? add_input(c, base + 3, LY_F32, 5, (int64_t[]){s->B, s->Lq, s->H, s->L, s->P})
+        loc = ly_check_case_input(c, base + 2, LY_F32, 6,
+                                  (int64_t[]){s->B, s->Lq, s->H, s->L, s->P, 2});
+        attn = loc ? ly_check_case_input(c, base + 3, LY_F32, 5,
+                                         (int64_t[]){s->B, s->Lq, s->H, s->L, s->P})
                    : NULL;
     } else {
-        loc = add_input(c, base + 2, LY_F32, 5, (int64_t[]){s->B, s->Lq, s->H, K, 2});
-        attn = loc ? add_input(c, base + 3, LY_F32, 4, (int64_t[]){s->B, s->Lq, s->H, K}) : NULL;
-        int64_t *np = attn ? add_input(c, c->backward ? 5 : 4, LY_I64, 1, (int64_t[]){s->L}) : NULL;
-        if (!np) return false;
+        loc = ly_check_case_input(c, base + 2, LY_F32, 5, (int64_t[]){s->B, s->Lq, s->H, K, 2});
+        attn = loc ? ly_check_case_input(c, base + 3, LY_F32, 4, (int64_t[]){s->B, s->Lq, s->H, K})
+                   : NULL;
+        int64_t *np =
+            attn ? ly_check_case_input(c, backward ? 5 : 4, LY_I64, 1, (int64_t[]){s->L}) : NULL;
+        if (!np) goto out_of_memory;
         for (int64_t l = 0; l < s->L; l++)
             np[l] = s->points[l];
     }
-    if (!attn) return false;
+    if (!attn) goto out_of_memory;
     for (int64_t row = 0; row < rows; row++) {
         int64_t k = 0;
         for (int64_t l = 0; l < s->L; l++)
@@ -255,12 +236,16 @@ static bool materialize(mcase *c, const char *slot)
             if (v->val == VAL_SPECIAL && ly_check_rng_below(&r, 16) == 0) a[i] = special_value(&r);
         }
     }
-    if (c->backward) {
-        float *go = add_input(c, 0, LY_F32, 3, (int64_t[]){s->B, s->Lq, s->H * s->C});
-        if (!go) return false;
+    if (backward) {
+        float *go = ly_check_case_input(c, 0, LY_F32, 3, (int64_t[]){s->B, s->Lq, s->H * s->C});
+        if (!go) goto out_of_memory;
         fill_values(go, rows * s->C, v->val, &r);
     }
-    return true;
+    return LY_OK;
+
+out_of_memory:
+    return ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
+                        ly_op_name(op), c->name);
 }
 
 /* ---- Describing ------------------------------------------------------------------ */
@@ -285,23 +270,25 @@ static void append(char *buf, size_t size, const char *fmt, ...)
 
 /* What an output element depends on, briefly: its coordinates and, for
  * per-sample outputs, the sample's location and weight. */
-static void describe(const void *user, int out_index, int64_t index, char *buf, size_t size)
+static void describe(ly_op op, const ly_check_case *c, int out_index, const ly_tensor *shape,
+                     int64_t index, char *buf, size_t size)
 {
-    const mcase *c = user;
+    (void)shape;
     buf[0] = '\0';
-    const shape_def *s = c->shape;
-    int base = c->backward ? 1 : 0;
-    const float *loc = c->in[base + 2].t.data, *attn = c->in[base + 3].t.data;
-    if (!c->backward || out_index == 0) {
-        int64_t C = s->C, H = s->H;
+    bool backward = op == LY_OP_MS_DEFORM_ATTN_BACKWARD;
+    int base = backward ? 1 : 0;
+    const ly_tensor *value = &c->in[base], *loc_t = &c->in[base + 2];
+    const float *loc = loc_t->data, *attn = c->in[base + 3].data;
+    if (!backward || out_index == 0) {
+        int64_t C = value->shape[3], H = value->shape[2], Lq = loc_t->shape[1];
         int64_t ch = index % C, h = (index / C) % H, r = index / C / H;
-        if (!c->backward)
+        if (!backward)
             append(buf, size, "b=%" PRId64 " q=%" PRId64 " h=%" PRId64 " c=%" PRId64,
-                   r / (s->Lq ? s->Lq : 1), r % (s->Lq ? s->Lq : 1), h, ch);
+                   r / (Lq ? Lq : 1), r % (Lq ? Lq : 1), h, ch);
         else
             append(buf, size, "value[%" PRId64 "]=%.9g (0x%08" PRIx32 ") h=%" PRId64 " c=%" PRId64,
-                   index, (double)((const float *)c->in[1].t.data)[index],
-                   f32_bits(((const float *)c->in[1].t.data)[index]), h, ch);
+                   index, (double)((const float *)value->data)[index],
+                   f32_bits(((const float *)value->data)[index]), h, ch);
         return;
     }
     int64_t k = out_index == 1 ? index / 2 : index;
@@ -309,42 +296,4 @@ static void describe(const void *user, int out_index, int64_t index, char *buf, 
            (double)attn[k]);
 }
 
-/* ---- Running ------------------------------------------------------------------------ */
-
-ly_status ly_check_msda_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
-                           void *user, int *n_matched)
-{
-    const char *slot = ly_op_name(op);
-    bool backward = op == LY_OP_MS_DEFORM_ATTN_BACKWARD;
-    int64_t total = 0;
-    for (size_t s = 0; s < N_SHAPES; s++)
-        for (size_t v = 0; v < N_VARIANTS; v++)
-            total += wanted(&shapes[s], &variants[v], options->size);
-    ly_check_run *run;
-    ly_status st = ly_check_run_begin(op, options, total, &run, n_matched);
-    if (st != LY_OK) return st;
-    int64_t ordinal = 0;
-    bool any = ly_check_run_active(run);
-    for (size_t s = 0; any && st == LY_OK && s < N_SHAPES; s++)
-        for (size_t v = 0; st == LY_OK && v < N_VARIANTS; v++) {
-            if (!wanted(&shapes[s], &variants[v], options->size)) continue;
-            mcase c = {.shape = &shapes[s],
-                       .var = &variants[v],
-                       .backward = backward,
-                       .misaligned = (ordinal++ & 1) != 0};
-            if (!materialize(&c, slot)) {
-                st = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                                  slot, c.name);
-            } else {
-                ly_kernel_call call;
-                ly_kernel_call_init(&call);
-                for (int i = 0; i < MAX_IN; i++)
-                    call.in[i] = c.present[i] ? &c.in[i].t : NULL;
-                call.params = &c.params;
-                st = ly_check_run_case(run, c.name, &call, 0, c.misaligned, describe, &c);
-            }
-            case_free(&c);
-        }
-    ly_check_run_end(run, st == LY_OK ? report : NULL, user);
-    return st;
-}
+const ly_case_set ly_cases_msda = {.build = build, .count = count_cases, .describe = describe};

@@ -5,8 +5,7 @@
  * and NanoDet-g layers at reduced resolution, plus odd sizes; inputs are seeded
  * from the case name, so a reported case reproduces.
  */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 
 #include "core/core.h"
 
@@ -22,30 +21,44 @@ typedef struct nn_case {
     int64_t sh, sw, ph, pw, dh, dw, groups;
     int64_t activation;
     bool bias, residual;
-    bool affine; /* conv2d's post_affine (scale and shift drawn per case) */
+    bool affine;      /* conv2d's post_affine (scale and shift drawn per case) */
+    float scale;      /* x in [-scale, scale); 0: the op's default */
+    bool extremes;    /* x's first elements 0, -88 and 88 (dfl: its ends +-80) */
+    bool exclude_pad; /* avg_pool2d with count_include_pad 0 */
 } nn_case;
 
-#define CONV(name, c, h, w, o, k, s, p, g, act, bias, res)                                         \
+/* conv2d of any geometry: batch n, stride (sh, sw), padding (ph, pw), dilation (dh, dw) */
+#define CONV_ANY(label, n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, g, act, bias, res)          \
     {                                                                                              \
-        LY_OP_CONV2D, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res, false        \
+        LY_OP_CONV2D, label, n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, g, act, bias, res,     \
+            false, 0.0f, false, false                                                              \
     }
+#define CONV(label, c, h, w, o, k, s, p, g, act, bias, res)                                        \
+    CONV_ANY(label, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res)
 /* HGNetv2's ConvBNAct with its LearnableAffineBlock */
-#define LAB(name, c, h, w, o, k, s, p, g, res)                                                     \
+#define LAB(label, c, h, w, o, k, s, p, g, res)                                                    \
     {                                                                                              \
-        LY_OP_CONV2D, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, LY_ACT_RELU, true, res, true \
+        LY_OP_CONV2D, label, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, LY_ACT_RELU, true, res,     \
+            true, 0.0f, false, false                                                               \
     }
-#define INT8(name, c, h, w, o, k, s, p, g, act, bias, res)                                         \
+#define INT8(label, c, h, w, o, k, s, p, g, act, bias, res)                                        \
     {                                                                                              \
-        LY_OP_CONV2D_INT8, name, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res, false   \
+        LY_OP_CONV2D_INT8, label, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res, false, \
+            0.0f, false, false                                                                     \
     }
-#define POOL(op, name, c, h, w, k, s, p)                                                           \
+#define POOL_ANY(op, label, c, h, w, k, s, p, exclude_pad)                                         \
     {                                                                                              \
-        op, name, 1, c, h, w, 0, k, k, s, s, p, p, 1, 1, 1, LY_ACT_NONE, false, false, false       \
+        op, label, 1, c, h, w, 0, k, k, s, s, p, p, 1, 1, 1, LY_ACT_NONE, false, false, false,     \
+            0.0f, false, exclude_pad                                                               \
     }
-#define UNARY(op, name, c, h, w)                                                                   \
+#define POOL(op, label, c, h, w, k, s, p) POOL_ANY(op, label, c, h, w, k, s, p, false)
+/* x of [n, c, h, w] in [-scale, scale) (0: 3), with the extremes where asked */
+#define WIDE(op, label, n, c, h, w, scale, extremes)                                               \
     {                                                                                              \
-        op, name, 1, c, h, w, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_NONE, false, false, false       \
+        op, label, n, c, h, w, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, LY_ACT_NONE, false, false, false,     \
+            scale, extremes, false                                                                 \
     }
+#define UNARY(op, label, c, h, w) WIDE(op, label, 1, c, h, w, 0.0f, false)
 
 static const nn_case cases[] = {
     CONV("conv0 3->16 3x3 s2 64x64", 3, 64, 64, 16, 3, 2, 1, 1, LY_ACT_SILU, true, false),
@@ -67,26 +80,29 @@ static const nn_case cases[] = {
     LAB("lab 32->16 1x1 relu+affine 12x12", 32, 12, 12, 16, 1, 1, 0, 1, false),
     LAB("lab 16->16 3x3 dw relu+affine +res 10x10", 16, 10, 10, 16, 3, 1, 1, 16, true),
     LAB("lab 24->21 1x1 relu+affine +res 9x7", 24, 9, 7, 21, 1, 1, 0, 1, true),
-    {LY_OP_CONV2D,
-     "odd 5->7 3x5 s(2,1) p(1,2) d(1,2)",
-     1,
-     5,
-     11,
-     13,
-     7,
-     3,
-     5,
-     2,
-     1,
-     1,
-     2,
-     1,
-     2,
-     1,
-     LY_ACT_NONE,
-     false,
-     false,
-     false},
+    CONV_ANY("odd 5->7 3x5 s(2,1) p(1,2) d(1,2)", 1, 5, 11, 13, 7, 3, 5, 2, 1, 1, 2, 1, 2, 1,
+             LY_ACT_NONE, false, false),
+    /* YOLO9t and NanoDet-g layers of the provider tests (threads, caches) */
+    CONV("conv1 16->32 3x3 s2 33x33", 16, 33, 33, 32, 3, 2, 1, 1, LY_ACT_SILU, true, false),
+    CONV("head box 64->64 1x1 g4 bias 20x20", 64, 20, 20, 64, 1, 1, 0, 4, LY_ACT_NONE, true, false),
+    CONV("elan4 cv4 128->256 1x1 10x10", 128, 10, 10, 256, 1, 1, 0, 1, LY_ACT_SILU, true, false),
+    CONV("head cls 80->80 3x3 12x12", 80, 12, 12, 80, 3, 1, 1, 1, LY_ACT_SILU, true, false),
+    CONV("1x1 s2 16->8 10x10 (trailing input dropped)", 16, 10, 10, 8, 1, 2, 0, 1, LY_ACT_NONE,
+         true, false),
+    CONV("5x5 p2 s3 4->4 +res 14x14", 4, 14, 14, 4, 5, 3, 2, 1, LY_ACT_RELU, false, true),
+    CONV("nanodet 3x3 leaky 32->64 13x13", 32, 13, 13, 64, 3, 1, 1, 1, LY_ACT_LEAKY_RELU, true,
+         false),
+    CONV("nanodet 1x1 leaky 64->32 13x13", 64, 13, 13, 32, 1, 1, 0, 1, LY_ACT_LEAKY_RELU, true,
+         false),
+    CONV("nanodet stem 3->16 3x3 s2 leaky 26x26", 3, 26, 26, 16, 3, 2, 1, 1, LY_ACT_LEAKY_RELU,
+         true, false),
+    CONV("nanodet 1x1 lateral 48->16 +res 9x9", 48, 9, 9, 16, 1, 1, 0, 1, LY_ACT_NONE, true, true),
+    CONV_ANY("dilated 8->12 3x3 d2 relu 15x15", 1, 8, 15, 15, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1,
+             LY_ACT_RELU, true, false),
+    CONV_ANY("odd 5->7 3x5 s(2,1) p(1,2) no bias 11x9", 1, 5, 11, 9, 7, 3, 5, 2, 1, 1, 2, 1, 1, 1,
+             LY_ACT_NONE, false, false),
+    CONV_ANY("batch 2 16->24 3x3 12x12", 2, 16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU,
+             true, false),
     INT8("int8 16->16 3x3 +res 24x24", 16, 24, 24, 16, 3, 1, 1, 1, LY_ACT_SILU, true, true),
     INT8("int8 elan 48->24 1x1 20x20", 48, 20, 20, 24, 1, 1, 0, 1, LY_ACT_SILU, true, false),
     INT8("int8 1x1 in parts 32->48 +res 12x12", 32, 12, 12, 48, 1, 1, 0, 1, LY_ACT_SILU, true,
@@ -103,19 +119,29 @@ static const nn_case cases[] = {
     POOL(LY_OP_MAX_POOL2D, "3x3 s1 p1 13x11", 8, 13, 11, 3, 1, 1),
     POOL(LY_OP_AVG_POOL2D, "avg 2x2 s2 40x40", 32, 40, 40, 2, 2, 0),
     POOL(LY_OP_AVG_POOL2D, "avg 3x3 s1 p1 13x11", 16, 13, 11, 3, 1, 1),
+    POOL(LY_OP_MAX_POOL2D, "3x3 s2 p1 17x17", 16, 17, 17, 3, 2, 1),
+    POOL(LY_OP_AVG_POOL2D, "aconv avg 2x2 s1 33x33", 32, 33, 33, 2, 1, 0),
+    POOL(LY_OP_AVG_POOL2D, "aconv avg 2x2 s1 20x20", 64, 20, 20, 2, 1, 0),
+    POOL(LY_OP_AVG_POOL2D, "avg 3x3 s2 p1 15x15", 16, 15, 15, 3, 2, 1),
+    POOL_ANY(LY_OP_AVG_POOL2D, "avg 3x3 s2 p1 15x15 without the padding", 16, 15, 15, 3, 2, 1,
+             true),
     UNARY(LY_OP_UPSAMPLE_NEAREST2D, "x2 64ch 20x20", 64, 20, 20),
     UNARY(LY_OP_SILU, "silu 64x40x40", 64, 40, 40),
     UNARY(LY_OP_SILU, "silu 7 elements", 7, 1, 1),
     UNARY(LY_OP_SIGMOID, "sigmoid 80x80x80", 80, 80, 80),
     UNARY(LY_OP_SIGMOID, "sigmoid 13 elements", 13, 1, 1),
-    {.op = LY_OP_DFL, .name = "dfl 4x16 x 8400", .n = 1, .c = 64, .h = 8400},
-    {.op = LY_OP_DFL, .name = "dfl 4x16 x 7", .n = 1, .c = 64, .h = 7},
+    WIDE(LY_OP_SILU, "silu [2,3,37,41] in [-30, 30), 0 and +-88", 2, 3, 37, 41, 30.0f, true),
+    WIDE(LY_OP_SIGMOID, "sigmoid [2,3,37,41] in [-30, 30), 0 and +-88", 2, 3, 37, 41, 30.0f, true),
+    WIDE(LY_OP_DFL, "dfl 4x16 x 8400", 1, 64, 8400, 1, 0.0f, false),
+    WIDE(LY_OP_DFL, "dfl 4x16 x 7", 1, 64, 7, 1, 0.0f, false),
+    WIDE(LY_OP_DFL, "dfl [2,64,333], logits to +-80", 2, 64, 333, 1, 10.0f, true),
+    WIDE(LY_OP_DFL, "dfl 4x2 bins x 37, logits to +-80", 1, 8, 37, 1, 10.0f, true),
     UNARY(LY_OP_RESIZE_BILINEAR2D, "bilinear 13x13 -> 26x26", 16, 13, 13),
     UNARY(LY_OP_ANCHOR_GRID, "grid of an 80x64 level", 3, 80, 64),
 };
 
 /* The index-th case of `op`. */
-static const nn_case *find_case(ly_op op, int index)
+static const nn_case *find_case(ly_op op, int64_t index)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (cases[i].op == op && index-- == 0) return &cases[i];
@@ -150,8 +176,9 @@ static ly_status int8_operands(ly_check_case *out, const int64_t ws[4], float fa
     return LY_OK;
 }
 
-static ly_status build(ly_op op, int index, ly_check_case *out)
+static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *out)
 {
+    (void)full;
     const nn_case *c = find_case(op, index);
     if (!c) return LY_E_NOT_FOUND;
     snprintf(out->name, sizeof out->name, "%s", c->name);
@@ -161,7 +188,11 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
     switch (op) {
     case LY_OP_DFL: {
         int64_t ds[3] = {c->n, c->c, c->h};
-        return ly_check_case_random(out, 0, 3, ds, 4.0f, &seed);
+        ly_status st = ly_check_case_random(out, 0, 3, ds, c->scale ? c->scale : 4.0f, &seed);
+        float *x = out->in[0].data;
+        int64_t n = c->n * c->c * c->h;
+        if (st == LY_OK && c->extremes) x[0] = 80.0f, x[n - 1] = -80.0f;
+        return st;
     }
     case LY_OP_CONV2D:
     case LY_OP_CONV2D_INT8: {
@@ -208,6 +239,7 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
         p.kernel[0] = c->kh, p.kernel[1] = c->kw;
         p.stride[0] = c->sh, p.stride[1] = c->sw;
         p.padding[0] = c->ph, p.padding[1] = c->pw;
+        if (c->exclude_pad) p.count_include_pad = 0;
         ly_check_case_params(out, &p, sizeof p);
         return ly_check_case_random(out, 0, 4, xs, 3.0f, &seed);
     }
@@ -217,24 +249,41 @@ static ly_status build(ly_op op, int index, ly_check_case *out)
         ly_check_case_params(out, &p, sizeof p);
         return ly_check_case_random(out, 0, 4, xs, 3.0f, &seed);
     }
-    default:
-        return ly_check_case_random(out, 0, 4, xs, 3.0f, &seed);
+    default: {
+        ly_status st = ly_check_case_random(out, 0, 4, xs, c->scale ? c->scale : 3.0f, &seed);
+        float *x = out->in[0].data;
+        if (st == LY_OK && c->extremes) x[0] = 0.0f, x[1] = -88.0f, x[2] = 88.0f;
+        return st;
+    }
     }
 }
 
-#define NN_CASES(ID, name)                                                                         \
-    ly_status ly_cases_##name(int index, ly_check_case *c)                                         \
-    {                                                                                              \
-        return build(LY_OP_##ID, index, c);                                                        \
+/* Benchmark calls on YOLO9-like activations of `numel` elements: activations
+ * on a [numel/1024, 1024] matrix, dfl on [1, 64, A], pools on [1, 64, s, s] as
+ * AConv (avg 2x2 s1) and SPPELAN (max 5x5 s1 p2) run them. */
+static ly_status bench(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)b;
+    snprintf(c->name, sizeof c->name, "%zu elements", numel);
+    switch (op) {
+    case LY_OP_SILU:
+    case LY_OP_SIGMOID:
+        return ly_check_case_normalish(c, 0, 2, (int64_t[]){(int64_t)(numel / 1024), 1024}, 1);
+    case LY_OP_DFL:
+        return ly_check_case_normalish(c, 0, 3, (int64_t[]){1, 64, (int64_t)(numel / 64)}, 1);
+    case LY_OP_MAX_POOL2D:
+    case LY_OP_AVG_POOL2D: {
+        bool max_pool = op == LY_OP_MAX_POOL2D;
+        int64_t side = (int64_t)sqrt((double)(numel / 64));
+        ly_pool2d_params p = LY_POOL2D_DEFAULTS;
+        p.kernel[0] = p.kernel[1] = max_pool ? 5 : 2;
+        p.padding[0] = p.padding[1] = max_pool ? 2 : 0;
+        ly_check_case_params(c, &p, sizeof p);
+        return ly_check_case_normalish(c, 0, 4, (int64_t[]){1, 64, side, side}, 1);
     }
+    default:
+        return LY_E_NOT_FOUND;
+    }
+}
 
-NN_CASES(CONV2D, conv2d)
-NN_CASES(CONV2D_INT8, conv2d_int8)
-NN_CASES(MAX_POOL2D, max_pool2d)
-NN_CASES(AVG_POOL2D, avg_pool2d)
-NN_CASES(UPSAMPLE_NEAREST2D, upsample_nearest2d)
-NN_CASES(SILU, silu)
-NN_CASES(SIGMOID, sigmoid)
-NN_CASES(DFL, dfl)
-NN_CASES(RESIZE_BILINEAR2D, resize_bilinear2d)
-NN_CASES(ANCHOR_GRID, anchor_grid)
+const ly_case_set ly_cases_nn = {.build = build, .bench = bench};

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Parity cases of the normalisations: decoder and ViT widths, every axis of a
  * softmax, rows far from zero mean, NaN. */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 
 #include "core/core.h"
 
 #include <math.h>
 #include <stdio.h>
 
-ly_status ly_cases_softmax(int index, ly_check_case *c)
+static ly_status build_softmax(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     static const struct {
         const char *name;
         int ndim;
@@ -72,12 +73,36 @@ static ly_status norm_case(const char *op, bool rms, int index, ly_check_case *c
     return st;
 }
 
-ly_status ly_cases_layer_norm(int index, ly_check_case *c)
+static ly_status build_layer_norm(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     return norm_case("layer_norm", false, index, c);
 }
 
-ly_status ly_cases_rms_norm(int index, ly_check_case *c)
+static ly_status build_rms_norm(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     return norm_case("rms_norm", true, index, c);
 }
+
+/* Benchmark calls: rows of 1024, as an attention score row or a token's
+ * channels; the norms without scale or shift (the row statistics are the work). */
+static ly_status bench(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)b;
+    snprintf(c->name, sizeof c->name, "[%zu,1024]", numel / 1024);
+    if (op == LY_OP_SOFTMAX) {
+        ly_axis_params p = LY_AXIS_DEFAULTS;
+        ly_check_case_params(c, &p, sizeof p);
+    } else {
+        ly_norm_params p = LY_NORM_DEFAULTS;
+        ly_check_case_params(c, &p, sizeof p);
+    }
+    return ly_check_case_normalish(c, 0, 2, (int64_t[]){(int64_t)(numel / 1024), 1024}, 1);
+}
+
+const ly_case_set ly_cases_softmax = {.build = build_softmax, .bench = bench};
+const ly_case_set ly_cases_layer_norm = {.build = build_layer_norm, .bench = bench};
+const ly_case_set ly_cases_rms_norm = {.build = build_rms_norm, .bench = bench};

@@ -1,988 +1,252 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parity cases of the quant ops (fake quant forward and backward, unpack),
- * run by the shared runner (src/kernels/check.h).
- *
- * A case is first described by a small spec (slot kind, shape, value
- * distribution, variant number), so the cases can be counted for progress
- * without building them; materialize() then turns a spec into tensors. Inputs
- * are generated independently of the library's own qparams helpers: the harness
- * needs plausible (and deliberately implausible) operands, not the oracle's.
+ * Parity cases of the quant ops (fake quant forward and backward, unpack):
+ * one set, ly_cases_quant (ops/cases.h), whose cases are the grid, sweep and
+ * stream families in that order (quant_cases.h), plus each op's benchmark call.
  */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
-#include "libreyolo/quant.h"
+#include "ops/quant/quant_cases.h"
 
-#include "core/core.h"
-
-#include <float.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-/* ---- Deterministic randomness (splitmix64) -------------------------------------- */
-
-typedef ly_check_rng rng;
-
-static uint32_t f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* ---- Value tables ------------------------------------------------------------ */
-
-/* E4M3FN code -> value, written here from the format definition so the harness
- * does not lean on the code it checks. */
-static float e4m3_value(unsigned code)
-{
-    unsigned e = (code >> 3) & 15, m = code & 7;
-    float v = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), (int)e - 10);
-    if ((code & 0x7F) == 0x7F) v = NAN;
-    return (code & 0x80) ? -v : v;
-}
-
-#define MAX_TABLE 1024
-
-typedef struct value_tables {
-    float edge[MAX_TABLE]; /* everything nasty, NaN and inf included */
-    int n_edge;
-    float finite[MAX_TABLE]; /* the finite part of `edge` */
-    int n_finite;
-    float e2m1[64]; /* E2M1 levels, midpoints and their neighbours */
-    int n_e2m1;
-    float e4m3[512]; /* E4M3 midpoints and their neighbours */
-    int n_e4m3;
-    float ties[300]; /* integer rounding ties j + 0.5 */
-    int n_ties;
-    float bad_scales[32]; /* frozen scales nobody should pass, but someone will */
-    int n_bad_scales;
-} value_tables;
-
-static void push(float *table, int *n, int cap, float v)
-{
-    if (*n < cap) table[(*n)++] = v;
-}
-
-static void push_neighbours(float *table, int *n, int cap, float v)
-{
-    push(table, n, cap, nextafterf(v, -INFINITY));
-    push(table, n, cap, v);
-    push(table, n, cap, nextafterf(v, INFINITY));
-}
-
-static void build_tables(value_tables *t)
-{
-    memset(t, 0, sizeof *t);
-    static const float e2m1_levels[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    static const float e2m1_mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-    for (size_t i = 0; i < sizeof e2m1_levels / sizeof e2m1_levels[0]; i++)
-        push(t->e2m1, &t->n_e2m1, 64, e2m1_levels[i]);
-    for (size_t i = 0; i < sizeof e2m1_mids / sizeof e2m1_mids[0]; i++)
-        push_neighbours(t->e2m1, &t->n_e2m1, 64, e2m1_mids[i]);
-
-    for (unsigned c = 0; c < 0x7E; c++)
-        push_neighbours(t->e4m3, &t->n_e4m3, 512, (e4m3_value(c) + e4m3_value(c + 1)) * 0.5f);
-    push_neighbours(t->e4m3, &t->n_e4m3, 512, 448.0f);
-    push_neighbours(t->e4m3, &t->n_e4m3, 512, 464.0f);
-    push_neighbours(t->e4m3, &t->n_e4m3, 512, 480.0f);
-
-    for (int j = -130; j <= 129; j++)
-        push(t->ties, &t->n_ties, 300, (float)j + 0.5f);
-
-    static const uint32_t special_bits[] = {
-        0x7FC00000u, 0xFFC00000u, 0x7FC12345u, 0xFF812345u, 0x7F800001u, /* NaN payloads */
-        0x7F800000u, 0xFF800000u,                                        /* +-inf */
-    };
-    for (size_t i = 0; i < sizeof special_bits / sizeof special_bits[0]; i++)
-        push(t->edge, &t->n_edge, MAX_TABLE, bits_f32(special_bits[i]));
-
-    float *f = t->finite;
-    int *nf = &t->n_finite;
-    static const uint32_t finite_bits[] = {
-        0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u,
-        0x007FFFFFu, 0x807FFFFFu, 0x00400000u, 0x00000007u, /* +-0 and subnormals */
-    };
-    for (size_t i = 0; i < sizeof finite_bits / sizeof finite_bits[0]; i++)
-        push(f, nf, MAX_TABLE, bits_f32(finite_bits[i]));
-    static const float finite_values[] = {
-        FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 1e9f,     -1e9f,   3e20f,   -1e30f,    0x1p127f,
-        1e38f,   1e-12f,   -1e-12f, 0x1p-9f,  0x1p-10f, 127.5f,  -128.5f, 128.5f,    -127.5f,
-        126.5f,  7.5f,     -8.5f,   1.5f,     -2.5f,    2688.0f, 1e-30f,  0x1p-102f,
-    };
-    for (size_t i = 0; i < sizeof finite_values / sizeof finite_values[0]; i++)
-        push(f, nf, MAX_TABLE, finite_values[i]);
-    /* Just below powers of two: fp32 log2 rounds some of these up (MXFP4). */
-    static const float powers[] = {1.0f, 2.0f, 4.0f, 8.0f, 0.125f, 128.0f, 0x1p-100f, 0x1p100f};
-    for (size_t i = 0; i < sizeof powers / sizeof powers[0]; i++) {
-        float below = nextafterf(powers[i], 0.0f);
-        push(f, nf, MAX_TABLE, powers[i]);
-        push(f, nf, MAX_TABLE, below);
-        push(f, nf, MAX_TABLE, nextafterf(below, 0.0f));
-    }
-    static const float e2m1_scales[] = {1.0f, 0.125f, 32.0f};
-    for (size_t s = 0; s < sizeof e2m1_scales / sizeof e2m1_scales[0]; s++)
-        for (int i = 0; i < t->n_e2m1; i++)
-            push(f, nf, MAX_TABLE, t->e2m1[i] * e2m1_scales[s]);
-    for (int i = 0; i < t->n_e4m3; i++)
-        push(f, nf, MAX_TABLE, t->e4m3[i]);
-    for (int i = 0; i < *nf; i++)
-        push(t->edge, &t->n_edge, MAX_TABLE, f[i]);
-
-    static const uint32_t bad_bits[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x7FC00000u,
-                                        0xFFC00000u, 0x7F800000u, 0xFF800000u};
-    for (size_t i = 0; i < sizeof bad_bits / sizeof bad_bits[0]; i++)
-        push(t->bad_scales, &t->n_bad_scales, 32, bits_f32(bad_bits[i]));
-    static const float bad_values[] = {-1.0f, -0.5f,   1e-30f,  1e-13f, 1e-12f,  FLT_MIN,
-                                       1e30f, FLT_MAX, 0.0625f, 3.0f,   0x1p-20f};
-    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++)
-        push(t->bad_scales, &t->n_bad_scales, 32, bad_values[i]);
-}
-
-/* ---- Distributions ------------------------------------------------------------ */
-
-typedef enum dist {
-    DIST_NORMAL,
-    DIST_OUTLIERS,
-    DIST_TINY,
-    DIST_EDGE,
-    DIST_MIDPOINTS,
-    DIST_COUNT
-} dist;
-
-static const char *const dist_names[DIST_COUNT] = {"normal", "outliers", "tiny", "edge",
-                                                   "midpoints"};
-
-static float random_sign(rng *r, float v)
-{
-    return (ly_check_rng_next(r) & 1) ? -v : v;
-}
-
-static void fill_f32(float *p, int64_t n, dist d, rng *r, const value_tables *t)
-{
-    switch (d) {
-    case DIST_NORMAL:
-        for (int64_t i = 0; i < n; i++)
-            p[i] = ly_check_rng_normal(r);
-        break;
-    case DIST_OUTLIERS:
-        for (int64_t i = 0; i < n; i++) {
-            p[i] = ly_check_rng_normal(r);
-            if (ly_check_rng_below(r, 64) == 0) p[i] *= 1000.0f;
-        }
-        break;
-    case DIST_TINY:
-        /* Mostly subnormal, some smallest normals, a few exact zeros. */
-        for (int64_t i = 0; i < n; i++) {
-            p[i] = (float)((ly_check_rng_unit(r) * 2.0 - 1.0) * 2.5e-38);
-            if (ly_check_rng_below(r, 97) == 0) p[i] = 0.0f;
-        }
-        break;
-    case DIST_EDGE:
-        for (int64_t i = 0; i < n; i++) {
-            uint64_t pick = ly_check_rng_below(r, 8);
-            if (pick == 0)
-                p[i] = ly_check_rng_normal(r);
-            else
-                p[i] = random_sign(r, t->edge[ly_check_rng_below(r, (uint64_t)t->n_edge)]);
-        }
-        break;
-    case DIST_MIDPOINTS:
-        /* Blocks of 16 that put the scaled values exactly on rounding ties (and one
-         * ulp either side) once the block or tensor scale is a power of two:
-         * E2M1 blocks carry +-6*2^k so an MXFP4/NVFP4 scale lands on 2^k. */
-        for (int64_t b = 0; b < n; b += 16) {
-            int64_t end = b + 16 < n ? b + 16 : n;
-            uint64_t type = ly_check_rng_below(r, 3);
-            int k;
-            for (int64_t i = b; i < end; i++) {
-                float v;
-                if (type == 0) {
-                    k = (int)ly_check_rng_below(r, 17) - 8;
-                    v = i == b ? 6.0f : t->e2m1[ly_check_rng_below(r, (uint64_t)t->n_e2m1)];
-                } else if (type == 1) {
-                    k = (int)ly_check_rng_below(r, 7) - 3;
-                    v = t->e4m3[ly_check_rng_below(r, (uint64_t)t->n_e4m3)];
-                } else {
-                    k = (int)ly_check_rng_below(r, 5) - 2;
-                    v = t->ties[ly_check_rng_below(r, (uint64_t)t->n_ties)];
-                }
-                p[i] = random_sign(r, ldexpf(v, k));
-            }
-        }
-        break;
-    default:
-        break;
-    }
-}
-
-/* max|x| as torch.amax computes it: a NaN anywhere gives NaN. */
-static float amax_nan(const float *x, int64_t n)
-{
-    float m = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (isnan(a)) return a;
-        if (a > m) m = a;
-    }
-    return m;
-}
-
-/* ---- Slots ---------------------------------------------------------------------- */
-
-typedef enum slot_kind {
-    K_INT8_PER_CHANNEL,
-    K_INT8_AFFINE,
-    K_FP8,
-    K_INT_GROUPED,
-    K_NVFP4_WEIGHT,
-    K_NVFP4_DYNAMIC,
-    K_MXFP4_WEIGHT,
-    K_MXFP4_DYNAMIC,
-    K_UNPACK_INT_GROUPED,
-    K_UNPACK_NVFP4,
-    K_UNKNOWN
-} slot_kind;
-
-static const char *const kind_slot_names[K_UNKNOWN] = {
-    "fake_quant_int8_per_channel",
-    "fake_quant_int8_affine",
-    "fake_quant_fp8",
-    "fake_quant_int_grouped",
-    "fake_quant_nvfp4_weight",
-    "fake_quant_nvfp4_dynamic",
-    "fake_quant_mxfp4_weight",
-    "fake_quant_mxfp4_dynamic",
-    "unpack_int_grouped",
-    "unpack_nvfp4",
-};
-
-static const char BACKWARD_SUFFIX[] = "_backward";
-
-static bool is_backward(const char *slot)
-{
-    size_t n = strlen(slot), s = sizeof BACKWARD_SUFFIX - 1;
-    return n > s && strcmp(slot + n - s, BACKWARD_SUFFIX) == 0;
-}
-
-static slot_kind kind_of(const char *slot)
-{
-    size_t n = strlen(slot);
-    if (is_backward(slot)) n -= sizeof BACKWARD_SUFFIX - 1;
-    for (int k = 0; k < K_UNKNOWN; k++)
-        if (strlen(kind_slot_names[k]) == n && strncmp(kind_slot_names[k], slot, n) == 0)
-            return (slot_kind)k;
-    return K_UNKNOWN;
-}
-
-static bool is_unpack(slot_kind k)
-{
-    return k == K_UNPACK_INT_GROUPED || k == K_UNPACK_NVFP4;
-}
-
-/* ---- Shapes: YOLO9 / DETR conv and linear weights, odd sizes, tails, degenerate - */
-
-typedef struct shape_def {
-    int ndim;
-    int64_t dim[4];
-    bool big; /* full size only */
-} shape_def;
-
-static const shape_def shapes[] = {
-    {4, {16, 3, 3, 3}, false},
-    {4, {32, 16, 3, 3}, false},
-    {4, {64, 64, 1, 1}, false},
-    {4, {128, 64, 3, 3}, false},
-    {4, {256, 256, 3, 3}, true},
-    {4, {96, 32, 1, 1}, false},
-    {2, {256, 256}, false},
-    {2, {512, 256}, false},
-    {2, {1024, 256}, false},
-    {2, {80, 256}, false},
-    {2, {300, 4}, false},
-    {2, {7, 13}, false},
-    {2, {3, 301}, false},
-    {2, {5, 17}, false},
-    {2, {1, 33}, false},
-    {4, {2, 1, 3, 5}, false},
-    {3, {2, 3, 47}, false},
-    {1, {37}, false},
-    {1, {1}, false},
-    {2, {1, 1}, false},
-    {0, {0}, false},
-    {1, {0}, false},
-    {2, {0, 16}, false},
-    {2, {16, 0}, false},
-};
-#define N_SHAPES (sizeof shapes / sizeof shapes[0])
-
-static int64_t shape_numel(const shape_def *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++)
-        n *= s->dim[i];
-    return n;
-}
-
-/* The 2-D view a [out, in] slot sees: conv weights flatten to [out, in*kh*kw]. */
-static void shape_2d(const shape_def *s, int64_t *rows, int64_t *cols)
-{
-    if (s->ndim < 2) {
-        *rows = 1;
-        *cols = s->ndim == 1 ? s->dim[0] : 1;
-        return;
-    }
-    *rows = s->dim[0];
-    *cols = *rows ? shape_numel(s) / *rows : 1;
-    for (int i = 1; *rows == 0 && i < s->ndim; i++)
-        *cols *= s->dim[i];
-}
-
-static const int64_t group_combos[8][2] = {{4, 128}, {2, 64}, {4, 64}, {2, 128},
-                                           {4, 32},  {2, 32}, {4, 7},  {2, 7}};
-
-enum { IN_FEATURES_MODES = 5 };
-
-/* Variants of each kind; see materialize() for what each number means. */
-static int variant_count(slot_kind k)
-{
-    switch (k) {
-    case K_INT8_PER_CHANNEL:
-        return 6; /* scale {dynamic, frozen, frozen-edge} x axis {0, last} */
-    case K_INT8_AFFINE:
-        return 3; /* lo/hi {from data, (-1,3), edge pair} */
-    case K_FP8:
-        return 5; /* scale [1] / [rows] / [rows,1,..] / edge [1] / edge [rows] */
-    case K_INT_GROUPED:
-        return 24; /* (bits, g) x scale {dynamic, frozen, frozen-edge} */
-    case K_NVFP4_WEIGHT:
-        return 3; /* tensor_amax {from data, 2688, edge} */
-    case K_UNPACK_INT_GROUPED:
-        return 8 * IN_FEATURES_MODES;
-    case K_UNPACK_NVFP4:
-        return 9 * IN_FEATURES_MODES; /* block scale x tensor_amax x in_features */
-    default:
-        return 1;
-    }
-}
-
-typedef struct case_spec {
-    slot_kind kind;
-    bool backward;
-    const shape_def *shape;
-    dist d;
-    int variant;
-    int64_t ordinal; /* within the slot: alternates aligned and misaligned memory */
-} case_spec;
-
-enum { QUICK_LARGE = 16384 };
-
-/* Whether a spec is part of the requested size. */
-static bool spec_wanted(const case_spec *s, ly_check_size size)
-{
-    if (s->kind == K_INT8_PER_CHANNEL && s->variant / 3 == 1 && s->shape->ndim <= 1)
-        return false; /* axis "last" is axis 0 */
-    if (size == LY_CHECK_FULL) return true;
-    if (s->shape->big) return false;
-    if (is_unpack(s->kind)) {
-        /* Unpack reads no float distribution but its scales: three are enough. */
-        if (s->d == DIST_OUTLIERS || s->d == DIST_MIDPOINTS) return false;
-    }
-    if (shape_numel(s->shape) <= QUICK_LARGE) return true;
-    return (s->d == DIST_NORMAL || s->d == DIST_EDGE) && s->variant % 3 == 0;
-}
-
-typedef bool (*spec_fn)(const case_spec *spec, void *user);
-
-static void enumerate_specs(slot_kind kind, bool backward, ly_check_size size, spec_fn fn,
-                            void *user)
-{
-    int64_t ordinal = 0;
-    for (size_t s = 0; s < N_SHAPES; s++)
-        for (int d = 0; d < DIST_COUNT; d++)
-            for (int v = 0; v < variant_count(kind); v++) {
-                case_spec spec = {kind, backward, &shapes[s], (dist)d, v, ordinal};
-                if (kind == K_UNPACK_NVFP4 && d != DIST_NORMAL && v % 3 != 2)
-                    continue; /* the distribution only feeds f32 block scales */
-                if (!spec_wanted(&spec, size)) continue;
-                ordinal++;
-                if (!fn(&spec, user)) return;
-            }
-}
-
-/* ---- A materialised case ------------------------------------------------------ */
-
-typedef struct owned_tensor {
-    ly_tensor t;
-    void *alloc;
-    size_t bytes;
-} owned_tensor;
-
-typedef struct check_case {
-    char name[112];
-    case_spec spec;
-    int n_in;
-    owned_tensor in[LY_KERNEL_MAX_INPUTS];
-    bool absent[LY_KERNEL_MAX_INPUTS]; /* optional operand passed as NULL */
-    struct {
-        int64_t axis, bits, group_size, in_features;
-    } params;            /* what params_of() gives the op */
-    ly_tensor out_shape; /* out[0]'s shape (for describing elements) */
-    bool out_of_memory;
-} check_case;
-
-enum { GUARD_BYTES = 64, ALIGN = 64 };
-
-/* Memory for `bytes`, 64-byte aligned, or misaligned by one element so
- * implementations meet both. A few guard bytes follow. */
-static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc)
-{
-    *alloc = malloc(bytes + elem + ALIGN + GUARD_BYTES);
-    if (!*alloc) return NULL;
-    uintptr_t p = ((uintptr_t)*alloc + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
-    return (void *)(p + (misaligned ? elem : 0));
-}
-
-static void *add_input(check_case *c, int index, ly_dtype dtype, int ndim, const int64_t *shape)
-{
-    owned_tensor *o = &c->in[index];
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    size_t elem = ly_dtype_size(dtype);
-    o->bytes = (size_t)numel * elem;
-    void *data = alloc_view(o->bytes, elem, c->spec.ordinal & 1, &o->alloc);
-    if (!data) {
-        c->out_of_memory = true;
-        return NULL;
-    }
-    ly_tensor_init(&o->t, data, dtype, ndim, shape);
-    if (index + 1 > c->n_in) c->n_in = index + 1;
-    return data;
-}
-
-static void case_free(check_case *c)
-{
-    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++) {
-        free(c->in[i].alloc);
-    }
-}
-
-static void append(char *buf, size_t size, const char *fmt, ...) LY_PRINTF(3, 4);
-static void append(char *buf, size_t size, const char *fmt, ...)
-{
-    size_t len = strlen(buf);
-    if (len + 1 >= size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, size - len, fmt, ap);
-    va_end(ap);
-}
-
-static void shape_text(int ndim, const int64_t *dim, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    append(buf, size, "[");
-    for (int i = 0; i < ndim; i++)
-        append(buf, size, "%s%" PRId64, i ? "," : "", dim[i]);
-    append(buf, size, "]");
-}
-
-/* Frozen scales start from amax/qmax of what they cover ... */
-static void slice_scales(float *scale, int64_t n, const float *x, int64_t numel, float divisor)
-{
-    int64_t per = n ? numel / n : 0;
-    for (int64_t i = 0; i < n; i++)
-        scale[i] = amax_nan(x + i * per, per) / divisor;
-}
-
-/* ... then some become powers of two, and (edge) anything at all. */
-static void perturb_scales(float *scale, int64_t n, bool edge, rng *r, const value_tables *t)
-{
-    for (int64_t i = 0; i < n; i++) {
-        float s = scale[i];
-        if (!(s >= 1e-12f)) s = 1.0f;
-        if (ly_check_rng_below(r, 4) == 0) s = ldexpf(1.0f, (int)ly_check_rng_below(r, 9) - 4);
-        if (edge && ly_check_rng_below(r, 2) == 0)
-            s = t->bad_scales[ly_check_rng_below(r, (uint64_t)t->n_bad_scales)];
-        scale[i] = s;
-    }
-}
-
-static const char *const scale_mode_names[3] = {"dynamic", "frozen", "frozen-edge"};
-static const char *const in_features_names[IN_FEATURES_MODES] = {"default", "full", "exact", "one",
-                                                                 "random"};
-
-static int64_t pick_in_features(int mode, int64_t cols, int64_t padded, rng *r)
-{
-    switch (mode) {
-    case 0:
-        return -1;
-    case 1:
-        return padded;
-    case 2:
-        return cols;
-    case 3:
-        return 1;
-    default:
-        return padded > 0 ? 1 + (int64_t)ly_check_rng_below(r, (uint64_t)padded) : 0;
-    }
-}
-
-/* Build the tensors of `c->spec`. Inputs follow include/libreyolo/quant.h. */
-static void materialize(check_case *c, const char *slot, const value_tables *t)
-{
-    const case_spec *s = &c->spec;
-    char shape_buf[48];
-    shape_text(s->shape->ndim, s->shape->dim, shape_buf, sizeof shape_buf);
-    snprintf(c->name, sizeof c->name, "%s %s", dist_names[s->d], shape_buf);
-    rng r = {0};
-    c->params.axis = 0;
-    c->params.bits = 4;
-    c->params.group_size = 128;
-    c->params.in_features = -1;
-
-    int64_t rows, cols;
-    shape_2d(s->shape, &rows, &cols);
-    int ndim = s->shape->ndim;
-    const int64_t *dim = s->shape->dim;
-    int64_t numel = shape_numel(s->shape);
-    char variant[64] = "";
-
-    /* Name first (it seeds the generator), then data. */
-    switch (s->kind) {
-    case K_INT8_PER_CHANNEL:
-        snprintf(variant, sizeof variant, "axis=%s scale=%s", s->variant / 3 ? "last" : "0",
-                 scale_mode_names[s->variant % 3]);
-        break;
-    case K_INT8_AFFINE: {
-        static const char *const names[3] = {"lo/hi=data", "lo/hi=-1,3", "lo/hi=edge"};
-        snprintf(variant, sizeof variant, "%s", names[s->variant]);
-        break;
-    }
-    case K_FP8: {
-        static const char *const names[5] = {"scale=[1]", "scale=[rows]", "scale=[rows,1..]",
-                                             "scale=edge[1]", "scale=edge[rows]"};
-        snprintf(variant, sizeof variant, "%s", names[s->variant]);
-        break;
-    }
-    case K_INT_GROUPED:
-        snprintf(variant, sizeof variant, "bits=%" PRId64 " g=%" PRId64 " scale=%s",
-                 group_combos[s->variant / 3][0], group_combos[s->variant / 3][1],
-                 scale_mode_names[s->variant % 3]);
-        break;
-    case K_NVFP4_WEIGHT: {
-        static const char *const names[3] = {"amax=data", "amax=2688", "amax=edge"};
-        snprintf(variant, sizeof variant, "%s", names[s->variant]);
-        break;
-    }
-    case K_UNPACK_INT_GROUPED:
-        snprintf(variant, sizeof variant, "bits=%" PRId64 " g=%" PRId64 " in_features=%s",
-                 group_combos[s->variant % 8][0], group_combos[s->variant % 8][1],
-                 in_features_names[s->variant / 8]);
-        break;
-    case K_UNPACK_NVFP4: {
-        static const char *const bs[3] = {"all-codes", "random-codes", "f32"};
-        static const char *const amax[3] = {"2688", "data", "edge"};
-        snprintf(variant, sizeof variant, "block_scale=%s amax=%s in_features=%s",
-                 bs[s->variant % 3], amax[(s->variant / 3) % 3], in_features_names[s->variant / 9]);
-        break;
-    }
-    default:
-        break;
-    }
-    if (variant[0]) append(c->name, sizeof c->name, " %s", variant);
-    if (s->ordinal & 1) append(c->name, sizeof c->name, " misaligned");
-    r = (rng){.state = ly_check_seed(slot, c->name)};
-
-    if (is_unpack(s->kind)) {
-        bool nv = s->kind == K_UNPACK_NVFP4;
-        int64_t bits = nv ? 4 : group_combos[s->variant % 8][0];
-        int64_t g = nv ? 16 : group_combos[s->variant % 8][1];
-        int64_t ng = (cols + g - 1) / g;
-        /* A width the packing cannot express rounds up; the validator decides. */
-        int64_t payload_cols = (ng * g * bits + 7) / 8;
-        int64_t pshape[2] = {rows, payload_cols};
-        uint8_t *payload = add_input(c, 0, LY_U8, 2, pshape);
-        if (!payload) return;
-        for (int64_t i = 0; i < rows * payload_cols; i++)
-            payload[i] = (uint8_t)ly_check_rng_next(&r);
-        int64_t sshape[2] = {rows, ng};
-        int in_mode = nv ? s->variant / 9 : s->variant / 8;
-        c->params.in_features = pick_in_features(in_mode, cols, ng * g, &r);
-        if (!nv) {
-            c->params.bits = bits;
-            c->params.group_size = g;
-            float *scale = add_input(c, 1, LY_F32, 2, sshape);
-            if (!scale) return;
-            fill_f32(scale, rows * ng, s->d, &r, t);
-            if (s->d == DIST_NORMAL || s->d == DIST_OUTLIERS)
-                for (int64_t i = 0; i < rows * ng; i++)
-                    scale[i] = fabsf(scale[i]) * 0.05f;
-            return;
-        }
-        int bs_mode = s->variant % 3, amax_mode = (s->variant / 3) % 3;
-        if (bs_mode < 2) {
-            uint8_t *codes = add_input(c, 1, LY_F8E4M3, 2, sshape);
-            if (!codes) return;
-            for (int64_t i = 0; i < rows * ng; i++)
-                codes[i] = bs_mode == 0 ? (uint8_t)(i * 167 % 256) : (uint8_t)ly_check_rng_next(&r);
-        } else {
-            float *bscale = add_input(c, 1, LY_F32, 2, sshape);
-            if (!bscale) return;
-            fill_f32(bscale, rows * ng, s->d, &r, t);
-            if (s->d == DIST_NORMAL)
-                for (int64_t i = 0; i < rows * ng; i++)
-                    bscale[i] = fabsf(bscale[i]) * 50.0f;
-        }
-        float *amax = add_input(c, 2, LY_F32, 1, (int64_t[]){1});
-        if (!amax) return;
-        amax[0] = amax_mode == 0 ? 2688.0f
-                  : amax_mode == 1
-                      ? fabsf(ly_check_rng_normal(&r)) * 100.0f
-                      : t->bad_scales[ly_check_rng_below(&r, (uint64_t)t->n_bad_scales)];
-        return;
-    }
-
-    /* Fake-quant forward and backward: [grad,] x, then the op's own operands. */
-    int base = s->backward ? 1 : 0;
-    bool two_d = s->kind == K_INT_GROUPED;
-    int64_t xshape2[2] = {rows, cols};
-    int xndim = two_d ? 2 : ndim;
-    const int64_t *xshape = two_d ? xshape2 : dim;
-    if (s->backward) {
-        float *grad = add_input(c, 0, LY_F32, xndim, xshape);
-        if (!grad) return;
-        fill_f32(grad, numel, s->d == DIST_MIDPOINTS ? DIST_NORMAL : s->d, &r, t);
-    }
-    float *x = add_input(c, base, LY_F32, xndim, xshape);
-    if (!x) return;
-    fill_f32(x, numel, s->d, &r, t);
-    int64_t dim0 = ndim > 0 ? dim[0] : 1;
-
-    switch (s->kind) {
-    case K_INT8_PER_CHANNEL: {
-        int axis = s->variant / 3 ? (ndim > 0 ? ndim - 1 : 0) : 0;
-        int mode = s->variant % 3;
-        c->params.axis = axis;
-        if (mode == 0) {
-            c->absent[base + 1] = true;
-            c->n_in = base + 2;
-            break;
-        }
-        int64_t channels = ndim > 0 ? dim[axis] : 1;
-        float *scale = add_input(c, base + 1, LY_F32, 1, &channels);
-        if (!scale) return;
-        if (axis == 0) {
-            slice_scales(scale, channels, x, numel, 127.0f);
-        } else {
-            for (int64_t ch = 0; ch < channels; ch++)
-                scale[ch] = 0.0f;
-            for (int64_t i = 0; i < numel; i++) {
-                float a = fabsf(x[i]);
-                int64_t ch = i % channels;
-                if (isnan(a) || a > scale[ch]) scale[ch] = isnan(scale[ch]) ? scale[ch] : a;
-            }
-            for (int64_t ch = 0; ch < channels; ch++)
-                scale[ch] /= 127.0f;
-        }
-        perturb_scales(scale, channels, mode == 2, &r, t);
-        break;
-    }
-    case K_INT8_AFFINE: {
-        float *lo = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1});
-        float *hi = lo ? add_input(c, base + 2, LY_F32, 1, (int64_t[]){1}) : NULL;
-        if (!hi) return;
-        if (s->variant == 0) {
-            float mn = 0.0f, mx = 0.0f;
-            for (int64_t i = 0; i < numel; i++)
-                if (isfinite(x[i])) {
-                    mn = x[i] < mn ? x[i] : mn;
-                    mx = x[i] > mx ? x[i] : mx;
-                }
-            *lo = mn;
-            *hi = mx;
-        } else if (s->variant == 1) {
-            *lo = -1.0f;
-            *hi = 3.0f;
-        } else {
-            static const float pairs[][2] = {
-                {0.0f, 0.0f},    {-0.5f, -0.1f},  {2.0f, 5.0f},          {-1e-20f, 1e-20f},
-                {NAN, 1.0f},     {-1.0f, NAN},    {-INFINITY, INFINITY}, {3.0f, -1.0f},
-                {-1e30f, 1e30f}, {-1e-45f, 0.0f}, {-FLT_MAX, FLT_MAX},   {-127.5f, 127.5f},
-                {-0.0f, 1e-38f}, {-255.0f, 0.0f},
-            };
-            uint64_t k = ly_check_rng_below(&r, sizeof pairs / sizeof pairs[0]);
-            *lo = pairs[k][0];
-            *hi = pairs[k][1];
-        }
-        break;
-    }
-    case K_FP8: {
-        int v = s->variant;
-        bool per_row = v == 1 || v == 2 || v == 4;
-        int64_t sshape[LY_MAX_DIMS] = {per_row ? dim0 : 1};
-        int sndim = 1;
-        if (v == 2) {
-            sndim = ndim > 0 ? ndim : 1;
-            for (int i = 1; i < sndim; i++)
-                sshape[i] = 1;
-        }
-        int64_t n = per_row ? dim0 : 1;
-        float *scale = add_input(c, base + 1, LY_F32, sndim, sshape);
-        if (!scale) return;
-        slice_scales(scale, n, x, numel, 448.0f);
-        perturb_scales(scale, n, v >= 3, &r, t);
-        break;
-    }
-    case K_INT_GROUPED: {
-        int64_t bits = group_combos[s->variant / 3][0], g = group_combos[s->variant / 3][1];
-        int mode = s->variant % 3;
-        c->params.bits = bits;
-        c->params.group_size = g;
-        if (mode == 0) {
-            c->absent[base + 1] = true;
-            c->n_in = base + 2;
-            break;
-        }
-        int64_t ng = (cols + g - 1) / g;
-        float *scale = add_input(c, base + 1, LY_F32, 2, (int64_t[]){rows, ng});
-        if (!scale) return;
-        float qmax = (float)((1 << (bits - 1)) - 1);
-        for (int64_t row = 0; row < rows; row++)
-            for (int64_t j = 0; j < ng; j++) {
-                int64_t c0 = j * g, c1 = c0 + g < cols ? c0 + g : cols;
-                slice_scales(scale + row * ng + j, 1, x + row * cols + c0, c1 - c0, qmax);
-            }
-        perturb_scales(scale, rows * ng, mode == 2, &r, t);
-        break;
-    }
-    case K_NVFP4_WEIGHT: {
-        float *amax = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1});
-        if (!amax) return;
-        amax[0] = s->variant == 0 ? amax_nan(x, numel)
-                  : s->variant == 1
-                      ? 2688.0f
-                      : t->bad_scales[ly_check_rng_below(&r, (uint64_t)t->n_bad_scales)];
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* ---- Describing the inputs behind one output element ----------------------------- */
 
 static void describe_value(char *buf, size_t size, const char *what, float v)
 {
-    append(buf, size, "%s%s=%.9g (0x%08" PRIx32 ")", buf[0] ? " " : "", what, (double)v,
-           f32_bits(v));
+    ly_quant_append(buf, size, "%s%s=%.9g (0x%08" PRIx32 ")", buf[0] ? " " : "", what, (double)v,
+                    ly_nm_f32_bits(v));
 }
 
-static const float *f32_in(const check_case *c, int i)
+static const float *f32_in(const ly_check_case *c, int i)
 {
-    if (i >= c->n_in || c->absent[i] || c->in[i].t.dtype != LY_F32) return NULL;
-    return c->in[i].t.data;
+    if (!c->present[i] || c->in[i].dtype != LY_F32) return NULL;
+    return c->in[i].data;
 }
 
-static void describe_inputs(const check_case *c, int64_t index, const ly_tensor *out, char *buf,
-                            size_t size)
+/* The params of a case, read back from the op's own struct. */
+typedef struct case_params {
+    int64_t axis, bits, group_size, in_features;
+} case_params;
+
+static case_params params_in(quant_kind kind, const ly_check_case *c)
 {
+    case_params p = {.axis = 0, .bits = 4, .group_size = 128, .in_features = -1};
+    if (!c->has_params) return p;
+    if (kind == K_INT8_PER_CHANNEL) {
+        p.axis = ((const ly_fake_quant_int8_per_channel_params *)(const void *)c->params)->axis;
+    } else if (kind == K_INT_GROUPED) {
+        const ly_fake_quant_int_grouped_params *g = (const void *)c->params;
+        p.bits = g->bits;
+        p.group_size = g->group_size;
+    } else if (kind == K_UNPACK_INT_GROUPED) {
+        const ly_unpack_int_grouped_params *g = (const void *)c->params;
+        p.bits = g->bits;
+        p.group_size = g->group_size;
+        p.in_features = g->in_features;
+    } else if (kind == K_UNPACK_NVFP4) {
+        p.in_features = ((const ly_unpack_nvfp4_params *)(const void *)c->params)->in_features;
+    }
+    return p;
+}
+
+/* The inputs behind element `index` of the op's output (of shape `out`). */
+static void describe(ly_op op, const ly_check_case *c, int out_index, const ly_tensor *out,
+                     int64_t index, char *buf, size_t size)
+{
+    (void)out_index;
     buf[0] = '\0';
-    const case_spec *s = &c->spec;
+    bool backward;
+    quant_kind kind = ly_quant_case_kind(op, &backward);
+    case_params cp = params_in(kind, c);
     int64_t out_numel = ly_tensor_numel(out);
     if (index >= out_numel) {
-        append(buf, size, "(past the end of the output)");
+        ly_quant_append(buf, size, "(past the end of the output)");
         return;
     }
-    if (is_unpack(s->kind)) {
+    if (quant_unpacks(kind)) {
         int64_t cols = out->ndim == 2 ? out->shape[1] : out_numel;
         int64_t row = cols ? index / cols : 0, col = cols ? index % cols : 0;
-        const ly_tensor *payload = &c->in[0].t;
+        const ly_tensor *payload = &c->in[0];
         int64_t pcols = payload->ndim == 2 ? payload->shape[1] : 0;
-        int64_t bits = s->kind == K_UNPACK_NVFP4 ? 4 : c->params.bits;
-        int64_t g = s->kind == K_UNPACK_NVFP4 ? 16 : c->params.group_size;
+        int64_t bits = kind == K_UNPACK_NVFP4 ? 4 : cp.bits;
+        int64_t g = kind == K_UNPACK_NVFP4 ? 16 : cp.group_size;
         int64_t byte = col * bits / 8;
         if (byte < pcols)
-            append(buf, size, "payload[%" PRId64 ",%" PRId64 "]=0x%02x", row, byte,
-                   ((const uint8_t *)payload->data)[row * pcols + byte]);
-        const ly_tensor *scale = &c->in[1].t;
+            ly_quant_append(buf, size, "payload[%" PRId64 ",%" PRId64 "]=0x%02x", row, byte,
+                            ((const uint8_t *)payload->data)[row * pcols + byte]);
+        const ly_tensor *scale = &c->in[1];
         int64_t ng = scale->ndim == 2 ? scale->shape[1] : 0;
         if (col / g < ng) {
             int64_t si = row * ng + col / g;
             if (scale->dtype == LY_F32)
                 describe_value(buf, size, "scale", ((const float *)scale->data)[si]);
             else
-                append(buf, size, " block_scale=0x%02x (%.9g)", ((const uint8_t *)scale->data)[si],
-                       (double)e4m3_value(((const uint8_t *)scale->data)[si]));
+                ly_quant_append(buf, size, " block_scale=0x%02x (%.9g)",
+                                ((const uint8_t *)scale->data)[si],
+                                (double)ly_quant_e4m3_value(((const uint8_t *)scale->data)[si]));
         }
-        if (s->kind == K_UNPACK_NVFP4 && f32_in(c, 2))
+        if (kind == K_UNPACK_NVFP4 && f32_in(c, 2))
             describe_value(buf, size, "tensor_amax", f32_in(c, 2)[0]);
         return;
     }
-    int base = s->backward ? 1 : 0;
-    if (s->backward && f32_in(c, 0)) describe_value(buf, size, "grad", f32_in(c, 0)[index]);
+    int base = backward ? 1 : 0;
+    if (backward && f32_in(c, 0)) describe_value(buf, size, "grad", f32_in(c, 0)[index]);
     const float *x = f32_in(c, base);
     if (!x) return;
     describe_value(buf, size, "x", x[index]);
-    const ly_tensor *xt = &c->in[base].t;
-    const float *op = f32_in(c, base + 1);
+    const ly_tensor *xt = &c->in[base];
+    const float *operand = f32_in(c, base + 1);
     int64_t numel = ly_tensor_numel(xt);
-    switch (s->kind) {
+    switch (kind) {
     case K_INT8_PER_CHANNEL:
-        if (op) {
-            int64_t axis = c->params.axis, inner = 1;
+        if (operand) {
+            int64_t axis = cp.axis < 0 ? cp.axis + xt->ndim : cp.axis, inner = 1;
             for (int i = (int)axis + 1; i < xt->ndim; i++)
                 inner *= xt->shape[i];
             int64_t ch = xt->ndim > 0 ? (index / inner) % xt->shape[axis] : 0;
-            describe_value(buf, size, "scale", op[ch]);
+            describe_value(buf, size, "scale", operand[ch]);
         }
         break;
     case K_INT8_AFFINE:
-        if (op && f32_in(c, base + 2)) {
-            describe_value(buf, size, "lo", op[0]);
+        if (operand && f32_in(c, base + 2)) {
+            describe_value(buf, size, "lo", operand[0]);
             describe_value(buf, size, "hi", f32_in(c, base + 2)[0]);
         }
         break;
     case K_FP8:
-        if (op) {
-            int64_t sn = ly_tensor_numel(&c->in[base + 1].t);
+        if (operand) {
+            int64_t sn = ly_tensor_numel(&c->in[base + 1]);
             int64_t per = sn > 0 ? numel / sn : 1;
-            describe_value(buf, size, "scale", op[sn == 1 || per == 0 ? 0 : index / per]);
+            describe_value(buf, size, "scale", operand[sn == 1 || per == 0 ? 0 : index / per]);
         }
         break;
     case K_INT_GROUPED:
-        if (op) {
-            int64_t cols = xt->shape[1], g = c->params.group_size;
+        if (operand) {
+            int64_t cols = xt->shape[1], g = cp.group_size;
             int64_t ng = (cols + g - 1) / g;
-            describe_value(buf, size, "scale", op[(index / cols) * ng + (index % cols) / g]);
+            describe_value(buf, size, "scale", operand[(index / cols) * ng + (index % cols) / g]);
         }
         break;
     case K_NVFP4_WEIGHT:
-        if (op) describe_value(buf, size, "tensor_amax", op[0]);
+        if (operand) describe_value(buf, size, "tensor_amax", operand[0]);
         break;
     default:
         break;
     }
 }
 
-/* ---- Running ------------------------------------------------------------------ */
+/* ---- The set: its families in order -------------------------------------------- */
 
-typedef struct quant_run {
-    slot_kind kind;
+static const quant_family *const families[] = {&ly_quant_grid_cases, &ly_quant_sweep_cases,
+                                               &ly_quant_stream_cases};
+enum { N_FAMILIES = sizeof families / sizeof families[0] };
+
+static int64_t count_cases(ly_op op, bool full)
+{
     bool backward;
-    const ly_check_options *opt;
-    const value_tables *tables;
-    ly_check_run *run;
-    const char *slot;
-    ly_status fatal;
-} quant_run;
-
-/* The op's own parameters struct for a case. */
-typedef union quant_params {
-    ly_fake_quant_int8_per_channel_params int8_per_channel;
-    ly_fake_quant_int_grouped_params grouped;
-    ly_unpack_int_grouped_params unpack_grouped;
-    ly_unpack_nvfp4_params unpack_nvfp4;
-} quant_params;
-
-static const void *params_of(const check_case *c, quant_params *p)
-{
-    switch (c->spec.kind) {
-    case K_INT8_PER_CHANNEL:
-        p->int8_per_channel = (ly_fake_quant_int8_per_channel_params){.axis = c->params.axis};
-        return p;
-    case K_INT_GROUPED:
-        p->grouped = (ly_fake_quant_int_grouped_params){.bits = c->params.bits,
-                                                        .group_size = c->params.group_size};
-        return p;
-    case K_UNPACK_INT_GROUPED:
-        p->unpack_grouped = (ly_unpack_int_grouped_params){.bits = c->params.bits,
-                                                           .group_size = c->params.group_size,
-                                                           .in_features = c->params.in_features};
-        return p;
-    case K_UNPACK_NVFP4:
-        p->unpack_nvfp4 = (ly_unpack_nvfp4_params){.in_features = c->params.in_features};
-        return p;
-    default:
-        return NULL;
-    }
-}
-
-static void describe(const void *user, int out, int64_t index, char *buf, size_t size)
-{
-    (void)out;
-    const check_case *c = user;
-    describe_inputs(c, index, &c->out_shape, buf, size);
-}
-
-static bool run_case(const case_spec *spec, void *user)
-{
-    quant_run *q = user;
-    check_case c = {.spec = *spec};
-    materialize(&c, q->slot, q->tables);
-    if (c.out_of_memory) {
-        q->fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                                q->slot, c.name);
-        case_free(&c);
-        return false;
-    }
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    for (int i = 0; i < c.n_in; i++)
-        call.in[i] = c.absent[i] ? NULL : &c.in[i].t;
-    quant_params params;
-    call.params = params_of(&c, &params);
-    /* The output shape, for describing elements (the runner infers it again). */
-    ly_tensor shapes[LY_KERNEL_MAX_OUTPUTS];
-    int n_out = 0;
-    if (ly_kernel_infer_outputs(q->slot, &call, shapes, &n_out) == LY_OK && n_out > 0)
-        c.out_shape = shapes[0];
-    ly_clear_error();
-    q->fatal = ly_check_run_case(q->run, c.name, &call, 0, spec->ordinal & 1, describe, &c);
-    case_free(&c);
-    return q->fatal == LY_OK;
-}
-
-static bool count_spec(const case_spec *spec, void *user)
-{
-    (void)spec;
-    (*(int64_t *)user)++;
-    return true;
-}
-
-ly_status ly_check_quant_op(ly_op op, const ly_check_options *opt, ly_check_report_fn report,
-                            void *user, int *n_matched)
-{
-    const char *slot = ly_op_name(op);
-    value_tables *tables = malloc(sizeof *tables);
-    if (!tables) return ly_set_error(LY_E_NO_MEMORY, "parity check: out of memory");
-    build_tables(tables);
-    quant_run q = {.kind = kind_of(slot),
-                   .backward = is_backward(slot),
-                   .opt = opt,
-                   .tables = tables,
-                   .slot = slot};
+    quant_kind kind = ly_quant_case_kind(op, &backward);
     int64_t total = 0;
-    enumerate_specs(q.kind, q.backward, opt->size, count_spec, &total);
-    ly_status st = ly_check_run_begin(op, opt, total, &q.run, n_matched);
-    if (st == LY_OK) {
-        if (ly_check_run_active(q.run))
-            enumerate_specs(q.kind, q.backward, opt->size, run_case, &q);
-        st = q.fatal;
-        ly_check_run_end(q.run, st == LY_OK ? report : NULL, user);
-    }
-    free(tables);
-    return st;
+    for (int f = 0; f < N_FAMILIES; f++)
+        total += families[f]->count(kind, backward, full);
+    return total;
 }
+
+/* The family of case `*index`, which becomes the index within it; NULL past the last. */
+static const quant_family *family_of(quant_kind kind, bool backward, bool full, int64_t *index)
+{
+    for (int f = 0; f < N_FAMILIES; f++) {
+        int64_t n = families[f]->count(kind, backward, full);
+        if (*index < n) return families[f];
+        *index -= n;
+    }
+    return NULL;
+}
+
+static bool case_name(ly_op op, int64_t index, bool full, char *buf, size_t size)
+{
+    bool backward;
+    quant_kind kind = ly_quant_case_kind(op, &backward);
+    int offset = (int)(index & 1);
+    const quant_family *f = family_of(kind, backward, full, &index);
+    return f && f->name(kind, backward, index, full, offset, buf, size);
+}
+
+static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *c)
+{
+    bool backward;
+    quant_kind kind = ly_quant_case_kind(op, &backward);
+    const quant_family *f = family_of(kind, backward, full, &index);
+    return f ? f->build(op, kind, backward, index, full, c) : LY_E_NOT_FOUND;
+}
+
+/* ---- Benchmark calls ------------------------------------------------------------ */
+
+enum { BENCH_COLS = 1024 }; /* fp32 columns of every benchmark tensor */
+
+/* A [numel/1024, 1024] weight (x, and grad for a backward): per-channel and
+ * per-group scales of its rows, dynamic scales where the op has them, int4 in
+ * groups of 128; unpack writes a matrix of that size. */
+static ly_status bench(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    bool backward;
+    quant_kind kind = ly_quant_case_kind(op, &backward);
+    int64_t rows = (int64_t)(numel / BENCH_COLS), mat[2] = {rows, BENCH_COLS};
+    snprintf(c->name, sizeof c->name, "[%" PRId64 ",%d]", rows, BENCH_COLS);
+    b->speed_target = true;
+    ly_status st = LY_OK;
+    bool oom = false;
+    if (quant_unpacks(kind)) {
+        uint8_t *payload = add_input(c, 0, LY_U8, 2, (int64_t[]){rows, BENCH_COLS / 2}, &oom);
+        rng r = {.state = 3};
+        for (int64_t i = 0; payload && i < rows * BENCH_COLS / 2; i++)
+            payload[i] = (uint8_t)ly_check_rng_next(&r);
+        if (kind == K_UNPACK_INT_GROUPED) {
+            float *scale = add_input(c, 1, LY_F32, 2, (int64_t[]){rows, BENCH_COLS / 128}, &oom);
+            for (int64_t i = 0; scale && i < rows * BENCH_COLS / 128; i++)
+                scale[i] = 0.5f;
+            ly_unpack_int_grouped_params p = {.bits = 4, .group_size = 128, .in_features = -1};
+            ly_check_case_params(c, &p, sizeof p);
+        } else {
+            uint8_t *codes =
+                add_input(c, 1, LY_F8E4M3, 2, (int64_t[]){rows, BENCH_COLS / 16}, &oom);
+            r.state = 4;
+            for (int64_t i = 0; codes && i < rows * BENCH_COLS / 16; i++)
+                codes[i] = (uint8_t)(0x30 + ly_check_rng_next(&r) % 0x20);
+            float *amax = add_input(c, 2, LY_F32, 1, (int64_t[]){1}, &oom);
+            if (amax) amax[0] = 2688.0f;
+        }
+        return oom ? ly_set_error(LY_E_NO_MEMORY, "benchmark case: out of memory") : LY_OK;
+    }
+    int base = backward ? 1 : 0;
+    if (backward) st = ly_check_case_normalish(c, 0, 2, mat, 2);
+    if (st == LY_OK) st = ly_check_case_normalish(c, base, 2, mat, 1);
+    if (st != LY_OK) return st;
+    switch (kind) {
+    case K_INT8_AFFINE: {
+        float *lo = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1}, &oom);
+        float *hi = add_input(c, base + 2, LY_F32, 1, (int64_t[]){1}, &oom);
+        if (lo && hi) *lo = -3.0f, *hi = 3.0f;
+        break;
+    }
+    case K_FP8: {
+        float *scale = add_input(c, base + 1, LY_F32, 1, &rows, &oom);
+        for (int64_t i = 0; scale && i < rows; i++)
+            scale[i] = 4.0f / 448.0f;
+        break;
+    }
+    case K_NVFP4_WEIGHT: {
+        float *amax = add_input(c, base + 1, LY_F32, 1, (int64_t[]){1}, &oom);
+        if (amax) amax[0] = 4.0f;
+        break;
+    }
+    default: /* int8 per channel and int grouped: the dynamic scale training runs */
+        break;
+    }
+    if (oom) return ly_set_error(LY_E_NO_MEMORY, "benchmark case: out of memory");
+    /* An identity backward (quant.h) reads only the gradient. */
+    if (backward && (kind == K_FP8 || kind == K_INT_GROUPED)) b->bytes = 2.0 * (double)numel * 4.0;
+    return LY_OK;
+}
+
+const ly_case_set ly_cases_quant = {
+    .build = build, .count = count_cases, .name = case_name, .describe = describe, .bench = bench};

@@ -79,7 +79,8 @@ ly_status ly_fp8_weight_qparams(const ly_tensor *weight, bool tensorwise, ly_ten
         /* One scale, repeated so the state keeps its per-channel shape. */
         float amax = ly_quant_amax(w, ly_tensor_numel(weight));
         float t = ly_nm_clamp_min(amax / LY_E4M3_MAX, LY_QUANT_EPS);
-        for (int64_t i = 0; i < weight->shape[0]; i++) s[i] = t;
+        for (int64_t i = 0; i < weight->shape[0]; i++)
+            s[i] = t;
     } else {
         ly_quant_channel_scale(w, ly_quant_axis_view(weight, 0), LY_E4M3_MAX, s);
     }
@@ -114,9 +115,9 @@ ly_status ly_int_group_qparams(const ly_tensor *weight, int64_t bits, int64_t gr
     if (st != LY_OK) return st;
     if (scale->ndim != 2 || scale->shape[0] != rows || scale->shape[1] != groups) {
         char buf[128];
-        return ly_set_error(LY_E_SHAPE, "%s: scale: shape %s, expected [%lld, %lld] ([out, ceil(in / group_size)])",
-                            fn, ly_shape_str(scale, buf, sizeof buf), (long long)rows,
-                            (long long)groups);
+        return ly_set_error(
+            LY_E_SHAPE, "%s: scale: shape %s, expected [%lld, %lld] ([out, ceil(in / group_size)])",
+            fn, ly_shape_str(scale, buf, sizeof buf), (long long)rows, (long long)groups);
     }
     ly_quant_group_scale((const float *)weight->data, rows, cols, group_size, bits,
                          (float *)scale->data);

@@ -1,18 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parity cases of the sdpa slot for `libreyolo kernels check` (see check.h for
- * the contract): every implementation but the reference runs next to it on the
- * attention shapes of the target models (Swin-T windows, ViT-S/16, OWLv2-B/16 @960,
- * a DETR cross-attention) and on odd sizes, tails and degenerate extents, with
- * every mask layout the slot takes, hostile values (NaN, inf, huge, subnormal)
- * and several scales. The gate is bit identity (the fused provider is defined to
- * reproduce the reference's order). As in check.c, each run starts from its own
- * output canary, guard bytes follow every output, inputs are compared with a copy
- * afterwards, and half the cases use buffers misaligned by one element.
+ * Parity cases of the sdpa slot (ops/cases.h): the attention shapes of the
+ * target models (Swin-T windows, ViT-S/16, OWLv2-B/16 @960, a DETR
+ * cross-attention) and odd sizes, tails and degenerate extents, with every
+ * mask layout the slot takes, hostile values (NaN, inf, huge, subnormal) and
+ * several scales. The gate is bit identity (the fused provider is defined to
+ * reproduce the reference's order).
  */
+#include "ops/cases.h"
 #include "core/core.h"
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
 #include "ops/sdpa/sdpa_internal.h"
 
 #include <float.h>
@@ -20,8 +16,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* ---- randomness (splitmix64, seeded from the case name) -------------------------------- */
 
 /* ---- the case list ------------------------------------------------------------------ */
 
@@ -87,13 +81,21 @@ static const shape full_models[] = {
     {"detr cross-attention", 2, 8, 300, 850, 32, 32, true},
 };
 static const shape small[] = {
-    {"tails", 2, 3, 5, 13, 7, 9, false},   {"tails", 1, 2, 17, 33, 3, 5, false},
-    {"one", 1, 1, 1, 1, 1, 1, false},      {"wide d", 1, 1, 3, 9, 65, 33, false},
-    {"exact", 3, 1, 7, 8, 16, 8, false},   {"one key", 1, 1, 13, 1, 4, 4, false},
-    {"long", 1, 1, 2, 129, 40, 40, false}, {"odd", 1, 2, 11, 7, 8, 17, false},
-    {"rows", 1, 1, 25, 23, 12, 24, false}, {"no keys", 1, 2, 4, 0, 8, 8, false},
-    {"d=0", 1, 1, 3, 5, 0, 4, false},      {"no queries", 2, 1, 0, 5, 4, 4, false},
-    {"dv=0", 1, 1, 3, 5, 4, 0, false},     {"no batch", 0, 2, 3, 5, 4, 4, false},
+    {"tails", 2, 3, 5, 13, 7, 9, false},
+    {"tails", 1, 2, 17, 33, 3, 5, false},
+    {"one", 1, 1, 1, 1, 1, 1, false},
+    {"wide d", 1, 1, 3, 9, 65, 33, false},
+    {"exact", 3, 1, 7, 8, 16, 8, false},
+    {"one key", 1, 1, 13, 1, 4, 4, false},
+    {"long", 1, 1, 2, 129, 40, 40, false},
+    {"odd", 1, 2, 11, 7, 8, 17, false},
+    {"rows", 1, 1, 25, 23, 12, 24, false},
+    {"no keys", 1, 2, 4, 0, 8, 8, false},
+    {"d=0", 1, 1, 3, 5, 0, 4, false},
+    {"no queries", 2, 1, 0, 5, 4, 4, false},
+    {"dv=0", 1, 1, 3, 5, 4, 0, false},
+    {"no batch", 0, 2, 3, 5, 4, 4, false},
+    {"cross rows", 2, 2, 300, 85, 32, 32, false},
 };
 #define N_QUICK_MODELS (sizeof quick_models / sizeof quick_models[0])
 #define N_FULL_MODELS (sizeof full_models / sizeof full_models[0])
@@ -107,13 +109,11 @@ typedef struct case_spec {
     int64_t ordinal;
 } case_spec;
 
-typedef bool (*spec_fn)(const case_spec *spec, void *user);
-
-static void enumerate(ly_check_size size, spec_fn fn, void *user)
+static void enumerate(bool full, ly_case_visit_fn fn, void *user)
 {
     int64_t ordinal = 0;
-    const shape *models = size == LY_CHECK_FULL ? full_models : quick_models;
-    size_t n_models = size == LY_CHECK_FULL ? N_FULL_MODELS : N_QUICK_MODELS;
+    const shape *models = full ? full_models : quick_models;
+    size_t n_models = full ? N_FULL_MODELS : N_QUICK_MODELS;
     /* Model shapes with the masks their models use, plus one hostile run. */
     static const struct {
         mask_kind mask;
@@ -126,7 +126,7 @@ static void enumerate(ly_check_size size, spec_fn fn, void *user)
     };
     for (size_t s = 0; s < n_models; s++)
         for (int v = 0; v < 3; v++) {
-            if (size == LY_CHECK_QUICK && s == 2 && v == 2) continue; /* keep OWLv2 to two runs */
+            if (!full && s == 2 && v == 2) continue; /* keep OWLv2 to two runs */
             case_spec spec = {&models[s], model_variants[s][v].mask, model_variants[s][v].values,
                               (int)((s + (size_t)v) % 2), ordinal++};
             if (!fn(&spec, user)) return;
@@ -134,62 +134,13 @@ static void enumerate(ly_check_size size, spec_fn fn, void *user)
     for (size_t s = 0; s < N_SMALL; s++)
         for (int m = 0; m < M_COUNT; m++)
             for (int v = 0; v < V_COUNT; v++) {
-                if (size == LY_CHECK_QUICK && v != (m + (int)s) % V_COUNT && v != V_EDGE) continue;
+                if (!full && v != (m + (int)s) % V_COUNT && v != V_EDGE) continue;
                 case_spec spec = {&small[s], (mask_kind)m, (value_kind)v, (m + v) % 4, ordinal++};
                 if (!fn(&spec, user)) return;
             }
 }
 
 /* ---- a materialised case --------------------------------------------------------------- */
-
-enum { GUARD_BYTES = 64, ALIGN = 64 };
-
-typedef struct buffer {
-    ly_tensor t;
-    void *alloc;
-    size_t bytes;
-} buffer;
-
-typedef struct sdpa_case {
-    char name[112];
-    buffer in[5];
-    int n_in;
-    ly_sdpa_params params;
-    bool out_of_memory;
-} sdpa_case;
-
-static void *alloc_view(size_t bytes, size_t elem, bool misaligned, void **alloc)
-{
-    *alloc = malloc(bytes + elem + ALIGN + GUARD_BYTES);
-    if (!*alloc) return NULL;
-    uintptr_t p = ((uintptr_t)*alloc + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
-    return (void *)(p + (misaligned ? elem : 0));
-}
-
-static void *add_input(sdpa_case *c, int index, ly_dtype dtype, int ndim, const int64_t *shape,
-                       bool misaligned)
-{
-    buffer *b = &c->in[index];
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    size_t elem = ly_dtype_size(dtype);
-    b->bytes = (size_t)numel * elem;
-    void *data = alloc_view(b->bytes, elem, misaligned, &b->alloc);
-    if (!data) {
-        c->out_of_memory = true;
-        return NULL;
-    }
-    ly_tensor_init(&b->t, data, dtype, ndim, shape);
-    if (index + 1 > c->n_in) c->n_in = index + 1;
-    return data;
-}
-
-static void case_free(sdpa_case *c)
-{
-    for (int i = 0; i < 5; i++)
-        free(c->in[i].alloc);
-}
 
 static float hostile(ly_check_rng *r)
 {
@@ -245,8 +196,7 @@ static void fill_mask(float *m, int64_t n, int64_t row_len, int kind, ly_check_r
     }
 }
 
-static void add_mask(sdpa_case *c, int index, mask_kind kind, const shape *s, bool misaligned,
-                     ly_check_rng *r)
+static bool add_mask(ly_check_case *c, int index, mask_kind kind, const shape *s, ly_check_rng *r)
 {
     int64_t dims[4];
     int ndim = 4;
@@ -296,66 +246,78 @@ static void add_mask(sdpa_case *c, int index, mask_kind kind, const shape *s, bo
         fill = 4;
         break;
     default:
-        return;
+        return true;
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)
         n *= dims[i];
     if (is_bool) {
-        uint8_t *m = add_input(c, index, LY_U8, ndim, dims, misaligned);
-        if (!m) return;
+        uint8_t *m = ly_check_case_input(c, index, LY_U8, ndim, dims);
+        if (!m) return false;
         for (int64_t i = 0; i < n; i++) {
             uint64_t u = ly_check_rng_next(r) % 5;
             m[i] = kind == M_BOOL_K ? (uint8_t)(u * 60) : (uint8_t)(u < 2);
         }
-        return;
+        return true;
     }
-    float *m = add_input(c, index, LY_F32, ndim, dims, misaligned);
-    if (m) fill_mask(m, n, dims[ndim - 1], fill, r);
+    float *m = ly_check_case_input(c, index, LY_F32, ndim, dims);
+    if (!m) return false;
+    fill_mask(m, n, dims[ndim - 1], fill, r);
+    return true;
 }
 
-static void materialize(sdpa_case *c, const char *slot, const case_spec *spec)
+static int64_t count_cases(ly_op op, bool full)
 {
+    (void)op;
+    int64_t total = 0;
+    enumerate(full, ly_case_count, &total);
+    return total;
+}
+
+static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *c)
+{
+    case_spec found;
+    ly_case_finder f = {.index = index, .spec = &found, .size = sizeof found};
+    enumerate(full, ly_case_find, &f);
+    if (!f.found) return LY_E_NOT_FOUND;
+    const case_spec *spec = &found;
     const shape *s = spec->shape;
-    bool mis = spec->ordinal & 1;
     snprintf(c->name, sizeof c->name,
              "%s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",d%" PRId64 ",dv%" PRId64
              "] %s mask=%s scale=%s%s",
              s->name, s->B, s->H, s->Nq, s->Nk, s->d, s->dv, value_names[spec->values],
-             mask_names[spec->mask], scale_names[spec->scale], mis ? " misaligned" : "");
-    ly_check_rng r = {.state = ly_check_seed(slot, c->name)};
-    c->params = (ly_sdpa_params){.scale = scales[spec->scale]};
+             mask_names[spec->mask], scale_names[spec->scale], c->offset ? " misaligned" : "");
+    ly_check_rng r = {.state = ly_check_seed(ly_op_name(op), c->name)};
+    ly_check_case_params(c, &(ly_sdpa_params){.scale = scales[spec->scale]},
+                         sizeof(ly_sdpa_params));
     int64_t qs[4] = {s->B, s->H, s->Nq, s->d}, ks[4] = {s->B, s->H, s->Nk, s->d},
             vs[4] = {s->B, s->H, s->Nk, s->dv};
-    float *q = add_input(c, 0, LY_F32, 4, qs, mis);
-    float *k = add_input(c, 1, LY_F32, 4, ks, mis);
-    float *v = add_input(c, 2, LY_F32, 4, vs, mis);
-    if (!q || !k || !v) return;
-    fill_values(q, s->B * s->H * s->Nq * s->d, spec->values, 1.5f, &r);
-    fill_values(k, s->B * s->H * s->Nk * s->d, spec->values, 1.0f, &r);
-    fill_values(v, s->B * s->H * s->Nk * s->dv, spec->values, 1.0f, &r);
-    c->n_in = 3;
-    if (spec->mask == M_BIAS_AND_B1QK) {
-        add_mask(c, 3, M_1HQK, s, mis, &r);
-        add_mask(c, 4, M_B1QK, s, mis, &r);
-    } else if (spec->mask != M_NONE) {
-        add_mask(c, 3, spec->mask, s, mis, &r);
+    float *q = ly_check_case_input(c, 0, LY_F32, 4, qs);
+    float *k = q ? ly_check_case_input(c, 1, LY_F32, 4, ks) : NULL;
+    float *v = k ? ly_check_case_input(c, 2, LY_F32, 4, vs) : NULL;
+    bool ok = v != NULL;
+    if (ok) {
+        fill_values(q, s->B * s->H * s->Nq * s->d, spec->values, 1.5f, &r);
+        fill_values(k, s->B * s->H * s->Nk * s->d, spec->values, 1.0f, &r);
+        fill_values(v, s->B * s->H * s->Nk * s->dv, spec->values, 1.0f, &r);
     }
+    if (ok && spec->mask == M_BIAS_AND_B1QK)
+        ok = add_mask(c, 3, M_1HQK, s, &r) && add_mask(c, 4, M_B1QK, s, &r);
+    else if (ok && spec->mask != M_NONE)
+        ok = add_mask(c, 3, spec->mask, s, &r);
+    if (!ok)
+        return ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
+                            ly_op_name(op), c->name);
+    return LY_OK;
 }
 
-/* ---- running ---------------------------------------------------------------------------- */
-
-typedef struct run_state {
-    const char *slot;
-    ly_check_run *run;
-    ly_status fatal;
-} run_state;
-
-static void describe(const void *user, int out, int64_t index, char *buf, size_t size)
+static void describe(ly_op op, const ly_check_case *c, int out, const ly_tensor *shape,
+                     int64_t index, char *buf, size_t size)
 {
+    (void)op;
     (void)out;
-    const sdpa_case *c = user;
-    const int64_t *q = c->in[0].t.shape, *v = c->in[2].t.shape;
+    (void)shape;
+    const int64_t *q = c->in[0].shape, *v = c->in[2].shape;
     int64_t dv = v[3], rows = index / dv;
     snprintf(buf, size,
              "b=%" PRId64 " h=%" PRId64 " query %" PRId64 " channel %" PRId64
@@ -363,44 +325,4 @@ static void describe(const void *user, int out, int64_t index, char *buf, size_t
              rows / q[2] / q[1], rows / q[2] % q[1], rows % q[2], index % dv);
 }
 
-static bool run_case(const case_spec *spec, void *user)
-{
-    run_state *run = user;
-    sdpa_case c;
-    memset(&c, 0, sizeof c);
-    materialize(&c, run->slot, spec);
-    if (c.out_of_memory) {
-        run->fatal = ly_set_error(LY_E_NO_MEMORY, "parity check: %s: case '%s': out of memory",
-                                  run->slot, c.name);
-    } else {
-        ly_kernel_call call;
-        ly_kernel_call_init(&call);
-        for (int i = 0; i < c.n_in; i++)
-            call.in[i] = c.in[i].t.data ? &c.in[i].t : NULL;
-        call.params = &c.params;
-        run->fatal = ly_check_run_case(run->run, c.name, &call, 0, spec->ordinal & 1, describe, &c);
-    }
-    case_free(&c);
-    return run->fatal == LY_OK;
-}
-
-static bool count_spec(const case_spec *spec, void *user)
-{
-    (void)spec;
-    (*(int64_t *)user)++;
-    return true;
-}
-
-ly_status ly_check_sdpa_op(ly_op op, const ly_check_options *options, ly_check_report_fn report,
-                           void *user, int *n_matched)
-{
-    int64_t total = 0;
-    enumerate(options->size, count_spec, &total);
-    run_state run = {.slot = ly_op_name(op)};
-    ly_status st = ly_check_run_begin(op, options, total, &run.run, n_matched);
-    if (st != LY_OK) return st;
-    if (ly_check_run_active(run.run)) enumerate(options->size, run_case, &run);
-    st = run.fatal;
-    ly_check_run_end(run.run, st == LY_OK ? report : NULL, user);
-    return st;
-}
+const ly_case_set ly_cases_sdpa = {.build = build, .count = count_cases, .describe = describe};

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Parity cases of the shape ops: several dtypes, every axis, negative and
  * clamped bounds, steps, empty extents. */
-#include "kernels/check.h"
-#include "kernels/check_rng.h"
+#include "ops/cases.h"
 
 #include "core/core.h"
 
@@ -41,8 +40,10 @@ static const reshape_case reshapes[] = {
     {"[7] -> [7,1]", LY_F32, 1, {7}, {2, {7, 1}}},
 };
 
-ly_status ly_cases_reshape(int index, ly_check_case *c)
+static ly_status build_reshape(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     if (index >= (int)(sizeof reshapes / sizeof reshapes[0])) return LY_E_NOT_FOUND;
     const reshape_case *r = &reshapes[index];
     snprintf(c->name, sizeof c->name, "%s", r->name);
@@ -67,8 +68,10 @@ static const permute_case permutes[] = {
     {"identity [5,0,2] u8", LY_U8, 3, {5, 0, 2}, {3, {0, 1, 2}}},
 };
 
-ly_status ly_cases_permute(int index, ly_check_case *c)
+static ly_status build_permute(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     if (index >= (int)(sizeof permutes / sizeof permutes[0])) return LY_E_NOT_FOUND;
     const permute_case *r = &permutes[index];
     snprintf(c->name, sizeof c->name, "%s", r->name);
@@ -94,8 +97,10 @@ static const slice_case slices[] = {
     {"empty 5:2 of [6,3] u8", LY_U8, 2, {6, 3}, {0, 5, 2, 1}},
 };
 
-ly_status ly_cases_slice(int index, ly_check_case *c)
+static ly_status build_slice(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     if (index >= (int)(sizeof slices / sizeof slices[0])) return LY_E_NOT_FOUND;
     const slice_case *r = &slices[index];
     snprintf(c->name, sizeof c->name, "%s", r->name);
@@ -120,8 +125,10 @@ static const concat_case concats[] = {
     {"with an empty part", LY_F32, 3, 2, 0, {{2, 5}, {0, 5}, {1, 5}}},
 };
 
-ly_status ly_cases_concat(int index, ly_check_case *c)
+static ly_status build_concat(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
+    (void)op;
+    (void)full;
     if (index >= (int)(sizeof concats / sizeof concats[0])) return LY_E_NOT_FOUND;
     const concat_case *r = &concats[index];
     snprintf(c->name, sizeof c->name, "%s", r->name);
@@ -134,3 +141,8 @@ ly_status ly_cases_concat(int index, ly_check_case *c)
     }
     return LY_OK;
 }
+
+const ly_case_set ly_cases_reshape = {.build = build_reshape};
+const ly_case_set ly_cases_permute = {.build = build_permute};
+const ly_case_set ly_cases_slice = {.build = build_slice};
+const ly_case_set ly_cases_concat = {.build = build_concat};
