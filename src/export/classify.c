@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Which nodes are delegated, portable or folded (see lowering.h). */
 #include "export/lowering.h"
+#include "ops/ops_internal.h"
 
 /* Whether the op's XNNPACK emitter covers this call: f32 operands, and what
  * the emitter itself asks. */

@@ -12,8 +12,8 @@
 
 const ly_xnn_export *const ly_xnn_exports[LY_OP_COUNT] = {
 #define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
-    [LY_OP_##ID] = LY_EXPORT_PICK(XNN_OF_, export, &ly_xnn_export_##name,    \
-                                  &ly_portable_export_##name),
+    [LY_OP_##ID] =                                                                                 \
+        LY_EXPORT_PICK(XNN_OF_, export, &ly_xnn_export_##name, &ly_portable_export_##name),
 #include "libreyolo/ops.inc"
 #undef LY_OP
 };
@@ -26,8 +26,8 @@ const ly_xnn_export *const ly_xnn_exports[LY_OP_COUNT] = {
 
 const ly_portable_export *const ly_portable_exports[LY_OP_COUNT] = {
 #define LY_OP(ID, name, params, defaults, check, parity, export, layout)                           \
-    [LY_OP_##ID] = LY_EXPORT_PICK(PORTABLE_OF_, export,                      \
-                                  &ly_xnn_export_##name, &ly_portable_export_##name),
+    [LY_OP_##ID] =                                                                                 \
+        LY_EXPORT_PICK(PORTABLE_OF_, export, &ly_xnn_export_##name, &ly_portable_export_##name),
 #include "libreyolo/ops.inc"
 #undef LY_OP
 };

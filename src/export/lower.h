@@ -14,8 +14,8 @@
  *    order, and at the partition's external inputs and outputs, which are
  *    NCHW (contiguous dim order) as in ExecuTorch;
  *  - which op goes where is the manifest's export column (ops.inc): XNN ops
- *    have an emitter (xnn_ops.c), PORTABLE ones a KernelCall on their
- *    operator's schema (portable_ops.c, src/pte/op_schema.h), EITHER ones
+ *    have an emitter, PORTABLE ones a KernelCall on their operator's schema
+ *    (src/pte/op_schema.h), both in the op's folder (src/ops/<folder>/export.c), EITHER ones
  *    both, FOLD ones (results of shapes and constants, such as anchor grids)
  *    are computed here by their reference into program constants, NONE ones
  *    are refused by name;

@@ -65,7 +65,7 @@ static bool in_list(const int *list, size_t n, int v)
 /* Build partition `part` as an XNNGraph, encode it, and emit its DelegateCall. */
 ly_status ly_lower_emit_partition(ly_lowering *L, int part)
 {
-    ly_xnn_builder x = {.L = L, .part = part, .proj_id = NONE_ID};
+    ly_xnn_builder x = {.L = L, .part = part, .arange_id = NONE_ID};
     ly_status st = LY_OK;
     x.xid = calloc((size_t)L->n_values, sizeof *x.xid);
     x.ext_in = calloc((size_t)L->n_values, sizeof *x.ext_in);

@@ -66,6 +66,48 @@ int64_t ly_lower_numel(const ly_tensor *t)
 /* ---- program values ---------------------------------------------------------- */
 
 /* The program's scalar type of a graph dtype (f32, or i64 indices). */
+/* ---- what an op's exporter reads (ops/op_export.h) ---------------------------------------- */
+
+const ly_tensor *ly_lower_shape(const ly_lowering *L, ly_graph_value v)
+{
+    return &L->shape[v];
+}
+
+const float *ly_lower_known(const ly_lowering *L, ly_graph_value v)
+{
+    return L->known[v];
+}
+
+bool ly_lower_is_4d(const ly_lowering *L, ly_graph_value v)
+{
+    return v != LY_GRAPH_NONE && L->shape[v].ndim == 4;
+}
+
+bool ly_lower_known_f32(const ly_lowering *L, ly_graph_value v)
+{
+    return v != LY_GRAPH_NONE && L->known[v] && L->shape[v].dtype == LY_F32;
+}
+
+bool ly_lower_takes_4d(const ly_lowering *L, const ly_graph_node_info *n)
+{
+    return ly_lower_is_4d(L, n->inputs[0]);
+}
+
+bool ly_lower_takes_ranked(const ly_lowering *L, const ly_graph_node_info *n)
+{
+    return L->shape[n->inputs[0]].ndim >= 1;
+}
+
+void ly_lower_call_begin(ly_lowering *L, ly_pte_call *k, ly_pte_portable_op op)
+{
+    ly_pte_call_begin(k, op, &L->values);
+}
+
+int ly_lower_pvalue(const ly_lowering *L, ly_graph_value v)
+{
+    return L->pvalue[v];
+}
+
 static int scalar_type_of(ly_dtype dtype)
 {
     return dtype == LY_I64 ? LY_PTE_LONG : LY_PTE_FLOAT;

@@ -5,6 +5,33 @@
 
 #include <stdio.h>
 
+const ly_tensor *ly_xb_shape(const ly_xnn_builder *x, ly_graph_value v)
+{
+    return &x->L->shape[v];
+}
+
+const float *ly_xb_known(const ly_xnn_builder *x, ly_graph_value v)
+{
+    return x->L->known[v];
+}
+
+void *ly_xb_alloc(ly_xnn_builder *x, size_t count, size_t size)
+{
+    void *p = ly_lower_calloc(&x->L->mem, count, size);
+    if (!p) x->st = ly_lower_oom();
+    return p;
+}
+
+uint32_t ly_xb_held(const ly_xnn_builder *x, ly_graph_value v, int layout)
+{
+    return x->xid[v][layout];
+}
+
+void ly_xb_alias(ly_xnn_builder *x, ly_graph_value v, int layout, uint32_t id)
+{
+    x->xid[v][layout] = id;
+}
+
 bool ly_xb_cl_rank(int ndim)
 {
     return ndim == 3 || ndim == 4;
@@ -269,4 +296,35 @@ uint32_t ly_xb_define(ly_xnn_builder *x, ly_graph_value v, int layout)
     }
     if (id != NONE_ID) x->xid[v][layout] = id;
     return id;
+}
+
+uint32_t ly_xb_fc_const(ly_xnn_builder *x, const char *what, uint32_t in, int nd,
+                        const uint32_t *dims, uint32_t n_out, const float *filter,
+                        const float *bias)
+{
+    uint32_t k = dims[nd - 1], fd[2] = {n_out, k}, od[LY_MAX_DIMS];
+    memcpy(od, dims, (size_t)nd * sizeof *od);
+    od[nd - 1] = n_out;
+    uint32_t f = ly_xb_const(x, ly_xb_const_name(x, x->node_name, what), 2, fd, filter,
+                             (size_t)n_out * k * sizeof(float));
+    uint32_t b = bias ? ly_xb_const(x, ly_xb_const_name(x, x->node_name, "bias"), 1, fd, bias,
+                                    (size_t)n_out * sizeof(float))
+                      : NONE_ID;
+    uint32_t out = ly_xb_internal(x, nd, od);
+    ly_xnn_node *fc = ly_xb_node(x, LY_XNN_FULLY_CONNECTED);
+    if (fc) fc->u.fc = (__typeof__(fc->u.fc)){in, f, b, out, 0};
+    return out;
+}
+
+uint32_t ly_xb_arange_row(ly_xnn_builder *x, int64_t n)
+{
+    if (x->arange_id != NONE_ID && x->v[x->arange_id].tensor.dims[1] == (uint32_t)n)
+        return x->arange_id;
+    float *row = ly_xb_alloc(x, (size_t)n, sizeof(float));
+    if (!row) return NONE_ID;
+    for (int64_t i = 0; i < n; i++)
+        row[i] = (float)i;
+    uint32_t dims[2] = {1, (uint32_t)n};
+    x->arange_id = ly_xb_const(x, "dfl_project", 2, dims, row, (size_t)n * sizeof(float));
+    return x->arange_id;
 }

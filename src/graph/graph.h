@@ -33,12 +33,10 @@
 #define LY_GRAPH_GRAPH_H
 
 #include "libreyolo/kernels.h"
+#include "ops/node.h"
 
 typedef struct ly_graph ly_graph;
 typedef struct ly_graph_ctx ly_graph_ctx;
-typedef int32_t ly_graph_value;
-
-#define LY_GRAPH_NONE ((ly_graph_value)-1)
 #define LY_GRAPH_ALIGN 64 /* bytes: every planned buffer starts on this boundary */
 
 /* ---- Building --------------------------------------------------------------------- */
@@ -181,15 +179,7 @@ ly_status ly_graph_value_at(const ly_graph *g, ly_graph_value v, ly_graph_value_
  * first, for good): valid while the graph lives. */
 ly_status ly_graph_constant_read(ly_graph *g, ly_graph_value v, const ly_tensor **data);
 
-typedef struct ly_graph_node_info {
-    ly_op op;
-    const char *name;
-    int n_inputs;
-    ly_graph_value inputs[LY_KERNEL_MAX_INPUTS]; /* LY_GRAPH_NONE where left out */
-    int n_outputs;
-    ly_graph_value outputs[LY_KERNEL_MAX_OUTPUTS];
-    const void *params; /* the op's parameters struct (never NULL) */
-} ly_graph_node_info;
+/* ly_graph_node_info (ops/node.h): a node's op, name, operands and parameters. */
 
 int ly_graph_node_count(const ly_graph *g);
 int ly_graph_value_count(const ly_graph *g);
