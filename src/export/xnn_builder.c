@@ -328,3 +328,10 @@ uint32_t ly_xb_arange_row(ly_xnn_builder *x, int64_t n)
     x->arange_id = ly_xb_const(x, "dfl_project", 2, dims, row, (size_t)n * sizeof(float));
     return x->arange_id;
 }
+
+void ly_xb_unary(ly_xnn_builder *x, const ly_graph_node_info *n, ly_xnn_node_type type)
+{
+    int layout = ly_xb_have(x, n->inputs[0]);
+    uint32_t in = ly_xb_get(x, n->inputs[0], layout);
+    ly_xb_1x1(x, type, in, ly_xb_define(x, n->outputs[0], layout));
+}

@@ -88,6 +88,9 @@ uint32_t ly_xb_const(ly_xnn_builder *x, const char *name, int ndim, const uint32
 char *ly_xb_const_name(ly_xnn_builder *x, const char *node, const char *what);
 ly_xnn_node *ly_xb_node(ly_xnn_builder *x, ly_xnn_node_type type);
 void ly_xb_1x1(ly_xnn_builder *x, ly_xnn_node_type type, uint32_t in, uint32_t out);
+/* Node n (one input, one output) as one XNNPACK node of `type`, on whichever
+ * layout its input already has: the element-wise unary ops. */
+void ly_xb_unary(ly_xnn_builder *x, const ly_graph_node_info *n, ly_xnn_node_type type);
 void ly_xb_2x1(ly_xnn_builder *x, ly_xnn_node_type type, uint32_t a, uint32_t b, uint32_t out);
 void ly_xb_transpose(ly_xnn_builder *x, uint32_t in, uint32_t out, int nd, const uint32_t *perm);
 void ly_xb_reshape(ly_xnn_builder *x, uint32_t in, uint32_t out, int nd, const uint32_t *shape);

@@ -86,18 +86,14 @@ LY_XNN_EXPORT(relu, NULL, emit_relu);
 
 static void emit_log(ly_xnn_builder *x, const ly_graph_node_info *n)
 {
-    int layout = ly_xb_have(x, n->inputs[0]);
-    uint32_t in = ly_xb_get(x, n->inputs[0], layout);
-    ly_xb_1x1(x, LY_XNN_LOG, in, ly_xb_define(x, n->outputs[0], layout));
+    ly_xb_unary(x, n, LY_XNN_LOG);
 }
 
 LY_XNN_EXPORT(log, NULL, emit_log);
 
 static void emit_gelu(ly_xnn_builder *x, const ly_graph_node_info *n)
 {
-    int layout = ly_xb_have(x, n->inputs[0]);
-    uint32_t in = ly_xb_get(x, n->inputs[0], layout);
-    ly_xb_1x1(x, LY_XNN_GELU, in, ly_xb_define(x, n->outputs[0], layout));
+    ly_xb_unary(x, n, LY_XNN_GELU);
 }
 
 LY_XNN_EXPORT(gelu, NULL, emit_gelu);

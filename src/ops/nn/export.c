@@ -189,9 +189,7 @@ LY_XNN_EXPORT(avg_pool2d, ly_lower_takes_4d, emit_avg_pool);
 
 static void emit_sigmoid(ly_xnn_builder *x, const ly_graph_node_info *n)
 {
-    int layout = ly_xb_have(x, n->inputs[0]);
-    uint32_t in = ly_xb_get(x, n->inputs[0], layout);
-    ly_xb_1x1(x, LY_XNN_SIGMOID, in, ly_xb_define(x, n->outputs[0], layout));
+    ly_xb_unary(x, n, LY_XNN_SIGMOID);
 }
 
 LY_XNN_EXPORT(sigmoid, NULL, emit_sigmoid);
