@@ -15,8 +15,9 @@
  *    NCHW (contiguous dim order) as in ExecuTorch;
  *  - which op goes where is the manifest's export column (ops.inc): XNN ops
  *    have an emitter, PORTABLE ones a KernelCall on their operator's schema
- *    (src/pte/op_schema.h), both in the op's folder (src/ops/<folder>/export.c), EITHER ones
- *    both, FOLD ones (results of shapes and constants, such as anchor grids)
+ *    (src/pte/op_schema.h), both defined in the op's folder
+ *    (src/ops/<folder>/export.c); EITHER ones have both, FOLD ones (results
+ *    of shapes and constants, such as anchor grids)
  *    are computed here by their reference into program constants, NONE ones
  *    are refused by name;
  *  - constants a partition reads: only those XNNPACK packs (conv filters and
