@@ -9,6 +9,7 @@
  * through the parity harness, on 2 threads (the gate runs 1 and 3).
  */
 #include "kernels/check.h"
+#include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/msda.h"
 #include "ops/msda/msda_internal.h"
@@ -212,13 +213,24 @@ static double bilinear_d(const problem *p, int64_t b, int64_t l, int64_t h, int6
 }
 
 /* The discrete index is a definition, not an approximation: computed as the
- * contract says (fp32 product, fp32 + 0.5, truncation, per-axis clamp). */
-static int64_t nearest(double loc, int64_t size)
+ * contract says (fp32 product, fp32 + 0.5, truncation, clamped to [0, last]). */
+static int64_t nearest(double loc, int64_t size, int64_t last)
 {
     float t = (float)loc * (float)size + 0.5f;
     if (!(t >= 1.0f)) return 0;
-    if (t >= (float)size) return size - 1;
+    if (t >= (float)(last + 1)) return last;
     return (int64_t)t;
+}
+
+/* Both coordinates to [0, H - 1] (LibreYOLO's clamp); x to [0, W - 1] as well. */
+static int64_t discrete_row(double loc, int64_t H)
+{
+    return nearest(loc, H, H - 1);
+}
+
+static int64_t discrete_col(double loc, int64_t H, int64_t W)
+{
+    return nearest(loc, W, (H < W ? H : W) - 1);
 }
 
 static int64_t level_of(const problem *p, int64_t k)
@@ -246,7 +258,10 @@ static double forward_d(const problem *p, int64_t b, int64_t q, int64_t h, int64
         }
         double a = p->attn[row * p->K + k];
         if (p->mode == LY_MSDA_DISCRETE) {
-            acc += a * vat(p, b, l, nearest(lyn, p->hw[l][0]), nearest(lxn, p->hw[l][1]), h, c);
+            /* both coordinates to [0, H - 1]; x to [0, W - 1] as well */
+            int64_t H = p->hw[l][0], W = p->hw[l][1];
+            acc += a *
+                   vat(p, b, l, nearest(lyn, H, H - 1), nearest(lxn, W, (H < W ? H : W) - 1), h, c);
             continue;
         }
         acc += a * bilinear_d(p, b, l, h, c, lxn * p->hw[l][1] - 0.5, lyn * p->hw[l][0] - 0.5, NULL,
@@ -304,7 +319,8 @@ static void check_backward_vs_double(const problem *p, const result *r)
                     for (int64_t c = 0; c < p->C; c++) {
                         double g = p->grad_out[row * p->C + c], dx = 0, dy = 0, val;
                         if (p->mode == LY_MSDA_DISCRETE) {
-                            val = vat(p, b, l, nearest(lyn, Hl), nearest(lxn, W), h, c);
+                            val =
+                                vat(p, b, l, discrete_row(lyn, Hl), discrete_col(lxn, Hl, W), h, c);
                         } else {
                             val = bilinear_d(p, b, l, h, c, x, y, &dx, &dy);
                         }
@@ -325,8 +341,8 @@ static void check_backward_vs_double(const problem *p, const result *r)
                     int64_t cx[4], cy[4];
                     double w[4];
                     if (p->mode == LY_MSDA_DISCRETE) {
-                        cx[0] = nearest(lxn, W);
-                        cy[0] = nearest(lyn, Hl);
+                        cx[0] = discrete_col(lxn, Hl, W);
+                        cy[0] = discrete_row(lyn, Hl);
                         w[0] = 1;
                         w[1] = w[2] = w[3] = 0;
                         cx[1] = cx[2] = cx[3] = -1;
@@ -396,19 +412,20 @@ static void test_hand_discrete(void **state)
     (void)state;
     problem p;
     tiny(&p, 5, LY_MSDA_DISCRETE);
-    /* int64(loc*size + 0.5), clamped per axis */
+    /* int64(loc*size + 0.5), both coordinates clamped to [0, H - 1] = [0, 1] on this 2x4
+     * level (LibreYOLO's clamp(0, h - 1); x never reaches columns 2 and 3) */
     float locs[5][2] = {{0.3f, 0.3f},  /* x 1.7 -> 1, y 1.1 -> 1 */
-                        {1.0f, 1.0f},  /* 4.5 -> 4 -> 3, 2.5 -> 2 -> 1 */
+                        {1.0f, 1.0f},  /* 4.5 -> 4 -> 1, 2.5 -> 2 -> 1 */
                         {-0.4f, -5.f}, /* clamp 0, 0 */
                         {NAN, 0.1f},   /* NaN -> 0; 0.7 -> 0 */
-                        {0.8f, 0.2f}}; /* 3.7 -> 3; 0.9 -> 0 */
+                        {0.8f, 0.2f}}; /* 3.7 -> 3 -> 1; 0.9 -> 0 */
     float attn[5] = {1.0f, 2.0f, 4.0f, 8.0f, 16.0f};
     memcpy(p.loc, locs, sizeof locs);
     memcpy(p.attn, attn, sizeof attn);
     result r;
     result_init(&r, &p);
     assert_int_equal(run_forward(&p, "reference", 1, &r), LY_OK);
-    double want0 = 1 * 11 + 2 * 13 + 4 * 0 + 8 * 0 + 16 * 3;
+    double want0 = 1 * 11 + 2 * 11 + 4 * 0 + 8 * 0 + 16 * 1;
     assert_true(r.out[0] == (float)want0);
     assert_true(r.out[1] == (float)(want0 + 100 * 31));
     /* Backward: grad_loc is 0, grad_attn = g . v, grad_value collects g * a. */
@@ -419,7 +436,8 @@ static void test_hand_discrete(void **state)
         assert_true(r.gl[i] == 0.0f);
     assert_true(r.ga[0] == 11.0f + 0.5f * 111.0f);
     assert_true(r.gv[(0 * 4 + 0) * 2 + 0] == 4.0f + 8.0f); /* (0, 0) from points 2 and 3 */
-    assert_true(r.gv[(1 * 4 + 3) * 2 + 1] == 1.0f);        /* (1, 3) from point 1, g 0.5 */
+    assert_true(r.gv[(1 * 4 + 1) * 2 + 1] == 1.5f);        /* (1, 1) from points 0, 1; g 0.5 */
+    assert_true(r.gv[(1 * 4 + 3) * 2 + 1] == 0.0f);        /* column 3 is never sampled */
     result_free(&r);
     problem_free(&p);
 }
@@ -814,6 +832,135 @@ static void test_parity_harness(void **state)
     }
 }
 
+/* ---- LibreYOLO's own results (../shared/testdata/{rtdetr,rtdetrv2}/msda_unit) ------------ */
+
+#define MSDA_UNIT_V1 LY_SHARED_DIR "/testdata/rtdetr/msda_unit"
+#define MSDA_UNIT_V2 LY_SHARED_DIR "/testdata/rtdetrv2/msda_unit"
+
+static bool unit_load(const char *dir, const char *name, ly_tensor *t)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    ly_status st = ly_npy_load(path, t);
+    if (st == LY_E_NOT_FOUND) return false;
+    if (st != LY_OK) fail_msg("%s: %s", path, ly_last_error());
+    return true;
+}
+
+/* out within 1e-6 of max|want| (the gate on LibreYOLO's core). */
+static void unit_compare(const char *what, const float *got, const ly_tensor *want)
+{
+    const float *w = want->data;
+    int64_t n = ly_tensor_numel(want);
+    double mag = 0, diff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        mag = fmax(mag, fabs((double)w[i]));
+        diff = fmax(diff, fabs((double)got[i] - (double)w[i]));
+    }
+    if (!(diff <= 1e-6 * mag)) fail_msg("%s: max |diff| %g > 1e-6 of max|ref| %g", what, diff, mag);
+}
+
+/* The core on the fixture's inputs through `impl` (NULL: the registry's choice). */
+static void unit_run(const char *what, const char *impl, const ly_tensor *value,
+                     const ly_tensor *shapes, const ly_tensor *loc, const ly_tensor *attn,
+                     const ly_tensor *points, int mode, const ly_tensor *want)
+{
+    float *out = calloc((size_t)ly_tensor_numel(want), sizeof(float));
+    ly_tensor o;
+    assert_int_equal(ly_tensor_init(&o, out, LY_F32, want->ndim, want->shape), LY_OK);
+    ly_ms_deform_attn_params params = {.mode = mode};
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.in[0] = value;
+    call.in[1] = shapes;
+    call.in[2] = loc;
+    call.in[3] = attn;
+    call.in[4] = points;
+    call.out[0] = &o;
+    call.params = &params;
+    call.threads = 2;
+    ly_status st = impl ? ly_kernel_run_impl("ms_deform_attn", impl, &call)
+                        : ly_kernel_dispatch_op(LY_OP_MS_DEFORM_ATTN, &call);
+    if (st == LY_E_DECLINED) {
+        print_message("%s: %s declined\n", what, impl);
+    } else {
+        if (st != LY_OK) fail_msg("%s: %s", what, ly_last_error());
+        unit_compare(what, out, want);
+    }
+    free(out);
+}
+
+static void test_libreyolo_msda_unit(void **state)
+{
+    (void)state;
+    ly_tensor value, shapes, attn;
+    if (!unit_load(MSDA_UNIT_V2, "value", &value)) {
+        print_message("skipped: the fixture " MSDA_UNIT_V2 " is absent\n");
+        skip();
+    }
+    assert_true(unit_load(MSDA_UNIT_V2, "spatial_shapes", &shapes));
+    assert_true(unit_load(MSDA_UNIT_V2, "attention_weights", &attn));
+    const char *impls[] = {"reference", ly_test_have_avx2() ? "avx2" : NULL, NULL};
+    /* RT-DETRv2: the flat layout, points per level [4, 4, 4] and [3, 6, 3], both methods;
+     * levels [6, 10], [3, 5], [2, 3] (H, W): discrete's clamp of x to H - 1 shows. */
+    static const struct {
+        const char *name;
+        int64_t points[3];
+    } variants[] = {{"p444", {4, 4, 4}}, {"p363", {3, 6, 3}}};
+    for (int v = 0; v < 2; v++) {
+        int64_t three = 3;
+        ly_tensor points, loc;
+        assert_int_equal(ly_tensor_init(&points, (void *)variants[v].points, LY_I64, 1, &three),
+                         LY_OK);
+        char name[64];
+        snprintf(name, sizeof name, "%s_sampling_locations", variants[v].name);
+        assert_true(unit_load(MSDA_UNIT_V2, name, &loc));
+        for (int mode = LY_MSDA_BILINEAR; mode <= LY_MSDA_DISCRETE; mode++) {
+            ly_tensor want;
+            snprintf(name, sizeof name, "%s_%s_core_out", variants[v].name,
+                     mode == LY_MSDA_DISCRETE ? "discrete" : "default");
+            assert_true(unit_load(MSDA_UNIT_V2, name, &want));
+            for (int i = 0; i <= 2; i++) {
+                if (i < 2 && !impls[i]) continue;
+                char what[128];
+                snprintf(what, sizeof what, "rtdetrv2 %s, %s", name, i < 2 ? impls[i] : "dispatch");
+                unit_run(what, i < 2 ? impls[i] : NULL, &value, &shapes, &loc, &attn, &points, mode,
+                         &want);
+            }
+            ly_npy_free(&want);
+        }
+        ly_npy_free(&loc);
+    }
+    ly_npy_free(&value);
+    ly_npy_free(&shapes);
+    ly_npy_free(&attn);
+    /* RT-DETR: [levels, points] = [3, 4], bilinear only. */
+    ly_tensor loc, want;
+    if (!unit_load(MSDA_UNIT_V1, "value", &value)) {
+        print_message("skipped: the fixture " MSDA_UNIT_V1 " is absent\n");
+        return;
+    }
+    assert_true(unit_load(MSDA_UNIT_V1, "spatial_shapes", &shapes));
+    assert_true(unit_load(MSDA_UNIT_V1, "attention_weights", &attn));
+    assert_true(unit_load(MSDA_UNIT_V1, "p4_sampling_locations", &loc));
+    assert_true(unit_load(MSDA_UNIT_V1, "p4_core_out", &want));
+    attn.ndim = 5; /* softmax over L * P, viewed as [B, Lq, H, L, P] */
+    attn.shape[3] = 3;
+    attn.shape[4] = 4;
+    for (int i = 0; i <= 2; i++) {
+        if (i < 2 && !impls[i]) continue;
+        char what[64];
+        snprintf(what, sizeof what, "rtdetr p4_core_out, %s", i < 2 ? impls[i] : "dispatch");
+        unit_run(what, i < 2 ? impls[i] : NULL, &value, &shapes, &loc, &attn, NULL,
+                 LY_MSDA_BILINEAR, &want);
+    }
+    ly_npy_free(&value);
+    ly_npy_free(&shapes);
+    ly_npy_free(&attn);
+    ly_npy_free(&loc);
+    ly_npy_free(&want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -828,6 +975,7 @@ int main(void)
         cmocka_unit_test(test_wrappers),
         cmocka_unit_test(test_contract),
         cmocka_unit_test(test_parity_harness),
+        cmocka_unit_test(test_libreyolo_msda_unit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,8 +29,10 @@
  *
  * Bilinear mode is the grid_sample formulation every family's PyTorch code
  * runs (grid = 2*loc - 1, align_corners=False, zero padding). Discrete mode is
- * D-FINE's nearest sampling (int64(loc*size + 0.5), clamped per axis); its
- * location gradient is 0. NaN results are written as the canonical quiet NaN
+ * the deformable DETRs' nearest sampling (int64(loc*size + 0.5)) with their
+ * clamp: both coordinates to [0, H_l - 1], as LibreYOLO clamps them (x also
+ * to [0, W_l - 1], where LibreYOLO would index past the row); its location
+ * gradient is 0. NaN results are written as the canonical quiet NaN
  * 0x7FC00000, so every provider gives the same bits.
  */
 #ifndef LIBREYOLO_MSDA_H

@@ -196,20 +196,24 @@ MSDA_DEVICE void msda_bilinear(const msda_geometry *g, int l, long long h, float
     s->off[3] = r1 && c1 ? base + (W + 1) * HC : -1;
 }
 
-/* ly_msda_nearest: int64(loc*size + 0.5), clamped in float. */
-MSDA_DEVICE long long msda_nearest(float loc, float size_f, long long size)
+/* ly_msda_nearest: int64(loc*scale + 0.5), clamped to [0, last] in float. */
+MSDA_DEVICE long long msda_nearest(float loc, float scale, long long last)
 {
-    const float t = __fadd_rn(__fmul_rn(loc, size_f), 0.5f);
+    const float t = __fadd_rn(__fmul_rn(loc, scale), 0.5f);
     if (!(t >= 1.0f)) return 0;
-    if (t >= size_f) return size - 1;
+    if (t >= (float)(last + 1)) return last;
     return (long long)t;
 }
 
+/* ly_msda_discrete_offset: both coordinates clamped to [0, H_l - 1] as
+ * LibreYOLO does, x also to [0, W_l - 1]. */
 MSDA_DEVICE long long msda_discrete_offset(const msda_geometry *g, int l, long long h, float loc_x,
                                            float loc_y)
 {
-    const long long ix = msda_nearest(loc_x, g->size_w[l], g->level_w[l]);
-    const long long iy = msda_nearest(loc_y, g->size_h[l], g->level_h[l]);
+    const long long last_col =
+        (g->level_h[l] < g->level_w[l] ? g->level_h[l] : g->level_w[l]) - 1;
+    const long long ix = msda_nearest(loc_x, g->size_w[l], last_col);
+    const long long iy = msda_nearest(loc_y, g->size_h[l], g->level_h[l] - 1);
     return ((g->level_start[l] + iy * g->level_w[l] + ix) * g->heads + h) * g->channels;
 }
 

@@ -104,23 +104,34 @@ static inline void ly_msda_bilinear(const ly_msda_geom *g, int64_t l, int64_t h,
     s->off[3] = r1 && c1 ? base + (W + 1) * HC : -1;
 }
 
-/* D-FINE's nearest index: int64(loc*size + 0.5) (two roundings), clamped to
- * [0, size - 1]. The clamp happens in float, so NaN (and anything below 1)
- * gives 0 and anything at or above size gives size - 1 without an
- * out-of-range conversion. */
-static inline int64_t ly_msda_nearest(float loc, float size_f, int64_t size)
+/* Discrete sampling's index: int64(loc*scale + 0.5) (two roundings, then
+ * truncation toward zero), clamped to [0, last]. The clamp happens in float
+ * (last + 1 <= 2^24 is exact), so NaN (and anything below 1) gives 0 and
+ * anything at or above last + 1 gives last, without an out-of-range
+ * conversion. */
+static inline int64_t ly_msda_nearest(float loc, float scale, int64_t last)
 {
-    float t = loc * size_f + 0.5f;
+    float t = loc * scale + 0.5f;
     if (!(t >= 1.0f)) return 0;
-    if (t >= size_f) return size - 1;
+    if (t >= (float)(last + 1)) return last;
     return (int64_t)t;
+}
+
+/* The last column discrete sampling reaches on level l. LibreYOLO clamps both
+ * coordinates to [0, H_l - 1] (one clamp(0, h - 1) in the deformable DETRs'
+ * discrete core), so on a level wider than high x stops at H_l - 1; on one
+ * higher than wide it stops at W_l - 1 too, where LibreYOLO would index past
+ * the row and fail. */
+static inline int64_t ly_msda_discrete_last_col(const ly_msda_geom *g, int64_t l)
+{
+    return (g->lvl_h[l] < g->lvl_w[l] ? g->lvl_h[l] : g->lvl_w[l]) - 1;
 }
 
 static inline int64_t ly_msda_discrete_offset(const ly_msda_geom *g, int64_t l, int64_t h,
                                               float loc_x, float loc_y)
 {
-    int64_t ix = ly_msda_nearest(loc_x, g->size_w[l], g->lvl_w[l]);
-    int64_t iy = ly_msda_nearest(loc_y, g->size_h[l], g->lvl_h[l]);
+    int64_t ix = ly_msda_nearest(loc_x, g->size_w[l], ly_msda_discrete_last_col(g, l));
+    int64_t iy = ly_msda_nearest(loc_y, g->size_h[l], g->lvl_h[l] - 1);
     return ((g->lvl_start[l] + iy * g->lvl_w[l] + ix) * g->H + h) * g->C;
 }
 

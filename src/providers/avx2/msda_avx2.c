@@ -87,8 +87,8 @@ typedef struct soa {
  * with one unaligned load. */
 typedef struct tables {
     float half_w[SOA + 8], half_h[SOA + 8], max_col[SOA + 8], max_row[SOA + 8];
-    float max_col1[SOA + 8], max_row1[SOA + 8], size_w[SOA + 8], size_h[SOA + 8];
-    int32_t w[SOA + 8], start[SOA + 8], whc[SOA + 8], wm1[SOA + 8], hm1[SOA + 8];
+    float max_col1[SOA + 8], max_row1[SOA + 8], size_w[SOA + 8], size_h[SOA + 8], xcap[SOA + 8];
+    int32_t w[SOA + 8], start[SOA + 8], whc[SOA + 8], xlast[SOA + 8], hm1[SOA + 8];
     int32_t hc;
 } tables;
 
@@ -219,8 +219,8 @@ static void prep8(const tables *t, const float *loc, int n, int64_t k0, bool dis
                                       _mm256_castps_si256(_mm256_cmp_ps(ty, one, _CMP_GE_OQ)));
         ix = _mm256_castps_si256(_mm256_blendv_ps(
             _mm256_castsi256_ps(ix),
-            _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(t->wm1 + k0))),
-            _mm256_cmp_ps(tx, sw, _CMP_GE_OQ)));
+            _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(t->xlast + k0))),
+            _mm256_cmp_ps(tx, _mm256_loadu_ps(t->xcap + k0), _CMP_GE_OQ)));
         iy = _mm256_castps_si256(_mm256_blendv_ps(
             _mm256_castsi256_ps(iy),
             _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(t->hm1 + k0))),
@@ -395,7 +395,9 @@ static bool tables_init(const ly_msda_geom *g, tables *t)
         t->w[i] = (int32_t)g->lvl_w[l];
         t->start[i] = (int32_t)g->lvl_start[l];
         t->whc[i] = (int32_t)(g->lvl_w[l] * hc);
-        t->wm1[i] = (int32_t)(g->lvl_w[l] - 1);
+        int64_t xlast = ly_msda_discrete_last_col(g, l);
+        t->xlast[i] = (int32_t)xlast;
+        t->xcap[i] = (float)(xlast + 1);
         t->hm1[i] = (int32_t)(g->lvl_h[l] - 1);
     }
     t->hc = (int32_t)hc;
