@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RT-DETR and RT-DETRv2 (internal; rtdetr.md): the pieces of the two families
+ * that are their own. The hybrid encoder's AIFI, the decoder layer and the
+ * multi-scale deformable attention are the D-FINE lineage's (models/dfine).
+ */
+#ifndef LY_MODELS_RTDETR_RTDETR_H
+#define LY_MODELS_RTDETR_RTDETR_H
+
+#include "graph/graph.h"
+#include "libreyolo/checkpoint.h"
+
+/* PResNet-vd of `depth` 18, 34 (BasicBlock) or 50, 101 (BottleNeck) (keys
+ * backbone.*; rtdetr.md 2) on `image` f32 [1, 3, height, width]: the three
+ * 3x3 stem convs and the 3x3 stride-2 max pool, four stages whose first block
+ * has a projection shortcut (AvgPool 2x2 then a 1x1 ConvNormLayer where it
+ * strides), every norm (BatchNorm, or FrozenBatchNorm without a step count)
+ * folded into its conv. outs[i], shapes[i] = (c, h, w): stages 1, 2, 3
+ * (strides 8, 16, 32). Heights and widths must be multiples of 32, where
+ * the shortcut's ceil-mode pooling is the plain one. */
+ly_status ly_rtdetr_presnet(ly_graph *g, const ly_checkpoint *ck, int depth, ly_graph_value image,
+                            int64_t height, int64_t width, ly_graph_value outs[3],
+                            int64_t shapes[3][3]);
+
+#endif
