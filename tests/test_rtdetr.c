@@ -14,6 +14,7 @@
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/io.h"
+#include "models/dfine/dfine.h"
 #include "models/rtdetr/rtdetr.h"
 #include "test_util.h"
 
@@ -99,10 +100,42 @@ static void test_backbone_r18(void **state)
     ly_npy_free(&want);
 }
 
+/* PResNet-18 + the hybrid encoder from input.npy to encoder_out2. */
+static void test_encoder_r18(void **state)
+{
+    (void)state;
+    ly_checkpoint *ck = open_or_skip(V2_CKPT, V2_REF, "encoder_out2");
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value image, feats[3], outs[3];
+    int64_t shapes[3][3];
+    assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &image), LY_OK);
+    if (ly_rtdetr_presnet(g, ck, 18, image, 640, 640, feats, shapes) != LY_OK ||
+        ly_dfine_hybrid_encoder(g, ck, 3, feats, (const int64_t(*)[3])shapes, 2, 8, outs) != LY_OK)
+        fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_graph_output(g, outs[2], "encoder_out2"), LY_OK);
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+    ly_tensor input, want, got;
+    load(V2_REF, "input", &input);
+    load(V2_REF, "encoder_out2", &want);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
+    assert_int_equal(ly_graph_get_output(ctx, 0, &got, NULL), LY_OK);
+    double e = rel_error(&got, &want);
+    print_message("RT-DETRv2-r18 encoder_out2 from input.npy: max |diff| / max |ref| = %.3g\n", e);
+    if (!(e <= 1e-4)) fail_msg("encoder_out2 off by %.3g of max |ref| (gate 1e-4)", e);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    ly_npy_free(&input);
+    ly_npy_free(&want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backbone_r18),
+        cmocka_unit_test(test_encoder_r18),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

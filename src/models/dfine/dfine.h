@@ -53,8 +53,11 @@ ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arc
  * BN), AIFI on level `aifi_level` (the sin-cos position embedding built as
  * LibreYOLO builds it, w-major; MHA with `heads` heads, GELU FFN, post-norm),
  * the top-down FPN (lateral 1x1, nearest x2, RepNCSPELAN4) and the bottom-up
- * PAN (SCDown, RepNCSPELAN4). The hidden width, FFN width, CSP widths and
- * bottleneck counts are read from the keys. outs[l] per level. */
+ * PAN (SCDown, RepNCSPELAN4). RT-DETR's (rtdetr.md 3), told apart by its
+ * keys, has Sequential input_proj keys, SiLU laterals, CSPRepLayer blocks and
+ * a 3x3 stride-2 ConvNormLayer + SiLU to downsample. The hidden width, FFN
+ * width, CSP widths and bottleneck counts are read from the keys. outs[l]
+ * per level. */
 ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int levels,
                                   const ly_graph_value *feats, const int64_t (*shapes)[3],
                                   int aifi_level, int heads, ly_graph_value *outs);

@@ -128,6 +128,34 @@ static ly_fmap rep_ncsp_elan4(ly_builder *b, const char *name, ly_fmap x, int64_
     return ly_build_conv_norm(b, key, "norm", cat, c2, 1, 1, false, SILU, NULL);
 }
 
+/* RT-DETR's CSPRepLayer: conv3(bottlenecks(conv1 x) + conv2 x) with its
+ * hidden width and bottleneck count from the keys; conv3 a 1x1
+ * ConvNormLayer + SiLU where its keys are, identity (hidden == c) where not. */
+static ly_fmap csp_rep_layer(ly_builder *b, const char *name, ly_fmap x, int64_t c)
+{
+    char key[2 * LY_KEY_MAX];
+    snprintf(key, sizeof key, "%.100s.conv1.conv.weight", name);
+    int64_t hidden = ly_build_extent(b, key, 0);
+    int blocks = 0;
+    for (;; blocks++) {
+        snprintf(key, sizeof key, "%.100s.bottlenecks.%d.conv1.conv.weight", name, blocks);
+        if (ly_build_extent(b, key, 0) < 0) break;
+    }
+    snprintf(key, sizeof key, "%.100s.conv3.conv.weight", name);
+    bool conv3 = ly_build_extent(b, key, 0) >= 0;
+    if (hidden <= 0 || (!conv3 && hidden != c)) {
+        ly_build_fail(b, ly_set_error(LY_E_FORMAT,
+                                      "%s: missing or misshapen keys %s%.100s.conv1.conv.weight / "
+                                      "conv3.conv.weight",
+                                      b->what, b->prefix, name));
+        return (ly_fmap){LY_GRAPH_NONE, c, x.h, x.w};
+    }
+    ly_fmap y = csp_layer(b, name, x, hidden, blocks);
+    if (!conv3) return y;
+    snprintf(key, sizeof key, "%.100s.conv3", name);
+    return ly_build_conv_norm(b, key, "norm", y, c, 1, 1, false, SILU, NULL);
+}
+
 /* build_2d_sincos_position_embedding(w, h, c): rows in meshgrid(w, h, "ij")
  * order, that is w-major, [sin(w·ω), cos(w·ω), sin(h·ω), cos(h·ω)] with
  * ω_i = 1 / 10000^(i / (c/4)); added to the h-major tokens row by row, as
@@ -197,6 +225,26 @@ static ly_fmap fuse(ly_builder *b, const char *name, bool sum, ly_graph_value re
     return y;
 }
 
+/* RT-DETR's input projection, an unnamed Sequential: a 1x1 conv (keys
+ * input_proj.<l>.0.weight) and its BatchNorm (input_proj.<l>.1.*), folded. */
+static ly_fmap input_proj_sequential(ly_builder *b, int l, ly_fmap x, int64_t hidden)
+{
+    ly_fmap y = {LY_GRAPH_NONE, hidden, x.h, x.w};
+    double *w = malloc((size_t)(hidden * x.c) * sizeof *w),
+           *bias = malloc((size_t)hidden * sizeof *bias);
+    char conv[LY_KEY_MAX], bn[LY_KEY_MAX], name[LY_KEY_MAX];
+    snprintf(conv, sizeof conv, "input_proj.%d.0.weight", l);
+    snprintf(bn, sizeof bn, "input_proj.%d.1", l);
+    snprintf(name, sizeof name, "input_proj.%d", l);
+    if (!w || !bias)
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    else if (ly_fold_conv_bn(b, conv, bn, hidden, x.c, 1, w, bias))
+        y = ly_build_conv_folded(b, name, x, w, bias, hidden, 1, 1, 1, NONE, NULL);
+    free(w);
+    free(bias);
+    return y;
+}
+
 ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int levels,
                                   const ly_graph_value *feats, const int64_t (*shapes)[3],
                                   int aifi_level, int heads, ly_graph_value *outs)
@@ -210,20 +258,27 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
         return ly_set_error(LY_E_FORMAT,
                             "hybrid encoder: key 'encoder.lateral_convs.0.conv.weight' missing or "
                             "not [C, ...] with C a multiple of 4");
+    /* RT-DETR's encoder (CSPRepLayer blocks, SiLU laterals, 3x3 stride-2
+     * downsampling, Sequential-numbered input_proj) has keys D-FINE's lacks */
+    bool rtdetr = ly_build_extent(&b, "fpn_blocks.0.conv1.conv.weight", 0) > 0;
     /* DEIMv2's encoder sums where D-FINE's concatenates (fuse_op "sum"): the
      * fuse blocks' input width says which */
-    int64_t fuse_in = ly_build_extent(&b, "fpn_blocks.0.cv1.conv.weight", 1);
+    int64_t fuse_in = ly_build_extent(
+        &b, rtdetr ? "fpn_blocks.0.conv1.conv.weight" : "fpn_blocks.0.cv1.conv.weight", 1);
     bool sum = fuse_in == hidden;
     if (!sum && fuse_in != 2 * hidden)
         return ly_set_error(LY_E_FORMAT,
-                            "hybrid encoder: key 'encoder.fpn_blocks.0.cv1.conv.weight' missing or "
+                            "hybrid encoder: key 'encoder.fpn_blocks.0.%s.conv.weight' missing or "
                             "not [*, %lld or %lld, 1, 1]",
-                            (long long)hidden, (long long)(2 * hidden));
+                            rtdetr ? "conv1" : "cv1", (long long)hidden, (long long)(2 * hidden));
     ly_fmap proj[3];
     char name[2 * LY_KEY_MAX];
     for (int l = 0; l < levels; l++) {
-        snprintf(name, sizeof name, "input_proj.%d", l);
         ly_fmap x = {feats[l], shapes[l][0], shapes[l][1], shapes[l][2]};
+        if (rtdetr) {
+            proj[l] = input_proj_sequential(&b, l, x, hidden);
+            continue;
+        }
         snprintf(name, sizeof name, "input_proj.%d.conv.weight", l);
         bool identity = ly_build_extent(&b, name, 0) < 0 && x.c == hidden;
         snprintf(name, sizeof name, "input_proj.%d", l);
@@ -240,8 +295,8 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
     for (int l = levels - 1; l > 0; l--) {
         int k = levels - 1 - l;
         snprintf(name, sizeof name, "lateral_convs.%d", k);
-        ly_fmap high =
-            ly_build_conv_norm(&b, name, "norm", inner[l], hidden, 1, 1, false, NONE, NULL);
+        ly_fmap high = ly_build_conv_norm(&b, name, "norm", inner[l], hidden, 1, 1, false,
+                                          rtdetr ? SILU : NONE, NULL);
         inner[l] = high;
         char node_name[2 * LY_KEY_MAX];
         snprintf(node_name, sizeof node_name, "encoder.fpn_up.%d", k);
@@ -250,21 +305,29 @@ ly_status ly_dfine_hybrid_encoder(ly_graph *g, const ly_checkpoint *ck, int leve
             ly_build_fail(&b, ly_graph_upsample_nearest2d(g, node_name, high.v, 2, &upsampled));
         ly_fmap fused = fuse(&b, node_name, sum, upsampled, proj[l - 1]);
         snprintf(name, sizeof name, "fpn_blocks.%d", k);
-        inner[l - 1] = rep_ncsp_elan4(&b, name, fused, hidden);
+        inner[l - 1] = rtdetr ? csp_rep_layer(&b, name, fused, hidden)
+                              : rep_ncsp_elan4(&b, name, fused, hidden);
     }
     /* bottom-up */
     ly_fmap out = inner[0];
     outs[0] = out.v;
     for (int l = 0; l + 1 < levels; l++) {
-        snprintf(name, sizeof name, "downsample_convs.%d.0.cv1", l);
-        ly_fmap down = ly_build_conv_norm(&b, name, "norm", out, hidden, 1, 1, false, NONE, NULL);
-        snprintf(name, sizeof name, "downsample_convs.%d.0.cv2", l);
-        down = ly_build_conv_norm(&b, name, "norm", down, hidden, 3, 2, true, NONE, NULL);
+        ly_fmap down;
+        if (rtdetr) {
+            snprintf(name, sizeof name, "downsample_convs.%d", l);
+            down = ly_build_conv_norm(&b, name, "norm", out, hidden, 3, 2, false, SILU, NULL);
+        } else { /* SCDown */
+            snprintf(name, sizeof name, "downsample_convs.%d.0.cv1", l);
+            down = ly_build_conv_norm(&b, name, "norm", out, hidden, 1, 1, false, NONE, NULL);
+            snprintf(name, sizeof name, "downsample_convs.%d.0.cv2", l);
+            down = ly_build_conv_norm(&b, name, "norm", down, hidden, 3, 2, true, NONE, NULL);
+        }
         char node_name[2 * LY_KEY_MAX];
         snprintf(node_name, sizeof node_name, "encoder.pan_cat.%d", l);
         ly_fmap fused = fuse(&b, node_name, sum, down.v, inner[l + 1]);
         snprintf(name, sizeof name, "pan_blocks.%d", l);
-        out = rep_ncsp_elan4(&b, name, fused, hidden);
+        out = rtdetr ? csp_rep_layer(&b, name, fused, hidden)
+                     : rep_ncsp_elan4(&b, name, fused, hidden);
         outs[l + 1] = out.v;
     }
     return b.st;
