@@ -25,6 +25,9 @@
 #define V2 LY_SHARED_DIR "/testdata/rtdetrv2"
 #define V2_CKPT V2 "/LibreRTDETRv2r18_seed0.pt"
 #define V2_REF V2 "/ref_parkour"
+#define V1 LY_SHARED_DIR "/testdata/rtdetr"
+#define V1_CKPT V1 "/LibreRTDETRr18_seed0.pt"
+#define V1_REF V1 "/ref_giraffe"
 
 static bool exists(const char *path)
 {
@@ -131,11 +134,103 @@ static void test_encoder_r18(void **state)
     ly_npy_free(&want);
 }
 
+/* Output `got` [1, Q, n] against LibreYOLO's `want`, row j of want matched to
+ * the row of `got` that selected the same token (enc_topk_ind): near-tied
+ * encoder scores may order a pair of queries the other way. */
+static double matched_error(const ly_tensor *got, const int64_t *ours, const ly_tensor *want,
+                            const int64_t *theirs)
+{
+    assert_int_equal(got->ndim, 3);
+    assert_int_equal(got->shape[1], want->shape[1]);
+    assert_int_equal(got->shape[2], want->shape[2]);
+    int64_t q = want->shape[1], n = want->shape[2];
+    const float *a = got->data, *b = want->data;
+    double diff = 0, mag = 0;
+    for (int64_t j = 0; j < q; j++) {
+        int64_t r = 0;
+        while (r < q && ours[r] != theirs[j])
+            r++;
+        if (r == q)
+            fail_msg("token %lld (query %lld) was not selected", (long long)theirs[j],
+                     (long long)j);
+        for (int64_t k = 0; k < n; k++) {
+            diff = fmax(diff, fabs((double)a[r * n + k] - (double)b[j * n + k]));
+            mag = fmax(mag, fabs((double)b[j * n + k]));
+        }
+    }
+    return mag > 0 ? diff / mag : diff;
+}
+
+/* The whole network from input.npy to pred_logits / pred_boxes. */
+static void whole_network(const char *checkpoint, const char *ref_dir, bool v1, const char *what)
+{
+    ly_checkpoint *ck = open_or_skip(checkpoint, ref_dir, "pred_logits");
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value image, feats[3], maps[3], logits, boxes, selected;
+    int64_t shapes[3][3], hw[3][2];
+    assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &image), LY_OK);
+    ly_status st = ly_rtdetr_presnet(g, ck, 18, image, 640, 640, feats, shapes);
+    if (st == LY_OK)
+        st = ly_dfine_hybrid_encoder(g, ck, 3, feats, (const int64_t(*)[3])shapes, 2, 8, maps);
+    for (int l = 0; l < 3; l++) {
+        hw[l][0] = shapes[l][1];
+        hw[l][1] = shapes[l][2];
+    }
+    ly_rtdetr_head_config cfg = {
+        .queries = 300, .heads = 8, .eval_idx = -1, .v1 = v1, .selected = &selected};
+    if (st == LY_OK)
+        st = ly_rtdetr_head(g, ck, 3, maps, (const int64_t(*)[2])hw, &cfg, &logits, &boxes);
+    if (st != LY_OK) fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_graph_output(g, logits, "pred_logits"), LY_OK);
+    assert_int_equal(ly_graph_output(g, boxes, "pred_boxes"), LY_OK);
+    assert_int_equal(ly_graph_output(g, selected, "enc_topk_ind"), LY_OK);
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+    ly_tensor input, want[2], theirs, ours, got;
+    load(ref_dir, "input", &input);
+    load(ref_dir, "pred_logits", &want[0]);
+    load(ref_dir, "pred_boxes", &want[1]);
+    load(ref_dir, "enc_topk_ind", &theirs);
+    assert_int_equal(theirs.dtype, LY_I64);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
+    assert_int_equal(ly_graph_get_output(ctx, 2, &ours, NULL), LY_OK);
+    static const double gates[2] = {2e-4, 1e-4};
+    static const char *const names[2] = {"pred_logits", "pred_boxes"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ly_graph_get_output(ctx, i, &got, NULL), LY_OK);
+        double e = matched_error(&got, ours.data, &want[i], theirs.data);
+        print_message("%s %s: max |diff| / max |ref| = %.3g\n", what, names[i], e);
+        if (!(e <= gates[i]))
+            fail_msg("%s off by %.3g of max |ref| (gate %g)", names[i], e, gates[i]);
+        ly_npy_free(&want[i]);
+    }
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    ly_npy_free(&input);
+    ly_npy_free(&theirs);
+}
+
+static void test_network_v2_r18(void **state)
+{
+    (void)state;
+    whole_network(V2_CKPT, V2_REF, false, "RT-DETRv2-r18");
+}
+
+static void test_network_v1_r18(void **state)
+{
+    (void)state;
+    whole_network(V1_CKPT, V1_REF, true, "RT-DETR-r18");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backbone_r18),
         cmocka_unit_test(test_encoder_r18),
+        cmocka_unit_test(test_network_v2_r18),
+        cmocka_unit_test(test_network_v1_r18),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,7 +36,8 @@ static ly_status points_per_level(ly_builder *b, int levels, int64_t total, cons
     return LY_OK;
 }
 
-/* MSDeformableAttention (detr.md 6, D-FINE row): no value or output projection. */
+/* MSDeformableAttention (detr.md 6; rtdetr.md 6): D-FINE's without value or
+ * output projection, RT-DETR's (v1 and v2) with them. */
 static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
                                       const ly_dfine_layer_inputs *in, int64_t q, int heads,
                                       int64_t c, int levels)
@@ -54,11 +55,20 @@ static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
                                       key, heads));
         return LY_GRAPH_NONE;
     }
-    const float *scale = ly_build_take(b, "cross_attn.num_points_scale", 1, &total);
+    /* v2 (D-FINE, RT-DETRv2) keeps num_points_scale; RT-DETR's points are P
+     * per level, its offsets divided by P */
+    bool uniform = ly_build_extent(b, "cross_attn.num_points_scale", 0) < 0 && levels > 0 &&
+                   total % levels == 0 && ly_build_extent(b, "cross_attn.value_proj.weight", 0) > 0;
+    const float *scale =
+        uniform ? NULL : ly_build_take(b, "cross_attn.num_points_scale", 1, &total);
     int64_t points[LY_MSDA_MAX_LEVELS];
     if (b->st == LY_OK && (levels < 1 || levels > LY_MSDA_MAX_LEVELS))
         ly_build_fail(b, ly_set_error(LY_E_INVALID_ARGUMENT, "D-FINE decoder: %d levels", levels));
-    if (b->st == LY_OK) ly_build_fail(b, points_per_level(b, levels, total, scale, points));
+    if (b->st == LY_OK && uniform)
+        for (int l = 0; l < levels; l++)
+            points[l] = total / levels;
+    else if (b->st == LY_OK)
+        ly_build_fail(b, points_per_level(b, levels, total, scale, points));
     if (b->st != LY_OK) return LY_GRAPH_NONE;
 
     ly_graph_value offsets =
@@ -72,16 +82,19 @@ static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
     ly_axis_params last = LY_AXIS_DEFAULTS; /* jointly over every level's points, per head */
     weights = ly_build_node(b, LY_OP_SOFTMAX, "cross_attn.softmax", 1, &weights, &last);
 
-    /* loc = ref_xy + ((offset * num_points_scale) * ref_wh) * 0.5, in that order. */
+    /* loc = ref_xy + ((offset * num_points_scale) * ref_wh) * 0.5, in that
+     * order (RT-DETR: offset / P for offset * num_points_scale). */
     int64_t nps_shape[5] = {1, 1, 1, total, 1}, ref_shape[5] = {1, q, 1, 1, 2};
-    ly_graph_value nps = ly_build_constant(b, 5, nps_shape, scale);
+    ly_graph_value nps =
+        uniform ? ly_build_scalar(b, (float)points[0]) : ly_build_constant(b, 5, nps_shape, scale);
     ly_graph_value xy = ly_build_reshape(
         b, "cross_attn.ref_xy", ly_build_slice(b, "cross_attn.ref_xy", in->reference, 3, 0, 2), 5,
         ref_shape);
     ly_graph_value wh = ly_build_reshape(
         b, "cross_attn.ref_wh", ly_build_slice(b, "cross_attn.ref_wh", in->reference, 3, 2, 2), 5,
         ref_shape);
-    ly_graph_value off = ly_build_binary(b, LY_OP_MUL, "cross_attn.scaled", offsets, nps);
+    ly_graph_value off =
+        ly_build_binary(b, uniform ? LY_OP_DIV : LY_OP_MUL, "cross_attn.scaled", offsets, nps);
     off = ly_build_binary(b, LY_OP_MUL, "cross_attn.scaled_wh", off, wh);
     off = ly_build_binary(b, LY_OP_MUL, "cross_attn.half", off, ly_build_scalar(b, 0.5f));
     ly_graph_value loc = ly_build_binary(b, LY_OP_ADD, "cross_attn.locations", xy, off);
@@ -93,11 +106,17 @@ static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
         ly_build_fail(b, ly_graph_constant(b->g, LY_I64, 1, &points_shape, &np, &data));
     if (b->st != LY_OK) return LY_GRAPH_NONE;
     memcpy(data, points, (size_t)levels * sizeof *points);
+    /* RT-DETR's attention projects the value and the output; D-FINE's not */
+    bool projections = ly_build_extent(b, "cross_attn.value_proj.weight", 0) > 0;
+    ly_graph_value value =
+        projections ? ly_build_linear(b, "cross_attn.value_proj", in->memory, c, c) : in->memory;
     int64_t value_shape[4] = {1, -1, heads, c / heads};
-    ly_graph_value value = ly_build_reshape(b, "cross_attn.value", in->memory, 4, value_shape);
+    value = ly_build_reshape(b, "cross_attn.value", value, 4, value_shape);
     ly_graph_value msda_in[5] = {value, in->spatial_shapes, loc, weights, np};
     ly_ms_deform_attn_params mp = LY_MS_DEFORM_ATTN_DEFAULTS;
-    return ly_build_node(b, LY_OP_MS_DEFORM_ATTN, "cross_attn.core", 5, msda_in, &mp);
+    ly_graph_value core =
+        ly_build_node(b, LY_OP_MS_DEFORM_ATTN, "cross_attn.core", 5, msda_in, &mp);
+    return projections ? ly_build_linear(b, "cross_attn.output_proj", core, c, c) : core;
 }
 
 /* nn.LayerNorm (keys .weight, .bias; eps 1e-5) or DEIMv2's RMSNorm (key

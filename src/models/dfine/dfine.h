@@ -10,6 +10,7 @@
 
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
+#include "models/common/builder.h"
 #include "models/recipe.h"
 
 /* The graph values a decoder layer reads. */
@@ -92,6 +93,32 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                         const ly_graph_value *maps, const int64_t (*shapes)[2],
                         const ly_dfine_head_config *cfg, ly_graph_value *logits,
                         ly_graph_value *boxes);
+
+/* The head's building blocks the RT-DETR head shares (head.c). */
+/* MLP at prefix + `name`: `layers` linears (layers.<i>), dims[0] -> dims[layers], `act`
+ * between them. */
+ly_graph_value ly_dfine_mlp(ly_builder *b, const char *name, ly_graph_value x, int layers,
+                            const int64_t *dims, ly_op act);
+/* inverse_sigmoid(x, eps 1e-5): log(clip(x, eps) / clip(1 - x, eps)) of x clipped to [0, 1]. */
+ly_graph_value ly_dfine_inverse_sigmoid(ly_builder *b, ly_graph_value x);
+/* The decoder's input_proj of level l (1x1 conv + BN where its keys are, identity otherwise). */
+ly_graph_value ly_dfine_input_proj(ly_builder *b, int l, ly_graph_value map, int64_t hidden,
+                                   const int64_t shape[2]);
+
+/* The anchors [1, tokens, 4] and valid mask [1, tokens, 1] as a checkpoint
+ * stores them (prefix + anchors, valid_mask: bool, f32 or i64), the mask as
+ * f32 0/1. */
+void ly_dfine_stored_anchors(ly_builder *b, int64_t tokens, ly_graph_value *anchors,
+                             ly_graph_value *valid);
+/* Query selection (detr.md 4.3): enc_score_head on `out_memory` [1, tokens,
+ * hidden], the top `queries` tokens by their best class logit (ties: lower
+ * index), their rows of out_memory (*target) and enc_bbox_head(target) +
+ * their anchors (*ref_unact); *selected (may be NULL): the tokens chosen, i64
+ * [queries], best first. */
+void ly_dfine_select_queries(ly_builder *b, ly_graph_value out_memory, ly_graph_value anchors,
+                             int64_t tokens, int64_t hidden, int64_t classes, int queries,
+                             ly_op act, ly_graph_value *target, ly_graph_value *ref_unact,
+                             ly_graph_value *selected);
 
 /* Pre- and post-processing (detr.md 8, 9). The whole image resized to size
  * x size with PIL's bilinear (models/pil_resize.h), /255, NCHW float32. */

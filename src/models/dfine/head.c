@@ -13,8 +13,8 @@
 #include <string.h>
 
 /* MLP at prefix + `name`: `layers` linears, the activation between them. */
-static ly_graph_value mlp(ly_builder *b, const char *name, ly_graph_value x, int layers,
-                          const int64_t *dims, ly_op act)
+ly_graph_value ly_dfine_mlp(ly_builder *b, const char *name, ly_graph_value x, int layers,
+                            const int64_t *dims, ly_op act)
 {
     char key[2 * LY_KEY_MAX];
     for (int i = 0; i < layers; i++) {
@@ -32,7 +32,7 @@ static ly_graph_value clamp(ly_builder *b, const char *what, ly_graph_value x, d
 }
 
 /* inverse_sigmoid(x, eps 1e-5): log(clip(x, eps) / clip(1 - x, eps)) of x in [0, 1]. */
-static ly_graph_value inverse_sigmoid(ly_builder *b, ly_graph_value x)
+ly_graph_value ly_dfine_inverse_sigmoid(ly_builder *b, ly_graph_value x)
 {
     x = clamp(b, "inverse_sigmoid", x, 0.0, 1.0);
     ly_graph_value num = clamp(b, "inverse_sigmoid", x, 1e-5, HUGE_VAL);
@@ -108,7 +108,7 @@ static ly_graph_value lqe(ly_builder *b, const char *name, ly_graph_value scores
     static const int64_t dims[3] = {20, 64, 1};
     char key[2 * LY_KEY_MAX];
     snprintf(key, sizeof key, "%.100s.reg_conf", name);
-    return ly_build_binary(b, LY_OP_ADD, "lqe", scores, mlp(b, key, stat, 2, dims, act));
+    return ly_build_binary(b, LY_OP_ADD, "lqe", scores, ly_dfine_mlp(b, key, stat, 2, dims, act));
 }
 
 /* W(n) of weighting_function(reg_max, up, reg_scale), in float as torch computes it. */
@@ -170,13 +170,13 @@ static ly_graph_value mlp_from_keys(ly_builder *b, const char *name, ly_graph_va
     if (layers == 0 && b->st == LY_OK)
         ly_build_fail(b, ly_set_error(LY_E_FORMAT, "%s: missing key '%s%.100s.layers.0.weight'",
                                       b->what, b->prefix, name));
-    return mlp(b, name, x, layers, dims, act);
+    return ly_dfine_mlp(b, name, x, layers, dims, act);
 }
 
 /* The decoder's input_proj of level l: 1x1 conv + BN where the encoder's
  * width is not the decoder's (D-FINE x), Identity otherwise. */
-static ly_graph_value input_proj(ly_builder *b, int l, ly_graph_value map, int64_t hidden,
-                                 const int64_t shape[2])
+ly_graph_value ly_dfine_input_proj(ly_builder *b, int l, ly_graph_value map, int64_t hidden,
+                                   const int64_t shape[2])
 {
     char name[LY_KEY_MAX], key[LY_KEY_MAX];
     snprintf(name, sizeof name, "input_proj.%d", l);
@@ -185,6 +185,67 @@ static ly_graph_value input_proj(ly_builder *b, int l, ly_graph_value map, int64
     if (cin <= 0) return map;
     ly_fmap x = {map, cin, shape[0], shape[1]};
     return ly_build_conv_norm(b, name, "norm", x, hidden, 1, 1, false, LY_ACT_NONE, NULL).v;
+}
+
+void ly_dfine_stored_anchors(ly_builder *b, int64_t tokens, ly_graph_value *anchors,
+                             ly_graph_value *valid)
+{
+    int64_t ashape[3] = {1, tokens, 4}, mshape[3] = {1, tokens, 1};
+    *anchors = ly_build_weight(b, "anchors", 3, ashape);
+    *valid = LY_GRAPH_NONE;
+    ly_tensor mask_view;
+    float *mask = calloc((size_t)tokens, sizeof *mask);
+    if (!mask) {
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+        return;
+    }
+    bool have_mask = b->st == LY_OK && ly_build_find(b, "valid_mask", &mask_view) &&
+                     ly_tensor_numel(&mask_view) == tokens;
+    if (b->st == LY_OK && !have_mask)
+        ly_build_problem(b, LY_PROBLEM_MISSING, "key '%svalid_mask' missing or not [1, %lld, 1]",
+                         b->prefix, (long long)tokens);
+    for (int64_t i = 0; have_mask && i < tokens; i++)
+        mask[i] = mask_view.dtype == LY_F32   ? (((const float *)mask_view.data)[i] != 0.0f)
+                  : mask_view.dtype == LY_I64 ? (((const int64_t *)mask_view.data)[i] != 0)
+                                              : (((const uint8_t *)mask_view.data)[i] != 0);
+    *valid = ly_build_constant(b, 3, mshape, mask);
+    free(mask);
+}
+
+void ly_dfine_select_queries(ly_builder *b, ly_graph_value out_memory, ly_graph_value anchors,
+                             int64_t tokens, int64_t hidden, int64_t classes, int queries,
+                             ly_op act, ly_graph_value *target, ly_graph_value *ref_unact,
+                             ly_graph_value *selected)
+{
+    char name[LY_KEY_MAX];
+    ly_graph_value enc_logits = ly_build_linear(b, "enc_score_head", out_memory, classes, hidden);
+    ly_topk_params best = LY_TOPK_DEFAULTS;
+    best.k = 1;
+    ly_graph_value top1[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
+    snprintf(name, sizeof name, "%.100senc.max", b->prefix);
+    if (b->st == LY_OK)
+        ly_build_fail(b, ly_graph_node(b->g, LY_OP_TOPK, name, 1, &enc_logits, &best, 2, top1));
+    int64_t per_token[2] = {1, tokens};
+    ly_graph_value score = ly_build_reshape(b, "enc.max", top1[0], 2, per_token);
+    ly_topk_params select = LY_TOPK_DEFAULTS;
+    select.k = queries;
+    ly_graph_value chosen[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
+    snprintf(name, sizeof name, "%.100senc.topk", b->prefix);
+    if (b->st == LY_OK)
+        ly_build_fail(b, ly_graph_node(b->g, LY_OP_TOPK, name, 1, &score, &select, 2, chosen));
+    int64_t q = queries;
+    ly_graph_value index = ly_build_reshape(b, "enc.topk_ind", chosen[1], 1, &q);
+    if (selected) *selected = index;
+    ly_gather_params rows = {.axis = 1};
+    ly_graph_value in2[2] = {out_memory, index};
+    *target = ly_build_node(b, LY_OP_INDEX_SELECT, "enc.topk_memory", 2, in2, &rows);
+    ly_graph_value in3[2] = {anchors, index};
+    ly_graph_value topk_anchors =
+        ly_build_node(b, LY_OP_INDEX_SELECT, "enc.topk_anchors", 2, in3, &rows);
+    int64_t box_mlp[4] = {hidden, hidden, hidden, 4};
+    *ref_unact =
+        ly_build_binary(b, LY_OP_ADD, "enc.ref_unact",
+                        ly_dfine_mlp(b, "enc_bbox_head", *target, 3, box_mlp, act), topk_anchors);
 }
 
 ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
@@ -223,7 +284,7 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     static const int64_t to_tokens[3] = {0, 2, 1};
     for (int l = 0; l < levels; l++) {
         int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
-        ly_graph_value m = input_proj(&b, l, maps[l], hidden, shapes[l]);
+        ly_graph_value m = ly_dfine_input_proj(&b, l, maps[l], hidden, shapes[l]);
         flat[l] = ly_build_permute(&b, "memory", ly_build_reshape(&b, "memory", m, 3, shape), 3,
                                    to_tokens);
     }
@@ -232,22 +293,8 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
         ly_build_fail(&b, ly_graph_concat(g, "decoder.memory", levels, flat, 1, &memory));
 
     /* the anchors and valid mask buffers, as stored */
-    int64_t ashape[3] = {1, tokens, 4}, mshape[3] = {1, tokens, 1};
-    ly_graph_value anchors = ly_build_weight(&b, "anchors", 3, ashape);
-    ly_tensor mask_view;
-    float *mask = calloc((size_t)tokens, sizeof *mask);
-    if (!mask) return ly_set_error(LY_E_NO_MEMORY, "D-FINE head: out of memory");
-    bool have_mask = b.st == LY_OK && ly_build_find(&b, "valid_mask", &mask_view) &&
-                     ly_tensor_numel(&mask_view) == tokens;
-    if (b.st == LY_OK && !have_mask)
-        ly_build_problem(&b, LY_PROBLEM_MISSING,
-                         "key 'decoder.valid_mask' missing or not [1, %lld, 1]", (long long)tokens);
-    for (int64_t i = 0; have_mask && i < tokens; i++)
-        mask[i] = mask_view.dtype == LY_F32   ? (((const float *)mask_view.data)[i] != 0.0f)
-                  : mask_view.dtype == LY_I64 ? (((const int64_t *)mask_view.data)[i] != 0)
-                                              : (((const uint8_t *)mask_view.data)[i] != 0);
-    ly_graph_value valid = ly_build_constant(&b, 3, mshape, mask);
-    free(mask);
+    ly_graph_value anchors, valid;
+    ly_dfine_stored_anchors(&b, tokens, &anchors, &valid);
 
     /* query selection; DEIMv2 has no enc_output (the masked memory itself) */
     ly_graph_value out_memory = ly_build_binary(&b, LY_OP_MUL, "enc.mask", memory, valid);
@@ -255,33 +302,10 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
         out_memory = ly_build_layer_norm(
             &b, "enc_output.norm",
             ly_build_linear(&b, "enc_output.proj", out_memory, hidden, hidden), hidden, 1e-5);
-    ly_graph_value enc_logits = ly_build_linear(&b, "enc_score_head", out_memory, classes, hidden);
-    ly_topk_params best = LY_TOPK_DEFAULTS;
-    best.k = 1;
-    ly_graph_value top1[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
-    if (b.st == LY_OK)
-        ly_build_fail(
-            &b, ly_graph_node(g, LY_OP_TOPK, "decoder.enc.max", 1, &enc_logits, &best, 2, top1));
-    int64_t per_token[2] = {1, tokens};
-    ly_graph_value score = ly_build_reshape(&b, "enc.max", top1[0], 2, per_token);
-    ly_topk_params select = LY_TOPK_DEFAULTS;
-    select.k = queries;
-    ly_graph_value chosen[2] = {LY_GRAPH_NONE, LY_GRAPH_NONE};
-    if (b.st == LY_OK)
-        ly_build_fail(
-            &b, ly_graph_node(g, LY_OP_TOPK, "decoder.enc.topk", 1, &score, &select, 2, chosen));
-    int64_t q = queries;
-    ly_graph_value index = ly_build_reshape(&b, "enc.topk_ind", chosen[1], 1, &q);
-    ly_gather_params rows = {.axis = 1};
-    ly_graph_value in2[2] = {out_memory, index};
-    ly_graph_value target = ly_build_node(&b, LY_OP_INDEX_SELECT, "enc.topk_memory", 2, in2, &rows);
-    ly_graph_value in3[2] = {anchors, index};
-    ly_graph_value topk_anchors =
-        ly_build_node(&b, LY_OP_INDEX_SELECT, "enc.topk_anchors", 2, in3, &rows);
-    int64_t box_mlp[4] = {hidden, hidden, hidden, 4};
-    ly_graph_value ref_unact =
-        ly_build_binary(&b, LY_OP_ADD, "enc.ref_unact",
-                        mlp(&b, "enc_bbox_head", target, 3, box_mlp, act), topk_anchors);
+    ly_graph_value target, ref_unact;
+    ly_dfine_select_queries(&b, out_memory, anchors, tokens, hidden, classes, queries, act, &target,
+                            &ref_unact, NULL);
+    int64_t q = queries, box_mlp[4] = {hidden, hidden, hidden, 4};
 
     /* FDR: W(n) and the box scale (a .safetensors keeps only the decoder.decoder aliases) */
     float up = 0, reg_scale = 0;
@@ -324,8 +348,9 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
             ly_build_fail(&b,
                           ly_dfine_decoder_layer(g, ck, i, heads, cfg->silu, levels, &in, &out));
         if (i == 0) {
-            ly_graph_value pre = mlp(&b, "pre_bbox_head", out, 3, box_mlp, act);
-            pre = ly_build_binary(&b, LY_OP_ADD, "pre_bbox", pre, inverse_sigmoid(&b, ref));
+            ly_graph_value pre = ly_dfine_mlp(&b, "pre_bbox_head", out, 3, box_mlp, act);
+            pre =
+                ly_build_binary(&b, LY_OP_ADD, "pre_bbox", pre, ly_dfine_inverse_sigmoid(&b, ref));
             initial = ly_build_node(&b, LY_OP_SIGMOID, "pre_bbox", 1, &pre, NULL);
         }
         /* a shared head saved once (safetensors drops the aliases) reads layer 0's */
@@ -333,7 +358,7 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
         int head = cfg->shared_box_head && ly_build_extent(&b, key, 0) < 0 ? 0 : i;
         snprintf(key, sizeof key, "dec_bbox_head.%d", head);
         ly_graph_value head_in = i ? ly_build_binary(&b, LY_OP_ADD, key, out, prev_out) : out;
-        ly_graph_value corners = mlp(&b, key, head_in, 3, corner_mlp, act);
+        ly_graph_value corners = ly_dfine_mlp(&b, key, head_in, 3, corner_mlp, act);
         if (i) corners = ly_build_binary(&b, LY_OP_ADD, key, corners, prev_corners);
         ly_graph_value box = distance2bbox(
             &b, initial, integral(&b, corners, project, zero, q, bins), fabsf(reg_scale));

@@ -22,4 +22,26 @@ ly_status ly_rtdetr_presnet(ly_graph *g, const ly_checkpoint *ck, int depth, ly_
                             int64_t height, int64_t width, ly_graph_value outs[3],
                             int64_t shapes[3][3]);
 
+/* What the head's code (not its keys) varies by family and size. */
+typedef struct ly_rtdetr_head_config {
+    int queries, heads;
+    int eval_idx; /* the layer whose outputs are the model's; negative: from the end */
+    bool v1;      /* RT-DETR: anchors and valid mask computed for the actual size (RT-DETRv2
+                     stores them) */
+    ly_graph_value *selected; /* where to put the query selection's token indices (may be NULL) */
+} ly_rtdetr_head_config;
+
+/* The RT-DETR / RT-DETRv2 transformer head (keys decoder.*; rtdetr.md 4, 5)
+ * on the encoder's `levels` maps (shapes[l] = (h, w)): input_proj, memory,
+ * anchors and valid mask (stored, or computed as RT-DETR computes them),
+ * enc_output, query selection, then the decoder layers up to eval_idx
+ * (query_pos_head every layer, unclamped; the D-FINE lineage's layer with
+ * value and output projections; boxes sigmoid(dec_bbox_head(out) +
+ * inverse_sigmoid(ref)), each the next layer's reference). Outputs
+ * pred_logits [1, Q, classes] and pred_boxes [1, Q, 4] (cxcywh in [0, 1]). */
+ly_status ly_rtdetr_head(ly_graph *g, const ly_checkpoint *ck, int levels,
+                         const ly_graph_value *maps, const int64_t (*shapes)[2],
+                         const ly_rtdetr_head_config *cfg, ly_graph_value *logits,
+                         ly_graph_value *boxes);
+
 #endif
