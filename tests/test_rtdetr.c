@@ -13,13 +13,16 @@
 
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
+#include "libreyolo/image.h"
 #include "libreyolo/io.h"
+#include "libreyolo/model.h"
 #include "models/dfine/dfine.h"
 #include "models/rtdetr/rtdetr.h"
 #include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #define V2 LY_SHARED_DIR "/testdata/rtdetrv2"
@@ -224,13 +227,123 @@ static void test_network_v1_r18(void **state)
     whole_network(V1_CKPT, V1_REF, true, "RT-DETR-r18");
 }
 
+/* LibreYOLO's input.npy from the image, value for value. */
+static void test_preprocess(void **state)
+{
+    (void)state;
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    static const struct {
+        const char *image, *input;
+    } cases[] = {{LY_SHARED_DIR "/testdata/images/parkour.jpg", V2_REF "/input.npy"},
+                 {LY_SHARED_DIR "/testdata/images/giraffe.jpg", V1_REF "/input.npy"}};
+    if (!codecs || !exists(cases[0].input) || !exists(cases[1].input)) {
+        print_message("skipped: no image codecs, or the fixtures are absent\n");
+        skip();
+    }
+    for (size_t c = 0; c < 2; c++) {
+        ly_image im;
+        if (ly_image_load(cases[c].image, &im) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
+        ly_tensor want;
+        if (ly_npy_load(cases[c].input, &want) != LY_OK) fail_msg("%s", ly_last_error());
+        int64_t n = 3 * 640 * 640;
+        assert_int_equal(ly_tensor_numel(&want), n);
+        float *got = malloc((size_t)n * sizeof *got);
+        assert_non_null(got);
+        assert_int_equal(ly_rtdetr_preprocess(&view, 640, 640, got), LY_OK);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n; i++)
+            differ += got[i] != ((const float *)want.data)[i];
+        if (differ)
+            fail_msg("%s: %lld of %lld values differ from LibreYOLO's", cases[c].image,
+                     (long long)differ, (long long)n);
+        free(got);
+        ly_npy_free(&want);
+        ly_image_free(&im);
+    }
+}
+
+static double iou(const float *a, const float *b)
+{
+    double w = fmin(a[2], b[2]) - fmax(a[0], b[0]), h = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    double inter = w > 0 && h > 0 ? w * h : 0;
+    double area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return area > 0 ? inter / area : 0;
+}
+
+/* ly_model_load (the family by the checkpoint's metadata) + predict at
+ * LibreYOLO's defaults: its detections (det_cls, det_conf, det_xyxy) in
+ * order, class for class, score within 1e-4, IoU >= 0.999. */
+static void test_detections(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *checkpoint, *image, *ref, *family;
+    } cases[] = {
+        {"RT-DETRv2-r18", V2_CKPT, LY_SHARED_DIR "/testdata/images/parkour.jpg", V2_REF,
+         "rtdetrv2"},
+        {"RT-DETR-r18", V1_CKPT, LY_SHARED_DIR "/testdata/images/giraffe.jpg", V1_REF, "rtdetr"}};
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    if (!codecs) {
+        print_message("skipped: this build reads no images\n");
+        skip();
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char probe[512];
+        snprintf(probe, sizeof probe, "%s/det_xyxy.npy", cases[c].ref);
+        if (!exists(cases[c].checkpoint) || !exists(probe)) {
+            print_message("skipped %s: its fixture is absent\n", cases[c].name);
+            continue;
+        }
+        ly_model *m;
+        if (ly_model_load(cases[c].checkpoint, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_model_info info;
+        assert_int_equal(ly_model_get_info(m, &info), LY_OK);
+        assert_string_equal(info.family, cases[c].family);
+        assert_string_equal(info.size, "r18");
+        ly_results *r;
+        if (ly_model_predict_file(m, cases[c].image, NULL, &r) != LY_OK)
+            fail_msg("%s", ly_last_error());
+        ly_tensor cls, conf, xyxy;
+        load(cases[c].ref, "det_cls", &cls);
+        load(cases[c].ref, "det_conf", &conf);
+        load(cases[c].ref, "det_xyxy", &xyxy);
+        size_t n;
+        ly_results_count(r, &n);
+        assert_int_equal((int64_t)n, ly_tensor_numel(&conf));
+        const float *want_conf = conf.data, *want_box = xyxy.data;
+        double worst_score = 0, worst_iou = 1;
+        for (size_t i = 0; i < n; i++) {
+            ly_detection d;
+            ly_results_get(r, i, &d);
+            double want_cls = cls.dtype == LY_F32 ? ((const float *)cls.data)[i]
+                                                  : (double)((const int64_t *)cls.data)[i];
+            if (d.cls != (int)want_cls || fabs(d.conf - want_conf[i]) > 1e-4 ||
+                iou(d.xyxy, want_box + 4 * i) < 0.999)
+                fail_msg("%s detection %zu: class %d score %.7g, LibreYOLO's class %d score %.7g",
+                         cases[c].name, i, d.cls, (double)d.conf, (int)want_cls,
+                         (double)want_conf[i]);
+            worst_score = fmax(worst_score, fabs(d.conf - want_conf[i]));
+            worst_iou = fmin(worst_iou, iou(d.xyxy, want_box + 4 * i));
+        }
+        print_message("%s: %zu detections as LibreYOLO's, scores within %.2g, IoU >= %.6f\n",
+                      cases[c].name, n, worst_score, worst_iou);
+        ly_npy_free(&cls);
+        ly_npy_free(&conf);
+        ly_npy_free(&xyxy);
+        ly_results_free(r);
+        ly_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backbone_r18),
-        cmocka_unit_test(test_encoder_r18),
-        cmocka_unit_test(test_network_v2_r18),
-        cmocka_unit_test(test_network_v1_r18),
+        cmocka_unit_test(test_backbone_r18),   cmocka_unit_test(test_encoder_r18),
+        cmocka_unit_test(test_network_v2_r18), cmocka_unit_test(test_network_v1_r18),
+        cmocka_unit_test(test_preprocess),     cmocka_unit_test(test_detections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,8 @@
 #define RECIPES(X)                                                                                 \
     X(nanodet)                                                                                     \
     X(yolo9)                                                                                       \
+    X(rtdetr)                                                                                      \
+    X(rtdetrv2)                                                                                    \
     X(deimv2)                                                                                      \
     X(deim)                                                                                        \
     X(rtdetrv4)                                                                                    \

@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
+#include "libreyolo/model.h"
 
 /* PResNet-vd of `depth` 18, 34 (BasicBlock) or 50, 101 (BottleNeck) (keys
  * backbone.*; rtdetr.md 2) on `image` f32 [1, 3, height, width]: the three
@@ -43,5 +44,10 @@ ly_status ly_rtdetr_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                          const ly_graph_value *maps, const int64_t (*shapes)[2],
                          const ly_rtdetr_head_config *cfg, ly_graph_value *logits,
                          ly_graph_value *boxes);
+
+/* LibreYOLO's predict preprocessing (rtdetr.md 7): cv2.resize of the whole
+ * image to w x h (INTER_LINEAR on uint8, aspect not kept), /255, RGB planes
+ * into input [3, h, w]. */
+ly_status ly_rtdetr_preprocess(const ly_image_view *image, int64_t h, int64_t w, float *input);
 
 #endif

@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/* The recipes of RT-DETR and RT-DETRv2 (recipe.h; rtdetr.md): LibreYOLO's
+ * LibreRTDETR and LibreRTDETRv2 checkpoints with a PResNet backbone (r18,
+ * r34, r50, r50m, r101), OpenCV's bilinear resize of the whole image, the
+ * D-FINE lineage's top-K post-processing, their defaults. */
+#include "models/recipe.h"
+
+#include "core/core.h"
+#include "graph/graph.h"
+#include "models/common/audit.h"
+#include "models/dfine/dfine.h"
+#include "models/rtdetr/rtdetr.h"
+#include "models/yolo9/prepost.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { HEADS = 8, LEVELS = 3, QUERIES = 300, IMGSZ = 640 };
+
+/* A size as LibreYOLO's RTDETR_CONFIGS builds it (rtdetr.md 1). */
+typedef struct rtdetr_size {
+    const char *size;
+    int depth;
+    int eval_idx; /* the decoder layer whose outputs are the model's; -1: the last */
+} rtdetr_size;
+
+static const rtdetr_size sizes[] = {
+    {"r18", 18, -1}, {"r34", 34, -1}, {"r50", 50, -1}, {"r50m", 50, 2}, {"r101", 101, -1},
+};
+
+typedef struct family {
+    const char *name; /* in messages */
+    bool v1;
+} family;
+
+static const family rtdetr = {"RT-DETR", true};
+static const family rtdetrv2 = {"RT-DETRv2", false};
+
+static bool has_prefix_key(const ly_checkpoint *ck, const char *prefix)
+{
+    size_t n = 0;
+    if (ly_checkpoint_tensor_count(ck, &n) != LY_OK) return false;
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        ly_tensor view;
+        if (ly_checkpoint_tensor_at(ck, i, &name, &view) == LY_OK &&
+            strncmp(name, prefix, strlen(prefix)) == 0)
+            return true;
+    }
+    ly_clear_error();
+    return false;
+}
+
+static bool any_key_contains(const ly_checkpoint *ck, const char *part)
+{
+    size_t n = 0;
+    if (ly_checkpoint_tensor_count(ck, &n) != LY_OK) return false;
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        ly_tensor view;
+        if (ly_checkpoint_tensor_at(ck, i, &name, &view) == LY_OK && strstr(name, part))
+            return true;
+    }
+    ly_clear_error();
+    return false;
+}
+
+/* LibreYOLO's can_load (rtdetr.md 9): a ResNet or HGNetv2 backbone, both
+ * input projections and a score head. The D-FINE lineage (which also has
+ * these) keeps decoder.pre_bbox_head. RT-DETR comes first, so a v2 state dict
+ * without metadata is read as v1, as LibreYOLO's factory does; the strict key
+ * audit then refuses it by name, where LibreYOLO would load it non-strictly. */
+static bool accepts_keys(const ly_checkpoint *ck, const char *path)
+{
+    (void)path;
+    return (has_prefix_key(ck, "backbone.res_layers") || has_prefix_key(ck, "backbone.stages")) &&
+           has_prefix_key(ck, "encoder.input_proj") && has_prefix_key(ck, "decoder.input_proj") &&
+           (has_prefix_key(ck, "decoder.dec_score_head") ||
+            has_prefix_key(ck, "decoder.enc_score_head")) &&
+           !has_prefix_key(ck, "decoder.pre_bbox_head");
+}
+
+/* Block indices of a stage: 1 + the largest <i> of backbone.res_layers.<s>.blocks.<i>. */
+static int blocks_of(const ly_checkpoint *ck, int stage)
+{
+    int n = 0;
+    for (;; n++) {
+        char key[96];
+        snprintf(key, sizeof key, "backbone.res_layers.%d.blocks.%d.", stage, n);
+        if (!has_prefix_key(ck, key)) break;
+    }
+    return n;
+}
+
+/* LibreYOLO's detect_size (rtdetr.md 9), checked against the metadata's. */
+static ly_status recognise_size(const family *f, const ly_checkpoint *ck, const char *path,
+                                const rtdetr_size **out)
+{
+    if (has_prefix_key(ck, "backbone.stem.") || has_prefix_key(ck, "backbone.stages."))
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "ly_model_load: %s: an %s with an HGNetv2 backbone is size l or x, "
+                            "which this build does not run yet (it runs r18, r34, r50, r50m, "
+                            "r101)",
+                            path, f->name);
+    const char *by_keys;
+    if (!any_key_contains(ck, ".branch2c."))
+        by_keys = blocks_of(ck, 0) <= 2 ? "r18" : "r34";
+    else if (blocks_of(ck, 2) > 6)
+        by_keys = "r101";
+    else
+        by_keys = ly_model_key_extent(ck, "encoder.fpn_blocks.0.conv1.conv.weight", 0, 4) == 128
+                      ? "r50m"
+                      : "r50";
+    const rtdetr_size *found = NULL;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (strcmp(sizes[i].size, by_keys) == 0) found = &sizes[i];
+    const char *meta;
+    if (ly_checkpoint_meta_string(ck, "size", &meta) == LY_OK && strcmp(meta, found->size) != 0)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: the metadata says size '%s', the keys are those "
+                            "of %s-%s",
+                            path, meta, f->name, found->size);
+    ly_clear_error();
+    *out = found;
+    return LY_OK;
+}
+
+/* r50m stores six decoder layers and runs three (eval_idx 2): the rest is
+ * read by nothing. */
+static const ly_key_rules r50m_rules = {
+    .ignore_prefix = (const char *const[]){"decoder.decoder.layers.3.", "decoder.decoder.layers.4.",
+                                           "decoder.decoder.layers.5.", "decoder.dec_score_head.3.",
+                                           "decoder.dec_score_head.4.", "decoder.dec_score_head.5.",
+                                           "decoder.dec_bbox_head.3.", "decoder.dec_bbox_head.4.",
+                                           "decoder.dec_bbox_head.5.", NULL},
+};
+
+static ly_status build(const family *f, const rtdetr_size *z, const ly_checkpoint *ck,
+                       int64_t imgsz, ly_graph *g)
+{
+    ly_graph_value image, feats[LEVELS], maps[LEVELS];
+    ly_graph_value logits = LY_GRAPH_NONE, boxes = LY_GRAPH_NONE;
+    int64_t shapes[LEVELS][3], hw[LEVELS][2];
+    ly_status st = ly_graph_input(g, "images", LY_F32, 4, &image);
+    if (st == LY_OK) st = ly_rtdetr_presnet(g, ck, z->depth, image, imgsz, imgsz, feats, shapes);
+    if (st == LY_OK)
+        st = ly_dfine_hybrid_encoder(g, ck, LEVELS, feats, (const int64_t(*)[3])shapes, 2, HEADS,
+                                     maps);
+    for (int l = 0; l < LEVELS; l++) {
+        hw[l][0] = shapes[l][1];
+        hw[l][1] = shapes[l][2];
+    }
+    ly_rtdetr_head_config head = {
+        .queries = QUERIES, .heads = HEADS, .eval_idx = z->eval_idx, .v1 = f->v1};
+    if (st == LY_OK)
+        st = ly_rtdetr_head(g, ck, LEVELS, maps, (const int64_t(*)[2])hw, &head, &logits, &boxes);
+    if (st == LY_OK) st = ly_graph_output(g, logits, "pred_logits");
+    if (st == LY_OK) st = ly_graph_output(g, boxes, "pred_boxes");
+    return st;
+}
+
+static ly_status load_family(const family *f, const ly_checkpoint *ck, const char *path,
+                             ly_model_desc *d)
+{
+    const rtdetr_size *z = NULL;
+    ly_status st = recognise_size(f, ck, path, &z);
+    if (st != LY_OK) return st;
+    snprintf(d->size, sizeof d->size, "%s", z->size);
+    int64_t imgsz;
+    st = ly_model_meta_imgsz(ck, path, IMGSZ, 32, 4096, &imgsz);
+    if (st != LY_OK) return st;
+    if (!f->v1 && imgsz != IMGSZ)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: RT-DETRv2 keeps its anchors for %dx%d only (its "
+                            "metadata says imgsz %lld)",
+                            path, IMGSZ, IMGSZ, (long long)imgsz);
+    d->nc = ly_model_key_extent(ck, "decoder.dec_score_head.0.bias", 0, 1);
+    if (d->nc <= 0)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: %s key 'decoder.dec_score_head.0.bias' missing "
+                            "or not [classes]",
+                            path, f->name);
+    char context[600];
+    snprintf(context, sizeof context, "ly_model_load: %s: %s-%s", path, f->name, z->size);
+    ly_graph *g = NULL;
+    ly_state_dict dict;
+    st = ly_state_dict_of(ck, &dict);
+    if (st == LY_OK) st = ly_audit_begin(&dict, z->eval_idx >= 0 ? &r50m_rules : NULL);
+    if (st == LY_OK) st = ly_graph_create(&g);
+    if (st == LY_OK) st = build(f, z, ck, imgsz, g);
+    /* every missing, misshapen and unexpected key at once, before any other error */
+    st = ly_audit_end(st, context);
+    if (st != LY_OK) {
+        ly_graph_free(g);
+        return st;
+    }
+    st = ly_graph_engine_attach(d, g);
+    if (st != LY_OK) return st;
+    /* the anchors and the AIFI position embedding are built for this size only */
+    d->stride = 0;
+    d->imgsz = d->fixed_h = d->fixed_w = imgsz;
+    return ly_model_names_from_checkpoint(d, ck);
+}
+
+static ly_status load_rtdetr(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    return load_family(&rtdetr, ck, path, d);
+}
+
+static ly_status load_rtdetrv2(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
+{
+    return load_family(&rtdetrv2, ck, path, d);
+}
+
+static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
+{
+    bool ok = n_outputs >= 2 && outputs[0].ndim == 3 && outputs[0].shape[0] == 1 &&
+              outputs[0].shape[2] == d->nc && outputs[1].ndim == 3 &&
+              outputs[1].shape[1] == outputs[0].shape[1] && outputs[1].shape[2] == 4;
+    if (!ok)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: the network's outputs are not RT-DETR's "
+                            "pred_logits [1, Q, %lld] and pred_boxes [1, Q, 4]",
+                            path, (long long)d->nc);
+    return LY_OK;
+}
+
+static void output_name(int index, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", index == 0 ? "pred_logits" : index == 1 ? "pred_boxes" : "output");
+}
+
+ly_status ly_rtdetr_preprocess(const ly_image_view *image, int64_t h, int64_t w, float *input)
+{
+    size_t plane = (size_t)h * (size_t)w;
+    uint8_t *resized = malloc(plane * 3);
+    if (!resized) return ly_set_error(LY_E_NO_MEMORY, "preprocess: out of memory");
+    ly_status st = ly_resize_linear_u8c3(image->pixels, image->width, image->height, image->stride,
+                                         resized, (int)w, (int)h, (size_t)w * 3);
+    if (st == LY_OK) {
+        bool bgr = image->format == LY_PIXELS_BGR;
+        for (size_t i = 0; i < plane; i++)
+            for (int c = 0; c < 3; c++)
+                input[(size_t)c * plane + i] =
+                    (float)resized[i * 3 + (size_t)(bgr ? 2 - c : c)] / 255.0f;
+    }
+    free(resized);
+    return st;
+}
+
+static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, int64_t h,
+                            int64_t w, float *input, ly_prep *prep)
+{
+    (void)d;
+    (void)prep;
+    return ly_rtdetr_preprocess(image, h, w, input);
+}
+
+static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
+                             const ly_prep *prep, const ly_image_view *image,
+                             const ly_predict_options *options, ly_box **boxes, size_t *count)
+{
+    (void)d;
+    (void)n_outputs;
+    (void)prep;
+    return ly_dfine_postprocess(&outputs[0], &outputs[1], image->width, image->height, options,
+                                boxes, count);
+}
+
+/* LibreYOLO validates both (executorch.md, its v1.6 support matrix). Here the
+ * deformable attention is one portable call of a custom operator, which only
+ * libreyolo's runtime has a kernel for. */
+static const ly_export_rule export_rules[] = {
+    {"detect", "executorch", LY_EXPORT_AVAILABLE,
+     "The deformable attention is a portable call of the custom operator "
+     "libreyolo::ms_deform_attn.out between XNNPACK partitions (schema in docs/attention.md); "
+     "libreyolo's runtime runs these programs, no ExecuTorch kernel for the operator ships yet "
+     "(LibreYOLO validates rtdetr and rtdetrv2 through its own grid-sample export).",
+     LY_EXPORT_ET_CONSTRAINT "; runs in libreyolo's runtime only"},
+    {NULL, NULL, LY_EXPORT_BLOCKED, NULL, NULL},
+};
+
+/* Not parameters: the anchors, the valid mask and MSDA's point scales (v2). */
+static const char *const buffer_suffixes[] = {"decoder.anchors", "decoder.valid_mask",
+                                              "num_points_scale", NULL};
+
+#define RTDETR_RECIPE(name, loader, prefix)                                                        \
+    {                                                                                              \
+        .family = name, .task = "detect",                                                          \
+        .input_description = "float32 RGB /255, OpenCV bilinear resize (cv2.resize INTER_LINEAR "  \
+                             "on uint8) of the whole image to the model's size, no letterbox",     \
+        .default_conf = 0.25f, .default_iou = 0.45f /* unused: no NMS */, .default_max_det = 300,  \
+        .accepts_keys = accepts_keys, .buffer_suffixes = buffer_suffixes,                          \
+        .load_checkpoint = loader, .bind = bind, .output_name = output_name,                       \
+        .preprocess = preprocess, .postprocess = postprocess, .file_prefix = prefix,               \
+        .published_sizes = (const char *const[]){"r18", "r34", "r50", "r50m", "r101", NULL},       \
+        .export_rules = export_rules,                                                              \
+    }
+
+const ly_recipe ly_rtdetr_recipe = RTDETR_RECIPE("rtdetr", load_rtdetr, "LibreRTDETR");
+/* RT-DETRv2 claims checkpoints by its metadata only (RT-DETR reads the keys first). */
+const ly_recipe ly_rtdetrv2_recipe = RTDETR_RECIPE("rtdetrv2", load_rtdetrv2, "LibreRTDETRv2");
