@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Every size of the D-FINE lineage builds and runs: a checkpoint synthesised
- * from LibreYOLO's own key list (../shared/testdata/<family>/keys/: every key
- * by name, dtype and shape, nothing invented) with deterministic values where
- * a key's meaning fixes them (num_points_scale, anchors, valid_mask, up,
- * reg_scale, BatchNorm variances), loads through ly_model_load (family and
- * size from the metadata, or from the keys and file name without it) with no
- * key missing or left over, and runs to finite pred_logits [1, Q, 80] and
- * pred_boxes [1, Q, 4]. A key list with keys dropped, misshapen and added is
- * refused with every one of them named.
+ * Every size of the D-FINE lineage and of RT-DETR / RT-DETRv2 builds and runs: a checkpoint
+ * synthesised from LibreYOLO's own key list (../shared/testdata/<family>/keys/: every key by name,
+ * dtype and shape, nothing invented) with deterministic values where a key's meaning fixes them
+ * (num_points_scale, anchors, valid_mask, up, reg_scale, BatchNorm variances), loads through
+ * ly_model_load (family and size from the metadata, or from the keys and file name without it) with
+ * no key missing or left over, and runs to finite pred_logits [1, Q, 80] and pred_boxes [1, Q, 4].
+ * A key list with keys dropped, misshapen and added is refused with every one of them named.
  *
  * Runs: every size where an accelerated conv2d is registered and no
  * sanitizer slows the build; elsewhere the sizes under 10 GFLOPs run and the
@@ -70,6 +68,16 @@ static const size_case cases[] = {
     {"deimv2", "LibreDEIMv2", "femto", 2, {4, 2}, 416, 16, 4, 150, true},
     {"deimv2", "LibreDEIMv2", "pico", 2, {4, 2}, 640, 16, 4, 200, true},
     {"deimv2", "LibreDEIMv2", "n", 2, {6, 6}, 640, 16, 4, 300, true},
+    {"rtdetr", "LibreRTDETR", "r18", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetr", "LibreRTDETR", "r34", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetr", "LibreRTDETR", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetr", "LibreRTDETR", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetr", "LibreRTDETR", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetrv2", "LibreRTDETRv2", "r18", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetrv2", "LibreRTDETRv2", "r34", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetrv2", "LibreRTDETRv2", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetrv2", "LibreRTDETRv2", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false},
+    {"rtdetrv2", "LibreRTDETRv2", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false},
 };
 
 static bool exists(const char *path)
@@ -262,12 +270,12 @@ static void write_checkpoint(const size_case *c, const key_list *keys, const cha
     int64_t tokens = 0;
     for (size_t i = 0; i < keys->n; i++)
         if (strcmp(keys->e[i].name, "decoder.anchors") == 0) tokens = keys->e[i].shape[1];
-    assert_true(tokens > 0);
-    float *a = malloc((size_t)tokens * 4 * sizeof *a);
-    uint8_t *valid = malloc((size_t)tokens);
+    /* RT-DETR (v1) stores none: it computes them */
+    float *a = malloc((size_t)(tokens ? tokens : 1) * 4 * sizeof *a);
+    uint8_t *valid = malloc((size_t)(tokens ? tokens : 1));
     assert_non_null(a);
     assert_non_null(valid);
-    anchors(c, a, valid, tokens);
+    if (tokens) anchors(c, a, valid, tokens);
     for (size_t i = 0; i < keys->n; i++) {
         const key_entry *k = &keys->e[i];
         size_t bytes = (size_t)numel(k) * elem_size(k->dtype);
@@ -360,9 +368,11 @@ static void test_every_size(void **state)
         }
         key_list keys;
         read_keys(keys_file, &keys);
-        /* D-FINE-n and the RT-DETRv4/DEIM s without metadata: keys and file name decide */
+        /* D-FINE-n, the RT-DETRv4/DEIM s and RT-DETR-r34 without metadata: keys and file
+         * name decide */
         bool metadata = !(strcmp(c->size, "n") == 0 && strcmp(c->family, "dfine") == 0) &&
-                        !(strcmp(c->size, "s") == 0 && strcmp(c->family, "dfine") != 0);
+                        !(strcmp(c->size, "s") == 0 && strcmp(c->family, "dfine") != 0) &&
+                        !(strcmp(c->size, "r34") == 0 && strcmp(c->family, "rtdetr") == 0);
         snprintf(path, sizeof path, "%s/%s%s_synth.safetensors", dir, c->prefix, c->size);
         write_checkpoint(c, &keys, path, metadata);
         free(keys.e);
@@ -399,9 +409,10 @@ static void test_every_size(void **state)
         ly_model_free(m);
         assert_int_equal(unlink(path), 0);
     }
-    print_message("D-FINE lineage from LibreYOLO's key lists: %d sizes ran, %d built only%s, %d "
-                  "without a key list (skipped)\n",
-                  ran, built, every ? "" : " (sanitized or portable build)", skipped);
+    print_message(
+        "D-FINE lineage and RT-DETR from LibreYOLO's key lists: %d sizes ran, %d built only%s, %d "
+        "without a key list (skipped)\n",
+        ran, built, every ? "" : " (sanitized or portable build)", skipped);
     if (skipped == (int)(sizeof cases / sizeof cases[0])) skip();
 }
 
@@ -450,6 +461,39 @@ static void test_key_mismatches_listed(void **state)
     assert_int_equal(unlink(path), 0);
 }
 
+/* An RT-DETRv2 state dict without metadata is read as RT-DETR, as LibreYOLO's
+ * factory reads it; where LibreYOLO then loads it non-strictly (v2's keys
+ * dropped, v1's left at their initial values), the load is refused naming
+ * them. */
+static void test_rtdetrv2_without_metadata_refused(void **state)
+{
+    (void)state;
+    const size_case *c = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(cases[i].family, "rtdetrv2") == 0 && strcmp(cases[i].size, "r18") == 0)
+            c = &cases[i];
+    assert_non_null(c);
+    char keys_file[512], path[256];
+    keys_path(c, keys_file, sizeof keys_file);
+    if (!exists(keys_file)) {
+        print_message("skipped: %s is absent\n", keys_file);
+        skip();
+    }
+    key_list keys;
+    read_keys(keys_file, &keys);
+    snprintf(path, sizeof path, "%s/LibreRTDETRv2r18_nometa.safetensors", dir);
+    write_checkpoint(c, &keys, path, false);
+    free(keys.e);
+    ly_model *m = NULL;
+    assert_int_equal(ly_model_load(path, NULL, &m), LY_E_FORMAT);
+    const char *msg = ly_last_error();
+    const char *want[] = {"RT-DETR-r18", "decoder.enc_output.0.weight", "decoder.anchors",
+                          "decoder.valid_mask", "decoder.enc_output.proj.weight"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(msg, want[i])) fail_msg("the message does not name '%s': %s", want[i], msg);
+    assert_int_equal(unlink(path), 0);
+}
+
 /* A DEIMv2 of hidden width 192 is size s, whose DINOv3 backbone this build
  * does not run: refused as such, not as a broken checkpoint. */
 static void test_unsupported_size_named(void **state)
@@ -484,6 +528,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_key_mismatches_listed),
                                        cmocka_unit_test(test_unsupported_size_named),
+                                       cmocka_unit_test(test_rtdetrv2_without_metadata_refused),
                                        cmocka_unit_test(test_every_size)};
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
