@@ -105,6 +105,11 @@ ly_graph_value ly_dfine_inverse_sigmoid(ly_builder *b, ly_graph_value x);
 ly_graph_value ly_dfine_input_proj(ly_builder *b, int l, ly_graph_value map, int64_t hidden,
                                    const int64_t shape[2]);
 
+/* The decoder's memory [1, tokens, hidden]: every level's map (shapes[l] =
+ * (h, w)) through its input_proj, flattened h-major, levels one after
+ * another (at most 4). */
+ly_graph_value ly_dfine_memory(ly_builder *b, int levels, const ly_graph_value *maps,
+                               const int64_t (*shapes)[2], int64_t hidden);
 /* The anchors [1, tokens, 4] and valid mask [1, tokens, 1] as a checkpoint
  * stores them (prefix + anchors, valid_mask: bool, f32 or i64), the mask as
  * f32 0/1. */
@@ -128,5 +133,14 @@ ly_status ly_dfine_preprocess(const ly_image_view *image, int size, float *input
 ly_status ly_dfine_postprocess(const ly_tensor *logits, const ly_tensor *boxes, int orig_w,
                                int orig_h, const ly_predict_options *options, ly_box **out,
                                size_t *count);
+
+/* The recipe hooks every DETR of the two families shares (recipe.h): outputs
+ * pred_logits [1, Q, nc] and pred_boxes [1, Q, 4], named so, post-processed
+ * by ly_dfine_postprocess at the original image's size. */
+ly_status ly_detr_bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path);
+void ly_detr_output_name(int index, char *buf, size_t size);
+ly_status ly_detr_postprocess(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
+                              const ly_prep *prep, const ly_image_view *image,
+                              const ly_predict_options *options, ly_box **boxes, size_t *count);
 
 #endif

@@ -187,6 +187,25 @@ ly_graph_value ly_dfine_input_proj(ly_builder *b, int l, ly_graph_value map, int
     return ly_build_conv_norm(b, name, "norm", x, hidden, 1, 1, false, LY_ACT_NONE, NULL).v;
 }
 
+ly_graph_value ly_dfine_memory(ly_builder *b, int levels, const ly_graph_value *maps,
+                               const int64_t (*shapes)[2], int64_t hidden)
+{
+    ly_graph_value flat[4] = {LY_GRAPH_NONE, LY_GRAPH_NONE, LY_GRAPH_NONE, LY_GRAPH_NONE};
+    static const int64_t to_tokens[3] = {0, 2, 1};
+    for (int l = 0; l < levels && l < 4; l++) {
+        int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
+        ly_graph_value m = ly_dfine_input_proj(b, l, maps[l], hidden, shapes[l]);
+        flat[l] =
+            ly_build_permute(b, "memory", ly_build_reshape(b, "memory", m, 3, shape), 3, to_tokens);
+    }
+    ly_graph_value memory = flat[0];
+    char name[LY_KEY_MAX];
+    snprintf(name, sizeof name, "%.100smemory", b->prefix);
+    if (levels > 1 && b->st == LY_OK)
+        ly_build_fail(b, ly_graph_concat(b->g, name, levels, flat, 1, &memory));
+    return memory;
+}
+
 void ly_dfine_stored_anchors(ly_builder *b, int64_t tokens, ly_graph_value *anchors,
                              ly_graph_value *valid)
 {
@@ -279,18 +298,7 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     for (int l = 0; l < levels; l++)
         tokens += shapes[l][0] * shapes[l][1];
 
-    /* memory: every level projected, flattened h-major, levels one after another */
-    ly_graph_value flat[4];
-    static const int64_t to_tokens[3] = {0, 2, 1};
-    for (int l = 0; l < levels; l++) {
-        int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
-        ly_graph_value m = ly_dfine_input_proj(&b, l, maps[l], hidden, shapes[l]);
-        flat[l] = ly_build_permute(&b, "memory", ly_build_reshape(&b, "memory", m, 3, shape), 3,
-                                   to_tokens);
-    }
-    ly_graph_value memory = flat[0];
-    if (levels > 1 && b.st == LY_OK)
-        ly_build_fail(&b, ly_graph_concat(g, "decoder.memory", levels, flat, 1, &memory));
+    ly_graph_value memory = ly_dfine_memory(&b, levels, maps, shapes, hidden);
 
     /* the anchors and valid mask buffers, as stored */
     ly_graph_value anchors, valid;

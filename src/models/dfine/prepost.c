@@ -6,6 +6,7 @@
 #include "models/pil_resize.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,4 +77,33 @@ ly_status ly_dfine_postprocess(const ly_tensor *logits, const ly_tensor *boxes, 
     *out = kept;
     *count = m;
     return LY_OK;
+}
+
+ly_status ly_detr_bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
+{
+    bool ok = n_outputs >= 2 && outputs[0].ndim == 3 && outputs[0].shape[0] == 1 &&
+              outputs[0].shape[2] == d->nc && outputs[1].ndim == 3 &&
+              outputs[1].shape[1] == outputs[0].shape[1] && outputs[1].shape[2] == 4;
+    if (!ok)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: the network's outputs are not a DETR's "
+                            "pred_logits [1, Q, %lld] and pred_boxes [1, Q, 4]",
+                            path, (long long)d->nc);
+    return LY_OK;
+}
+
+void ly_detr_output_name(int index, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", index == 0 ? "pred_logits" : index == 1 ? "pred_boxes" : "output");
+}
+
+ly_status ly_detr_postprocess(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
+                              const ly_prep *prep, const ly_image_view *image,
+                              const ly_predict_options *options, ly_box **boxes, size_t *count)
+{
+    (void)d;
+    (void)n_outputs;
+    (void)prep;
+    return ly_dfine_postprocess(&outputs[0], &outputs[1], image->width, image->height, options,
+                                boxes, count);
 }

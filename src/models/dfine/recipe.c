@@ -294,24 +294,6 @@ static ly_status load_deimv2(const ly_checkpoint *ck, const char *path, ly_model
     return load_lineage(&deimv2, ck, path, d);
 }
 
-static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
-{
-    bool ok = n_outputs >= 2 && outputs[0].ndim == 3 && outputs[0].shape[0] == 1 &&
-              outputs[0].shape[2] == d->nc && outputs[1].ndim == 3 &&
-              outputs[1].shape[1] == outputs[0].shape[1] && outputs[1].shape[2] == 4;
-    if (!ok)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: the network's outputs are not D-FINE's "
-                            "pred_logits [1, Q, %lld] and pred_boxes [1, Q, 4]",
-                            path, (long long)d->nc);
-    return LY_OK;
-}
-
-static void output_name(int index, char *buf, size_t size)
-{
-    snprintf(buf, size, "%s", index == 0 ? "pred_logits" : index == 1 ? "pred_boxes" : "output");
-}
-
 static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, int64_t h,
                             int64_t w, float *input, ly_prep *prep)
 {
@@ -321,17 +303,6 @@ static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, 
         return ly_set_error(LY_E_SHAPE, "D-FINE: the input is square (%lldx%lld asked)",
                             (long long)h, (long long)w);
     return ly_dfine_preprocess(image, (int)h, input);
-}
-
-static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
-                             const ly_prep *prep, const ly_image_view *image,
-                             const ly_predict_options *options, ly_box **boxes, size_t *count)
-{
-    (void)d;
-    (void)n_outputs;
-    (void)prep;
-    return ly_dfine_postprocess(&outputs[0], &outputs[1], image->width, image->height, options,
-                                boxes, count);
 }
 
 /* LibreYOLO blocks dfine, deim and deimv2 export (executorch.md L-SUPPORT:
@@ -362,8 +333,8 @@ static const char *const buffer_suffixes[] = {"decoder.anchors", "decoder.valid_
                              "model's size, no letterbox",                                         \
         .default_conf = 0.25f, .default_iou = 0.45f /* unused: no NMS */, .default_max_det = 300,  \
         .accepts_keys = keys, .buffer_suffixes = buffer_suffixes, .load_checkpoint = loader,       \
-        .bind = bind, .output_name = output_name, .preprocess = preprocess,                        \
-        .postprocess = postprocess, .file_prefix = prefix,                                         \
+        .bind = ly_detr_bind, .output_name = ly_detr_output_name, .preprocess = preprocess,        \
+        .postprocess = ly_detr_postprocess, .file_prefix = prefix,                                 \
         .published_sizes = (const char *const[]){__VA_ARGS__, NULL}, .export_rules = export_rules, \
     }
 

@@ -87,18 +87,7 @@ ly_status ly_rtdetr_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     for (int l = 0; l < levels; l++)
         tokens += shapes[l][0] * shapes[l][1];
 
-    /* memory: every level projected, flattened h-major, levels one after another */
-    ly_graph_value flat[4];
-    static const int64_t to_tokens[3] = {0, 2, 1};
-    for (int l = 0; l < levels; l++) {
-        int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
-        ly_graph_value m = ly_dfine_input_proj(&b, l, maps[l], hidden, shapes[l]);
-        flat[l] = ly_build_permute(&b, "memory", ly_build_reshape(&b, "memory", m, 3, shape), 3,
-                                   to_tokens);
-    }
-    ly_graph_value memory = flat[0];
-    if (levels > 1 && b.st == LY_OK)
-        ly_build_fail(&b, ly_graph_concat(g, "decoder.memory", levels, flat, 1, &memory));
+    ly_graph_value memory = ly_dfine_memory(&b, levels, maps, shapes, hidden);
 
     ly_graph_value anchors, valid;
     if (cfg->v1)

@@ -213,24 +213,6 @@ static ly_status load_rtdetrv2(const ly_checkpoint *ck, const char *path, ly_mod
     return load_family(&rtdetrv2, ck, path, d);
 }
 
-static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
-{
-    bool ok = n_outputs >= 2 && outputs[0].ndim == 3 && outputs[0].shape[0] == 1 &&
-              outputs[0].shape[2] == d->nc && outputs[1].ndim == 3 &&
-              outputs[1].shape[1] == outputs[0].shape[1] && outputs[1].shape[2] == 4;
-    if (!ok)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: the network's outputs are not RT-DETR's "
-                            "pred_logits [1, Q, %lld] and pred_boxes [1, Q, 4]",
-                            path, (long long)d->nc);
-    return LY_OK;
-}
-
-static void output_name(int index, char *buf, size_t size)
-{
-    snprintf(buf, size, "%s", index == 0 ? "pred_logits" : index == 1 ? "pred_boxes" : "output");
-}
-
 ly_status ly_rtdetr_preprocess(const ly_image_view *image, int64_t h, int64_t w, float *input)
 {
     size_t plane = (size_t)h * (size_t)w;
@@ -257,17 +239,6 @@ static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, 
     return ly_rtdetr_preprocess(image, h, w, input);
 }
 
-static ly_status postprocess(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
-                             const ly_prep *prep, const ly_image_view *image,
-                             const ly_predict_options *options, ly_box **boxes, size_t *count)
-{
-    (void)d;
-    (void)n_outputs;
-    (void)prep;
-    return ly_dfine_postprocess(&outputs[0], &outputs[1], image->width, image->height, options,
-                                boxes, count);
-}
-
 /* LibreYOLO validates both (executorch.md, its v1.6 support matrix). Here the
  * deformable attention is one portable call of a custom operator, which only
  * libreyolo's runtime has a kernel for. */
@@ -292,8 +263,8 @@ static const char *const buffer_suffixes[] = {"decoder.anchors", "decoder.valid_
                              "on uint8) of the whole image to the model's size, no letterbox",     \
         .default_conf = 0.25f, .default_iou = 0.45f /* unused: no NMS */, .default_max_det = 300,  \
         .accepts_keys = accepts_keys, .buffer_suffixes = buffer_suffixes,                          \
-        .load_checkpoint = loader, .bind = bind, .output_name = output_name,                       \
-        .preprocess = preprocess, .postprocess = postprocess, .file_prefix = prefix,               \
+        .load_checkpoint = loader, .bind = ly_detr_bind, .output_name = ly_detr_output_name,       \
+        .preprocess = preprocess, .postprocess = ly_detr_postprocess, .file_prefix = prefix,       \
         .published_sizes = (const char *const[]){"r18", "r34", "r50", "r50m", "r101", NULL},       \
         .export_rules = export_rules,                                                              \
     }
