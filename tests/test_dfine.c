@@ -681,8 +681,8 @@ static void check_export(const char *name, ly_model *m, const char *ref)
 }
 
 /* ly_model_load + ly_model_run on LibreYOLO's input.npy, every family with
- * a fixture (the .safetensors DEIMv2 too, its aliases restored), and each
- * .pt's ExecuTorch export. */
+ * a fixture (the .safetensors DEIMv2 too, its aliases restored; RT-DETR and
+ * RT-DETRv2 on the same decoder pieces), and each .pt's ExecuTorch export. */
 static void test_model_outputs(void **state)
 {
     (void)state;
@@ -694,7 +694,11 @@ static void test_model_outputs(void **state)
                   LY_SHARED_DIR "/testdata/deim/ref_dog", true},
                  {"DEIMv2-atto", DEIMV2 "/LibreDEIMv2atto_seed0.pt", DEIMV2 "/ref_parkour", true},
                  {"DEIMv2-atto (.safetensors)", DEIMV2 "/LibreDEIMv2atto_seed0.safetensors",
-                  DEIMV2 "/ref_parkour", false}};
+                  DEIMV2 "/ref_parkour", false},
+                 {"RT-DETRv2-r18", LY_SHARED_DIR "/testdata/rtdetrv2/LibreRTDETRv2r18_seed0.pt",
+                  LY_SHARED_DIR "/testdata/rtdetrv2/ref_parkour", true},
+                 {"RT-DETR-r18", LY_SHARED_DIR "/testdata/rtdetr/LibreRTDETRr18_seed0.pt",
+                  LY_SHARED_DIR "/testdata/rtdetr/ref_giraffe", true}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char probe[512];
         snprintf(probe, sizeof probe, "%s/pred_boxes.npy", cases[c].ref);
