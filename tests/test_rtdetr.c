@@ -170,7 +170,8 @@ static void whole_network(const char *checkpoint, const char *ref_dir, bool v1, 
     ly_checkpoint *ck = open_or_skip(checkpoint, ref_dir, "pred_logits");
     ly_graph *g;
     assert_int_equal(ly_graph_create(&g), LY_OK);
-    ly_graph_value image, feats[3], maps[3], logits, boxes, selected;
+    ly_graph_value image, feats[3], maps[3];
+    ly_graph_value logits = LY_GRAPH_NONE, boxes = LY_GRAPH_NONE, selected = LY_GRAPH_NONE;
     int64_t shapes[3][3], hw[3][2];
     assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &image), LY_OK);
     ly_status st = ly_rtdetr_presnet(g, ck, 18, image, 640, 640, feats, shapes);
