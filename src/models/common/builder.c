@@ -308,3 +308,13 @@ ly_graph_value ly_build_mha(ly_builder *b, const char *name, ly_graph_value x, l
     snprintf(key, sizeof key, "%s.out_proj", name);
     return ly_build_linear(b, key, attn, c, c);
 }
+
+void ly_build_expect_linear(ly_builder *b, const char *name, int64_t n, int64_t k)
+{
+    char key[2 * LY_KEY_MAX];
+    int64_t wshape[2] = {n, k};
+    snprintf(key, sizeof key, "%.100s.weight", name);
+    ly_build_expect(b, key, 2, wshape);
+    snprintf(key, sizeof key, "%.100s.bias", name);
+    ly_build_expect(b, key, 1, &n);
+}

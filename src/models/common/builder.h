@@ -61,6 +61,10 @@ const float *ly_build_take(ly_builder *b, const char *suffix, int ndim, const in
 /* prefix + suffix must be there, f32 `shape`, though nothing reads it. */
 void ly_build_expect(ly_builder *b, const char *suffix, int ndim, const int64_t *shape);
 
+/* An nn.Linear at prefix + name (weight [n, k], bias [n]) the model has but
+ * inference does not read: a strict load wants it there, of that shape. */
+void ly_build_expect_linear(ly_builder *b, const char *name, int64_t n, int64_t k);
+
 /* A constant holding the floats of `src` (shape `shape`); NONE when src is NULL. */
 ly_graph_value ly_build_constant(ly_builder *b, int ndim, const int64_t *shape, const float *src);
 ly_graph_value ly_build_weight(ly_builder *b, const char *suffix, int ndim, const int64_t *shape);

@@ -143,4 +143,15 @@ ly_status ly_detr_postprocess(const ly_model_desc *d, const ly_tensor *outputs, 
                               const ly_prep *prep, const ly_image_view *image,
                               const ly_predict_options *options, ly_box **boxes, size_t *count);
 
+/* Build a DETR's graph from `ck` under the strict key audit (`rules`: keys
+ * read by nothing; may be NULL) and attach it as d's engine at the fixed size
+ * imgsz x imgsz (the anchors and the AIFI position embedding are built for
+ * it), the class names from the checkpoint. Errors start with `context`. */
+typedef ly_status (*ly_detr_build_fn)(const void *const *what, const ly_checkpoint *ck,
+                                      int64_t imgsz, ly_graph *g);
+struct ly_key_rules;
+ly_status ly_detr_load_graph(const ly_checkpoint *ck, const struct ly_key_rules *rules,
+                             const char *context, int64_t imgsz, ly_detr_build_fn build,
+                             const void *const *what, ly_model_desc *d);
+
 #endif

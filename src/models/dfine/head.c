@@ -126,16 +126,6 @@ static void weighting(float up, float reg_scale, int64_t reg_max, float *w)
     w[at++] = upper2;
 }
 
-static void expect_linear(ly_builder *b, const char *name, int64_t n, int64_t k)
-{
-    char key[2 * LY_KEY_MAX];
-    int64_t wshape[2] = {n, k};
-    snprintf(key, sizeof key, "%.100s.weight", name);
-    ly_build_expect(b, key, 2, wshape);
-    snprintf(key, sizeof key, "%.100s.bias", name);
-    ly_build_expect(b, key, 1, &n);
-}
-
 /* A one-element key as a float: up and reg_scale are f32, or i64 where the
  * config gave an integer (DEIMv2-n's reg_scale 4). */
 static bool scalar_key(ly_builder *b, const char *suffix, float *out)
@@ -378,11 +368,11 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
             *boxes = box;
         } else {
             /* the model has them (a strict load wants them); the eval layer's are read */
-            expect_linear(&b, key, classes, hidden);
+            ly_build_expect_linear(&b, key, classes, hidden);
             snprintf(key, sizeof key, "decoder.lqe_layers.%d.reg_conf.layers.0", i);
-            expect_linear(&b, key, 64, 20);
+            ly_build_expect_linear(&b, key, 64, 20);
             snprintf(key, sizeof key, "decoder.lqe_layers.%d.reg_conf.layers.1", i);
-            expect_linear(&b, key, 1, 64);
+            ly_build_expect_linear(&b, key, 1, 64);
         }
         ref = box;
         prev_out = out;

@@ -3,6 +3,7 @@
 #include "models/dfine/dfine.h"
 
 #include "core/core.h"
+#include "models/common/audit.h"
 #include "models/pil_resize.h"
 
 #include <math.h>
@@ -106,4 +107,28 @@ ly_status ly_detr_postprocess(const ly_model_desc *d, const ly_tensor *outputs, 
     (void)prep;
     return ly_dfine_postprocess(&outputs[0], &outputs[1], image->width, image->height, options,
                                 boxes, count);
+}
+
+ly_status ly_detr_load_graph(const ly_checkpoint *ck, const ly_key_rules *rules,
+                             const char *context, int64_t imgsz, ly_detr_build_fn build,
+                             const void *const *what, ly_model_desc *d)
+{
+    ly_graph *g = NULL;
+    ly_state_dict dict;
+    ly_status st = ly_state_dict_of(ck, &dict);
+    if (st == LY_OK) st = ly_audit_begin(&dict, rules);
+    if (st == LY_OK) st = ly_graph_create(&g);
+    if (st == LY_OK) st = build(what, ck, imgsz, g);
+    /* every missing, misshapen and unexpected key at once, before any other error */
+    st = ly_audit_end(st, context);
+    if (st != LY_OK) {
+        ly_graph_free(g);
+        return st;
+    }
+    st = ly_graph_engine_attach(d, g);
+    if (st != LY_OK) return st;
+    /* the anchors and the AIFI position embedding are built for this size only */
+    d->stride = 0;
+    d->imgsz = d->fixed_h = d->fixed_w = imgsz;
+    return ly_model_names_from_checkpoint(d, ck);
 }

@@ -194,9 +194,11 @@ static const ly_key_rules lineage_keys_read_by_nothing = {
                                           "decoder.decoder.up", "decoder.decoder.reg_scale", NULL},
 };
 
-static ly_status build(const lineage *f, const lineage_size *z, const ly_checkpoint *ck,
-                       int64_t imgsz, ly_graph *g)
+/* what[0]: the lineage, what[1]: the size */
+static ly_status build(const void *const *what, const ly_checkpoint *ck, int64_t imgsz, ly_graph *g)
 {
+    const lineage *f = what[0];
+    const lineage_size *z = what[1];
     ly_graph_value image, feats[MAX_LEVELS], maps[MAX_LEVELS];
     ly_graph_value logits = LY_GRAPH_NONE, boxes = LY_GRAPH_NONE;
     int64_t feat_shapes[MAX_LEVELS][3], map_shapes[MAX_LEVELS][2];
@@ -254,24 +256,8 @@ static ly_status load_lineage(const lineage *f, const ly_checkpoint *ck, const c
 
     char context[600];
     snprintf(context, sizeof context, "ly_model_load: %s: %s-%s", path, f->name, z->size);
-    ly_graph *g = NULL;
-    ly_state_dict dict;
-    st = ly_state_dict_of(ck, &dict);
-    if (st == LY_OK) st = ly_audit_begin(&dict, &lineage_keys_read_by_nothing);
-    if (st == LY_OK) st = ly_graph_create(&g);
-    if (st == LY_OK) st = build(f, z, ck, imgsz, g);
-    /* every missing, misshapen and unexpected key at once, before any other error */
-    st = ly_audit_end(st, context);
-    if (st != LY_OK) {
-        ly_graph_free(g);
-        return st;
-    }
-    st = ly_graph_engine_attach(d, g);
-    if (st != LY_OK) return st;
-    /* the anchors and the AIFI position embedding are built for this size only */
-    d->stride = 0;
-    d->imgsz = d->fixed_h = d->fixed_w = imgsz;
-    return ly_model_names_from_checkpoint(d, ck);
+    const void *what[2] = {f, z};
+    return ly_detr_load_graph(ck, &lineage_keys_read_by_nothing, context, imgsz, build, what, d);
 }
 
 static ly_status load_dfine(const ly_checkpoint *ck, const char *path, ly_model_desc *d)

@@ -49,18 +49,6 @@ static void computed_anchors(ly_builder *b, int levels, const int64_t (*shapes)[
     free(m);
 }
 
-/* A linear pair at prefix + name (weight [n, k], bias [n]) the model has but
- * inference does not read: a strict load wants it. */
-static void expect_linear(ly_builder *b, const char *name, int64_t n, int64_t k)
-{
-    char key[2 * LY_KEY_MAX];
-    int64_t wshape[2] = {n, k};
-    snprintf(key, sizeof key, "%.100s.weight", name);
-    ly_build_expect(b, key, 2, wshape);
-    snprintf(key, sizeof key, "%.100s.bias", name);
-    ly_build_expect(b, key, 1, &n);
-}
-
 ly_status ly_rtdetr_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                          const ly_graph_value *maps, const int64_t (*shapes)[2],
                          const ly_rtdetr_head_config *cfg, ly_graph_value *logits,
@@ -122,7 +110,7 @@ ly_status ly_rtdetr_head(ly_graph *g, const ly_checkpoint *ck, int levels,
          * 6): the recipe's key audit leaves them out */
         if (i > eval) break;
         snprintf(key, sizeof key, "dec_score_head.%d", i);
-        if (i != eval) expect_linear(&b, key, classes, hidden);
+        if (i != eval) ly_build_expect_linear(&b, key, classes, hidden);
         ly_graph_value pos = ly_dfine_mlp(&b, "query_pos_head", ref, 2, pos_mlp, LY_OP_RELU);
         ly_dfine_layer_inputs in = {.target = target,
                                     .reference = ly_build_reshape(&b, "ref", ref, 4, ref4),

@@ -136,9 +136,11 @@ static const ly_key_rules r50m_rules = {
                                            "decoder.dec_bbox_head.5.", NULL},
 };
 
-static ly_status build(const family *f, const rtdetr_size *z, const ly_checkpoint *ck,
-                       int64_t imgsz, ly_graph *g)
+/* what[0]: the family, what[1]: the size */
+static ly_status build(const void *const *what, const ly_checkpoint *ck, int64_t imgsz, ly_graph *g)
 {
+    const family *f = what[0];
+    const rtdetr_size *z = what[1];
     ly_graph_value image, feats[LEVELS], maps[LEVELS];
     ly_graph_value logits = LY_GRAPH_NONE, boxes = LY_GRAPH_NONE;
     int64_t shapes[LEVELS][3], hw[LEVELS][2];
@@ -183,24 +185,9 @@ static ly_status load_family(const family *f, const ly_checkpoint *ck, const cha
                             path, f->name);
     char context[600];
     snprintf(context, sizeof context, "ly_model_load: %s: %s-%s", path, f->name, z->size);
-    ly_graph *g = NULL;
-    ly_state_dict dict;
-    st = ly_state_dict_of(ck, &dict);
-    if (st == LY_OK) st = ly_audit_begin(&dict, z->eval_idx >= 0 ? &r50m_rules : NULL);
-    if (st == LY_OK) st = ly_graph_create(&g);
-    if (st == LY_OK) st = build(f, z, ck, imgsz, g);
-    /* every missing, misshapen and unexpected key at once, before any other error */
-    st = ly_audit_end(st, context);
-    if (st != LY_OK) {
-        ly_graph_free(g);
-        return st;
-    }
-    st = ly_graph_engine_attach(d, g);
-    if (st != LY_OK) return st;
-    /* the anchors and the AIFI position embedding are built for this size only */
-    d->stride = 0;
-    d->imgsz = d->fixed_h = d->fixed_w = imgsz;
-    return ly_model_names_from_checkpoint(d, ck);
+    const void *what[2] = {f, z};
+    return ly_detr_load_graph(ck, z->eval_idx >= 0 ? &r50m_rules : NULL, context, imgsz, build,
+                              what, d);
 }
 
 static ly_status load_rtdetr(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
