@@ -602,9 +602,9 @@ static int64_t nearest_row(const float *got, const float *ref, int64_t q, int64_
     return best;
 }
 
-/* Model `m` on LibreYOLO's input.npy in `ref`: pred_logits and pred_boxes
- * within 1e-4 of max |ref|, query rows matched. */
-static void check_outputs(const char *name, ly_model *m, const char *ref)
+/* Model `m` on LibreYOLO's input.npy in `ref`: pred_logits within
+ * `logits_gate` and pred_boxes within 1e-4 of max |ref|, query rows matched. */
+static void check_outputs(const char *name, ly_model *m, const char *ref, double logits_gate)
 {
     ly_tensor input, want[2];
     load_from(ref, "input", &input);
@@ -634,8 +634,8 @@ static void check_outputs(const char *name, ly_model *m, const char *ref)
     print_message("%s from input.npy: pred_logits %.3g, pred_boxes %.3g of max |ref| (%lld of "
                   "%lld queries in LibreYOLO's order)\n",
                   name, e[0], e[1], (long long)same, (long long)q);
-    if (!(e[0] <= 1e-4) || !(e[1] <= 1e-4))
-        fail_msg("%s: outputs off (gate 1e-4 of max |ref|)", name);
+    if (!(e[0] <= logits_gate) || !(e[1] <= 1e-4))
+        fail_msg("%s: outputs off (gates %g and 1e-4 of max |ref|)", name, logits_gate);
     for (int i = 0; i < 2; i++) {
         ly_tensor_free(&matched[i]);
         ly_npy_free(&want[i]);
@@ -649,7 +649,7 @@ static void check_outputs(const char *name, ly_model *m, const char *ref)
  * libreyolo::ms_deform_attn.out between XNNPACK partitions, whose only
  * constants are packed filters and biases) and the program checked as the
  * checkpoint. */
-static void check_export(const char *name, ly_model *m, const char *ref)
+static void check_export(const char *name, ly_model *m, const char *ref, double logits_gate)
 {
     char dir[] = "/tmp/ly_detr_pte.XXXXXX", out[96], sidecar[112], what[160];
     assert_non_null(mkdtemp(dir));
@@ -672,7 +672,7 @@ static void check_export(const char *name, ly_model *m, const char *ref)
     } else {
         if (st != LY_OK) fail_msg("%s", ly_last_error());
         snprintf(what, sizeof what, "%s .pte", name);
-        check_outputs(what, pte, ref);
+        check_outputs(what, pte, ref, logits_gate);
         ly_model_free(pte);
     }
     unlink(out);
@@ -689,16 +689,18 @@ static void test_model_outputs(void **state)
     static const struct {
         const char *name, *checkpoint, *ref;
         bool export;
-    } cases[] = {{"D-FINE-n", FIXTURE "/LibreDFINEn_seed0.pt", REF, true},
-                 {"DEIM-n", LY_SHARED_DIR "/testdata/deim/LibreDEIMn_seed2.pt",
-                  LY_SHARED_DIR "/testdata/deim/ref_dog", true},
-                 {"DEIMv2-atto", DEIMV2 "/LibreDEIMv2atto_seed0.pt", DEIMV2 "/ref_parkour", true},
-                 {"DEIMv2-atto (.safetensors)", DEIMV2 "/LibreDEIMv2atto_seed0.safetensors",
-                  DEIMV2 "/ref_parkour", false},
-                 {"RT-DETRv2-r18", LY_SHARED_DIR "/testdata/rtdetrv2/LibreRTDETRv2r18_seed0.pt",
-                  LY_SHARED_DIR "/testdata/rtdetrv2/ref_parkour", true},
-                 {"RT-DETR-r18", LY_SHARED_DIR "/testdata/rtdetr/LibreRTDETRr18_seed0.pt",
-                  LY_SHARED_DIR "/testdata/rtdetr/ref_giraffe", true}};
+        double logits_gate; /* RT-DETR's: 2e-4, fp32 noise on it is 6e-5 (rtdetr.md 12) */
+    } cases[] = {
+        {"D-FINE-n", FIXTURE "/LibreDFINEn_seed0.pt", REF, true, 1e-4},
+        {"DEIM-n", LY_SHARED_DIR "/testdata/deim/LibreDEIMn_seed2.pt",
+         LY_SHARED_DIR "/testdata/deim/ref_dog", true, 1e-4},
+        {"DEIMv2-atto", DEIMV2 "/LibreDEIMv2atto_seed0.pt", DEIMV2 "/ref_parkour", true, 1e-4},
+        {"DEIMv2-atto (.safetensors)", DEIMV2 "/LibreDEIMv2atto_seed0.safetensors",
+         DEIMV2 "/ref_parkour", false, 1e-4},
+        {"RT-DETRv2-r18", LY_SHARED_DIR "/testdata/rtdetrv2/LibreRTDETRv2r18_seed0.pt",
+         LY_SHARED_DIR "/testdata/rtdetrv2/ref_parkour", true, 2e-4},
+        {"RT-DETR-r18", LY_SHARED_DIR "/testdata/rtdetr/LibreRTDETRr18_seed0.pt",
+         LY_SHARED_DIR "/testdata/rtdetr/ref_giraffe", true, 2e-4}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char probe[512];
         snprintf(probe, sizeof probe, "%s/pred_boxes.npy", cases[c].ref);
@@ -708,8 +710,8 @@ static void test_model_outputs(void **state)
         }
         ly_model *m;
         if (ly_model_load(cases[c].checkpoint, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
-        check_outputs(cases[c].name, m, cases[c].ref);
-        if (cases[c].export) check_export(cases[c].name, m, cases[c].ref);
+        check_outputs(cases[c].name, m, cases[c].ref, cases[c].logits_gate);
+        if (cases[c].export) check_export(cases[c].name, m, cases[c].ref, cases[c].logits_gate);
         ly_model_free(m);
     }
 }
