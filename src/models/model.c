@@ -87,6 +87,19 @@ int64_t ly_model_key_extent(const ly_checkpoint *ck, const char *key, int dim, i
     return view.shape[dim];
 }
 
+ly_status ly_model_meta_size_agrees(const ly_checkpoint *ck, const char *path, const char *family,
+                                    const char *size)
+{
+    const char *meta;
+    if (ly_checkpoint_meta_string(ck, "size", &meta) == LY_OK && strcmp(meta, size) != 0)
+        return ly_set_error(LY_E_FORMAT,
+                            "ly_model_load: %s: the metadata says size '%s', the keys are those "
+                            "of %s-%s",
+                            path, meta, family, size);
+    ly_clear_error();
+    return LY_OK;
+}
+
 ly_status ly_model_meta_imgsz(const ly_checkpoint *ck, const char *path, int64_t fallback,
                               int64_t multiple, int64_t max, int64_t *imgsz)
 {

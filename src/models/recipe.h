@@ -201,6 +201,11 @@ ly_status ly_model_names_from_checkpoint(ly_model_desc *desc, const ly_checkpoin
  * absent, has no such dimension, or (ndim >= 0) is not of rank ndim: for
  * recognising sizes by their keys. */
 int64_t ly_model_key_extent(const ly_checkpoint *ck, const char *key, int dim, int ndim);
+/* The size the keys say (`family` names the family in the message) against
+ * the metadata's size, where it has one: LY_E_FORMAT naming both when they
+ * differ. */
+ly_status ly_model_meta_size_agrees(const ly_checkpoint *ck, const char *path, const char *family,
+                                    const char *size);
 /* Metadata imgsz (`fallback` without one): a positive multiple of `multiple`
  * up to `max`, else an error naming `path`. */
 ly_status ly_model_meta_imgsz(const ly_checkpoint *ck, const char *path, int64_t fallback,

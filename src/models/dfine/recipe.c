@@ -177,15 +177,8 @@ static ly_status recognise_size(const lineage *f, const ly_checkpoint *ck, const
     if (!found)
         return ly_set_error(LY_E_FORMAT, "ly_model_load: %s: no %s size has these keys: %s", path,
                             f->name, by_keys ? "RT-DETRv4 has sizes s-x only" : why);
-    const char *meta;
-    if (ly_checkpoint_meta_string(ck, "size", &meta) == LY_OK && strcmp(meta, found->size) != 0)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: the metadata says size '%s', the keys are those "
-                            "of %s-%s",
-                            path, meta, f->name, found->size);
-    ly_clear_error();
     *out = found;
-    return LY_OK;
+    return ly_model_meta_size_agrees(ck, path, f->name, found->size);
 }
 
 /* Keys a LibreYOLO model of the lineage has that inference never reads. */

@@ -115,15 +115,8 @@ static ly_status recognise_size(const family *f, const ly_checkpoint *ck, const 
     const rtdetr_size *found = NULL;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].size, by_keys) == 0) found = &sizes[i];
-    const char *meta;
-    if (ly_checkpoint_meta_string(ck, "size", &meta) == LY_OK && strcmp(meta, found->size) != 0)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: the metadata says size '%s', the keys are those "
-                            "of %s-%s",
-                            path, meta, f->name, found->size);
-    ly_clear_error();
     *out = found;
-    return LY_OK;
+    return ly_model_meta_size_agrees(ck, path, f->name, found->size);
 }
 
 /* r50m stores six decoder layers and runs three (eval_idx 2): the rest is
