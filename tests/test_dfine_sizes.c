@@ -78,6 +78,8 @@ static const size_case cases[] = {
     {"rtdetr", "LibreRTDETR", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
     {"rtdetr", "LibreRTDETR", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false, false},
     {"rtdetr", "LibreRTDETR", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
+    {"rtdetr", "LibreRTDETR", "l", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
+    {"rtdetr", "LibreRTDETR", "x", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
     {"rtdetrv2", "LibreRTDETRv2", "r18", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
     {"rtdetrv2", "LibreRTDETRv2", "r34", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
     {"rtdetrv2", "LibreRTDETRv2", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
@@ -232,19 +234,17 @@ static size_t elem_size(const char *dtype)
     return strcmp(dtype, "int64") == 0 ? 8 : strcmp(dtype, "bool") == 0 ? 1 : 4;
 }
 
-/* The key list as a .safetensors file at `path` (metadata model_family and
- * size when `metadata`), values as above. */
-static void write_checkpoint(const size_case *c, const key_list *keys, const char *path,
-                             bool metadata)
+/* The key list as a .safetensors file at `path` with `metadata` (the JSON
+ * object's members; NULL: none), values as above. */
+static void write_checkpoint_with(const size_case *c, const key_list *keys, const char *path,
+                                  const char *metadata)
 {
     size_t json_cap = keys->n * 256 + 256, at = 0, offset = 0;
     char *json = malloc(json_cap);
     assert_non_null(json);
     at += (size_t)snprintf(json + at, json_cap - at, "{");
     if (metadata)
-        at += (size_t)snprintf(json + at, json_cap - at,
-                               "\"__metadata__\":{\"model_family\":\"%s\",\"size\":\"%s\"},",
-                               c->family, c->size);
+        at += (size_t)snprintf(json + at, json_cap - at, "\"__metadata__\":{%s},", metadata);
     for (size_t i = 0; i < keys->n; i++) {
         const key_entry *k = &keys->e[i];
         size_t bytes = (size_t)numel(k) * elem_size(k->dtype);
@@ -302,6 +302,15 @@ static void write_checkpoint(const size_case *c, const key_list *keys, const cha
     free(a);
     free(valid);
     assert_int_equal(fclose(f), 0);
+}
+
+/* The same with metadata model_family and size when `metadata`. */
+static void write_checkpoint(const size_case *c, const key_list *keys, const char *path,
+                             bool metadata)
+{
+    char meta[128];
+    snprintf(meta, sizeof meta, "\"model_family\":\"%s\",\"size\":\"%s\"", c->family, c->size);
+    write_checkpoint_with(c, keys, path, metadata ? meta : NULL);
 }
 
 /* ---- the tests ---------------------------------------------------------------- */
@@ -505,6 +514,73 @@ static void test_rtdetrv2_without_metadata_refused(void **state)
     assert_int_equal(unlink(path), 0);
 }
 
+static const size_case *find_case(const char *family, const char *size)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(cases[i].family, family) == 0 && strcmp(cases[i].size, size) == 0)
+            return &cases[i];
+    fail_msg("no case %s-%s", family, size);
+    return NULL;
+}
+
+/* RT-DETR checkpoints whose metadata contradicts their keys or what the
+ * family runs, each refused before anything is built, naming the file and
+ * what was expected: an HGNetv2 state dict tagged rtdetrv2 (LibreYOLO's
+ * LibreRTDETRv2 refuses l and x), r18 keys tagged r50, an RT-DETRv2 for
+ * imgsz 320 (its stored anchors are for 640). */
+static void test_rtdetr_metadata_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *family, *size, *metadata;
+        ly_status status;
+        const char *want[3];
+    } bad[] = {
+        {"rtdetr",
+         "l",
+         "\"model_family\":\"rtdetrv2\",\"size\":\"l\"",
+         LY_E_UNSUPPORTED,
+         {"LibreRTDETRv2 size 'l' uses an HGNetv2 backbone", "use LibreRTDETR", "backbone.stages"}},
+        {"rtdetr",
+         "r18",
+         "\"model_family\":\"rtdetr\",\"size\":\"r50\"",
+         LY_E_FORMAT,
+         {"r18", "r50", "size"}},
+        {"rtdetrv2",
+         "r18",
+         "\"model_family\":\"rtdetrv2\",\"size\":\"r18\",\"imgsz\":\"320\"",
+         LY_E_FORMAT,
+         {"640x640 only", "imgsz 320", "RT-DETRv2"}},
+    };
+    int done = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const size_case *c = find_case(bad[i].family, bad[i].size);
+        char keys_file[512], path[256];
+        keys_path(c, keys_file, sizeof keys_file);
+        if (!exists(keys_file)) continue;
+        key_list keys;
+        read_keys(keys_file, &keys);
+        snprintf(path, sizeof path, "%s/%s%s_mislabelled.safetensors", dir, c->prefix, c->size);
+        write_checkpoint_with(c, &keys, path, bad[i].metadata);
+        free(keys.e);
+        ly_model *m = NULL;
+        ly_status st = ly_model_load(path, NULL, &m);
+        const char *msg = ly_last_error();
+        print_message("%s\n", msg);
+        if (st != bad[i].status) fail_msg("status %d, expected %d: %s", st, bad[i].status, msg);
+        if (!strstr(msg, path)) fail_msg("the message does not name the file: %s", msg);
+        for (int w = 0; w < 3; w++)
+            if (!strstr(msg, bad[i].want[w]))
+                fail_msg("the message does not say '%s': %s", bad[i].want[w], msg);
+        assert_int_equal(unlink(path), 0);
+        done++;
+    }
+    if (!done) {
+        print_message("skipped: no RT-DETR key lists under " TESTDATA "\n");
+        skip();
+    }
+}
+
 /* A DEIMv2 of hidden width 192 is size s, whose DINOv3 backbone this build
  * does not run: refused as such, not as a broken checkpoint. */
 static void test_unsupported_size_named(void **state)
@@ -537,9 +613,9 @@ static void test_unsupported_size_named(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_key_mismatches_listed),
-                                       cmocka_unit_test(test_unsupported_size_named),
-                                       cmocka_unit_test(test_rtdetrv2_without_metadata_refused),
-                                       cmocka_unit_test(test_every_size)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_key_mismatches_listed), cmocka_unit_test(test_unsupported_size_named),
+        cmocka_unit_test(test_rtdetrv2_without_metadata_refused),
+        cmocka_unit_test(test_rtdetr_metadata_refused), cmocka_unit_test(test_every_size)};
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

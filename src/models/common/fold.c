@@ -124,12 +124,20 @@ ly_fmap ly_build_conv_norm(ly_builder *b, const char *name, const char *norm, ly
                            int64_t cout, int64_t k, int64_t stride, bool depthwise, int activation,
                            const float *post_affine)
 {
+    return ly_build_conv_norm_at(b, name, "conv", norm, x, cout, k, stride, depthwise, activation,
+                                 post_affine);
+}
+
+ly_fmap ly_build_conv_norm_at(ly_builder *b, const char *name, const char *conv_key,
+                              const char *norm, ly_fmap x, int64_t cout, int64_t k, int64_t stride,
+                              bool depthwise, int activation, const float *post_affine)
+{
     ly_fmap y = {LY_GRAPH_NONE, cout, 0, 0};
     int64_t groups = depthwise ? x.c : 1, cin = x.c / groups;
     double *w = malloc((size_t)(cout * cin * k * k) * sizeof *w);
     double *bias = malloc((size_t)cout * sizeof *bias);
     char conv[LY_KEY_MAX], bn[LY_KEY_MAX];
-    snprintf(conv, sizeof conv, "%.100s.conv.weight", name);
+    snprintf(conv, sizeof conv, "%.100s.%.20s.weight", name, conv_key);
     snprintf(bn, sizeof bn, "%.100s.%.20s", name, norm);
     if (!w || !bias)
         ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));

@@ -61,5 +61,9 @@ ly_fmap ly_build_conv_folded(ly_builder *b, const char *name, ly_fmap x, const d
 ly_fmap ly_build_conv_norm(ly_builder *b, const char *name, const char *norm, ly_fmap x,
                            int64_t cout, int64_t k, int64_t stride, bool depthwise, int activation,
                            const float *post_affine);
+/* The same with the conv's weight at name.<conv>.weight. */
+ly_fmap ly_build_conv_norm_at(ly_builder *b, const char *name, const char *conv, const char *norm,
+                              ly_fmap x, int64_t cout, int64_t k, int64_t stride, bool depthwise,
+                              int activation, const float *post_affine);
 
 #endif

@@ -96,14 +96,26 @@ static const hg_arch archs[] = {
       {1024, 768, 2048, 3, true, true, 5, 6}}},
 };
 
+/* How a checkpoint spells HGNetv2's keys: DEIM's backbone.py, or RT-DETR's
+ * hgnetv2.py, whose padded stem convs sit in a Sequential after their
+ * ZeroPad2d (conv.1) and whose aggregation convs have names, not indices. */
+typedef struct hg_keys {
+    const char *padded_conv, *squeeze, *excitation;
+} hg_keys;
+
+static const hg_keys deim_keys = {"conv", "aggregation.0", "aggregation.1"};
+static const hg_keys rtdetr_keys = {"conv.1", "aggregation_squeeze_conv",
+                                    "aggregation_excitation_conv"};
+
 static ly_graph_value lab(ly_builder *b, const char *name, ly_graph_value x);
 
 /* ConvBNAct at `name`: Conv2d (pad (k-1)/2) with its BN folded in, ReLU,
  * then the LearnableAffineBlock s*x + b when it has one (`lab`: only after an
  * activation), as the convolution's post-affine: the same two f32 operations
  * in its epilogue instead of two passes over the map (D-FINE-n: 52 nodes). */
-static ly_fmap conv_bn_act(ly_builder *b, const char *name, ly_fmap x, int64_t cout, int64_t k,
-                           int64_t stride, bool depthwise, bool act, bool use_lab)
+static ly_fmap conv_bn_act_at(ly_builder *b, const char *name, const char *conv, ly_fmap x,
+                              int64_t cout, int64_t k, int64_t stride, bool depthwise, bool act,
+                              bool use_lab)
 {
     float affine[2];
     bool with_lab = act && use_lab;
@@ -118,8 +130,14 @@ static ly_fmap conv_bn_act(ly_builder *b, const char *name, ly_fmap x, int64_t c
         affine[0] = scale[0];
         affine[1] = shift[0];
     }
-    return ly_build_conv_norm(b, name, "bn", x, cout, k, stride, depthwise,
-                              act ? LY_ACT_RELU : LY_ACT_NONE, with_lab ? affine : NULL);
+    return ly_build_conv_norm_at(b, name, conv, "bn", x, cout, k, stride, depthwise,
+                                 act ? LY_ACT_RELU : LY_ACT_NONE, with_lab ? affine : NULL);
+}
+
+static ly_fmap conv_bn_act(ly_builder *b, const char *name, ly_fmap x, int64_t cout, int64_t k,
+                           int64_t stride, bool depthwise, bool act, bool use_lab)
+{
+    return conv_bn_act_at(b, name, "conv", x, cout, k, stride, depthwise, act, use_lab);
 }
 
 /* F.pad(x, (0, 1, 0, 1)): a zero column on the right, a zero row below. */
@@ -204,14 +222,15 @@ static ly_fmap stem3_split(ly_builder *b, ly_fmap pooled_src, ly_fmap s2b, int64
     return none;
 }
 
-static ly_fmap stem(ly_builder *b, const hg_arch *a, ly_fmap x, bool use_lab)
+static ly_fmap stem(ly_builder *b, const hg_arch *a, const hg_keys *keys, ly_fmap x, bool use_lab)
 {
     int64_t mid = a->stem[1], out = a->stem[2];
     ly_fmap s1 = conv_bn_act(b, "stem.stem1", x, mid, 3, 2, false, true, use_lab);
     ly_fmap padded = pad_right_bottom(b, "stem.pad1", s1);
-    ly_fmap s2 = conv_bn_act(b, "stem.stem2a", padded, mid / 2, 2, 1, false, true, use_lab);
+    ly_fmap s2 = conv_bn_act_at(b, "stem.stem2a", keys->padded_conv, padded, mid / 2, 2, 1, false,
+                                true, use_lab);
     s2 = pad_right_bottom(b, "stem.pad2", s2);
-    s2 = conv_bn_act(b, "stem.stem2b", s2, mid, 2, 1, false, true, use_lab);
+    s2 = conv_bn_act_at(b, "stem.stem2b", keys->padded_conv, s2, mid, 2, 1, false, true, use_lab);
     ly_fmap s3 = stem3_split(b, padded, s2, mid, use_lab);
     return conv_bn_act(b, "stem.stem4", s3, out, 1, 1, false, true, use_lab);
 }
@@ -219,8 +238,8 @@ static ly_fmap stem(ly_builder *b, const hg_arch *a, ly_fmap x, bool use_lab)
 /* HG_Block: n layers, concat of the input and every layer's output, the "se"
  * aggregation (squeeze 1x1 to out/2, excitation 1x1 to out), and the
  * residual for every block but a stage's first. */
-static ly_fmap hg_block(ly_builder *b, const char *name, ly_fmap x, const hg_stage *s,
-                        bool residual, bool lab)
+static ly_fmap hg_block(ly_builder *b, const hg_keys *keys, const char *name, ly_fmap x,
+                        const hg_stage *s, bool residual, bool lab)
 {
     ly_graph_value outs[LY_KERNEL_MAX_INPUTS];
     int n = 0;
@@ -243,17 +262,17 @@ static ly_fmap hg_block(ly_builder *b, const char *name, ly_fmap x, const hg_sta
     char node_name[LY_KEY_MAX];
     snprintf(node_name, sizeof node_name, "%.40s%.100s.cat", b->prefix, name);
     if (b->st == LY_OK) ly_build_fail(b, ly_graph_concat(b->g, node_name, n, outs, 1, &cat.v));
-    snprintf(key, sizeof key, "%.100s.aggregation.0", name);
+    snprintf(key, sizeof key, "%.100s.%s", name, keys->squeeze);
     ly_fmap agg = conv_bn_act(b, key, cat, s->out / 2, 1, 1, false, true, lab);
-    snprintf(key, sizeof key, "%.100s.aggregation.1", name);
+    snprintf(key, sizeof key, "%.100s.%s", name, keys->excitation);
     agg = conv_bn_act(b, key, agg, s->out, 1, 1, false, true, lab);
     if (residual) agg.v = ly_build_binary(b, LY_OP_ADD, node_name, agg.v, x.v);
     return agg;
 }
 
-ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arch_name,
-                           bool use_lab, ly_graph_value image, int64_t height, int64_t width,
-                           int n_out, const int *return_idx, ly_graph_value *outs)
+static ly_status hgnetv2(ly_graph *g, const ly_checkpoint *ck, const hg_keys *keys,
+                         const char *arch_name, bool use_lab, ly_graph_value image, int64_t height,
+                         int64_t width, int n_out, const int *return_idx, ly_graph_value *outs)
 {
     const hg_arch *a = NULL;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
@@ -266,7 +285,7 @@ ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arc
             return ly_set_error(LY_E_INVALID_ARGUMENT, "HGNetv2 %s: no stage %d", a->name,
                                 return_idx[i]);
     ly_builder b = {.g = g, .ck = ck, .what = "HGNetv2", .prefix = "backbone.", .st = LY_OK};
-    ly_fmap x = stem(&b, a, (ly_fmap){image, 3, height, width}, use_lab);
+    ly_fmap x = stem(&b, a, keys, (ly_fmap){image, 3, height, width}, use_lab);
     char name[LY_KEY_MAX];
     for (int s = 0; s < a->n_stages && b.st == LY_OK; s++) {
         const hg_stage *st = &a->stages[s];
@@ -279,10 +298,29 @@ ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arc
         }
         for (int k = 0; k < st->blocks; k++) {
             snprintf(name, sizeof name, "stages.%d.blocks.%d", s, k);
-            x = hg_block(&b, name, x, st, k != 0, use_lab);
+            x = hg_block(&b, keys, name, x, st, k != 0, use_lab);
         }
         for (int i = 0; i < n_out; i++)
             if (return_idx[i] == s) outs[i] = x.v;
     }
     return b.st;
+}
+
+ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arch, bool use_lab,
+                           ly_graph_value image, int64_t height, int64_t width, int n_out,
+                           const int *return_idx, ly_graph_value *outs)
+{
+    return hgnetv2(g, ck, &deim_keys, arch, use_lab, image, height, width, n_out, return_idx, outs);
+}
+
+ly_status ly_rtdetr_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arch,
+                            ly_graph_value image, int64_t height, int64_t width,
+                            ly_graph_value outs[3])
+{
+    /* hgnetv2.py's L and X configurations are backbone.py's B4 and B5 */
+    const char *as = strcasecmp(arch, "L") == 0 ? "B4" : strcasecmp(arch, "X") == 0 ? "B5" : NULL;
+    if (!as)
+        return ly_set_error(LY_E_UNSUPPORTED, "HGNetv2: RT-DETR has no size '%s' (L, X)", arch);
+    static const int stages[3] = {1, 2, 3};
+    return hgnetv2(g, ck, &rtdetr_keys, as, false, image, height, width, 3, stages, outs);
 }

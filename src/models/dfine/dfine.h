@@ -49,6 +49,14 @@ ly_status ly_dfine_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arc
                            ly_graph_value image, int64_t height, int64_t width, int n_out,
                            const int *return_idx, ly_graph_value *outs);
 
+/* RT-DETR's HGNetv2 for its sizes l and x (`arch` "L" or "X"; rtdetr.md 2,
+ * hgnetv2.py): the same network without LearnableAffineBlocks, frozen norms
+ * folded like the others, its own key spelling. outs: stages 1, 2, 3
+ * (512, 1024, 2048 channels at strides 8, 16, 32). */
+ly_status ly_rtdetr_hgnetv2(ly_graph *g, const ly_checkpoint *ck, const char *arch,
+                            ly_graph_value image, int64_t height, int64_t width,
+                            ly_graph_value outs[3]);
+
 /* The D-FINE/DEIM HybridEncoder (keys encoder.*; detr.md 4) on `levels`
  * backbone maps feats[l] of shapes[l] = (c, h, w): input_proj (1x1 conv +
  * BN), AIFI on level `aifi_level` (the sin-cos position embedding built as

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The recipes of RT-DETR and RT-DETRv2 (recipe.h; rtdetr.md): LibreYOLO's
  * LibreRTDETR and LibreRTDETRv2 checkpoints with a PResNet backbone (r18,
- * r34, r50, r50m, r101), OpenCV's bilinear resize of the whole image, the
- * D-FINE lineage's top-K post-processing, their defaults. */
+ * r34, r50, r50m, r101) and RT-DETR's with HGNetv2 (l, x), OpenCV's bilinear resize of the whole
+ * image, the D-FINE lineage's top-K post-processing, their defaults. */
 #include "models/recipe.h"
 
 #include "core/core.h"
@@ -21,13 +21,18 @@ enum { HEADS = 8, LEVELS = 3, QUERIES = 300, IMGSZ = 640 };
 /* A size as LibreYOLO's RTDETR_CONFIGS builds it (rtdetr.md 1). */
 typedef struct rtdetr_size {
     const char *size;
-    int depth;
-    int eval_idx; /* the decoder layer whose outputs are the model's; -1: the last */
+    int depth;           /* PResNet's; 0: HGNetv2 */
+    const char *hgnetv2; /* its architecture where depth is 0 */
+    int eval_idx;        /* the decoder layer whose outputs are the model's; -1: the last */
 } rtdetr_size;
 
 static const rtdetr_size sizes[] = {
-    {"r18", 18, -1}, {"r34", 34, -1}, {"r50", 50, -1}, {"r50m", 50, 2}, {"r101", 101, -1},
+    {"r18", 18, NULL, -1},   {"r34", 34, NULL, -1}, {"r50", 50, NULL, -1}, {"r50m", 50, NULL, 2},
+    {"r101", 101, NULL, -1}, {"l", 0, "L", -1},     {"x", 0, "X", -1},
 };
+
+/* HGNetv2-L's and -X's channels at strides 8, 16, 32 */
+static const int64_t hgnetv2_c[3] = {512, 1024, 2048};
 
 typedef struct family {
     const char *name; /* in messages */
@@ -93,18 +98,18 @@ static int blocks_of(const ly_checkpoint *ck, int stage)
     return n;
 }
 
-/* LibreYOLO's detect_size (rtdetr.md 9), checked against the metadata's. */
+/* LibreYOLO's detect_size (rtdetr.md 9), in its order, checked against the
+ * metadata's. */
 static ly_status recognise_size(const family *f, const ly_checkpoint *ck, const char *path,
                                 const rtdetr_size **out)
 {
-    if (has_prefix_key(ck, "backbone.stem.") || has_prefix_key(ck, "backbone.stages."))
-        return ly_set_error(LY_E_UNSUPPORTED,
-                            "ly_model_load: %s: an %s with an HGNetv2 backbone is size l or x, "
-                            "which this build does not run yet (it runs r18, r34, r50, r50m, "
-                            "r101)",
-                            path, f->name);
+    bool wide = ly_model_key_extent(ck, "encoder.input_proj.0.0.weight", 0, 4) == 384;
     const char *by_keys;
-    if (!any_key_contains(ck, ".branch2c."))
+    if (has_prefix_key(ck, "backbone.stages"))
+        by_keys = wide ? "x" : "l";
+    else if (wide)
+        by_keys = "r101";
+    else if (!any_key_contains(ck, ".branch2c."))
         by_keys = blocks_of(ck, 0) <= 2 ? "r18" : "r34";
     else if (blocks_of(ck, 2) > 6)
         by_keys = "r101";
@@ -115,6 +120,12 @@ static ly_status recognise_size(const family *f, const ly_checkpoint *ck, const 
     const rtdetr_size *found = NULL;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].size, by_keys) == 0) found = &sizes[i];
+    if (!f->v1 && found->depth == 0) /* rtdetrv2/model.py's _init_model */
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "ly_model_load: %s: LibreRTDETRv2 size '%s' uses an HGNetv2 "
+                            "backbone (keys backbone.stages.*); use LibreRTDETR for HGNetv2 "
+                            "variants",
+                            path, found->size);
     *out = found;
     return ly_model_meta_size_agrees(ck, path, f->name, found->size);
 }
@@ -138,7 +149,15 @@ static ly_status build(const void *const *what, const ly_checkpoint *ck, int64_t
     ly_graph_value logits = LY_GRAPH_NONE, boxes = LY_GRAPH_NONE;
     int64_t shapes[LEVELS][3], hw[LEVELS][2];
     ly_status st = ly_graph_input(g, "images", LY_F32, 4, &image);
-    if (st == LY_OK) st = ly_rtdetr_presnet(g, ck, z->depth, image, imgsz, imgsz, feats, shapes);
+    if (st == LY_OK && z->depth)
+        st = ly_rtdetr_presnet(g, ck, z->depth, image, imgsz, imgsz, feats, shapes);
+    else if (st == LY_OK) {
+        st = ly_rtdetr_hgnetv2(g, ck, z->hgnetv2, image, imgsz, imgsz, feats);
+        for (int l = 0; l < LEVELS; l++) {
+            shapes[l][0] = hgnetv2_c[l];
+            shapes[l][1] = shapes[l][2] = imgsz >> (3 + l);
+        }
+    }
     if (st == LY_OK)
         st = ly_dfine_hybrid_encoder(g, ck, LEVELS, feats, (const int64_t(*)[3])shapes, 2, HEADS,
                                      maps);
@@ -236,7 +255,7 @@ static const ly_export_rule export_rules[] = {
 static const char *const buffer_suffixes[] = {"decoder.anchors", "decoder.valid_mask",
                                               "num_points_scale", NULL};
 
-#define RTDETR_RECIPE(name, loader, prefix)                                                        \
+#define RTDETR_RECIPE(name, loader, prefix, published)                                             \
     {                                                                                              \
         .family = name, .task = "detect",                                                          \
         .input_description = "float32 RGB /255, OpenCV bilinear resize (cv2.resize INTER_LINEAR "  \
@@ -245,10 +264,13 @@ static const char *const buffer_suffixes[] = {"decoder.anchors", "decoder.valid_
         .accepts_keys = accepts_keys, .buffer_suffixes = buffer_suffixes,                          \
         .load_checkpoint = loader, .bind = ly_detr_bind, .output_name = ly_detr_output_name,       \
         .preprocess = preprocess, .postprocess = ly_detr_postprocess, .file_prefix = prefix,       \
-        .published_sizes = (const char *const[]){"r18", "r34", "r50", "r50m", "r101", NULL},       \
-        .export_rules = export_rules,                                                              \
+        .published_sizes = published, .export_rules = export_rules,                                \
     }
 
-const ly_recipe ly_rtdetr_recipe = RTDETR_RECIPE("rtdetr", load_rtdetr, "LibreRTDETR");
+const ly_recipe ly_rtdetr_recipe =
+    RTDETR_RECIPE("rtdetr", load_rtdetr, "LibreRTDETR",
+                  ((const char *const[]){"r18", "r34", "r50", "r50m", "r101", "l", "x", NULL}));
 /* RT-DETRv2 claims checkpoints by its metadata only (RT-DETR reads the keys first). */
-const ly_recipe ly_rtdetrv2_recipe = RTDETR_RECIPE("rtdetrv2", load_rtdetrv2, "LibreRTDETRv2");
+const ly_recipe ly_rtdetrv2_recipe =
+    RTDETR_RECIPE("rtdetrv2", load_rtdetrv2, "LibreRTDETRv2",
+                  ((const char *const[]){"r18", "r34", "r50", "r50m", "r101", NULL}));
