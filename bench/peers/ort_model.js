@@ -2,8 +2,10 @@
 // ONNX Runtime peer for `libreyolo bench model`: times an ONNX export of the same network.
 //
 //   node ort_model.js --model LibreYOLO9t_seed0.onnx --threads 1 [--runs 20] [--warmup 3]
-//        [--input input.npy] [--reference ref_parkour/]
+//        [--input input.npy] [--reference ref_parkour/] [--dump DIR]
 //
+// --dump DIR writes each output of a run on the input to DIR/<output name>.npy (float32), for
+// comparisons a script makes itself (tools/rtdetr-random-peer.sh).
 // Prints one JSON object on stdout:
 //   {"runtime": "onnxruntime", "version", "threads", "runs", "median_ms", "p90_ms",
 //    "load_ms", "peak_rss_mib", "parity": {...} or null}
@@ -25,7 +27,7 @@ const PARITY_REL = 1e-2;
 function usage(msg) {
     process.stderr.write(`ort_model.js: ${msg}\n` +
         'usage: node ort_model.js --model M.onnx [--threads N] [--runs R] [--warmup W] ' +
-        '[--imgsz S] [--input X.npy] [--reference DIR] [--no-check]\n');
+        '[--imgsz S] [--input X.npy] [--reference DIR] [--no-check] [--dump DIR]\n');
     process.exit(2);
 }
 
@@ -50,6 +52,7 @@ function parseArgs(argv) {
         else if (key === '--input') a.input = value();
         else if (key === '--reference') a.reference = value();
         else if (key === '--no-check') a.check = false;
+        else if (key === '--dump') a.dump = value();
         else usage(`unknown option ${key}`);
     }
     if (!a.model) usage('--model is required');
@@ -74,6 +77,20 @@ function loadNpy(file) {
     const data = new Float32Array(count);
     for (let i = 0; i < count; i++) data[i] = buf.readFloatLE(start + 4 * i);
     return { shape, data };
+}
+
+function saveNpy(file, shape, data) {
+    let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
+    header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+    const head = Buffer.alloc(10 + header.length);
+    head.write('\x93NUMPY', 0, 'latin1');
+    head[6] = 1;
+    head[7] = 0;
+    head.writeUInt16LE(header.length, 8);
+    head.write(header, 10, 'latin1');
+    const body = Buffer.alloc(4 * data.length);
+    for (let i = 0; i < data.length; i++) body.writeFloatLE(data[i], 4 * i);
+    fs.writeFileSync(file, Buffer.concat([head, body]));
 }
 
 function percentile(sorted, q) {
@@ -186,6 +203,14 @@ async function main() {
         if (checks.length) {
             result.parity = { ok: checks.every((c) => c.ok), checks,
                 criterion: `max|got-ref| / max|ref| <= ${PARITY_REL}` };
+        }
+    }
+
+    if (args.dump) {
+        const out = await session.run(feeds);
+        fs.mkdirSync(args.dump, { recursive: true });
+        for (const name of session.outputNames) {
+            saveNpy(path.join(args.dump, `${name}.npy`), out[name].dims, out[name].data);
         }
     }
 
