@@ -28,7 +28,8 @@ typedef struct ly_conv_key {
     uint32_t layout;      /* the provider's own bits for blocked sides (0: NCHW) */
     uint32_t post_affine; /* 1: post_scale/post_shift apply */
     uint32_t post_scale_bits, post_shift_bits; /* as float bits (0 otherwise) */
-    uint32_t unused; /* keeps the key free of padding: it is hashed as bytes */
+    uint32_t algorithm; /* the provider's own choice among its algorithms (0: its default); also
+                           keeps the key free of padding: it is hashed as bytes */
 } ly_conv_key;
 
 /* Fill `key` for a validated conv2d call run on `threads` threads. */

@@ -25,6 +25,13 @@
  * Threads: call->threads is honoured through OpenMP (onednn_common.h) and is
  * part of the cache key, since oneDNN plans a primitive's work split for the
  * thread count it is created with.
+ *
+ * A second implementation, "onednn_winograd", runs the 3x3 stride-1
+ * convolutions of large maps on oneDNN's Winograd F(4x4, 3x3) kernels
+ * (AVX-512 only): 36 multiplications per 4x4 outputs instead of 144, at the
+ * price of weights 4x larger (6x6 tiles) and sums in another order (parity:
+ * the conv2d tolerance, 1e-4 of max|ref|; RT-DETRv2-r18's logits stay 9e-5
+ * from LibreYOLO's). Its predicate says what it leaves to the direct one.
  */
 #include "core/core.h"
 #include "libreyolo/nn.h"
@@ -43,6 +50,10 @@
 #define SRC_BLOCKED16 4u /* ... nChw16c */
 #define DST_BLOCKED16 8u
 
+/* ly_conv_key.algorithm */
+#define ALG_DIRECT 0u
+#define ALG_WINOGRAD 1u
+
 /* Two LibreYOLO9 models at two thread counts fit. */
 #define CACHE_CAPACITY 512
 
@@ -54,10 +65,13 @@ typedef struct onednn_op {
     dnnl_primitive_t affine;     /* the post-affine, in place after that (the same plan) */
     dnnl_memory_t weights, bias;
     dnnl_memory_t src_user, src_lib, dst_lib, dst_user; /* data handles set per call */
-    dnnl_memory_t residual;              /* the residual read by a binary-add post-op, or NULL */
+    dnnl_memory_t residual;   /* the residual read by a binary-add post-op, or NULL */
+    dnnl_memory_t scratchpad; /* the convolution's, over the thread's scratch, or NULL */
+    size_t scratchpad_bytes;
     int residual_arg;                    /* its execution argument */
     size_t src_lib_bytes, dst_lib_bytes; /* scratch sizes (0: no reorder on that side) */
     bool reference;                      /* oneDNN serves it with its reference kernel (slow) */
+    bool winograd;                       /* weights in Winograd tiles: no exact way back */
     bool weights_packed;                 /* op->weights is a copy (not the caller's buffer) */
     dnnl_memory_desc_t weights_plain;    /* the caller's OIHW / GOIHW layout, for restoring */
 } onednn_op;
@@ -88,7 +102,7 @@ static void destroy_op(void *p)
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (prims[i]) dnnl_primitive_destroy(prims[i]);
     dnnl_memory_t mems[] = {op->weights, op->bias,     op->src_user, op->src_lib,
-                            op->dst_lib, op->dst_user, op->residual};
+                            op->dst_lib, op->dst_user, op->residual, op->scratchpad};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     if (op->stream) dnnl_stream_destroy(op->stream);
@@ -104,6 +118,11 @@ static dnnl_status_t make_conv_pd(const dnnl_convolution_desc_t *desc, int64_t a
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post_ops = NULL;
     dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+    /* The scratchpad is ours, from the running thread's scratch: oneDNN's
+     * own is thread-local to the thread that made the primitive, and an
+     * operator of a shared model runs on whichever thread takes it. */
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     if (st == dnnl_success) st = dnnl_post_ops_create(&post_ops);
     if (st == dnnl_success) st = ly_onednn_append_activation(post_ops, activation, alpha);
     if (st == dnnl_success && affine) /* the LearnableAffineBlock after the activation */
@@ -266,6 +285,11 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_user, 4, src_dims, dnnl_f32, src_user_tag));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_user, 4, dst_dims, dnnl_f32, dst_user_tag));
     plan how = choose_plan(k, attempt);
+    /* Winograd kernels take ReLU as a post-op and nothing else: the rest runs
+     * after them in place, as on the GEMM-based 1x1 plan */
+    if (k->algorithm == ALG_WINOGRAD &&
+        ((k->activation != LY_ACT_NONE && k->activation != LY_ACT_RELU) || k->post_affine))
+        how.separate_activation = true;
     float alpha;
     memcpy(&alpha, &k->alpha_bits, sizeof alpha);
     dnnl_format_tag_t src_tag = how.src, dst_tag = how.dst;
@@ -287,12 +311,15 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
     }
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x));
     dnnl_convolution_desc_t desc;
-    DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
-        &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
-        k->bias ? &bias_md : NULL, &dst_any, strides, dilates, pad_l, pad_r));
+    dnnl_alg_kind_t alg =
+        k->algorithm == ALG_WINOGRAD ? dnnl_convolution_winograd : dnnl_convolution_direct;
+    op->winograd = k->algorithm == ALG_WINOGRAD;
+    DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, alg,
+                                                        &src_any, &w_any, k->bias ? &bias_md : NULL,
+                                                        &dst_any, strides, dilates, pad_l, pad_r));
     dnnl_status_t made =
         make_conv_pd(&desc, fused_activation, alpha, fused_affine, false, NULL, &pd);
-    if (made == dnnl_unimplemented &&
+    if (made == dnnl_unimplemented && !op->winograd &&
         (src_tag != dnnl_format_tag_any || dst_tag != dnnl_format_tag_any)) {
         /* The preferred layouts have no kernel here (another ISA): let oneDNN choose. */
         DNNL_TRY(
@@ -322,8 +349,8 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
         dnnl_primitive_desc_destroy(pd);
         pd = NULL;
         DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
-            &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
-            k->bias ? &bias_md : NULL, &dst_user, strides, dilates, pad_l, pad_r));
+            &desc, dnnl_forward_inference, alg, &src_any, &w_any, k->bias ? &bias_md : NULL,
+            &dst_user, strides, dilates, pad_l, pad_r));
         /* On blocked data the JIT kernels take a swish then a sum only as a
          * binary add (with the sum oneDNN falls back to its reference
          * kernel, ~20x slower); the binary add also reads the residual
@@ -343,11 +370,15 @@ static onednn_op *create_op_with(const ly_conv_key *k, const ly_kernel_call *cal
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     DNNL_TRY(dnnl_primitive_create(&op->conv, pd));
+    const dnnl_memory_desc_t *pad_md =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    op->scratchpad_bytes = pad_md ? dnnl_memory_desc_get_size(pad_md) : 0;
+    if (op->scratchpad_bytes)
+        DNNL_TRY(dnnl_memory_create(&op->scratchpad, pad_md, engine, DNNL_MEMORY_NONE));
     const char *impl = "?";
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     op->reference = strncmp(impl, "ref", 3) == 0;
-    int64_t scratchpad = 0;
-    dnnl_primitive_desc_query(pd, dnnl_query_memory_consumption_s64, 0, &scratchpad);
+    int64_t scratchpad = (int64_t)op->scratchpad_bytes;
     ly_log(LY_LOG_DEBUG,
            "conv2d (onednn): %lld->%lld %lldx%lld /%lld g%lld on %lldx%lld, %lld thread(s): %s, "
            "scratchpad %lld B%s%s",
@@ -431,6 +462,12 @@ fail:
 static onednn_op *create_best(const ly_conv_key *k, const ly_kernel_call *call, ly_status *status,
                               int *attempt_out)
 {
+    /* Winograd: on the layouts asked for or not at all (the direct
+     * implementation then serves the call without reorders). */
+    if (k->algorithm == ALG_WINOGRAD) {
+        *attempt_out = k->layout ? 0 : 2;
+        return create_op_with(k, call, *attempt_out, NULL, status);
+    }
     /* Blocked data: the layouts asked for may have only oneDNN's reference
      * kernel (~20x slower than a reorder more); then fewer constraints. */
     for (int attempt = 0; k->layout && attempt < 2; attempt++) {
@@ -465,13 +502,15 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
     dnnl_memory_t src = op->src_user, dst = op->dst_user;
     DNNL_TRY(dnnl_memory_set_data_handle(op->src_user, call->in[0]->data));
     DNNL_TRY(dnnl_memory_set_data_handle(op->dst_user, out));
-    /* Both reorder buffers share one per-thread scratch block, so it grows to
-     * the largest pair one convolution needs rather than to the sum of the
-     * largest of each (LibreYOLO9t at 640: 9.4 MiB instead of 12.5). */
+    /* Both reorder buffers and the scratchpad share one per-thread scratch
+     * block, so it grows to the largest set one convolution needs rather than
+     * to the sum of the largest of each (LibreYOLO9t at 640: 9.4 MiB instead
+     * of 12.5; RT-DETRv2-r18's Winograd scratchpads 22 MiB next to 6). */
     size_t src_span = (op->src_lib_bytes + 63) / 64 * 64;
+    size_t dst_span = (op->dst_lib_bytes + 63) / 64 * 64;
     char *scratch = NULL;
-    if (op->src_reorder || op->dst_reorder) {
-        scratch = ly_nn_scratch(0, src_span + op->dst_lib_bytes);
+    if (op->src_reorder || op->dst_reorder || op->scratchpad) {
+        scratch = ly_nn_scratch(0, src_span + dst_span + op->scratchpad_bytes);
         if (!scratch) return ly_set_error(LY_E_NO_MEMORY, "conv2d (onednn): out of memory");
     }
     if (op->src_reorder) {
@@ -487,9 +526,13 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
     /* Both ways of adding the residual sum into what `out` already holds. */
     if (residual && !op->residual && residual->data != (void *)out)
         memcpy(out, residual->data, (size_t)ly_tensor_numel(residual) * sizeof(float));
-    dnnl_exec_arg_t args[5] = {
+    dnnl_exec_arg_t args[6] = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, op->weights}, {DNNL_ARG_DST, dst}};
     int nargs = 3;
+    if (op->scratchpad) {
+        DNNL_TRY(dnnl_memory_set_data_handle(op->scratchpad, scratch + src_span + dst_span));
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, op->scratchpad};
+    }
     if (op->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->bias};
     if (op->residual) {
         DNNL_TRY(dnnl_memory_set_data_handle(op->residual, residual->data));
@@ -510,13 +553,14 @@ static ly_status run_op(onednn_op *op, const ly_kernel_call *call)
     return LY_OK;
 }
 
-static ly_status conv2d_onednn(const ly_kernel_call *call)
+static ly_status conv2d_with(const ly_kernel_call *call, uint32_t algorithm)
 {
     if (!ly_onednn_engine()) return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
     int threads = ly_threads_resolve(call->threads);
     int previous = ly_onednn_threads_begin(threads);
     ly_conv_key key;
     ly_conv_key_init(&key, call, threads);
+    key.algorithm = algorithm;
     ly_op_entry *entry = NULL;
     void *op = NULL;
     ly_status st = ly_op_cache_acquire(&cache, &key, create_op, call, &entry, &op);
@@ -526,6 +570,61 @@ static ly_status conv2d_onednn(const ly_kernel_call *call)
     }
     ly_onednn_threads_end(previous);
     return st;
+}
+
+static ly_status conv2d_onednn(const ly_kernel_call *call)
+{
+    return conv2d_with(call, ALG_DIRECT);
+}
+
+static ly_status conv2d_onednn_winograd(const ly_kernel_call *call)
+{
+    return conv2d_with(call, ALG_WINOGRAD);
+}
+
+/* Where Winograd pays: 3x3 stride-1 ungrouped convolutions (oneDNN's
+ * F(4x4, 3x3) has no other) without a residual, of at least 1 GFLOP, with
+ * weights of at most 1 MiB. Smaller convolutions save less than the
+ * scratch the kernels share costs (up to ~23 MiB, held by oneDNN for the
+ * process): LibreYOLO9t's would save 10 ms of 70 for 25 MiB on a 10 MiB model.
+ * Larger weights cost their 4x larger copy (and the caller's, which the graph
+ * keeps: there is no exact way back) for less: RT-DETRv2-r18's 256-channel
+ * 3x3s on 40x40 would save 17 ms of 330 for 28 MiB, its 512-channel ones on
+ * 20x20 5 ms for 85 MiB. Activations other than ReLU and the post-affine
+ * run after the convolution, in place. */
+static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                    const char **why_not)
+{
+    ly_status st = ly_onednn_predicate(call, cpu, why_not);
+    if (st != LY_OK) return st;
+    if (cpu && !cpu->avx512f) {
+        *why_not = "oneDNN's Winograd kernels need AVX-512";
+        return LY_E_DECLINED;
+    }
+    if (!call) return LY_OK;
+    const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
+    const ly_tensor *w = call->in[1], *y = call->out[0];
+    if (!w || w->ndim != 4 || w->shape[2] != 3 || w->shape[3] != 3 || p->stride[0] != 1 ||
+        p->stride[1] != 1 || p->dilation[0] != 1 || p->dilation[1] != 1 || p->groups > 1) {
+        *why_not = "not a 3x3 stride-1 ungrouped convolution";
+        return LY_E_DECLINED;
+    }
+    if (call->in[3]) {
+        *why_not = "a residual (added by the direct kernels in their epilogue)";
+        return LY_E_DECLINED;
+    }
+    double flops = y && y->ndim == 4 ? 2.0 * (double)ly_tensor_numel(w) * (double)y->shape[0] *
+                                           (double)y->shape[2] * (double)y->shape[3]
+                                     : 0.0;
+    if (flops < 1e9) {
+        *why_not = "under 1 GFLOP (saves less than the Winograd scratch costs)";
+        return LY_E_DECLINED;
+    }
+    if (ly_tensor_numel(w) * (int64_t)sizeof(float) > (1 << 20)) {
+        *why_not = "weights over 1 MiB (Winograd's copy is 4x larger)";
+        return LY_E_DECLINED;
+    }
+    return LY_OK;
 }
 
 /* ---- the prepared form (graphs) -------------------------------------------------------- *
@@ -593,8 +692,8 @@ static void conv_release(void *state)
     free(s);
 }
 
-static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
-                              void **state)
+static ly_status prepare_with(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                              uint32_t algorithm, void **state)
 {
     if (!ly_onednn_engine()) return dnnl_failed("dnnl_engine_create", ly_onednn_engine_status());
     if (!(info->constant_inputs & (1u << 1)) ||
@@ -606,6 +705,7 @@ static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     /* The key's fingerprint is not used: the state is this call's alone. */
     ly_conv_key_init_with(&s->key, call, info->threads, 0);
     s->key.layout = layout_bits(info);
+    s->key.algorithm = algorithm;
     int previous = ly_onednn_threads_begin(info->threads);
     ly_status st = LY_OK;
     s->primary = create_best(&s->key, call, &st, &s->attempt);
@@ -618,6 +718,18 @@ static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     ly_onednn_spares_give(&s->spares, &s->primary->spare);
     *state = s;
     return LY_OK;
+}
+
+static ly_status conv_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                              void **state)
+{
+    return prepare_with(call, info, ALG_DIRECT, state);
+}
+
+static ly_status winograd_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                  void **state)
+{
+    return prepare_with(call, info, ALG_WINOGRAD, state);
 }
 
 static ly_status conv_run(void *state, const ly_kernel_call *call)
@@ -633,10 +745,13 @@ static ly_status conv_run(void *state, const ly_kernel_call *call)
     return st;
 }
 
+/* Winograd's weights (G g G^T) do not give the caller's back exactly: the
+ * graph keeps those. */
 static uint32_t conv_held(void *state)
 {
     const conv_state *s = state;
-    return (s->primary->weights_packed ? 1u << 1 : 0u) | (s->primary->bias ? 1u << 2 : 0u);
+    return (s->primary->weights_packed && !s->primary->winograd ? 1u << 1 : 0u) |
+           (s->primary->bias ? 1u << 2 : 0u);
 }
 
 /* The packed weights reordered back to OIHW (exact: a reorder moves values),
@@ -651,7 +766,7 @@ static ly_status conv_restore(void *state, int index, void *dst)
         memcpy(dst, from, (size_t)s->key.o * sizeof(float));
         return LY_OK;
     }
-    if (index != 1 || !op->weights_packed)
+    if (index != 1 || !op->weights_packed || op->winograd)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "conv2d (onednn): input %d is not held", index);
     dnnl_status_t st = ly_onednn_unpack(op->weights, &op->weights_plain, dst);
     if (st != dnnl_success) return dnnl_failed("restoring packed weights", st);
@@ -661,6 +776,15 @@ static ly_status conv_restore(void *state, int index, void *dst)
 static const ly_kernel_stateful conv_stateful = {
     .layouts = conv_layouts,
     .prepare = conv_prepare,
+    .run = conv_run,
+    .release = conv_release,
+    .restore_constant = conv_restore,
+    .held_constants = conv_held,
+};
+
+static const ly_kernel_stateful winograd_stateful = {
+    .layouts = conv_layouts,
+    .prepare = winograd_prepare,
     .run = conv_run,
     .release = conv_release,
     .restore_constant = conv_restore,
@@ -821,5 +945,8 @@ static const ly_kernel_stateful dequant_stateful = {
 void ly_onednn_register_conv2d(void)
 {
     ly_provider_add(LY_OP_CONV2D, "onednn", conv2d_onednn, ly_onednn_predicate, &conv_stateful);
+    /* after: tried first, where its predicate takes the call */
+    ly_provider_add(LY_OP_CONV2D, "onednn_winograd", conv2d_onednn_winograd, winograd_predicate,
+                    &winograd_stateful);
     ly_provider_add(LY_OP_CONV2D_INT8, "onednn", NULL, ly_onednn_predicate, &dequant_stateful);
 }
