@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "detections_match.h"
 #include "test_util.h"
 
 #include "engines/executorch/et_runtime.h"
@@ -471,24 +472,8 @@ static void test_preprocess(void **state)
     }
 }
 
-static double iou(const float *a, const float *b)
-{
-    double w = fmin(a[2], b[2]) - fmax(a[0], b[0]), h = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    double inter = w > 0 && h > 0 ? w * h : 0;
-    double area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
-    return area > 0 ? inter / area : 0;
-}
-
-static void load_from(const char *dir, const char *name, ly_tensor *t)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    if (ly_npy_load(path, t) != LY_OK) fail_msg("%s: %s", path, ly_last_error());
-}
-
 /* ly_model_load + predict at LibreYOLO's defaults, for D-FINE-n (ReLU) and
- * DEIM-n (SiLU): its detections (det_cls, det_conf, det_xyxy), class for
- * class, score within 1e-4, IoU >= 0.999. */
+ * DEIM-n (SiLU): its detections (detections_match.h). */
 static void test_detections(void **state)
 {
     (void)state;
@@ -520,53 +505,7 @@ static void test_detections(void **state)
         ly_results *r;
         if (ly_model_predict_file(m, cases[c].image, NULL, &r) != LY_OK)
             fail_msg("%s", ly_last_error());
-        ly_tensor cls, conf, xyxy;
-        load_from(cases[c].ref, "det_cls", &cls);
-        load_from(cases[c].ref, "det_conf", &conf);
-        load_from(cases[c].ref, "det_xyxy", &xyxy);
-        size_t n;
-        ly_results_count(r, &n);
-        assert_int_equal((int64_t)n, ly_tensor_numel(&conf));
-        /* Detection i is LibreYOLO's i, or (scores closer than the tolerance
-         * may sort either way) an unmatched one of the same class and box
-         * whose score is within 1e-4. */
-        double worst_score = 0, worst_iou = 1;
-        bool *taken = calloc(n ? n : 1, sizeof *taken);
-        assert_non_null(taken);
-        const float *want_conf = conf.data, *want_box = xyxy.data;
-        size_t reordered = 0;
-        for (size_t i = 0; i < n; i++) {
-            ly_detection d;
-            ly_results_get(r, i, &d);
-            size_t match = n;
-            for (size_t k = 0; k < n && match == n; k++) {
-                size_t j = k == 0 ? i : (k % 2 ? i + (k + 1) / 2 : i - k / 2);
-                if (j >= n || taken[j]) continue;
-                double want_cls = cls.dtype == LY_F32 ? ((const float *)cls.data)[j]
-                                                      : (double)((const int64_t *)cls.data)[j];
-                if (d.cls == (int)want_cls && fabs(d.conf - want_conf[j]) <= 1e-4 &&
-                    iou(d.xyxy, want_box + 4 * j) >= 0.999)
-                    match = j;
-            }
-            if (match == n)
-                fail_msg("%s detection %zu: class %d score %.7g, not among LibreYOLO's near it",
-                         cases[c].name, i, d.cls, (double)d.conf);
-            taken[match] = true;
-            reordered += match != i;
-            worst_score = fmax(worst_score, fabs(d.conf - want_conf[match]));
-            worst_iou = fmin(worst_iou, iou(d.xyxy, want_box + 4 * match));
-        }
-        free(taken);
-        if (reordered)
-            print_message("%s: %zu detections in another order among near-ties\n", cases[c].name,
-                          reordered);
-        print_message("%s: %zu detections as LibreYOLO's, score within %.2g, IoU >= %.6f\n",
-                      cases[c].name, n, worst_score, worst_iou);
-        if (!(worst_score <= 1e-4) || !(worst_iou >= 0.999))
-            fail_msg("%s: detections differ", cases[c].name);
-        ly_npy_free(&cls);
-        ly_npy_free(&conf);
-        ly_npy_free(&xyxy);
+        ly_test_detections_match(cases[c].name, r, cases[c].ref);
         ly_results_free(r);
         ly_model_free(m);
     }
@@ -607,9 +546,9 @@ static int64_t nearest_row(const float *got, const float *ref, int64_t q, int64_
 static void check_outputs(const char *name, ly_model *m, const char *ref, double logits_gate)
 {
     ly_tensor input, want[2];
-    load_from(ref, "input", &input);
-    load_from(ref, "pred_logits", &want[0]);
-    load_from(ref, "pred_boxes", &want[1]);
+    ly_test_load_npy(ref, "input", &input);
+    ly_test_load_npy(ref, "pred_logits", &want[0]);
+    ly_test_load_npy(ref, "pred_boxes", &want[1]);
     raw_outputs got = {0};
     if (ly_model_run(m, &input, keep_raw, &got) != LY_OK) fail_msg("%s", ly_last_error());
     assert_non_null(got.logits.data);

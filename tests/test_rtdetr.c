@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "detections_match.h"
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/image.h"
@@ -36,13 +37,6 @@ static bool exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
-}
-
-static void load(const char *dir, const char *name, ly_tensor *t)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    if (ly_npy_load(path, t) != LY_OK) fail_msg("%s: %s", path, ly_last_error());
 }
 
 static ly_checkpoint *open_or_skip(const char *checkpoint, const char *ref_dir, const char *needs)
@@ -91,8 +85,8 @@ static void test_backbone_r18(void **state)
     assert_int_equal(ly_graph_output(g, outs[2], "backbone_out2"), LY_OK);
     assert_int_equal(ly_checkpoint_close(ck), LY_OK);
     ly_tensor input, want, got;
-    load(V2_REF, "input", &input);
-    load(V2_REF, "backbone_out2", &want);
+    ly_test_load_npy(V2_REF, "input", &input);
+    ly_test_load_npy(V2_REF, "backbone_out2", &want);
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
@@ -122,8 +116,8 @@ static void test_encoder_r18(void **state)
     assert_int_equal(ly_graph_output(g, outs[2], "encoder_out2"), LY_OK);
     assert_int_equal(ly_checkpoint_close(ck), LY_OK);
     ly_tensor input, want, got;
-    load(V2_REF, "input", &input);
-    load(V2_REF, "encoder_out2", &want);
+    ly_test_load_npy(V2_REF, "input", &input);
+    ly_test_load_npy(V2_REF, "encoder_out2", &want);
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
@@ -191,10 +185,10 @@ static void whole_network(const char *checkpoint, const char *ref_dir, bool v1, 
     assert_int_equal(ly_graph_output(g, selected, "enc_topk_ind"), LY_OK);
     assert_int_equal(ly_checkpoint_close(ck), LY_OK);
     ly_tensor input, want[2], theirs, ours, got;
-    load(ref_dir, "input", &input);
-    load(ref_dir, "pred_logits", &want[0]);
-    load(ref_dir, "pred_boxes", &want[1]);
-    load(ref_dir, "enc_topk_ind", &theirs);
+    ly_test_load_npy(ref_dir, "input", &input);
+    ly_test_load_npy(ref_dir, "pred_logits", &want[0]);
+    ly_test_load_npy(ref_dir, "pred_boxes", &want[1]);
+    ly_test_load_npy(ref_dir, "enc_topk_ind", &theirs);
     assert_int_equal(theirs.dtype, LY_I64);
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
@@ -265,17 +259,8 @@ static void test_preprocess(void **state)
     }
 }
 
-static double iou(const float *a, const float *b)
-{
-    double w = fmin(a[2], b[2]) - fmax(a[0], b[0]), h = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    double inter = w > 0 && h > 0 ? w * h : 0;
-    double area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
-    return area > 0 ? inter / area : 0;
-}
-
 /* ly_model_load (the family by the checkpoint's metadata) + predict at
- * LibreYOLO's defaults: its detections (det_cls, det_conf, det_xyxy) in
- * order, class for class, score within 1e-4, IoU >= 0.999. */
+ * LibreYOLO's defaults: its detections (detections_match.h). */
 static void test_detections(void **state)
 {
     (void)state;
@@ -307,33 +292,7 @@ static void test_detections(void **state)
         ly_results *r;
         if (ly_model_predict_file(m, cases[c].image, NULL, &r) != LY_OK)
             fail_msg("%s", ly_last_error());
-        ly_tensor cls, conf, xyxy;
-        load(cases[c].ref, "det_cls", &cls);
-        load(cases[c].ref, "det_conf", &conf);
-        load(cases[c].ref, "det_xyxy", &xyxy);
-        size_t n;
-        ly_results_count(r, &n);
-        assert_int_equal((int64_t)n, ly_tensor_numel(&conf));
-        const float *want_conf = conf.data, *want_box = xyxy.data;
-        double worst_score = 0, worst_iou = 1;
-        for (size_t i = 0; i < n; i++) {
-            ly_detection d;
-            ly_results_get(r, i, &d);
-            double want_cls = cls.dtype == LY_F32 ? ((const float *)cls.data)[i]
-                                                  : (double)((const int64_t *)cls.data)[i];
-            if (d.cls != (int)want_cls || fabs(d.conf - want_conf[i]) > 1e-4 ||
-                iou(d.xyxy, want_box + 4 * i) < 0.999)
-                fail_msg("%s detection %zu: class %d score %.7g, LibreYOLO's class %d score %.7g",
-                         cases[c].name, i, d.cls, (double)d.conf, (int)want_cls,
-                         (double)want_conf[i]);
-            worst_score = fmax(worst_score, fabs(d.conf - want_conf[i]));
-            worst_iou = fmin(worst_iou, iou(d.xyxy, want_box + 4 * i));
-        }
-        print_message("%s: %zu detections as LibreYOLO's, scores within %.2g, IoU >= %.6f\n",
-                      cases[c].name, n, worst_score, worst_iou);
-        ly_npy_free(&cls);
-        ly_npy_free(&conf);
-        ly_npy_free(&xyxy);
+        ly_test_detections_match(cases[c].name, r, cases[c].ref);
         ly_results_free(r);
         ly_model_free(m);
     }
