@@ -49,42 +49,43 @@ typedef struct size_case {
     int64_t stride0; /* of the first level */
     float reg_scale; /* 4, D-FINE x 8 */
     int queries;
-    bool light;      /* under 10 GFLOPs: runs in every build */
-    bool build_only; /* only loads (graph built, outputs bound), in every build: the RT-DETR
-                        sizes whose pieces another size runs, so the suite keeps its time */
+    bool light;         /* under 10 GFLOPs: runs in every build */
+    bool build_only;    /* only loads (graph built, outputs bound), in every build: the RT-DETR
+                           sizes whose pieces another size runs, so the suite keeps its time */
+    int64_t parameters; /* LibreYOLO's count (torch's parameters()), where checked */
 } size_case;
 
 static const size_case cases[] = {
-    {"dfine", "LibreDFINE", "n", 2, {6, 6}, 640, 16, 4, 300, true, false},
-    {"dfine", "LibreDFINE", "s", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"dfine", "LibreDFINE", "m", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"dfine", "LibreDFINE", "l", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"dfine", "LibreDFINE", "x", 3, {3, 6, 3}, 640, 8, 8, 300, false, false},
-    {"deim", "LibreDEIM", "n", 2, {6, 6}, 640, 16, 4, 300, true, false},
-    {"deim", "LibreDEIM", "s", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"deim", "LibreDEIM", "m", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"deim", "LibreDEIM", "l", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"deim", "LibreDEIM", "x", 3, {3, 6, 3}, 640, 8, 8, 300, false, false},
-    {"rtdetrv4", "LibreRTDETRv4", "s", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"rtdetrv4", "LibreRTDETRv4", "m", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"rtdetrv4", "LibreRTDETRv4", "l", 3, {3, 6, 3}, 640, 8, 4, 300, false, false},
-    {"rtdetrv4", "LibreRTDETRv4", "x", 3, {3, 6, 3}, 640, 8, 8, 300, false, false},
-    {"deimv2", "LibreDEIMv2", "atto", 2, {4, 2}, 320, 16, 4, 100, true, false},
-    {"deimv2", "LibreDEIMv2", "femto", 2, {4, 2}, 416, 16, 4, 150, true, false},
-    {"deimv2", "LibreDEIMv2", "pico", 2, {4, 2}, 640, 16, 4, 200, true, false},
-    {"deimv2", "LibreDEIMv2", "n", 2, {6, 6}, 640, 16, 4, 300, true, false},
-    {"rtdetr", "LibreRTDETR", "r18", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetr", "LibreRTDETR", "r34", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetr", "LibreRTDETR", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetr", "LibreRTDETR", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false, false},
-    {"rtdetr", "LibreRTDETR", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetr", "LibreRTDETR", "l", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetr", "LibreRTDETR", "x", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetrv2", "LibreRTDETRv2", "r18", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetrv2", "LibreRTDETRv2", "r34", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetrv2", "LibreRTDETRv2", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
-    {"rtdetrv2", "LibreRTDETRv2", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false, false},
-    {"rtdetrv2", "LibreRTDETRv2", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false, true},
+    {"dfine", "LibreDFINE", "n", 2, {6, 6}, 640, 16, 4, 300, true, false, 0},
+    {"dfine", "LibreDFINE", "s", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"dfine", "LibreDFINE", "m", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"dfine", "LibreDFINE", "l", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"dfine", "LibreDFINE", "x", 3, {3, 6, 3}, 640, 8, 8, 300, false, false, 0},
+    {"deim", "LibreDEIM", "n", 2, {6, 6}, 640, 16, 4, 300, true, false, 0},
+    {"deim", "LibreDEIM", "s", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"deim", "LibreDEIM", "m", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"deim", "LibreDEIM", "l", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"deim", "LibreDEIM", "x", 3, {3, 6, 3}, 640, 8, 8, 300, false, false, 0},
+    {"rtdetrv4", "LibreRTDETRv4", "s", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"rtdetrv4", "LibreRTDETRv4", "m", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"rtdetrv4", "LibreRTDETRv4", "l", 3, {3, 6, 3}, 640, 8, 4, 300, false, false, 0},
+    {"rtdetrv4", "LibreRTDETRv4", "x", 3, {3, 6, 3}, 640, 8, 8, 300, false, false, 0},
+    {"deimv2", "LibreDEIMv2", "atto", 2, {4, 2}, 320, 16, 4, 100, true, false, 0},
+    {"deimv2", "LibreDEIMv2", "femto", 2, {4, 2}, 416, 16, 4, 150, true, false, 0},
+    {"deimv2", "LibreDEIMv2", "pico", 2, {4, 2}, 640, 16, 4, 200, true, false, 0},
+    {"deimv2", "LibreDEIMv2", "n", 2, {6, 6}, 640, 16, 4, 300, true, false, 0},
+    {"rtdetr", "LibreRTDETR", "r18", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 20184464},
+    {"rtdetr", "LibreRTDETR", "r34", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 31441668},
+    {"rtdetr", "LibreRTDETR", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 42891372},
+    {"rtdetr", "LibreRTDETR", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false, false, 36593772},
+    {"rtdetr", "LibreRTDETR", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 76556268},
+    {"rtdetr", "LibreRTDETR", "l", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 32925036},
+    {"rtdetr", "LibreRTDETR", "x", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 67374188},
+    {"rtdetrv2", "LibreRTDETRv2", "r18", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 20184464},
+    {"rtdetrv2", "LibreRTDETRv2", "r34", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 31441668},
+    {"rtdetrv2", "LibreRTDETRv2", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 42891372},
+    {"rtdetrv2", "LibreRTDETRv2", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false, false, 36593772},
+    {"rtdetrv2", "LibreRTDETRv2", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 76556268},
 };
 
 static bool exists(const char *path)
@@ -406,6 +407,11 @@ static void test_every_size(void **state)
             fail_msg("%s: recognised as %s-%s, expected %s-%s", path, info.family, info.size,
                      c->family, c->size);
         assert_int_equal(info.imgsz, c->imgsz);
+        ly_model_stats stats;
+        assert_int_equal(ly_model_get_stats(m, 0, &stats), LY_OK);
+        if (c->parameters && stats.file_parameters != c->parameters)
+            fail_msg("%s-%s: %lld parameters, LibreYOLO counts %lld", c->family, c->size,
+                     (long long)stats.file_parameters, (long long)c->parameters);
         if (!c->build_only && (every || c->light)) {
             ly_tensor input;
             int64_t shape[4] = {1, 3, c->imgsz, c->imgsz};

@@ -87,8 +87,9 @@ LY_API ly_status ly_model_get_info(const ly_model *model, ly_model_info *info);
 /* What the loaded network is made of (benchmarks, `libreyolo info`). */
 typedef struct ly_model_stats {
     /* The checkpoint as stored (-1: the model was not loaded from one): its
-     * tensors, and their elements less BatchNorm's running statistics (as
-     * torch's parameters() counts). */
+     * tensors, and their elements less the buffers (BatchNorm's running
+     * statistics, FrozenBatchNorm's four, the family's own): what torch's
+     * parameters() counts. */
     int64_t file_tensors, file_parameters;
     size_t weight_tensors; /* the network's constants as loaded (folded weights and biases) */
     int64_t parameters;    /* their elements */

@@ -177,13 +177,32 @@ static bool ends_with_any(const char *key, const char *const *suffixes)
     return false;
 }
 
+static bool has_key(const ly_checkpoint *ck, const char *prefix, size_t len, const char *suffix)
+{
+    char key[512];
+    if (len + strlen(suffix) >= sizeof key) return false;
+    snprintf(key, sizeof key, "%.*s%s", (int)len, prefix, suffix);
+    ly_tensor view;
+    bool found = ly_checkpoint_find(ck, key, &view) == LY_OK;
+    if (!found) ly_clear_error();
+    return found;
+}
+
 /* Buffers are state, not parameters (as torch's parameters() sees it):
- * BatchNorm's statistics, and the recipe's own. */
-static bool is_buffer(const char *key, const ly_recipe *r)
+ * BatchNorm's statistics, the recipe's own, and the affine of a
+ * FrozenBatchNorm2d (torchvision's and RT-DETR's: weight and bias are
+ * buffers too), told from a BatchNorm2d by its statistics without a step
+ * count. */
+static bool is_buffer(const char *key, const ly_recipe *r, const ly_checkpoint *ck)
 {
     static const char *const batch_norm[] = {"running_mean", "running_var", "num_batches_tracked",
                                              NULL};
-    return ends_with_any(key, batch_norm) || ends_with_any(key, r->buffer_suffixes);
+    static const char *const affine[] = {".weight", ".bias", NULL};
+    if (ends_with_any(key, batch_norm) || ends_with_any(key, r->buffer_suffixes)) return true;
+    if (!ends_with_any(key, affine)) return false;
+    size_t stem = strlen(key) - (ends_with_any(key, (const char *const[]){".bias", NULL}) ? 5 : 7);
+    return has_key(ck, key, stem, ".running_mean") &&
+           !has_key(ck, key, stem, ".num_batches_tracked");
 }
 
 static ly_status count_stored(const ly_checkpoint *ck, const ly_recipe *r, ly_model_desc *d)
@@ -195,7 +214,7 @@ static ly_status count_stored(const ly_checkpoint *ck, const ly_recipe *r, ly_mo
         const char *name;
         ly_tensor view;
         st = ly_checkpoint_tensor_at(ck, i, &name, &view);
-        if (st == LY_OK && !is_buffer(name, r)) params += ly_tensor_numel(&view);
+        if (st == LY_OK && !is_buffer(name, r, ck)) params += ly_tensor_numel(&view);
     }
     if (st != LY_OK) return ly_error_prefix(st, "ly_model_load");
     d->file_tensors = (int64_t)n;
