@@ -236,9 +236,11 @@ static size_t elem_size(const char *dtype)
 }
 
 /* The key list as a .safetensors file at `path` with `metadata` (the JSON
- * object's members; NULL: none), values as above. */
+ * object's members; NULL: none), values as above, or zeros where `zeros`
+ * (a file to be refused before its values are read: written in a moment
+ * even in a sanitized build). */
 static void write_checkpoint_with(const size_case *c, const key_list *keys, const char *path,
-                                  const char *metadata)
+                                  const char *metadata, bool zeros)
 {
     size_t json_cap = keys->n * 256 + 256, at = 0, offset = 0;
     char *json = malloc(json_cap);
@@ -292,9 +294,9 @@ static void write_checkpoint_with(const size_case *c, const key_list *keys, cons
         } else if (strcmp(k->name, "decoder.valid_mask") == 0) {
             src = valid;
         } else {
-            buf = malloc(bytes ? bytes : 1);
+            buf = zeros ? calloc(bytes ? bytes : 1, 1) : malloc(bytes ? bytes : 1);
             assert_non_null(buf);
-            fill(c, k, buf);
+            if (!zeros) fill(c, k, buf);
             src = buf;
         }
         assert_int_equal(fwrite(src, 1, bytes, f), bytes);
@@ -311,7 +313,7 @@ static void write_checkpoint(const size_case *c, const key_list *keys, const cha
 {
     char meta[128];
     snprintf(meta, sizeof meta, "\"model_family\":\"%s\",\"size\":\"%s\"", c->family, c->size);
-    write_checkpoint_with(c, keys, path, metadata ? meta : NULL);
+    write_checkpoint_with(c, keys, path, metadata ? meta : NULL, false);
 }
 
 /* ---- the tests ---------------------------------------------------------------- */
@@ -567,7 +569,7 @@ static void test_rtdetr_metadata_refused(void **state)
         key_list keys;
         read_keys(keys_file, &keys);
         snprintf(path, sizeof path, "%s/%s%s_mislabelled.safetensors", dir, c->prefix, c->size);
-        write_checkpoint_with(c, &keys, path, bad[i].metadata);
+        write_checkpoint_with(c, &keys, path, bad[i].metadata, true);
         free(keys.e);
         ly_model *m = NULL;
         ly_status st = ly_model_load(path, NULL, &m);
@@ -606,7 +608,7 @@ static void test_unsupported_size_named(void **state)
             strstr(keys.e[i].name, ".weight"))
             keys.e[i].shape[1] = 192;
     snprintf(path, sizeof path, "%s/LibreDEIMv2s_unsupported.safetensors", dir);
-    write_checkpoint(c, &keys, path, false);
+    write_checkpoint_with(c, &keys, path, NULL, true);
     free(keys.e);
     ly_model *m = NULL;
     assert_int_equal(ly_model_load(path, NULL, &m), LY_E_UNSUPPORTED);

@@ -101,11 +101,10 @@ static const nn_case cases[] = {
              LY_ACT_RELU, true, false),
     CONV_ANY("odd 5->7 3x5 s(2,1) p(1,2) no bias 11x9", 1, 5, 11, 9, 7, 3, 5, 2, 1, 1, 2, 1, 1, 1,
              LY_ACT_NONE, false, false),
-    /* 3x3 stride-1 of 1 GFLOP and more (the Winograd kernels'): RT-DETR's PResNet (tiles cut
-     * by the edges), its CSPRep (SiLU after the kernel), HGNetv2's LearnableAffineBlock */
+    /* 3x3 stride-1 of 1 GFLOP and more (the Winograd kernels'): RT-DETR's PResNet (ReLU fused,
+     * tiles cut by the edges), its CSPRep (SiLU after the kernel, as a post-affine would be) */
     CONV("presnet 64->64 3x3 relu 121x119", 64, 121, 119, 64, 3, 1, 1, 1, LY_ACT_RELU, true, false),
     CONV("csprep 128->128 3x3 silu 60x60", 128, 60, 60, 128, 3, 1, 1, 1, LY_ACT_SILU, true, false),
-    LAB("lab 64->64 3x3 relu+affine 120x120", 64, 120, 120, 64, 3, 1, 1, 1, false),
     CONV_ANY("batch 2 16->24 3x3 12x12", 2, 16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU,
              true, false),
     INT8("int8 16->16 3x3 +res 24x24", 16, 24, 24, 16, 3, 1, 1, 1, LY_ACT_SILU, true, true),
