@@ -22,17 +22,17 @@ static ly_status points_per_level(ly_builder *b, int levels, int64_t total, cons
         int64_t n = s > 0.0f && isfinite(s) ? (int64_t)lroundf(1.0f / s) : 0;
         if (n < 1 || at + n > total)
             return ly_set_error(LY_E_FORMAT,
-                                "D-FINE decoder: %scross_attn.num_points_scale does not hold 1/n "
+                                "%s: %scross_attn.num_points_scale does not hold 1/n "
                                 "repeated n times for each of %d levels",
-                                b->prefix, levels);
+                                b->what, b->prefix, levels);
         points[l] = n;
         at += n;
     }
     if (at != total)
         return ly_set_error(LY_E_FORMAT,
-                            "D-FINE decoder: %scross_attn.num_points_scale has %lld entries, the "
+                            "%s: %scross_attn.num_points_scale has %lld entries, the "
                             "%d levels take %lld",
-                            b->prefix, (long long)total, levels, (long long)at);
+                            b->what, b->prefix, (long long)total, levels, (long long)at);
     return LY_OK;
 }
 
@@ -50,9 +50,8 @@ static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
     int64_t total = rows > 0 ? rows / heads : 0;
     if (total < 1 || total * heads != rows) {
         ly_build_fail(b, ly_set_error(LY_E_FORMAT,
-                                      "D-FINE decoder: '%s' missing or not [heads * points] for %d "
-                                      "heads",
-                                      key, heads));
+                                      "%s: '%s' missing or not [heads * points] for %d heads",
+                                      b->what, key, heads));
         return LY_GRAPH_NONE;
     }
     /* v2 (D-FINE, RT-DETRv2) keeps num_points_scale; RT-DETR's points are P
@@ -63,7 +62,7 @@ static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
         uniform ? NULL : ly_build_take(b, "cross_attn.num_points_scale", 1, &total);
     int64_t points[LY_MSDA_MAX_LEVELS];
     if (b->st == LY_OK && (levels < 1 || levels > LY_MSDA_MAX_LEVELS))
-        ly_build_fail(b, ly_set_error(LY_E_INVALID_ARGUMENT, "D-FINE decoder: %d levels", levels));
+        ly_build_fail(b, ly_set_error(LY_E_INVALID_ARGUMENT, "%s: %d levels", b->what, levels));
     if (b->st == LY_OK && uniform)
         for (int l = 0; l < levels; l++)
             points[l] = total / levels;
@@ -150,31 +149,33 @@ static ly_graph_value ffn(ly_builder *b, ly_graph_value x, int64_t c, bool silu)
     int64_t ff = ly_build_extent(b, "linear1.weight", 0);
     if (ff <= 0 && b->st == LY_OK)
         ly_build_fail(b, ly_set_error(LY_E_FORMAT,
-                                      "D-FINE decoder: no FFN keys ('%slinear1.weight' or "
+                                      "%s: no FFN keys ('%slinear1.weight' or "
                                       "'%sswish_ffn.w12.weight')",
-                                      b->prefix, b->prefix));
+                                      b->what, b->prefix, b->prefix));
     ly_graph_value h = ly_build_linear(b, "linear1", x, ff, c);
     h = ly_build_node(b, silu ? LY_OP_SILU : LY_OP_RELU, "activation", 1, &h, NULL);
     return ly_build_linear(b, "linear2", h, c, ff);
 }
 
-ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
-                                 bool silu, int levels, const ly_dfine_layer_inputs *in,
-                                 ly_graph_value *out)
+ly_status ly_detr_decoder_layer(ly_graph *g, const ly_checkpoint *ck,
+                                const ly_detr_layer_config *cfg, const ly_dfine_layer_inputs *in,
+                                ly_graph_value *out)
 {
-    if (!g || !ck || !in || !out || heads < 1)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_dfine_decoder_layer: bad argument");
-    ly_builder b = {.g = g, .ck = ck, .what = "D-FINE decoder", .st = LY_OK};
-    snprintf(b.prefix, sizeof b.prefix, "decoder.decoder.layers.%d.", index);
+    if (!g || !ck || !cfg || !in || !out || cfg->self_heads < 1 || cfg->cross_heads < 1)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_detr_decoder_layer: bad argument");
+    int heads = cfg->self_heads, levels = cfg->levels;
+    bool silu = cfg->silu;
+    ly_builder b = {.g = g, .ck = ck, .what = cfg->what, .st = LY_OK};
+    snprintf(b.prefix, sizeof b.prefix, "%s", cfg->prefix);
     /* C from norm1 (LayerNorm's weight or RMSNorm's scale); the query count
      * Q is left to the reshapes (-1), so the layer serves any Q. Batch 1. */
     int64_t c = ly_build_extent(&b, "norm1.weight", 0);
     if (c <= 0) c = ly_build_extent(&b, "norm1.scale", 0);
-    if (c <= 0 || c % heads != 0)
+    if (c <= 0 || c % heads != 0 || c % cfg->cross_heads != 0)
         return ly_set_error(LY_E_FORMAT,
-                            "D-FINE decoder: '%snorm1.weight' (or .scale) missing or not [C] with "
-                            "C a multiple of %d heads",
-                            b.prefix, heads);
+                            "%s: '%snorm1.weight' (or .scale) missing or not [C] with C a multiple "
+                            "of %d and %d heads",
+                            cfg->what, b.prefix, heads, cfg->cross_heads);
     int64_t q = -1;
 
     ly_graph_value qk = ly_build_binary(&b, LY_OP_ADD, "with_pos", in->target, in->query_pos);
@@ -183,7 +184,7 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
         norm(&b, "norm1", ly_build_binary(&b, LY_OP_ADD, "residual1", in->target, attn), c);
 
     ly_graph_value query = ly_build_binary(&b, LY_OP_ADD, "cross_attn.query", x, in->query_pos);
-    ly_graph_value sampled = cross_attention(&b, query, in, q, heads, c, levels);
+    ly_graph_value sampled = cross_attention(&b, query, in, q, cfg->cross_heads, c, levels);
 
     if (ly_build_extent(&b, "gateway.gate.weight", 0) > 0) {
         /* Gate: sigmoid(Linear([x, sampled])) split into halves. */
@@ -204,12 +205,28 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
         x = norm(&b, "norm2", ly_build_binary(&b, LY_OP_ADD, "residual2", x, sampled), c);
     }
 
-    /* FFN + residual, clamped to f16's range, norm3. */
+    /* FFN + residual, (D-FINE) clamped to f16's range, norm3. */
     x = ly_build_binary(&b, LY_OP_ADD, "residual3", x, ffn(&b, x, c, silu));
-    ly_clamp_params clamp = {.min = -65504.0, .max = 65504.0};
-    x = ly_build_node(&b, LY_OP_CLAMP, "clamp", 1, &x, &clamp);
+    if (cfg->clamp) {
+        ly_clamp_params clamp = {.min = -65504.0, .max = 65504.0};
+        x = ly_build_node(&b, LY_OP_CLAMP, "clamp", 1, &x, &clamp);
+    }
     x = norm(&b, "norm3", x, c);
     if (b.st != LY_OK) return b.st;
     *out = x;
     return LY_OK;
+}
+
+ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index, int heads,
+                                 bool silu, int levels, const ly_dfine_layer_inputs *in,
+                                 ly_graph_value *out)
+{
+    ly_detr_layer_config cfg = {.what = "D-FINE decoder",
+                                .self_heads = heads,
+                                .cross_heads = heads,
+                                .silu = silu,
+                                .clamp = true,
+                                .levels = levels};
+    snprintf(cfg.prefix, sizeof cfg.prefix, "decoder.decoder.layers.%d.", index);
+    return ly_detr_decoder_layer(g, ck, &cfg, in, out);
 }

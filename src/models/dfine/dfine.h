@@ -39,6 +39,21 @@ ly_status ly_dfine_decoder_layer(ly_graph *g, const ly_checkpoint *ck, int index
                                  bool silu, int levels, const ly_dfine_layer_inputs *in,
                                  ly_graph_value *out);
 
+/* The same layer where another family's differs only in what the D-FINE
+ * lineage fixes (RF-DETR: rfdetr.md 8): its keys' prefix, the heads of the
+ * self- and of the cross-attention, and no clamp. */
+typedef struct ly_detr_layer_config {
+    const char *what; /* how messages name the decoder */
+    char prefix[96];  /* of the layer's keys: "decoder.decoder.layers.0." */
+    int self_heads, cross_heads;
+    bool silu;  /* SiLU in the FFN (else ReLU) */
+    bool clamp; /* D-FINE's clamp to +-65504 before norm3 */
+    int levels;
+} ly_detr_layer_config;
+ly_status ly_detr_decoder_layer(ly_graph *g, const ly_checkpoint *ck,
+                                const ly_detr_layer_config *cfg, const ly_dfine_layer_inputs *in,
+                                ly_graph_value *out);
+
 /* HGNetv2 `arch` ("B0" for D-FINE/DEIM n, "Atto" for DEIMv2 atto; keys
  * backbone.*) on `image` f32 [1, 3, height, width] (detr.md 4): the padded
  * stem, the stages (depthwise downsample, HG blocks of plain or light

@@ -118,9 +118,14 @@ ly_status ly_rtdetr_head(ly_graph *g, const ly_checkpoint *ck, int levels,
                                     .memory = memory,
                                     .spatial_shapes = spatial};
         ly_graph_value out = LY_GRAPH_NONE;
-        if (b.st == LY_OK)
-            ly_build_fail(&b,
-                          ly_dfine_decoder_layer(g, ck, i, cfg->heads, false, levels, &in, &out));
+        /* RT-DETR clamps to f16's range before norm3 (its nn.py), RT-DETRv2 not */
+        ly_detr_layer_config layer = {.what = "RT-DETR decoder",
+                                      .self_heads = cfg->heads,
+                                      .cross_heads = cfg->heads,
+                                      .clamp = cfg->v1,
+                                      .levels = levels};
+        snprintf(layer.prefix, sizeof layer.prefix, "decoder.decoder.layers.%d.", i);
+        if (b.st == LY_OK) ly_build_fail(&b, ly_detr_decoder_layer(g, ck, &layer, &in, &out));
         snprintf(key, sizeof key, "dec_bbox_head.%d", i);
         ly_graph_value box =
             ly_build_binary(&b, LY_OP_ADD, key, ly_dfine_mlp(&b, key, out, 3, box_mlp, LY_OP_RELU),

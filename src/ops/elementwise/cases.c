@@ -99,7 +99,7 @@ static const unary_spec unaries[] = {
 };
 #define N_UNARIES (int)(sizeof unaries / sizeof unaries[0])
 
-/* relu, gelu, exp, log, sqrt */
+/* relu, gelu, exp, log, sqrt, sin, cos */
 static ly_status unary_case(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
     (void)full;

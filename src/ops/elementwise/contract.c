@@ -101,6 +101,8 @@ UNARY_CONTRACT(GELU, gelu)
 UNARY_CONTRACT(EXP, exp)
 UNARY_CONTRACT(LOG, log)
 UNARY_CONTRACT(SQRT, sqrt)
+UNARY_CONTRACT(SIN, sin)
+UNARY_CONTRACT(COS, cos)
 
 ly_status ly_contract_clamp(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
                             int *n_out)

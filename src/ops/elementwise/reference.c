@@ -260,6 +260,18 @@ static float sqrt_f(const unary_job *j, float x)
     return sqrtf(x);
 }
 
+static float sin_f(const unary_job *j, float x)
+{
+    (void)j;
+    return sinf(x);
+}
+
+static float cos_f(const unary_job *j, float x)
+{
+    (void)j;
+    return cosf(x);
+}
+
 /* torch.clamp: NaN passes through, then min, then max. */
 static float clamp_f(const unary_job *j, float x)
 {
@@ -292,6 +304,16 @@ ly_status ly_ref_log(const ly_kernel_call *call)
 ly_status ly_ref_sqrt(const ly_kernel_call *call)
 {
     return run_unary(call, (unary_job){.fn = sqrt_f});
+}
+
+ly_status ly_ref_sin(const ly_kernel_call *call)
+{
+    return run_unary(call, (unary_job){.fn = sin_f});
+}
+
+ly_status ly_ref_cos(const ly_kernel_call *call)
+{
+    return run_unary(call, (unary_job){.fn = cos_f});
 }
 
 ly_status ly_ref_clamp(const ly_kernel_call *call)
