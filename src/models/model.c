@@ -576,15 +576,21 @@ static ly_status predict(const ly_model *m, const ly_image_view *image, ly_image
     return st;
 }
 
+/* A class's name, "" for a class the checkpoint names none for (RF-DETR's
+ * no-object column, nc, can be a detection as in LibreYOLO). */
+static const char *class_name(const ly_model *m, int cls)
+{
+    return cls >= 0 && cls < m->d.nc && m->d.names ? m->d.names[cls] : "";
+}
+
 static ly_status make_results(const ly_model *m, const ly_box *boxes, size_t count,
                               ly_results **out)
 {
-    char *const *names = m->d.names;
     ly_results *r = calloc(1, sizeof *r);
     if (!r) return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
     size_t text = 1;
     for (size_t i = 0; i < count; i++)
-        text += strlen(names[boxes[i].cls]) + 1;
+        text += strlen(class_name(m, boxes[i].cls)) + 1;
     r->detections = calloc(count ? count : 1, sizeof *r->detections);
     r->name_text = malloc(text);
     if (!r->detections || !r->name_text) {
@@ -598,8 +604,9 @@ static ly_status make_results(const ly_model *m, const ly_box *boxes, size_t cou
         memcpy(d->xyxy, boxes[i].xyxy, sizeof d->xyxy);
         d->conf = boxes[i].conf;
         d->cls = boxes[i].cls;
-        size_t n = strlen(names[d->cls]) + 1;
-        memcpy(p, names[d->cls], n);
+        const char *name = class_name(m, d->cls);
+        size_t n = strlen(name) + 1;
+        memcpy(p, name, n);
         d->name = p;
         p += n;
     }

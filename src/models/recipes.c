@@ -15,6 +15,7 @@
     X(yolo9)                                                                                       \
     X(rtdetr)                                                                                      \
     X(rtdetrv2)                                                                                    \
+    X(rfdetr)                                                                                      \
     X(deimv2)                                                                                      \
     X(deim)                                                                                        \
     X(rtdetrv4)                                                                                    \

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/* RF-DETR's windowed DINOv2-small and projector as graph nodes (rfdetr.h;
+ * rfdetr.md 4, 5; LibreYOLO's models/rfdetr/dinov2.py and backbone.py). */
+#include "models/rfdetr/rfdetr.h"
+
+#include "core/core.h"
+#include "models/common/builder.h"
+
+#include <stdio.h>
+
+enum {
+    WIDTH = 384, /* dinov2_windowed_small */
+    HEADS = 6,   /* of 64 */
+    BLOCKS = 12, /* the last tapped stage is block 11's output */
+    PATCH = 16,  /* detection sizes */
+    WINDOWS = 2, /* per side */
+    PROJECTED = 256,
+};
+
+/* Stages 3, 6, 9, 12 are the outputs of blocks 2, 5, 8, 11; the block right
+ * after each tapped stage but the last attends across windows. */
+static bool tapped(int block)
+{
+    return block % 3 == 2;
+}
+
+static bool global_block(int block)
+{
+    return block == 3 || block == 6 || block == 9;
+}
+
+/* Dinov2 attention on x [n, t, WIDTH]: query, key, value linears, sdpa per
+ * head (1/sqrt(64)), the output dense. */
+static ly_graph_value attention(ly_builder *b, ly_graph_value x, int64_t n, int64_t t)
+{
+    static const char *const names[3] = {"attention.attention.query", "attention.attention.key",
+                                         "attention.attention.value"};
+    int64_t d = WIDTH / HEADS, split[4] = {n, t, HEADS, d}, heads_first[4] = {0, 2, 1, 3};
+    ly_graph_value qkv[3];
+    for (int i = 0; i < 3; i++)
+        qkv[i] = ly_build_permute(
+            b, names[i],
+            ly_build_reshape(b, names[i], ly_build_linear(b, names[i], x, WIDTH, WIDTH), 4, split),
+            4, heads_first);
+    ly_sdpa_params p = LY_SDPA_DEFAULTS;
+    ly_graph_value o = ly_build_node(b, LY_OP_SDPA, "attention.sdpa", 3, qkv, &p);
+    int64_t merged[3] = {n, t, WIDTH};
+    o = ly_build_reshape(b, "attention.merge",
+                         ly_build_permute(b, "attention.merge", o, 4, heads_first), 3, merged);
+    return ly_build_linear(b, "attention.output.dense", o, WIDTH, WIDTH);
+}
+
+/* h + lambda * y (LayerScale, then the residual). */
+static ly_graph_value scaled_residual(ly_builder *b, const char *scale, ly_graph_value h,
+                                      ly_graph_value y)
+{
+    int64_t c = WIDTH;
+    char key[LY_KEY_MAX];
+    snprintf(key, sizeof key, "%s.lambda1", scale);
+    y = ly_build_binary(b, LY_OP_MUL, scale, y, ly_build_weight(b, key, 1, &c));
+    return ly_build_binary(b, LY_OP_ADD, scale, y, h);
+}
+
+/* One pre-norm block on the windowed tokens h [WINDOWS^2, t, WIDTH]; a
+ * global block's attention sees every window's tokens (CLS copies
+ * included) as one sequence, window after window. */
+static ly_graph_value block(ly_builder *b, int i, ly_graph_value h, int64_t t)
+{
+    int64_t n = WINDOWS * WINDOWS, c = WIDTH;
+    snprintf(b->prefix, sizeof b->prefix, "backbone.0.encoder.encoder.encoder.layer.%d.", i);
+    ly_graph_value y = ly_build_layer_norm(b, "norm1", h, c, 1e-6);
+    if (global_block(i)) {
+        int64_t joint[3] = {1, n * t, c}, windowed[3] = {n, t, c};
+        y = ly_build_reshape(
+            b, "attention.joint",
+            attention(b, ly_build_reshape(b, "attention.joint", y, 3, joint), 1, n * t), 3,
+            windowed);
+    } else {
+        y = attention(b, y, n, t);
+    }
+    h = scaled_residual(b, "layer_scale1", h, y);
+    y = ly_build_linear_fused(b, "mlp.fc1", ly_build_layer_norm(b, "norm2", h, c, 1e-6), 4 * c, c,
+                              LY_ACT_GELU, LY_GRAPH_NONE);
+    y = ly_build_linear(b, "mlp.fc2", y, c, 4 * c);
+    return scaled_residual(b, "layer_scale2", h, y);
+}
+
+/* A tapped stage: the shared LayerNorm, the CLS copies dropped, the windows
+ * put back in place: [1, WIDTH, grid, grid]. */
+static ly_graph_value stage_map(ly_builder *b, ly_graph_value h, int64_t t, int64_t grid)
+{
+    int64_t c = WIDTH, per = grid / WINDOWS;
+    snprintf(b->prefix, sizeof b->prefix, "backbone.0.encoder.encoder.");
+    ly_graph_value y = ly_build_layer_norm(b, "layernorm", h, c, 1e-6);
+    y = ly_build_slice(b, "stage.tokens", y, 1, 1, t - 1);
+    /* (window row, window column, row, column, c) -> (window row, row, window column, column, c) */
+    int64_t windows[5] = {WINDOWS, WINDOWS, per, per, c}, placed[5] = {0, 2, 1, 3, 4};
+    y = ly_build_permute(b, "stage.unwindow", ly_build_reshape(b, "stage.unwindow", y, 5, windows),
+                         5, placed);
+    int64_t hwc[4] = {1, grid, grid, c}, to_chw[4] = {0, 3, 1, 2};
+    return ly_build_permute(b, "stage.map", ly_build_reshape(b, "stage.map", y, 4, hwc), 4, to_chw);
+}
+
+/* LayerNorm over the channels of an NCHW map (backbone.py's LayerNorm: NHWC
+ * layer_norm between two permutes), at prefix + name. */
+static ly_graph_value channel_norm(ly_builder *b, const char *name, ly_graph_value x, int64_t c)
+{
+    int64_t to_hwc[4] = {0, 2, 3, 1}, to_chw[4] = {0, 3, 1, 2};
+    x = ly_build_permute(b, name, x, 4, to_hwc);
+    x = ly_build_layer_norm(b, name, x, c, 1e-6);
+    return ly_build_permute(b, name, x, 4, to_chw);
+}
+
+/* ConvX: Conv2d (no bias, padding k/2) -> channels-first LayerNorm (key
+ * .bn) -> SiLU, at prefix + name. */
+static ly_graph_value conv_x(ly_builder *b, const char *name, ly_graph_value x, int64_t cin,
+                             int64_t cout, int64_t k)
+{
+    char key[LY_KEY_MAX], node[LY_KEY_MAX];
+    snprintf(key, sizeof key, "%s.conv.weight", name);
+    int64_t wshape[4] = {cout, cin, k, k};
+    ly_graph_value w = ly_build_weight(b, key, 4, wshape);
+    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+    p.padding[0] = p.padding[1] = k / 2;
+    ly_graph_value y = LY_GRAPH_NONE;
+    snprintf(node, sizeof node, "%.60s%.100s.conv", b->prefix, name);
+    if (b->st == LY_OK)
+        ly_build_fail(b, ly_graph_conv2d(b->g, node, x, w, LY_GRAPH_NONE, LY_GRAPH_NONE, &p, &y));
+    snprintf(key, sizeof key, "%s.bn", name);
+    y = channel_norm(b, key, y, cout);
+    return ly_build_unary(b, LY_OP_SILU, key, y);
+}
+
+/* The projector (scale P4): C2f(1536 -> 256, 3 bottlenecks without
+ * shortcut) over the four stages, then a channels-first LayerNorm. */
+static ly_graph_value projector(ly_builder *b, const ly_graph_value stages[4])
+{
+    snprintf(b->prefix, sizeof b->prefix, "backbone.0.projector.stages.0.");
+    int64_t half = PROJECTED / 2, cin = 4 * WIDTH;
+    ly_graph_value x = ly_build_concat(b, "0.cat", 4, stages, 1);
+    ly_graph_value y = conv_x(b, "0.cv1", x, cin, PROJECTED, 1);
+    ly_graph_value parts[5];
+    parts[0] = ly_build_slice(b, "0.a", y, 1, 0, half);
+    parts[1] = ly_build_slice(b, "0.b", y, 1, half, half);
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "0.m.%d.cv1", i);
+        ly_graph_value m = conv_x(b, name, parts[i + 1], half, half, 3);
+        snprintf(name, sizeof name, "0.m.%d.cv2", i);
+        parts[i + 2] = conv_x(b, name, m, half, half, 3);
+    }
+    y = conv_x(b, "0.cv2", ly_build_concat(b, "0.cat2", 5, parts, 1), 5 * half, PROJECTED, 1);
+    return channel_norm(b, "1", y, PROJECTED);
+}
+
+ly_status ly_rfdetr_backbone(ly_graph *g, const ly_checkpoint *ck, ly_graph_value image,
+                             int64_t size, ly_graph_value *map, ly_graph_value stages[4])
+{
+    if (!g || !ck || !map || size <= 0 || size % (PATCH * WINDOWS) != 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "RF-DETR backbone: input size %lld, expected a multiple of %d",
+                            (long long)size, PATCH * WINDOWS);
+    ly_builder b = {.g = g, .ck = ck, .what = "RF-DETR backbone", .st = LY_OK};
+    snprintf(b.prefix, sizeof b.prefix, "backbone.0.encoder.encoder.embeddings.");
+    int64_t grid = size / PATCH, per = grid / WINDOWS, c = WIDTH, patches = grid * grid;
+    int64_t rows = ly_build_extent(&b, "position_embeddings", 1);
+    if (b.st == LY_OK && rows != 1 + patches)
+        return ly_set_error(
+            LY_E_UNSUPPORTED,
+            "RF-DETR backbone: key '%sposition_embeddings' has %lld rows, a %lldx%lld "
+            "input takes %lld (a table for another size would be resized, which "
+            "this build does not do)",
+            b.prefix, (long long)rows, (long long)size, (long long)size, (long long)(1 + patches));
+
+    /* patch embedding (conv 16x16 /16 with bias), tokens h-major, CLS, positions */
+    int64_t wshape[4] = {c, 3, PATCH, PATCH};
+    ly_graph_value w = ly_build_weight(&b, "patch_embeddings.projection.weight", 4, wshape);
+    ly_graph_value bias = ly_build_weight(&b, "patch_embeddings.projection.bias", 1, &c);
+    ly_conv2d_params cp = LY_CONV2D_DEFAULTS;
+    cp.stride[0] = cp.stride[1] = PATCH;
+    ly_graph_value x = LY_GRAPH_NONE;
+    if (b.st == LY_OK)
+        ly_build_fail(&b, ly_graph_conv2d(g, "backbone.patch_embeddings", image, w, bias,
+                                          LY_GRAPH_NONE, &cp, &x));
+    int64_t flat[3] = {1, c, patches}, to_tokens[3] = {0, 2, 1};
+    x = ly_build_permute(&b, "tokens", ly_build_reshape(&b, "tokens", x, 3, flat), 3, to_tokens);
+    int64_t cls_shape[3] = {1, 1, c}, pos_shape[3] = {1, 1 + patches, c}, mask_shape[2] = {1, c};
+    ly_build_expect(&b, "mask_token", 2, mask_shape); /* masked pretraining only */
+    ly_graph_value with_cls[2] = {ly_build_weight(&b, "cls_token", 3, cls_shape), x};
+    x = ly_build_concat(&b, "cls", 2, with_cls, 1);
+    x = ly_build_binary(&b, LY_OP_ADD, "positions", x,
+                        ly_build_weight(&b, "position_embeddings", 3, pos_shape));
+
+    /* windows: (row, column) -> (window, row in it, column in it), each with
+     * the CLS token (and its position) in front */
+    ly_graph_value cls = ly_build_slice(&b, "windows.cls", x, 1, 0, 1);
+    ly_graph_value pixels = ly_build_slice(&b, "windows.pixels", x, 1, 1, patches);
+    int64_t split[5] = {WINDOWS, per, WINDOWS, per, c}, order[5] = {0, 2, 1, 3, 4};
+    int64_t windowed[3] = {WINDOWS * WINDOWS, per * per, c};
+    pixels = ly_build_reshape(&b, "windows",
+                              ly_build_permute(&b, "windows",
+                                               ly_build_reshape(&b, "windows", pixels, 5, split), 5,
+                                               order),
+                              3, windowed);
+    ly_graph_value copies[WINDOWS * WINDOWS];
+    for (int i = 0; i < WINDOWS * WINDOWS; i++)
+        copies[i] = cls;
+    ly_graph_value front[2] = {ly_build_concat(&b, "windows.cls", WINDOWS * WINDOWS, copies, 0),
+                               pixels};
+    ly_graph_value h = ly_build_concat(&b, "windows.tokens", 2, front, 1);
+    int64_t t = 1 + per * per;
+
+    ly_graph_value taps[4];
+    int n_taps = 0;
+    for (int i = 0; i < BLOCKS && b.st == LY_OK; i++) {
+        h = block(&b, i, h, t);
+        if (tapped(i)) taps[n_taps++] = stage_map(&b, h, t, grid);
+    }
+    ly_graph_value projected = projector(&b, taps);
+    if (b.st != LY_OK) return b.st;
+    *map = projected;
+    if (stages)
+        for (int i = 0; i < 4; i++)
+            stages[i] = taps[i];
+    return LY_OK;
+}
