@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RF-DETR-n against LibreYOLO's own outputs (../shared/testdata/rfdetr;
+ * skipped without them): the stages ref_parkour/ keeps (backbone stages 3,
+ * 6 and 12, the projector, the query selection) and the outputs of both
+ * fixtures from input.npy; LibreYOLO's input.npy from the image; its
+ * detections through ly_model_predict; a task this build does not run,
+ * refused by name.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "detections_match.h"
+#include "graph/graph.h"
+#include "libreyolo/checkpoint.h"
+#include "libreyolo/image.h"
+#include "libreyolo/io.h"
+#include "libreyolo/model.h"
+#include "models/rfdetr/rfdetr.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIXTURE LY_SHARED_DIR "/testdata/rfdetr"
+#define CKPT FIXTURE "/LibreRFDETRn_seed0.pt"
+#define PARKOUR FIXTURE "/ref_parkour"
+#define DOG FIXTURE "/ref_dog"
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* max |got - want| / max |want|, shapes checked. */
+static double rel_error(const ly_tensor *got, const ly_tensor *want)
+{
+    assert_int_equal(got->ndim, want->ndim);
+    for (int d = 0; d < got->ndim; d++)
+        assert_int_equal(got->shape[d], want->shape[d]);
+    const float *a = got->data, *b = want->data;
+    double diff = 0, mag = 0;
+    for (int64_t i = 0; i < ly_tensor_numel(want); i++) {
+        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+        mag = fmax(mag, fabs((double)b[i]));
+    }
+    return mag > 0 ? diff / mag : diff;
+}
+
+/* The network from the checkpoint on ref_dir/input.npy: every named output
+ * that the folder keeps within 1e-4 of max|ref| (the query selection
+ * exactly). With `stages`, the backbone's and projector's maps too. */
+static void network(const char *ref_dir, bool stages, const char *what)
+{
+    char probe[512];
+    snprintf(probe, sizeof probe, "%s/pred_logits.npy", ref_dir);
+    if (!exists(CKPT) || !exists(probe)) {
+        print_message("skipped: the fixture %s is absent\n", ref_dir);
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(CKPT, &ck) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value image, map, taps[4], logits, boxes, selected;
+    assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &image), LY_OK);
+    ly_status st = ly_rfdetr_backbone(g, ck, image, 384, &map, taps);
+    if (st == LY_OK) st = ly_rfdetr_head(g, ck, map, 24, 300, 2, &logits, &boxes, &selected);
+    if (st != LY_OK) fail_msg("build: %s", ly_last_error());
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+    static const char *const names[] = {"pred_logits",    "pred_boxes",    "enc_topk_ind",
+                                        "backbone_out0",  "backbone_out1", "backbone_out3",
+                                        "projector_out0"};
+    ly_graph_value values[] = {logits, boxes, selected, taps[0], taps[1], taps[3], map};
+    int n = stages ? 7 : 3;
+    for (int i = 0; i < n; i++)
+        assert_int_equal(ly_graph_output(g, values[i], names[i]), LY_OK);
+    ly_tensor input;
+    ly_test_load_npy(ref_dir, "input", &input);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
+    for (int i = 0; i < n; i++) {
+        ly_tensor got, want;
+        assert_int_equal(ly_graph_get_output(ctx, i, &got, NULL), LY_OK);
+        ly_test_load_npy(ref_dir, names[i], &want);
+        if (i == 2) { /* the tokens chosen, best first */
+            assert_int_equal(want.dtype, LY_I64);
+            assert_int_equal(ly_tensor_numel(&got), ly_tensor_numel(&want));
+            const int64_t *a = got.data, *b = want.data;
+            int64_t differ = 0;
+            for (int64_t k = 0; k < ly_tensor_numel(&want); k++)
+                differ += a[k] != b[k];
+            print_message("%s %s: %lld of %lld tokens differ\n", what, names[i],
+                          (long long)differ, (long long)ly_tensor_numel(&want));
+            if (differ) fail_msg("the query selection differs from LibreYOLO's");
+        } else {
+            double e = rel_error(&got, &want);
+            print_message("%s %s: max |diff| / max |ref| = %.3g\n", what, names[i], e);
+            if (!(e <= 1e-4)) fail_msg("%s off by %.3g of max |ref| (gate 1e-4)", names[i], e);
+        }
+        ly_npy_free(&want);
+    }
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    ly_npy_free(&input);
+}
+
+static void test_stages_parkour(void **state)
+{
+    (void)state;
+    network(PARKOUR, true, "RF-DETR-n (parkour)");
+}
+
+static void test_outputs_dog(void **state)
+{
+    (void)state;
+    network(DOG, false, "RF-DETR-n (dog)");
+}
+
+/* LibreYOLO's input.npy from the image, value for value. */
+static void test_preprocess(void **state)
+{
+    (void)state;
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    static const struct {
+        const char *image, *input;
+    } cases[] = {{LY_SHARED_DIR "/testdata/images/parkour.jpg", PARKOUR "/input.npy"},
+                 {LY_SHARED_DIR "/testdata/images/dog.jpg", DOG "/input.npy"}};
+    if (!codecs || !exists(cases[0].input) || !exists(cases[1].input)) {
+        print_message("skipped: no image codecs, or the fixtures are absent\n");
+        skip();
+    }
+    for (size_t c = 0; c < 2; c++) {
+        ly_image im;
+        if (ly_image_load(cases[c].image, &im) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
+        ly_tensor want;
+        if (ly_npy_load(cases[c].input, &want) != LY_OK) fail_msg("%s", ly_last_error());
+        int64_t n = 3 * 384 * 384;
+        assert_int_equal(ly_tensor_numel(&want), n);
+        float *got = malloc((size_t)n * sizeof *got);
+        assert_non_null(got);
+        assert_int_equal(ly_rfdetr_preprocess(&view, 384, got), LY_OK);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n; i++)
+            differ += got[i] != ((const float *)want.data)[i];
+        if (differ)
+            fail_msg("%s: %lld of %lld values differ from LibreYOLO's", cases[c].image,
+                     (long long)differ, (long long)n);
+        free(got);
+        ly_npy_free(&want);
+        ly_image_free(&im);
+    }
+}
+
+/* ly_model_load (family and size from the metadata) + predict at
+ * LibreYOLO's defaults: its detections (detections_match.h). */
+static void test_detections(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *image, *ref;
+    } cases[] = {{"RF-DETR-n (parkour)", LY_SHARED_DIR "/testdata/images/parkour.jpg", PARKOUR},
+                 {"RF-DETR-n (dog)", LY_SHARED_DIR "/testdata/images/dog.jpg", DOG}};
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    if (!codecs || !exists(CKPT)) {
+        print_message("skipped: no image codecs, or the fixture is absent\n");
+        skip();
+    }
+    ly_model *m;
+    if (ly_model_load(CKPT, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model_info info;
+    assert_int_equal(ly_model_get_info(m, &info), LY_OK);
+    assert_string_equal(info.family, "rfdetr");
+    assert_string_equal(info.size, "n");
+    assert_int_equal(info.imgsz, 384);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ly_results *r;
+        if (ly_model_predict_file(m, cases[c].image, NULL, &r) != LY_OK)
+            fail_msg("%s", ly_last_error());
+        ly_test_detections_match(cases[c].name, r, cases[c].ref);
+        ly_results_free(r);
+    }
+    ly_model_free(m);
+}
+
+/* A .safetensors file of one f32 tensor `key` [n] with `metadata` members. */
+static void write_small(const char *path, const char *metadata, const char *key, int n)
+{
+    char json[512];
+    int len = snprintf(json, sizeof json,
+                       "{\"__metadata__\":{%s},\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],"
+                       "\"data_offsets\":[0,%d]}}",
+                       metadata, key, n, 4 * n);
+    while (len % 8)
+        json[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint8_t le[8] = {0};
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)((uint64_t)len >> (8 * i));
+    assert_int_equal(fwrite(le, 1, 8, f), 8);
+    assert_int_equal(fwrite(json, 1, (size_t)len, f), (size_t)len);
+    float zero = 0.0f;
+    for (int i = 0; i < n; i++)
+        assert_int_equal(fwrite(&zero, sizeof zero, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Segment, pose and obb checkpoints: refused naming the task, by their
+ * metadata or, without it, by their heads' keys. */
+static void test_other_tasks_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *metadata, *key, *task;
+    } cases[] = {
+        {"\"model_family\":\"rfdetr\",\"task\":\"segment\"", "class_embed.bias", "segment"},
+        {"\"model_family\":\"rfdetr\",\"task\":\"pose\"", "class_embed.bias", "pose"},
+        {"\"model_family\":\"rfdetr\"", "transformer.angle_embed.layers.2.bias", "obb"},
+    };
+    char dir[] = "/tmp/ly_rfdetr.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/LibreRFDETRn-%s.safetensors", dir, cases[i].task);
+        write_small(path, cases[i].metadata, cases[i].key, 4);
+        ly_model *m = NULL;
+        assert_int_equal(ly_model_load(path, NULL, &m), LY_E_UNSUPPORTED);
+        const char *msg = ly_last_error();
+        char want[64];
+        snprintf(want, sizeof want, "task '%s'", cases[i].task);
+        if (!strstr(msg, want) || !strstr(msg, path))
+            fail_msg("the message does not name the file and %s: %s", want, msg);
+        assert_int_equal(unlink(path), 0);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stages_parkour), cmocka_unit_test(test_outputs_dog),
+        cmocka_unit_test(test_preprocess),     cmocka_unit_test(test_detections),
+        cmocka_unit_test(test_other_tasks_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
