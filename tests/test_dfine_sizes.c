@@ -1,19 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Every size of the D-FINE lineage and of RT-DETR / RT-DETRv2 builds and runs: a checkpoint
- * synthesised from LibreYOLO's own key list (../shared/testdata/<family>/keys/: every key by name,
- * dtype and shape, nothing invented) with deterministic values where a key's meaning fixes them
- * (num_points_scale, anchors, valid_mask, up, reg_scale, BatchNorm variances), loads through
- * ly_model_load (family and size from the metadata, or from the keys and file name without it) with
- * no key missing or left over, and runs to finite pred_logits [1, Q, 80] and pred_boxes [1, Q, 4].
- * A key list with keys dropped, misshapen and added is refused with every one of them named.
+ * Every size of the D-FINE lineage, of RT-DETR / RT-DETRv2 and of RF-DETR builds and runs: a
+ * checkpoint synthesised from LibreYOLO's own key list (../shared/testdata/<family>/keys/: every
+ * key by name, dtype and shape, nothing invented) with deterministic values where a key's meaning
+ * fixes them (num_points_scale, anchors, valid_mask, up, reg_scale, BatchNorm variances), loads
+ * through ly_model_load (family and size from the metadata, or from the keys and file name without
+ * it) with no key missing or left over, and runs to finite pred_logits [1, Q, 80] and pred_boxes
+ * [1, Q, 4]. A key list with keys dropped, misshapen and added is refused with every one of them
+ * named.
  *
  * Runs: every size where an accelerated conv2d is registered and no
  * sanitizer slows the build; elsewhere the sizes under 10 GFLOPs run and the
  * others only build. Of RT-DETR and RT-DETRv2, r50m runs (bottleneck blocks,
  * frozen norms, eval_idx 2) and the other sizes only build: r18 runs on the
  * fixtures (test_rtdetr), r34, r50 and r101 differ from them in depth and
- * width only.
+ * width only. RF-DETR's s, m and l only build (n runs on its fixture in
+ * test_rfdetr; the others differ in size and decoder depth).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,6 +88,9 @@ static const size_case cases[] = {
     {"rtdetrv2", "LibreRTDETRv2", "r50", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 42891372},
     {"rtdetrv2", "LibreRTDETRv2", "r50m", 3, {4, 4, 4}, 640, 8, 0, 300, false, false, 36593772},
     {"rtdetrv2", "LibreRTDETRv2", "r101", 3, {4, 4, 4}, 640, 8, 0, 300, false, true, 76556268},
+    {"rfdetr", "LibreRFDETR", "s", 1, {2}, 512, 16, 0, 300, false, true, 32075190},
+    {"rfdetr", "LibreRFDETR", "m", 1, {2}, 576, 16, 0, 300, false, true, 33651478},
+    {"rfdetr", "LibreRFDETR", "l", 1, {2}, 704, 16, 0, 300, false, true, 33897238},
 };
 
 static bool exists(const char *path)
@@ -424,8 +429,10 @@ static void test_every_size(void **state)
             outputs_seen seen = {.finite = true};
             if (ly_model_run(m, &input, check_output, &seen) != LY_OK)
                 fail_msg("%s-%s: %s", c->family, c->size, ly_last_error());
-            if (seen.q != c->queries || seen.classes != 80 || seen.boxes != c->queries * 10 + 4 ||
-                !seen.finite)
+            /* RF-DETR's class head has LibreYOLO's no-object column too */
+            int64_t columns = 80 + (strcmp(c->family, "rfdetr") == 0);
+            if (seen.q != c->queries || seen.classes != columns ||
+                seen.boxes != c->queries * 10 + 4 || !seen.finite)
                 fail_msg("%s-%s: outputs [1, %lld, %lld] and boxes %lld%s, expected %d queries",
                          c->family, c->size, (long long)seen.q, (long long)seen.classes,
                          (long long)seen.boxes, seen.finite ? "" : " (not finite)", c->queries);
@@ -437,10 +444,10 @@ static void test_every_size(void **state)
         ly_model_free(m);
         assert_int_equal(unlink(path), 0);
     }
-    print_message(
-        "D-FINE lineage and RT-DETR from LibreYOLO's key lists: %d sizes ran, %d built only%s, %d "
-        "left to the default build, %d without a key list (skipped)\n",
-        ran, built, every ? "" : " (sanitized or portable build)", left, skipped);
+    print_message("D-FINE lineage, RT-DETR and RF-DETR from LibreYOLO's key lists: %d sizes ran, "
+                  "%d built only%s, %d "
+                  "left to the default build, %d without a key list (skipped)\n",
+                  ran, built, every ? "" : " (sanitized or portable build)", left, skipped);
     if (skipped == (int)(sizeof cases / sizeof cases[0])) skip();
 }
 
