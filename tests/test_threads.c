@@ -29,6 +29,7 @@
 #define DFINE LY_SHARED_DIR "/testdata/dfine/LibreDFINEn_seed0.pt"
 #define VIT LY_SHARED_DIR "/testdata/vit/LibreViTti_seed0.pt"
 #define RTDETRV2 LY_SHARED_DIR "/testdata/rtdetrv2/LibreRTDETRv2r18_seed0.pt"
+#define RFDETR LY_SHARED_DIR "/testdata/rfdetr/LibreRFDETRn_seed0.pt"
 
 /* YOLO9 at 320 (NanoDet's size is fixed): the suite stays short on builds
  * without the accelerated providers. Network runs (ly_model_run) every
@@ -260,6 +261,23 @@ static void test_rtdetrv2_graph(void **state)
 #endif
 }
 
+/* RF-DETR: windowed DINOv2 (sdpa on four windows and across them), the
+ * projector's channel norms, sin and cos; as D-FINE, not under TSan. */
+static void test_rfdetr_graph(void **state)
+{
+    (void)state;
+    if (!exists(RFDETR)) {
+        print_message("skipped: the fixture " RFDETR " is absent\n");
+        skip();
+    }
+#ifdef LY_TSAN
+    print_message("skipped under TSan (the suite's time; see test_dfine_graph)\n");
+    skip();
+#else
+    check_shared(RFDETR, "rfdetr (graph)", THREADS, HEAVY_ROUNDS);
+#endif
+}
+
 /* A classifier: its probabilities' ranking (no detections) and logits,
  * through the fused sdpa provider ViT uses by default. */
 static void test_vit_graph(void **state)
@@ -317,9 +335,10 @@ static void test_yolo9_executorch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_yolo9_graph), cmocka_unit_test(test_nanodet_graph),
-        cmocka_unit_test(test_dfine_graph), cmocka_unit_test(test_rtdetrv2_graph),
-        cmocka_unit_test(test_vit_graph),   cmocka_unit_test(test_yolo9_executorch),
+        cmocka_unit_test(test_yolo9_graph),      cmocka_unit_test(test_nanodet_graph),
+        cmocka_unit_test(test_dfine_graph),      cmocka_unit_test(test_rtdetrv2_graph),
+        cmocka_unit_test(test_rfdetr_graph),     cmocka_unit_test(test_vit_graph),
+        cmocka_unit_test(test_yolo9_executorch),
     };
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }

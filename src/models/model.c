@@ -688,8 +688,9 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
     }
     int width = image->width, height = image->height; /* `image` may go with `release` */
     st = predict(model, image, release, &resolved, &boxes, &count, probs, times);
+    int64_t classes = model->d.nc + (model->d.recipe->no_object_class ? 1 : 0);
     for (size_t i = 0; st == LY_OK && i < count; i++)
-        if (boxes[i].cls < 0 || boxes[i].cls >= model->d.nc)
+        if (boxes[i].cls < 0 || boxes[i].cls >= classes)
             st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
                               boxes[i].cls);
     if (st == LY_OK) count = ly_predict_keep_classes(boxes, count, &resolved);

@@ -80,6 +80,9 @@ struct ly_recipe {
     /* What predict uses for options left at the model's default (model.h). */
     float default_conf, default_iou;
     int default_max_det;
+    /* Detections may have class nc, a no-object column LibreYOLO keeps among
+     * the candidates (RF-DETR); it has no name. */
+    bool no_object_class;
 
     /* ---- loading (each may be NULL) ---- */
     /* A path in a format of the recipe's own (a TF.js graph, a named model):

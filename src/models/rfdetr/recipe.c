@@ -193,6 +193,7 @@ const ly_recipe ly_rfdetr_recipe = {
     .default_conf = 0.25f,
     .default_iou = 0.45f, /* unused: no NMS */
     .default_max_det = 300,
+    .no_object_class = true,
     .accepts_keys = accepts_keys,
     .load_checkpoint = load,
     .bind = bind,
