@@ -59,6 +59,9 @@ const ly_pte_op_schema ly_pte_op_schemas[LY_PTE_PORTABLE_COUNT] = {
     [LY_PTE_SIGMOID] = {"aten::sigmoid", "out", 1, {{"self", T}}, 1, {"out"}},
     [LY_PTE_SILU] = {"aten::silu", "out", 1, {{"self", T}}, 1, {"out"}},
     [LY_PTE_RELU] = {"aten::relu", "out", 1, {{"self", T}}, 1, {"out"}},
+    [LY_PTE_EXP] = {"aten::exp", "out", 1, {{"self", T}}, 1, {"out"}},
+    [LY_PTE_SIN] = {"aten::sin", "out", 1, {{"self", T}}, 1, {"out"}},
+    [LY_PTE_COS] = {"aten::cos", "out", 1, {{"self", T}}, 1, {"out"}},
     /* view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) */
     [LY_PTE_VIEW_COPY] = {"aten::view_copy", "out", 2, {{"self", T}, {"size", I_LIST}}, 1, {"out"}},
     /* clone.out(Tensor self, *, MemoryFormat? memory_format, Tensor(a!) out) */

@@ -64,6 +64,9 @@ typedef enum ly_pte_portable_op {
     LY_PTE_SIGMOID,            /* aten::sigmoid.out */
     LY_PTE_SILU,               /* aten::silu.out */
     LY_PTE_RELU,               /* aten::relu.out */
+    LY_PTE_EXP,                /* aten::exp.out */
+    LY_PTE_SIN,                /* aten::sin.out */
+    LY_PTE_COS,                /* aten::cos.out */
     LY_PTE_VIEW_COPY,          /* aten::view_copy.out */
     LY_PTE_CLONE,              /* aten::clone.out */
     LY_PTE_TO_DIM_ORDER_COPY,  /* dim_order_ops::_to_dim_order_copy.out */

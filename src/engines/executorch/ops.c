@@ -337,6 +337,36 @@ static ly_status silu_run(et_value *v, const int32_t *a, int threads)
     return ly_kernel_dispatch_op(LY_OP_SILU, &call);
 }
 
+/* exp, sin, cos: the slot's kernels on the flat tensor */
+static ly_status unary_run(et_value *v, const int32_t *a, int threads, ly_op op)
+{
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    ly_tensor x = v[a[0]].t, y = v[a[1]].t;
+    int64_t numel = ly_tensor_numel(&x);
+    x.ndim = y.ndim = 1;
+    x.shape[0] = y.shape[0] = numel;
+    call.in[0] = &x;
+    call.out[0] = &y;
+    call.threads = threads;
+    return ly_kernel_dispatch_op(op, &call);
+}
+
+static ly_status exp_run(et_value *v, const int32_t *a, int threads)
+{
+    return unary_run(v, a, threads, LY_OP_EXP);
+}
+
+static ly_status sin_run(et_value *v, const int32_t *a, int threads)
+{
+    return unary_run(v, a, threads, LY_OP_SIN);
+}
+
+static ly_status cos_run(et_value *v, const int32_t *a, int threads)
+{
+    return unary_run(v, a, threads, LY_OP_COS);
+}
+
 static ly_status relu_run(et_value *v, const int32_t *a, int threads)
 {
     (void)threads;
@@ -798,6 +828,9 @@ static const et_kernel kernels[LY_PTE_PORTABLE_COUNT] = {
     KERNEL(LY_PTE_SIGMOID, sigmoid_check, sigmoid_run),
     KERNEL(LY_PTE_SILU, sigmoid_check, silu_run),
     KERNEL(LY_PTE_RELU, sigmoid_check, relu_run),
+    KERNEL(LY_PTE_EXP, sigmoid_check, exp_run),
+    KERNEL(LY_PTE_SIN, sigmoid_check, sin_run),
+    KERNEL(LY_PTE_COS, sigmoid_check, cos_run),
     KERNEL(LY_PTE_VIEW_COPY, view_check, copy2_run),
     KERNEL(LY_PTE_CLONE, copy_check, copy2_run),
     KERNEL(LY_PTE_TO_DIM_ORDER_COPY, dim_order_check, copy3_run),

@@ -173,11 +173,15 @@ static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, 
     return ly_rfdetr_preprocess(image, h, input);
 }
 
+/* LibreYOLO validates detect (executorch.md, its support matrix). Here the
+ * deformable attention is a portable call of the custom operator, which only
+ * libreyolo's runtime has a kernel for; exp, sin and cos are ATen's. */
 static const ly_export_rule export_rules[] = {
-    {"detect", "executorch", LY_EXPORT_BLOCKED,
-     "This build does not export RF-DETR yet: its query position takes sin and cos, which have no "
-     "exporter here.",
-     LY_EXPORT_ET_CONSTRAINT},
+    {"detect", "executorch", LY_EXPORT_AVAILABLE,
+     "The deformable attention is a portable call of the custom operator "
+     "libreyolo::ms_deform_attn.out between XNNPACK partitions (schema in docs/attention.md); "
+     "libreyolo's runtime runs these programs, no ExecuTorch kernel for the operator ships yet.",
+     LY_EXPORT_ET_CONSTRAINT "; runs in libreyolo's runtime only"},
     {"segment", NULL, LY_EXPORT_BLOCKED, "This build does not run RF-DETR's segment task yet.",
      NULL},
     {"pose", NULL, LY_EXPORT_BLOCKED, "This build does not run RF-DETR's pose task yet.", NULL},

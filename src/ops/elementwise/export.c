@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What the element-wise ops become in an ExecuTorch program (ops/op_export.h):
- * XNNPACK nodes, on whichever layout their operands already have. */
+ * XNNPACK nodes, on whichever layout their operands already have; exp, sin
+ * and cos, which the XNNPACK delegate has no node for, portable calls. */
 #include "ops/op_export.h"
 
 #include <math.h>
@@ -97,3 +98,33 @@ static void emit_gelu(ly_xnn_builder *x, const ly_graph_node_info *n)
 }
 
 LY_XNN_EXPORT(gelu, NULL, emit_gelu);
+
+/* <op>.out(self, *, out) */
+static void call_unary(ly_lowering *L, const ly_graph_node_info *n, ly_pte_call *k,
+                       ly_pte_portable_op op)
+{
+    ly_lower_call_begin(L, k, op);
+    ly_pte_call_value(k, ly_lower_pvalue(L, n->inputs[0]));
+    ly_pte_call_out(k, ly_lower_pvalue(L, n->outputs[0]));
+}
+
+static void call_exp(ly_lowering *L, const ly_graph_node_info *n, ly_pte_call *k)
+{
+    call_unary(L, n, k, LY_PTE_EXP);
+}
+
+LY_PORTABLE_EXPORT(exp, ly_lower_takes_ranked, call_exp);
+
+static void call_sin(ly_lowering *L, const ly_graph_node_info *n, ly_pte_call *k)
+{
+    call_unary(L, n, k, LY_PTE_SIN);
+}
+
+LY_PORTABLE_EXPORT(sin, ly_lower_takes_ranked, call_sin);
+
+static void call_cos(ly_lowering *L, const ly_graph_node_info *n, ly_pte_call *k)
+{
+    call_unary(L, n, k, LY_PTE_COS);
+}
+
+LY_PORTABLE_EXPORT(cos, ly_lower_takes_ranked, call_cos);
