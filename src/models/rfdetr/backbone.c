@@ -7,6 +7,8 @@
 #include "models/common/builder.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum {
     WIDTH = 384, /* dinov2_windowed_small */
@@ -29,36 +31,90 @@ static bool global_block(int block)
     return block == 3 || block == 6 || block == 9;
 }
 
-/* Dinov2 attention on x [n, t, WIDTH]: query, key, value linears, sdpa per
- * head (1/sqrt(64)), the output dense. */
-static ly_graph_value attention(ly_builder *b, ly_graph_value x, int64_t n, int64_t t)
+/* A linear's weights and bias, rows scaled by LayerScale's lambda (keys
+ * <name>.weight, <name>.bias, <scale>.lambda1) and the residual h added in
+ * its epilogue: lambda * (W x + b) + h computed as (lambda W) x + lambda b
+ * + h, one GEMM instead of a GEMM and two passes (the products rounded once
+ * more: within 1e-6 of max|ref| on the fixture). */
+static ly_graph_value scaled_linear(ly_builder *b, const char *name, const char *scale,
+                                    ly_graph_value x, int64_t k, ly_graph_value h)
+{
+    int64_t n = WIDTH, wshape[2] = {n, k};
+    char key[LY_KEY_MAX];
+    snprintf(key, sizeof key, "%s.weight", name);
+    const float *w = ly_build_take(b, key, 2, wshape);
+    snprintf(key, sizeof key, "%s.bias", name);
+    const float *bias = ly_build_take(b, key, 1, &n);
+    snprintf(key, sizeof key, "%s.lambda1", scale);
+    const float *lambda = ly_build_take(b, key, 1, &n);
+    if (!w || !bias || !lambda) return LY_GRAPH_NONE;
+    float *sw = malloc((size_t)(n * k) * sizeof *sw), *sb = malloc((size_t)n * sizeof *sb);
+    ly_graph_value out = LY_GRAPH_NONE;
+    if (!sw || !sb) {
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    } else {
+        for (int64_t o = 0; o < n; o++) {
+            for (int64_t i = 0; i < k; i++)
+                sw[o * k + i] = lambda[o] * w[o * k + i];
+            sb[o] = lambda[o] * bias[o];
+        }
+        ly_graph_value in[4] = {x, ly_build_constant(b, 2, wshape, sw),
+                                ly_build_constant(b, 1, &n, sb), h};
+        ly_linear_params p = LY_LINEAR_DEFAULTS;
+        out = ly_build_node(b, LY_OP_LINEAR, name, 4, in, &p);
+    }
+    free(sw);
+    free(sb);
+    return out;
+}
+
+/* Dinov2 attention on x [n, t, WIDTH] with the residual h: query, key and
+ * value as one linear (their weights stacked), sdpa per head (1/sqrt(64)),
+ * the output dense scaled by layer_scale1, + h. */
+static ly_graph_value attention(ly_builder *b, ly_graph_value x, int64_t n, int64_t t,
+                                ly_graph_value h)
 {
     static const char *const names[3] = {"attention.attention.query", "attention.attention.key",
                                          "attention.attention.value"};
-    int64_t d = WIDTH / HEADS, split[4] = {n, t, HEADS, d}, heads_first[4] = {0, 2, 1, 3};
-    ly_graph_value qkv[3];
+    int64_t c = WIDTH, d = WIDTH / HEADS, wshape[2] = {c, c};
+    float *w = malloc((size_t)(3 * c * c) * sizeof *w);
+    float *bias = malloc((size_t)(3 * c) * sizeof *bias);
+    ly_graph_value qkv = LY_GRAPH_NONE;
+    if (!w || !bias) ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    for (int i = 0; i < 3 && b->st == LY_OK; i++) {
+        char key[LY_KEY_MAX];
+        snprintf(key, sizeof key, "%s.weight", names[i]);
+        const float *wi = ly_build_take(b, key, 2, wshape);
+        snprintf(key, sizeof key, "%s.bias", names[i]);
+        const float *bi = ly_build_take(b, key, 1, &c);
+        if (wi && bi) {
+            memcpy(w + i * c * c, wi, (size_t)(c * c) * sizeof *w);
+            memcpy(bias + i * c, bi, (size_t)c * sizeof *bias);
+        }
+    }
+    if (b->st == LY_OK) {
+        int64_t stacked[2] = {3 * c, c}, rows = 3 * c;
+        ly_graph_value in[3] = {x, ly_build_constant(b, 2, stacked, w),
+                                ly_build_constant(b, 1, &rows, bias)};
+        ly_linear_params p = LY_LINEAR_DEFAULTS;
+        qkv = ly_build_node(b, LY_OP_LINEAR, "attention.qkv", 3, in, &p);
+    }
+    free(w);
+    free(bias);
+    /* [n, t, (q|k|v), head, d] -> [(q|k|v), n, head, t, d] */
+    int64_t split[5] = {n, t, 3, HEADS, d}, order[5] = {2, 0, 3, 1, 4}, one[4] = {n, HEADS, t, d};
+    qkv = ly_build_permute(b, "attention.heads",
+                           ly_build_reshape(b, "attention.heads", qkv, 5, split), 5, order);
+    static const char *const parts[3] = {"attention.q", "attention.k", "attention.v"};
+    ly_graph_value part[3];
     for (int i = 0; i < 3; i++)
-        qkv[i] = ly_build_permute(
-            b, names[i],
-            ly_build_reshape(b, names[i], ly_build_linear(b, names[i], x, WIDTH, WIDTH), 4, split),
-            4, heads_first);
+        part[i] = ly_build_reshape(b, parts[i], ly_build_slice(b, parts[i], qkv, 0, i, 1), 4, one);
     ly_sdpa_params p = LY_SDPA_DEFAULTS;
-    ly_graph_value o = ly_build_node(b, LY_OP_SDPA, "attention.sdpa", 3, qkv, &p);
-    int64_t merged[3] = {n, t, WIDTH};
-    o = ly_build_reshape(b, "attention.merge",
-                         ly_build_permute(b, "attention.merge", o, 4, heads_first), 3, merged);
-    return ly_build_linear(b, "attention.output.dense", o, WIDTH, WIDTH);
-}
-
-/* h + lambda * y (LayerScale, then the residual). */
-static ly_graph_value scaled_residual(ly_builder *b, const char *scale, ly_graph_value h,
-                                      ly_graph_value y)
-{
-    int64_t c = WIDTH;
-    char key[LY_KEY_MAX];
-    snprintf(key, sizeof key, "%s.lambda1", scale);
-    y = ly_build_binary(b, LY_OP_MUL, scale, y, ly_build_weight(b, key, 1, &c));
-    return ly_build_binary(b, LY_OP_ADD, scale, y, h);
+    ly_graph_value o = ly_build_node(b, LY_OP_SDPA, "attention.sdpa", 3, part, &p);
+    int64_t back[4] = {0, 2, 1, 3}, merged[3] = {n, t, c};
+    o = ly_build_reshape(b, "attention.merge", ly_build_permute(b, "attention.merge", o, 4, back),
+                         3, merged);
+    return scaled_linear(b, "attention.output.dense", "layer_scale1", o, c, h);
 }
 
 /* One pre-norm block on the windowed tokens h [WINDOWS^2, t, WIDTH]; a
@@ -71,18 +127,16 @@ static ly_graph_value block(ly_builder *b, int i, ly_graph_value h, int64_t t)
     ly_graph_value y = ly_build_layer_norm(b, "norm1", h, c, 1e-6);
     if (global_block(i)) {
         int64_t joint[3] = {1, n * t, c}, windowed[3] = {n, t, c};
-        y = ly_build_reshape(
-            b, "attention.joint",
-            attention(b, ly_build_reshape(b, "attention.joint", y, 3, joint), 1, n * t), 3,
-            windowed);
+        ly_graph_value joined =
+            attention(b, ly_build_reshape(b, "attention.joint", y, 3, joint), 1, n * t,
+                      ly_build_reshape(b, "attention.joint", h, 3, joint));
+        h = ly_build_reshape(b, "attention.joint", joined, 3, windowed);
     } else {
-        y = attention(b, y, n, t);
+        h = attention(b, y, n, t, h);
     }
-    h = scaled_residual(b, "layer_scale1", h, y);
     y = ly_build_linear_fused(b, "mlp.fc1", ly_build_layer_norm(b, "norm2", h, c, 1e-6), 4 * c, c,
                               LY_ACT_GELU, LY_GRAPH_NONE);
-    y = ly_build_linear(b, "mlp.fc2", y, c, 4 * c);
-    return scaled_residual(b, "layer_scale2", h, y);
+    return scaled_linear(b, "mlp.fc2", "layer_scale2", y, 4 * c, h);
 }
 
 /* A tapped stage: the shared LayerNorm, the CLS copies dropped, the windows
