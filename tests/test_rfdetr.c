@@ -77,8 +77,8 @@ static void network(const char *ref_dir, bool stages, const char *what)
     if (st == LY_OK) st = ly_rfdetr_head(g, ck, map, 24, 300, 2, &logits, &boxes, &selected);
     if (st != LY_OK) fail_msg("build: %s", ly_last_error());
     assert_int_equal(ly_checkpoint_close(ck), LY_OK);
-    static const char *const names[] = {"pred_logits",    "pred_boxes",    "enc_topk_ind",
-                                        "backbone_out0",  "backbone_out1", "backbone_out3",
+    static const char *const names[] = {"pred_logits",   "pred_boxes",    "enc_topk_ind",
+                                        "backbone_out0", "backbone_out1", "backbone_out3",
                                         "projector_out0"};
     ly_graph_value values[] = {logits, boxes, selected, taps[0], taps[1], taps[3], map};
     int n = stages ? 7 : 3;
@@ -100,8 +100,8 @@ static void network(const char *ref_dir, bool stages, const char *what)
             int64_t differ = 0;
             for (int64_t k = 0; k < ly_tensor_numel(&want); k++)
                 differ += a[k] != b[k];
-            print_message("%s %s: %lld of %lld tokens differ\n", what, names[i],
-                          (long long)differ, (long long)ly_tensor_numel(&want));
+            print_message("%s %s: %lld of %lld tokens differ\n", what, names[i], (long long)differ,
+                          (long long)ly_tensor_numel(&want));
             if (differ) fail_msg("the query selection differs from LibreYOLO's");
         } else {
             double e = rel_error(&got, &want);
@@ -196,6 +196,87 @@ static void test_detections(void **state)
     ly_model_free(m);
 }
 
+/* The fixture's position table resized to a 32x32 grid (RF-DETR-s's) and to
+ * 20x20 (shrinking: the antialiased filter) against PyTorch 1.13's
+ * F.interpolate(bicubic, align_corners False, antialias True) of it, at
+ * 28 points each (channel, row, column, value; printed by
+ * torch.nn.functional.interpolate on Debian's python3-torch). */
+static void test_resize_positions(void **state)
+{
+    (void)state;
+    typedef struct {
+        int c, y, x;
+        float v;
+    } point;
+    static const point to32[] = {
+        {175, 4, 25, -6.770238979e-04f},  {67, 19, 23, 2.283342741e-02f},
+        {103, 28, 25, 1.485547423e-02f},  {23, 8, 25, -2.630651463e-03f},
+        {366, 10, 26, 4.136429634e-03f},  {167, 6, 4, -5.304174032e-03f},
+        {383, 7, 12, 3.308372397e-04f},   {0, 11, 23, 3.174433485e-02f},
+        {250, 6, 19, 2.251796238e-02f},   {44, 31, 5, -1.453151926e-02f},
+        {312, 24, 23, -1.227111835e-02f}, {112, 27, 29, -1.710673096e-04f},
+        {290, 24, 9, -4.830063321e-03f},  {38, 4, 14, 4.560179543e-03f},
+        {137, 23, 3, 1.235034782e-02f},   {195, 8, 19, 5.852635205e-02f},
+        {257, 0, 16, 3.217502311e-02f},   {374, 31, 29, 1.998873800e-02f},
+        {92, 28, 7, 1.295158989e-03f},    {279, 10, 9, 1.426078961e-03f},
+        {291, 0, 29, 1.223187987e-02f},   {151, 28, 23, 3.344032168e-02f},
+        {224, 21, 4, 1.624048688e-02f},   {67, 27, 27, -1.571946777e-02f},
+        {5, 0, 0, 2.167607844e-02f},      {100, 31, 31, 2.238799259e-02f},
+        {383, 0, 31, 3.787246998e-03f},   {200, 31, 0, 1.442133635e-02f},
+    };
+    static const point to20[] = {
+        {19, 4, 19, 8.918114938e-03f},    {33, 5, 9, -5.644361023e-03f},
+        {383, 2, 19, 1.994937100e-02f},   {21, 3, 11, -6.714132614e-03f},
+        {47, 16, 12, 1.584211178e-02f},   {349, 11, 9, -8.460657671e-03f},
+        {332, 3, 14, -2.941946033e-03f},  {142, 15, 3, 1.143602747e-02f},
+        {304, 4, 11, -1.911234669e-02f},  {250, 11, 15, 1.537408307e-02f},
+        {215, 13, 18, -9.039977565e-03f}, {39, 3, 12, -5.114749074e-03f},
+        {335, 8, 6, -2.124445885e-02f},   {373, 6, 12, -3.841819474e-03f},
+        {135, 17, 10, -9.942320175e-03f}, {197, 4, 9, -5.140499212e-03f},
+        {169, 0, 2, 1.854175585e-03f},    {12, 6, 8, -3.327946411e-03f},
+        {106, 14, 17, 2.136735059e-02f},  {349, 6, 10, -1.439398061e-02f},
+        {17, 5, 15, -2.737132832e-02f},   {49, 12, 9, 8.993757889e-03f},
+        {182, 15, 5, -1.192874089e-02f},  {87, 4, 12, 1.027896907e-02f},
+        {5, 0, 0, 1.384509075e-02f},      {100, 19, 19, 1.887211204e-02f},
+        {383, 0, 19, -1.057549613e-03f},  {200, 19, 0, 2.349680726e-04f},
+    };
+    if (!exists(CKPT)) {
+        print_message("skipped: the fixture " CKPT " is absent\n");
+        skip();
+    }
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(CKPT, &ck) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_tensor table;
+    assert_int_equal(
+        ly_checkpoint_find(ck, "backbone.0.encoder.encoder.embeddings.position_embeddings", &table),
+        LY_OK);
+    assert_int_equal(ly_tensor_numel(&table), 577 * 384);
+    const float *patches = (const float *)table.data + 384; /* past the CLS row */
+    static const struct {
+        int grid;
+        const point *points;
+        size_t n;
+        double tolerance; /* of the table's max |value| (0.096) */
+    } cases[] = {{32, to32, sizeof to32 / sizeof to32[0], 0.0},
+                 {20, to20, sizeof to20 / sizeof to20[0], 1e-5}};
+    for (size_t k = 0; k < 2; k++) {
+        int g = cases[k].grid;
+        float *out = malloc((size_t)g * g * 384 * sizeof *out);
+        assert_non_null(out);
+        assert_int_equal(ly_rfdetr_resize_positions(patches, 24, 384, g, g, out), LY_OK);
+        double worst = 0;
+        for (size_t i = 0; i < cases[k].n; i++) {
+            const point *p = &cases[k].points[i];
+            worst = fmax(worst, fabs((double)out[((size_t)p->y * g + p->x) * 384 + p->c] - p->v));
+        }
+        print_message("position table 24x24 -> %dx%d: max |diff| %.3g against PyTorch\n", g, g,
+                      worst);
+        if (!(worst <= cases[k].tolerance * 0.0961)) fail_msg("%dx%d: off by %.3g", g, g, worst);
+        free(out);
+    }
+    assert_int_equal(ly_checkpoint_close(ck), LY_OK);
+}
+
 /* A .safetensors file of one f32 tensor `key` [n] with `metadata` members. */
 static void write_small(const char *path, const char *metadata, const char *key, int n)
 {
@@ -252,9 +333,9 @@ static void test_other_tasks_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stages_parkour), cmocka_unit_test(test_outputs_dog),
-        cmocka_unit_test(test_preprocess),     cmocka_unit_test(test_detections),
-        cmocka_unit_test(test_other_tasks_refused),
+        cmocka_unit_test(test_stages_parkour),      cmocka_unit_test(test_outputs_dog),
+        cmocka_unit_test(test_preprocess),          cmocka_unit_test(test_detections),
+        cmocka_unit_test(test_other_tasks_refused), cmocka_unit_test(test_resize_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

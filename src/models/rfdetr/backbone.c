@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "models/common/builder.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,79 @@ enum {
     WINDOWS = 2, /* per side */
     PROJECTED = 256,
 };
+
+/* PyTorch's antialiased bicubic kernel (Keys, a = -0.5), in float. */
+static float cubic(float x)
+{
+    const float a = -0.5f;
+    if (x < 0.0f) x = -x;
+    if (x < 1.0f) return ((a + 2.0f) * x - (a + 3.0f)) * x * x + 1.0f;
+    if (x < 2.0f) return ((a * x - 5.0f * a) * x + 8.0f * a) * x - 4.0f * a;
+    return 0.0f;
+}
+
+enum { MAX_TAPS = 64 };
+
+/* The taps of output i when `in` samples become `out` (interpolate with
+ * antialias, align_corners False): the filter widened by the scale when
+ * shrinking, the window clipped to the input, the weights normalised. */
+static int taps(int64_t i, int64_t in, int64_t out, float *w, int64_t *first)
+{
+    float scale = (float)in / (float)out;
+    float support = scale >= 1.0f ? 2.0f * scale : 2.0f;
+    float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
+    float center = (float)((double)scale * ((double)i + 0.5));
+    int64_t lo = (int64_t)((double)(center - support) + 0.5);
+    int64_t hi = (int64_t)((double)(center + support) + 0.5);
+    if (lo < 0) lo = 0;
+    if (hi > in) hi = in;
+    int n = (int)(hi - lo < MAX_TAPS ? hi - lo : MAX_TAPS);
+    float total = 0.0f;
+    for (int j = 0; j < n; j++) {
+        w[j] = cubic((float)(((double)((float)(j + lo) - center) + 0.5) * (double)invscale));
+        total += w[j];
+    }
+    if (total != 0.0f)
+        for (int j = 0; j < n; j++)
+            w[j] /= total;
+    *first = lo;
+    return n;
+}
+
+ly_status ly_rfdetr_resize_positions(const float *table, int64_t grid, int64_t c, int64_t h,
+                                     int64_t w, float *out)
+{
+    if (!table || !out || grid < 1 || c < 1 || h < 1 || w < 1 || grid / w >= MAX_TAPS / 4 ||
+        grid / h >= MAX_TAPS / 4)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_rfdetr_resize_positions: bad argument");
+    float *wide = malloc((size_t)(grid * w * c) * sizeof *wide); /* [grid, w, c] */
+    if (!wide) return ly_set_error(LY_E_NO_MEMORY, "ly_rfdetr_resize_positions: out of memory");
+    float k[MAX_TAPS];
+    int64_t first;
+    /* the width first, then the height; sums as fused multiply-adds */
+    for (int64_t x = 0; x < w; x++) {
+        int n = taps(x, grid, w, k, &first);
+        for (int64_t y = 0; y < grid; y++)
+            for (int64_t ch = 0; ch < c; ch++) {
+                float acc = 0.0f;
+                for (int j = 0; j < n; j++)
+                    acc = fmaf(k[j], table[(y * grid + first + j) * c + ch], acc);
+                wide[(y * w + x) * c + ch] = acc;
+            }
+    }
+    for (int64_t y = 0; y < h; y++) {
+        int n = taps(y, grid, h, k, &first);
+        for (int64_t x = 0; x < w; x++)
+            for (int64_t ch = 0; ch < c; ch++) {
+                float acc = 0.0f;
+                for (int j = 0; j < n; j++)
+                    acc = fmaf(k[j], wide[((first + j) * w + x) * c + ch], acc);
+                out[(y * w + x) * c + ch] = acc;
+            }
+    }
+    free(wide);
+    return LY_OK;
+}
 
 /* Stages 3, 6, 9, 12 are the outputs of blocks 2, 5, 8, 11; the block right
  * after each tapped stage but the last attends across windows. */
@@ -217,15 +291,15 @@ ly_status ly_rfdetr_backbone(ly_graph *g, const ly_checkpoint *ck, ly_graph_valu
     ly_builder b = {.g = g, .ck = ck, .what = "RF-DETR backbone", .st = LY_OK};
     snprintf(b.prefix, sizeof b.prefix, "backbone.0.encoder.encoder.embeddings.");
     int64_t grid = size / PATCH, per = grid / WINDOWS, c = WIDTH, patches = grid * grid;
-    int64_t rows = ly_build_extent(&b, "position_embeddings", 1);
-    if (b.st == LY_OK && rows != 1 + patches)
+    int64_t rows = ly_build_extent(&b, "position_embeddings", 1), table = 1;
+    while (table * table < rows - 1)
+        table++;
+    if (b.st == LY_OK && (rows < 2 || table * table != rows - 1))
         return ly_set_error(
-            LY_E_UNSUPPORTED,
-            "RF-DETR backbone: key '%sposition_embeddings' has %lld rows, a %lldx%lld "
-            "input takes %lld (a table for another size would be resized, which "
-            "this build does not do)",
-            b.prefix, (long long)rows, (long long)size, (long long)size, (long long)(1 + patches));
-
+            LY_E_FORMAT,
+            "RF-DETR backbone: key '%sposition_embeddings' has %lld rows, expected 1 "
+            "+ a square grid",
+            b.prefix, (long long)rows);
     /* patch embedding (conv 16x16 /16 with bias), tokens h-major, CLS, positions */
     int64_t wshape[4] = {c, 3, PATCH, PATCH};
     ly_graph_value w = ly_build_weight(&b, "patch_embeddings.projection.weight", 4, wshape);
@@ -242,8 +316,22 @@ ly_status ly_rfdetr_backbone(ly_graph *g, const ly_checkpoint *ck, ly_graph_valu
     ly_build_expect(&b, "mask_token", 2, mask_shape); /* masked pretraining only */
     ly_graph_value with_cls[2] = {ly_build_weight(&b, "cls_token", 3, cls_shape), x};
     x = ly_build_concat(&b, "cls", 2, with_cls, 1);
-    x = ly_build_binary(&b, LY_OP_ADD, "positions", x,
-                        ly_build_weight(&b, "position_embeddings", 3, pos_shape));
+    ly_graph_value positions;
+    if (table == grid) { /* the table as it is */
+        positions = ly_build_weight(&b, "position_embeddings", 3, pos_shape);
+    } else { /* resized to the grid, the CLS row kept (dinov2.py's interpolate_pos_encoding) */
+        int64_t stored[3] = {1, rows, c};
+        const float *t = ly_build_take(&b, "position_embeddings", 3, stored);
+        float *resized = malloc((size_t)((1 + patches) * c) * sizeof *resized);
+        if (!resized) ly_build_fail(&b, ly_set_error(LY_E_NO_MEMORY, "RF-DETR: out of memory"));
+        if (t && resized) {
+            memcpy(resized, t, (size_t)c * sizeof *resized);
+            ly_build_fail(&b, ly_rfdetr_resize_positions(t + c, table, c, grid, grid, resized + c));
+        }
+        positions = ly_build_constant(&b, 3, pos_shape, b.st == LY_OK ? resized : NULL);
+        free(resized);
+    }
+    x = ly_build_binary(&b, LY_OP_ADD, "positions", x, positions);
 
     /* windows: (row, column) -> (window, row in it, column in it), each with
      * the CLS token (and its position) in front */

@@ -116,11 +116,6 @@ static ly_status load(const ly_checkpoint *ck, const char *path, ly_model_desc *
     int64_t imgsz;
     st = ly_model_meta_imgsz(ck, path, z->imgsz, 32, 4096, &imgsz);
     if (st != LY_OK) return st;
-    if (imgsz != z->imgsz)
-        return ly_set_error(LY_E_UNSUPPORTED,
-                            "ly_model_load: %s: RF-DETR-%s at imgsz %lld: its position table is "
-                            "for %lld, and this build does not resize it",
-                            path, z->size, (long long)imgsz, (long long)z->imgsz);
     int64_t columns = ly_model_key_extent(ck, "class_embed.bias", 0, 1);
     if (columns < 2)
         return ly_set_error(LY_E_FORMAT,
