@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "detections_match.h"
+#include "detr_util.h"
 #include "test_util.h"
 
 #include "engines/executorch/et_runtime.h"
@@ -102,21 +102,6 @@ static int spatial_shapes(int64_t shapes[][2], int max)
     return levels;
 }
 
-/* max |a - r| / max |r|. */
-static double rel_error(const ly_tensor *a, const ly_tensor *r)
-{
-    assert_int_equal(ly_tensor_numel(a), ly_tensor_numel(r));
-    const float *x = a->data, *y = r->data;
-    double worst = 0, scale = 0;
-    for (int64_t i = 0; i < ly_tensor_numel(r); i++) {
-        double d = fabs((double)x[i] - (double)y[i]);
-        if (!isfinite(x[i])) d = INFINITY;
-        worst = fmax(worst, d);
-        scale = fmax(scale, fabs((double)y[i]));
-    }
-    return worst / scale;
-}
-
 /* Make the output of the node named `name` a graph output too (so the arena
  * keeps it to the end of the run). */
 static void keep(ly_graph *g, const char *name)
@@ -175,8 +160,9 @@ static void test_decoder_layer0(void **state)
     assert_int_equal(ly_graph_get_output(ctx, 0, &got, NULL), LY_OK);
     assert_int_equal(ly_graph_get_output(ctx, 1, &locations, NULL), LY_OK);
     assert_int_equal(ly_graph_get_output(ctx, 2, &core_out, NULL), LY_OK);
-    double loc = rel_error(&locations, &loc_ref), core = rel_error(&core_out, &core_ref);
-    double e = rel_error(&got, &want);
+    double loc = ly_test_rel_error(&locations, &loc_ref),
+           core = ly_test_rel_error(&core_out, &core_ref);
+    double e = ly_test_rel_error(&got, &want);
     print_message("D-FINE-n decoder layer 0: max |diff| / max |ref| = %.3g (sampling locations "
                   "%.3g, MSDA core %.3g)\n",
                   e, loc, core);
@@ -231,7 +217,7 @@ static void test_backbone(void **state)
         assert_int_equal(got.ndim, want[i].ndim);
         for (int d = 0; d < got.ndim; d++)
             assert_int_equal(got.shape[d], want[i].shape[d]);
-        double e = rel_error(&got, &want[i]);
+        double e = ly_test_rel_error(&got, &want[i]);
         print_message("D-FINE-n backbone_out%d: max |diff| / max |ref| = %.3g\n", i, e);
         if (!(e <= 1e-4)) fail_msg("backbone_out%d off by %.3g of max |ref| (gate 1e-4)", i, e);
         ly_npy_free(&want[i]);
@@ -280,7 +266,7 @@ static void test_backbone_atto(void **state)
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     if (ly_graph_run(ctx, 1, &input, 1) != LY_OK) fail_msg("run: %s", ly_last_error());
     assert_int_equal(ly_graph_get_output(ctx, 0, &got, NULL), LY_OK);
-    double e = rel_error(&got, &want);
+    double e = ly_test_rel_error(&got, &want);
     print_message("DEIMv2-atto backbone_out0: max |diff| / max |ref| = %.3g\n", e);
     if (!(e <= 1e-4)) fail_msg("backbone_out0 off by %.3g of max |ref| (gate 1e-4)", e);
     ly_npy_free(&want);
@@ -288,7 +274,7 @@ static void test_backbone_atto(void **state)
         snprintf(path, sizeof path, "%s/ref_parkour/encoder_out%d.npy", dir, i);
         if (ly_npy_load(path, &want) != LY_OK) fail_msg("%s", ly_last_error());
         assert_int_equal(ly_graph_get_output(ctx, 1 + i, &got, NULL), LY_OK);
-        e = rel_error(&got, &want);
+        e = ly_test_rel_error(&got, &want);
         print_message("DEIMv2-atto LiteEncoder encoder_out%d from input.npy: %.3g\n", i, e);
         if (!(e <= 1e-4)) fail_msg("encoder_out%d off by %.3g of max |ref| (gate 1e-4)", i, e);
         ly_npy_free(&want);
@@ -335,7 +321,7 @@ static void test_encoder(void **state)
         for (int i = 0; i < 2; i++) {
             ly_tensor got;
             assert_int_equal(ly_graph_get_output(ctx, i, &got, NULL), LY_OK);
-            double e = rel_error(&got, &want[i]);
+            double e = ly_test_rel_error(&got, &want[i]);
             print_message("D-FINE-n encoder_out%d from %s: max |diff| / max |ref| = %.3g\n", i,
                           whole ? "input.npy" : "backbone_out", e);
             if (!(e <= 1e-4)) fail_msg("encoder_out%d off by %.3g of max |ref| (gate 1e-4)", i, e);
@@ -416,7 +402,7 @@ static void test_whole_network(void **state)
             for (int64_t q = 0; q < 300; q++)
                 memcpy((float *)matched.data + row_of[q] * width,
                        (const float *)got.data + q * width, (size_t)width * sizeof(float));
-            e[i] = rel_error(&matched, &want[i]);
+            e[i] = ly_test_rel_error(&matched, &want[i]);
             ly_tensor_free(&matched);
         }
         print_message("D-FINE-n from %s: pred_logits %.3g, pred_boxes %.3g of max |ref| "
@@ -479,7 +465,7 @@ static void test_preprocess(void **state)
 }
 
 /* ly_model_load + predict at LibreYOLO's defaults, for D-FINE-n (ReLU) and
- * DEIM-n (SiLU): its detections (detections_match.h). */
+ * DEIM-n (SiLU): its detections (detr_util.h). */
 static void test_detections(void **state)
 {
     (void)state;
@@ -575,7 +561,8 @@ static void check_outputs(const char *name, ly_model *m, const char *ref, double
                    (size_t)w * sizeof(float));
         }
     }
-    double e[2] = {rel_error(&matched[0], &want[0]), rel_error(&matched[1], &want[1])};
+    double e[2] = {ly_test_rel_error(&matched[0], &want[0]),
+                   ly_test_rel_error(&matched[1], &want[1])};
     print_message("%s from input.npy: pred_logits %.3g, pred_boxes %.3g of max |ref| (%lld of "
                   "%lld queries in LibreYOLO's order)\n",
                   name, e[0], e[1], (long long)same, (long long)q);

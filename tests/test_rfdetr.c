@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "detections_match.h"
+#include "detr_util.h"
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/image.h"
@@ -39,21 +39,6 @@ static bool exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
-}
-
-/* max |got - want| / max |want|, shapes checked. */
-static double rel_error(const ly_tensor *got, const ly_tensor *want)
-{
-    assert_int_equal(got->ndim, want->ndim);
-    for (int d = 0; d < got->ndim; d++)
-        assert_int_equal(got->shape[d], want->shape[d]);
-    const float *a = got->data, *b = want->data;
-    double diff = 0, mag = 0;
-    for (int64_t i = 0; i < ly_tensor_numel(want); i++) {
-        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
-        mag = fmax(mag, fabs((double)b[i]));
-    }
-    return mag > 0 ? diff / mag : diff;
 }
 
 /* The network from the checkpoint on ref_dir/input.npy: every named output
@@ -104,7 +89,7 @@ static void network(const char *ref_dir, bool stages, const char *what)
                           (long long)ly_tensor_numel(&want));
             if (differ) fail_msg("the query selection differs from LibreYOLO's");
         } else {
-            double e = rel_error(&got, &want);
+            double e = ly_test_rel_error(&got, &want);
             print_message("%s %s: max |diff| / max |ref| = %.3g\n", what, names[i], e);
             if (!(e <= 1e-4)) fail_msg("%s off by %.3g of max |ref| (gate 1e-4)", names[i], e);
         }
@@ -165,7 +150,7 @@ static void test_preprocess(void **state)
 }
 
 /* ly_model_load (family and size from the metadata) + predict at
- * LibreYOLO's defaults: its detections (detections_match.h). */
+ * LibreYOLO's defaults: its detections (detr_util.h). */
 static void test_detections(void **state)
 {
     (void)state;

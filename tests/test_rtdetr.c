@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "detections_match.h"
+#include "detr_util.h"
 #include "graph/graph.h"
 #include "libreyolo/checkpoint.h"
 #include "libreyolo/image.h"
@@ -52,21 +52,6 @@ static ly_checkpoint *open_or_skip(const char *checkpoint, const char *ref_dir, 
     return ck;
 }
 
-/* max |got - want| / max |want|, shapes checked. */
-static double rel_error(const ly_tensor *got, const ly_tensor *want)
-{
-    assert_int_equal(got->ndim, want->ndim);
-    for (int d = 0; d < got->ndim; d++)
-        assert_int_equal(got->shape[d], want->shape[d]);
-    const float *a = got->data, *b = want->data;
-    double diff = 0, mag = 0;
-    for (int64_t i = 0; i < ly_tensor_numel(want); i++) {
-        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
-        mag = fmax(mag, fabs((double)b[i]));
-    }
-    return mag > 0 ? diff / mag : diff;
-}
-
 /* PResNet-18 from LibreYOLO's input.npy to its backbone_out2 (stride 32). */
 static void test_backbone_r18(void **state)
 {
@@ -91,7 +76,7 @@ static void test_backbone_r18(void **state)
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
     assert_int_equal(ly_graph_get_output(ctx, 0, &got, NULL), LY_OK);
-    double e = rel_error(&got, &want);
+    double e = ly_test_rel_error(&got, &want);
     print_message("RT-DETRv2-r18 backbone_out2: max |diff| / max |ref| = %.3g\n", e);
     if (!(e <= 1e-4)) fail_msg("backbone_out2 off by %.3g of max |ref| (gate 1e-4)", e);
     ly_graph_ctx_free(ctx);
@@ -122,7 +107,7 @@ static void test_encoder_r18(void **state)
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     if (ly_graph_run(ctx, 1, &input, 2) != LY_OK) fail_msg("run: %s", ly_last_error());
     assert_int_equal(ly_graph_get_output(ctx, 0, &got, NULL), LY_OK);
-    double e = rel_error(&got, &want);
+    double e = ly_test_rel_error(&got, &want);
     print_message("RT-DETRv2-r18 encoder_out2 from input.npy: max |diff| / max |ref| = %.3g\n", e);
     if (!(e <= 1e-4)) fail_msg("encoder_out2 off by %.3g of max |ref| (gate 1e-4)", e);
     ly_graph_ctx_free(ctx);
@@ -260,7 +245,7 @@ static void test_preprocess(void **state)
 }
 
 /* ly_model_load (the family by the checkpoint's metadata) + predict at
- * LibreYOLO's defaults: its detections (detections_match.h). */
+ * LibreYOLO's defaults: its detections (detr_util.h). */
 static void test_detections(void **state)
 {
     (void)state;

@@ -76,6 +76,31 @@ ly_status ly_model_names_from_checkpoint(ly_model_desc *d, const ly_checkpoint *
     return ly_model_names_copy(d, names, count);
 }
 
+static bool any_key(const ly_checkpoint *ck, const char *text, bool prefix)
+{
+    size_t n = 0, len = strlen(text);
+    if (ly_checkpoint_tensor_count(ck, &n) != LY_OK) return false;
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        ly_tensor view;
+        if (ly_checkpoint_tensor_at(ck, i, &name, &view) == LY_OK &&
+            (prefix ? strncmp(name, text, len) == 0 : strstr(name, text) != NULL))
+            return true;
+    }
+    ly_clear_error();
+    return false;
+}
+
+bool ly_model_has_key_containing(const ly_checkpoint *ck, const char *part)
+{
+    return any_key(ck, part, false);
+}
+
+bool ly_model_has_key_starting(const ly_checkpoint *ck, const char *prefix)
+{
+    return any_key(ck, prefix, true);
+}
+
 int64_t ly_model_key_extent(const ly_checkpoint *ck, const char *key, int dim, int ndim)
 {
     ly_tensor view;

@@ -204,6 +204,10 @@ ly_status ly_model_names_from_checkpoint(ly_model_desc *desc, const ly_checkpoin
  * absent, has no such dimension, or (ndim >= 0) is not of rank ndim: for
  * recognising sizes by their keys. */
 int64_t ly_model_key_extent(const ly_checkpoint *ck, const char *key, int dim, int ndim);
+/* Whether some key of the checkpoint contains `part` / starts with `prefix`
+ * (recognising families and sizes by their keys). */
+bool ly_model_has_key_containing(const ly_checkpoint *ck, const char *part);
+bool ly_model_has_key_starting(const ly_checkpoint *ck, const char *prefix);
 /* The size the keys say (`family` names the family in the message) against
  * the metadata's size, where it has one: LY_E_FORMAT naming both when they
  * differ. */

@@ -309,35 +309,7 @@ static ly_status sigmoid_check(const et_value *v, const int32_t *a, const char *
     return st;
 }
 
-static ly_status sigmoid_run(et_value *v, const int32_t *a, int threads)
-{
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    ly_tensor x = v[a[0]].t, y = v[a[1]].t;
-    int64_t numel = ly_tensor_numel(&x);
-    x.ndim = y.ndim = 1;
-    x.shape[0] = y.shape[0] = numel;
-    call.in[0] = &x;
-    call.out[0] = &y;
-    call.threads = threads;
-    return ly_kernel_dispatch_op(LY_OP_SIGMOID, &call);
-}
-
-static ly_status silu_run(et_value *v, const int32_t *a, int threads)
-{
-    ly_kernel_call call;
-    ly_kernel_call_init(&call);
-    ly_tensor x = v[a[0]].t, y = v[a[1]].t;
-    int64_t numel = ly_tensor_numel(&x);
-    x.ndim = y.ndim = 1;
-    x.shape[0] = y.shape[0] = numel;
-    call.in[0] = &x;
-    call.out[0] = &y;
-    call.threads = threads;
-    return ly_kernel_dispatch_op(LY_OP_SILU, &call);
-}
-
-/* exp, sin, cos: the slot's kernels on the flat tensor */
+/* sigmoid, silu, exp, sin, cos: the slot's kernels on the flat tensor */
 static ly_status unary_run(et_value *v, const int32_t *a, int threads, ly_op op)
 {
     ly_kernel_call call;
@@ -350,6 +322,16 @@ static ly_status unary_run(et_value *v, const int32_t *a, int threads, ly_op op)
     call.out[0] = &y;
     call.threads = threads;
     return ly_kernel_dispatch_op(op, &call);
+}
+
+static ly_status sigmoid_run(et_value *v, const int32_t *a, int threads)
+{
+    return unary_run(v, a, threads, LY_OP_SIGMOID);
+}
+
+static ly_status silu_run(et_value *v, const int32_t *a, int threads)
+{
+    return unary_run(v, a, threads, LY_OP_SILU);
 }
 
 static ly_status exp_run(et_value *v, const int32_t *a, int threads)

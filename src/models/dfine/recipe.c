@@ -77,20 +77,6 @@ static int64_t extent(const ly_checkpoint *ck, const char *key, int dim)
     return ly_model_key_extent(ck, key, dim, -1);
 }
 
-static bool any_key_contains(const ly_checkpoint *ck, const char *part)
-{
-    size_t n = 0;
-    if (ly_checkpoint_tensor_count(ck, &n) != LY_OK) return false;
-    for (size_t i = 0; i < n; i++) {
-        const char *name;
-        ly_tensor view;
-        if (ly_checkpoint_tensor_at(ck, i, &name, &view) == LY_OK && strstr(name, part))
-            return true;
-    }
-    ly_clear_error();
-    return false;
-}
-
 static const char *base_name(const char *path)
 {
     const char *slash = path ? strrchr(path, '/') : NULL;
@@ -104,14 +90,15 @@ static const char *base_name(const char *path)
 static bool lineage_keys(const ly_checkpoint *ck)
 {
     return has_key(ck, "decoder.pre_bbox_head.layers.0.weight") &&
-           !any_key_contains(ck, "swish_ffn");
+           !ly_model_has_key_containing(ck, "swish_ffn");
 }
 
 static bool accepts_deimv2(const ly_checkpoint *ck, const char *path)
 {
     (void)path;
-    return any_key_contains(ck, "swish_ffn") || any_key_contains(ck, "backbone.dinov3.") ||
-           any_key_contains(ck, "backbone.sta.");
+    return ly_model_has_key_containing(ck, "swish_ffn") ||
+           ly_model_has_key_containing(ck, "backbone.dinov3.") ||
+           ly_model_has_key_containing(ck, "backbone.sta.");
 }
 
 static bool accepts_deim(const ly_checkpoint *ck, const char *path)

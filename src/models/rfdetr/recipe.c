@@ -30,36 +30,23 @@ static const rfdetr_size sizes[] = {{"n", 384, 2}, {"s", 512, 3}, {"m", 576, 4},
 
 #define POSITIONS "backbone.0.encoder.encoder.embeddings.position_embeddings"
 
-static bool any_key_contains(const ly_checkpoint *ck, const char *part)
-{
-    size_t n = 0;
-    if (ly_checkpoint_tensor_count(ck, &n) != LY_OK) return false;
-    for (size_t i = 0; i < n; i++) {
-        const char *name;
-        ly_tensor view;
-        if (ly_checkpoint_tensor_at(ck, i, &name, &view) == LY_OK && strstr(name, part))
-            return true;
-    }
-    ly_clear_error();
-    return false;
-}
-
 /* LibreYOLO imports RF-DETR only for checkpoints with these keys (or its
  * metadata; rfdetr.md 12), and its can_load then takes them. */
 static bool accepts_keys(const ly_checkpoint *ck, const char *path)
 {
     (void)path;
-    return any_key_contains(ck, "dinov2") || any_key_contains(ck, "query_embed") ||
-           any_key_contains(ck, "enc_out_class_embed") ||
-           any_key_contains(ck, "enc_out_bbox_embed");
+    return ly_model_has_key_containing(ck, "dinov2") ||
+           ly_model_has_key_containing(ck, "query_embed") ||
+           ly_model_has_key_containing(ck, "enc_out_class_embed") ||
+           ly_model_has_key_containing(ck, "enc_out_bbox_embed");
 }
 
 /* The heads of the tasks this build does not run yet (rfdetr.md 11). */
 static const char *task_by_keys(const ly_checkpoint *ck)
 {
-    if (any_key_contains(ck, "segmentation_head")) return "segment";
-    if (any_key_contains(ck, "keypoint_head")) return "pose";
-    if (any_key_contains(ck, "angle_embed")) return "obb";
+    if (ly_model_has_key_containing(ck, "segmentation_head")) return "segment";
+    if (ly_model_has_key_containing(ck, "keypoint_head")) return "pose";
+    if (ly_model_has_key_containing(ck, "angle_embed")) return "obb";
     return "detect";
 }
 

@@ -42,35 +42,6 @@ typedef struct family {
 static const family rtdetr = {"RT-DETR", true};
 static const family rtdetrv2 = {"RT-DETRv2", false};
 
-static bool has_prefix_key(const ly_checkpoint *ck, const char *prefix)
-{
-    size_t n = 0;
-    if (ly_checkpoint_tensor_count(ck, &n) != LY_OK) return false;
-    for (size_t i = 0; i < n; i++) {
-        const char *name;
-        ly_tensor view;
-        if (ly_checkpoint_tensor_at(ck, i, &name, &view) == LY_OK &&
-            strncmp(name, prefix, strlen(prefix)) == 0)
-            return true;
-    }
-    ly_clear_error();
-    return false;
-}
-
-static bool any_key_contains(const ly_checkpoint *ck, const char *part)
-{
-    size_t n = 0;
-    if (ly_checkpoint_tensor_count(ck, &n) != LY_OK) return false;
-    for (size_t i = 0; i < n; i++) {
-        const char *name;
-        ly_tensor view;
-        if (ly_checkpoint_tensor_at(ck, i, &name, &view) == LY_OK && strstr(name, part))
-            return true;
-    }
-    ly_clear_error();
-    return false;
-}
-
 /* LibreYOLO's can_load (rtdetr.md 9): a ResNet or HGNetv2 backbone, both
  * input projections and a score head. The D-FINE lineage (which also has
  * these) keeps decoder.pre_bbox_head. RT-DETR comes first, so a v2 state dict
@@ -79,11 +50,13 @@ static bool any_key_contains(const ly_checkpoint *ck, const char *part)
 static bool accepts_keys(const ly_checkpoint *ck, const char *path)
 {
     (void)path;
-    return (has_prefix_key(ck, "backbone.res_layers") || has_prefix_key(ck, "backbone.stages")) &&
-           has_prefix_key(ck, "encoder.input_proj") && has_prefix_key(ck, "decoder.input_proj") &&
-           (has_prefix_key(ck, "decoder.dec_score_head") ||
-            has_prefix_key(ck, "decoder.enc_score_head")) &&
-           !has_prefix_key(ck, "decoder.pre_bbox_head");
+    return (ly_model_has_key_starting(ck, "backbone.res_layers") ||
+            ly_model_has_key_starting(ck, "backbone.stages")) &&
+           ly_model_has_key_starting(ck, "encoder.input_proj") &&
+           ly_model_has_key_starting(ck, "decoder.input_proj") &&
+           (ly_model_has_key_starting(ck, "decoder.dec_score_head") ||
+            ly_model_has_key_starting(ck, "decoder.enc_score_head")) &&
+           !ly_model_has_key_starting(ck, "decoder.pre_bbox_head");
 }
 
 /* Block indices of a stage: 1 + the largest <i> of backbone.res_layers.<s>.blocks.<i>. */
@@ -93,7 +66,7 @@ static int blocks_of(const ly_checkpoint *ck, int stage)
     for (;; n++) {
         char key[96];
         snprintf(key, sizeof key, "backbone.res_layers.%d.blocks.%d.", stage, n);
-        if (!has_prefix_key(ck, key)) break;
+        if (!ly_model_has_key_starting(ck, key)) break;
     }
     return n;
 }
@@ -105,11 +78,11 @@ static ly_status recognise_size(const family *f, const ly_checkpoint *ck, const 
 {
     bool wide = ly_model_key_extent(ck, "encoder.input_proj.0.0.weight", 0, 4) == 384;
     const char *by_keys;
-    if (has_prefix_key(ck, "backbone.stages"))
+    if (ly_model_has_key_starting(ck, "backbone.stages"))
         by_keys = wide ? "x" : "l";
     else if (wide)
         by_keys = "r101";
-    else if (!any_key_contains(ck, ".branch2c."))
+    else if (!ly_model_has_key_containing(ck, ".branch2c."))
         by_keys = blocks_of(ck, 0) <= 2 ? "r18" : "r34";
     else if (blocks_of(ck, 2) > 6)
         by_keys = "r101";

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* A predict's detections against LibreYOLO's (det_cls.npy, det_conf.npy,
- * det_xyxy.npy of a reference folder): the DETR families' tests share it.
+/* What the DETR families' tests share: an output's error against
+ * LibreYOLO's, its .npy files, a predict's detections against LibreYOLO's
+ * (det_cls.npy, det_conf.npy, det_xyxy.npy of a reference folder).
  * Header-only, for cmocka tests (fail_msg). */
-#ifndef LY_TESTS_DETECTIONS_MATCH_H
-#define LY_TESTS_DETECTIONS_MATCH_H
+#ifndef LY_TESTS_DETR_UTIL_H
+#define LY_TESTS_DETR_UTIL_H
 
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
@@ -12,6 +13,24 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* max |got - want| / max |want| (a non-finite value of got: infinite), the
+ * element counts checked. */
+static inline double ly_test_rel_error(const ly_tensor *got, const ly_tensor *want)
+{
+    if (ly_tensor_numel(got) != ly_tensor_numel(want))
+        fail_msg("%lld values, LibreYOLO's %lld", (long long)ly_tensor_numel(got),
+                 (long long)ly_tensor_numel(want));
+    const float *a = got->data, *b = want->data;
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < ly_tensor_numel(want); i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!isfinite(a[i])) d = INFINITY;
+        worst = fmax(worst, d);
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return scale > 0 ? worst / scale : worst;
+}
 
 static inline double ly_test_iou(const float *a, const float *b)
 {
