@@ -56,7 +56,9 @@ static void network(const char *ref_dir, bool stages, const char *what)
     if (ly_checkpoint_open(CKPT, &ck) != LY_OK) fail_msg("%s", ly_last_error());
     ly_graph *g;
     assert_int_equal(ly_graph_create(&g), LY_OK);
-    ly_graph_value image, map, taps[4], logits, boxes, selected;
+    ly_graph_value image = LY_GRAPH_NONE, map = LY_GRAPH_NONE,
+                   taps[4] = {LY_GRAPH_NONE, LY_GRAPH_NONE, LY_GRAPH_NONE, LY_GRAPH_NONE},
+                   logits = LY_GRAPH_NONE, boxes = LY_GRAPH_NONE, selected = LY_GRAPH_NONE;
     assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &image), LY_OK);
     ly_status st = ly_rfdetr_backbone(g, ck, image, 384, &map, taps);
     if (st == LY_OK) st = ly_rfdetr_head(g, ck, map, 24, 300, 2, &logits, &boxes, &selected);
