@@ -6,6 +6,7 @@
 #ifndef LY_TESTS_DETR_UTIL_H
 #define LY_TESTS_DETR_UTIL_H
 
+#include "libreyolo/image.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
 
@@ -45,6 +46,37 @@ static inline void ly_test_load_npy(const char *dir, const char *name, ly_tensor
     char path[512];
     snprintf(path, sizeof path, "%s/%s.npy", dir, name);
     if (ly_npy_load(path, t) != LY_OK) fail_msg("%s: %s", path, ly_last_error());
+}
+
+/* A family's preprocessing of the image at `image`, square `size`. */
+typedef ly_status (*ly_test_prep_fn)(const ly_image_view *image, int64_t size, float *input);
+
+/* `prep` of the image at `image` equals LibreYOLO's input.npy at `input`,
+ * value for value. */
+static inline void ly_test_input_matches(const char *image, const char *input, int64_t size,
+                                         ly_test_prep_fn prep)
+{
+    ly_image im;
+    if (ly_image_load(image, &im) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
+    ly_tensor want;
+    if (ly_npy_load(input, &want) != LY_OK) fail_msg("%s", ly_last_error());
+    int64_t n = 3 * size * size;
+    if (ly_tensor_numel(&want) != n)
+        fail_msg("%s: %lld values, expected %lld", input, (long long)ly_tensor_numel(&want),
+                 (long long)n);
+    float *got = malloc((size_t)n * sizeof *got);
+    if (!got) fail_msg("out of memory");
+    if (prep(&view, size, got) != LY_OK) fail_msg("%s: %s", image, ly_last_error());
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; i++)
+        differ += got[i] != ((const float *)want.data)[i];
+    if (differ)
+        fail_msg("%s: %lld of %lld values differ from LibreYOLO's", image, (long long)differ,
+                 (long long)n);
+    free(got);
+    ly_npy_free(&want);
+    ly_image_free(&im);
 }
 
 /* Detection i is LibreYOLO's i, or (scores closer than the tolerance may sort

@@ -207,6 +207,11 @@ static void test_network_v1_r18(void **state)
     whole_network(V1_CKPT, V1_REF, true, "RT-DETR-r18");
 }
 
+static ly_status square_preprocess(const ly_image_view *image, int64_t size, float *input)
+{
+    return ly_rtdetr_preprocess(image, size, size, input);
+}
+
 /* LibreYOLO's input.npy from the image, value for value. */
 static void test_preprocess(void **state)
 {
@@ -221,27 +226,8 @@ static void test_preprocess(void **state)
         print_message("skipped: no image codecs, or the fixtures are absent\n");
         skip();
     }
-    for (size_t c = 0; c < 2; c++) {
-        ly_image im;
-        if (ly_image_load(cases[c].image, &im) != LY_OK) fail_msg("%s", ly_last_error());
-        ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
-        ly_tensor want;
-        if (ly_npy_load(cases[c].input, &want) != LY_OK) fail_msg("%s", ly_last_error());
-        int64_t n = 3 * 640 * 640;
-        assert_int_equal(ly_tensor_numel(&want), n);
-        float *got = malloc((size_t)n * sizeof *got);
-        assert_non_null(got);
-        assert_int_equal(ly_rtdetr_preprocess(&view, 640, 640, got), LY_OK);
-        int64_t differ = 0;
-        for (int64_t i = 0; i < n; i++)
-            differ += got[i] != ((const float *)want.data)[i];
-        if (differ)
-            fail_msg("%s: %lld of %lld values differ from LibreYOLO's", cases[c].image,
-                     (long long)differ, (long long)n);
-        free(got);
-        ly_npy_free(&want);
-        ly_image_free(&im);
-    }
+    for (size_t c = 0; c < 2; c++)
+        ly_test_input_matches(cases[c].image, cases[c].input, 640, square_preprocess);
 }
 
 /* ly_model_load (the family by the checkpoint's metadata) + predict at
