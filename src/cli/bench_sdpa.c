@@ -40,6 +40,9 @@ static const bench_shape shapes[] = {
     {"Swin-T stage 1 (64 windows x 3 heads, N 49, d 32)", "swin_t_stage1", 64, 3, 49, 32, true, 0,
      3},
     {"ViT-S/16 @224 (6 heads, N 197, d 64)", "vit_s16", 1, 6, 197, 64, false, 0, 6},
+    {"RF-DETR-n @384 windows (4 x 6 heads, N 145, d 64)", "rfdetr_n_window", 4, 6, 145, 64, false,
+     0, 6},
+    {"RF-DETR-n @384 global (6 heads, N 577, d 64)", "rfdetr_n_global", 1, 6, 577, 64, false, 0, 2},
     {"OWLv2-B/16 @960 (12 heads, N 3601, d 64)", "owlv2_b16_960", 1, 12, 3601, 64, false, 3, 2},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
