@@ -214,7 +214,7 @@ static ly_graph_value block(ly_builder *b, int i, ly_graph_value h, int64_t t)
 }
 
 /* A tapped stage: the shared LayerNorm, the CLS copies dropped, the windows
- * put back in place: [1, WIDTH, grid, grid]. */
+ * put back in place, channels last: [1, grid, grid, WIDTH]. */
 static ly_graph_value stage_map(ly_builder *b, ly_graph_value h, int64_t t, int64_t grid)
 {
     int64_t c = WIDTH, per = grid / WINDOWS;
@@ -225,51 +225,59 @@ static ly_graph_value stage_map(ly_builder *b, ly_graph_value h, int64_t t, int6
     int64_t windows[5] = {WINDOWS, WINDOWS, per, per, c}, placed[5] = {0, 2, 1, 3, 4};
     y = ly_build_permute(b, "stage.unwindow", ly_build_reshape(b, "stage.unwindow", y, 5, windows),
                          5, placed);
-    int64_t hwc[4] = {1, grid, grid, c}, to_chw[4] = {0, 3, 1, 2};
-    return ly_build_permute(b, "stage.map", ly_build_reshape(b, "stage.map", y, 4, hwc), 4, to_chw);
+    int64_t hwc[4] = {1, grid, grid, c};
+    return ly_build_reshape(b, "stage.map", y, 4, hwc);
 }
 
-/* LayerNorm over the channels of an NCHW map (backbone.py's LayerNorm: NHWC
- * layer_norm between two permutes), at prefix + name. */
-static ly_graph_value channel_norm(ly_builder *b, const char *name, ly_graph_value x, int64_t c)
-{
-    int64_t to_hwc[4] = {0, 2, 3, 1}, to_chw[4] = {0, 3, 1, 2};
-    x = ly_build_permute(b, name, x, 4, to_hwc);
-    x = ly_build_layer_norm(b, name, x, c, 1e-6);
-    return ly_build_permute(b, name, x, 4, to_chw);
-}
+static const int64_t to_chw[4] = {0, 3, 1, 2}, to_hwc[4] = {0, 2, 3, 1};
 
-/* ConvX: Conv2d (no bias, padding k/2) -> channels-first LayerNorm (key
- * .bn) -> SiLU, at prefix + name. */
+/* The projector's ConvX (Conv2d without bias, padding k/2 -> LayerNorm over
+ * the channels (key .bn) -> SiLU) at prefix + name, on and to a channels-last
+ * map: the norm, the concatenations and the channel split of C2f all work on
+ * the last axis there, so the 1x1 convolutions are linears over the pixels
+ * (no transposes around them) and only the 3x3 ones see NCHW. */
 static ly_graph_value conv_x(ly_builder *b, const char *name, ly_graph_value x, int64_t cin,
                              int64_t cout, int64_t k)
 {
     char key[LY_KEY_MAX], node[LY_KEY_MAX];
     snprintf(key, sizeof key, "%s.conv.weight", name);
+    snprintf(node, sizeof node, "%s.conv", name);
     int64_t wshape[4] = {cout, cin, k, k};
-    ly_graph_value w = ly_build_weight(b, key, 4, wshape);
-    ly_conv2d_params p = LY_CONV2D_DEFAULTS;
-    p.padding[0] = p.padding[1] = k / 2;
     ly_graph_value y = LY_GRAPH_NONE;
-    snprintf(node, sizeof node, "%.60s%.100s.conv", b->prefix, name);
-    if (b->st == LY_OK)
-        ly_build_fail(b, ly_graph_conv2d(b->g, node, x, w, LY_GRAPH_NONE, LY_GRAPH_NONE, &p, &y));
+    if (k == 1) {
+        int64_t flat[2] = {cout, cin};
+        ly_graph_value in[2] = {x, ly_build_constant(b, 2, flat, ly_build_take(b, key, 4, wshape))};
+        ly_linear_params p = LY_LINEAR_DEFAULTS;
+        y = ly_build_node(b, LY_OP_LINEAR, node, 2, in, &p);
+    } else {
+        ly_graph_value w = ly_build_weight(b, key, 4, wshape);
+        ly_conv2d_params p = LY_CONV2D_DEFAULTS;
+        p.padding[0] = p.padding[1] = k / 2;
+        x = ly_build_permute(b, node, x, 4, to_chw);
+        char full[LY_KEY_MAX];
+        snprintf(full, sizeof full, "%.60s%.100s", b->prefix, node);
+        if (b->st == LY_OK)
+            ly_build_fail(b,
+                          ly_graph_conv2d(b->g, full, x, w, LY_GRAPH_NONE, LY_GRAPH_NONE, &p, &y));
+        y = ly_build_permute(b, node, y, 4, to_hwc);
+    }
     snprintf(key, sizeof key, "%s.bn", name);
-    y = channel_norm(b, key, y, cout);
+    y = ly_build_layer_norm(b, key, y, cout, 1e-6);
     return ly_build_unary(b, LY_OP_SILU, key, y);
 }
 
 /* The projector (scale P4): C2f(1536 -> 256, 3 bottlenecks without
- * shortcut) over the four stages, then a channels-first LayerNorm. */
+ * shortcut) over the four stages (channels last), then a channels-first
+ * LayerNorm: [1, 256, grid, grid]. */
 static ly_graph_value projector(ly_builder *b, const ly_graph_value stages[4])
 {
     snprintf(b->prefix, sizeof b->prefix, "backbone.0.projector.stages.0.");
     int64_t half = PROJECTED / 2, cin = 4 * WIDTH;
-    ly_graph_value x = ly_build_concat(b, "0.cat", 4, stages, 1);
+    ly_graph_value x = ly_build_concat(b, "0.cat", 4, stages, 3);
     ly_graph_value y = conv_x(b, "0.cv1", x, cin, PROJECTED, 1);
     ly_graph_value parts[5];
-    parts[0] = ly_build_slice(b, "0.a", y, 1, 0, half);
-    parts[1] = ly_build_slice(b, "0.b", y, 1, half, half);
+    parts[0] = ly_build_slice(b, "0.a", y, 3, 0, half);
+    parts[1] = ly_build_slice(b, "0.b", y, 3, half, half);
     for (int i = 0; i < 3; i++) {
         char name[64];
         snprintf(name, sizeof name, "0.m.%d.cv1", i);
@@ -277,8 +285,9 @@ static ly_graph_value projector(ly_builder *b, const ly_graph_value stages[4])
         snprintf(name, sizeof name, "0.m.%d.cv2", i);
         parts[i + 2] = conv_x(b, name, m, half, half, 3);
     }
-    y = conv_x(b, "0.cv2", ly_build_concat(b, "0.cat2", 5, parts, 1), 5 * half, PROJECTED, 1);
-    return channel_norm(b, "1", y, PROJECTED);
+    y = conv_x(b, "0.cv2", ly_build_concat(b, "0.cat2", 5, parts, 3), 5 * half, PROJECTED, 1);
+    y = ly_build_layer_norm(b, "1", y, PROJECTED, 1e-6);
+    return ly_build_permute(b, "1", y, 4, to_chw);
 }
 
 ly_status ly_rfdetr_backbone(ly_graph *g, const ly_checkpoint *ck, ly_graph_value image,
@@ -300,18 +309,26 @@ ly_status ly_rfdetr_backbone(ly_graph *g, const ly_checkpoint *ck, ly_graph_valu
             "RF-DETR backbone: key '%sposition_embeddings' has %lld rows, expected 1 "
             "+ a square grid",
             b.prefix, (long long)rows);
-    /* patch embedding (conv 16x16 /16 with bias), tokens h-major, CLS, positions */
-    int64_t wshape[4] = {c, 3, PATCH, PATCH};
-    ly_graph_value w = ly_build_weight(&b, "patch_embeddings.projection.weight", 4, wshape);
+    /* patch embedding (conv 16x16 /16 with bias) as what it is, a linear over
+     * each patch's 768 values (c, ky, kx order, the weight's own): the
+     * patches gathered by one permute come out as tokens, h-major, with no
+     * transpose after it, and the GEMM runs ~1.5x the convolution's rate. */
+    int64_t wshape[4] = {c, 3, PATCH, PATCH}, k = 3 * PATCH * PATCH, flat_w[2] = {c, k};
+    const float *w = ly_build_take(&b, "patch_embeddings.projection.weight", 4, wshape);
+    ly_graph_value weight = ly_build_constant(&b, 2, flat_w, w);
     ly_graph_value bias = ly_build_weight(&b, "patch_embeddings.projection.bias", 1, &c);
-    ly_conv2d_params cp = LY_CONV2D_DEFAULTS;
-    cp.stride[0] = cp.stride[1] = PATCH;
-    ly_graph_value x = LY_GRAPH_NONE;
-    if (b.st == LY_OK)
-        ly_build_fail(&b, ly_graph_conv2d(g, "backbone.patch_embeddings", image, w, bias,
-                                          LY_GRAPH_NONE, &cp, &x));
-    int64_t flat[3] = {1, c, patches}, to_tokens[3] = {0, 2, 1};
-    x = ly_build_permute(&b, "tokens", ly_build_reshape(&b, "tokens", x, 3, flat), 3, to_tokens);
+    int64_t cut[6] = {1, 3, grid, PATCH, grid, PATCH}, gather[6] = {0, 2, 4, 1, 3, 5};
+    int64_t rows_of_patches[3] = {1, patches, k};
+    snprintf(b.prefix, sizeof b.prefix, "backbone.");
+    ly_graph_value x = ly_build_reshape(
+        &b, "patch_embeddings",
+        ly_build_permute(&b, "patch_embeddings",
+                         ly_build_reshape(&b, "patch_embeddings", image, 6, cut), 6, gather),
+        3, rows_of_patches);
+    ly_linear_params lp = LY_LINEAR_DEFAULTS;
+    ly_graph_value in[3] = {x, weight, bias};
+    x = ly_build_node(&b, LY_OP_LINEAR, "patch_embeddings", 3, in, &lp);
+    snprintf(b.prefix, sizeof b.prefix, "backbone.0.encoder.encoder.embeddings.");
     int64_t cls_shape[3] = {1, 1, c}, pos_shape[3] = {1, 1 + patches, c}, mask_shape[2] = {1, c};
     ly_build_expect(&b, "mask_token", 2, mask_shape); /* masked pretraining only */
     ly_graph_value with_cls[2] = {ly_build_weight(&b, "cls_token", 3, cls_shape), x};
@@ -359,10 +376,10 @@ ly_status ly_rfdetr_backbone(ly_graph *g, const ly_checkpoint *ck, ly_graph_valu
         if (tapped(i)) taps[n_taps++] = stage_map(&b, h, t, grid);
     }
     ly_graph_value projected = projector(&b, taps);
-    if (b.st != LY_OK) return b.st;
-    *map = projected;
     if (stages)
         for (int i = 0; i < 4; i++)
-            stages[i] = taps[i];
+            stages[i] = ly_build_permute(&b, "stage.map", taps[i], 4, to_chw);
+    if (b.st != LY_OK) return b.st;
+    *map = projected;
     return LY_OK;
 }
