@@ -33,8 +33,11 @@ static ly_graph_value reparam(ly_builder *b, const char *what, ly_graph_value de
 }
 
 /* gen_sineembed_for_position of boxes [1, q, 4]: per coordinate, in the
- * order y, x, w, h, v * 2pi / 10000^(2 floor(i/2) / 128) for i < 128, sine
- * at even i and cosine at odd i: [1, q, 512]. */
+ * order y, x, w, h, angles v * 2pi / 10000^(2 floor(i/2) / 128) for i < 128,
+ * sine at even i and cosine at odd i: [1, q, 512]. Columns 2k and 2k + 1 share
+ * their angle, so each of the 64 angles gets its sine and its cosine side by
+ * side, as the reference's stack does (half the sines and cosines of taking
+ * both over all 128 columns and masking). */
 static ly_graph_value sine_embedding(ly_builder *b, ly_graph_value boxes, int64_t q)
 {
     int64_t four = 4, order_data[4] = {1, 0, 2, 3};
@@ -49,23 +52,16 @@ static ly_graph_value sine_embedding(ly_builder *b, ly_graph_value boxes, int64_
     int64_t column[4] = {1, q, 4, 1};
     v = ly_build_reshape(b, "sine.yxwh", v, 4, column);
     v = ly_build_binary(b, LY_OP_MUL, "sine.scale", v, ly_build_scalar(b, (float)(2.0 * M_PI)));
-    float dim_t[SINE], even[SINE], odd[SINE];
-    for (int i = 0; i < SINE; i++) {
-        dim_t[i] = (float)pow(10000.0, (double)(2 * (i / 2)) / SINE);
-        even[i] = i % 2 == 0 ? 1.0f : 0.0f;
-        odd[i] = 1.0f - even[i];
-    }
-    int64_t row = SINE;
+    enum { ANGLES = SINE / 2 };
+    float dim_t[ANGLES];
+    for (int k = 0; k < ANGLES; k++)
+        dim_t[k] = (float)pow(10000.0, (double)(2 * k) / SINE);
+    int64_t row = ANGLES, pairs[5] = {1, q, 4, ANGLES, 1}, flat[3] = {1, q, 4 * SINE};
     v = ly_build_binary(b, LY_OP_DIV, "sine.angle", v, ly_build_constant(b, 1, &row, dim_t));
-    /* exact: x * 1 + 0 and 0 + y * 1 */
-    ly_graph_value s =
-        ly_build_binary(b, LY_OP_MUL, "sine.sin", ly_build_unary(b, LY_OP_SIN, "sine.sin", v),
-                        ly_build_constant(b, 1, &row, even));
-    ly_graph_value c =
-        ly_build_binary(b, LY_OP_MUL, "sine.cos", ly_build_unary(b, LY_OP_COS, "sine.cos", v),
-                        ly_build_constant(b, 1, &row, odd));
-    int64_t flat[3] = {1, q, 4 * SINE};
-    return ly_build_reshape(b, "sine", ly_build_binary(b, LY_OP_ADD, "sine", s, c), 3, flat);
+    v = ly_build_reshape(b, "sine.angle", v, 5, pairs);
+    ly_graph_value both[2] = {ly_build_unary(b, LY_OP_SIN, "sine.sin", v),
+                              ly_build_unary(b, LY_OP_COS, "sine.cos", v)};
+    return ly_build_reshape(b, "sine", ly_build_concat(b, "sine", 2, both, 4), 3, flat);
 }
 
 /* The first `rows` rows of the [total, width] table at prefix + key (the

@@ -49,6 +49,9 @@ static ly_status norm_case(const char *op, bool rms, int index, ly_check_case *c
         {"vit [1,197,192], mean 50", 3, {1, 197, 192}, 50.0f, true},
         {"deimv2 [1,100,64], no affine", 3, {1, 100, 64}, 0.0f, false},
         {"one channel [4,1]", 2, {4, 1}, 1.0f, true},
+        {"rf-detr tokens [4,145,384]", 3, {4, 145, 384}, 0.0f, true},
+        {"every tail [7,29]", 2, {7, 29}, 2.0f, true},
+        {"tails [3,12]", 2, {3, 12}, -1.0f, false},
     };
     if (index >= (int)(sizeof cases / sizeof cases[0])) return LY_E_NOT_FOUND;
     snprintf(c->name, sizeof c->name, "%s", cases[index].name);
