@@ -372,6 +372,64 @@ static void test_validation(void **state)
     problem_free(&p);
 }
 
+/* [A, B1, B2, C] -> [A, B2, B1, C] (swaps the middle axes: heads <-> tokens). */
+static float *swap_middle(const float *x, int64_t a, int64_t b1, int64_t b2, int64_t c)
+{
+    float *y = malloc(((size_t)(a * b1 * b2 * c) + 1) * sizeof(float));
+    assert_non_null(y);
+    for (int64_t i = 0; i < a; i++)
+        for (int64_t j = 0; j < b1; j++)
+            for (int64_t k = 0; k < b2; k++)
+                memcpy(y + ((i * b2 + k) * b1 + j) * c, x + ((i * b1 + j) * b2 + k) * c,
+                       (size_t)c * sizeof(float));
+    return y;
+}
+
+/* Tokens first (LY_SDPA_BNHD) is a layout, not other numbers: every
+ * implementation gives the bits of heads first on the same values, masks
+ * (indexed [B, H, Nq, Nk] in both) included. */
+static void test_tokens_first(void **state)
+{
+    (void)state;
+    static const char *const impls[2] = {"reference", LY_SDPA_FUSED_AVX2};
+    problem p;
+    problem_init(&p, 2, 3, 37, 29, 20, 12, 17, 1.5f);
+    float *m = problem_mask(&p, 3, 4, (int64_t[]){2, 1, 37, 29});
+    for (int64_t i = 0; i < 2 * 37 * 29; i++)
+        m[i] = i % 7 == 0 ? -100.0f : 0.25f * (float)(i % 5);
+    float *q = swap_middle(p.q, 2, 3, 37, 20), *k = swap_middle(p.k, 2, 3, 29, 20),
+          *v = swap_middle(p.v, 2, 3, 29, 12);
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && !ly_test_have_avx2()) continue;
+        p.params.layout = LY_SDPA_BHND;
+        float *heads_first = run(&p, impls[i], 2);
+        problem t = p;
+        t.params.layout = LY_SDPA_BNHD;
+        t.call.params = &t.params;
+        ly_tensor_init(&t.tq, q, LY_F32, 4, (int64_t[]){2, 37, 3, 20});
+        ly_tensor_init(&t.tk, k, LY_F32, 4, (int64_t[]){2, 29, 3, 20});
+        ly_tensor_init(&t.tv, v, LY_F32, 4, (int64_t[]){2, 29, 3, 12});
+        ly_tensor_init(&t.tout, NULL, LY_F32, 4, (int64_t[]){2, 37, 3, 12});
+        t.call.in[0] = &t.tq, t.call.in[1] = &t.tk, t.call.in[2] = &t.tv;
+        t.call.in[3] = &t.tm;
+        t.call.out[0] = &t.tout;
+        float *tokens_first = run(&t, impls[i], 2);
+        float *back = swap_middle(tokens_first, 2, 37, 3, 12);
+        assert_bits_equal(back, heads_first, out_numel(&p), impls[i]);
+        free(heads_first);
+        free(tokens_first);
+        free(back);
+    }
+    p.params.layout = 2;
+    expect_error(&p, LY_E_INVALID_ARGUMENT, "params.layout is 2");
+    p.params.layout = LY_SDPA_BNHD; /* q [2, 3, 37, 20] read as [B, Nq, H, d]: k's H differs */
+    expect_error(&p, LY_E_SHAPE, "expected [B, Nk, H, d]");
+    free(q);
+    free(k);
+    free(v);
+    problem_free(&p);
+}
+
 /* ---- the fused-attention policy -------------------------------------------------------- */
 
 static int spy_calls;
@@ -506,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_masked_row_nan), cmocka_unit_test(test_reference_thread_invariant),
         cmocka_unit_test(test_validation),     cmocka_unit_test(test_policy),
         cmocka_unit_test(test_set_fused),      cmocka_unit_test(test_parity_harness),
+        cmocka_unit_test(test_tokens_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

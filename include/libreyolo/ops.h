@@ -188,11 +188,12 @@ typedef struct ly_ms_deform_attn_params {
     }
 
 typedef struct ly_sdpa_params {
-    double scale; /* factor applied to q·kᵀ; 0 (default) = 1/sqrt(head dim) */
+    double scale;   /* factor applied to q·kᵀ; 0 (default) = 1/sqrt(head dim) */
+    int64_t layout; /* LY_SDPA_BHND (default) or LY_SDPA_BNHD (libreyolo/sdpa.h) */
 } ly_sdpa_params;
 #define LY_SDPA_DEFAULTS                                                                           \
     {                                                                                              \
-        .scale = 0.0                                                                               \
+        .scale = 0.0, .layout = 0                                                                  \
     }
 
 /* linear: out = act(x·weightᵀ + bias) + residual (in[3], NULL or out's

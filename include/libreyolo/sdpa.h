@@ -18,6 +18,11 @@
  *                     one pre-summed mask would not reproduce.
  *         params      ly_sdpa_params (libreyolo/ops.h): scale; 0 (default) means 1/sqrt(d),
  *                     computed in double and rounded to f32; otherwise (float)scale. Finite.
+ *                     layout: LY_SDPA_BHND (0, default) as above, or LY_SDPA_BNHD (1): q
+ *                     [B, Nq, H, d], k [B, Nk, H, d], v [B, Nk, H, dv] and out [B, Nq, H, dv],
+ *                     tokens first, as a linear writes a transformer's heads (no transposes
+ *                     around the attention); masks still broadcast to [B, H, Nq, Nk]. The
+ *                     same numbers in either layout.
  *         out[0]      f32 [B, H, Nq, dv]; must not overlap the inputs.
  *
  * The numbers are defined by the portable reference, in this order, per (b, h, i):
@@ -48,6 +53,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ly_sdpa_params.layout */
+#define LY_SDPA_BHND 0 /* [batch, head, token, channel] */
+#define LY_SDPA_BNHD 1 /* [batch, token, head, channel] */
 
 /* Name of the AVX2+FMA fused provider (for LIBREYOLO_KERNELS and --impl). */
 #define LY_SDPA_FUSED_AVX2 "avx2"

@@ -4,6 +4,7 @@
 #include "models/rfdetr/rfdetr.h"
 
 #include "core/core.h"
+#include "libreyolo/sdpa.h"
 #include "models/common/builder.h"
 
 #include <math.h>
@@ -143,51 +144,23 @@ static ly_graph_value scaled_linear(ly_builder *b, const char *name, const char 
 }
 
 /* Dinov2 attention on x [n, t, WIDTH] with the residual h: query, key and
- * value as one linear (their weights stacked), sdpa per head (1/sqrt(64)),
- * the output dense scaled by layer_scale1, + h. */
+ * value linears, sdpa per head (1/sqrt(64)), the output dense scaled by
+ * layer_scale1, + h. The linears write [n, t, head, d] and the attention
+ * reads and writes that layout (tokens first), so no transpose runs between
+ * them. */
 static ly_graph_value attention(ly_builder *b, ly_graph_value x, int64_t n, int64_t t,
                                 ly_graph_value h)
 {
     static const char *const names[3] = {"attention.attention.query", "attention.attention.key",
                                          "attention.attention.value"};
-    int64_t c = WIDTH, d = WIDTH / HEADS, wshape[2] = {c, c};
-    float *w = malloc((size_t)(3 * c * c) * sizeof *w);
-    float *bias = malloc((size_t)(3 * c) * sizeof *bias);
-    ly_graph_value qkv = LY_GRAPH_NONE;
-    if (!w || !bias) ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
-    for (int i = 0; i < 3 && b->st == LY_OK; i++) {
-        char key[LY_KEY_MAX];
-        snprintf(key, sizeof key, "%s.weight", names[i]);
-        const float *wi = ly_build_take(b, key, 2, wshape);
-        snprintf(key, sizeof key, "%s.bias", names[i]);
-        const float *bi = ly_build_take(b, key, 1, &c);
-        if (wi && bi) {
-            memcpy(w + i * c * c, wi, (size_t)(c * c) * sizeof *w);
-            memcpy(bias + i * c, bi, (size_t)c * sizeof *bias);
-        }
-    }
-    if (b->st == LY_OK) {
-        int64_t stacked[2] = {3 * c, c}, rows = 3 * c;
-        ly_graph_value in[3] = {x, ly_build_constant(b, 2, stacked, w),
-                                ly_build_constant(b, 1, &rows, bias)};
-        ly_linear_params p = LY_LINEAR_DEFAULTS;
-        qkv = ly_build_node(b, LY_OP_LINEAR, "attention.qkv", 3, in, &p);
-    }
-    free(w);
-    free(bias);
-    /* [n, t, (q|k|v), head, d] -> [(q|k|v), n, head, t, d] */
-    int64_t split[5] = {n, t, 3, HEADS, d}, order[5] = {2, 0, 3, 1, 4}, one[4] = {n, HEADS, t, d};
-    qkv = ly_build_permute(b, "attention.heads",
-                           ly_build_reshape(b, "attention.heads", qkv, 5, split), 5, order);
-    static const char *const parts[3] = {"attention.q", "attention.k", "attention.v"};
-    ly_graph_value part[3];
+    int64_t c = WIDTH, d = WIDTH / HEADS, heads[4] = {n, t, HEADS, d}, merged[3] = {n, t, c};
+    ly_graph_value qkv[3];
     for (int i = 0; i < 3; i++)
-        part[i] = ly_build_reshape(b, parts[i], ly_build_slice(b, parts[i], qkv, 0, i, 1), 4, one);
+        qkv[i] = ly_build_reshape(b, names[i], ly_build_linear(b, names[i], x, c, c), 4, heads);
     ly_sdpa_params p = LY_SDPA_DEFAULTS;
-    ly_graph_value o = ly_build_node(b, LY_OP_SDPA, "attention.sdpa", 3, part, &p);
-    int64_t back[4] = {0, 2, 1, 3}, merged[3] = {n, t, c};
-    o = ly_build_reshape(b, "attention.merge", ly_build_permute(b, "attention.merge", o, 4, back),
-                         3, merged);
+    p.layout = LY_SDPA_BNHD;
+    ly_graph_value o = ly_build_node(b, LY_OP_SDPA, "attention.sdpa", 3, qkv, &p);
+    o = ly_build_reshape(b, "attention.merge", o, 3, merged);
     return scaled_linear(b, "attention.output.dense", "layer_scale1", o, c, h);
 }
 

@@ -107,6 +107,7 @@ typedef struct case_spec {
     value_kind values;
     int scale;
     int64_t ordinal;
+    bool tokens_first; /* LY_SDPA_BNHD */
 } case_spec;
 
 static void enumerate(bool full, ly_case_visit_fn fn, void *user)
@@ -127,17 +128,33 @@ static void enumerate(bool full, ly_case_visit_fn fn, void *user)
     for (size_t s = 0; s < n_models; s++)
         for (int v = 0; v < 3; v++) {
             if (!full && s == 2 && v == 2) continue; /* keep OWLv2 to two runs */
-            case_spec spec = {&models[s], model_variants[s][v].mask, model_variants[s][v].values,
-                              (int)((s + (size_t)v) % 2), ordinal++};
+            case_spec spec = {&models[s],
+                              model_variants[s][v].mask,
+                              model_variants[s][v].values,
+                              (int)((s + (size_t)v) % 2),
+                              ordinal++,
+                              false};
             if (!fn(&spec, user)) return;
         }
     for (size_t s = 0; s < N_SMALL; s++)
         for (int m = 0; m < M_COUNT; m++)
             for (int v = 0; v < V_COUNT; v++) {
                 if (!full && v != (m + (int)s) % V_COUNT && v != V_EDGE) continue;
-                case_spec spec = {&small[s], (mask_kind)m, (value_kind)v, (m + v) % 4, ordinal++};
+                case_spec spec = {&small[s],   (mask_kind)m, (value_kind)v,
+                                  (m + v) % 4, ordinal++,    false};
                 if (!fn(&spec, user)) return;
             }
+    /* Tokens first (LY_SDPA_BNHD): RF-DETR's windows as its backbone runs them,
+     * and the small shapes with and without a mask. */
+    static const shape rfdetr_window = {"rf-detr window", 4, 6, 145, 145, 64, 64, true};
+    case_spec window = {&rfdetr_window, M_NONE, V_NORMAL, 0, ordinal++, true};
+    if (!fn(&window, user)) return;
+    for (size_t s = 0; s < N_SMALL; s++)
+        for (int m = 0; m < 2; m++) {
+            case_spec spec = {&small[s],    m ? M_B1QK : M_NONE, (value_kind)(s % V_COUNT),
+                              (int)(s % 4), ordinal++,           true};
+            if (!fn(&spec, user)) return;
+        }
 }
 
 /* ---- a materialised case --------------------------------------------------------------- */
@@ -284,14 +301,20 @@ static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *c)
     const shape *s = spec->shape;
     snprintf(c->name, sizeof c->name,
              "%s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",d%" PRId64 ",dv%" PRId64
-             "] %s mask=%s scale=%s%s",
+             "] %s mask=%s scale=%s%s%s",
              s->name, s->B, s->H, s->Nq, s->Nk, s->d, s->dv, value_names[spec->values],
-             mask_names[spec->mask], scale_names[spec->scale], c->offset ? " misaligned" : "");
+             mask_names[spec->mask], scale_names[spec->scale],
+             spec->tokens_first ? " tokens-first" : "", c->offset ? " misaligned" : "");
     ly_check_rng r = {.state = ly_check_seed(ly_op_name(op), c->name)};
-    ly_check_case_params(c, &(ly_sdpa_params){.scale = scales[spec->scale]},
-                         sizeof(ly_sdpa_params));
+    ly_sdpa_params params = {.scale = scales[spec->scale],
+                             .layout = spec->tokens_first ? LY_SDPA_BNHD : LY_SDPA_BHND};
+    ly_check_case_params(c, &params, sizeof params);
     int64_t qs[4] = {s->B, s->H, s->Nq, s->d}, ks[4] = {s->B, s->H, s->Nk, s->d},
             vs[4] = {s->B, s->H, s->Nk, s->dv};
+    if (spec->tokens_first) {
+        qs[1] = s->Nq, qs[2] = s->H;
+        ks[1] = vs[1] = s->Nk, ks[2] = vs[2] = s->H;
+    }
     float *q = ly_check_case_input(c, 0, LY_F32, 4, qs);
     float *k = q ? ly_check_case_input(c, 1, LY_F32, 4, ks) : NULL;
     float *v = k ? ly_check_case_input(c, 2, LY_F32, 4, vs) : NULL;
@@ -318,11 +341,14 @@ static void describe(ly_op op, const ly_check_case *c, int out, const ly_tensor 
     (void)out;
     (void)shape;
     const int64_t *q = c->in[0].shape, *v = c->in[2].shape;
-    int64_t dv = v[3], rows = index / dv;
+    const ly_sdpa_params *p = (const ly_sdpa_params *)c->params;
+    bool tokens_first = c->has_params && p->layout == LY_SDPA_BNHD;
+    int64_t dv = v[3], rows = index / dv, inner = q[2], outer = q[1];
+    int64_t b = rows / inner / outer, a1 = rows / inner % outer, a2 = rows % inner;
     snprintf(buf, size,
              "b=%" PRId64 " h=%" PRId64 " query %" PRId64 " channel %" PRId64
              " (a whole row of q.k^T and column of v)",
-             rows / q[2] / q[1], rows / q[2] % q[1], rows % q[2], index % dv);
+             b, tokens_first ? a2 : a1, tokens_first ? a1 : a2, index % dv);
 }
 
 const ly_case_set ly_cases_sdpa = {.build = build, .count = count_cases, .describe = describe};

@@ -47,28 +47,44 @@ static ly_status check_mask(const ly_tensor *m, int index, const int64_t target[
     return LY_OK;
 }
 
+/* Axis of the heads and of the tokens of q, k, v and out in `layout`. */
+static void layout_axes(int64_t layout, int *head, int *token)
+{
+    *head = layout == LY_SDPA_BNHD ? 2 : 1;
+    *token = layout == LY_SDPA_BNHD ? 1 : 2;
+}
+
 ly_status ly_contract_sdpa(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
                            int *n_out)
 {
     const char *slot = ly_op_name(LY_OP_SDPA);
     if (!call || !out || !n_out)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: call, out and n_out are required", slot);
+    const ly_sdpa_params *params = LY_PARAMS(call, ly_sdpa_params);
+    if (params->layout != LY_SDPA_BHND && params->layout != LY_SDPA_BNHD)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.layout is %lld, expected %d (LY_SDPA_BHND) or %d "
+                            "(LY_SDPA_BNHD)",
+                            slot, (long long)params->layout, LY_SDPA_BHND, LY_SDPA_BNHD);
+    bool bnhd = params->layout == LY_SDPA_BNHD;
+    int H, N;
+    layout_axes(params->layout, &H, &N);
     const ly_tensor *q = call->in[0], *k = call->in[1], *v = call->in[2];
-    TRY(check_qkv(q, 0, "([B, H, Nq, d])"));
-    TRY(check_qkv(k, 1, "([B, H, Nk, d])"));
-    TRY(check_qkv(v, 2, "([B, H, Nk, dv])"));
+    TRY(check_qkv(q, 0, bnhd ? "([B, Nq, H, d])" : "([B, H, Nq, d])"));
+    TRY(check_qkv(k, 1, bnhd ? "([B, Nk, H, d])" : "([B, H, Nk, d])"));
+    TRY(check_qkv(v, 2, bnhd ? "([B, Nk, H, dv])" : "([B, H, Nk, dv])"));
     char qs[128], ks[128], vs[128];
-    if (k->shape[0] != q->shape[0] || k->shape[1] != q->shape[1] || k->shape[3] != q->shape[3])
-        return ly_set_error(LY_E_SHAPE,
-                            "%s: k: shape %s, expected [B, H, Nk, d] with B, H and d of q %s", slot,
-                            ly_shape_str(k, ks, sizeof ks), ly_shape_str(q, qs, sizeof qs));
-    if (v->shape[0] != q->shape[0] || v->shape[1] != q->shape[1] || v->shape[2] != k->shape[2])
-        return ly_set_error(LY_E_SHAPE,
-                            "%s: v: shape %s, expected [B, H, Nk, dv] with B, H of q %s and Nk "
-                            "of k %s",
-                            slot, ly_shape_str(v, vs, sizeof vs), ly_shape_str(q, qs, sizeof qs),
-                            ly_shape_str(k, ks, sizeof ks));
-    int64_t target[4] = {q->shape[0], q->shape[1], q->shape[2], k->shape[2]};
+    if (k->shape[0] != q->shape[0] || k->shape[H] != q->shape[H] || k->shape[3] != q->shape[3])
+        return ly_set_error(LY_E_SHAPE, "%s: k: shape %s, expected %s with B, H and d of q %s",
+                            slot, ly_shape_str(k, ks, sizeof ks),
+                            bnhd ? "[B, Nk, H, d]" : "[B, H, Nk, d]",
+                            ly_shape_str(q, qs, sizeof qs));
+    if (v->shape[0] != q->shape[0] || v->shape[H] != q->shape[H] || v->shape[N] != k->shape[N])
+        return ly_set_error(
+            LY_E_SHAPE, "%s: v: shape %s, expected %s with B, H of q %s and Nk of k %s", slot,
+            ly_shape_str(v, vs, sizeof vs), bnhd ? "[B, Nk, H, dv]" : "[B, H, Nk, dv]",
+            ly_shape_str(q, qs, sizeof qs), ly_shape_str(k, ks, sizeof ks));
+    int64_t target[4] = {q->shape[0], q->shape[H], q->shape[N], k->shape[N]};
     for (int i = 3; i <= 4; i++)
         if (call->in[i]) TRY(check_mask(call->in[i], i, target));
     if (call->in[5])
@@ -76,11 +92,10 @@ ly_status ly_contract_sdpa(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_M
                             "%s: in[5] must be NULL (the slot takes q, "
                             "k, v and up to two masks)",
                             slot);
-    double scale = LY_PARAMS(call, ly_sdpa_params)->scale;
-    if (!isfinite(scale))
+    if (!isfinite(params->scale))
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "%s: params.scale is %g, expected a finite scale (0: 1/sqrt(d))", slot,
-                            scale);
+                            params->scale);
     out[0] = (ly_tensor){.data = NULL, .dtype = LY_F32, .ndim = 4};
     out[0].shape[0] = q->shape[0];
     out[0].shape[1] = q->shape[1];
@@ -117,24 +132,37 @@ static void mask_init(const ly_tensor *t, ly_sdpa_mask *m)
     m->sk = strides[3];
 }
 
+static ly_sdpa_strides strides_of(const ly_tensor *t, int head, int token)
+{
+    int64_t stride[4] = {t->shape[1] * t->shape[2] * t->shape[3], t->shape[2] * t->shape[3],
+                         t->shape[3], 1};
+    return (ly_sdpa_strides){.batch = stride[0], .head = stride[head], .row = stride[token]};
+}
+
 void ly_sdpa_problem_init(const ly_kernel_call *call, ly_sdpa_problem *p)
 {
     const ly_tensor *q = call->in[0], *k = call->in[1], *v = call->in[2];
+    const ly_sdpa_params *params = LY_PARAMS(call, ly_sdpa_params);
+    int H, N;
+    layout_axes(params->layout, &H, &N);
     memset(p, 0, sizeof *p);
     p->B = q->shape[0];
-    p->H = q->shape[1];
-    p->Nq = q->shape[2];
+    p->H = q->shape[H];
+    p->Nq = q->shape[N];
     p->d = q->shape[3];
-    p->Nk = k->shape[2];
+    p->Nk = k->shape[N];
     p->dv = v->shape[3];
-    double scale = LY_PARAMS(call, ly_sdpa_params)->scale;
-    p->scale = scale != 0.0 ? (float)scale : (float)(1.0 / sqrt((double)p->d));
+    p->scale = params->scale != 0.0 ? (float)params->scale : (float)(1.0 / sqrt((double)p->d));
     /* Empty operands may carry NULL data; arithmetic on NULL is undefined even
      * with offset 0, so they point at a static element nobody reads. */
     p->q = ly_tensor_numel(q) > 0 ? q->data : empty_tensor;
     p->k = ly_tensor_numel(k) > 0 ? k->data : empty_tensor;
     p->v = ly_tensor_numel(v) > 0 ? v->data : empty_tensor;
     p->out = call->out[0]->data;
+    p->qs = strides_of(q, H, N);
+    p->ks = strides_of(k, H, N);
+    p->vs = strides_of(v, H, N);
+    p->os = strides_of(call->out[0], H, N);
     mask_init(call->in[3], &p->mask[0]);
     mask_init(call->in[4], &p->mask[1]);
     p->threads = ly_threads_resolve(call->threads);
@@ -171,4 +199,5 @@ ly_status ly_attention_set_fused(ly_attention_module *const *modules, size_t n, 
     return LY_OK;
 }
 
-LY_PARAMS_FIELDS(ly_sdpa_params, LY_FIELD_DOUBLE(ly_sdpa_params, scale, 1))
+LY_PARAMS_FIELDS(ly_sdpa_params, LY_FIELD_DOUBLE(ly_sdpa_params, scale, 1),
+                 LY_FIELD_INT(ly_sdpa_params, layout, 1))

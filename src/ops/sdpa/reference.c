@@ -39,19 +39,20 @@ static void softmax_row(float *s, int64_t n)
 static void head(const ly_sdpa_problem *p, int64_t bh, float *scores, float *qs)
 {
     int64_t b = bh / p->H, h = bh % p->H, d = p->d, dv = p->dv, Nk = p->Nk;
-    const float *q = p->q + bh * p->Nq * d;
-    const float *k = p->k + bh * Nk * d;
-    const float *v = p->v + bh * Nk * dv;
-    float *out = p->out + bh * p->Nq * dv;
+    const float *q = p->q + ly_sdpa_head_at(p, &p->qs, bh);
+    const float *k = p->k + ly_sdpa_head_at(p, &p->ks, bh);
+    const float *v = p->v + ly_sdpa_head_at(p, &p->vs, bh);
+    float *out = p->out + ly_sdpa_head_at(p, &p->os, bh);
+    int64_t q_row = p->qs.row, k_row = p->ks.row, v_row = p->vs.row, o_row = p->os.row;
 
     for (int64_t i = 0; i < p->Nq; i++) {
         for (int64_t c = 0; c < d; c++)
-            qs[c] = q[i * d + c] * p->scale;
+            qs[c] = q[i * q_row + c] * p->scale;
         float *s = scores + i * Nk;
         for (int64_t j = 0; j < Nk; j++) {
             float acc = 0.0f;
             for (int64_t c = 0; c < d; c++)
-                acc = fmaf(qs[c], k[j * d + c], acc);
+                acc = fmaf(qs[c], k[j * k_row + c], acc);
             s[j] = acc;
         }
         for (int m = 0; m < 2; m++) {
@@ -67,13 +68,13 @@ static void head(const ly_sdpa_problem *p, int64_t bh, float *scores, float *qs)
         softmax_row(scores + i * Nk, Nk);
 
     for (int64_t i = 0; i < p->Nq; i++) {
-        float *o = out + i * dv;
+        float *o = out + i * o_row;
         for (int64_t c = 0; c < dv; c++)
             o[c] = 0.0f;
         for (int64_t j = 0; j < Nk; j++) {
             float pj = scores[i * Nk + j];
             for (int64_t c = 0; c < dv; c++)
-                o[c] = fmaf(pj, v[j * dv + c], o[c]);
+                o[c] = fmaf(pj, v[j * v_row + c], o[c]);
         }
         for (int64_t c = 0; c < dv; c++)
             o[c] = ly_sdpa_canonical(o[c]);

@@ -19,11 +19,18 @@ typedef struct ly_sdpa_mask {
     int64_t sb, sh, sq, sk;
 } ly_sdpa_mask;
 
+/* Where the rows of an operand are: row i of head (b, h) starts at
+ * b * batch + h * head + i * row elements (either layout). */
+typedef struct ly_sdpa_strides {
+    int64_t batch, head, row;
+} ly_sdpa_strides;
+
 typedef struct ly_sdpa_problem {
     int64_t B, H, Nq, Nk, d, dv;
     float scale;
     const float *q, *k, *v; /* never NULL (a static dummy for empty tensors) */
     float *out;
+    ly_sdpa_strides qs, ks, vs, os;
     ly_sdpa_mask mask[2];
     int threads; /* resolved */
 } ly_sdpa_problem;
@@ -34,6 +41,13 @@ void ly_sdpa_problem_init(const ly_kernel_call *call, ly_sdpa_problem *p);
 /* The AVX2 provider (src/providers/avx2/sdpa_avx2.c); the reference is
  * ly_ref_sdpa (ops/ops_internal.h). */
 ly_status ly_sdpa_avx2_fused(const ly_kernel_call *call);
+
+/* Offset of head bh = b * H + h of an operand with strides s (its row 0). */
+static inline int64_t ly_sdpa_head_at(const ly_sdpa_problem *p, const ly_sdpa_strides *s,
+                                      int64_t bh)
+{
+    return bh / p->H * s->batch + bh % p->H * s->head;
+}
 
 /* Offset of row (b, h, i) of a mask; element j of it is at + j * sk. */
 static inline int64_t ly_sdpa_mask_row(const ly_sdpa_mask *m, int64_t b, int64_t h, int64_t i)

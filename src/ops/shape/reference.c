@@ -152,7 +152,16 @@ ly_status ly_ref_concat(const ly_kernel_call *call)
         for (int i = 0; i < LY_KERNEL_MAX_INPUTS && call->in[i]; i++) {
             size_t chunk = (size_t)(call->in[i]->shape[axis] * inner) * elem;
             if (chunk == 0) continue;
-            memmove(out, (const char *)call->in[i]->data + (size_t)o * chunk, chunk);
+            const char *src = (const char *)call->in[i]->data + (size_t)o * chunk;
+            /* one 4-byte element a chunk (interleaving, as a stack on a new last
+             * axis): a library call per element cost ~3 ns, the move itself ~0 */
+            if (chunk == 4) {
+                uint32_t word;
+                memcpy(&word, src, 4);
+                memcpy(out, &word, 4);
+            } else {
+                memmove(out, src, chunk);
+            }
             out += chunk;
         }
     }

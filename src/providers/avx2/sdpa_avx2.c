@@ -371,8 +371,8 @@ static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t
  * no arithmetic. */
 static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp, int64_t w)
 {
-    int64_t d = p->d, Nk = p->Nk;
-    const float *k = p->k + bh * Nk * d;
+    int64_t d = p->d, Nk = p->Nk, row = p->ks.row;
+    const float *k = p->k + ly_sdpa_head_at(p, &p->ks, bh);
     for (int64_t jp = 0; jp < nkp; jp++) {
         float *panel = kp + jp * d * w;
         int64_t keys = Nk - jp * w < w ? Nk - jp * w : w;
@@ -380,10 +380,10 @@ static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp,
         if (keys == w) /* whole panels: 8x8 transposes, two side by side on 16 lanes */
             for (; c + 8 <= d; c += 8)
                 for (int64_t t = 0; t < w; t += 8)
-                    transpose8(k + (jp * w + t) * d + c, d, panel + c * w + t, w);
+                    transpose8(k + (jp * w + t) * row + c, row, panel + c * w + t, w);
         for (; c < d; c++)
             for (int64_t t = 0; t < w; t++)
-                panel[c * w + t] = t < keys ? k[(jp * w + t) * d + c] : 0.0f;
+                panel[c * w + t] = t < keys ? k[(jp * w + t) * row + c] : 0.0f;
     }
 }
 
@@ -391,20 +391,20 @@ static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp,
  * apart) measured a third slower: the panels stream contiguously. */
 static void pack_v(const ly_sdpa_problem *p, int64_t bh, float *vp, int64_t ncp, int64_t w)
 {
-    int64_t dv = p->dv, Nk = p->Nk;
-    const float *v = p->v + bh * Nk * dv;
+    int64_t dv = p->dv, Nk = p->Nk, row = p->vs.row;
+    const float *v = p->v + ly_sdpa_head_at(p, &p->vs, bh);
     for (int64_t cp = 0; cp < ncp; cp++) {
         float *panel = vp + cp * Nk * w;
         int64_t cols = dv - cp * w < w ? dv - cp * w : w;
         if (cols == w) {
             for (int64_t j = 0; j < Nk; j++)
                 for (int64_t t = 0; t < w; t += 8)
-                    _mm256_store_ps(panel + j * w + t, _mm256_loadu_ps(v + j * dv + cp * w + t));
+                    _mm256_store_ps(panel + j * w + t, _mm256_loadu_ps(v + j * row + cp * w + t));
             continue;
         }
         for (int64_t j = 0; j < Nk; j++)
             for (int64_t t = 0; t < w; t++)
-                panel[j * w + t] = t < cols ? v[j * dv + cp * w + t] : 0.0f;
+                panel[j * w + t] = t < cols ? v[j * row + cp * w + t] : 0.0f;
     }
 }
 
@@ -416,7 +416,7 @@ static void store_rows(const ly_sdpa_problem *p, const float *o, int64_t dv8, fl
         _mm256_castsi256_ps(_mm256_set1_epi32((int)LY_SDPA_CANONICAL_NAN_BITS));
     for (int64_t r = 0; r < rows; r++) {
         const float *src = o + r * dv8;
-        float *dst = out + r * dv;
+        float *dst = out + r * p->os.row;
         for (int64_t c = 0; c < full; c += 8) {
             __m256 x = _mm256_load_ps(src + c);
             x = _mm256_blendv_ps(x, canonical, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
@@ -451,10 +451,10 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
             pack_v(p, bh, w.vp, ncp, pw);
             packed = bh;
         }
-        const float *q = p->q + (bh * p->Nq + i0) * d;
+        const float *q = p->q + ly_sdpa_head_at(p, &p->qs, bh) + i0 * p->qs.row;
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < d; c++)
-                w.qs[r * d + c] = q[r * d + c] * p->scale;
+                w.qs[r * d + c] = q[r * p->qs.row + c] * p->scale;
         if (rows < MR) memset(w.qs + rows * d, 0, (size_t)((MR - rows) * d) * sizeof(float));
 
         if (pw == 16)
@@ -470,7 +470,7 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
             gemm_rows16(Nk, w.s, nk8, w.vp, Nk * 16, ncp, w.o, dv8);
         else
             gemm_rows(Nk, w.s, nk8, w.vp, Nk * 8, ncp, w.o, dv8);
-        store_rows(p, w.o, dv8, p->out + (bh * p->Nq + i0) * dv, rows);
+        store_rows(p, w.o, dv8, p->out + ly_sdpa_head_at(p, &p->os, bh) + i0 * p->os.row, rows);
     }
 done:
     free(w.kp);
