@@ -4,6 +4,7 @@
 
 #include "core/checked.h"
 #include "core/core.h"
+#include "libreyolo/sdpa.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -269,14 +270,6 @@ ly_graph_value ly_build_layer_norm(ly_builder *b, const char *name, ly_graph_val
 }
 
 /* [B, Q, C] -> [B, heads, Q, C / heads]. */
-static ly_graph_value split_heads(ly_builder *b, const char *what, ly_graph_value x, int64_t q,
-                                  int heads, int64_t c)
-{
-    static const int64_t perm[4] = {0, 2, 1, 3};
-    int64_t shape[4] = {1, q, heads, c / heads};
-    return ly_build_permute(b, what, ly_build_reshape(b, what, x, 4, shape), 4, perm);
-}
-
 ly_graph_value ly_build_mha(ly_builder *b, const char *name, ly_graph_value x, ly_graph_value qk,
                             int64_t q, int heads, int64_t c)
 {
@@ -287,24 +280,26 @@ ly_graph_value ly_build_mha(ly_builder *b, const char *name, ly_graph_value x, l
     snprintf(key, sizeof key, "%s.in_proj_bias", name);
     const float *bias = ly_build_take(b, key, 1, &three_c);
     if (b->st != LY_OK || !b->g) return LY_GRAPH_NONE;
+    /* the projections' [1, q, c] rows are [1, q, heads, c / heads]: the
+     * attention reads and writes that layout (tokens first), no transposes */
     ly_graph_value proj[3];
     static const char parts[3] = {'q', 'k', 'v'};
+    int64_t split[4] = {1, q, heads, c / heads}, merged[3] = {1, q, c};
     for (int i = 0; i < 3; i++) {
         snprintf(names[i], sizeof names[i], "%s.%c", name, parts[i]);
         int64_t wshape[2] = {c, c};
         ly_graph_value wi = ly_build_constant(b, 2, wshape, w + (size_t)(i * c * c));
         ly_graph_value bi = ly_build_constant(b, 1, &c, bias + (size_t)(i * c));
         ly_graph_value in[3] = {i < 2 ? qk : x, wi, bi};
-        proj[i] = split_heads(b, names[i], ly_build_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), q,
-                              heads, c);
+        proj[i] = ly_build_reshape(b, names[i],
+                                   ly_build_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), 4, split);
     }
     ly_sdpa_params p = LY_SDPA_DEFAULTS; /* 1/sqrt(head dim) on q, as PyTorch's MHA math */
+    p.layout = LY_SDPA_BNHD;
     snprintf(key, sizeof key, "%s.sdpa", name);
     ly_graph_value attn = ly_build_node(b, LY_OP_SDPA, key, 3, proj, &p);
-    static const int64_t perm[4] = {0, 2, 1, 3};
-    int64_t merged[3] = {1, q, c};
     snprintf(key, sizeof key, "%s.merge", name);
-    attn = ly_build_reshape(b, key, ly_build_permute(b, key, attn, 4, perm), 3, merged);
+    attn = ly_build_reshape(b, key, attn, 3, merged);
     snprintf(key, sizeof key, "%s.out_proj", name);
     return ly_build_linear(b, key, attn, c, c);
 }
