@@ -105,6 +105,9 @@ static const nn_case cases[] = {
      * tiles cut by the edges), its CSPRep (SiLU after the kernel, as a post-affine would be) */
     CONV("presnet 64->64 3x3 relu 121x119", 64, 121, 119, 64, 3, 1, 1, 1, LY_ACT_RELU, true, false),
     CONV("csprep 128->128 3x3 silu 60x60", 128, 60, 60, 128, 3, 1, 1, 1, LY_ACT_SILU, true, false),
+    /* and under 1 GFLOP with 128 channels on a small map: RF-DETR's projector (no bias) */
+    CONV("rf-detr c2f 128->128 3x3 no bias 24x24", 128, 24, 24, 128, 3, 1, 1, 1, LY_ACT_NONE, false,
+         false),
     CONV_ANY("batch 2 16->24 3x3 12x12", 2, 16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU,
              true, false),
     INT8("int8 16->16 3x3 +res 24x24", 16, 24, 24, 16, 3, 1, 1, 1, LY_ACT_SILU, true, true),
