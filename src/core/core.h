@@ -62,6 +62,10 @@ int ly_plugin_dirs(char dirs[][LY_PATH_MAX], int max);
 /* Cached CPU features of this machine (never fails). */
 const ly_cpu_features *ly_cpu(void);
 
+/* A function built for AVX-512F inside a translation unit built for a lower
+ * ISA; call it only where ly_cpu()->avx512f. */
+#define LY_AVX512 __attribute__((target("avx512f")))
+
 /* Tensor checks used by slot validators. `what` names the operand in messages,
  * e.g. "fake_quant_fp8: scale". Each returns LY_OK or sets the error. */
 ly_status ly_check_tensor(const ly_tensor *t, const char *what, ly_dtype dtype);

@@ -2,12 +2,13 @@
 /*
  * The sdpa reference's softmax arithmetic on eight lanes, bit for bit: exp of
  * eight floats (its expf, ops/sdpa/sdpa_internal.h: ly_sdpa_expf_inline; 0
- * below its range) and the fixed trees that reduce eight lanes to a row's max
- * and sum. For AVX2+FMA translation units only.
+ * below its range; sixteen on AVX-512 CPUs) and the fixed trees that reduce
+ * eight lanes to a row's max and sum. For AVX2+FMA translation units only.
  */
 #ifndef LY_PROVIDERS_AVX2_EXP_AVX2_H
 #define LY_PROVIDERS_AVX2_EXP_AVX2_H
 
+#include "core/core.h"
 #include "ops/sdpa/sdpa_internal.h"
 
 #include <immintrin.h>
@@ -31,6 +32,35 @@ static inline __m256 exp8(__m256 x)
         _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32((int)LY_SDPA_EXP_MAGIC_BITS));
     e = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(small, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* exp8 on 16 lanes, lane for lane the same arithmetic (AVX-512F functions:
+ * call them only where ly_cpu()->avx512f). */
+/* Lanes 8-15 (extractf32x8 is AVX512DQ). */
+LY_AVX512 static inline __m256 high8(__m512 v)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+LY_AVX512 static inline __m512 exp16(__m512 x)
+{
+    __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(LY_SDPA_EXP_MIN), _CMP_LT_OQ);
+    __m512 t =
+        _mm512_fmadd_ps(x, _mm512_set1_ps(LY_SDPA_EXP_LOG2E), _mm512_set1_ps(LY_SDPA_EXP_MAGIC));
+    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(LY_SDPA_EXP_MAGIC));
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(LY_SDPA_EXP_NLN2_HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(LY_SDPA_EXP_NLN2_LO), r);
+    __m512 p = _mm512_set1_ps(LY_SDPA_EXP_C6);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i e =
+        _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32((int)LY_SDPA_EXP_MAGIC_BITS));
+    e = _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps((__mmask16)~small, p, _mm512_castsi512_ps(e));
 }
 
 /* The reference's trees: lanes (i, i+4), then (i, i+2), then (0, 1); _mm_max_ps(a, b)

@@ -58,6 +58,28 @@ static inline double sum16(const float *x, int64_t n16, double m, bool squares)
     return hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
 }
 
+/* acc + the row's elements [from, c) the SIMD sums leave, one at a time: x,
+ * or (x - m)^2. */
+static inline double add_tail(double acc, const float *x, int64_t from, int64_t c, double m,
+                              bool squares)
+{
+    for (int64_t k = from; k < c; k++)
+        acc += squares ? ((double)x[k] - m) * ((double)x[k] - m) : x[k];
+    return acc;
+}
+
+/* y[k] for k in [from, c): one rounding of (x - mean) * rstd, then the affine. */
+static inline void normalize_tail(const norm_job *j, const float *x, float *y, int64_t from,
+                                  int64_t c, double mean, double rstd)
+{
+    for (int64_t k = from; k < c; k++) {
+        float v = (float)(((double)x[k] - mean) * rstd);
+        if (j->w) v = v * j->w[k];
+        if (j->b) v = v + j->b[k];
+        y[k] = v;
+    }
+}
+
 static void norm_rows(void *ctx, int64_t begin, int64_t end)
 {
     const norm_job *j = ctx;
@@ -67,16 +89,10 @@ static void norm_rows(void *ctx, int64_t begin, int64_t end)
         float *y = j->y + r * c;
         double mean = 0.0, var;
         if (!j->rms) {
-            mean = sum16(x, n16, 0.0, false);
-            for (int64_t k = n16; k < c; k++)
-                mean += x[k];
-            mean /= (double)c;
+            mean = add_tail(sum16(x, n16, 0.0, false), x, n16, c, 0.0, false) / (double)c;
         }
         const __m256d m = _mm256_set1_pd(mean);
-        var = sum16(x, n16, mean, true);
-        for (int64_t k = n16; k < c; k++)
-            var += ((double)x[k] - mean) * ((double)x[k] - mean);
-        var /= (double)c;
+        var = add_tail(sum16(x, n16, mean, true), x, n16, c, mean, true) / (double)c;
         double rstd = 1.0 / sqrt(var + j->eps);
         const __m256d rs = _mm256_set1_pd(rstd);
         int64_t k = 0;
@@ -87,12 +103,7 @@ static void norm_rows(void *ctx, int64_t begin, int64_t end)
             if (j->b) v = _mm_add_ps(v, _mm_loadu_ps(j->b + k));
             _mm_storeu_ps(y + k, v);
         }
-        for (; k < c; k++) {
-            float v = (float)(((double)x[k] - mean) * rstd);
-            if (j->w) v = v * j->w[k];
-            if (j->b) v = v + j->b[k];
-            y[k] = v;
-        }
+        normalize_tail(j, x, y, k, c, mean, rstd);
     }
 }
 
@@ -102,8 +113,6 @@ static void norm_rows(void *ctx, int64_t begin, int64_t end)
  * halves are the same chains (lanes k..k+7 and k+8..k+15 of each 16), reduced
  * in the same pairs; the normalisation is element-wise. Half the instructions
  * of the 256-bit rows. */
-
-#define LY_AVX512 __attribute__((target("avx512f")))
 
 LY_AVX512 static inline __m256d low4d(__m512d v)
 {
@@ -144,15 +153,9 @@ LY_AVX512 static void norm_rows_512(void *ctx, int64_t begin, int64_t end)
         float *y = j->y + r * c;
         double mean = 0.0, var;
         if (!j->rms) {
-            mean = sum16_512(x, n16, 0.0, false);
-            for (int64_t k = n16; k < c; k++)
-                mean += x[k];
-            mean /= (double)c;
+            mean = add_tail(sum16_512(x, n16, 0.0, false), x, n16, c, 0.0, false) / (double)c;
         }
-        var = sum16_512(x, n16, mean, true);
-        for (int64_t k = n16; k < c; k++)
-            var += ((double)x[k] - mean) * ((double)x[k] - mean);
-        var /= (double)c;
+        var = add_tail(sum16_512(x, n16, mean, true), x, n16, c, mean, true) / (double)c;
         double rstd = 1.0 / sqrt(var + j->eps);
         const __m512d m8 = _mm512_set1_pd(mean), rs8 = _mm512_set1_pd(rstd);
         int64_t k = 0;
@@ -171,12 +174,7 @@ LY_AVX512 static void norm_rows_512(void *ctx, int64_t begin, int64_t end)
             if (j->b) v = _mm_add_ps(v, _mm_loadu_ps(j->b + k));
             _mm_storeu_ps(y + k, v);
         }
-        for (; k < c; k++) {
-            float v = (float)(((double)x[k] - mean) * rstd);
-            if (j->w) v = v * j->w[k];
-            if (j->b) v = v + j->b[k];
-            y[k] = v;
-        }
+        normalize_tail(j, x, y, k, c, mean, rstd);
     }
 }
 

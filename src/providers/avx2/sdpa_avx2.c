@@ -123,8 +123,6 @@ static void gemm_rows(int64_t L, const float *A, int64_t lda, const float *B, in
  * over l from +0, so the bits are the 8-lane tiles'. Twice the multiply-adds
  * per instruction: ViT-Ti's attention at 1 thread ~40% faster. */
 
-#define LY_AVX512 __attribute__((target("avx512f")))
-
 LY_AVX512 static inline void tile16_6x32(int64_t L, const float *A, int64_t lda, const float *B0,
                                          const float *B1, float *C, int64_t ldc)
 {
@@ -255,33 +253,6 @@ static void softmax_row(float *s, int64_t n, const ly_sdpa_problem *p, int64_t b
  * 16 lanes. The sum keeps the reference's eight lanes: lanes 0-7 of a 16-key
  * chunk are added before lanes 8-15, which is the 8-lane order. Half the
  * instructions of the 8-lane exp loop, and no spills with 32 registers. */
-
-/* Lanes 8-15 (extractf32x8 is AVX512DQ). */
-LY_AVX512 static inline __m256 high8(__m512 v)
-{
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-}
-
-LY_AVX512 static inline __m512 exp16(__m512 x)
-{
-    __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(LY_SDPA_EXP_MIN), _CMP_LT_OQ);
-    __m512 t =
-        _mm512_fmadd_ps(x, _mm512_set1_ps(LY_SDPA_EXP_LOG2E), _mm512_set1_ps(LY_SDPA_EXP_MAGIC));
-    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(LY_SDPA_EXP_MAGIC));
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(LY_SDPA_EXP_NLN2_HI), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(LY_SDPA_EXP_NLN2_LO), r);
-    __m512 p = _mm512_set1_ps(LY_SDPA_EXP_C6);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C5));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512i e =
-        _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32((int)LY_SDPA_EXP_MAGIC_BITS));
-    e = _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps((__mmask16)~small, p, _mm512_castsi512_ps(e));
-}
 
 /* softmax_row for a row without masks; s is padded to a multiple of 16 and
  * 64-byte aligned. */

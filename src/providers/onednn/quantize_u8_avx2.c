@@ -86,8 +86,6 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end)
 
 /* ---- the same on 16 lanes (AVX-512 CPUs: every VNNI one but AVX-VNNI's) ---------------- */
 
-#define LY_AVX512 __attribute__((target("avx512f")))
-
 /* Sixteen codes plus 128, as bytes: ly_avx2_int8_code's clamp, NaN and
  * huge-value rule on a zmm (vmaxps/vminps return their second operand on NaN,
  * as the ymm forms do). */
