@@ -154,6 +154,12 @@ static void test_detections(void **state)
     assert_string_equal(info.family, "rfdetr");
     assert_string_equal(info.size, "n");
     assert_int_equal(info.imgsz, 384);
+    /* the attention (tokens first) counted with its heads and tokens where they are */
+    ly_model_stats stats;
+    assert_int_equal(ly_model_get_stats(m, 0, &stats), LY_OK);
+    print_message("RF-DETR-n at 384: %.2f GFLOP\n", stats.gflop);
+    if (!(stats.gflop > 31.7 && stats.gflop < 31.9))
+        fail_msg("RF-DETR-n at 384 counts %.3f GFLOP, expected 31.82", stats.gflop);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         ly_results *r;
         if (ly_model_predict_file(m, cases[c].image, NULL, &r) != LY_OK)

@@ -8,6 +8,7 @@
 #include "graph/graph.h"
 #include "io/image.h"
 #include "libreyolo/io.h"
+#include "libreyolo/sdpa.h"
 #include "models/coco_names.h"
 #include "models/predict_options.h"
 #include "models/recipe.h"
@@ -403,9 +404,11 @@ static ly_status conv_gflop(ly_graph *g, int imgsz, double *gflop)
         if (n.op == LY_OP_SDPA && n.n_inputs >= 3 && y->ndim == 4) {
             /* q·kᵀ [.., Nq, Nk] over d, then P·v over Nk */
             const ly_tensor *q = &shapes[n.inputs[0]], *k = &shapes[n.inputs[1]];
-            double nq = (double)q->shape[2], nk = (double)k->shape[2];
-            macs +=
-                (double)(q->shape[0] * q->shape[1]) * nq * nk * (double)(q->shape[3] + y->shape[3]);
+            const ly_sdpa_params *p = n.params;
+            int tokens = p && p->layout == LY_SDPA_BNHD ? 1 : 2; /* the other middle axis: heads */
+            double nq = (double)q->shape[tokens], nk = (double)k->shape[tokens];
+            macs += (double)(q->shape[0] * q->shape[3 - tokens]) * nq * nk *
+                    (double)(q->shape[3] + y->shape[3]);
         }
         if (n.op != LY_OP_CONV2D) continue;
         const ly_tensor *w = &shapes[n.inputs[1]];
