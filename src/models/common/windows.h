@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shifted-window machinery (internal): what Swin and SwinIR share, and what
+ * DINO-DETR's Swin backbone and BiRefNet will (../shared/specs/swin.md §1).
+ * Maps are channels last, [B, H, W, C], tokens row-major (y, then x);
+ * windows are numbered row-major over the window grid, tokens inside a
+ * window row-major.
+ */
+#ifndef LY_MODELS_COMMON_WINDOWS_H
+#define LY_MODELS_COMMON_WINDOWS_H
+
+#include "models/common/builder.h"
+
+#include <stdint.h>
+
+/* idx[i * N + j] (N = ws * ws) for tokens i = (yi, xi), j = (yj, xj) of one
+ * window: (yi - yj + ws - 1) * (2ws - 1) + (xi - xj + ws - 1), a row of the
+ * (2ws - 1)^2-row relative position bias table. */
+void ly_window_relative_index(int ws, int64_t *idx);
+
+/* The attention mask of a shifted block on an hp x wp map (multiples of ws),
+ * window ws, shift ss: every pixel labelled 3 r + c by its row band r (0 for
+ * rows [0, hp - ws), 1 for [hp - ws, hp - ss), 2 for [hp - ss, hp)) and column
+ * band c; per window, mask[w][i][j] = -100 where tokens i and j carry other
+ * labels, else 0. Labels come from the unshifted grid (the mask applies to
+ * the rolled map). mask: (hp / ws) * (wp / ws) * N * N floats. Also where the
+ * map is one window (LibreYOLO shifts there as well). */
+void ly_window_shift_mask(int64_t hp, int64_t wp, int ws, int ss, float *mask);
+
+/* torch.roll(x, (shift, shift), dims (1, 2)) of a [B, H, W, C] map. */
+ly_graph_value ly_build_roll(ly_builder *b, const char *what, ly_graph_value x, int64_t h,
+                             int64_t w, int64_t shift);
+
+/* [B, H, W, C] -> [B * (H / ws) * (W / ws), ws * ws, C], and back. */
+ly_graph_value ly_build_window_partition(ly_builder *b, const char *what, ly_graph_value x,
+                                         int64_t batch, int64_t h, int64_t w, int64_t c, int ws);
+ly_graph_value ly_build_window_reverse(ly_builder *b, const char *what, ly_graph_value x,
+                                       int64_t batch, int64_t h, int64_t w, int64_t c, int ws);
+
+/* The relative position bias of a window attention with `heads` heads, from
+ * the table at prefix + key ([(2ws - 1)^2, heads]): table[idx] as a constant
+ * [1, heads, N, N], added to every window's scores. */
+ly_graph_value ly_build_relative_bias(ly_builder *b, const char *key, int ws, int64_t heads);
+
+#endif
