@@ -11,7 +11,7 @@
 #include "core/core.h"
 #include "graph/graph.h"
 #include "models/common/builder.h"
-#include "models/pil_resize.h"
+#include "models/common/classify.h"
 
 #include <limits.h>
 #include <math.h>
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { IMGSZ = 224, PATCH = 16, TOKENS = 197, RESIZE_SHORT = 248 /* floor(224 / 0.9) */ };
+enum { IMGSZ = 224, PATCH = 16, TOKENS = 197 };
 #define CROP_PCT 0.9
 
 typedef struct vit_size {
@@ -306,10 +306,7 @@ static void output_name(int index, char *buf, size_t size)
     snprintf(buf, size, "%s", index == 0 ? "logits" : "output");
 }
 
-/* torchvision's eval transform on a PIL image (3.5): Resize(248) of the
- * shorter side (the longer one int(248 * long / short)), bicubic with
- * antialias; CenterCrop(224) at int(round((side - 224) / 2)) (Python's
- * round: halves to even); ToTensor; Normalize(mean, std). */
+/* torchvision's eval transform on a PIL image (3.5): models/common/classify.h. */
 static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, int64_t h,
                             int64_t w, float *input, ly_prep *prep)
 {
@@ -321,30 +318,7 @@ static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, 
     if (h != IMGSZ || w != IMGSZ)
         return ly_set_error(LY_E_SHAPE, "ViT: the input is 224x224 (%lldx%lld asked)", (long long)h,
                             (long long)w);
-    int iw = image->width, ih = image->height, rw, rh;
-    if (iw <= ih) {
-        rw = RESIZE_SHORT;
-        rh = (int)((double)RESIZE_SHORT * ih / iw);
-    } else {
-        rh = RESIZE_SHORT;
-        rw = (int)((double)RESIZE_SHORT * iw / ih);
-    }
-    uint8_t *rgb = malloc((size_t)rw * (size_t)rh * 3);
-    if (!rgb) return ly_set_error(LY_E_NO_MEMORY, "ViT preprocess: out of memory");
-    ly_status st = ly_pil_resize(image, rw, rh, LY_PIL_BICUBIC, rgb);
-    if (st == LY_OK) {
-        int top = (int)nearbyint((rh - IMGSZ) / 2.0), left = (int)nearbyint((rw - IMGSZ) / 2.0);
-        size_t plane = (size_t)IMGSZ * IMGSZ;
-        for (int y = 0; y < IMGSZ; y++)
-            for (int x = 0; x < IMGSZ; x++)
-                for (int c = 0; c < 3; c++) {
-                    float v = (float)rgb[((size_t)(y + top) * rw + (size_t)(x + left)) * 3 + c];
-                    input[c * plane + (size_t)y * IMGSZ + (size_t)x] =
-                        (v / 255.0f - f->mean[c]) / f->std[c];
-                }
-    }
-    free(rgb);
-    return st;
+    return ly_classify_eval_transform("ViT", image, IMGSZ, CROP_PCT, f->mean, f->std, input);
 }
 
 /* probs = softmax(logits) (postprocess/vit.py). */
@@ -352,15 +326,7 @@ static ly_status probabilities(const ly_model_desc *d, const ly_tensor *outputs,
                                float *probs)
 {
     (void)n_outputs;
-    const float *z = outputs[0].data;
-    float m = -INFINITY;
-    for (int64_t i = 0; i < d->nc; i++)
-        m = z[i] > m ? z[i] : m;
-    double sum = 0;
-    for (int64_t i = 0; i < d->nc; i++)
-        sum += (double)(probs[i] = expf(z[i] - m));
-    for (int64_t i = 0; i < d->nc; i++)
-        probs[i] = (float)(probs[i] / sum);
+    ly_classify_softmax(outputs[0].data, d->nc, probs);
     return LY_OK;
 }
 
