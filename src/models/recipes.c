@@ -22,6 +22,7 @@
     X(dfine)                                                                                       \
     X(vit)                                                                                         \
     X(deit)                                                                                        \
+    X(swin)                                                                                        \
     /* end of the list: a new family is one X line above, where loading should ask it */
 
 #define DECLARE(family) extern const ly_recipe ly_##family##_recipe;

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Swin V1 (src/models/swin): a Swin-T checkpoint synthesised from LibreYOLO's
+ * key list by tools/swin_numpy_ref.py, our network against that script's
+ * NumPy transcription of the spec's §3 (within 1e-5 of max|ref|), the fused
+ * window attention byte for byte the manual one (LibreYOLO's default), and
+ * the flag's module count. Skipped without ../shared or a Python with NumPy
+ * (LIBREYOLO_PYTHON, else python3, else /usr/bin/python3). The window pieces
+ * (masks, relative position index) are test_windows'.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "detr_util.h"
+#include "libreyolo/io.h"
+#include "libreyolo/model.h"
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define KEYS LY_SHARED_DIR "/testdata/swin/keys/keys_LibreSwint.txt"
+#define SCRIPT LY_TOOLS_DIR "/swin_numpy_ref.py"
+
+static char dir[64];
+
+/* The first of LIBREYOLO_PYTHON, python3, /usr/bin/python3 that imports numpy. */
+static const char *python_with_numpy(void)
+{
+    static const char *const candidates[] = {NULL, "python3", "/usr/bin/python3"};
+    const char *env = getenv("LIBREYOLO_PYTHON");
+    for (int i = env ? 0 : 1; i < 3; i++) {
+        const char *py = i == 0 ? env : candidates[i];
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "%s -c 'import numpy' >/dev/null 2>&1", py);
+        if (system(cmd) == 0) return py;
+    }
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    struct stat st;
+    if (stat(KEYS, &st) != 0) return 0;
+    const char *py = python_with_numpy();
+    if (!py) return 0;
+    snprintf(dir, sizeof dir, "/tmp/ly_swin_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s %s %s", py, SCRIPT, KEYS, dir);
+    if (system(cmd) != 0) dir[0] = '\0';
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (!dir[0]) return 0;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+typedef struct logits {
+    float *v;
+    int64_t n;
+} logits;
+
+static void keep(const char *name, const ly_tensor *t, void *user)
+{
+    (void)name;
+    logits *l = user;
+    l->n = ly_tensor_numel(t);
+    l->v = malloc((size_t)l->n * sizeof(float));
+    assert_non_null(l->v);
+    memcpy(l->v, t->data, (size_t)l->n * sizeof(float));
+}
+
+static void test_swin_t(void **state)
+{
+    (void)state;
+    if (!dir[0]) {
+        print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
+        skip();
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
+    ly_model *m;
+    if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model_info info;
+    assert_int_equal(ly_model_get_info(m, &info), LY_OK);
+    assert_string_equal(info.family, "swin");
+    assert_string_equal(info.size, "t");
+    assert_string_equal(info.task, "classify");
+    ly_model_stats stats;
+    assert_int_equal(ly_model_get_stats(m, 0, &stats), LY_OK);
+    assert_int_equal(stats.file_parameters, 28288354); /* LibreYOLO's count */
+    int modules = 0;
+    bool fused = true;
+    assert_int_equal(ly_model_fused_attention(m, &modules, &fused), LY_OK);
+    assert_int_equal(modules, 12);
+    assert_false(fused); /* fused_attn False on every WindowAttention */
+
+    ly_tensor input, ref;
+    ly_test_load_npy(dir, "input", &input);
+    ly_test_load_npy(dir, "logits", &ref);
+    logits manual = {0}, sdpa = {0};
+    if (ly_model_run(m, &input, keep, &manual) != LY_OK) fail_msg("%s", ly_last_error());
+    double e = ly_test_rel_error(
+        &(ly_tensor){.data = manual.v, .dtype = LY_F32, .ndim = 2, .shape = {1, manual.n}}, &ref);
+    print_message("Swin-T (synthesised) logits against the NumPy transcription: %.3g of max|ref|\n",
+                  e);
+    if (!(e <= 1e-5)) fail_msg("logits off by %.3g of max |ref| (gate 1e-5)", e);
+
+    int count = 0;
+    assert_int_equal(ly_model_set_fused_attention(m, true, &count), LY_OK);
+    assert_int_equal(count, 12);
+    if (ly_model_run(m, &input, keep, &sdpa) != LY_OK) fail_msg("%s", ly_last_error());
+    assert_int_equal(sdpa.n, manual.n);
+    assert_memory_equal(sdpa.v, manual.v, (size_t)manual.n * sizeof(float));
+    print_message("Swin-T fused window attention: the manual form's bits\n");
+    free(manual.v);
+    free(sdpa.v);
+    ly_npy_free(&input);
+    ly_npy_free(&ref);
+    ly_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_swin_t)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
