@@ -48,10 +48,9 @@ static const vit_family deit = {
 
 /* What a loaded model keeps: where to rebuild it from when the flag changes. */
 typedef struct vit_data {
-    char path[PATH_MAX];
+    ly_classify_flagged flag; /* first: the shared hooks read it */
     const vit_family *f;
     const vit_size *z;
-    bool fused;
 } vit_data;
 
 static int64_t extent(const ly_checkpoint *ck, const char *key, int dim, int ndim)
@@ -180,25 +179,10 @@ static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t class
     return b.st;
 }
 
-/* A graph for `fused` from the checkpoint, every key accounted for. */
-static ly_status build_checked(const ly_checkpoint *ck, const char *path, const vit_family *f,
-                               const vit_size *z, int64_t classes, bool fused, ly_graph **out)
+static ly_status build_net(const ly_checkpoint *ck, const ly_classify_flagged *f, int64_t classes,
+                           bool fused, ly_graph *g)
 {
-    ly_graph *g = NULL;
-    char context[PATH_MAX + 64];
-    snprintf(context, sizeof context, "ly_model_load: %s: %s-%s", path, f->name, z->size);
-    ly_state_dict dict;
-    ly_status st = ly_state_dict_of(ck, &dict);
-    if (st == LY_OK) st = ly_audit_begin(&dict, NULL);
-    if (st == LY_OK) st = ly_graph_create(&g);
-    if (st == LY_OK) st = build(ck, z, classes, fused, g);
-    st = ly_audit_end(st, context);
-    if (st != LY_OK) {
-        ly_graph_free(g);
-        return st;
-    }
-    *out = g;
-    return LY_OK;
+    return build(ck, ((const vit_data *)f)->z, classes, fused, g);
 }
 
 static ly_status load(const vit_family *f, const ly_checkpoint *ck, const char *path,
@@ -229,81 +213,14 @@ static ly_status load(const vit_family *f, const ly_checkpoint *ck, const char *
     d->nc = extent(ck, "head.weight", 0, 2);
     vit_data *data = calloc(1, sizeof *data);
     if (!data) return ly_set_error(LY_E_NO_MEMORY, "ly_model_load: out of memory");
-    snprintf(data->path, sizeof data->path, "%s", path);
+    snprintf(data->flag.path, sizeof data->flag.path, "%s", path);
+    data->flag.what = f->name;
+    data->flag.modules = (int)z->depth; /* every block's attention */
+    data->flag.build = build_net;
     data->f = f;
     data->z = z;
-    data->fused = true; /* upstream's default */
-    ly_graph *g;
-    st = build_checked(ck, path, f, z, d->nc, data->fused, &g);
-    if (st != LY_OK) {
-        free(data);
-        return st;
-    }
-    d->recipe_data = data;
-    st = ly_graph_engine_attach(d, g);
-    if (st != LY_OK) return st;
-    snprintf(d->size, sizeof d->size, "%s", z->size);
-    snprintf(d->task, sizeof d->task, "classify");
-    d->stride = 0;
-    d->imgsz = d->fixed_h = d->fixed_w = IMGSZ;
-    return ly_model_names_from_checkpoint(d, ck);
-}
-
-/* Every attention module carries the flag; changing it rebuilds the network
- * from the checkpoint file (the loaded graph holds one path or the other). */
-static ly_status set_fused(ly_model_desc *d, bool enabled, int *count)
-{
-    vit_data *data = d->recipe_data;
-    *count = data ? (int)data->z->depth : 0; /* none: a program, its attention lowered */
-    if (!data || data->fused == enabled || d->engine->graph == NULL) return LY_OK;
-    ly_checkpoint *ck;
-    ly_status st = ly_checkpoint_open(data->path, &ck);
-    if (st != LY_OK)
-        return ly_error_prefix(st, "ly_model_set_fused_attention: rebuilding from the checkpoint");
-    ly_graph *g = NULL;
-    st = build_checked(ck, data->path, data->f, data->z, d->nc, enabled, &g);
-    ly_checkpoint_close(ck);
-    if (st != LY_OK) return ly_error_prefix(st, "ly_model_set_fused_attention");
-    d->engine->free(d->engine_data);
-    d->engine_data = NULL;
-    st = ly_graph_engine_attach(d, g);
-    if (st == LY_OK) data->fused = enabled;
-    return st;
-}
-
-/* Captures never use the fused path (the policy's first rule). */
-static ly_status capture_graph(const ly_model_desc *d, ly_graph **out)
-{
-    const vit_data *data = d->recipe_data;
-    *out = NULL;
-    if (!data->fused) return LY_OK;
-    ly_checkpoint *ck;
-    ly_status st = ly_checkpoint_open(data->path, &ck);
-    if (st != LY_OK) return ly_error_prefix(st, "export: rebuilding the manual attention");
-    st = build_checked(ck, data->path, data->f, data->z, d->nc, false, out);
-    ly_checkpoint_close(ck);
-    return st;
-}
-
-static bool fused_state(const ly_model_desc *d, int *modules)
-{
-    const vit_data *data = d->recipe_data;
-    *modules = data ? (int)data->z->depth : 0;
-    return data && data->fused;
-}
-
-static ly_status bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs, const char *path)
-{
-    if (n_outputs < 1 || outputs[0].ndim != 2 || outputs[0].shape[1] != d->nc)
-        return ly_set_error(LY_E_FORMAT,
-                            "ly_model_load: %s: the network's output is not ViT's logits [1, %lld]",
-                            path, (long long)d->nc);
-    return LY_OK;
-}
-
-static void output_name(int index, char *buf, size_t size)
-{
-    snprintf(buf, size, "%s", index == 0 ? "logits" : "output");
+    /* upstream's default: fused */
+    return ly_classify_load(d, ck, &data->flag, true, z->size, IMGSZ);
 }
 
 /* torchvision's eval transform on a PIL image (3.5): models/common/classify.h. */
@@ -319,15 +236,6 @@ static ly_status preprocess(const ly_model_desc *d, const ly_image_view *image, 
         return ly_set_error(LY_E_SHAPE, "ViT: the input is 224x224 (%lldx%lld asked)", (long long)h,
                             (long long)w);
     return ly_classify_eval_transform("ViT", image, IMGSZ, CROP_PCT, f->mean, f->std, input);
-}
-
-/* probs = softmax(logits) (postprocess/vit.py). */
-static ly_status probabilities(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
-                               float *probs)
-{
-    (void)n_outputs;
-    ly_classify_softmax(outputs[0].data, d->nc, probs);
-    return LY_OK;
 }
 
 static ly_status load_vit(const ly_checkpoint *ck, const char *path, ly_model_desc *d)
@@ -346,9 +254,10 @@ static ly_status load_deit(const ly_checkpoint *ck, const char *path, ly_model_d
     {                                                                                              \
         .family = name, .task = "classify", .input_description = description,                      \
         .default_conf = 0.0f, .default_iou = 0.0f, .default_max_det = 5, .accepts_keys = keys,     \
-        .load_checkpoint = loader, .bind = bind, .free_data = free, .output_name = output_name,    \
-        .set_fused_attention = set_fused, .fused_attention = fused_state,                          \
-        .capture_graph = capture_graph, .preprocess = preprocess, .probabilities = probabilities,  \
+        .load_checkpoint = loader, .bind = ly_classify_bind, .free_data = free,                    \
+        .output_name = ly_classify_output_name, .set_fused_attention = ly_classify_set_fused,      \
+        .fused_attention = ly_classify_fused_state, .capture_graph = ly_classify_capture_graph,    \
+        .preprocess = preprocess, .probabilities = ly_classify_probabilities,                      \
         .file_prefix = prefix, .published_sizes = (const char *const[]){__VA_ARGS__, NULL},        \
         .crop_pct = CROP_PCT, .interpolation = "bicubic",                                          \
     }
