@@ -619,7 +619,8 @@ static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_fea
                                      : 0.0;
     /* below 1 GFLOP only wide channels on a small map: its transformed tiles
      * are small (RF-DETR's projector, 128 -> 128 on 24x24: 0.17 GFLOP, ~40%
-     * faster, +6 MiB resident for six of them) */
+     * faster, +6 MiB resident for six of them; NanoDet-g's two 128 -> 128 on
+     * 26x26 too, its memory unchanged) */
     bool small_wide = flops >= 1.5e8 && w->shape[0] >= 128 && w->shape[1] >= 128 && y &&
                       y->ndim == 4 && y->shape[2] * y->shape[3] <= 32 * 32;
     if (flops < 1e9 && !small_wide) {
