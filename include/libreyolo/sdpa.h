@@ -22,7 +22,8 @@
  *                     [B, Nq, H, d], k [B, Nk, H, d], v [B, Nk, H, dv] and out [B, Nq, H, dv],
  *                     tokens first, as a linear writes a transformer's heads (no transposes
  *                     around the attention); masks still broadcast to [B, H, Nq, Nk]. The
- *                     same numbers in either layout.
+ *                     same numbers in either layout. An implementation (a plugin's too) that
+ *                     reads only heads first declines LY_SDPA_BNHD calls in its predicate.
  *         out[0]      f32 [B, H, Nq, dv]; must not overlap the inputs.
  *
  * The numbers are defined by the portable reference, in this order, per (b, h, i):
