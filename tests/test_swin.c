@@ -17,6 +17,7 @@
 
 #include "detr_util.h"
 #include "libreyolo/io.h"
+#include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
 #include "test_util.h"
 
@@ -26,10 +27,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KEYS LY_SHARED_DIR "/testdata/swin/keys/keys_LibreSwint.txt"
+#define KEYS_DIR LY_SHARED_DIR "/testdata/swin/keys"
+#define KEYS KEYS_DIR "/keys_LibreSwint.txt"
+
+#if defined(LY_SANITIZED) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
 #define SCRIPT LY_TOOLS_DIR "/swin_numpy_ref.py"
 
 static char dir[64];
+static const char *python;
 
 /* The first of LIBREYOLO_PYTHON, python3, /usr/bin/python3 that imports numpy. */
 static const char *python_with_numpy(void)
@@ -50,7 +59,7 @@ static int setup(void **state)
     (void)state;
     struct stat st;
     if (stat(KEYS, &st) != 0) return 0;
-    const char *py = python_with_numpy();
+    const char *py = python = python_with_numpy();
     if (!py) return 0;
     snprintf(dir, sizeof dir, "/tmp/ly_swin_XXXXXX");
     if (!mkdtemp(dir)) return -1;
@@ -134,8 +143,61 @@ static void test_swin_t(void **state)
     ly_model_free(m);
 }
 
+static void count_impl(const char *slot, const char *impl, bool eligible, const char *why_not,
+                       void *user)
+{
+    (void)slot;
+    (void)impl;
+    (void)why_not;
+    if (eligible) ++*(int *)user;
+}
+
+/* s, b and l (786 MB of weights for l) build from LibreYOLO's key lists and
+ * check their recognition, parameter counts and flag, once: in the default
+ * build only (not under sanitizers, not on the references alone). */
+static void test_swin_sizes(void **state)
+{
+    (void)state;
+    int conv = 0;
+    ly_kernel_list("conv2d", count_impl, &conv);
+    if (!dir[0] || SANITIZED || conv <= 1) {
+        print_message("skipped: the larger sizes build in the default build only, with %s and "
+                      "a Python with NumPy\n",
+                      KEYS_DIR);
+        skip();
+    }
+    static const struct {
+        const char *size;
+        int64_t parameters; /* spec §3.1, LibreYOLO's counts */
+    } sizes[] = {{"s", 49606258}, {"b", 87768224}, {"l", 196532476}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char cmd[1024], path[160];
+        snprintf(cmd, sizeof cmd, "%s %s %s/keys_LibreSwin%s.txt %s --size %s --no-forward", python,
+                 SCRIPT, KEYS_DIR, sizes[i].size, dir, sizes[i].size);
+        assert_int_equal(system(cmd), 0);
+        snprintf(path, sizeof path, "%s/LibreSwin%s-cls_synth.safetensors", dir, sizes[i].size);
+        ly_model *m;
+        if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_model_info info;
+        assert_int_equal(ly_model_get_info(m, &info), LY_OK);
+        assert_string_equal(info.size, sizes[i].size);
+        ly_model_stats stats;
+        assert_int_equal(ly_model_get_stats(m, 0, &stats), LY_OK);
+        assert_int_equal(stats.file_parameters, sizes[i].parameters);
+        int modules = 0;
+        bool fused = true;
+        assert_int_equal(ly_model_fused_attention(m, &modules, &fused), LY_OK);
+        assert_int_equal(modules, 24);
+        print_message("Swin-%s: %lld parameters, %d window attentions\n", sizes[i].size,
+                      (long long)stats.file_parameters, modules);
+        ly_model_free(m);
+        assert_int_equal(unlink(path), 0);
+    }
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_swin_t)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_swin_t),
+                                       cmocka_unit_test(test_swin_sizes)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
