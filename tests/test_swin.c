@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "detr_util.h"
+#include "libreyolo/export.h"
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
@@ -26,6 +27,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "engines/executorch/et_runtime.h"
+#include "test_export_util.h"
 
 #define KEYS_DIR LY_SHARED_DIR "/testdata/swin/keys"
 #define KEYS KEYS_DIR "/keys_LibreSwint.txt"
@@ -143,6 +147,69 @@ static void test_swin_t(void **state)
     ly_model_free(m);
 }
 
+/* Export with the flag on (the capture takes the manual form all the same):
+ * the sidecar's classify keys, only packed constants inside the partitions,
+ * and the program's logits in our runtime against the transcription's. */
+static void test_swin_export(void **state)
+{
+    (void)state;
+    if (!dir[0]) {
+        print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
+        skip();
+    }
+    char path[128], out[96], sidecar[112];
+    snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
+    snprintf(out, sizeof out, "%s/swin.pte", dir);
+    snprintf(sidecar, sizeof sidecar, "%s.json", out);
+    ly_model *m;
+    if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    int count = 0;
+    assert_int_equal(ly_model_set_fused_attention(m, true, &count), LY_OK);
+    ly_export_options o;
+    ly_export_options_init(&o);
+    o.output_path = out;
+    if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model_free(m);
+    size_t size = 0;
+    uint8_t *bytes = read_all(sidecar, &size);
+    assert_non_null(bytes);
+    char *text = calloc(1, size + 1);
+    assert_non_null(text);
+    memcpy(text, bytes, size);
+    free(bytes);
+    assert_non_null(strstr(text, "\"crop_pct\": 0.9,"));
+    assert_non_null(strstr(text, "\"interpolation\": \"bicubic\""));
+    assert_non_null(strstr(text, "\"task\": \"classify\""));
+    free(text);
+    uint8_t *program = read_all(out, &size);
+    assert_non_null(program);
+    expect_packed_constants_only(program, size, out);
+    free(program);
+    ly_model *pte;
+    ly_status st = ly_model_load(out, NULL, &pte);
+    if (!ly_et_xnnpack_available()) {
+        assert_int_equal(st, LY_E_UNSUPPORTED);
+        print_message("Swin-T exported; this build runs no XNNPACK programs\n");
+        return;
+    }
+    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    ly_tensor input, ref;
+    ly_test_load_npy(dir, "input", &input);
+    ly_test_load_npy(dir, "logits", &ref);
+    logits got = {0};
+    if (ly_model_run(pte, &input, keep, &got) != LY_OK) fail_msg("%s", ly_last_error());
+    double e = ly_test_rel_error(
+        &(ly_tensor){.data = got.v, .dtype = LY_F32, .ndim = 2, .shape = {1, got.n}}, &ref);
+    print_message("Swin-T .pte in our runtime: logits %.3g of max|ref|\n", e);
+    if (!(e <= 1e-4)) fail_msg("the program's logits off by %.3g of max |ref| (gate 1e-4)", e);
+    free(got.v);
+    ly_npy_free(&input);
+    ly_npy_free(&ref);
+    ly_model_free(pte);
+    unlink(out);
+    unlink(sidecar);
+}
+
 static void count_impl(const char *slot, const char *impl, bool eligible, const char *why_not,
                        void *user)
 {
@@ -198,6 +265,7 @@ static void test_swin_sizes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_swin_t),
+                                       cmocka_unit_test(test_swin_export),
                                        cmocka_unit_test(test_swin_sizes)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
