@@ -149,6 +149,17 @@ static inline uint8_t *read_all(const char *path, size_t *size)
     return p;
 }
 
+/* A classifier's sidecar: its eval transform's keys (crop 0.9, bicubic) and the task. */
+static inline void expect_classify_sidecar(const char *sidecar)
+{
+    char *text = (char *)read_all(sidecar, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"crop_pct\": 0.9,"));
+    assert_non_null(strstr(text, "\"interpolation\": \"bicubic\""));
+    assert_non_null(strstr(text, "\"task\": \"classify\""));
+    free(text);
+}
+
 static inline void write_all(const char *path, const void *data, size_t size)
 {
     FILE *f = fopen(path, "wb");
