@@ -118,6 +118,14 @@ LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
  *   classes  keep only detections of these class ids (each in 0..nc-1),
  *            applied after post-processing (NMS and max_det), as LibreYOLO
  *            does; NULL: all classes. Classifiers ignore it (as LibreYOLO).
+ *   tile     restoration models (SwinIR): run the network on tiles of this
+ *            many (padded) input pixels a side, >= 0; 0 (the default): the
+ *            whole image at once, unless it is larger than 256 x 256, which
+ *            is tiled at 128 with a warning. Refused for other models.
+ *   tile_pad restoration models: each tile's context on every side, >= 0
+ *            (default 16, as LibreYOLO).
+ * Restoration models ignore conf, iou, max_det, imgsz and classes, as
+ * LibreYOLO (the input is the image's own size, padded to a multiple of 8).
  *
  * The model's default (ly_model_info's default_conf, default_iou and
  * default_max_det, which `libreyolo info` shows; imgsz: ly_model_info's):
@@ -134,6 +142,8 @@ enum {
     LY_PREDICT_IOU = 1u << 1,
     LY_PREDICT_MAX_DET = 1u << 2,
     LY_PREDICT_IMGSZ = 1u << 3,
+    LY_PREDICT_TILE = 1u << 4,
+    LY_PREDICT_TILE_PAD = 1u << 5,
 };
 
 typedef struct ly_predict_options {
@@ -143,7 +153,8 @@ typedef struct ly_predict_options {
     int imgsz;
     const int *classes; /* n_classes ids (NULL: all; a list of none keeps none) */
     size_t n_classes;
-    unsigned given; /* LY_PREDICT_* bits: fields given by the user, whatever they hold */
+    int tile, tile_pad; /* restoration models only */
+    unsigned given;     /* LY_PREDICT_* bits: fields given by the user, whatever they hold */
 } ly_predict_options;
 
 /* Every field at the model's default, classes NULL. */
@@ -199,7 +210,8 @@ LY_API ly_status ly_results_free(ly_results *results);
 
 /* One results type for every task. Detection results hold detections
  * (ly_results_count/get); a classifier's (task "classify") hold no detections
- * and class probabilities instead. *task is static ("detect", "classify"). */
+ * and class probabilities instead; a restoration model's (task "restore")
+ * the restored image. *task is static ("detect", "classify", "restore"). */
 LY_API ly_status ly_results_task(const ly_results *results, const char **task);
 
 typedef struct ly_class_prob {
@@ -214,6 +226,13 @@ LY_API ly_status ly_results_top(const ly_results *results, size_t k, ly_class_pr
 /* Every class's probability (*probs valid until ly_results_free; *count the
  * classes). LY_E_UNSUPPORTED for results that are not a classifier's. */
 LY_API ly_status ly_results_probs(const ly_results *results, const float **probs, size_t *count);
+
+/* The restored image (RGB, rows width * 3 bytes apart; its pixels belong to
+ * the results and are valid until ly_results_free) and how many times larger
+ * than the source it is (*scale; may be NULL): LibreYOLO's
+ * Results.restored and restore_scale. LY_E_UNSUPPORTED for results that are
+ * not a restoration model's. */
+LY_API ly_status ly_results_restored(const ly_results *results, ly_image_view *image, int *scale);
 
 /* Run the network alone on a preprocessed input [1, 3, H, W] and visit each raw
  * output by name (YOLO9: "predictions", "raw_p3", "raw_p4", "raw_p5"). The views

@@ -10,8 +10,9 @@ Batch inference on Dask: libreyolo_c.dask.predict_paths(client, paths, model=...
 """
 from ._native import LIBRARY_PATH
 from .model import (Boxes, LibreYOLO, LibreYOLOError, LibreYOLOFileNotFoundError,
-                    LibreYOLONotImplementedError, LibreYOLOValueError, Probs, Results)
+                    LibreYOLONotImplementedError, LibreYOLOValueError, Probs, RestoredImage,
+                    Results)
 
-__all__ = ["LibreYOLO", "Results", "Boxes", "Probs", "LibreYOLOError",
+__all__ = ["LibreYOLO", "Results", "Boxes", "Probs", "RestoredImage", "LibreYOLOError",
            "LibreYOLOFileNotFoundError", "LibreYOLOValueError", "LibreYOLONotImplementedError",
            "LIBRARY_PATH"]

@@ -77,12 +77,23 @@ class PredictOptions(ctypes.Structure):
         ("imgsz", ctypes.c_int),
         ("classes", ctypes.POINTER(ctypes.c_int)),
         ("n_classes", ctypes.c_size_t),
+        ("tile", ctypes.c_int),
+        ("tile_pad", ctypes.c_int),
         ("given", ctypes.c_uint),
     ]
 
 
 # ly_predict_options.given: the fields the user gave, checked whatever they hold
 LY_PREDICT_CONF, LY_PREDICT_IOU, LY_PREDICT_MAX_DET, LY_PREDICT_IMGSZ = 1, 2, 4, 8
+LY_PREDICT_TILE, LY_PREDICT_TILE_PAD = 16, 32
+
+
+class Image(ctypes.Structure):
+    _fields_ = [
+        ("pixels", ctypes.c_void_p),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+    ]
 
 
 class ImageView(ctypes.Structure):
@@ -172,7 +183,11 @@ ly_results_probs = _sig(
     "ly_results_probs", st, c_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)),
     ctypes.POINTER(ctypes.c_size_t),
 )
+ly_results_restored = _sig(
+    "ly_results_restored", st, c_p, ctypes.POINTER(ImageView), ctypes.POINTER(ctypes.c_int)
+)
 ly_results_free = _sig("ly_results_free", st, c_p)
+ly_image_save = _sig("ly_image_save", st, ctypes.c_char_p, ctypes.POINTER(Image), ctypes.c_int)
 ly_export_options_init = _sig("ly_export_options_init", st, ctypes.POINTER(ExportOptions))
 ly_model_export = _sig(
     "ly_model_export", st, c_p, ctypes.POINTER(ExportOptions), ctypes.c_char_p, ctypes.c_size_t

@@ -92,12 +92,32 @@ class Probs:
         self.top1conf = float(self.top5conf[0]) if top else None
 
 
+class RestoredImage:
+    """A restoration model's output image, as LibreYOLO's RestoredImage: RGB
+    uint8 (H, W, 3) in `data`."""
+
+    def __init__(self, data):
+        self.data = data
+        self.shape = data.shape[:2]
+
+    def numpy(self):
+        return self.data
+
+    def save(self, path):
+        """Write the image, JPEG or PNG by the extension (atomically)."""
+        img = n.Image(self.data.ctypes.data, self.data.shape[1], self.data.shape[0])
+        _check(n.ly_image_save(os.fsencode(path), ctypes.byref(img), 95))
+        return path
+
+
 class Results:
     """One image's results, shaped as LibreYOLO's Results."""
 
-    def __init__(self, boxes, probs, names, orig_shape, path, speed):
+    def __init__(self, boxes, probs, names, orig_shape, path, speed, restored=None,
+                 restore_scale=None):
         self.boxes, self.probs, self.names = boxes, probs, names
         self.orig_shape, self.path, self.speed = orig_shape, path, speed
+        self.restored, self.restore_scale = restored, restore_scale
 
     def __len__(self):
         return len(self.boxes) if self.boxes is not None else 0
@@ -179,7 +199,7 @@ class LibreYOLO:
             _check(n.ly_model_set_fused_attention(self._handle, bool(enabled), ctypes.byref(count)))
         return count.value
 
-    def _options(self, conf, iou, max_det, classes, imgsz):
+    def _options(self, conf, iou, max_det, classes, imgsz, tile=None, tile_pad=None):
         """The C options, each value the user gave marked as given: the library
         checks them (ly_predict_options_check), so they are refused as the C
         API and the command refuse them."""
@@ -197,6 +217,10 @@ class LibreYOLO:
                 raise LibreYOLOValueError(f"imgsz {imgsz!r}: expected one size (predict's input "
                                           f"is square)", n.LY_E_INVALID_ARGUMENT)
             o.imgsz, o.given = _c_int("imgsz", sizes[0]), o.given | n.LY_PREDICT_IMGSZ
+        if tile is not None:
+            o.tile, o.given = _c_int("tile", tile), o.given | n.LY_PREDICT_TILE
+        if tile_pad is not None:
+            o.tile_pad, o.given = _c_int("tile_pad", tile_pad), o.given | n.LY_PREDICT_TILE_PAD
         keep = None
         if classes is not None:
             ids = [_c_int("classes", c) for c in (classes if np.iterable(classes) else [classes])]
@@ -234,23 +258,34 @@ class LibreYOLO:
                 _check(n.ly_results_probs(handle, ctypes.byref(vec), ctypes.byref(m)))
                 data = np.ctypeslib.as_array(vec, shape=(m.value,)).copy()
                 probs = Probs(data, [(top[i].cls, top[i].conf) for i in range(got.value)])
+            restored, scale = None, None
+            if _text(task.value) == "restore":
+                view, k = n.ImageView(), ctypes.c_int()
+                _check(n.ly_results_restored(handle, ctypes.byref(view), ctypes.byref(k)))
+                pixels = ctypes.cast(view.pixels, ctypes.POINTER(ctypes.c_uint8))
+                data = np.ctypeslib.as_array(pixels, shape=(view.height, view.width, 3)).copy()
+                restored, scale = RestoredImage(data), k.value
+                return Results(None, None, self.names, (h.value, w.value), path, speed, restored,
+                               scale)
             return Results(Boxes(xyxy, conf, cls), probs, self.names, (h.value, w.value), path,
                            speed)
         finally:
             n.ly_results_free(handle)
 
     def predict(self, source, conf=None, iou=None, max_det=None, classes=None, imgsz=None,
-                bgr=False, **unused):
+                bgr=False, tile=None, tile_pad=None, **unused):
         """Results for each image of `source`: a path, a folder, a NumPy HWC uint8
         array (RGB; bgr=True for OpenCV's order), or a list of these.
 
         conf, iou, max_det, imgsz and classes (None: the model's default) are
         checked by the library before any image is read, so bad values raise
         LibreYOLOValueError with the C API's and the command's message. classes
-        filters after NMS and max_det, as LibreYOLO; classifiers ignore it."""
+        filters after NMS and max_det, as LibreYOLO; classifiers ignore it.
+        tile and tile_pad: a restoration model's tiling (SwinIR), whose results
+        carry `restored` (RestoredImage) and `restore_scale`."""
         if self._handle is None:
             raise ValueError("the model is closed")
-        options, keep = self._options(conf, iou, max_det, classes, imgsz)
+        options, keep = self._options(conf, iou, max_det, classes, imgsz, tile, tile_pad)
         out = []
         for item in _sources(source):
             handle = ctypes.c_void_p()

@@ -9,8 +9,8 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import VIT, cli_json
-from libreyolo_c import LibreYOLO
+from conftest import SHARED, VIT, cli_json
+from libreyolo_c import LibreYOLO, LibreYOLOValueError
 
 
 def write_bmp(path, rgb):
@@ -125,3 +125,26 @@ def test_export_round_trip(detector_path, tmp_path, images):
     assert len(p.predict(images[2])) == 1
     with pytest.raises(ValueError):
         m.export(format="executorch", imgsz=333)
+
+
+SWINIR = os.path.join(SHARED, "swinir", "LibreSwinIRs-restore_seed0.pt")
+
+
+def test_restore(tmp_path):
+    """A restoration model's results: `restored` and `restore_scale`, as LibreYOLO's."""
+    if not os.path.exists(SWINIR):
+        pytest.skip("../shared/testdata/swinir is absent")
+    model = LibreYOLO(SWINIR)
+    assert model.set_fused_attention() == 0  # no module carries the flag
+    ref = os.path.join(SHARED, "swinir", "ref_dog_162x118_tile60")
+    r = model.predict(os.path.join(ref, "image.png"), tile=60, tile_pad=16)[0]
+    assert r.restore_scale == 4 and r.orig_shape == (118, 162) and len(r) == 0
+    want = np.load(os.path.join(ref, "restored.npy"))
+    got = r.restored.numpy()
+    assert got.shape == want.shape and got.dtype == np.uint8
+    diff = np.abs(got.astype(int) - want.astype(int))
+    assert diff.max() <= 1 and (diff > 0).mean() <= 0.0005
+    saved = r.restored.save(str(tmp_path / "restored.png"))
+    assert os.path.getsize(saved) > 0
+    with pytest.raises(LibreYOLOValueError, match="tile -1"):
+        model.predict(os.path.join(ref, "image.png"), tile=-1)

@@ -122,7 +122,7 @@ static const command commands[] = {
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 /* LibreYOLO's task words (libreyolo/tasks.py) that a command may follow. */
-static const char *const task_words[] = {"detect", "classify", "segment", "pose", "obb"};
+static const char *const task_words[] = {"detect", "classify", "restore", "segment", "pose", "obb"};
 
 static const command *find_command(const char *name, const char *next)
 {

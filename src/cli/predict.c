@@ -31,41 +31,51 @@
 
 void ly_cli_usage_predict(FILE *to)
 {
+    fputs("usage: libreyolo [detect|classify|restore] predict source=PATH [model=M] [conf=X] "
+          "[iou=X]\n"
+          "                         [max_det=N] [imgsz=S] [classes=[0,2,5]] [tile=N] "
+          "[tile_pad=N]\n"
+          "                         [save] [output_file_format=jpg|png] [project=P] [name=N]\n"
+          "                         [exist_ok] [device=cpu] [threads=N] [json | jsonl]\n"
+          "\n"
+          "Detects objects in an image, or in every image of a directory (JPEG, PNG, BMP; in\n"
+          "name order), with the model's own pre- and post-processing; classifies it, or\n"
+          "restores it (SwinIR: x4), as the model's task is. Options are written key=value or\n"
+          "--key value, as LibreYOLO's CLI takes them.\n"
+          "  --model M        a checkpoint (.pt or .safetensors), a TF.js graph model (.json),\n"
+          "                   an ExecuTorch program (.pte), or a named model: \"nanodet\"\n"
+          "                   (NanoDet-g, COCO; the default), fetched into the cache on first\n"
+          "                   use (see libreyolo fetch --help)\n"
+          "  --source PATH    an image file, a folder of them (subfolders too), a glob (quoted:\n"
+          "                   'imgs/*.jpg'), a .txt file listing them (one per line), or an\n"
+          "                   http(s):// URL (WebP, TIFF and GIF are not read by this build)\n"
+          "  --conf X         keep detections scoring above X, in [0, 1] (default: the\n"
+          "                   model's, which libreyolo info --model M shows)\n"
+          "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
+          "                   IoU > X, in [0, 1] (default: the model's)\n"
+          "  --max-det N      at most N detections per image (default: the model's)\n"
+          "  --imgsz S        square input size, a multiple of the model's stride (32 for\n"
+          "                   YOLO9); fixed-size models take their own only (default: the\n"
+          "                   checkpoint's)\n"
+          "  --classes LIST   only these class ids: [0,2,5] (LibreYOLO's form) or 0,2,5, kept\n"
+          "                   after NMS and --max-det, as LibreYOLO does; classifiers ignore it\n"
+          "  --tile N         restoration models: run on tiles of N input pixels a side (0: the\n"
+          "                   whole image, the default; images over 256x256 are tiled at 128\n"
+          "                   with a warning), LibreYOLO's tile\n"
+          "  --tile-pad N     restoration models: each tile's context on every side (default 16)\n"
+          "  --save [DIR]     write annotated images (boxes, names, scores), as <stem>.jpg, into\n"
+          "                   <project>/<name>, numbered predict, predict2, ... so that no run\n"
+          "                   overwrites another; --save DIR (ours) writes into DIR itself.\n"
+          "                   Off by default, as in LibreYOLO\n"
+          "                   (a restoration model writes its restored image)\n"
+          "  --output-file-format F  jpg (the default, as LibreYOLO) or png for saved images\n"
+          "  --no-save        write no images (the default)\n"
+          "  --project P      where --save numbers its folders (default: runs/<task>, e.g.\n"
+          "                   runs/detect)\n"
+          "  --name N         the folder's name in the project (default: predict)\n"
+          "  --exist-ok       reuse <project>/<name> instead of numbering a new folder\n",
+          to);
     fputs(
-        "usage: libreyolo [detect|classify] predict source=PATH [model=M] [conf=X] [iou=X] "
-        "[max_det=N]\n"
-        "                         [imgsz=S] [classes=[0,2,5]] [save] [project=P] [name=N]\n"
-        "                         [exist_ok] [device=cpu] [threads=N] [json | jsonl]\n"
-        "\n"
-        "Detects objects in an image, or in every image of a directory (JPEG, PNG, BMP; in\n"
-        "name order), with the model's own pre- and post-processing. Options are written\n"
-        "key=value or --key value, as LibreYOLO's CLI takes them.\n"
-        "  --model M        a checkpoint (.pt or .safetensors), a TF.js graph model (.json),\n"
-        "                   an ExecuTorch program (.pte), or a named model: \"nanodet\"\n"
-        "                   (NanoDet-g, COCO; the default), fetched into the cache on first\n"
-        "                   use (see libreyolo fetch --help)\n"
-        "  --source PATH    an image file, a folder of them (subfolders too), a glob (quoted:\n"
-        "                   'imgs/*.jpg'), a .txt file listing them (one per line), or an\n"
-        "                   http(s):// URL (WebP, TIFF and GIF are not read by this build)\n"
-        "  --conf X         keep detections scoring above X, in [0, 1] (default: the\n"
-        "                   model's, which libreyolo info --model M shows)\n"
-        "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
-        "                   IoU > X, in [0, 1] (default: the model's)\n"
-        "  --max-det N      at most N detections per image (default: the model's)\n"
-        "  --imgsz S        square input size, a multiple of the model's stride (32 for\n"
-        "                   YOLO9); fixed-size models take their own only (default: the\n"
-        "                   checkpoint's)\n"
-        "  --classes LIST   only these class ids: [0,2,5] (LibreYOLO's form) or 0,2,5, kept\n"
-        "                   after NMS and --max-det, as LibreYOLO does; classifiers ignore it\n"
-        "  --save [DIR]     write annotated images (boxes, names, scores), as <stem>.jpg, into\n"
-        "                   <project>/<name>, numbered predict, predict2, ... so that no run\n"
-        "                   overwrites another; --save DIR (ours) writes into DIR itself.\n"
-        "                   Off by default, as in LibreYOLO\n"
-        "  --no-save        write no images (the default)\n"
-        "  --project P      where --save numbers its folders (default: runs/<task>, e.g.\n"
-        "                   runs/detect)\n"
-        "  --name N         the folder's name in the project (default: predict)\n"
-        "  --exist-ok       reuse <project>/<name> instead of numbering a new folder\n"
         "  --device D       cpu or auto (both run on the CPU; whole models do not run on a\n"
         "                   GPU here)\n"
         "  --half, --int8   refused: predict runs FP32 (as LibreYOLO's PyTorch path does)\n"
@@ -110,6 +120,7 @@ typedef struct predict_args {
     const char *source;
     const char *save_dir; /* --save DIR */
     const char *project, *name;
+    const char *file_format; /* "jpg" or "png": saved images' (LibreYOLO's output_file_format) */
     bool save, no_save, exist_ok, json, jsonl;
     int threads;
     int fused; /* -1: the model's default */
@@ -218,6 +229,24 @@ static int parse_args(int argc, char **argv, predict_args *a)
             if (!ly_cli_parse_int(v, INT_MIN, INT_MAX, &a->options.imgsz))
                 return ly_cli_usage_error("predict", "--imgsz '%s': expected an integer", v);
             a->options.given |= LY_PREDICT_IMGSZ;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--tile", &missing))) {
+            if (!ly_cli_parse_int(v, INT_MIN, INT_MAX, &a->options.tile))
+                return ly_cli_usage_error("predict", "--tile '%s': expected an integer", v);
+            a->options.given |= LY_PREDICT_TILE;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--tile-pad", &missing))) {
+            if (!ly_cli_parse_int(v, INT_MIN, INT_MAX, &a->options.tile_pad))
+                return ly_cli_usage_error("predict", "--tile-pad '%s': expected an integer", v);
+            a->options.given |= LY_PREDICT_TILE_PAD;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--output-file-format", &missing))) {
+            if (strcasecmp(v, "jpg") == 0 || strcasecmp(v, "jpeg") == 0)
+                a->file_format = "jpg";
+            else if (strcasecmp(v, "png") == 0)
+                a->file_format = "png";
+            else
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--output-file-format '%s': expected jpg or png "
+                                               "(the formats this build writes)",
+                                               v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--classes", &missing))) {
             int code = parse_classes(v, a);
             if (code) return code;
@@ -547,8 +576,8 @@ static bool name_used(const used_names *u, const char *name)
     return false;
 }
 
-/* DIR/<stem of the image>.jpg, as LibreYOLO names them, made unique in this run. */
-static char *output_path(const char *dir, const char *image, used_names *used)
+/* DIR/<stem of the image>.<ext>, as LibreYOLO names them, made unique in this run. */
+static char *output_path(const char *dir, const char *image, const char *ext, used_names *used)
 {
     const char *base = strrchr(image, '/');
     base = base ? base + 1 : image;
@@ -558,9 +587,9 @@ static char *output_path(const char *dir, const char *image, used_names *used)
     const char *dot = memrchr(base, '.', (size_t)base_len);
     int stem = dot && dot != base ? (int)(dot - base) : base_len;
     char name[NAME_MAX + 16];
-    snprintf(name, sizeof name, "%.*s.jpg", stem, base);
+    snprintf(name, sizeof name, "%.*s.%s", stem, base, ext);
     for (int k = 2; name_used(used, name); k++)
-        snprintf(name, sizeof name, "%.*s_%d.jpg", stem, base, k);
+        snprintf(name, sizeof name, "%.*s_%d.%s", stem, base, k, ext);
     if (used->n == used->cap) {
         size_t cap = used->cap ? 2 * used->cap : 16;
         char **grown = realloc(used->names, cap * sizeof *grown);
@@ -610,6 +639,11 @@ static void print_result(FILE *to, const char *image, const ly_results *r)
         fputs("]}", to);
     }
     fputs("]", to);
+    ly_image_view restored;
+    int scale;
+    if (strcmp(task, "restore") == 0 && ly_results_restored(r, &restored, &scale) == LY_OK)
+        fprintf(to, ", \"restored_shape\": [%d, %d, 3], \"restore_scale\": %d", restored.height,
+                restored.width, scale);
     if (n_top) {
         /* LibreYOLO's probs fields (the CLI issue's result document) */
         fprintf(to, ", \"probs\": {\"top1\": %d, \"top1_confidence\": ", top[0].cls);
@@ -650,6 +684,14 @@ static void print_human(const char *image, const ly_results *r)
     ly_results_count(r, &n);
     const char *task;
     ly_results_task(r, &task);
+    ly_image_view restored;
+    int scale;
+    if (strcmp(task, "restore") == 0 && ly_results_restored(r, &restored, &scale) == LY_OK) {
+        printf("%s: %dx%d, restored %dx%d (x%d) (%.1f ms preprocess, %.1f ms inference, %.1f ms "
+               "postprocess)\n",
+               image, w, h, restored.width, restored.height, scale, pre, inf, post);
+        return;
+    }
     if (strcmp(task, "classify") == 0) {
         ly_class_prob top[5];
         size_t k = 0;
@@ -682,18 +724,28 @@ typedef struct run_state {
     const predict_args *a;
     ly_model *model;
     const char *save_dir; /* NULL: no images written */
+    bool restores;        /* a restoration model: saves its output, draws nothing */
     used_names used;
     FILE *results; /* --json: the results array, written as they come */
     size_t n_results;
 } run_state;
 
-/* Draw onto `im` (the decoded image) and write it into the save folder. */
+/* Draw onto `im` (the decoded image) and write it into the save folder; a
+ * restoration model's restored image instead (LibreYOLO's RestoredImage.save). */
 static int save_annotated(run_state *rs, const char *image, ly_image *im, const ly_results *r)
 {
-    char *path = output_path(rs->save_dir, image, &rs->used);
+    const char *ext = rs->a->file_format ? rs->a->file_format : "jpg";
+    char *path = output_path(rs->save_dir, image, ext, &rs->used);
     if (!path) return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
-    ly_status st = ly_image_annotate(im, r);
-    if (st == LY_OK) st = ly_image_save(path, im, JPEG_QUALITY);
+    ly_image_view restored;
+    ly_status st;
+    if (rs->restores && (st = ly_results_restored(r, &restored, NULL)) == LY_OK) {
+        ly_image out = {(uint8_t *)restored.pixels, restored.width, restored.height};
+        st = ly_image_save(path, &out, JPEG_QUALITY);
+    } else if (!rs->restores) {
+        st = ly_image_annotate(im, r);
+        if (st == LY_OK) st = ly_image_save(path, im, JPEG_QUALITY);
+    }
     free(path);
     if (st != LY_OK)
         return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "%s", ly_last_error());
@@ -725,8 +777,9 @@ static int predict_one(run_state *rs, const char *source)
     ly_results *r;
     int code = 0;
     /* Without an annotated copy to draw, the pixels go once preprocessed. */
-    ly_status st = rs->save_dir ? ly_model_predict_image(rs->model, &view, &rs->a->options, &r)
-                                : ly_model_predict_decoded(rs->model, &im, &rs->a->options, &r);
+    ly_status st = rs->save_dir && !rs->restores
+                       ? ly_model_predict_image(rs->model, &view, &rs->a->options, &r)
+                       : ly_model_predict_decoded(rs->model, &im, &rs->a->options, &r);
     if (st != LY_OK) {
         char message[2048];
         snprintf(message, sizeof message, "%s: %s", source, ly_last_error());
@@ -834,7 +887,7 @@ int ly_cli_predict(int argc, char **argv)
     if (!code && ly_predict_options_check(model, &a.options) != LY_OK)
         code = ly_cli_usage_error_code("predict", "config_range_error", "%s", ly_last_error());
     if (!code) code = ly_cli_apply_fused("predict", model, a.fused);
-    run_state rs = {.a = &a, .model = model};
+    run_state rs = {.a = &a, .model = model, .restores = strcmp(info.task, "restore") == 0};
     char folder[PATH_MAX];
     if (!code && a.save && (code = save_folder(&a, info.task, folder, sizeof folder)) == 0)
         rs.save_dir = folder;

@@ -12,6 +12,7 @@
 #include "models/coco_names.h"
 #include "models/predict_options.h"
 #include "models/recipe.h"
+#include "models/restore.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@ struct ly_model {
 };
 
 struct ly_results {
-    const char *task; /* static: "detect", "classify" */
+    const char *task; /* static: "detect", "classify", "restore" */
     size_t count;
     ly_detection *detections;
     char *name_text; /* the names the detections (or classes) point to */
@@ -38,6 +39,9 @@ struct ly_results {
     int *ranked;
     const char **class_names;
     size_t n_probs;
+    /* restore: the image, scale x the source */
+    uint8_t *restored;
+    int restore_scale;
     int orig_height, orig_width;
     double preprocess_ms, inference_ms, postprocess_ms;
 };
@@ -690,6 +694,35 @@ static ly_status make_class_results(const ly_model *m, float *probs, ly_results 
     return LY_OK;
 }
 
+/* The restore task: the image to its restored form (restore.c). */
+static ly_status restore_view(const ly_model *m, const ly_image_view *image, ly_image *release,
+                              const ly_predict_options *o, ly_results **out)
+{
+    int width = image->width, height = image->height; /* `image` may go with `release` */
+    ly_results *r = calloc(1, sizeof *r);
+    if (r) r->detections = calloc(1, sizeof *r->detections);
+    if (!r || !r->detections) {
+        ly_results_free(r);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
+    }
+    double times[3];
+    ly_status st = ly_restore_run(&m->d, m->threads, image, release, o->tile, o->tile_pad,
+                                  &r->restored, times);
+    if (st != LY_OK) {
+        ly_results_free(r);
+        return st;
+    }
+    r->task = "restore";
+    r->restore_scale = m->d.recipe->restore_scale;
+    r->orig_height = height;
+    r->orig_width = width;
+    r->preprocess_ms = times[0];
+    r->inference_ms = times[1];
+    r->postprocess_ms = times[2];
+    *out = r;
+    return LY_OK;
+}
+
 static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_image *release,
                               const ly_predict_options *options, ly_results **out)
 {
@@ -709,6 +742,8 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
     ly_box *boxes = NULL;
     size_t count = 0;
     double times[3] = {0, 0, 0};
+    if (model->d.recipe->restore_scale > 0)
+        return restore_view(model, image, release, &resolved, out);
     float *probs = NULL;
     if (model->d.recipe->probabilities) {
         probs = calloc((size_t)model->d.nc, sizeof *probs);
@@ -824,6 +859,7 @@ ly_status ly_results_free(ly_results *results)
     free(results->probs);
     free(results->ranked);
     free(results->class_names);
+    free(results->restored);
     free(results);
     return LY_OK;
 }
@@ -865,5 +901,24 @@ ly_status ly_results_probs(const ly_results *results, const float **probs, size_
                             results->task ? results->task : "detect");
     *probs = results->probs;
     *count = results->n_probs;
+    return LY_OK;
+}
+
+ly_status ly_results_restored(const ly_results *results, ly_image_view *image, int *scale)
+{
+    if (!results || !image)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_results_restored: results or image is NULL");
+    if (!results->restored)
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "ly_results_restored: these are %s results, not a restoration "
+                            "model's",
+                            results->task ? results->task : "detect");
+    int w = results->orig_width * results->restore_scale;
+    *image = (ly_image_view){.pixels = results->restored,
+                             .width = w,
+                             .height = results->orig_height * results->restore_scale,
+                             .stride = (size_t)w * 3,
+                             .format = LY_PIXELS_RGB};
+    if (scale) *scale = results->restore_scale;
     return LY_OK;
 }

@@ -49,7 +49,18 @@ static ly_status check(const ly_model_desc *d, const ly_predict_options *o)
         if (o->classes[i] < 0)
             return ly_set_error(LY_E_INVALID_ARGUMENT, "classes: class id %d: expected 0 or more",
                                 o->classes[i]);
+    if (given_int(o, o->tile, LY_PREDICT_TILE) && o->tile < 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "tile %d: expected 0 (off) or a positive size",
+                            o->tile);
+    if (given_int(o, o->tile_pad, LY_PREDICT_TILE_PAD) && o->tile_pad < 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "tile_pad %d: expected 0 or more", o->tile_pad);
     if (!d) return LY_OK;
+    if (d->recipe->restore_scale > 0) return LY_OK; /* LibreYOLO ignores the rest there */
+    if (given_int(o, o->tile, LY_PREDICT_TILE) && o->tile != 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "tile %d: a restoration model's option (SwinIR); this %s model "
+                            "has none",
+                            o->tile, d->recipe->family);
     if (imgsz && d->stride > 0 && o->imgsz % d->stride != 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "imgsz %d: expected a multiple of %lld (the model's stride)", o->imgsz,
@@ -69,8 +80,12 @@ ly_status ly_predict_options_init(ly_predict_options *options)
 {
     if (!options)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_predict_options_init: options is NULL");
-    *options = (ly_predict_options){
-        .conf = NAN, .iou = NAN, .max_det = LY_PREDICT_DEFAULT, .imgsz = LY_PREDICT_DEFAULT};
+    *options = (ly_predict_options){.conf = NAN,
+                                    .iou = NAN,
+                                    .max_det = LY_PREDICT_DEFAULT,
+                                    .imgsz = LY_PREDICT_DEFAULT,
+                                    .tile = LY_PREDICT_DEFAULT,
+                                    .tile_pad = LY_PREDICT_DEFAULT};
     return LY_OK;
 }
 
@@ -89,8 +104,12 @@ ly_status ly_predict_options_resolve(const ly_model_desc *d, const ly_predict_op
     if (!given_float(o, o->conf, LY_PREDICT_CONF)) resolved->conf = r->default_conf;
     if (!given_float(o, o->iou, LY_PREDICT_IOU)) resolved->iou = r->default_iou;
     if (!given_int(o, o->max_det, LY_PREDICT_MAX_DET)) resolved->max_det = r->default_max_det;
-    if (!given_int(o, o->imgsz, LY_PREDICT_IMGSZ)) resolved->imgsz = (int)d->imgsz;
-    resolved->given = LY_PREDICT_CONF | LY_PREDICT_IOU | LY_PREDICT_MAX_DET | LY_PREDICT_IMGSZ;
+    if (!given_int(o, o->imgsz, LY_PREDICT_IMGSZ) || r->restore_scale > 0)
+        resolved->imgsz = (int)d->imgsz;
+    if (!given_int(o, o->tile, LY_PREDICT_TILE)) resolved->tile = 0;
+    if (!given_int(o, o->tile_pad, LY_PREDICT_TILE_PAD)) resolved->tile_pad = 16;
+    resolved->given = LY_PREDICT_CONF | LY_PREDICT_IOU | LY_PREDICT_MAX_DET | LY_PREDICT_IMGSZ |
+                      LY_PREDICT_TILE | LY_PREDICT_TILE_PAD;
     return LY_OK;
 }
 

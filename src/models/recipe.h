@@ -117,6 +117,10 @@ struct ly_recipe {
     /* The image into input [1, 3, h, w] at `input`; `prep` says where it went. */
     ly_status (*preprocess)(const ly_model_desc *d, const ly_image_view *image, int64_t h,
                             int64_t w, float *input, ly_prep *prep);
+    /* Restorers (task "restore"): the output is the image this many times
+     * larger, made by models/restore.c (padding, tiles, uint8) instead of
+     * postprocess; 0 for every other task. */
+    int restore_scale;
     /* Classifiers: the outputs to class probabilities, probs[nc] (instead
      * of postprocess). */
     ly_status (*probabilities)(const ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
@@ -188,6 +192,16 @@ struct ly_engine {
 
 /* The graph engine over `g` (which it owns from then on, freed on failure). */
 ly_status ly_graph_engine_attach(ly_model_desc *d, struct ly_graph *g);
+
+/* The graph engine for networks built per input size (shifted windows):
+ * build(user, h, w, g) fills the empty graph `g` for an input [1, 3, h, w];
+ * graphs are built on first use and the last few sizes kept. The engine owns
+ * `user` from then on (free_user at the end, also on failure here). Exporters
+ * get the graph of canonical_h x canonical_w. */
+typedef ly_status (*ly_sized_build_fn)(void *user, int64_t h, int64_t w, struct ly_graph *g);
+ly_status ly_sized_graph_engine_attach(ly_model_desc *d, ly_sized_build_fn build, void *user,
+                                       void (*free_user)(void *user), int64_t canonical_h,
+                                       int64_t canonical_w);
 
 /* The model's description (exporters, benchmarks). */
 const ly_model_desc *ly_model_desc_of(const ly_model *model);

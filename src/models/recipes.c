@@ -23,6 +23,7 @@
     X(vit)                                                                                         \
     X(deit)                                                                                        \
     X(swin)                                                                                        \
+    X(swinir)                                                                                      \
     /* end of the list: a new family is one X line above, where loading should ask it */
 
 #define DECLARE(family) extern const ly_recipe ly_##family##_recipe;

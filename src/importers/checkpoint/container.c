@@ -481,3 +481,29 @@ ly_status ly_checkpoint_class_names(const ly_checkpoint *ck, size_t *count,
     *names = (const char *const *)ck->names;
     return LY_OK;
 }
+
+ly_status ly_checkpoint_subset(const ly_checkpoint *ck, bool (*keep)(const char *key, void *user),
+                               void *user, ly_checkpoint **out)
+{
+    *out = NULL;
+    const char *name = strchr(ck->context, ':') ? strchr(ck->context, ':') + 2 : ck->context;
+    ly_checkpoint *sub = ly_ck_create("ly_checkpoint_subset", name, 0);
+    if (!sub) return LY_E_NO_MEMORY;
+    sub->converted_limit = ck->converted; /* no more than the original holds */
+    ly_status st = LY_OK;
+    for (size_t i = 0; st == LY_OK && i < ck->count; i++) {
+        const ck_tensor *t = &ck->tensors[i];
+        if (!keep(t->name, user)) continue;
+        ly_elem elem = t->t.dtype == LY_I64 ? LY_ELEM_I64 : LY_ELEM_F32;
+        uint64_t bytes = (uint64_t)ly_tensor_numel(&t->t) * (elem == LY_ELEM_I64 ? 8 : 4);
+        st = ly_ck_add_tensor(sub, t->name, elem, t->t.data, bytes, t->name, 0, t->t.ndim,
+                              t->t.shape, NULL);
+    }
+    if (st == LY_OK) st = ly_ck_finish(sub);
+    if (st != LY_OK) {
+        ly_checkpoint_close(sub);
+        return st;
+    }
+    *out = sub;
+    return LY_OK;
+}

@@ -51,4 +51,10 @@ ly_status ly_ck_names_reserve(ly_checkpoint *ck, size_t count);
 ly_status ly_ck_names_set(ly_checkpoint *ck, size_t index, const char *name);
 #define LY_CK_MAX_CLASSES ((size_t)1 << 20)
 
+/* A checkpoint of the tensors of `ck` that keep() accepts (copies; no
+ * metadata), for models that rebuild their network later from what they keep
+ * and not from the whole file. */
+ly_status ly_checkpoint_subset(const ly_checkpoint *ck, bool (*keep)(const char *key, void *user),
+                               void *user, ly_checkpoint **out);
+
 #endif

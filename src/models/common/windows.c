@@ -3,6 +3,9 @@
 #include "models/common/windows.h"
 
 #include "core/core.h"
+#include "libreyolo/sdpa.h"
+
+#include <math.h>
 
 #include <stdlib.h>
 
@@ -92,4 +95,94 @@ ly_graph_value ly_build_relative_bias(ly_builder *b, const char *key, int ws, in
     free(idx);
     free(bias);
     return out;
+}
+
+ly_graph_value ly_build_shift_mask(ly_builder *b, int64_t hp, int64_t wp, int ws, int ss)
+{
+    int64_t windows = (hp / ws) * (wp / ws), n = (int64_t)ws * ws;
+    int64_t shape[4] = {windows, 1, n, n};
+    if (b->st != LY_OK || !b->g) return LY_GRAPH_NONE;
+    float *m = malloc((size_t)(windows * n * n) * sizeof *m);
+    if (!m) {
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+        return LY_GRAPH_NONE;
+    }
+    ly_window_shift_mask(hp, wp, ws, ss, m);
+    ly_graph_value v = ly_build_constant(b, 4, shape, m);
+    free(m);
+    return v;
+}
+
+/* Window attention (§1.1) on the windows x [nW, N, c] (N = ws^2) of a map
+ * whose shifted blocks add `mask` ([nW, 1, N, N]; NONE unshifted): q, k and v
+ * linears (the qkv weight's (q | k | v) rows) writing [nW, N, heads, d];
+ * fused, the sdpa slot tokens first with the bias and the mask; manual, the
+ * graph's own (q * d^-0.5) @ k^T + bias + mask, softmax, @ v on heads first.
+ * Then proj. */
+static ly_graph_value window_attention(ly_builder *b, ly_graph_value x, int64_t windows,
+                                       const ly_window_block *k, ly_graph_value mask)
+{
+    int64_t c = k->c, n = (int64_t)k->window * k->window, d = c / k->heads;
+    int64_t wshape[2] = {3 * c, c}, three_c = 3 * c;
+    const float *w = ly_build_take(b, "attn.qkv.weight", 2, wshape);
+    const float *bias = ly_build_take(b, "attn.qkv.bias", 1, &three_c);
+    ly_graph_value rel =
+        ly_build_relative_bias(b, "attn.relative_position_bias_table", k->window, k->heads);
+    if (!w || !bias || b->st != LY_OK) return LY_GRAPH_NONE;
+    static const char *const names[3] = {"attn.q", "attn.k", "attn.v"};
+    int64_t split[4] = {windows, n, k->heads, d}, one[2] = {c, c}, merged[3] = {windows, n, c};
+    ly_graph_value part[3];
+    for (int i = 0; i < 3; i++) {
+        ly_graph_value in[3] = {x, ly_build_constant(b, 2, one, w + (size_t)(i * c * c)),
+                                ly_build_constant(b, 1, &c, bias + (size_t)(i * c))};
+        part[i] = ly_build_reshape(b, names[i],
+                                   ly_build_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), 4, split);
+    }
+    ly_graph_value o;
+    if (k->fused) {
+        ly_sdpa_params p = LY_SDPA_DEFAULTS; /* d^-0.5 on q */
+        p.layout = LY_SDPA_BNHD;
+        ly_graph_value in[5] = {part[0], part[1], part[2], rel, mask};
+        o = ly_build_node(b, LY_OP_SDPA, "attn.sdpa", mask == LY_GRAPH_NONE ? 4 : 5, in, &p);
+    } else {
+        int64_t heads_first[4] = {0, 2, 1, 3};
+        for (int i = 0; i < 3; i++)
+            part[i] = ly_build_permute(b, names[i], part[i], 4, heads_first);
+        ly_graph_value q = ly_build_binary(b, LY_OP_MUL, "attn.scale", part[0],
+                                           ly_build_scalar(b, (float)(1.0 / sqrt((double)d))));
+        ly_matmul_params t = {.transpose_b = 1};
+        ly_graph_value qk[2] = {q, part[1]};
+        ly_graph_value s = ly_build_node(b, LY_OP_MATMUL, "attn.scores", 2, qk, &t);
+        s = ly_build_binary(b, LY_OP_ADD, "attn.bias", s, rel);
+        if (mask != LY_GRAPH_NONE) s = ly_build_binary(b, LY_OP_ADD, "attn.mask", s, mask);
+        ly_axis_params last = {.axis = -1};
+        s = ly_build_node(b, LY_OP_SOFTMAX, "attn.softmax", 1, &s, &last);
+        ly_matmul_params plain = LY_MATMUL_DEFAULTS;
+        ly_graph_value pv[2] = {s, part[2]};
+        o = ly_build_node(b, LY_OP_MATMUL, "attn.values", 2, pv, &plain);
+        o = ly_build_permute(b, "attn.merge", o, 4, heads_first);
+    }
+    o = ly_build_reshape(b, "attn.merge", o, 3, merged);
+    return ly_build_linear(b, "attn.proj", o, c, c);
+}
+
+ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_window_block *k)
+{
+    int64_t h = k->h, w = k->w, c = k->c, ws = k->window;
+    int64_t windows = (h / ws) * (w / ws), tokens[3] = {1, h * w, c}, map[4] = {1, h, w, c};
+    bool shifted = k->shift != 0;
+    x = ly_build_reshape(b, "map", x, 4, map);
+    ly_graph_value y = ly_build_layer_norm(b, "norm1", x, c, 1e-5);
+    if (shifted) y = ly_build_roll(b, "roll", y, h, w, -k->shift);
+    y = ly_build_window_partition(b, "windows", y, 1, h, w, c, k->window);
+    y = window_attention(b, y, windows, k, shifted ? k->mask : LY_GRAPH_NONE);
+    y = ly_build_window_reverse(b, "windows", y, 1, h, w, c, k->window);
+    if (shifted) y = ly_build_roll(b, "unroll", y, h, w, k->shift);
+    x = ly_build_reshape(b, "tokens", ly_build_binary(b, LY_OP_ADD, "attn.residual", x, y), 3,
+                         tokens);
+    ly_graph_value m =
+        ly_build_linear_fused(b, "mlp.fc1", ly_build_layer_norm(b, "norm2", x, c, 1e-5), k->hidden,
+                              c, LY_ACT_GELU, LY_GRAPH_NONE);
+    x = ly_build_linear_fused(b, "mlp.fc2", m, c, k->hidden, LY_ACT_NONE, x); /* + x */
+    return ly_build_reshape(b, "map", x, 4, map);
 }

@@ -42,4 +42,23 @@ ly_graph_value ly_build_window_reverse(ly_builder *b, const char *what, ly_graph
  * [1, heads, N, N], added to every window's scores. */
 ly_graph_value ly_build_relative_bias(ly_builder *b, const char *key, int ws, int64_t heads);
 
+/* ly_window_shift_mask as a constant [nW, 1, N, N] (the blocks of a stage
+ * share one). */
+ly_graph_value ly_build_shift_mask(ly_builder *b, int64_t hp, int64_t wp, int ws, int ss);
+
+/* One shifted-window transformer block (Swin's SwinTransformerBlock and
+ * SwinIR's, spec §1 and §3.2): x + attn(LN1(x)), then + fc2(GELU(fc1(LN2(x)))),
+ * keys under the builder's prefix (norm1, attn.{qkv, relative_position_bias_table,
+ * proj}, norm2, mlp.fc1, mlp.fc2). */
+typedef struct ly_window_block {
+    int64_t h, w, c;   /* the map [1, h, w, c]: h and w multiples of window */
+    int heads, window; /* window: ws */
+    int shift;         /* 0: unshifted; else rolled by -shift, `mask` added */
+    int64_t hidden;    /* the MLP's hidden width */
+    ly_graph_value mask;
+    bool fused; /* the sdpa slot tokens first, else the manual expression */
+} ly_window_block;
+/* x: [1, h, w, c] or its tokens [1, h * w, c]; the result [1, h, w, c]. */
+ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_window_block *k);
+
 #endif

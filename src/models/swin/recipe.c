@@ -106,94 +106,6 @@ static bool accepts_keys(const ly_checkpoint *ck, const char *path)
     return detect_size(ck, why, sizeof why) != NULL;
 }
 
-/* Window attention (§1.1) on the windows x [nW, 49, c] of a map whose shifted
- * blocks add `mask` ([nW, 1, 49, 49]; NONE unshifted): q, k and v linears
- * (the qkv weight's (q | k | v) rows) writing [nW, 49, heads, d]; fused, the
- * sdpa slot tokens first with the bias and the mask; manual, the graph's own
- * (q * d^-0.5) @ k^T + bias + mask, softmax, @ v on heads first. Then proj. */
-static ly_graph_value window_attention(ly_builder *b, ly_graph_value x, int64_t windows, int64_t c,
-                                       int heads, ly_graph_value mask, bool fused)
-{
-    int64_t n = WINDOW * WINDOW, d = c / heads, wshape[2] = {3 * c, c}, three_c = 3 * c;
-    const float *w = ly_build_take(b, "attn.qkv.weight", 2, wshape);
-    const float *bias = ly_build_take(b, "attn.qkv.bias", 1, &three_c);
-    ly_graph_value rel =
-        ly_build_relative_bias(b, "attn.relative_position_bias_table", WINDOW, heads);
-    if (!w || !bias || b->st != LY_OK) return LY_GRAPH_NONE;
-    static const char *const names[3] = {"attn.q", "attn.k", "attn.v"};
-    int64_t split[4] = {windows, n, heads, d}, one[2] = {c, c}, merged[3] = {windows, n, c};
-    ly_graph_value part[3];
-    for (int i = 0; i < 3; i++) {
-        ly_graph_value in[3] = {x, ly_build_constant(b, 2, one, w + (size_t)(i * c * c)),
-                                ly_build_constant(b, 1, &c, bias + (size_t)(i * c))};
-        part[i] = ly_build_reshape(b, names[i],
-                                   ly_build_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), 4, split);
-    }
-    ly_graph_value o;
-    if (fused) {
-        ly_sdpa_params p = LY_SDPA_DEFAULTS; /* d^-0.5 on q */
-        p.layout = LY_SDPA_BNHD;
-        ly_graph_value in[5] = {part[0], part[1], part[2], rel, mask};
-        o = ly_build_node(b, LY_OP_SDPA, "attn.sdpa", mask == LY_GRAPH_NONE ? 4 : 5, in, &p);
-    } else {
-        int64_t heads_first[4] = {0, 2, 1, 3};
-        for (int i = 0; i < 3; i++)
-            part[i] = ly_build_permute(b, names[i], part[i], 4, heads_first);
-        ly_graph_value q = ly_build_binary(b, LY_OP_MUL, "attn.scale", part[0],
-                                           ly_build_scalar(b, (float)(1.0 / sqrt((double)d))));
-        ly_matmul_params t = {.transpose_b = 1};
-        ly_graph_value qk[2] = {q, part[1]};
-        ly_graph_value s = ly_build_node(b, LY_OP_MATMUL, "attn.scores", 2, qk, &t);
-        s = ly_build_binary(b, LY_OP_ADD, "attn.bias", s, rel);
-        if (mask != LY_GRAPH_NONE) s = ly_build_binary(b, LY_OP_ADD, "attn.mask", s, mask);
-        ly_axis_params last = {.axis = -1};
-        s = ly_build_node(b, LY_OP_SOFTMAX, "attn.softmax", 1, &s, &last);
-        ly_matmul_params plain = LY_MATMUL_DEFAULTS;
-        ly_graph_value pv[2] = {s, part[2]};
-        o = ly_build_node(b, LY_OP_MATMUL, "attn.values", 2, pv, &plain);
-        o = ly_build_permute(b, "attn.merge", o, 4, heads_first);
-    }
-    o = ly_build_reshape(b, "attn.merge", o, 3, merged);
-    return ly_build_linear(b, "attn.proj", o, c, c);
-}
-
-/* The shift mask of an s x s map as a constant [nW, 1, 49, 49]. */
-static ly_graph_value shift_mask(ly_builder *b, int64_t side)
-{
-    int64_t windows = (side / WINDOW) * (side / WINDOW), n = WINDOW * WINDOW;
-    int64_t shape[4] = {windows, 1, n, n};
-    float *m = malloc((size_t)(windows * n * n) * sizeof *m);
-    if (!m) {
-        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
-        return LY_GRAPH_NONE;
-    }
-    ly_window_shift_mask(side, side, WINDOW, SHIFT, m);
-    ly_graph_value v = ly_build_constant(b, 4, shape, m);
-    free(m);
-    return v;
-}
-
-/* One block (§3.2 3) on x [1, side, side, c]; odd blocks shift by 3. */
-static ly_graph_value block(ly_builder *b, ly_graph_value x, int64_t side, int64_t c, int heads,
-                            bool shifted, ly_graph_value mask, bool fused)
-{
-    int64_t windows = (side / WINDOW) * (side / WINDOW), tokens[3] = {1, side * side, c};
-    ly_graph_value y = ly_build_layer_norm(b, "norm1", x, c, NORM_EPS);
-    if (shifted) y = ly_build_roll(b, "roll", y, side, side, -SHIFT);
-    y = ly_build_window_partition(b, "windows", y, 1, side, side, c, WINDOW);
-    y = window_attention(b, y, windows, c, heads, shifted ? mask : LY_GRAPH_NONE, fused);
-    y = ly_build_window_reverse(b, "windows", y, 1, side, side, c, WINDOW);
-    if (shifted) y = ly_build_roll(b, "unroll", y, side, side, SHIFT);
-    x = ly_build_reshape(b, "tokens", ly_build_binary(b, LY_OP_ADD, "attn.residual", x, y), 3,
-                         tokens);
-    ly_graph_value m =
-        ly_build_linear_fused(b, "mlp.fc1", ly_build_layer_norm(b, "norm2", x, c, NORM_EPS), 4 * c,
-                              c, LY_ACT_GELU, LY_GRAPH_NONE);
-    x = ly_build_linear_fused(b, "mlp.fc2", m, c, 4 * c, LY_ACT_NONE, x); /* + x */
-    int64_t map[4] = {1, side, side, c};
-    return ly_build_reshape(b, "map", x, 4, map);
-}
-
 /* PatchMerging (§3.2 2): the 2x2 quadrants (0,0), (1,0), (0,1), (1,1) as
  * (dy, dx) side by side, LayerNorm(4c), Linear 4c -> 2c without bias. */
 static ly_graph_value merge(ly_builder *b, ly_graph_value x, int64_t side, int64_t c)
@@ -236,10 +148,18 @@ static ly_status build(const ly_checkpoint *ck, const swin_size *z, int64_t clas
             side /= 2;
             c *= 2;
         }
-        ly_graph_value mask = shift_mask(&b, side); /* one per stage, its blocks share it */
+        ly_window_block k = {.h = side,
+                             .w = side,
+                             .c = c,
+                             .heads = z->heads[s],
+                             .window = WINDOW,
+                             .hidden = 4 * c,
+                             .mask = ly_build_shift_mask(&b, side, side, WINDOW, SHIFT),
+                             .fused = fused};
         for (int j = 0; j < z->depths[s] && b.st == LY_OK; j++) {
             snprintf(b.prefix, sizeof b.prefix, "layers.%d.blocks.%d.", s, j);
-            x = block(&b, x, side, c, z->heads[s], j % 2 == 1, mask, fused);
+            k.shift = j % 2 == 1 ? SHIFT : 0;
+            x = ly_build_window_block(&b, x, &k);
         }
     }
     /* head (§3.2 4): LayerNorm(8C), mean over H and W, head.fc */

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/* The restore task (restore.h). */
+#include "models/restore.h"
+
+#include "core/core.h"
+#include "libreyolo/image.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* torch's padding of the bottom/right edge: reflect (p -> 2(n-1) - p) where
+ * every pad is smaller than its side and no side is 1, else replicate. */
+static bool reflects(int64_t h, int64_t w, int64_t hp, int64_t wp)
+{
+    return h > 1 && w > 1 && hp - h < h && wp - w < w;
+}
+
+static int64_t source_index(int64_t p, int64_t n, bool reflect)
+{
+    if (p < n) return p;
+    return reflect ? 2 * (n - 1) - p : n - 1;
+}
+
+ly_status ly_restore_preprocess(const ly_model_desc *d, const ly_image_view *image, int64_t h,
+                                int64_t w, float *input, ly_prep *prep)
+{
+    (void)d;
+    (void)prep;
+    int64_t ih = image->height, iw = image->width;
+    if (h < ih || w < iw || h - ih >= d->stride || w - iw >= d->stride)
+        return ly_set_error(LY_E_INTERNAL, "restore: input %lldx%lld for an image of %lldx%lld",
+                            (long long)h, (long long)w, (long long)ih, (long long)iw);
+    bool reflect = reflects(ih, iw, h, w), bgr = image->format == LY_PIXELS_BGR;
+    for (int64_t y = 0; y < h; y++) {
+        const uint8_t *row = image->pixels + (size_t)source_index(y, ih, reflect) * image->stride;
+        for (int64_t x = 0; x < w; x++) {
+            const uint8_t *px = row + 3 * source_index(x, iw, reflect);
+            for (int c = 0; c < 3; c++)
+                input[(c * h + y) * w + x] = (float)px[bgr ? 2 - c : c] / 255.0f;
+        }
+    }
+    return LY_OK;
+}
+
+static int64_t round_up(int64_t v, int64_t m)
+{
+    return (v + m - 1) / m * m;
+}
+
+/* torch: clamp(0, 1), * 255, round half to even, uint8 (NaN: 0). */
+static uint8_t quantize(float v)
+{
+    if (!(v > 0.0f)) return 0;
+    if (v > 1.0f) v = 1.0f;
+    return (uint8_t)nearbyintf(v * 255.0f);
+}
+
+/* out rows [y0, y1) x columns [x0, x1) of the image (scaled pixels) from the
+ * network's output [1, 3, oh, ow], whose pixel (0, 0) is the image's (oy, ox). */
+static void put(uint8_t *image, int64_t image_w, const float *out, int64_t oh, int64_t ow,
+                int64_t oy, int64_t ox, int64_t y0, int64_t y1, int64_t x0, int64_t x1)
+{
+    for (int64_t y = y0; y < y1; y++)
+        for (int64_t x = x0; x < x1; x++)
+            for (int c = 0; c < 3; c++)
+                image[(y * image_w + x) * 3 + c] =
+                    quantize(out[(c * oh + (y - oy)) * ow + (x - ox)]);
+}
+
+/* One network call on input [1, 3, h, w] the `fill` callback writes. */
+typedef struct restore_call {
+    const ly_model_desc *d;
+    ly_engine_session *session;
+    int threads;
+    double *times;
+} restore_call;
+
+static ly_status run_once(restore_call *call, int64_t h, int64_t w,
+                          ly_status (*fill)(void *ctx, float *input, int64_t h, int64_t w),
+                          void *ctx, const float **out, int64_t *oh, int64_t *ow)
+{
+    const ly_engine *e = call->d->engine;
+    float *room = NULL;
+    double t0 = ly_now_ms();
+    ly_status st = e->input_buffer(call->session, h, w, call->threads, &room);
+    double t1 = ly_now_ms();
+    if (st == LY_OK) st = fill(ctx, room, h, w);
+    double t2 = ly_now_ms();
+    ly_tensor input = {.data = room, .dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
+    if (st == LY_OK) st = e->run(call->session, &input, call->threads);
+    ly_tensor views[LY_MODEL_MAX_OUTPUTS];
+    const char *names[LY_MODEL_MAX_OUTPUTS];
+    int n = 0;
+    if (st == LY_OK) st = e->outputs(call->session, views, names, LY_MODEL_MAX_OUTPUTS, &n);
+    int64_t scale = call->d->recipe->restore_scale;
+    if (st == LY_OK &&
+        (n < 1 || views[0].dtype != LY_F32 || views[0].ndim != 4 || views[0].shape[1] != 3 ||
+         views[0].shape[2] != h * scale || views[0].shape[3] != w * scale))
+        st = ly_set_error(LY_E_INTERNAL, "restore: the network's output is not [1, 3, %lld, %lld]",
+                          (long long)(h * scale), (long long)(w * scale));
+    if (st == LY_OK) {
+        *out = views[0].data;
+        *oh = views[0].shape[2];
+        *ow = views[0].shape[3];
+    }
+    call->times[0] += t2 - t1;
+    call->times[1] += (t1 - t0) + (ly_now_ms() - t2);
+    return st;
+}
+
+typedef struct whole_fill {
+    const ly_model_desc *d;
+    const ly_image_view *image;
+    ly_image *release;
+} whole_fill;
+
+static ly_status fill_whole(void *ctx, float *input, int64_t h, int64_t w)
+{
+    whole_fill *f = ctx;
+    ly_prep prep;
+    ly_status st = f->d->recipe->preprocess(f->d, f->image, h, w, input, &prep);
+    if (f->release) ly_image_free(f->release); /* the network runs without the pixels */
+    return st;
+}
+
+/* A tile's input: rows [y0, y0 + th) x columns [x0, x0 + tw) of the padded
+ * float image, padded again to the stride as the network's check_image_size. */
+typedef struct tile_fill {
+    const float *padded;
+    int64_t ph, pw;
+    int64_t y0, x0, th, tw;
+} tile_fill;
+
+static ly_status fill_tile(void *ctx, float *input, int64_t h, int64_t w)
+{
+    const tile_fill *t = ctx;
+    bool reflect = reflects(t->th, t->tw, h, w);
+    for (int c = 0; c < 3; c++)
+        for (int64_t y = 0; y < h; y++) {
+            const float *row =
+                t->padded + (c * t->ph + t->y0 + source_index(y, t->th, reflect)) * t->pw + t->x0;
+            for (int64_t x = 0; x < w; x++)
+                input[(c * h + y) * w + x] = row[source_index(x, t->tw, reflect)];
+        }
+    return LY_OK;
+}
+
+ly_status ly_restore_run(const ly_model_desc *d, int threads, const ly_image_view *image,
+                         ly_image *release, int tile, int tile_pad, uint8_t **pixels,
+                         double times_ms[3])
+{
+    int64_t scale = d->recipe->restore_scale, stride = d->stride > 0 ? d->stride : 1;
+    int64_t h = image->height, w = image->width;
+    int64_t ph = round_up(h, stride), pw = round_up(w, stride);
+    int64_t out_h = h * scale, out_w = w * scale;
+    times_ms[0] = times_ms[1] = times_ms[2] = 0;
+    *pixels = NULL;
+    if (tile == 0 && ph * pw > LY_RESTORE_UNTILED_MAX_PIXELS) {
+        tile = LY_RESTORE_AUTO_TILE;
+        ly_warn_once("restore-auto-tile",
+                     "%s: a %lldx%lld image is restored tile by tile (tile=%d, tile_pad=%d) to "
+                     "bound memory; the seams differ from LibreYOLO's untiled output: pass "
+                     "tile and tile_pad to choose",
+                     d->recipe->family, (long long)w, (long long)h, tile, tile_pad);
+    }
+    uint8_t *out = malloc((size_t)(out_h * out_w * 3));
+    if (!out)
+        return ly_set_error(LY_E_NO_MEMORY, "restore: out of memory for a %lldx%lld image",
+                            (long long)out_w, (long long)out_h);
+    restore_call call = {.d = d, .threads = threads, .times = times_ms};
+    ly_status st = d->engine->acquire(d->engine_data, &call.session);
+    if (st != LY_OK) {
+        free(out);
+        return st;
+    }
+    const float *y = NULL;
+    int64_t oh = 0, ow = 0;
+    if (tile == 0) {
+        whole_fill f = {d, image, release};
+        st = run_once(&call, ph, pw, fill_whole, &f, &y, &oh, &ow);
+        double t = ly_now_ms();
+        if (st == LY_OK) put(out, out_w, y, oh, ow, 0, 0, 0, out_h, 0, out_w);
+        times_ms[2] += ly_now_ms() - t;
+    } else {
+        double t = ly_now_ms();
+        float *padded = malloc((size_t)(3 * ph * pw) * sizeof *padded);
+        ly_prep prep;
+        if (!padded)
+            st = ly_set_error(LY_E_NO_MEMORY, "restore: out of memory for a %lldx%lld input",
+                              (long long)pw, (long long)ph);
+        else
+            st = d->recipe->preprocess(d, image, ph, pw, padded, &prep);
+        if (release) ly_image_free(release);
+        times_ms[0] += ly_now_ms() - t;
+        int64_t tiles_y = (ph + tile - 1) / tile, tiles_x = (pw + tile - 1) / tile;
+        for (int64_t ty = 0; st == LY_OK && ty < tiles_y; ty++)
+            for (int64_t tx = 0; st == LY_OK && tx < tiles_x; tx++) {
+                int64_t cy0 = ty * tile, cy1 = cy0 + tile < ph ? cy0 + tile : ph;
+                int64_t cx0 = tx * tile, cx1 = cx0 + tile < pw ? cx0 + tile : pw;
+                int64_t iy0 = cy0 - tile_pad > 0 ? cy0 - tile_pad : 0;
+                int64_t ix0 = cx0 - tile_pad > 0 ? cx0 - tile_pad : 0;
+                int64_t iy1 = cy1 + tile_pad < ph ? cy1 + tile_pad : ph;
+                int64_t ix1 = cx1 + tile_pad < pw ? cx1 + tile_pad : pw;
+                tile_fill f = {padded, ph, pw, iy0, ix0, iy1 - iy0, ix1 - ix0};
+                st = run_once(&call, round_up(f.th, stride), round_up(f.tw, stride), fill_tile, &f,
+                              &y, &oh, &ow);
+                t = ly_now_ms();
+                /* the core, inside the cropped image */
+                int64_t y1 = cy1 * scale < out_h ? cy1 * scale : out_h;
+                int64_t x1 = cx1 * scale < out_w ? cx1 * scale : out_w;
+                if (st == LY_OK)
+                    put(out, out_w, y, oh, ow, iy0 * scale, ix0 * scale, cy0 * scale, y1,
+                        cx0 * scale, x1);
+                times_ms[2] += ly_now_ms() - t;
+            }
+        free(padded);
+    }
+    d->engine->release(d->engine_data, call.session);
+    if (st != LY_OK) {
+        free(out);
+        return st;
+    }
+    *pixels = out;
+    return LY_OK;
+}
