@@ -19,6 +19,7 @@
 #include "checkpoint_builder.h"
 #include "detr_util.h"
 #include "libreyolo/checkpoint.h"
+#include "libreyolo/export.h"
 #include "libreyolo/image.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
@@ -295,6 +296,64 @@ static void test_options(void **state)
     ly_results_free(r);
 }
 
+/* The .pte at the fixed 64x64 canvas (the manual expression captured):
+ * our runtime runs it to LibreYOLO's numbers; an image of another size is
+ * padded to the canvas, a larger one tiled to fit it. */
+static void test_export(void **state)
+{
+    (void)state;
+    NEED_FIXTURE();
+    char pte[512], sidecar[600];
+    ly_export_options o;
+    ly_export_options_init(&o);
+    o.output_path = ly_test_scratch_path("swinir.pte", pte, sizeof pte);
+    o.model_path = CKPT;
+    if (ly_model_export(model, &o, NULL, 0) != LY_OK) fail_msg("%s", ly_last_error());
+    snprintf(sidecar, sizeof sidecar, "%s.json", pte);
+    FILE *f = fopen(sidecar, "r");
+    assert_non_null(f);
+    char text[4096] = {0};
+    assert_true(fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+    assert_non_null(strstr(text, "\"task\": \"restore\""));
+    assert_non_null(strstr(text, "\"model_family\": \"swinir\""));
+
+    ly_model *program;
+    if (ly_model_load(pte, NULL, &program) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_tensor input, want;
+    ly_test_load_npy(FIXTURES "/ref_dog_64x64", "input", &input);
+    ly_test_load_npy(FIXTURES "/ref_dog_64x64", "output", &want);
+    kept got = {0};
+    if (ly_model_run(program, &input, keep, &got) != LY_OK) fail_msg("%s", ly_last_error());
+    double e = ly_test_rel_error(&got.t, &want);
+    print_message("SwinIR-s .pte (64x64 canvas) in our runtime: %.3g of max|ref|\n", e);
+    if (!(e <= 1e-4)) fail_msg(".pte output off by %.3g of max|ref| (gate 1e-4)", e);
+
+    ly_predict_options po;
+    ly_predict_options_init(&po);
+    ly_results *r;
+    if (ly_model_predict_file(program, FIXTURES "/ref_dog_64x64/image.png", &po, &r) != LY_OK)
+        fail_msg("%s", ly_last_error());
+    ly_image_view v;
+    assert_int_equal(ly_results_restored(r, &v, NULL), LY_OK);
+    ly_tensor restored;
+    ly_test_load_npy(FIXTURES "/ref_dog_64x64", "restored", &restored);
+    restored_matches("ref_dog_64x64 restored by the .pte", v.pixels, v.width, v.height,
+                     restored.data, 256, 256);
+    ly_results_free(r);
+    /* a tile and its context must fit the canvas */
+    po.tile = 48;
+    po.tile_pad = 16;
+    assert_int_equal(ly_model_predict_file(program, FIXTURES "/ref_dog_70x52/image.png", &po, &r),
+                     LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "at most tile 32"));
+    ly_tensor_free(&got.t);
+    ly_npy_free(&input);
+    ly_npy_free(&want);
+    ly_npy_free(&restored);
+    ly_model_free(program);
+}
+
 /* ---- refused checkpoints -------------------------------------------------- */
 
 /* The fixture's tensors as a .safetensors file, with `meta` as its metadata,
@@ -424,7 +483,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_info),    cmocka_unit_test(test_network),
         cmocka_unit_test(test_predict), cmocka_unit_test(test_tiling),
-        cmocka_unit_test(test_options), cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_options), cmocka_unit_test(test_export),
+        cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -229,7 +229,7 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
 {
     ly_graph *own = NULL;
     if (d->recipe->capture_graph) {
-        ly_status st = d->recipe->capture_graph(d, &own);
+        ly_status st = d->recipe->capture_graph(d, h, w, &own);
         if (st != LY_OK) return ly_error_prefix(st, "ly_model_export");
     }
     ly_graph *g = own ? own : d->engine->graph ? d->engine->graph(d->engine_data) : NULL;

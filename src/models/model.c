@@ -454,7 +454,14 @@ ly_status ly_model_get_stats(const ly_model *model, int imgsz, ly_model_stats *s
     if (!input_size_ok(model, size, size))
         return ly_set_error(LY_E_SHAPE, "ly_model_get_stats: imgsz %d does not fit the model",
                             size);
-    return conv_gflop(g, size, &stats->gflop);
+    ly_graph *sized = NULL;
+    if (e->graph_for) {
+        ly_status st = e->graph_for(model->d.engine_data, size, size, &sized);
+        if (st != LY_OK) return ly_error_prefix(st, "ly_model_get_stats");
+    }
+    ly_status st = conv_gflop(sized ? sized : g, size, &stats->gflop);
+    ly_graph_free(sized);
+    return st;
 }
 
 ly_status ly_model_set_threads(ly_model *model, int threads)

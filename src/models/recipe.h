@@ -108,10 +108,11 @@ struct ly_recipe {
      * modules carry it. */
     ly_status (*set_fused_attention)(ly_model_desc *d, bool enabled, int *count);
     bool (*fused_attention)(const ly_model_desc *d, int *modules);
-    /* The graph an export captures when it is not the running one (ViT with
-     * fused attention on: captures use the manual expression), the caller's
-     * to free; *out NULL: the running one (NULL hook: always). */
-    ly_status (*capture_graph)(const ly_model_desc *d, struct ly_graph **out);
+    /* The graph an export captures for an input [1, 3, h, w] when it is not
+     * the running one (ViT with fused attention on: captures use the manual
+     * expression), the caller's to free; *out NULL: the running one (NULL
+     * hook: always). */
+    ly_status (*capture_graph)(const ly_model_desc *d, int64_t h, int64_t w, struct ly_graph **out);
 
     /* ---- predicting ---- */
     /* The image into input [1, 3, h, w] at `input`; `prep` says where it went. */
@@ -187,6 +188,10 @@ struct ly_engine {
                                int *count);
     /* The network as a graph, for exporters (NULL when the engine has none). */
     struct ly_graph *(*graph)(void *data);
+    /* Engines whose graph depends on the input size: the network's graph
+     * for an input [1, 3, h, w], the caller's to free (NULL: graph() serves
+     * every size). */
+    ly_status (*graph_for)(void *data, int64_t h, int64_t w, struct ly_graph **out);
     void (*free)(void *data);
 };
 

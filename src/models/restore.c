@@ -28,7 +28,7 @@ ly_status ly_restore_preprocess(const ly_model_desc *d, const ly_image_view *ima
     (void)d;
     (void)prep;
     int64_t ih = image->height, iw = image->width;
-    if (h < ih || w < iw || h - ih >= d->stride || w - iw >= d->stride)
+    if (h < ih || w < iw)
         return ly_set_error(LY_E_INTERNAL, "restore: input %lldx%lld for an image of %lldx%lld",
                             (long long)h, (long long)w, (long long)ih, (long long)iw);
     bool reflect = reflects(ih, iw, h, w), bgr = image->format == LY_PIXELS_BGR;
@@ -146,6 +146,17 @@ static ly_status fill_tile(void *ctx, float *input, int64_t h, int64_t w)
     return LY_OK;
 }
 
+/* The network's input for a box of h x w: the stride's next multiples, or a
+ * fixed-size program's canvas (where the box must fit). */
+static void input_size(const ly_model_desc *d, int64_t h, int64_t w, int64_t *ih, int64_t *iw)
+{
+    if (d->stride > 0) {
+        *ih = round_up(h, d->stride), *iw = round_up(w, d->stride);
+    } else {
+        *ih = d->fixed_h, *iw = d->fixed_w;
+    }
+}
+
 ly_status ly_restore_run(const ly_model_desc *d, int threads, const ly_image_view *image,
                          ly_image *release, int tile, int tile_pad, uint8_t **pixels,
                          double times_ms[3])
@@ -156,7 +167,32 @@ ly_status ly_restore_run(const ly_model_desc *d, int threads, const ly_image_vie
     int64_t out_h = h * scale, out_w = w * scale;
     times_ms[0] = times_ms[1] = times_ms[2] = 0;
     *pixels = NULL;
-    if (tile == 0 && ph * pw > LY_RESTORE_UNTILED_MAX_PIXELS) {
+    if (d->stride == 0) {
+        /* A program of one canvas: an image that fits is padded to it, a
+         * larger one tiled so that a tile and its context fit. */
+        int64_t room = (d->fixed_h < d->fixed_w ? d->fixed_h : d->fixed_w) - 2 * (int64_t)tile_pad;
+        if (tile == 0 && (h > d->fixed_h || w > d->fixed_w)) {
+            if (room < 1)
+                return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                    "restore: tile_pad %d leaves no room for a tile on this "
+                                    "program's %lldx%lld canvas",
+                                    tile_pad, (long long)d->fixed_w, (long long)d->fixed_h);
+            tile = (int)room;
+            ly_warn_once("restore-canvas-tile",
+                         "%s: a %lldx%lld image is larger than the program's %lldx%lld canvas: "
+                         "restored tile by tile (tile=%d, tile_pad=%d)",
+                         d->recipe->family, (long long)w, (long long)h, (long long)d->fixed_w,
+                         (long long)d->fixed_h, tile, tile_pad);
+        } else if (tile > 0 && tile > room) {
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "tile %d: with tile_pad %d a tile does not fit this program's "
+                                "%lldx%lld canvas (at most tile %lld)",
+                                tile, tile_pad, (long long)d->fixed_w, (long long)d->fixed_h,
+                                (long long)(room > 0 ? room : 0));
+        }
+        ph = tile == 0 ? d->fixed_h : h, pw = tile == 0 ? d->fixed_w : w;
+    }
+    if (d->stride > 0 && tile == 0 && ph * pw > LY_RESTORE_UNTILED_MAX_PIXELS) {
         tile = LY_RESTORE_AUTO_TILE;
         ly_warn_once("restore-auto-tile",
                      "%s: a %lldx%lld image is restored tile by tile (tile=%d, tile_pad=%d) to "
@@ -203,8 +239,9 @@ ly_status ly_restore_run(const ly_model_desc *d, int threads, const ly_image_vie
                 int64_t iy1 = cy1 + tile_pad < ph ? cy1 + tile_pad : ph;
                 int64_t ix1 = cx1 + tile_pad < pw ? cx1 + tile_pad : pw;
                 tile_fill f = {padded, ph, pw, iy0, ix0, iy1 - iy0, ix1 - ix0};
-                st = run_once(&call, round_up(f.th, stride), round_up(f.tw, stride), fill_tile, &f,
-                              &y, &oh, &ow);
+                int64_t th, tw;
+                input_size(d, f.th, f.tw, &th, &tw);
+                st = run_once(&call, th, tw, fill_tile, &f, &y, &oh, &ow);
                 t = ly_now_ms();
                 /* the core, inside the cropped image */
                 int64_t y1 = cy1 * scale < out_h ? cy1 * scale : out_h;

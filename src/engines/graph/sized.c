@@ -235,6 +235,11 @@ static struct ly_graph *graph(void *data)
     return g;
 }
 
+static ly_status graph_for(void *data, int64_t h, int64_t w, struct ly_graph **out)
+{
+    return build_graph(data, h, w, out);
+}
+
 static void engine_free(void *data)
 {
     sized_engine *e = data;
@@ -254,6 +259,7 @@ static const ly_engine sized_graph_engine = {.name = "graph",
                                              .outputs = outputs,
                                              .output_shapes = output_shapes,
                                              .graph = graph,
+                                             .graph_for = graph_for,
                                              .free = engine_free};
 
 ly_status ly_sized_graph_engine_attach(ly_model_desc *d, ly_sized_build_fn build, void *user,

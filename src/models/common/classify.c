@@ -103,8 +103,9 @@ ly_status ly_classify_set_fused(ly_model_desc *d, bool enabled, int *count)
 }
 
 /* Captures never use the fused path (the policy's first rule). */
-ly_status ly_classify_capture_graph(const ly_model_desc *d, ly_graph **out)
+ly_status ly_classify_capture_graph(const ly_model_desc *d, int64_t h, int64_t w, ly_graph **out)
 {
+    (void)h, (void)w; /* the classifiers' one size */
     const ly_classify_flagged *f = d->recipe_data;
     *out = NULL;
     if (!f->fused) return LY_OK;

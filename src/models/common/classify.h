@@ -60,7 +60,7 @@ ly_status ly_classify_build_checked(const ly_classify_flagged *f, const ly_check
 /* The recipe hooks (recipe.h) of such a classifier, and its bind: one output,
  * the logits [1, nc]. */
 ly_status ly_classify_set_fused(ly_model_desc *d, bool enabled, int *count);
-ly_status ly_classify_capture_graph(const ly_model_desc *d, ly_graph **out);
+ly_status ly_classify_capture_graph(const ly_model_desc *d, int64_t h, int64_t w, ly_graph **out);
 bool ly_classify_fused_state(const ly_model_desc *d, int *modules);
 ly_status ly_classify_bind(ly_model_desc *d, const ly_tensor *outputs, int n_outputs,
                            const char *path);

@@ -55,6 +55,7 @@ typedef struct swinir_net {
     ly_checkpoint *weights;            /* the kept tensors */
     bool stored_mask[MAX_RSTB][DEPTH]; /* an odd block's own 64 x 64 mask, kept */
     bool whole_file; /* `weights` is the checkpoint itself: its buffers are expected too */
+    bool manual;     /* the manual attention expression (captures), else the sdpa slot */
 } swinir_net;
 
 static void net_free(void *user)
@@ -177,7 +178,7 @@ static ly_status build(void *user, int64_t h, int64_t w, ly_graph *g)
                          .window = WINDOW,
                          .hidden = 2 * c,
                          .mask = ly_build_shift_mask(&b, h, w, WINDOW, SHIFT),
-                         .fused = true};
+                         .fused = !net->manual};
     ly_graph_value computed_mask = k.mask;
     for (int i = 0; i < z->rstbs && b.st == LY_OK; i++) {
         ly_graph_value y = x;
@@ -333,7 +334,27 @@ static ly_status load(const ly_checkpoint *ck, const char *path, ly_model_desc *
         net_free(net);
         return st;
     }
+    d->recipe_data = net; /* the engine's to free */
     return ly_sized_graph_engine_attach(d, build, net, net_free, CANVAS, CANVAS);
+}
+
+/* Captures take the manual expression (LibreYOLO's SwinIR under capture:
+ * manual_attention_required()), at the size exported. */
+static ly_status capture_graph(const ly_model_desc *d, int64_t h, int64_t w, ly_graph **out)
+{
+    *out = NULL;
+    if (!d->recipe_data) return LY_OK; /* a program: its attention lowered already */
+    swinir_net manual = *(const swinir_net *)d->recipe_data;
+    manual.manual = true;
+    ly_graph *g = NULL;
+    ly_status st = ly_graph_create(&g);
+    if (st == LY_OK) st = build(&manual, h, w, g);
+    if (st != LY_OK) {
+        ly_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return LY_OK;
 }
 
 /* One output [1, 3, 4h, 4w]. */
@@ -376,6 +397,7 @@ const ly_recipe ly_swinir_recipe = {
     .load_checkpoint = load,
     .bind = bind,
     .output_name = output_name,
+    .capture_graph = capture_graph,
     .preprocess = ly_restore_preprocess,
     .restore_scale = SCALE,
     .export_rules = export_rules,
