@@ -43,6 +43,8 @@ static const bench_shape shapes[] = {
     {"RF-DETR-n @384 windows (4 x 6 heads, N 145, d 64)", "rfdetr_n_window", 4, 6, 145, 64, false,
      0, 6},
     {"RF-DETR-n @384 global (6 heads, N 577, d 64)", "rfdetr_n_global", 1, 6, 577, 64, false, 0, 2},
+    {"SwinIR-s @256 windows (1024 x 6 heads, N 64, d 10)", "swinir_s_window", 1024, 6, 64, 10,
+     true, 0, 1},
     {"OWLv2-B/16 @960 (12 heads, N 3601, d 64)", "owlv2_b16_960", 1, 12, 3601, 64, false, 3, 2},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])

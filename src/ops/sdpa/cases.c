@@ -149,6 +149,10 @@ static void enumerate(bool full, ly_case_visit_fn fn, void *user)
     static const shape rfdetr_window = {"rf-detr window", 4, 6, 145, 145, 64, 64, true};
     case_spec window = {&rfdetr_window, M_NONE, V_NORMAL, 0, ordinal++, true};
     if (!fn(&window, user)) return;
+    /* SwinIR-s's shifted windows (8x8 tokens, head dim 10: bias and mask) */
+    static const shape swinir_window = {"swinir-s window", 16, 6, 64, 64, 10, 10, true};
+    case_spec shifted = {&swinir_window, M_BIAS_AND_B1QK, V_NORMAL, 0, ordinal++, true};
+    if (!fn(&shifted, user)) return;
     for (size_t s = 0; s < N_SMALL; s++)
         for (int m = 0; m < 2; m++) {
             case_spec spec = {&small[s],    m ? M_B1QK : M_NONE, (value_kind)(s % V_COUNT),

@@ -245,7 +245,7 @@ static void softmax_row(float *s, int64_t n, const ly_sdpa_problem *p, int64_t b
         _mm256_store_ps(s + j, _mm256_mul_ps(_mm256_load_ps(s + j), inv));
 }
 
-/* ---- the same softmax on 16 lanes (AVX-512 CPUs, rows without masks) ---------------- *
+/* ---- the same softmax on 16 lanes (AVX-512 CPUs; float masks) ------------------------- *
  *
  * exp is elementwise (exp16 is exp8's arithmetic lane for lane) and a row's max
  * does not depend on the order it is taken in (NaN scores never win a
@@ -254,44 +254,96 @@ static void softmax_row(float *s, int64_t n, const ly_sdpa_problem *p, int64_t b
  * chunk are added before lanes 8-15, which is the 8-lane order. Half the
  * instructions of the 8-lane exp loop, and no spills with 32 registers. */
 
-/* softmax_row for a row without masks; s is padded to a multiple of 16 and
- * 64-byte aligned. */
-LY_AVX512 static void softmax_row16(float *s, int64_t n)
+/* Whether softmax_row16 takes the problem's masks: float masks read along
+ * keys contiguously or broadcast (Swin's bias and shift mask), or none. */
+static bool masks_on_16_lanes(const ly_sdpa_problem *p)
+{
+    for (int k = 0; k < 2; k++)
+        if (p->mask[k].data && (p->mask[k].is_bool || (p->mask[k].sk != 0 && p->mask[k].sk != 1)))
+            return false;
+    return true;
+}
+
+/* The masks added to row i of (b, h) on 16 lanes, each element (s + mask0) +
+ * mask1 as the 8-lane order; lanes past n (padding) are left as they are. */
+LY_AVX512 static void add_masks16(float *s, int64_t n, const ly_sdpa_problem *p, int64_t b,
+                                  int64_t h, int64_t i)
+{
+    for (int k = 0; k < 2; k++) {
+        const ly_sdpa_mask *m = &p->mask[k];
+        if (!m->data) continue;
+        int64_t row = ly_sdpa_mask_row(m, b, h, i);
+        if (m->sk == 0) {
+            __m512 v = _mm512_set1_ps(ly_sdpa_mask_value(m, row));
+            for (int64_t j = 0; j < n; j += 16)
+                _mm512_store_ps(s + j, _mm512_add_ps(_mm512_load_ps(s + j), v));
+            continue;
+        }
+        const float *src = (const float *)m->data + row;
+        for (int64_t j = 0; j < n; j += 16) {
+            __mmask16 live = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(live, src + j);
+            _mm512_store_ps(s + j, _mm512_add_ps(_mm512_load_ps(s + j), v));
+        }
+    }
+}
+
+/* softmax_row for `rows` rows (ld floats apart; row r is query i0 + r of
+ * (b, h)) whose masks masks_on_16_lanes takes (added first); s is padded to
+ * a multiple of 16 and 64-byte aligned. Each row's arithmetic is
+ * softmax_row's; the rows go side by side, phase by phase, because one row
+ * alone is a chain of dependent steps (max tree, exp, the sum, its tree,
+ * the division) that leaves the core waiting: short rows (Swin's 49 and 64
+ * keys) took ~130 cycles each. */
+LY_AVX512 static void softmax_rows16(float *s, int64_t ld, int rows, int64_t n,
+                                     const ly_sdpa_problem *p, int64_t b, int64_t h, int64_t i0)
 {
     int64_t full = n & ~(int64_t)15, full8 = n & ~(int64_t)7, rem = n - full8;
-    __m512 mx16 = _mm512_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < full; j += 16)
-        mx16 = _mm512_max_ps(_mm512_load_ps(s + j), mx16);
-    __m256 mx = _mm256_max_ps(_mm512_castps512_ps256(mx16), high8(mx16));
-    if (full8 > full) mx = _mm256_max_ps(_mm256_load_ps(s + full), mx);
     __m256 live = tail_mask(rem);
-    if (rem)
-        mx = _mm256_max_ps(
-            _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_load_ps(s + full8), live), mx);
-    float m = hmax8(mx);
-
-    const __m512 m16 = _mm512_set1_ps(m);
-    __m256 sum = _mm256_setzero_ps();
-    for (int64_t j = 0; j < full; j += 16) {
-        __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(s + j), m16));
-        _mm512_store_ps(s + j, e);
-        sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
-        sum = _mm256_add_ps(sum, high8(e));
+    __m512 m16[MR];
+    __m256 m8[MR], sum[MR];
+    for (int r = 0; r < rows; r++) {
+        float *row = s + r * ld;
+        add_masks16(row, n, p, b, h, i0 + r);
+        __m512 mx16 = _mm512_set1_ps(-INFINITY);
+        for (int64_t j = 0; j < full; j += 16)
+            mx16 = _mm512_max_ps(_mm512_load_ps(row + j), mx16);
+        __m256 mx = _mm256_max_ps(_mm512_castps512_ps256(mx16), high8(mx16));
+        if (full8 > full) mx = _mm256_max_ps(_mm256_load_ps(row + full), mx);
+        if (rem)
+            mx = _mm256_max_ps(
+                _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_load_ps(row + full8), live), mx);
+        float m = hmax8(mx);
+        m16[r] = _mm512_set1_ps(m);
+        m8[r] = _mm256_set1_ps(m);
+        sum[r] = _mm256_setzero_ps();
     }
-    const __m256 m8 = _mm256_set1_ps(m);
-    if (full8 > full) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(s + full), m8));
-        _mm256_store_ps(s + full, e);
-        sum = _mm256_add_ps(sum, e);
+    for (int64_t j = 0; j < full; j += 16)
+        for (int r = 0; r < rows; r++) {
+            float *at = s + r * ld + j;
+            __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(at), m16[r]));
+            _mm512_store_ps(at, e);
+            sum[r] = _mm256_add_ps(sum[r], _mm512_castps512_ps256(e));
+            sum[r] = _mm256_add_ps(sum[r], high8(e));
+        }
+    for (int r = 0; r < rows; r++) {
+        float *row = s + r * ld;
+        if (full8 > full) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(row + full), m8[r]));
+            _mm256_store_ps(row + full, e);
+            sum[r] = _mm256_add_ps(sum[r], e);
+        }
+        if (rem) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(row + full8), m8[r]));
+            _mm256_store_ps(row + full8, e);
+            sum[r] = _mm256_add_ps(sum[r], _mm256_and_ps(e, live));
+        }
     }
-    if (rem) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(s + full8), m8));
-        _mm256_store_ps(s + full8, e);
-        sum = _mm256_add_ps(sum, _mm256_and_ps(e, live));
-    }
-    __m512 inv = _mm512_set1_ps(1.0f / hsum8(sum));
+    for (int r = 0; r < rows; r++)
+        m16[r] = _mm512_set1_ps(1.0f / hsum8(sum[r]));
     for (int64_t j = 0; j < n; j += 16)
-        _mm512_store_ps(s + j, _mm512_mul_ps(_mm512_load_ps(s + j), inv));
+        for (int r = 0; r < rows; r++)
+            _mm512_store_ps(s + r * ld + j, _mm512_mul_ps(_mm512_load_ps(s + r * ld + j), m16[r]));
 }
 
 /* ---- driver ------------------------------------------------------------------------ */
@@ -414,6 +466,7 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
     memset(w.qs, 0, (size_t)(MR * d) * sizeof(float));
     memset(w.s, 0, (size_t)(MR * nk8) * sizeof(float));
     int64_t packed = -1;
+    bool masks16 = masks_on_16_lanes(p);
     for (int64_t item = begin; item < end; item++) {
         int64_t bh = item / job->row_blocks, i0 = (item % job->row_blocks) * MR;
         int64_t rows = p->Nq - i0 < MR ? p->Nq - i0 : MR;
@@ -432,10 +485,10 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
             gemm_rows16(d, w.qs, d, w.kp, d * 16, nkp, w.s, nk8);
         else
             gemm_rows(d, w.qs, d, w.kp, d * 8, nkp, w.s, nk8);
-        for (int64_t r = 0; r < rows; r++)
-            if (pw == 16 && !p->mask[0].data && !p->mask[1].data)
-                softmax_row16(w.s + r * nk8, Nk);
-            else
+        if (pw == 16 && masks16)
+            softmax_rows16(w.s, nk8, (int)rows, Nk, p, bh / p->H, bh % p->H, i0);
+        else
+            for (int64_t r = 0; r < rows; r++)
                 softmax_row(w.s + r * nk8, Nk, p, bh / p->H, bh % p->H, i0 + r);
         if (pw == 16)
             gemm_rows16(Nk, w.s, nk8, w.vp, Nk * 16, ncp, w.o, dv8);
