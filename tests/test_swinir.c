@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define FIXTURES LY_SHARED_DIR "/testdata/swinir"
 #define CKPT FIXTURES "/LibreSwinIRs-restore_seed0.pt"
@@ -229,7 +230,7 @@ static uint8_t *restore(const ly_image_view *v, int tile, int tile_pad, int *w, 
     return copy;
 }
 
-/* Past 256x256 an untiled call tiles itself at 128 (tile_pad as given): the
+/* Past 256x256 an untiled call tiles itself at 64 (tile_pad as given): the
  * same bytes as asking for it; one tile as large as the image is the
  * untiled run; BGR views are read as such. */
 static void test_tiling(void **state)
@@ -240,7 +241,7 @@ static void test_tiling(void **state)
     uint8_t *p = photo(w, h);
     ly_image_view v = {p, w, h, (size_t)w * 3, LY_PIXELS_RGB};
     uint8_t *automatic = restore(&v, 0, 16, &aw, &ah);
-    uint8_t *asked = restore(&v, 128, 16, &bw, &bh);
+    uint8_t *asked = restore(&v, 64, 16, &bw, &bh);
     assert_int_equal(aw, 4 * w);
     assert_int_equal(ah, 4 * h);
     assert_memory_equal(automatic, asked, (size_t)aw * ah * 3);
@@ -365,6 +366,38 @@ typedef struct edit {
     const char *poke;  /* a key whose first element changes */
 } edit;
 
+/* One tensor of a .safetensors file being written: its header entry (after
+ * others: a leading comma) and its bytes. */
+static void st_entry(bbuf *json, bbuf *data, const char *name, const ly_tensor *t)
+{
+    size_t bytes = (size_t)ly_tensor_numel(t) * (t->dtype == LY_I64 ? 8 : 4), at = data->n;
+    char entry[512];
+    int k = snprintf(entry, sizeof entry, ", \"%s\": {\"dtype\": \"%s\", \"shape\": [", name,
+                     t->dtype == LY_I64 ? "I64" : "F32");
+    for (int d = 0; d < t->ndim; d++)
+        k += snprintf(entry + k, sizeof entry - (size_t)k, d ? ", %lld" : "%lld",
+                      (long long)t->shape[d]);
+    snprintf(entry + k, sizeof entry - (size_t)k, "], \"data_offsets\": [%zu, %zu]}", at,
+             at + bytes);
+    b_str(json, entry);
+    b_put(data, t->data, bytes);
+}
+
+static void st_finish(bbuf *json, bbuf *data, const char *path)
+{
+    b_str(json, "}");
+    b_u8(json, 0);
+    bbuf file = {0};
+    safetensors_build(&file, (const char *)json->p, data->p, data->n);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(file.p, 1, file.n, f), file.n);
+    fclose(f);
+    b_free(json);
+    b_free(data);
+    b_free(&file);
+}
+
 static void write_edited(const edit *e, const char *path)
 {
     ly_checkpoint *ck;
@@ -387,17 +420,8 @@ static void write_edited(const edit *e, const char *path)
             assert_int_equal(ly_checkpoint_tensor_at(ck, i, &name, &t), LY_OK);
         }
         if (e->drop && strcmp(name, e->drop) == 0) continue;
-        size_t bytes = (size_t)ly_tensor_numel(&t) * (t.dtype == LY_I64 ? 8 : 4), at = data.n;
-        char entry[512];
-        int k = snprintf(entry, sizeof entry, ", \"%s\": {\"dtype\": \"%s\", \"shape\": [", name,
-                         t.dtype == LY_I64 ? "I64" : "F32");
-        for (int d = 0; d < t.ndim; d++)
-            k += snprintf(entry + k, sizeof entry - (size_t)k, d ? ", %lld" : "%lld",
-                          (long long)t.shape[d]);
-        snprintf(entry + k, sizeof entry - (size_t)k, "], \"data_offsets\": [%zu, %zu]}", at,
-                 at + bytes);
-        b_str(&json, entry);
-        b_put(&data, t.data, bytes);
+        size_t at = data.n;
+        st_entry(&json, &data, name, &t);
         if (e->poke && strcmp(name, e->poke) == 0) {
             if (t.dtype == LY_I64)
                 ((int64_t *)(data.p + at))[0] += 1;
@@ -405,17 +429,7 @@ static void write_edited(const edit *e, const char *path)
                 ((float *)(data.p + at))[0] += 1.0f;
         }
     }
-    b_str(&json, "}");
-    b_u8(&json, 0);
-    bbuf file = {0};
-    safetensors_build(&file, (const char *)json.p, data.p, data.n);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(file.p, 1, file.n, f), file.n);
-    fclose(f);
-    b_free(&json);
-    b_free(&data);
-    b_free(&file);
+    st_finish(&json, &data, path);
     ly_checkpoint_close(ck);
 }
 
@@ -478,13 +492,116 @@ static void test_refused(void **state)
     ly_model_free(m);
 }
 
+/* A checkpoint of size `size` from LibreYOLO's key list (every key by name,
+ * dtype and shape): small pseudo-random weights, the relative position
+ * index by its formula, zero masks. */
+static void synthesise(const char *size, const char *path)
+{
+    char keys[256], line[512];
+    snprintf(keys, sizeof keys, FIXTURES "/keys/keys_LibreSwinIR%s.txt", size);
+    FILE *f = fopen(keys, "r");
+    assert_non_null(f);
+    bbuf json = {0}, data = {0};
+    char meta[160];
+    snprintf(meta, sizeof meta,
+             "{\"__metadata__\": {\"model_family\": \"swinir\", \"size\": \"%s\", "
+             "\"task\": \"restore\"}",
+             size);
+    b_str(&json, meta);
+    uint64_t seed = 11;
+    while (fgets(line, sizeof line, f)) {
+        char name[256], dtype[16], dims[64];
+        if (sscanf(line, "%255s %15s %63s", name, dtype, dims) != 3) continue;
+        ly_tensor t = {.ndim = 0};
+        for (char *p = dims; *p; p++) {
+            t.shape[t.ndim++] = strtoll(p, &p, 10);
+            if (*p != 'x') break;
+        }
+        t.dtype = strcmp(dtype, "int64") == 0 ? LY_I64 : LY_F32;
+        int64_t n = ly_tensor_numel(&t);
+        if (n < 1 || n > ((int64_t)1 << 28)) fail_msg("%s: %s: bad shape %s", keys, name, dims);
+        t.data = calloc((size_t)n, 8);
+        assert_non_null(t.data);
+        if (t.dtype == LY_I64) {
+            int64_t *idx = t.data; /* relative_position_index: the formula */
+            for (int64_t i = 0; i < 64; i++)
+                for (int64_t j = 0; j < 64; j++)
+                    idx[i * 64 + j] = (i / 8 - j / 8 + 7) * 15 + (i % 8 - j % 8 + 7);
+        } else if (!strstr(name, "attn_mask")) {
+            float *w = t.data;
+            for (int64_t i = 0; i < n; i++)
+                w[i] =
+                    (float)((ly_test_splitmix64(&seed) >> 40) & 0xffff) / 65536.0f * 0.04f - 0.02f;
+        }
+        st_entry(&json, &data, name, &t);
+        free(t.data);
+    }
+    fclose(f);
+    st_finish(&json, &data, path);
+}
+
+#if defined(LY_SANITIZED) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+/* m and l (nearest+conv upsampling, l's 3conv) from LibreYOLO's key lists,
+ * once, in the default build only: recognised, LibreYOLO's parameter counts,
+ * a x4 image out of a 16x24 input. */
+static void test_sizes(void **state)
+{
+    (void)state;
+    if (!model || SANITIZED) {
+        print_message("skipped: SwinIR m and l build in the default build only, with " FIXTURES
+                      "\n");
+        skip();
+    }
+    static const struct {
+        const char *size;
+        int64_t parameters;
+    } sizes[] = {{"m", 11715559}, {"l", 28013059}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char path[512];
+        ly_test_scratch_path("synth.safetensors", path, sizeof path);
+        synthesise(sizes[i].size, path);
+        ly_model *m;
+        if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+        ly_model_info info;
+        assert_int_equal(ly_model_get_info(m, &info), LY_OK);
+        assert_string_equal(info.family, "swinir");
+        assert_string_equal(info.size, sizes[i].size);
+        ly_model_stats stats;
+        assert_int_equal(ly_model_get_stats(m, 0, &stats), LY_OK);
+        assert_int_equal(stats.file_parameters, sizes[i].parameters);
+        ly_tensor input;
+        int64_t shape[4] = {1, 3, 16, 24};
+        assert_int_equal(ly_tensor_alloc(&input, LY_F32, 4, shape), LY_OK);
+        for (int64_t k = 0; k < ly_tensor_numel(&input); k++)
+            ((float *)input.data)[k] = (float)(k % 17) / 17.0f;
+        kept got = {0};
+        if (ly_model_run(m, &input, keep, &got) != LY_OK) fail_msg("%s", ly_last_error());
+        assert_int_equal(got.t.shape[2], 64);
+        assert_int_equal(got.t.shape[3], 96);
+        for (int64_t k = 0; k < ly_tensor_numel(&got.t); k++)
+            assert_true(isfinite(((float *)got.t.data)[k]));
+        print_message("SwinIR-%s: %lld parameters (LibreYOLO's), a 16x24 input restored to "
+                      "64x96\n",
+                      sizes[i].size, (long long)stats.file_parameters);
+        ly_tensor_free(&got.t);
+        ly_tensor_free(&input);
+        ly_model_free(m);
+        unlink(path);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_info),    cmocka_unit_test(test_network),
         cmocka_unit_test(test_predict), cmocka_unit_test(test_tiling),
         cmocka_unit_test(test_options), cmocka_unit_test(test_export),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_refused), cmocka_unit_test(test_sizes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

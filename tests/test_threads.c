@@ -30,6 +30,7 @@
 #define VIT LY_SHARED_DIR "/testdata/vit/LibreViTti_seed0.pt"
 #define RTDETRV2 LY_SHARED_DIR "/testdata/rtdetrv2/LibreRTDETRv2r18_seed0.pt"
 #define RFDETR LY_SHARED_DIR "/testdata/rfdetr/LibreRFDETRn_seed0.pt"
+#define SWINIR LY_SHARED_DIR "/testdata/swinir/LibreSwinIRs-restore_seed0.pt"
 
 /* YOLO9 at 320 (NanoDet's size is fixed): the suite stays short on builds
  * without the accelerated providers. Network runs (ly_model_run) every
@@ -296,6 +297,89 @@ static void test_vit_graph(void **state)
 #endif
 }
 
+/* A restoration model whose network is built per input size: threads
+ * restoring images of different sizes at once (each its own graph; the one
+ * kept size changes hands) and one tiled, each restored image byte for byte
+ * the one it gets alone. */
+typedef struct restore_job {
+    ly_model *model;
+    int w, h, tile, rounds;
+    uint8_t *want; /* NULL: fill it */
+    size_t bytes;
+    int mismatches;
+    ly_status status;
+    char error[256];
+} restore_job;
+
+static void *restore_worker(void *arg)
+{
+    restore_job *j = arg;
+    uint8_t *px = malloc((size_t)j->w * j->h * 3);
+    if (!px) {
+        j->status = LY_E_NO_MEMORY;
+        return NULL;
+    }
+    for (int i = 0; i < j->w * j->h * 3; i++)
+        px[i] = (uint8_t)((i * 7 + i / (3 * j->w) * 13) & 255);
+    ly_image_view v = {px, j->w, j->h, (size_t)j->w * 3, LY_PIXELS_RGB};
+    ly_predict_options o;
+    ly_predict_options_init(&o);
+    o.tile = j->tile;
+    for (int r = 0; r < j->rounds && j->status == LY_OK; r++) {
+        ly_results *res;
+        j->status = ly_model_predict_image(j->model, &v, &o, &res);
+        ly_image_view out;
+        if (j->status == LY_OK) j->status = ly_results_restored(res, &out, NULL);
+        if (j->status != LY_OK) {
+            snprintf(j->error, sizeof j->error, "%s", ly_last_error());
+            break;
+        }
+        size_t bytes = (size_t)out.width * out.height * 3;
+        if (!j->want) {
+            j->want = malloc(bytes);
+            if (j->want) memcpy(j->want, out.pixels, bytes);
+            j->bytes = bytes;
+        } else if (bytes != j->bytes || memcmp(j->want, out.pixels, bytes) != 0) {
+            j->mismatches++;
+        }
+        ly_results_free(res);
+    }
+    free(px);
+    return NULL;
+}
+
+static void test_swinir_sizes(void **state)
+{
+    (void)state;
+    if (!exists(SWINIR)) {
+        print_message("skipped: the fixture " SWINIR " is absent\n");
+        skip();
+    }
+    ly_model_options mo = {.threads = 1};
+    ly_model *m;
+    if (ly_model_load(SWINIR, &mo, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    restore_job jobs[3] = {
+        {m, 40, 32, 0, ROUNDS > 2 ? 2 : 1, NULL, 0, 0, LY_OK, ""},
+        {m, 52, 44, 0, ROUNDS > 2 ? 2 : 1, NULL, 0, 0, LY_OK, ""},
+        {m, 70, 44, 24, 1, NULL, 0, 0, LY_OK, ""},
+    };
+    for (int i = 0; i < 3; i++) { /* alone first: the reference bytes */
+        restore_worker(&jobs[i]);
+        if (jobs[i].status != LY_OK) fail_msg("alone: %s", jobs[i].error);
+    }
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, restore_worker, &jobs[i]), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 3; i++) {
+        if (jobs[i].status != LY_OK) fail_msg("shared: %s", jobs[i].error);
+        assert_int_equal(jobs[i].mismatches, 0);
+        free(jobs[i].want);
+    }
+    ly_model_free(m);
+}
+
 static void test_yolo9_executorch(void **state)
 {
     if (!exists(YOLO9)) {
@@ -338,7 +422,7 @@ int main(void)
         cmocka_unit_test(test_yolo9_graph),      cmocka_unit_test(test_nanodet_graph),
         cmocka_unit_test(test_dfine_graph),      cmocka_unit_test(test_rtdetrv2_graph),
         cmocka_unit_test(test_rfdetr_graph),     cmocka_unit_test(test_vit_graph),
-        cmocka_unit_test(test_yolo9_executorch),
+        cmocka_unit_test(test_yolo9_executorch), cmocka_unit_test(test_swinir_sizes),
     };
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }

@@ -121,7 +121,7 @@ LY_API ly_status ly_model_set_threads(ly_model *model, int threads);
  *   tile     restoration models (SwinIR): run the network on tiles of this
  *            many (padded) input pixels a side, >= 0; 0 (the default): the
  *            whole image at once, unless it is larger than 256 x 256, which
- *            is tiled at 128 with a warning. Refused for other models.
+ *            is tiled at 64 with a warning. Refused for other models.
  *   tile_pad restoration models: each tile's context on every side, >= 0
  *            (default 16, as LibreYOLO).
  * Restoration models ignore conf, iou, max_det, imgsz and classes, as

@@ -60,7 +60,7 @@ void ly_cli_usage_predict(FILE *to)
           "  --classes LIST   only these class ids: [0,2,5] (LibreYOLO's form) or 0,2,5, kept\n"
           "                   after NMS and --max-det, as LibreYOLO does; classifiers ignore it\n"
           "  --tile N         restoration models: run on tiles of N input pixels a side (0: the\n"
-          "                   whole image, the default; images over 256x256 are tiled at 128\n"
+          "                   whole image, the default; images over 256x256 are tiled at 64\n"
           "                   with a warning), LibreYOLO's tile\n"
           "  --tile-pad N     restoration models: each tile's context on every side (default 16)\n"
           "  --save [DIR]     write annotated images (boxes, names, scores), as <stem>.jpg, into\n"

@@ -124,10 +124,12 @@ static ly_status fill_whole(void *ctx, float *input, int64_t h, int64_t w)
     return st;
 }
 
-/* A tile's input: rows [y0, y0 + th) x columns [x0, x0 + tw) of the padded
- * float image, padded again to the stride as the network's check_image_size. */
+/* A tile's input: rows [y0, y0 + th) x columns [x0, x0 + tw) of the image
+ * padded to ph x pw (as ly_restore_preprocess pads it), padded again to the
+ * network's input as its check_image_size: both paddings read straight from
+ * the 8-bit image, so no float copy of a large photo is held. */
 typedef struct tile_fill {
-    const float *padded;
+    const ly_image_view *image;
     int64_t ph, pw;
     int64_t y0, x0, th, tw;
 } tile_fill;
@@ -135,14 +137,19 @@ typedef struct tile_fill {
 static ly_status fill_tile(void *ctx, float *input, int64_t h, int64_t w)
 {
     const tile_fill *t = ctx;
-    bool reflect = reflects(t->th, t->tw, h, w);
-    for (int c = 0; c < 3; c++)
-        for (int64_t y = 0; y < h; y++) {
-            const float *row =
-                t->padded + (c * t->ph + t->y0 + source_index(y, t->th, reflect)) * t->pw + t->x0;
-            for (int64_t x = 0; x < w; x++)
-                input[(c * h + y) * w + x] = row[source_index(x, t->tw, reflect)];
+    const ly_image_view *im = t->image;
+    bool outer = reflects(im->height, im->width, t->ph, t->pw),
+         inner = reflects(t->th, t->tw, h, w);
+    bool bgr = im->format == LY_PIXELS_BGR;
+    for (int64_t y = 0; y < h; y++) {
+        int64_t sy = source_index(t->y0 + source_index(y, t->th, inner), im->height, outer);
+        const uint8_t *row = im->pixels + (size_t)sy * im->stride;
+        for (int64_t x = 0; x < w; x++) {
+            int64_t sx = source_index(t->x0 + source_index(x, t->tw, inner), im->width, outer);
+            for (int c = 0; c < 3; c++)
+                input[(c * h + y) * w + x] = (float)row[3 * sx + (bgr ? 2 - c : c)] / 255.0f;
         }
+    }
     return LY_OK;
 }
 
@@ -155,6 +162,40 @@ static void input_size(const ly_model_desc *d, int64_t h, int64_t w, int64_t *ih
     } else {
         *ih = d->fixed_h, *iw = d->fixed_w;
     }
+}
+
+/* LibreYOLO's tiles of a ph x pw input, row-major: tile i's core and its
+ * input box (the core grown by tile_pad, clipped), and the network's input
+ * size for that box. */
+typedef struct tile_grid {
+    int64_t ph, pw, tile, pad, rows, cols;
+} tile_grid;
+
+typedef struct tile_box {
+    int64_t cy0, cy1, cx0, cx1; /* the core */
+    int64_t iy0, iy1, ix0, ix1; /* what the network sees */
+    int64_t net_h, net_w;
+} tile_box;
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+static tile_box tile_at(const tile_grid *g, int64_t i, const ly_model_desc *d)
+{
+    tile_box b;
+    b.cy0 = i / g->cols * g->tile, b.cy1 = min64(b.cy0 + g->tile, g->ph);
+    b.cx0 = i % g->cols * g->tile, b.cx1 = min64(b.cx0 + g->tile, g->pw);
+    b.iy0 = max64(b.cy0 - g->pad, 0), b.iy1 = min64(b.cy1 + g->pad, g->ph);
+    b.ix0 = max64(b.cx0 - g->pad, 0), b.ix1 = min64(b.cx1 + g->pad, g->pw);
+    input_size(d, b.iy1 - b.iy0, b.ix1 - b.ix0, &b.net_h, &b.net_w);
+    return b;
 }
 
 ly_status ly_restore_run(const ly_model_desc *d, int threads, const ly_image_view *image,
@@ -219,39 +260,34 @@ ly_status ly_restore_run(const ly_model_desc *d, int threads, const ly_image_vie
         if (st == LY_OK) put(out, out_w, y, oh, ow, 0, 0, 0, out_h, 0, out_w);
         times_ms[2] += ly_now_ms() - t;
     } else {
-        double t = ly_now_ms();
-        float *padded = malloc((size_t)(3 * ph * pw) * sizeof *padded);
-        ly_prep prep;
-        if (!padded)
-            st = ly_set_error(LY_E_NO_MEMORY, "restore: out of memory for a %lldx%lld input",
-                              (long long)pw, (long long)ph);
-        else
-            st = d->recipe->preprocess(d, image, ph, pw, padded, &prep);
-        if (release) ly_image_free(release);
-        times_ms[0] += ly_now_ms() - t;
-        int64_t tiles_y = (ph + tile - 1) / tile, tiles_x = (pw + tile - 1) / tile;
-        for (int64_t ty = 0; st == LY_OK && ty < tiles_y; ty++)
-            for (int64_t tx = 0; st == LY_OK && tx < tiles_x; tx++) {
-                int64_t cy0 = ty * tile, cy1 = cy0 + tile < ph ? cy0 + tile : ph;
-                int64_t cx0 = tx * tile, cx1 = cx0 + tile < pw ? cx0 + tile : pw;
-                int64_t iy0 = cy0 - tile_pad > 0 ? cy0 - tile_pad : 0;
-                int64_t ix0 = cx0 - tile_pad > 0 ? cx0 - tile_pad : 0;
-                int64_t iy1 = cy1 + tile_pad < ph ? cy1 + tile_pad : ph;
-                int64_t ix1 = cx1 + tile_pad < pw ? cx1 + tile_pad : pw;
-                tile_fill f = {padded, ph, pw, iy0, ix0, iy1 - iy0, ix1 - ix0};
-                int64_t th, tw;
-                input_size(d, f.th, f.tw, &th, &tw);
-                st = run_once(&call, th, tw, fill_tile, &f, &y, &oh, &ow);
-                t = ly_now_ms();
+        /* Tiles grouped by their input size (cores do not overlap, so the
+         * order is free): each size's network is made and its memory laid
+         * out once. */
+        tile_grid g = {ph, pw, tile, tile_pad, (ph + tile - 1) / tile, (pw + tile - 1) / tile};
+        int64_t total = g.rows * g.cols;
+        bool *done = calloc((size_t)total, sizeof *done);
+        if (!done) st = ly_set_error(LY_E_NO_MEMORY, "restore: out of memory");
+        for (int64_t first = 0; st == LY_OK && first < total; first++) {
+            if (done[first]) continue;
+            tile_box want = tile_at(&g, first, d);
+            for (int64_t i = first; st == LY_OK && i < total; i++) {
+                tile_box b = tile_at(&g, i, d);
+                if (done[i] || b.net_h != want.net_h || b.net_w != want.net_w) continue;
+                done[i] = true;
+                tile_fill f = {image, ph, pw, b.iy0, b.ix0, b.iy1 - b.iy0, b.ix1 - b.ix0};
+                st = run_once(&call, b.net_h, b.net_w, fill_tile, &f, &y, &oh, &ow);
+                double t = ly_now_ms();
                 /* the core, inside the cropped image */
-                int64_t y1 = cy1 * scale < out_h ? cy1 * scale : out_h;
-                int64_t x1 = cx1 * scale < out_w ? cx1 * scale : out_w;
+                int64_t y1 = b.cy1 * scale < out_h ? b.cy1 * scale : out_h;
+                int64_t x1 = b.cx1 * scale < out_w ? b.cx1 * scale : out_w;
                 if (st == LY_OK)
-                    put(out, out_w, y, oh, ow, iy0 * scale, ix0 * scale, cy0 * scale, y1,
-                        cx0 * scale, x1);
+                    put(out, out_w, y, oh, ow, b.iy0 * scale, b.ix0 * scale, b.cy0 * scale, y1,
+                        b.cx0 * scale, x1);
                 times_ms[2] += ly_now_ms() - t;
             }
-        free(padded);
+        }
+        free(done);
+        if (release) ly_image_free(release);
     }
     d->engine->release(d->engine_data, call.session);
     if (st != LY_OK) {

@@ -4,10 +4,12 @@
  * (recipe.h): shifted-window transformers at any size have as many windows,
  * and a shift mask, as their map asks, so one graph cannot serve every size.
  * The recipe's builder makes a graph per input size on first use; the last
- * SIZED_KEEP sizes are kept (a tiled photo needs up to four: inner tiles,
- * the right and bottom edges, the corner), the least recently used idle one
- * making room. When every kept graph is in use by another thread, a session
- * builds one of its own and frees it on release. Sessions are pooled contexts
+ * SIZED_KEEP sizes are kept, the least recently used idle one making room
+ * (its memory given back first). One: each size's graph holds its weights,
+ * masks and arena, and the restore task runs a photo's tiles grouped by size,
+ * so one kept size bounds a large photo's memory. When every kept graph is in
+ * use by another thread, a session builds one of its own and frees it on
+ * release. Sessions are pooled contexts
  * of their size's graph, as in the plain graph engine.
  */
 #include "core/core.h"
@@ -16,8 +18,11 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
-enum { SIZED_KEEP = 6 };
+enum { SIZED_KEEP = 1 };
 
 typedef struct sized_graph {
     int64_t h, w;
@@ -34,7 +39,7 @@ typedef struct sized_engine {
     pthread_mutex_t lock;
     sized_graph kept[SIZED_KEEP];
     unsigned long clock;
-    ly_graph *exported; /* graph() built past the kept ones */
+    ly_graph *exported; /* graph()'s, at the canonical size */
 } sized_engine;
 
 typedef struct sized_session {
@@ -90,8 +95,13 @@ static ly_status take_graph(sized_session *s, int64_t h, int64_t w)
         return build_graph(e, h, w, &s->own);
     }
     /* Built under the lock: two threads asking for a new size build it once. */
-    ly_graph_free(room->g);
-    room->g = NULL;
+    if (room->g) {
+        ly_graph_free(room->g);
+        room->g = NULL;
+#if defined(__GLIBC__)
+        malloc_trim(0); /* the graph's weights and arenas, before the next size's */
+#endif
+    }
     ly_status st = build_graph(e, h, w, &room->g);
     if (st == LY_OK) {
         room->h = h, room->w = w;
@@ -219,18 +229,16 @@ static ly_status output_shapes(void *data, int64_t h, int64_t w, ly_tensor *shap
     return st;
 }
 
-/* Exporters capture the canonical size's graph (kept while the model lives:
- * the pointer they get must stay valid). */
+/* Exporters and stats read the canonical size's graph: one of its own, kept
+ * while the model lives (the pointer they get must stay valid), apart from
+ * the graphs predictions take turns with. */
 static struct ly_graph *graph(void *data)
 {
     sized_engine *e = data;
-    sized_session s = {.e = e};
-    if (take_graph(&s, e->canonical_h, e->canonical_w) != LY_OK) return NULL;
-    if (!s.own) return s.kept->g; /* users stays raised: never evicted */
     pthread_mutex_lock(&e->lock);
-    ly_graph *g = e->exported ? e->exported : s.own;
-    if (g != s.own) ly_graph_free(s.own);
-    e->exported = g;
+    if (!e->exported && build_graph(e, e->canonical_h, e->canonical_w, &e->exported) != LY_OK)
+        e->exported = NULL;
+    ly_graph *g = e->exported;
     pthread_mutex_unlock(&e->lock);
     return g;
 }
