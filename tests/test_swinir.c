@@ -24,6 +24,7 @@
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
+#include "models/swinir/swinir.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -134,6 +135,46 @@ static void test_network(void **state)
     NEED_FIXTURE();
     network_matches("ref_dog_64x64"); /* the stored masks' size */
     network_matches("ref_dog_70x52"); /* reflect-padded to 72x56 */
+}
+
+/* The pieces: the shallow conv, each RSTB (six shifted-window blocks: window
+ * attention with the relative position bias and the shift mask, and the
+ * conv), the upsampler's input, against LibreYOLO's manual-form stages. */
+static void test_stages(void **state)
+{
+    (void)state;
+    NEED_FIXTURE();
+    ly_checkpoint *ck;
+    if (ly_checkpoint_open(CKPT, &ck) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value taps[11];
+    int n = 0;
+    if (ly_swinir_build_taps(g, ck, 64, 64, taps, &n) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_checkpoint_close(ck);
+    assert_int_equal(n, 6);
+    static const char *const names[6] = {"manual_conv_first", "manual_rstb0", "manual_rstb1",
+                                         "manual_rstb2",      "manual_rstb3", "manual_upsample_in"};
+    for (int i = 0; i < n; i++)
+        assert_int_equal(ly_graph_output(g, taps[i], names[i]), LY_OK);
+    ly_tensor input;
+    ly_test_load_npy(FIXTURES "/ref_dog_64x64", "input", &input);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    if (ly_graph_run(ctx, 1, &input, 0) != LY_OK) fail_msg("%s", ly_last_error());
+    for (int i = 0; i < n; i++) {
+        ly_tensor got, want;
+        assert_int_equal(ly_graph_get_output(ctx, 1 + i, &got, NULL), LY_OK); /* 0: the image */
+        ly_test_load_npy(FIXTURES "/ref_dog_64x64", names[i], &want);
+        assert_int_equal(ly_tensor_numel(&got), ly_tensor_numel(&want));
+        double e = ly_test_rel_error(&got, &want);
+        print_message("SwinIR-s %s: %.3g of max|ref|\n", names[i], e);
+        if (!(e <= 1e-4)) fail_msg("%s off by %.3g of max|ref| (gate 1e-4)", names[i], e);
+        ly_npy_free(&want);
+    }
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    ly_npy_free(&input);
 }
 
 /* The restored image against LibreYOLO's (uint8 HWC): at most 0.05% of the
@@ -637,10 +678,11 @@ static void test_sizes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_info),    cmocka_unit_test(test_network),
-        cmocka_unit_test(test_predict), cmocka_unit_test(test_tiling),
-        cmocka_unit_test(test_options), cmocka_unit_test(test_export),
-        cmocka_unit_test(test_refused), cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_info),   cmocka_unit_test(test_network),
+        cmocka_unit_test(test_stages), cmocka_unit_test(test_predict),
+        cmocka_unit_test(test_tiling), cmocka_unit_test(test_options),
+        cmocka_unit_test(test_export), cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_sizes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

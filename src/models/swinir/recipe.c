@@ -23,6 +23,7 @@
 #include "models/common/builder.h"
 #include "models/common/windows.h"
 #include "models/restore.h"
+#include "models/swinir/swinir.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -54,8 +55,9 @@ typedef struct swinir_net {
     const swinir_size *z;
     ly_checkpoint *weights;            /* the kept tensors */
     bool stored_mask[MAX_RSTB][DEPTH]; /* an odd block's own 64 x 64 mask, kept */
-    bool whole_file; /* `weights` is the checkpoint itself: its buffers are expected too */
-    bool manual;     /* the manual attention expression (captures), else the sdpa slot */
+    bool whole_file;      /* `weights` is the checkpoint itself: its buffers are expected too */
+    bool manual;          /* the manual attention expression (captures), else the sdpa slot */
+    ly_graph_value *taps; /* NULL, or where the stages go (ly_swinir_build_taps) */
 } swinir_net;
 
 static void net_free(void *user)
@@ -166,6 +168,7 @@ static ly_status build(void *user, int64_t h, int64_t w, ly_graph *g)
     ly_graph_value mean = ly_build_constant(&b, 4, mean_shape, rgb_mean);
     x = ly_build_binary(&b, LY_OP_SUB, "mean", x, mean); /* (x - mean) * img_range 1.0 */
     ly_graph_value shallow = conv(&b, "conv_first", x, c, 3, 3, 0, LY_GRAPH_NONE);
+    if (net->taps) net->taps[0] = shallow;
 
     /* forward_features: tokens, patch_embed's norm, the RSTBs, the norm */
     x = ly_build_permute(&b, "patch_embed", shallow, 4, to_hwc);
@@ -201,12 +204,14 @@ static ly_status build(void *user, int64_t h, int64_t w, ly_graph *g)
         y = resi_conv(&b, z, "conv", y, LY_GRAPH_NONE);
         y = ly_build_reshape(&b, "embed", ly_build_permute(&b, "embed", y, 4, to_hwc), 3, tokens);
         x = ly_build_binary(&b, LY_OP_ADD, "residual", y, x);
+        if (net->taps) net->taps[1 + i] = x;
     }
     b.prefix[0] = '\0';
     int64_t map[4] = {1, h, w, c};
     x = ly_build_layer_norm(&b, "norm", x, c, 1e-5);
     x = ly_build_permute(&b, "unembed", ly_build_reshape(&b, "unembed", x, 4, map), 4, to_chw);
     x = resi_conv(&b, z, "conv_after_body", x, shallow); /* + conv_first's */
+    if (net->taps) net->taps[1 + z->rstbs] = x;
 
     if (z->up == PIXELSHUFFLE_DIRECT) {
         /* Conv C -> 3 * 16, PixelShuffle(4): out[c][4y + i][4x + j] = conv[16c + 4i + j][y][x] */
@@ -355,6 +360,19 @@ static ly_status capture_graph(const ly_model_desc *d, int64_t h, int64_t w, ly_
     }
     *out = g;
     return LY_OK;
+}
+
+ly_status ly_swinir_build_taps(ly_graph *g, const ly_checkpoint *ck, int64_t h, int64_t w,
+                               ly_graph_value *taps, int *n_taps)
+{
+    int rstbs;
+    swinir_net net = {.weights = (ly_checkpoint *)ck, .taps = taps};
+    net.z = detect_size(ck, &rstbs);
+    if (!net.z) return ly_set_error(LY_E_FORMAT, "ly_swinir_build_taps: not a SwinIR checkpoint");
+    ly_status st = check_buffers(ck, "ly_swinir_build_taps", &net);
+    if (st == LY_OK) st = build(&net, h, w, g);
+    *n_taps = net.z->rstbs + 2;
+    return st;
 }
 
 /* One output [1, 3, 4h, 4w]. */
