@@ -446,38 +446,6 @@ typedef struct edit {
     const char *poke;  /* a key whose first element changes */
 } edit;
 
-/* One tensor of a .safetensors file being written: its header entry (after
- * others: a leading comma) and its bytes. */
-static void st_entry(bbuf *json, bbuf *data, const char *name, const ly_tensor *t)
-{
-    size_t bytes = (size_t)ly_tensor_numel(t) * (t->dtype == LY_I64 ? 8 : 4), at = data->n;
-    char entry[512];
-    int k = snprintf(entry, sizeof entry, ", \"%s\": {\"dtype\": \"%s\", \"shape\": [", name,
-                     t->dtype == LY_I64 ? "I64" : "F32");
-    for (int d = 0; d < t->ndim; d++)
-        k += snprintf(entry + k, sizeof entry - (size_t)k, d ? ", %lld" : "%lld",
-                      (long long)t->shape[d]);
-    snprintf(entry + k, sizeof entry - (size_t)k, "], \"data_offsets\": [%zu, %zu]}", at,
-             at + bytes);
-    b_str(json, entry);
-    b_put(data, t->data, bytes);
-}
-
-static void st_finish(bbuf *json, bbuf *data, const char *path)
-{
-    b_str(json, "}");
-    b_u8(json, 0);
-    bbuf file = {0};
-    safetensors_build(&file, (const char *)json->p, data->p, data->n);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(file.p, 1, file.n, f), file.n);
-    fclose(f);
-    b_free(json);
-    b_free(data);
-    b_free(&file);
-}
-
 static void write_edited(const edit *e, const char *path)
 {
     ly_checkpoint *ck;

@@ -701,6 +701,16 @@ static ly_status make_class_results(const ly_model *m, float *probs, ly_results 
     return LY_OK;
 }
 
+/* What every results object says of its source and its time. */
+static void stamp_results(ly_results *r, int height, int width, const double times[3])
+{
+    r->orig_height = height;
+    r->orig_width = width;
+    r->preprocess_ms = times[0];
+    r->inference_ms = times[1];
+    r->postprocess_ms = times[2];
+}
+
 /* The restore task: the image to its restored form (restore.c). */
 static ly_status restore_view(const ly_model *m, const ly_image_view *image, ly_image *release,
                               const ly_predict_options *o, ly_results **out)
@@ -721,11 +731,7 @@ static ly_status restore_view(const ly_model *m, const ly_image_view *image, ly_
     }
     r->task = "restore";
     r->restore_scale = m->d.recipe->restore_scale;
-    r->orig_height = height;
-    r->orig_width = width;
-    r->preprocess_ms = times[0];
-    r->inference_ms = times[1];
-    r->postprocess_ms = times[2];
+    stamp_results(r, height, width, times);
     *out = r;
     return LY_OK;
 }
@@ -772,12 +778,7 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
         return st;
     }
 
-    ly_results *r = *out;
-    r->orig_height = height;
-    r->orig_width = width;
-    r->preprocess_ms = times[0];
-    r->inference_ms = times[1];
-    r->postprocess_ms = times[2];
+    stamp_results(*out, height, width, times);
     return LY_OK;
 }
 

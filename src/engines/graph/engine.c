@@ -8,6 +8,7 @@
  * less peak RSS than an input buffer of its own).
  */
 #include "core/core.h"
+#include "engines/graph/graph_engine.h"
 #include "graph/graph.h"
 #include "models/recipe.h"
 
@@ -25,8 +26,7 @@ static void release(void *data, ly_engine_session *s)
     ly_graph_ctx_release((ly_graph_ctx *)s);
 }
 
-static ly_status input_buffer(ly_engine_session *s, int64_t h, int64_t w, int threads,
-                              float **data)
+static ly_status input_buffer(ly_engine_session *s, int64_t h, int64_t w, int threads, float **data)
 {
     ly_graph_ctx *ctx = (ly_graph_ctx *)s;
     ly_tensor shape = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
@@ -42,10 +42,9 @@ static ly_status run(ly_engine_session *s, const ly_tensor *input, int threads)
     return ly_graph_run((ly_graph_ctx *)s, 1, input, threads);
 }
 
-static ly_status outputs(ly_engine_session *s, ly_tensor *views, const char **names, int capacity,
-                         int *count)
+ly_status ly_graph_engine_outputs(ly_graph_ctx *ctx, ly_tensor *views, const char **names,
+                                  int capacity, int *count)
 {
-    ly_graph_ctx *ctx = (ly_graph_ctx *)s;
     *count = 0;
     for (int i = 0;; i++) {
         ly_tensor view;
@@ -62,10 +61,10 @@ static ly_status outputs(ly_engine_session *s, ly_tensor *views, const char **na
     }
 }
 
-static ly_status output_shapes(void *data, int64_t h, int64_t w, ly_tensor *shapes, int capacity,
-                               int *count)
+ly_status ly_graph_engine_output_shapes(ly_graph *g, int64_t h, int64_t w, ly_tensor *shapes,
+                                        int capacity, int *count)
 {
-    ly_graph *g = data;
+    *count = 0;
     int n = ly_graph_output_count(g);
     if (n > capacity)
         return ly_set_error(LY_E_UNSUPPORTED, "the network has %d outputs, at most %d", n,
@@ -82,6 +81,18 @@ static ly_status output_shapes(void *data, int64_t h, int64_t w, ly_tensor *shap
     free(all);
     *count = st == LY_OK ? n : 0;
     return st;
+}
+
+static ly_status outputs(ly_engine_session *s, ly_tensor *views, const char **names, int capacity,
+                         int *count)
+{
+    return ly_graph_engine_outputs((ly_graph_ctx *)s, views, names, capacity, count);
+}
+
+static ly_status output_shapes(void *data, int64_t h, int64_t w, ly_tensor *shapes, int capacity,
+                               int *count)
+{
+    return ly_graph_engine_output_shapes(data, h, w, shapes, capacity, count);
 }
 
 static struct ly_graph *graph(void *data)

@@ -13,6 +13,7 @@
  * of their size's graph, as in the plain graph engine.
  */
 #include "core/core.h"
+#include "engines/graph/graph_engine.h"
 #include "graph/graph.h"
 #include "models/recipe.h"
 
@@ -186,19 +187,7 @@ static ly_status outputs(ly_engine_session *session, ly_tensor *views, const cha
     sized_session *s = (sized_session *)session;
     *count = 0;
     if (!s->ctx) return ly_set_error(LY_E_INTERNAL, "a sized graph has no run to read");
-    for (int i = 0;; i++) {
-        ly_tensor view;
-        const char *name;
-        if (ly_graph_get_output(s->ctx, i, &view, &name) != LY_OK) {
-            ly_clear_error();
-            return LY_OK;
-        }
-        if (i >= capacity)
-            return ly_set_error(LY_E_UNSUPPORTED, "the network has more than %d outputs", capacity);
-        views[i] = view;
-        names[i] = name;
-        *count = i + 1;
-    }
+    return ly_graph_engine_outputs(s->ctx, views, names, capacity, count);
 }
 
 static ly_status output_shapes(void *data, int64_t h, int64_t w, ly_tensor *shapes, int capacity,
@@ -207,25 +196,10 @@ static ly_status output_shapes(void *data, int64_t h, int64_t w, ly_tensor *shap
     sized_session s = {.e = data};
     *count = 0;
     ly_status st = take_graph(&s, h, w);
-    if (st != LY_OK) return st;
-    ly_graph *g = s.own ? s.own : s.kept->g;
-    int n = ly_graph_output_count(g);
-    ly_tensor *all = calloc((size_t)ly_graph_value_count(g) + 1, sizeof *all);
-    ly_tensor input = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
-    if (n > capacity)
-        st = ly_set_error(LY_E_UNSUPPORTED, "the network has %d outputs, at most %d", n, capacity);
-    else if (!all)
-        st = ly_set_error(LY_E_NO_MEMORY, "out of memory");
-    else
-        st = ly_graph_infer(g, 1, &input, all);
-    for (int i = 0; st == LY_OK && i < n; i++) {
-        ly_graph_value v;
-        st = ly_graph_output_value(g, i, &v, NULL);
-        if (st == LY_OK) shapes[i] = all[v];
-    }
-    free(all);
+    if (st == LY_OK)
+        st =
+            ly_graph_engine_output_shapes(s.own ? s.own : s.kept->g, h, w, shapes, capacity, count);
     drop_graph(&s);
-    if (st == LY_OK) *count = n;
     return st;
 }
 
