@@ -5,6 +5,7 @@
 #ifndef LY_TESTS_TEST_EXPORT_UTIL_H
 #define LY_TESTS_TEST_EXPORT_UTIL_H
 
+#include "engines/executorch/et_runtime.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "models/yolo9/build.h"
@@ -279,6 +280,36 @@ static inline void expect_packed_constants_only(const uint8_t *program, size_t s
     char why[1024];
     int n = unpacked_constant_readers(program, size, why, sizeof why);
     if (n != 0) fail_msg("%s: %s", what, why);
+}
+
+/* Export classifier `m` (taken: freed here) to `out`, check its sidecar's
+ * classify keys and that only packed constants sit inside its partitions,
+ * and load the program: NULL (after checking the refusal) in a build that
+ * runs no XNNPACK program. `what` names the model in the message then. */
+static inline ly_model *export_classifier_and_reload(ly_model *m, const char *out, const char *what)
+{
+    char sidecar[4200];
+    snprintf(sidecar, sizeof sidecar, "%s.json", out);
+    ly_export_options o;
+    ly_export_options_init(&o);
+    o.output_path = out;
+    if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model_free(m);
+    expect_classify_sidecar(sidecar);
+    size_t size = 0;
+    uint8_t *program = read_all(out, &size);
+    assert_non_null(program);
+    expect_packed_constants_only(program, size, out);
+    free(program);
+    ly_model *pte = NULL;
+    ly_status st = ly_model_load(out, NULL, &pte);
+    if (!ly_et_xnnpack_available()) {
+        assert_int_equal(st, LY_E_UNSUPPORTED);
+        print_message("%s exported; this build runs no XNNPACK programs\n", what);
+        return NULL;
+    }
+    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    return pte;
 }
 
 #endif

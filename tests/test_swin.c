@@ -159,33 +159,15 @@ static void test_swin_export(void **state)
         print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
         skip();
     }
-    char path[128], out[96], sidecar[112];
+    char path[128], out[96];
     snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
     snprintf(out, sizeof out, "%s/swin.pte", dir);
-    snprintf(sidecar, sizeof sidecar, "%s.json", out);
     ly_model *m;
     if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
     int count = 0;
     assert_int_equal(ly_model_set_fused_attention(m, true, &count), LY_OK);
-    ly_export_options o;
-    ly_export_options_init(&o);
-    o.output_path = out;
-    if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s", ly_last_error());
-    ly_model_free(m);
-    expect_classify_sidecar(sidecar);
-    size_t size = 0;
-    uint8_t *program = read_all(out, &size);
-    assert_non_null(program);
-    expect_packed_constants_only(program, size, out);
-    free(program);
-    ly_model *pte;
-    ly_status st = ly_model_load(out, NULL, &pte);
-    if (!ly_et_xnnpack_available()) {
-        assert_int_equal(st, LY_E_UNSUPPORTED);
-        print_message("Swin-T exported; this build runs no XNNPACK programs\n");
-        return;
-    }
-    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model *pte = export_classifier_and_reload(m, out, "Swin-T");
+    if (!pte) return;
     ly_tensor input, ref;
     ly_test_load_npy(dir, "input", &input);
     ly_test_load_npy(dir, "logits", &ref);
@@ -200,7 +182,8 @@ static void test_swin_export(void **state)
     ly_npy_free(&ref);
     ly_model_free(pte);
     unlink(out);
-    unlink(sidecar);
+    strncat(out, ".json", sizeof out - strlen(out) - 1); /* the sidecar */
+    unlink(out);
 }
 
 static void count_impl(const char *slot, const char *impl, bool eligible, const char *why_not,

@@ -480,24 +480,8 @@ static void test_export_round_trip(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(out, sizeof out, "%s/vit.pte", dir);
     snprintf(sidecar, sizeof sidecar, "%s.json", out);
-    ly_export_options o;
-    ly_export_options_init(&o);
-    o.output_path = out;
-    if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s", ly_last_error());
-    ly_model_free(m);
-    expect_classify_sidecar(sidecar);
-    size_t size = 0;
-    uint8_t *program = read_all(out, &size);
-    assert_non_null(program);
-    expect_packed_constants_only(program, size, out);
-    free(program);
-    ly_model *pte;
-    ly_status st = ly_model_load(out, NULL, &pte);
-    if (!ly_et_xnnpack_available()) {
-        assert_int_equal(st, LY_E_UNSUPPORTED);
-        print_message("ViT-Ti exported; this build runs no XNNPACK programs\n");
-    } else {
-        if (st != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model *pte = export_classifier_and_reload(m, out, "ViT-Ti");
+    if (pte) {
         ly_model_info info;
         assert_int_equal(ly_model_get_info(pte, &info), LY_OK);
         assert_string_equal(info.family, "vit");
