@@ -2,9 +2,10 @@
 /*
  * The shifted-window machinery (src/models/common/windows.h): the relative
  * position index and the shift masks of a 224 input against LibreYOLO's
- * (../shared/testdata/swin/ref_dog; skipped without it), the roll, the
- * window partition and its reverse as graph nodes against their index
- * formulas, the relative position bias gathered from a table.
+ * (../shared/testdata/swin/ref_dog; skipped without it), the shifted
+ * blocks' token orders (roll and partition as one gather), the window
+ * partition and its reverse as graph nodes against their index formulas, the relative position bias
+ * gathered from a table.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,25 +81,33 @@ static void test_shift_masks(void **state)
     }
 }
 
-/* roll by -3, partition into 7x7 windows, reverse, roll by +3 on a [2, 14, 21, 3]
- * map of distinct values: each step at its index formula, and back to x. */
+/* On a [2, 14, 21, 3] map of distinct values (window 7, shift 3): the shifted
+ * order gathers the map rolled by -3 into 7x7 windows (torch.roll, then
+ * window_partition, at their index formulas) and its inverse gathers them
+ * back; the unshifted partition and its reverse at theirs and back to x. */
 static void test_roll_partition_reverse(void **state)
 {
     (void)state;
-    enum { B = 2, H = 14, W = 21, C = 3, WS = 7, SHIFT = -3 };
+    enum { B = 2, H = 14, W = 21, C = 3, WS = 7, SHIFT = 3 };
     ly_graph *g;
     assert_int_equal(ly_graph_create(&g), LY_OK);
     ly_builder b = {.g = g, .what = "windows test", .st = LY_OK};
-    ly_graph_value x = LY_GRAPH_NONE;
+    ly_graph_value x = LY_GRAPH_NONE, order[2];
     assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
-    ly_graph_value rolled = ly_build_roll(&b, "roll", x, H, W, SHIFT);
-    ly_graph_value windows = ly_build_window_partition(&b, "partition", rolled, B, H, W, C, WS);
+    ly_build_shifted_window_order(&b, H, W, WS, SHIFT, order);
+    int64_t tokens[3] = {B, H * W, C};
+    ly_gather_params rows = {.axis = 1};
+    ly_graph_value in[2] = {ly_build_reshape(&b, "tokens", x, 3, tokens), order[0]};
+    ly_graph_value shifted = ly_build_node(&b, LY_OP_INDEX_SELECT, "roll", 2, in, &rows);
+    ly_graph_value out[2] = {shifted, order[1]};
+    ly_graph_value unshifted = ly_build_node(&b, LY_OP_INDEX_SELECT, "unroll", 2, out, &rows);
+    ly_graph_value windows = ly_build_window_partition(&b, "partition", x, B, H, W, C, WS);
     ly_graph_value back = ly_build_window_reverse(&b, "reverse", windows, B, H, W, C, WS);
-    ly_graph_value restored = ly_build_roll(&b, "unroll", back, H, W, -SHIFT);
     assert_int_equal(b.st, LY_OK);
-    assert_int_equal(ly_graph_output(g, rolled, "rolled"), LY_OK);
+    assert_int_equal(ly_graph_output(g, shifted, "shifted"), LY_OK);
+    assert_int_equal(ly_graph_output(g, unshifted, "unshifted"), LY_OK);
     assert_int_equal(ly_graph_output(g, windows, "windows"), LY_OK);
-    assert_int_equal(ly_graph_output(g, restored, "restored"), LY_OK);
+    assert_int_equal(ly_graph_output(g, back, "back"), LY_OK);
     ly_tensor input;
     int64_t shape[4] = {B, H, W, C};
     assert_int_equal(ly_tensor_alloc(&input, LY_F32, 4, shape), LY_OK);
@@ -108,25 +117,25 @@ static void test_roll_partition_reverse(void **state)
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     if (ly_graph_run(ctx, 1, &input, 1) != LY_OK) fail_msg("%s", ly_last_error());
-    ly_tensor r, w, back_t;
-    assert_int_equal(ly_graph_get_output(ctx, 0, &r, NULL), LY_OK);
-    assert_int_equal(ly_graph_get_output(ctx, 1, &w, NULL), LY_OK);
-    assert_int_equal(ly_graph_get_output(ctx, 2, &back_t, NULL), LY_OK);
-    assert_int_equal(w.ndim, 3);
-    assert_int_equal(w.shape[0], B * (H / WS) * (W / WS));
-    assert_int_equal(w.shape[1], WS * WS);
-    const float *rv = r.data, *wv = w.data, *bv = back_t.data;
+    ly_tensor t[4];
+    for (int o = 0; o < 4; o++)
+        assert_int_equal(ly_graph_get_output(ctx, o, &t[o], NULL), LY_OK);
+    assert_int_equal(t[2].ndim, 3);
+    assert_int_equal(t[2].shape[0], B * (H / WS) * (W / WS));
+    assert_int_equal(t[2].shape[1], WS * WS);
+    const float *sv = t[0].data, *uv = t[1].data, *wv = t[2].data, *bv = t[3].data;
 #define AT(b_, y_, x_, c_) ((((b_)*H + (y_)) * W + (x_)) * C + (c_))
     for (int64_t bb = 0; bb < B; bb++)
         for (int64_t y = 0; y < H; y++)
             for (int64_t xx = 0; xx < W; xx++)
                 for (int64_t c = 0; c < C; c++) {
-                    /* torch.roll: out[i] = x[(i - shift) mod n] */
-                    int64_t sy = ((y - SHIFT) % H + H) % H, sx = ((xx - SHIFT) % W + W) % W;
-                    assert_true(rv[AT(bb, y, xx, c)] == v[AT(bb, sy, sx, c)]);
+                    /* torch.roll by -SHIFT: rolled[i] = x[(i + SHIFT) mod n] */
+                    int64_t sy = (y + SHIFT) % H, sx = (xx + SHIFT) % W;
                     int64_t win = (bb * (H / WS) + y / WS) * (W / WS) + xx / WS;
-                    int64_t tok = (y % WS) * WS + xx % WS;
-                    assert_true(wv[(win * WS * WS + tok) * C + c] == rv[AT(bb, y, xx, c)]);
+                    int64_t at = (win * WS * WS + (y % WS) * WS + xx % WS) * C + c;
+                    assert_true(sv[at] == v[AT(bb, sy, sx, c)]);
+                    assert_true(wv[at] == v[AT(bb, y, xx, c)]);
+                    assert_true(uv[AT(bb, y, xx, c)] == v[AT(bb, y, xx, c)]);
                     assert_true(bv[AT(bb, y, xx, c)] == v[AT(bb, y, xx, c)]);
                 }
 #undef AT

@@ -39,21 +39,30 @@ void ly_window_shift_mask(int64_t hp, int64_t wp, int ws, int ss, float *mask)
     }
 }
 
-/* torch.roll along one axis of extent n: out[i] = x[(i - shift) mod n]. */
-static ly_graph_value roll_axis(ly_builder *b, const char *what, ly_graph_value x, int64_t axis,
-                                int64_t n, int64_t shift)
+static int64_t wrap(int64_t i, int64_t n)
 {
-    int64_t s = n > 0 ? ((shift % n) + n) % n : 0;
-    if (s == 0) return x;
-    ly_graph_value parts[2] = {ly_build_slice(b, what, x, axis, n - s, s),
-                               ly_build_slice(b, what, x, axis, 0, n - s)};
-    return ly_build_concat(b, what, 2, parts, axis);
+    return ((i % n) + n) % n;
 }
 
-ly_graph_value ly_build_roll(ly_builder *b, const char *what, ly_graph_value x, int64_t h,
-                             int64_t w, int64_t shift)
+void ly_build_shifted_window_order(ly_builder *b, int64_t h, int64_t w, int ws, int ss,
+                                   ly_graph_value order[2])
 {
-    return roll_axis(b, what, roll_axis(b, what, x, 1, h, shift), 2, w, shift);
+    order[0] = order[1] = LY_GRAPH_NONE;
+    int64_t n = h * w;
+    int64_t *to_windows = NULL, *back = NULL;
+    if (b->st == LY_OK)
+        ly_build_fail(b, ly_graph_constant(b->g, LY_I64, 1, &n, &order[0], (void **)&to_windows));
+    if (b->st == LY_OK)
+        ly_build_fail(b, ly_graph_constant(b->g, LY_I64, 1, &n, &order[1], (void **)&back));
+    if (b->st != LY_OK) return;
+    int64_t across = w / ws;
+    for (int64_t y = 0; y < h; y++)
+        for (int64_t x = 0; x < w; x++) {
+            /* token (y, x) of the rolled map: window (y / ws, x / ws), place (y % ws, x % ws) */
+            int64_t t = ((y / ws * across + x / ws) * ws + y % ws) * ws + x % ws;
+            to_windows[t] = wrap(y + ss, h) * w + wrap(x + ss, w);
+            back[wrap(y + ss, h) * w + wrap(x + ss, w)] = t;
+        }
 }
 
 ly_graph_value ly_build_window_partition(ly_builder *b, const char *what, ly_graph_value x,
@@ -173,11 +182,22 @@ ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_w
     bool shifted = k->shift != 0;
     x = ly_build_reshape(b, "map", x, 4, map);
     ly_graph_value y = ly_build_layer_norm(b, "norm1", x, c, 1e-5);
-    if (shifted) y = ly_build_roll(b, "roll", y, h, w, -k->shift);
-    y = ly_build_window_partition(b, "windows", y, 1, h, w, c, k->window);
-    y = window_attention(b, y, windows, k, shifted ? k->mask : LY_GRAPH_NONE);
-    y = ly_build_window_reverse(b, "windows", y, 1, h, w, c, k->window);
-    if (shifted) y = ly_build_roll(b, "unroll", y, h, w, k->shift);
+    if (shifted) {
+        /* roll and partition, attention, reverse and roll back: each pair one gather */
+        int64_t in_windows[3] = {windows, ws * ws, c};
+        ly_gather_params rows = {.axis = 1};
+        ly_graph_value gather[2] = {ly_build_reshape(b, "roll", y, 3, tokens), k->order[0]};
+        y = ly_build_node(b, LY_OP_INDEX_SELECT, "roll", 2, gather, &rows);
+        y = ly_build_reshape(b, "windows", y, 3, in_windows);
+        y = window_attention(b, y, windows, k, k->mask);
+        ly_graph_value back[2] = {ly_build_reshape(b, "unroll", y, 3, tokens), k->order[1]};
+        y = ly_build_reshape(
+            b, "unroll", ly_build_node(b, LY_OP_INDEX_SELECT, "unroll", 2, back, &rows), 4, map);
+    } else {
+        y = ly_build_window_partition(b, "windows", y, 1, h, w, c, k->window);
+        y = window_attention(b, y, windows, k, LY_GRAPH_NONE);
+        y = ly_build_window_reverse(b, "windows", y, 1, h, w, c, k->window);
+    }
     x = ly_build_reshape(b, "tokens", ly_build_binary(b, LY_OP_ADD, "attn.residual", x, y), 3,
                          tokens);
     ly_graph_value m =

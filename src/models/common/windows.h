@@ -27,10 +27,6 @@ void ly_window_relative_index(int ws, int64_t *idx);
  * map is one window (LibreYOLO shifts there as well). */
 void ly_window_shift_mask(int64_t hp, int64_t wp, int ws, int ss, float *mask);
 
-/* torch.roll(x, (shift, shift), dims (1, 2)) of a [B, H, W, C] map. */
-ly_graph_value ly_build_roll(ly_builder *b, const char *what, ly_graph_value x, int64_t h,
-                             int64_t w, int64_t shift);
-
 /* [B, H, W, C] -> [B * (H / ws) * (W / ws), ws * ws, C], and back. */
 ly_graph_value ly_build_window_partition(ly_builder *b, const char *what, ly_graph_value x,
                                          int64_t batch, int64_t h, int64_t w, int64_t c, int ws);
@@ -46,6 +42,14 @@ ly_graph_value ly_build_relative_bias(ly_builder *b, const char *key, int ws, in
  * share one). */
 ly_graph_value ly_build_shift_mask(ly_builder *b, int64_t hp, int64_t wp, int ws, int ss);
 
+/* A shifted block's token orders on an h x w map (window ws, shift ss), as
+ * int64 constants [h * w] (the blocks of a stage share them): order[0]
+ * gathers the map's tokens rolled by -ss into window order, the roll and
+ * the window partition as one row copy; order[1] gathers them back,
+ * reversing both (torch.roll by +ss after window_reverse). */
+void ly_build_shifted_window_order(ly_builder *b, int64_t h, int64_t w, int ws, int ss,
+                                   ly_graph_value order[2]);
+
 /* One shifted-window transformer block (Swin's SwinTransformerBlock and
  * SwinIR's, spec §1 and §3.2): x + attn(LN1(x)), then + fc2(GELU(fc1(LN2(x)))),
  * keys under the builder's prefix (norm1, attn.{qkv, relative_position_bias_table,
@@ -56,7 +60,8 @@ typedef struct ly_window_block {
     int shift;         /* 0: unshifted; else rolled by -shift, `mask` added */
     int64_t hidden;    /* the MLP's hidden width */
     ly_graph_value mask;
-    bool fused; /* the sdpa slot tokens first, else the manual expression */
+    ly_graph_value order[2]; /* shifted blocks: ly_build_shifted_window_order */
+    bool fused;              /* the sdpa slot tokens first, else the manual expression */
 } ly_window_block;
 /* x: [1, h, w, c] or its tokens [1, h * w, c]; the result [1, h, w, c]. */
 ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_window_block *k);

@@ -156,6 +156,7 @@ static ly_status build(const ly_checkpoint *ck, const swin_size *z, int64_t clas
                              .hidden = 4 * c,
                              .mask = ly_build_shift_mask(&b, side, side, WINDOW, SHIFT),
                              .fused = fused};
+        ly_build_shifted_window_order(&b, k.h, k.w, WINDOW, SHIFT, k.order);
         for (int j = 0; j < z->depths[s] && b.st == LY_OK; j++) {
             snprintf(b.prefix, sizeof b.prefix, "layers.%d.blocks.%d.", s, j);
             k.shift = j % 2 == 1 ? SHIFT : 0;

@@ -182,6 +182,7 @@ static ly_status build(void *user, int64_t h, int64_t w, ly_graph *g)
                          .hidden = 2 * c,
                          .mask = ly_build_shift_mask(&b, h, w, WINDOW, SHIFT),
                          .fused = !net->manual};
+    ly_build_shifted_window_order(&b, k.h, k.w, WINDOW, SHIFT, k.order);
     ly_graph_value computed_mask = k.mask;
     for (int i = 0; i < z->rstbs && b.st == LY_OK; i++) {
         ly_graph_value y = x;
