@@ -288,6 +288,83 @@ LY_AVX512 static void add_masks16(float *s, int64_t n, const ly_sdpa_problem *p,
     }
 }
 
+/* softmax_rows16 on MR rows of NV * 16 keys (NV a constant: SwinIR's and
+ * Swin-style 64-key windows), every row held in registers from the scores'
+ * load to the normalised store: the same operations in the same order,
+ * without softmax_rows16's four passes through memory and its per-row mask
+ * setup (SwinIR-s's softmax was ~80 cycles a 64-key row). */
+LY_AVX512 static inline __attribute__((always_inline)) void
+softmax_registers16(float *s, int64_t ld, const int NV, const ly_sdpa_problem *p, int64_t b,
+                    int64_t h, int64_t i0)
+{
+    __m512 x[MR][4];
+    __m256 sum[MR];
+    float m[MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            x[r][v] = _mm512_load_ps(s + r * ld + 16 * v);
+        for (int k = 0; k < 2; k++) {
+            const ly_sdpa_mask *mk = &p->mask[k];
+            if (!mk->data) continue;
+            int64_t row = ly_sdpa_mask_row(mk, b, h, i0 + r);
+            const float *src = (const float *)mk->data + row;
+            __m512 c = _mm512_set1_ps(src[0]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                x[r][v] = _mm512_add_ps(x[r][v], mk->sk == 0 ? c : _mm512_loadu_ps(src + 16 * v));
+        }
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            mx = _mm512_max_ps(x[r][v], mx);
+        m[r] = hmax8(_mm256_max_ps(_mm512_castps512_ps256(mx), high8(mx)));
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            if (v == 0) sum[r] = _mm256_setzero_ps();
+            x[r][v] = exp16(_mm512_sub_ps(x[r][v], _mm512_set1_ps(m[r])));
+            sum[r] = _mm256_add_ps(sum[r], _mm512_castps512_ps256(x[r][v]));
+            sum[r] = _mm256_add_ps(sum[r], high8(x[r][v]));
+        }
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        __m512 inv = _mm512_set1_ps(1.0f / hsum8(sum[r]));
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            _mm512_store_ps(s + r * ld + 16 * v, _mm512_mul_ps(x[r][v], inv));
+    }
+}
+
+/* Whether softmax_registers16 takes a block: MR rows of 16 to 64 keys, a
+ * multiple of 16. */
+static bool softmax_in_registers(int64_t rows, int64_t n)
+{
+    return rows == MR && n % 16 == 0 && n >= 16 && n <= 64;
+}
+
+LY_AVX512 static void softmax_block16(float *s, int64_t ld, int64_t n, const ly_sdpa_problem *p,
+                                      int64_t b, int64_t h, int64_t i0)
+{
+    switch (n / 16) {
+    case 1:
+        softmax_registers16(s, ld, 1, p, b, h, i0);
+        break;
+    case 2:
+        softmax_registers16(s, ld, 2, p, b, h, i0);
+        break;
+    case 3:
+        softmax_registers16(s, ld, 3, p, b, h, i0);
+        break;
+    default:
+        softmax_registers16(s, ld, 4, p, b, h, i0);
+        break;
+    }
+}
+
 /* softmax_row for `rows` rows (ld floats apart; row r is query i0 + r of
  * (b, h)) whose masks masks_on_16_lanes takes (added first); s is padded to
  * a multiple of 16 and 64-byte aligned. Each row's arithmetic is
@@ -501,7 +578,9 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
             gemm_rows16(d, w.qs, d, w.kp, d * 16, nkp, w.s, nk8);
         else
             gemm_rows(d, w.qs, d, w.kp, d * 8, nkp, w.s, nk8);
-        if (pw == 16 && masks16)
+        if (pw == 16 && masks16 && softmax_in_registers(rows, Nk))
+            softmax_block16(w.s, nk8, Nk, p, bh / p->H, bh % p->H, i0);
+        else if (pw == 16 && masks16)
             softmax_rows16(w.s, nk8, (int)rows, Nk, p, bh / p->H, bh % p->H, i0);
         else
             for (int64_t r = 0; r < rows; r++)
