@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """ctypes bindings of libreyolo.so: the C library's public API (include/libreyolo/).
 
-The library is found, in order: $LIBREYOLO_LIBRARY; next to this package as
-installed (<libdir>/python3/dist-packages/libreyolo_c -> <libdir>); the build
-tree (<build>/python/libreyolo_c -> <build>); the source tree's build/.
+The library is found, in order: $LIBREYOLO_LIBRARY; inside this package (pip
+install puts it there); next to this package as installed by CMake
+(<libdir>/python3/dist-packages/libreyolo_c -> <libdir>); the build tree
+(<build>/python/libreyolo_c -> <build>); the source tree's build/.
 ctypes releases the GIL around every foreign call, so inference runs while
 other Python threads do.
 """
@@ -12,7 +13,8 @@ import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CANDIDATES = [
-    os.path.join(_HERE, "..", "..", "..", "libreyolo.so.0"),  # installed
+    os.path.join(_HERE, "libreyolo.so.0"),  # pip install
+    os.path.join(_HERE, "..", "..", "..", "libreyolo.so.0"),  # cmake --install
     os.path.join(_HERE, "..", "..", "libreyolo.so.0"),  # <build>/python/libreyolo_c
     os.path.join(_HERE, "..", "..", "build", "libreyolo.so.0"),  # <source>/python/libreyolo_c
 ]
