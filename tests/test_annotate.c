@@ -3,7 +3,9 @@
  * Annotation labels: none hides another and none leaves the image — on the
  * demo's detections (NanoDet-g on darknet's dog.jpg, as the README shows them:
  * "truck 0.37" sat under "car 0.53"), on parkour.jpg with the YOLO9 fixture,
- * and on a crowd of identical boxes, where lower-scored labels give way.
+ * and on a crowd of identical boxes, where lower-scored labels give way. The
+ * same drawing from a caller's detections, a classifier's lines, and where
+ * saved predictions go (ly_save_folder's numbering).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,15 +97,80 @@ static void test_parkour_labels(void **state)
     int h, w;
     assert_int_equal(ly_results_orig_shape(r, &h, &w), LY_OK);
     assert_true(check_layout("YOLO9 fixture on parkour.jpg", w, h, d, n) > 0);
+
+    /* drawn from the results or from the caller's copy of them: the same pixels */
+    ly_image a, b;
+    assert_int_equal(ly_image_load(image, &a), LY_OK);
+    assert_int_equal(ly_image_load(image, &b), LY_OK);
+    assert_int_equal(ly_image_annotate(&a, r), LY_OK);
+    assert_int_equal(ly_image_annotate_detections(&b, d, n), LY_OK);
+    assert_memory_equal(a.pixels, b.pixels, (size_t)a.width * (size_t)a.height * 3);
+    ly_image_free(&a);
+    ly_image_free(&b);
     free(d);
     ly_results_free(r);
     ly_model_free(m);
 }
 
+/* The classifier drawing and the refusals of an empty image or missing rows. */
+static void test_annotate_arguments(void **state)
+{
+    (void)state;
+    ly_image im = {0}, empty = {0};
+    assert_int_equal(ly_image_alloc(&im, 64, 48), LY_OK);
+    memset(im.pixels, 0, 64 * 48 * 3);
+    ly_class_prob top[2] = {{3, 0.75f, "dog"}, {5, 0.125f, NULL}};
+    assert_int_equal(ly_image_annotate_classes(&im, top, 2), LY_OK);
+    size_t lit = 0;
+    for (size_t i = 0; i < 64 * 48 * 3; i++)
+        lit += im.pixels[i] != 0;
+    assert_true(lit > 0);
+    assert_int_equal(ly_image_annotate_detections(&empty, NULL, 0), LY_E_INVALID_ARGUMENT);
+    assert_int_equal(ly_image_annotate_detections(&im, NULL, 1), LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "1 detections at NULL"));
+    assert_int_equal(ly_image_annotate_detections(&im, NULL, 0), LY_OK);
+    ly_image_free(&im);
+}
+
+/* predict, predict2, predict3; with exist_ok predict again; a folder given whole is made as is. */
+static void test_save_folder_numbering(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/ly_save_folder.XXXXXX", out[512], want[600];
+    assert_non_null(mkdtemp(root));
+    char project[64];
+    snprintf(project, sizeof project, "%s/runs/detect", root);
+    const char *names[] = {"predict", "predict2", "predict3", "predict"};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(ly_save_folder(project, "predict", k == 3, out, sizeof out), LY_OK);
+        snprintf(want, sizeof want, "%s/%s", project, names[k]);
+        assert_string_equal(out, want);
+        struct stat st;
+        assert_int_equal(stat(out, &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+    }
+    char whole[600];
+    snprintf(whole, sizeof whole, "%s/given/deeper", root);
+    assert_int_equal(ly_save_folder(whole, NULL, false, out, sizeof out), LY_OK);
+    assert_string_equal(out, whole);
+    assert_int_equal(ly_save_folder(project, "predict", false, out, 8), LY_E_INVALID_ARGUMENT);
+    char blocked[600];
+    snprintf(blocked, sizeof blocked, "%s/file", root);
+    FILE *f = fopen(blocked, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(ly_save_folder(blocked, "predict", false, out, sizeof out), LY_E_IO);
+    assert_non_null(strstr(ly_last_error(), "cannot create"));
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_demo_labels),
-                                       cmocka_unit_test(test_crowd_gives_way),
-                                       cmocka_unit_test(test_parkour_labels)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_demo_labels), cmocka_unit_test(test_crowd_gives_way),
+        cmocka_unit_test(test_parkour_labels), cmocka_unit_test(test_annotate_arguments),
+        cmocka_unit_test(test_save_folder_numbering)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

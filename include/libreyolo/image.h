@@ -53,6 +53,14 @@ LY_API ly_status ly_image_load_url(const char *url, ly_image *out);
  * chosen by the extension (case-insensitive), atomically: a temporary file in
  * the same directory is written and renamed over `path`. */
 LY_API ly_status ly_image_save(const char *path, const ly_image *image, int jpeg_quality);
+/* The folder saved predictions go into, created (with its parents) and
+ * written to out: <project>/<name>, or where that exists (and !exist_ok) the
+ * first free <project>/<name>N for N = 2, 3, ... (LibreYOLO's
+ * increment_path: predict, predict2, ...); with name NULL, project itself.
+ * LY_E_IO naming the folder when it cannot be created; LY_E_INVALID_ARGUMENT
+ * when the path does not fit `size`. */
+LY_API ly_status ly_save_folder(const char *project, const char *name, bool exist_ok, char *out,
+                                size_t size);
 /* Whether this build reads and writes image files (*available). */
 LY_API ly_status ly_image_codecs(bool *available);
 
@@ -60,6 +68,14 @@ LY_API ly_status ly_image_codecs(bool *available);
  * its class and a "name 0.87" label (class id when unnamed) above it, or
  * inside when there is no room above. Everything is clipped to the image. */
 LY_API ly_status ly_image_annotate(ly_image *image, const ly_results *results);
+/* The same drawing from detections the caller holds (a subset of a result's,
+ * or boxes from elsewhere): n boxes with their labels, the name of each from
+ * detections[i].name (its class id where NULL or empty). */
+LY_API ly_status ly_image_annotate_detections(ly_image *image, const ly_detection *detections,
+                                              size_t n);
+/* A classifier's drawing: the n classes given, one "name 0.87" line each from
+ * the top-left corner. */
+LY_API ly_status ly_image_annotate_classes(ly_image *image, const ly_class_prob *top, size_t n);
 
 #ifdef __cplusplus
 }

@@ -515,50 +515,24 @@ static int list_sources(const char *source, char ***out, size_t *count)
 }
 
 /* mkdir -p */
-static int make_dirs(const char *path)
-{
-    char *p = strdup(path);
-    if (!p) return ENOMEM;
-    int err = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0') continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) err = errno;
-        *s = saved;
-        if (err || saved == '\0') break;
-    }
-    struct stat st;
-    if (!err && (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))) err = ENOTDIR;
-    free(p);
-    return err;
-}
-
 /* The folder --save writes into: DIR as given, else <project>/<name>, numbered
  * as LibreYOLO's increment_path numbers it (predict, predict2, predict3, ...)
  * unless --exist-ok. Created; 0 or an exit code. */
 static int save_folder(const predict_args *a, const char *task, char *out, size_t size)
 {
-    if (a->save_dir) {
-        snprintf(out, size, "%s", a->save_dir);
-    } else {
-        char project[PATH_MAX];
-        if (a->project)
-            snprintf(project, sizeof project, "%s", a->project);
-        else
-            snprintf(project, sizeof project, "runs/%s", task);
-        const char *name = a->name ? a->name : DEFAULT_NAME;
-        if ((size_t)snprintf(out, size, "%s/%s", project, name) >= size)
-            return ly_cli_usage_error("predict", "--project/--name: the path is too long");
-        struct stat st;
-        for (int k = 2; !a->exist_ok && stat(out, &st) == 0 && k < 10000; k++)
-            if ((size_t)snprintf(out, size, "%s/%s%d", project, name, k) >= size)
-                return ly_cli_usage_error("predict", "--project/--name: the path is too long");
-    }
-    int err = make_dirs(out);
-    if (err)
-        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL,
-                           "--save %s: cannot create the folder: %s", out, strerror(err));
+    char project[PATH_MAX];
+    if (a->project)
+        snprintf(project, sizeof project, "%s", a->project);
+    else
+        snprintf(project, sizeof project, "runs/%s", task);
+    ly_status st = a->save_dir ? ly_save_folder(a->save_dir, NULL, true, out, size)
+                               : ly_save_folder(project, a->name ? a->name : DEFAULT_NAME,
+                                                a->exist_ok, out, size);
+    if (st == LY_E_INVALID_ARGUMENT)
+        return ly_cli_usage_error("predict", "--project/--name: %s", ly_last_error());
+    if (st != LY_OK)
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
+                           ly_last_error());
     return 0;
 }
 

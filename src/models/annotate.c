@@ -179,13 +179,9 @@ static void draw_label(ly_image *im, const ly_detection *d, const ly_label_place
               luma > 150 ? black : white);
 }
 
-/* A classifier's top 5, one label per line from the top-left corner. */
-static ly_status draw_top5(ly_image *im, const ly_results *results, int scale)
+/* A classifier's top classes, one label per line from the top-left corner. */
+static void draw_top(ly_image *im, const ly_class_prob *top, size_t n, int scale)
 {
-    ly_class_prob top[5];
-    size_t n;
-    ly_status st = ly_results_top(results, 5, top, &n);
-    if (st != LY_OK) return st;
     int y = LABEL_PAD * scale, line = (GLYPH_H + 2 * LABEL_PAD) * scale;
     static const uint8_t black[3] = {0, 0, 0}, white[3] = {255, 255, 255};
     for (size_t i = 0; i < n; i++, y += line) {
@@ -198,40 +194,65 @@ static ly_status draw_top5(ly_image *im, const ly_results *results, int scale)
         fill_rect(im, 0, y - LABEL_PAD * scale, w, y - LABEL_PAD * scale + line, black);
         draw_text(im, LABEL_PAD * scale, y, scale, label, white);
     }
+}
+
+static bool drawable(const ly_image *image, const char *what)
+{
+    if (image && image->pixels && image->width > 0 && image->height > 0) return true;
+    ly_set_error(LY_E_INVALID_ARGUMENT, "%s: the image is empty", what);
+    return false;
+}
+
+ly_status ly_image_annotate_detections(ly_image *image, const ly_detection *detections, size_t n)
+{
+    if (!drawable(image, "ly_image_annotate_detections")) return LY_E_INVALID_ARGUMENT;
+    if (n && !detections)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_image_annotate_detections: %zu detections at NULL", n);
+    ly_label_place *places = calloc(n ? n : 1, sizeof *places);
+    if (!places) return ly_set_error(LY_E_NO_MEMORY, "ly_image_annotate_detections: out of memory");
+    /* Boxes lowest score first (the best on top), then the labels, placed
+     * best first where none covers another. */
+    ly_annotate_layout(image->width, image->height, detections, n, places);
+    for (size_t i = n; i-- > 0;)
+        draw_box(image, &detections[i]);
+    for (size_t i = n; i-- > 0;)
+        draw_label(image, &detections[i], &places[i]);
+    free(places);
+    return LY_OK;
+}
+
+ly_status ly_image_annotate_classes(ly_image *image, const ly_class_prob *top, size_t n)
+{
+    if (!drawable(image, "ly_image_annotate_classes")) return LY_E_INVALID_ARGUMENT;
+    if (n && !top)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_annotate_classes: %zu classes at NULL",
+                            n);
+    draw_top(image, top, n, font_scale(image->width, image->height));
     return LY_OK;
 }
 
 ly_status ly_image_annotate(ly_image *image, const ly_results *results)
 {
-    if (!image || !image->pixels || image->width <= 0 || image->height <= 0 || !results)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_annotate: image or results is empty");
-    size_t n;
-    ly_status st = ly_results_count(results, &n);
-    if (st != LY_OK) return st;
-    int scale = font_scale(image->width, image->height);
+    if (!drawable(image, "ly_image_annotate")) return LY_E_INVALID_ARGUMENT;
+    if (!results) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_annotate: results is NULL");
     const char *task;
-    st = ly_results_task(results, &task);
+    ly_status st = ly_results_task(results, &task);
     if (st != LY_OK) return st;
-    if (strcmp(task, "classify") == 0) return draw_top5(image, results, scale);
-    ly_detection *d = calloc(n ? n : 1, sizeof *d);
-    ly_label_place *places = calloc(n ? n : 1, sizeof *places);
-    if (!d || !places) {
-        free(d);
-        free(places);
-        return ly_set_error(LY_E_NO_MEMORY, "ly_image_annotate: out of memory");
+    if (strcmp(task, "classify") == 0) {
+        ly_class_prob top[5];
+        size_t n;
+        st = ly_results_top(results, 5, top, &n);
+        return st != LY_OK ? st : ly_image_annotate_classes(image, top, n);
     }
+    size_t n;
+    st = ly_results_count(results, &n);
+    if (st != LY_OK) return st;
+    ly_detection *d = calloc(n ? n : 1, sizeof *d);
+    if (!d) return ly_set_error(LY_E_NO_MEMORY, "ly_image_annotate: out of memory");
     for (size_t i = 0; i < n && st == LY_OK; i++)
         st = ly_results_get(results, i, &d[i]);
-    if (st == LY_OK) {
-        /* Boxes lowest score first (the best on top), then the labels, placed
-         * best first where none covers another. */
-        ly_annotate_layout(image->width, image->height, d, n, places);
-        for (size_t i = n; i-- > 0;)
-            draw_box(image, &d[i]);
-        for (size_t i = n; i-- > 0;)
-            draw_label(image, &d[i], &places[i]);
-    }
+    if (st == LY_OK) st = ly_image_annotate_detections(image, d, n);
     free(d);
-    free(places);
     return st;
 }
