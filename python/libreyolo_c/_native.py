@@ -190,6 +190,25 @@ ly_results_restored = _sig(
 )
 ly_results_free = _sig("ly_results_free", st, c_p)
 ly_image_save = _sig("ly_image_save", st, ctypes.c_char_p, ctypes.POINTER(Image), ctypes.c_int)
+ly_image_load = _sig("ly_image_load", st, ctypes.c_char_p, ctypes.POINTER(Image))
+ly_image_load_buffer = _sig(
+    "ly_image_load_buffer", st, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+    ctypes.POINTER(Image),
+)
+ly_image_load_url = _sig("ly_image_load_url", st, ctypes.c_char_p, ctypes.POINTER(Image))
+ly_image_free = _sig("ly_image_free", st, ctypes.POINTER(Image))
+ly_image_annotate_detections = _sig(
+    "ly_image_annotate_detections", st, ctypes.POINTER(Image), ctypes.POINTER(Detection),
+    ctypes.c_size_t,
+)
+ly_image_annotate_classes = _sig(
+    "ly_image_annotate_classes", st, ctypes.POINTER(Image), ctypes.POINTER(ClassProb),
+    ctypes.c_size_t,
+)
+ly_save_folder = _sig(
+    "ly_save_folder", st, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_bool, ctypes.c_char_p,
+    ctypes.c_size_t,
+)
 ly_export_options_init = _sig("ly_export_options_init", st, ctypes.POINTER(ExportOptions))
 ly_model_export = _sig(
     "ly_model_export", st, c_p, ctypes.POINTER(ExportOptions), ctypes.c_char_p, ctypes.c_size_t

@@ -56,7 +56,7 @@ def rows_for_paths(paths, model, threads=1, **predict):
     rows = []
     for path in paths:
         try:
-            r = m.predict(path, **predict)[0]
+            r = m.predict(path, **predict)
         except Exception as e:  # one image's failure is a row, not a lost job
             rows.append({"path": path, "class_id": -1, "name": "", "confidence": float("nan"),
                          "x1": float("nan"), "y1": float("nan"), "x2": float("nan"),

@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: MIT
 """LibreYOLO's Python API (LibreYOLO(...).predict(...) -> Results) on libreyolo.so."""
 import ctypes
+import difflib
 import os
 import threading
+import warnings
 
 import numpy as np
 
 from . import _native as n
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+from . import sources
+from .results import Boxes, Probs, RestoredImage, Results
 
 
 class LibreYOLOError(RuntimeError):
@@ -64,89 +66,127 @@ def _text(b):
     return b.decode("utf-8", "replace") if b else ""
 
 
-class Boxes:
-    """Detections as NumPy arrays: xyxy (N, 4) in original-image pixels, conf (N,), cls (N,)."""
-
-    def __init__(self, xyxy, conf, cls):
-        self.xyxy, self.conf, self.cls = xyxy, conf, cls
-
-    @property
-    def data(self):
-        return np.concatenate([self.xyxy, self.conf[:, None], self.cls[:, None]], axis=1)
-
-    def __len__(self):
-        return len(self.conf)
-
-    def __repr__(self):
-        return f"Boxes({len(self)} detections)"
+_NOOP_KWARGS = {"agnostic_nms", "boxes", "dnn", "half", "line_width", "retina_masks", "show_conf",
+                "show_labels", "stream_buffer", "verbose"}  # LibreYOLO's: warned, then ignored
+_REJECTED_KWARGS = {"visualize", "embed"}  # LibreYOLO's: refused
+_PREDICT_KEYWORDS = ("conf", "iou", "imgsz", "device", "classes", "max_det", "augment", "save",
+                     "batch", "stream", "vid_stride", "show", "output_path", "color_format",
+                     "tiling", "overlap_ratio", "output_file_format", "project", "name",
+                     "exist_ok", "tile", "tile_pad", "bgr")
 
 
-class Probs:
-    """A classifier's probabilities: data (nc,), top1, top5, top1conf, top5conf."""
-
-    def __init__(self, data, top):
-        self.data = data
-        self.top5 = [c for c, _ in top]
-        self.top5conf = np.array([p for _, p in top], dtype=np.float32)
-        self.top1 = self.top5[0] if top else None
-        self.top1conf = float(self.top5conf[0]) if top else None
-
-
-class RestoredImage:
-    """A restoration model's output image, as LibreYOLO's RestoredImage: RGB
-    uint8 (H, W, 3) in `data`."""
-
-    def __init__(self, data):
-        self.data = data
-        self.shape = data.shape[:2]
-
-    def numpy(self):
-        return self.data
-
-    def save(self, path):
-        """Write the image, JPEG or PNG by the extension (atomically)."""
-        img = n.Image(self.data.ctypes.data, self.data.shape[1], self.data.shape[0])
-        _check(n.ly_image_save(os.fsencode(path), ctypes.byref(img), 95))
-        return path
+def _keywords(kwargs, known):
+    """LibreYOLO's policy for keywords a call does not take: its no-ops warn,
+    its refused ones raise NotImplementedError, anything else raises
+    TypeError with the closest known name."""
+    rejected = sorted(k for k in kwargs if k in _REJECTED_KWARGS)
+    if rejected:
+        raise LibreYOLONotImplementedError(
+            f"LibreYOLO does not support these predict options: {', '.join(rejected)}.",
+            n.LY_E_UNSUPPORTED)
+    for key in sorted(kwargs):
+        if key == "half":
+            if kwargs[key]:
+                warnings.warn("half=True: libreyolo-c runs float32 on the CPU (as LibreYOLO "
+                              "does on a CPU); running in float32", stacklevel=3)
+        elif key in _NOOP_KWARGS:
+            warnings.warn(f"Predict option {key!r} is accepted for CLI compatibility but is "
+                          "currently a no-op in LibreYOLO.", stacklevel=3)
+    unknown = sorted(k for k in kwargs if k not in _NOOP_KWARGS)
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, list(known) + sorted(_NOOP_KWARGS), n=1)
+            hints.append(f"{key} (did you mean {close[0]}?)" if close else key)
+        raise TypeError(f"Unsupported predict option(s): {', '.join(hints)}. Supported options "
+                        f"include {', '.join(known)}.")
 
 
-class Results:
-    """One image's results, shaped as LibreYOLO's Results."""
-
-    def __init__(self, boxes, probs, names, orig_shape, path, speed, restored=None,
-                 restore_scale=None):
-        self.boxes, self.probs, self.names = boxes, probs, names
-        self.orig_shape, self.path, self.speed = orig_shape, path, speed
-        self.restored, self.restore_scale = restored, restore_scale
-
-    def __len__(self):
-        return len(self.boxes) if self.boxes is not None else 0
-
-    def __repr__(self):
-        what = f"{len(self)} detections" if self.probs is None else f"top1 {self.probs.top1}"
-        return f"Results({self.path or 'array'}: {what})"
+def _check_device(device):
+    if device is None:
+        return
+    if not isinstance(device, str) or device.lower().split(":")[0] not in ("cpu", "auto"):
+        raise LibreYOLOValueError(
+            f"device={device!r}: libreyolo-c runs whole models on the CPU; use device='cpu' "
+            "(or 'auto')", n.LY_E_INVALID_ARGUMENT)
 
 
-def _sources(source):
-    """Paths and arrays, in order: a path, a folder (its images, sorted), a list of either."""
-    if isinstance(source, np.ndarray):
-        return [source]
-    if isinstance(source, (str, bytes, os.PathLike)):
-        path = os.fsdecode(source)
-        if os.path.isdir(path):
-            return sorted(
-                os.path.join(path, f)
-                for f in os.listdir(path)
-                if f.lower().endswith(IMAGE_SUFFIXES)
-            )
-        return [path]
-    if isinstance(source, (list, tuple)):
-        out = []
-        for item in source:
-            out.extend(_sources(item))
-        return out
-    raise TypeError(f"source must be a path, a folder, a NumPy HWC uint8 array or a list, "
-                    f"not {type(source).__name__}")
+def _color_format(color_format, bgr):
+    fmt = str(color_format).lower()
+    if fmt not in ("auto", "rgb", "bgr"):
+        raise LibreYOLOValueError(
+            f"color_format must be 'auto', 'rgb', or 'bgr', got '{color_format}'",
+            n.LY_E_INVALID_ARGUMENT)
+    if bgr is not None:
+        if fmt != "auto" and (fmt == "bgr") != bool(bgr):
+            raise LibreYOLOValueError(f"bgr={bgr!r} contradicts color_format={color_format!r}",
+                                      n.LY_E_INVALID_ARGUMENT)
+        fmt = "bgr" if bgr else "rgb"
+    return fmt
+
+
+def _positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise LibreYOLOValueError(f"{name}={value!r}: expected an integer >= 1",
+                                  n.LY_E_INVALID_ARGUMENT)
+
+
+def _file_format(output_file_format):
+    if output_file_format is None:
+        return "jpg"
+    fmt = str(output_file_format).lower().lstrip(".")
+    if fmt not in ("jpg", "jpeg", "png", "webp"):
+        raise LibreYOLOValueError(f"Invalid output_file_format: {fmt}. Must be one of: 'jpg', "
+                                  "'png', 'webp'", n.LY_E_INVALID_ARGUMENT)
+    if fmt == "webp":
+        raise LibreYOLONotImplementedError("output_file_format='webp': libreyolo-c writes JPEG "
+                                           "and PNG (jpg, png)", n.LY_E_UNSUPPORTED)
+    return fmt
+
+
+class _Saver:
+    """Where save=True writes, as LibreYOLO's resolve_save_path: output_path
+    (a folder, or a file for one image), else one numbered folder per
+    process and project/name (runs/<task>/predict, predict2, ... as the
+    command numbers them, through ly_save_folder)."""
+
+    _folders = {}
+
+    def __init__(self, task, output_path, project, name, exist_ok, ext, count):
+        self.ext, self.used, self.file = ext, set(), None
+        if output_path is not None:
+            path = os.fspath(output_path)
+            if os.path.splitext(path)[1]:
+                if count > 1:
+                    raise LibreYOLOValueError(
+                        f"output_path={path!r} names one file; give a folder for {count} images",
+                        n.LY_E_INVALID_ARGUMENT)
+                self.file = path
+                path = os.path.dirname(path) or "."
+            self.folder = self._make(path, None, True)
+            return
+        key = (project or f"runs/{task}", name or "predict")
+        if exist_ok or key not in self._folders:
+            self._folders[key] = self._make(key[0], key[1], exist_ok)
+        self.folder = self._folders[key]
+
+    @staticmethod
+    def _make(project, name, exist_ok):
+        out = ctypes.create_string_buffer(4096)
+        _check(n.ly_save_folder(os.fsencode(project), None if name is None else os.fsencode(name),
+                                bool(exist_ok), out, len(out)))
+        return os.fsdecode(out.value)
+
+    def path(self, source_name):
+        if self.file:
+            return self.file
+        base = source_name.split("?")[0].split("#")[0] if "://" in source_name else source_name
+        stem = os.path.splitext(os.path.basename(base))[0] or "inference"
+        name, k = f"{stem}.{self.ext}", 2
+        while name in self.used:
+            name, k = f"{stem}_{k}.{self.ext}", k + 1
+        self.used.add(name)
+        return os.path.join(self.folder, name)
 
 
 class LibreYOLO:
@@ -154,7 +194,12 @@ class LibreYOLO:
     ExecuTorch program (.pte), a TF.js graph (.json) or a name ("nanodet",
     "yolo9-t"). One model may be used by several threads at once."""
 
-    def __init__(self, model="nanodet", threads=0):
+    def __init__(self, model="nanodet", size=None, reg_max=16, nb_classes=None, device="auto",
+                 task=None, compute_units="all", threads=0):
+        """LibreYOLO's factory: size and nb_classes, when given, must be what the
+        checkpoint holds (the library reads both from it); reg_max is YOLO9's 16;
+        device 'cpu' or 'auto'; task, when given, the model's own."""
+        _check_device(device)
         self.model_path = os.fspath(model)
         handle = ctypes.c_void_p()
         _check(n.ly_model_load(self.model_path.encode(), None, ctypes.byref(handle)))
@@ -165,6 +210,16 @@ class LibreYOLO:
         self.family, self.size, self.task = _text(info.family), _text(info.size), _text(info.task)
         self.nc, self.imgsz = int(info.nc), int(info.imgsz)
         self.names = {i: _text(info.names[i]) for i in range(self.nc)}
+        for given, have, what in ((size, self.size, "size"), (task, self.task, "task"),
+                                  (nb_classes, self.nc, "nb_classes")):
+            if given is not None and str(given) != str(have):
+                self.close()
+                raise LibreYOLOValueError(f"{self.model_path}: {what}={given!r}, but the model "
+                                          f"is {what} {have!r}", n.LY_E_INVALID_ARGUMENT)
+        if reg_max != 16:
+            self.close()
+            raise LibreYOLOValueError(f"reg_max={reg_max!r}: only 16 (LibreYOLO's default) is "
+                                      "supported", n.LY_E_INVALID_ARGUMENT)
         self._info = {
             "family": self.family, "size": self.size, "task": self.task, "nc": self.nc,
             "imgsz": self.imgsz, "engine": _text(info.engine), "input": _text(info.input),
@@ -230,7 +285,7 @@ class LibreYOLO:
         _check(n.ly_predict_options_check(self._handle, ctypes.byref(o)))
         return o, keep
 
-    def _results(self, handle, path):
+    def _results(self, handle, path, orig_img=None):
         try:
             count = ctypes.c_size_t()
             _check(n.ly_results_count(handle, ctypes.byref(count)))
@@ -241,73 +296,120 @@ class LibreYOLO:
             speed = dict(zip(("preprocess", "inference", "postprocess"), (x.value for x in t)))
             task = ctypes.c_char_p()
             _check(n.ly_results_task(handle, ctypes.byref(task)))
-            xyxy = np.zeros((count.value, 4), dtype=np.float32)
-            conf = np.zeros(count.value, dtype=np.float32)
-            cls = np.zeros(count.value, dtype=np.float32)
-            d = n.Detection()
-            for i in range(count.value):
-                _check(n.ly_results_get(handle, i, ctypes.byref(d)))
-                xyxy[i] = d.xyxy[:]
-                conf[i], cls[i] = d.conf, d.cls
-            probs = None
-            if _text(task.value) == "classify":
-                top = (n.ClassProb * 5)()
-                got = ctypes.c_size_t()
-                _check(n.ly_results_top(handle, 5, top, ctypes.byref(got)))
+            task = _text(task.value)
+            shape = (h.value, w.value)
+            if task == "classify":
                 vec, m = ctypes.POINTER(ctypes.c_float)(), ctypes.c_size_t()
                 _check(n.ly_results_probs(handle, ctypes.byref(vec), ctypes.byref(m)))
                 data = np.ctypeslib.as_array(vec, shape=(m.value,)).copy()
-                probs = Probs(data, [(top[i].cls, top[i].conf) for i in range(got.value)])
-            restored, scale = None, None
-            if _text(task.value) == "restore":
+                r = Results(None, shape, path, self.names, Probs(data, shape), speed)
+            elif task == "restore":
                 view, k = n.ImageView(), ctypes.c_int()
                 _check(n.ly_results_restored(handle, ctypes.byref(view), ctypes.byref(k)))
                 pixels = ctypes.cast(view.pixels, ctypes.POINTER(ctypes.c_uint8))
                 data = np.ctypeslib.as_array(pixels, shape=(view.height, view.width, 3)).copy()
-                restored, scale = RestoredImage(data), k.value
-                return Results(None, None, self.names, (h.value, w.value), path, speed, restored,
-                               scale)
-            return Results(Boxes(xyxy, conf, cls), probs, self.names, (h.value, w.value), path,
-                           speed)
+                r = Results(None, shape, path, self.names, None, speed, RestoredImage(data),
+                            k.value)
+            else:
+                xyxy = np.zeros((count.value, 4), dtype=np.float32)
+                conf = np.zeros(count.value, dtype=np.float32)
+                cls = np.zeros(count.value, dtype=np.float32)
+                d = n.Detection()
+                for i in range(count.value):
+                    _check(n.ly_results_get(handle, i, ctypes.byref(d)))
+                    xyxy[i] = d.xyxy[:]
+                    conf[i], cls[i] = d.conf, d.cls
+                r = Results(Boxes(xyxy, conf, cls), shape, path, self.names, None, speed)
+            r.orig_img = orig_img
+            return r
         finally:
             n.ly_results_free(handle)
 
-    def predict(self, source, conf=None, iou=None, max_det=None, classes=None, imgsz=None,
-                bgr=False, tile=None, tile_pad=None, **unused):
-        """Results for each image of `source`: a path, a folder, a NumPy HWC uint8
-        array (RGB; bgr=True for OpenCV's order), or a list of these.
+    def _predict_item(self, item, options):
+        """Results of one sources.Item; in-memory pixels are kept as orig_img
+        (RGB) for plot()."""
+        handle = ctypes.c_void_p()
+        if item.kind == "file":
+            _check(n.ly_model_predict_file(self._handle, os.fsencode(item.value),
+                                           ctypes.byref(options), ctypes.byref(handle)))
+            return self._results(handle, item.value)
+        if item.kind == "pixels":
+            arr = item.value
+            view = n.ImageView(arr.ctypes.data, arr.shape[1], arr.shape[0], arr.strides[0],
+                               1 if item.bgr else 0)
+            _check(n.ly_model_predict_image(self._handle, ctypes.byref(view),
+                                            ctypes.byref(options), ctypes.byref(handle)))
+            return self._results(handle, item.name, arr[..., ::-1] if item.bgr else arr)
+        img = n.Image()
+        if item.kind == "url":
+            _check(n.ly_image_load_url(item.value.encode(), ctypes.byref(img)))
+        else:
+            _check(n.ly_image_load_buffer(item.value, len(item.value), b"bytes",
+                                          ctypes.byref(img)))
+        try:
+            pixels = ctypes.cast(img.pixels, ctypes.POINTER(ctypes.c_uint8))
+            rgb = np.ctypeslib.as_array(pixels, shape=(img.height, img.width, 3)).copy()
+        finally:
+            n.ly_image_free(ctypes.byref(img))
+        view = n.ImageView(rgb.ctypes.data, rgb.shape[1], rgb.shape[0], rgb.strides[0], 0)
+        _check(n.ly_model_predict_image(self._handle, ctypes.byref(view), ctypes.byref(options),
+                                        ctypes.byref(handle)))
+        return self._results(handle, item.name if item.kind == "url" else None, rgb)
 
-        conf, iou, max_det, imgsz and classes (None: the model's default) are
-        checked by the library before any image is read, so bad values raise
-        LibreYOLOValueError with the C API's and the command's message. classes
-        filters after NMS and max_det, as LibreYOLO; classifiers ignore it.
-        tile and tile_pad: a restoration model's tiling (SwinIR), whose results
-        carry `restored` (RestoredImage) and `restore_scale`."""
+    def predict(self, source=None, *, conf=None, iou=None, imgsz=None, device=None, classes=None,
+                max_det=None, augment=False, save=False, batch=1, stream=False, vid_stride=1,
+                show=False, output_path=None, color_format="auto", tiling=False,
+                overlap_ratio=0.2, output_file_format=None, project=None, name=None,
+                exist_ok=False, tile=None, tile_pad=None, bgr=None, **kwargs):
+        """LibreYOLO's predict: one Results for one image, a list for a list, a
+        folder, a glob or a .txt list, a generator of Results with stream=True.
+
+        source: a path, URL, folder (recursive), glob, .txt list, NumPy image
+        (color_format 'rgb' or 'auto' reads it as RGB, 'bgr' as OpenCV's
+        order), PIL image, bytes, BytesIO, or a list of these. conf, iou,
+        max_det, imgsz and classes (None: the model's default) are checked by
+        the library before any image is read, with the C API's and the
+        command's words. save=True writes annotated images (a restoration
+        model's restored ones) where the command would (runs/<task>/predict,
+        predict2, ...; project, name, exist_ok, output_path,
+        output_file_format). tile and tile_pad: a restoration model's tiling.
+        Keywords LibreYOLO warns about warn here; the ones it refuses and
+        the ones this library cannot do (augment, tiling, show, video) raise;
+        any other raises TypeError naming the closest known one."""
+        _keywords(kwargs, _PREDICT_KEYWORDS)
         if self._handle is None:
             raise ValueError("the model is closed")
+        if source is None:
+            raise TypeError("predict() needs a source (an image path, folder, URL, array, ...)")
+        _check_device(device)
+        fmt = _color_format(color_format, bgr)
+        _positive("batch", batch)
+        _positive("vid_stride", vid_stride)
+        ext = _file_format(output_file_format)
+        for flag, why in ((augment, "augment=True (test-time augmentation)"),
+                          (tiling, "tiling=True (tiled detection)"),
+                          (show, "show=True (a display window)")):
+            if flag:
+                raise LibreYOLONotImplementedError(f"{why} is not available in libreyolo-c",
+                                                   n.LY_E_UNSUPPORTED)
         options, keep = self._options(conf, iou, max_det, classes, imgsz, tile, tile_pad)
-        out = []
-        for item in _sources(source):
-            handle = ctypes.c_void_p()
-            if isinstance(item, np.ndarray):
-                if item.ndim != 3 or item.shape[2] != 3 or item.dtype != np.uint8:
-                    raise ValueError(f"an image array must be HWC uint8 with 3 channels, got "
-                                     f"{item.dtype} {item.shape}")
-                if item.strides[2] != 1 or item.strides[1] != 3:
-                    item = np.ascontiguousarray(item)
-                view = n.ImageView(item.ctypes.data, item.shape[1], item.shape[0],
-                                   item.strides[0], 1 if bgr else 0)
-                _check(n.ly_model_predict_image(self._handle, ctypes.byref(view),
-                                                ctypes.byref(options), ctypes.byref(handle)))
-                out.append(self._results(handle, None))
-            else:
-                if not os.path.exists(item):
-                    raise FileNotFoundError(f"source {item!r} does not exist")
-                _check(n.ly_model_predict_file(self._handle, item.encode(),
-                                               ctypes.byref(options), ctypes.byref(handle)))
-                out.append(self._results(handle, item))
-        del keep
-        return out
+        items, single = sources.expand(source, fmt)
+        saver = _Saver(self.task, output_path, project, name, exist_ok, ext,
+                       len(items)) if save else None
+
+        def run():
+            held = keep  # the class ids' C array lives as long as the run
+            for item in items:
+                r = self._predict_item(item, options)
+                if saver:
+                    r.saved_path = r.save(saver.path(item.name or "inference"))
+                yield r
+            del held
+
+        if stream:
+            return run()
+        out = list(run())
+        return out[0] if single else out
 
     __call__ = predict
 

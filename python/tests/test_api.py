@@ -28,7 +28,7 @@ def write_bmp(path, rgb):
 def test_same_numbers_as_the_c_api(detector_path, images):
     m = LibreYOLO(detector_path)
     for path in images:
-        r = m.predict(path)[0]
+        r = m.predict(path)
         doc = cli_json(["predict", "--model", detector_path, "--source", path, "--no-save"])
         want = doc["results"][0]
         assert tuple(r.orig_shape) == tuple(want["original_shape"])
@@ -58,10 +58,10 @@ def test_numpy_arrays(detector_path, tmp_path):
     bmp = tmp_path / "x.bmp"
     write_bmp(bmp, rgb)
     m = LibreYOLO(detector_path)
-    a = m.predict(rgb, conf=0.01)[0]
-    f = m.predict(str(bmp), conf=0.01)[0]
-    b = m.predict(np.ascontiguousarray(rgb[..., ::-1]), conf=0.01, bgr=True)[0]
-    s = m.predict(rgb[:, ::-1][:, ::-1], conf=0.01)[0]  # a strided view
+    a = m.predict(rgb, conf=0.01)
+    f = m.predict(str(bmp), conf=0.01)
+    b = m.predict(np.ascontiguousarray(rgb[..., ::-1]), conf=0.01, bgr=True)
+    s = m.predict(rgb[:, ::-1][:, ::-1], conf=0.01)  # a strided view
     for other in (f, b, s):
         assert (other.boxes.xyxy == a.boxes.xyxy).all() and (other.boxes.conf == a.boxes.conf).all()
     assert a.orig_shape == (240, 320) and a.path is None
@@ -89,11 +89,11 @@ def test_exceptions(detector_path, tmp_path):
 
 def test_threads_share_a_model(detector_path, images):
     m = LibreYOLO(detector_path)
-    alone = [m.predict(p)[0] for p in images]
+    alone = [m.predict(p) for p in images]
     got = {}
 
     def work(k):
-        got[k] = [m.predict(p)[0] for p in images * 2]
+        got[k] = [m.predict(p) for p in images * 2]
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
     for t in threads:
@@ -110,7 +110,7 @@ def test_classify_and_fused_attention(images):
         pytest.skip("../shared/testdata/vit is absent")
     m = LibreYOLO(VIT)
     assert m.task == "classify"
-    r = m.predict(images[0])[0]
+    r = m.predict(images[0])
     assert r.probs.top1 == 521 and len(r.probs.top5) == 5
     assert abs(float(r.probs.data.sum()) - 1.0) < 1e-4
     assert m.set_fused_attention(False) == 12
@@ -122,7 +122,7 @@ def test_export_round_trip(detector_path, tmp_path, images):
     assert out.endswith("y.pte") and os.path.exists(out + ".json")
     p = LibreYOLO(out)
     assert p.info()["engine"] == "executorch" and p.family == "yolo9"
-    assert len(p.predict(images[2])) == 1
+    assert p.predict(images[2]).orig_shape == m.predict(images[2]).orig_shape
     with pytest.raises(ValueError):
         m.export(format="executorch", imgsz=333)
 
@@ -137,7 +137,7 @@ def test_restore(tmp_path):
     model = LibreYOLO(SWINIR)
     assert model.set_fused_attention() == 0  # no module carries the flag
     ref = os.path.join(SHARED, "swinir", "ref_dog_162x118_tile60")
-    r = model.predict(os.path.join(ref, "image.png"), tile=60, tile_pad=16)[0]
+    r = model.predict(os.path.join(ref, "image.png"), tile=60, tile_pad=16)
     assert r.restore_scale == 4 and r.orig_shape == (118, 162) and len(r) == 0
     want = np.load(os.path.join(ref, "restored.npy"))
     got = r.restored.numpy()

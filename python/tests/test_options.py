@@ -51,14 +51,14 @@ def test_what_the_c_options_cannot_hold(detector_path, images):
         m.predict(images[0], max_det=2**32 + 1)  # ctypes would have made it 1
     with pytest.raises(LibreYOLOValueError, match="expected one size"):
         m.predict(images[0], imgsz=(320, 640))  # the first used to be taken
-    assert len(m.predict(images[0], imgsz=(320, 320), max_det=1)[0]) <= 1
+    assert len(m.predict(images[0], imgsz=(320, 320), max_det=1)) <= 1
 
 
 def test_classes_follow_max_det(detector_path, images):
     m = LibreYOLO(detector_path)
-    top = m.predict(images[2], conf=0.05, max_det=5)[0]
+    top = m.predict(images[2], conf=0.05, max_det=5)
     keep = [int(top.boxes.cls[0])]
-    some = m.predict(images[2], conf=0.05, max_det=5, classes=keep)[0]
+    some = m.predict(images[2], conf=0.05, max_det=5, classes=keep)
     mask = top.boxes.cls == keep[0]
     assert (some.boxes.xyxy == top.boxes.xyxy[mask]).all()
     assert (some.boxes.conf == top.boxes.conf[mask]).all()
