@@ -9,11 +9,17 @@
 
 Batch inference on Dask: libreyolo_c.dask.predict_paths(client, paths, model=...).
 """
+import os as _os
+
 from ._native import LIBRARY_PATH
 from .model import (LibreYOLO, LibreYOLOError, LibreYOLOFileNotFoundError,
                     LibreYOLONotImplementedError, LibreYOLOValueError)
 from .results import Array, Boxes, Probs, RestoredImage, Results
 
-__all__ = ["LibreYOLO", "Results", "Boxes", "Probs", "RestoredImage", "Array", "LibreYOLOError",
-           "LibreYOLOFileNotFoundError", "LibreYOLOValueError", "LibreYOLONotImplementedError",
-           "LIBRARY_PATH"]
+# LibreYOLO's quickstart image: model(SAMPLE_IMAGE, save=True). A 640x480
+# picture drawn by tools/make_sample_image.py (no third-party photo).
+SAMPLE_IMAGE = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "assets", "sample.png")
+
+__all__ = ["SAMPLE_IMAGE", "LibreYOLO", "Results", "Boxes", "Probs", "RestoredImage", "Array",
+           "LibreYOLOError", "LibreYOLOFileNotFoundError", "LibreYOLOValueError",
+           "LibreYOLONotImplementedError", "LIBRARY_PATH"]

@@ -133,6 +133,23 @@ char **ly_cli_normalize_args(const char *command, int argc, char **argv, const l
             size_t len = eq ? (size_t)(eq - t - 2) : strlen(t + 2);
             hyphens(t + 2, len, name, sizeof name);
             const ly_cli_flag *f = ly_cli_flag_find(flags, name);
+            /* --save=false, --save false: a truth word after a flag is its value, not
+             * a folder named "false" (--save ./false names that one). */
+            const char *word = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+            int yes = f && f->kind != LY_CLI_FLAG_VALUE && word ? truth(word) : -1;
+            if (yes >= 0) {
+                if (!eq) i++;
+                char no[80];
+                snprintf(no, sizeof no, "no-%s", name);
+                if (yes == 1)
+                    out[n++] = format("--", name, "");
+                else if (ly_cli_flag_find(flags, no))
+                    out[n++] = format("--", no, "");
+                else
+                    continue; /* off is the default of a flag without a --no- form */
+                if (!out[n - 1]) goto no_memory;
+                continue;
+            }
             if (strchr(t, '_') && (!eq || strchr(t, '_') < eq)) {
                 out[n++] = format("--", name, eq ? eq : "");
                 if (!out[n - 1]) goto no_memory;

@@ -78,7 +78,7 @@ void ly_cli_usage_predict(FILE *to)
     fputs(
         "  --device D       cpu or auto (both run on the CPU; whole models do not run on a\n"
         "                   GPU here)\n"
-        "  --half, --int8   refused: predict runs FP32 (as LibreYOLO's PyTorch path does)\n"
+        "  --half, --int8   --half warns and runs FP32 (LibreYOLO ignores it too); --int8 refused\n"
         "  --threads N      worker threads (default: LIBREYOLO_THREADS, else all CPUs)\n"
         "  --fused-attn MODE  on or off: attention through the fused sdpa kernel or the manual\n"
         "                   expression (LibreYOLO's set_fused_attention; default: the\n"
@@ -264,11 +264,15 @@ static int parse_args(int argc, char **argv, predict_args *a)
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--device", &missing))) {
             int code = check_device(v);
             if (code) return code;
-        } else if (strcmp(arg, "--half") == 0 || strcmp(arg, "--int8") == 0) {
+        } else if (strcmp(arg, "--half") == 0) {
+            /* LibreYOLO warns that half is a no-op for predict and goes on */
+            fprintf(stderr, "libreyolo predict: warning: --half: predict runs FP32 (LibreYOLO's "
+                            "predict ignores half too); running in FP32\n");
+        } else if (strcmp(arg, "--int8") == 0) {
             return ly_cli_usage_error_code(
                 "predict", "config_unsupported",
-                "%s: predict runs FP32 (LibreYOLO's PyTorch predict ignores --half too); reduced "
-                "precision is for exported programs, and ExecuTorch export is FP32 here",
+                "%s: predict runs FP32; int8 is a quantized checkpoint's or an exported "
+                "program's, not an option of predict",
                 arg);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--threads", &missing))) {
             if (!ly_cli_parse_int(v, 1, 4096, &a->threads))

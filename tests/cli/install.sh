@@ -25,7 +25,7 @@ for f in bin/libreyolo include/libreyolo/libreyolo.h include/libreyolo/model.h \
 done
 for f in libreyolo.a libreyolo.so.0 libreyolo.so pkgconfig/libreyolo.pc \
     cmake/libreyolo/libreyoloConfig.cmake cmake/libreyolo/libreyoloTargets.cmake \
-    python3/dist-packages/libreyolo_c/__init__.py; do
+    python3/dist-packages/libreyolo_c/__init__.py python3/dist-packages/libreyolo_c/assets/sample.png; do
     [ -e "$libdir/$f" ] || fail "not installed: $libdir/$f"
 done
 readelf -d "$libdir/libreyolo.so" | grep -q 'SONAME.*libreyolo.so.0' || fail "no soname libreyolo.so.0"

@@ -59,8 +59,10 @@ run 2 "$bin" predict --model m.pt
 stderr_has "missing source="
 run 2 "$bin" predict source=x.jpg conf=2 --json
 error_doc config_range_error
-run 2 "$bin" predict source=x.jpg --half
-stderr_has "--half: predict runs FP32"
+run 3 "$bin" predict source=x.jpg --half
+stderr_has "warning: --half: predict runs FP32"
+run 2 "$bin" predict source=x.jpg --int8
+stderr_has "--int8: predict runs FP32"
 run 2 "$bin" predict source=x.jpg json=maybe
 stderr_has "json=maybe: expected json=true or json=false"
 run 2 "$bin" predict source=x.jpg --save --no-save
@@ -132,6 +134,15 @@ for f in runs/detect/predict/parkour.jpg runs/detect/predict2/parkour.jpg out/ex
     [ -s "$f" ] || fail "no $f"
 done
 [ ! -e out/exp3 ] || fail "exist_ok numbered a new folder"
+# --save=false and --save false are the boolean, not folders named false
+for off in --save=false "--save false" --save=0 "--save False"; do
+    # shellcheck disable=SC2086
+    run 0 "$bin" predict model="$model" source="$photo" max_det=1 imgsz=320 $off
+done
+[ ! -e false ] && [ ! -e 0 ] && [ ! -e False ] && [ ! -e runs/detect/predict3 ] ||
+    fail "--save false wrote something"
+run 0 "$bin" predict model="$model" source="$photo" max_det=1 imgsz=320 --save true --json
+stdout_has '"output_path": "runs/detect/predict3"'
 
 # ---- model names: yolo9-t and LibreYOLO9t from weights/
 mkdir -p weights && ln -s "$model" weights/LibreYOLO9t.pt

@@ -44,10 +44,16 @@ here = os.path.dirname(libreyolo_c.__file__)
 assert os.path.realpath(here).startswith(os.path.realpath(venv)), here
 assert libreyolo_c.LIBRARY_PATH == os.path.join(here, "libreyolo.so.0"), libreyolo_c.LIBRARY_PATH
 assert os.path.isfile(os.path.join(here, "share", "libreyolo", "kernels.lock.json"))
+assert os.path.isfile(libreyolo_c.SAMPLE_IMAGE), libreyolo_c.SAMPLE_IMAGE
 if model:
-    r = libreyolo_c.LibreYOLO(model).predict(image)[0]
+    m = libreyolo_c.LibreYOLO(model)
+    r = m(image)
     assert len(r.boxes) > 0 and r.boxes.xyxy.shape[1] == 4
-    print(f"pip install: ok ({len(r.boxes)} boxes on {os.path.basename(image)} from {here})")
+    # LibreYOLO's quickstart, the model path changed
+    result = m(libreyolo_c.SAMPLE_IMAGE, save=True)
+    assert os.path.isfile(result.saved_path), result.saved_path
+    print(f"pip install: ok ({len(r.boxes)} boxes on {os.path.basename(image)}, the quickstart "
+          f"saved {result.saved_path}, from {here})")
 else:
     print(f"pip install: ok (imported from {here}; predict skipped: no fixture)")
 PY
