@@ -36,7 +36,7 @@ DEMO_OUT ?= runs/demo
 demo: build
 	@test -f "$(DEMO_IMAGE)" || { echo "make demo: no $(DEMO_IMAGE): apt-get install darknet (it ships the sample photos), or make demo DEMO_IMAGE=your.jpg" >&2; exit 1; }
 	@./$(BUILD)/libreyolo fetch nanodet
-	@./$(BUILD)/libreyolo predict --source "$(DEMO_IMAGE)" --save "$(DEMO_OUT)"
+	@./$(BUILD)/libreyolo predict --source "$(DEMO_IMAGE)" --save "$(DEMO_OUT)" --verbose
 	@echo "annotated image: $(abspath $(DEMO_OUT))/$(notdir $(basename $(DEMO_IMAGE))).jpg"
 
 # Every test three ways: the default build (gcc), clang under ASan+UBSan, and the

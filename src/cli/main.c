@@ -172,7 +172,9 @@ static int take_log_flags(char **args, int argc, const bool own[2])
             continue;
         }
         if (quiet) ly_cli_set_quiet(true);
-        setenv("LIBREYOLO_LOG", quiet ? "error" : "debug", 1);
+        /* a command's own --verbose is its own (predict: each box under its line, as
+         * LibreYOLO's); elsewhere it means debug messages */
+        if (quiet || !own[1]) setenv("LIBREYOLO_LOG", quiet ? "error" : "debug", 1);
         if (own[quiet ? 0 : 1])
             args[n++] = args[i];
         else

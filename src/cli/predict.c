@@ -88,15 +88,17 @@ void ly_cli_usage_predict(FILE *to)
         "[{\"path\",\n"
         "                   \"original_shape\": [h, w], \"detections\": [{\"class\", "
         "\"class_id\",\n"
-        "                   \"confidence\", \"bbox_xyxy\"}], classifiers' \"probs\": {\"top1\",\n"
-        "                   \"top1_confidence\", \"top5\": [{\"class\", \"class_id\",\n"
-        "                   \"confidence\"}]}, \"speed\": {\"preprocess\",\n"
+        "                   \"confidence\", \"bbox_xyxy\"}], classifiers' \"classification\":\n"
+        "                   {\"name\", \"class\", \"confidence\"} and \"top5\": [the same],\n"
+        "                   \"speed\": {\"preprocess\",\n"
         "                   \"inference\", \"postprocess\"} (ms)}], \"output_path\" (when "
         "saving),\n"
         "                   \"schema_version\": 1}; a failure is LibreYOLO's error document\n"
         "                   {\"schema_version\": 1, \"error\", \"message\", \"suggestion\"}\n"
         "  --jsonl          the same result objects, one line per image as it is done (for\n"
         "                   large folders)\n"
+        "  --verbose        under each image's line (LibreYOLO's \"image 1/3 a.jpg: 640x480\n"
+        "                   2 persons, 1 dog, 12.3ms\"), its boxes or a classifier's top 5\n"
         "Exit codes: 0 done, 2 usage, 3 a source or image that is absent or unreadable, 4 a\n"
         "model that is absent or refused, 1 anything else.\n",
         to);
@@ -121,7 +123,7 @@ typedef struct predict_args {
     const char *save_dir; /* --save DIR */
     const char *project, *name;
     const char *file_format; /* "jpg" or "png": saved images' (LibreYOLO's output_file_format) */
-    bool save, no_save, exist_ok, json, jsonl;
+    bool save, no_save, exist_ok, json, jsonl, verbose;
     int threads;
     int fused; /* -1: the model's default */
     ly_predict_options options;
@@ -289,6 +291,8 @@ static int parse_args(int argc, char **argv, predict_args *a)
             a->exist_ok = false;
         } else if (strcmp(arg, "--json") == 0) {
             a->json = true;
+        } else if (strcmp(arg, "--verbose") == 0) {
+            a->verbose = true;
         } else if (strcmp(arg, "--jsonl") == 0) {
             a->jsonl = true;
         } else if (missing) {
@@ -586,6 +590,16 @@ static char *output_path(const char *dir, const char *image, const char *ext, us
 
 /* One result as LibreYOLO's --json writes it (plus "speed", which LibreYOLO
  * keeps in Results.speed). */
+/* One row of LibreYOLO's Results.summary() for a classifier. */
+static void print_class_row(FILE *to, const ly_class_prob *p)
+{
+    fputs("{\"name\": ", to);
+    ly_json_string(to, p->name);
+    fprintf(to, ", \"class\": %d, \"confidence\": ", p->cls);
+    ly_json_float32(to, p->conf);
+    fputs("}", to);
+}
+
 static void print_result(FILE *to, const char *image, const ly_results *r)
 {
     int h, w;
@@ -623,18 +637,15 @@ static void print_result(FILE *to, const char *image, const ly_results *r)
         fprintf(to, ", \"restored_shape\": [%d, %d, 3], \"restore_scale\": %d", restored.height,
                 restored.width, scale);
     if (n_top) {
-        /* LibreYOLO's probs fields (the CLI issue's result document) */
-        fprintf(to, ", \"probs\": {\"top1\": %d, \"top1_confidence\": ", top[0].cls);
-        ly_json_float32(to, top[0].conf);
+        /* LibreYOLO's: "classification" is the first row of "top5" (Results.summary()) */
+        fputs(", \"classification\": ", to);
+        print_class_row(to, &top[0]);
         fputs(", \"top5\": [", to);
         for (size_t i = 0; i < n_top; i++) {
-            fputs(i ? ", {\"class\": " : "{\"class\": ", to);
-            ly_json_string(to, top[i].name);
-            fprintf(to, ", \"class_id\": %d, \"confidence\": ", top[i].cls);
-            ly_json_float32(to, top[i].conf);
-            fputs("}", to);
+            if (i) fputs(", ", to);
+            print_class_row(to, &top[i]);
         }
-        fputs("]}", to);
+        fputs("]", to);
     }
     fprintf(to, ", \"speed\": {\"preprocess\": %.3f, \"inference\": %.3f, \"postprocess\": %.3f}}",
             pre, inf, post);
@@ -652,7 +663,19 @@ static void print_failed_result(FILE *to, const char *image, const char *error, 
     fputs("}", to);
 }
 
-static void print_human(const char *image, const ly_results *r)
+/* "dog" counted n times as LibreYOLO's summary line counts it: "2 dogs". */
+static void print_count(const char *name, int cls, int n, bool first)
+{
+    char unnamed[32];
+    snprintf(unnamed, sizeof unnamed, "%d", cls);
+    printf("%s%d %s%s", first ? "" : ", ", n, name && *name ? name : unnamed, n > 1 ? "s" : "");
+}
+
+/* LibreYOLO's line per image, "image 1/3 a.jpg: 640x480 2 persons, 1 dog, 12.3ms" (classes
+ * in the order of their best box; a classifier's top class and its confidence), and with
+ * --verbose each box (or the top 5) under it. */
+static void print_human(const char *image, size_t index, size_t total, bool verbose,
+                        const ly_results *r)
 {
     int h, w;
     double pre, inf, post;
@@ -660,24 +683,26 @@ static void print_human(const char *image, const ly_results *r)
     ly_results_orig_shape(r, &h, &w);
     ly_results_speed(r, &pre, &inf, &post);
     ly_results_count(r, &n);
-    const char *task;
+    const char *task, *base = strrchr(image, '/');
     ly_results_task(r, &task);
+    printf("image %zu/%zu %s: %dx%d ", index, total, base && base[1] ? base + 1 : image, w, h);
     ly_image_view restored;
     int scale;
     if (strcmp(task, "restore") == 0 && ly_results_restored(r, &restored, &scale) == LY_OK) {
-        printf("%s: %dx%d, restored %dx%d (x%d) (%.1f ms preprocess, %.1f ms inference, %.1f ms "
-               "postprocess)\n",
-               image, w, h, restored.width, restored.height, scale, pre, inf, post);
+        printf("restored %dx%d (x%d), %.1fms\n", restored.width, restored.height, scale,
+               pre + inf + post);
         return;
     }
     if (strcmp(task, "classify") == 0) {
         ly_class_prob top[5];
         size_t k = 0;
         ly_results_top(r, 5, top, &k);
-        printf("%s: %dx%d, top-%zu (%.1f ms preprocess, %.1f ms inference, %.1f ms "
-               "postprocess)\n",
-               image, w, h, k, pre, inf, post);
-        for (size_t i = 0; i < k; i++) {
+        if (k)
+            printf("%s %.4f, %.1fms\n", *top[0].name ? top[0].name : "class", (double)top[0].conf,
+                   pre + inf + post);
+        else
+            printf("(no classification), %.1fms\n", pre + inf + post);
+        for (size_t i = 0; verbose && i < k; i++) {
             char cls[32];
             snprintf(cls, sizeof cls, "class %d", top[i].cls);
             printf("  %-16s %.4f  (class %d)\n", *top[i].name ? top[i].name : cls,
@@ -685,17 +710,33 @@ static void print_human(const char *image, const ly_results *r)
         }
         return;
     }
-    printf("%s: %dx%d, %zu detection%s (%.1f ms preprocess, %.1f ms inference, %.1f ms "
-           "postprocess)\n",
-           image, w, h, n, n == 1 ? "" : "s", pre, inf, post);
-    for (size_t i = 0; i < n; i++) {
-        ly_detection d;
-        ly_results_get(r, i, &d);
-        char cls[32];
-        snprintf(cls, sizeof cls, "class %d", d.cls);
-        printf("  %-16s %.3f  [%.1f, %.1f, %.1f, %.1f]\n", *d.name ? d.name : cls, (double)d.conf,
-               (double)d.xyxy[0], (double)d.xyxy[1], (double)d.xyxy[2], (double)d.xyxy[3]);
+    ly_detection *d = calloc(n ? n : 1, sizeof *d);
+    bool *counted = calloc(n ? n : 1, sizeof *counted);
+    if (!d || !counted) {
+        printf("%zu detections, %.1fms\n", n, pre + inf + post);
+        free(d);
+        free(counted);
+        return;
     }
+    for (size_t i = 0; i < n; i++)
+        ly_results_get(r, i, &d[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (counted[i]) continue;
+        int same = 0;
+        for (size_t j = i; j < n; j++)
+            if (d[j].cls == d[i].cls) counted[j] = true, same++;
+        print_count(d[i].name, d[i].cls, same, i == 0);
+    }
+    printf("%s, %.1fms\n", n ? "" : "(no detections)", pre + inf + post);
+    for (size_t i = 0; verbose && i < n; i++) {
+        char cls[32];
+        snprintf(cls, sizeof cls, "class %d", d[i].cls);
+        printf("  %-16s %.3f  [%.1f, %.1f, %.1f, %.1f]\n", *d[i].name ? d[i].name : cls,
+               (double)d[i].conf, (double)d[i].xyxy[0], (double)d[i].xyxy[1], (double)d[i].xyxy[2],
+               (double)d[i].xyxy[3]);
+    }
+    free(d);
+    free(counted);
 }
 
 typedef struct run_state {
@@ -706,6 +747,7 @@ typedef struct run_state {
     used_names used;
     FILE *results; /* --json: the results array, written as they come */
     size_t n_results;
+    size_t index, total; /* the image being predicted (from 1) and how many there are */
 } run_state;
 
 /* Draw onto `im` (the decoded image) and write it into the save folder; a
@@ -771,7 +813,7 @@ static int predict_one(run_state *rs, const char *source)
             print_result(stdout, source, r);
             fputc('\n', stdout);
         } else {
-            print_human(source, r);
+            print_human(source, rs->index, rs->total, rs->a->verbose, r);
         }
         if (rs->save_dir) code = save_annotated(rs, source, &im, r);
         ly_results_free(r);
@@ -808,7 +850,9 @@ static int run_all(run_state *rs, char **sources, size_t n_sources, const ly_mod
         return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
     int status = 0;
     double start = ly_cli_now_s();
+    rs->total = n_sources;
     for (size_t i = 0; i < n_sources; i++) {
+        rs->index = i + 1;
         int code = predict_one(rs, sources[i]);
         /* the first failure decides the exit code, as the first exception would */
         if (code && !status) status = code;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The classify task through the command: ViT-Ti's top-5 as text and in the
-# JSON document ("probs"), `run` writing logits.npy, `info` naming the
+# The classify task through the command: ViT-Ti's top-1 in LibreYOLO's summary
+# line, the top 5 under --verbose and in the JSON document ("classification",
+# "top5" as LibreYOLO writes them), `run` writing logits.npy, `info` naming the
 # attention modules, --fused-attn on|off (and LibreYOLO's fused_attn=off).
 set -euo pipefail
 bin=$1
@@ -33,9 +34,12 @@ if ! "$bin" predict --model "$model" --source "$image" --no-save >"$scratch/top5
     cat "$scratch/stderr" >&2
     fail "predict failed"
 fi
-grep -q "top-5" "$scratch/top5.txt" || fail "predict printed no top-5"
-# predict.json's top-1 for dog.jpg is class 521
-grep -A1 "top-5" "$scratch/top5.txt" | grep -q "(class 521)" || fail "top-1 is not class 521"
+# LibreYOLO's line: image 1/1 dog.jpg: 768x576 <top-1 name> <confidence>, <ms>
+grep -q "^image 1/1 dog.jpg: 768x576 " "$scratch/top5.txt" || fail "predict printed no summary line"
+"$bin" predict --model "$model" --source "$image" --no-save --verbose >"$scratch/top5.txt"
+# predict.json's top-1 for dog.jpg is class 521; --verbose lists the top 5 under the line
+sed -n 2p "$scratch/top5.txt" | grep -q "(class 521)" || fail "top-1 is not class 521"
+[ "$(wc -l <"$scratch/top5.txt")" -eq 6 ] || fail "--verbose did not list the top 5"
 
 for setting in "--fused-attn off" "fused_attn=on"; do
     # shellcheck disable=SC2086
@@ -44,10 +48,11 @@ for setting in "--fused-attn off" "fused_attn=on"; do
         python3 - "$scratch/p.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
-probs = doc["results"][0]["probs"]
-assert probs["top1"] == 521, probs
-assert len(probs["top5"]) == 5 and probs["top5"][0]["class_id"] == 521, probs
-assert set(probs["top5"][0]) == {"class", "class_id", "confidence"}, probs
+result = doc["results"][0]
+assert result["classification"]["class"] == 521, result
+assert result["top5"][0] == result["classification"], result
+assert len(result["top5"]) == 5 and result["detections"] == [], result
+assert set(result["top5"][0]) == {"name", "class", "confidence"}, result
 PY
     fi
 done

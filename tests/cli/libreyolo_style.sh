@@ -153,15 +153,15 @@ run 0 "$bin" predict model=LibreYOLO9t source="$photo" max_det=1 imgsz=320 --qui
 # ---- sources: a quoted glob, a .txt list, WebP refused, an http URL from a local server
 mkdir -p g && cp "$photo" g/p1.jpg && cp "$photo" g/p2.jpg && : >g/x.webp
 run 0 "$bin" predict model=LibreYOLO9t source='g/*.jpg' max_det=1 imgsz=320
-[ "$(grep -c ': 1280x852, ' "$scratch/stdout")" -eq 2 ] || fail "a glob: expected two images"
+[ "$(grep -c '^image [0-9]*/[0-9]* .*: 1280x852 ' "$scratch/stdout")" -eq 2 ] || fail "a glob: expected two images"
 printf 'g/p2.jpg\n# a comment\n\ng/p1.jpg\n' >list.txt
 run 0 "$bin" predict model=LibreYOLO9t source=list.txt max_det=1 imgsz=320
-[ "$(grep -c ': 1280x852, ' "$scratch/stdout")" -eq 2 ] || fail "a .txt list: expected two images"
-head -1 "$scratch/stdout" | grep -q '^g/p2.jpg:' || fail "a .txt list is not read in its order"
+[ "$(grep -c '^image [0-9]*/[0-9]* .*: 1280x852 ' "$scratch/stdout")" -eq 2 ] || fail "a .txt list: expected two images"
+head -1 "$scratch/stdout" | grep -q '^image 1/2 p2.jpg:' || fail "a .txt list is not read in its order"
 mkdir -p g/sub && cp "$photo" g/sub/p3.jpg
 run 0 "$bin" predict model=LibreYOLO9t source=g max_det=1 imgsz=320 save name=nested
 stderr_has "skipped 1 WebP, TIFF or GIF image"
-[ "$(grep -c ': 1280x852, ' "$scratch/stdout")" -eq 3 ] || fail "a folder: expected its subfolder's image too"
+[ "$(grep -c '^image [0-9]*/[0-9]* .*: 1280x852 ' "$scratch/stdout")" -eq 3 ] || fail "a folder: expected its subfolder's image too"
 [ -s runs/detect/nested/p3.jpg ] || fail "the subfolder's image was not saved"
 printf 'g/p1.jpg\ng/missing.jpg\n' >bad.txt
 run 3 "$bin" predict model=LibreYOLO9t source=bad.txt

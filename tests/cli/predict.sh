@@ -100,8 +100,8 @@ cp "$photo" "$scratch/images/b.jpeg"
 echo "not an image" >"$scratch/images/notes.txt"
 run 0 "$bin" predict --model "$model" --source "$scratch/images" --save "$scratch/out" --conf 0.3 --imgsz 320 \
     --max-det 5 --classes 27,0 --threads 2
-[ "$(grep -c '^/.*: 1280x852, ' "$scratch/stdout")" -eq 3 ] || fail "expected three image lines"
-head -1 "$scratch/stdout" | grep -q "images/a.JPG:" || fail "images are not in name order"
+[ "$(grep -c '^image [0-9]*/3 .*: 1280x852 ' "$scratch/stdout")" -eq 3 ] || fail "expected three image lines"
+head -1 "$scratch/stdout" | grep -q "^image 1/3 a.JPG:" || fail "images are not in name order"
 grep -qF "Results saved to $scratch/out" "$scratch/stdout" || fail "no Results saved to line"
 # <stem>.jpg as LibreYOLO names them; b.jpg and b.jpeg share a stem and do not overwrite each other
 for f in a.jpg b.jpg b_2.jpg; do
