@@ -165,10 +165,11 @@ class _Saver:
                 path = os.path.dirname(path) or "."
             self.folder = self._make(path, None, True)
             return
-        key = (project or f"runs/{task}", name or "predict")
-        if exist_ok or key not in self._folders:
-            self._folders[key] = self._make(key[0], key[1], exist_ok)
-        self.folder = self._folders[key]
+        key = (os.getcwd(), project or f"runs/{task}", name or "predict")
+        folder = self._folders.get(key)
+        if exist_ok or folder is None or not os.path.isdir(folder):
+            folder = self._folders[key] = self._make(key[1], key[2], exist_ok)
+        self.folder = folder
 
     @staticmethod
     def _make(project, name, exist_ok):
@@ -187,6 +188,15 @@ class _Saver:
             name, k = f"{stem}_{k}.{self.ext}", k + 1
         self.used.add(name)
         return os.path.join(self.folder, name)
+
+
+# LibreYOLO's export parameters besides format, imgsz and output_path, at their defaults
+_EXPORT_DEFAULTS = {
+    "opset": None, "simplify": True, "dynamic": True, "half": False, "batch": 1, "device": None,
+    "int8": False, "data": None, "fraction": 1.0, "allow_download_scripts": False,
+    "workspace": 4.0, "min_batch": 1, "opt_batch": 1, "max_batch": 8,
+    "hardware_compatibility": "none", "gpu_device": 0, "trt_config": None,
+    "compute_units": "all", "nms": False, "iou": 0.45, "conf": 0.25, "verbose": False}
 
 
 class LibreYOLO:
@@ -302,14 +312,14 @@ class LibreYOLO:
                 vec, m = ctypes.POINTER(ctypes.c_float)(), ctypes.c_size_t()
                 _check(n.ly_results_probs(handle, ctypes.byref(vec), ctypes.byref(m)))
                 data = np.ctypeslib.as_array(vec, shape=(m.value,)).copy()
-                r = Results(None, shape, path, self.names, Probs(data, shape), speed)
+                r = Results(None, shape, path, self.names, probs=Probs(data, shape), speed=speed)
             elif task == "restore":
                 view, k = n.ImageView(), ctypes.c_int()
                 _check(n.ly_results_restored(handle, ctypes.byref(view), ctypes.byref(k)))
                 pixels = ctypes.cast(view.pixels, ctypes.POINTER(ctypes.c_uint8))
                 data = np.ctypeslib.as_array(pixels, shape=(view.height, view.width, 3)).copy()
-                r = Results(None, shape, path, self.names, None, speed, RestoredImage(data),
-                            k.value)
+                r = Results(None, shape, path, self.names, speed=speed,
+                            restored=RestoredImage(data), restore_scale=k.value)
             else:
                 xyxy = np.zeros((count.value, 4), dtype=np.float32)
                 conf = np.zeros(count.value, dtype=np.float32)
@@ -319,7 +329,7 @@ class LibreYOLO:
                     _check(n.ly_results_get(handle, i, ctypes.byref(d)))
                     xyxy[i] = d.xyxy[:]
                     conf[i], cls[i] = d.conf, d.cls
-                r = Results(Boxes(xyxy, conf, cls), shape, path, self.names, None, speed)
+                r = Results(Boxes(xyxy, conf, cls), shape, path, self.names, speed=speed)
             r.orig_img = orig_img
             return r
         finally:
@@ -413,8 +423,26 @@ class LibreYOLO:
 
     __call__ = predict
 
-    def export(self, format="executorch", imgsz=None, output_path=None, **unused):
-        """LibreYOLO's export: the written program's path."""
+    def export(self, format="onnx", imgsz=None, output_path=None, **kwargs):
+        """LibreYOLO's export: the written program's path. format "executorch"
+        is this library's (LibreYOLO's default "onnx" needs PyTorch and is
+        refused with the formats this build writes). LibreYOLO's other
+        parameters are taken at their defaults (device 'cpu'/'auto', batch 1,
+        verbose anything); set otherwise (half, int8, opset, ...) they raise
+        NotImplementedError, and an unknown one TypeError with the closest name."""
+        for key, value in kwargs.items():
+            if key in _EXPORT_DEFAULTS:
+                if key == "device":
+                    _check_device(value)
+                elif key != "verbose" and value != _EXPORT_DEFAULTS[key]:
+                    raise LibreYOLONotImplementedError(
+                        f"export {key}={value!r}: not available for {format} export in "
+                        f"libreyolo-c (only {key}={_EXPORT_DEFAULTS[key]!r})", n.LY_E_UNSUPPORTED)
+            else:
+                close = difflib.get_close_matches(key, list(_EXPORT_DEFAULTS) +
+                                                  ["format", "imgsz", "output_path"], n=1)
+                raise TypeError(f"Unsupported export option: {key}" +
+                                (f" (did you mean {close[0]}?)" if close else ""))
         o = n.ExportOptions()
         _check(n.ly_export_options_init(ctypes.byref(o)))
         o.format = format.encode()

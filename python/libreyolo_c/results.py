@@ -214,8 +214,18 @@ class Results:
     (a Results of the chosen boxes), summary() and to_json(); restored and
     restore_scale for restoration models (SwinIR)."""
 
-    def __init__(self, boxes, orig_shape, path=None, names=None, probs=None, speed=None,
-                 restored=None, restore_scale=None):
+    def __init__(self, boxes, orig_shape, path=None, names=None, masks=None, keypoints=None,
+                 probs=None, obb=None, gaze=None, points=None, semantic_mask=None, speed=None,
+                 track_id=None, frame_idx=None, *, restored=None, restore_scale=None):
+        """LibreYOLO's signature; masks, keypoints, obb, gaze, points and
+        semantic_mask belong to tasks this library does not run yet."""
+        for slot, value in (("masks", masks), ("keypoints", keypoints), ("obb", obb),
+                            ("gaze", gaze), ("points", points), ("semantic_mask", semantic_mask)):
+            if value is not None:
+                raise NotImplementedError(f"Results({slot}=...): the {slot} task is not available "
+                                          "in libreyolo-c yet")
+        if boxes is not None and track_id is not None:
+            boxes = Boxes(boxes.xyxy, boxes.conf, boxes.cls, track_id, boxes.orig_shape)
         if boxes is not None and boxes.orig_shape is None:
             boxes = Boxes(boxes.xyxy, boxes.conf, boxes.cls, boxes.id, orig_shape)
         self.boxes = boxes
@@ -226,16 +236,18 @@ class Results:
         self.path = path
         self.names = names or {}
         self.speed = speed or {}
-        self.track_id = boxes.id if boxes is not None else None
-        self.frame_idx = None
+        self.track_id = track_id if track_id is not None else (
+            boxes.id if boxes is not None else None)
+        self.frame_idx = frame_idx
         self.restored = restored
         self.restore_scale = restore_scale
         self.orig_img = None
         self.saved_path = None
 
     def _new(self, boxes, probs):
-        r = Results(boxes, self.orig_shape, self.path, self.names, probs, dict(self.speed),
-                    self.restored, self.restore_scale)
+        r = Results(boxes, self.orig_shape, self.path, self.names, probs=probs,
+                    speed=dict(self.speed), restored=self.restored,
+                    restore_scale=self.restore_scale)
         r.orig_img = self.orig_img
         return r
 

@@ -4,7 +4,8 @@
 A source is a path, a URL (http, https), a folder (its images and its
 subfolders', in path order), a glob, a .txt file listing sources, a NumPy
 image (HWC or CHW, gray, RGB, BGR or RGBA, any dtype as LibreYOLO normalises
-it), a PIL image, bytes or a BytesIO, or a list or tuple of these. Files,
+it), a torch tensor (CHW or NCHW, RGB), a PIL image, bytes or a BytesIO, or a
+list or tuple of these. Files,
 URLs and bytes are decoded by the C library (one loader for the command, C
 and Python).
 """
@@ -44,6 +45,9 @@ def _folder_images(folder):
 
 def _path_items(text, listed=False):
     """Items of one path-like source, and whether it is one image."""
+    if text.startswith(("s3://", "gs://")):
+        raise NotImplementedError(f"{text}: S3 and Google Cloud Storage sources need their SDKs, "
+                                  "which libreyolo-c does not use; download the image first")
     if _is_url(text):
         return [Item("url", text, text)], True
     if os.path.isdir(text):
@@ -119,6 +123,9 @@ def expand(source, color_format):
     if isinstance(source, io.IOBase) or hasattr(source, "getvalue"):
         data = source.getvalue() if hasattr(source, "getvalue") else source.read()
         return [Item("bytes", bytes(data), "inference")], True
+    if type(source).__module__.split(".")[0] == "torch" and hasattr(source, "detach"):
+        # a tensor (CHW or NCHW) is RGB, as LibreYOLO's _from_tensor reads it
+        return [array_item(source.detach().cpu().numpy(), "rgb")], True
     if type(source).__module__.startswith("PIL."):
         return [array_item(np.asarray(source.convert("RGB")), "rgb")], True
     if isinstance(source, (str, os.PathLike)):
