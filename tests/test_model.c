@@ -368,6 +368,13 @@ static void test_load_errors(void **state)
     (void)state;
     ly_model *m = NULL;
     expect_load_error("/nonexistent/model.pt", LY_E_NOT_FOUND, NULL);
+    /* a mistyped model name: the closest name suggested, as difflib would */
+    expect_load_error("nanodett", LY_E_NOT_FOUND, "did you mean 'nanodet'?");
+    expect_load_error("yolo9tt", LY_E_NOT_FOUND, "did you mean 'yolo9-t'?");
+    const char *words[] = {"predict", "export", NULL, "info"};
+    assert_string_equal(ly_closest_word("predct", words, 4), "predict");
+    assert_null(ly_closest_word("zzz", words, 4));
+    assert_null(ly_closest_word(NULL, words, 4));
     char path[] = "/tmp/ly_test_model_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);

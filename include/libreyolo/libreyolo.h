@@ -56,6 +56,12 @@ LY_API const char *ly_last_error(void);
 /* Library version, e.g. "0.1.0". */
 LY_API const char *ly_version(void);
 
+/* "Did you mean": of the n candidates, the one most like `word` by difflib's
+ * SequenceMatcher ratio, if it is at least 0.6 (Python's
+ * difflib.get_close_matches(word, candidates, n=1)), else NULL. The result is
+ * one of the candidates. */
+LY_API const char *ly_closest_word(const char *word, const char *const *candidates, size_t n);
+
 /* The threads a call asking for `requested` runs on: `requested` when > 0,
  * else LIBREYOLO_THREADS when set to a positive count, else the logical CPUs. */
 LY_API ly_status ly_thread_count(int requested, int *threads);

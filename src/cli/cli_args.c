@@ -222,38 +222,6 @@ void ly_cli_args_free(char **args, int argc, char **original)
 
 /* ---- "Did you mean" ------------------------------------------------------- */
 
-/* Matching characters as difflib.SequenceMatcher counts them: the longest
- * common block, then the same on each side of it. */
-static size_t matches(const char *a, size_t na, const char *b, size_t nb)
-{
-    size_t best = 0, ai = 0, bi = 0;
-    for (size_t i = 0; i < na; i++)
-        for (size_t j = 0; j < nb; j++) {
-            size_t k = 0;
-            while (i + k < na && j + k < nb && a[i + k] == b[j + k])
-                k++;
-            if (k > best) best = k, ai = i, bi = j;
-        }
-    if (best == 0) return 0;
-    return best + matches(a, ai, b, bi) +
-           matches(a + ai + best, na - ai - best, b + bi + best, nb - bi - best);
-}
-
-const char *ly_cli_closest(const char *word, const char *const *candidates, size_t n)
-{
-    const char *best = NULL;
-    double best_ratio = 0.6;
-    size_t nw = strlen(word);
-    for (size_t i = 0; i < n; i++) {
-        size_t nc = strlen(candidates[i]);
-        if (nw + nc == 0) continue;
-        double ratio = 2.0 * (double)matches(word, nw, candidates[i], nc) / (double)(nw + nc);
-        if (ratio >= best_ratio && (!best || ratio > best_ratio))
-            best = candidates[i], best_ratio = ratio;
-    }
-    return best;
-}
-
 static const ly_cli_flags *current_flags;
 
 void ly_cli_set_current_flags(const ly_cli_flags *flags)
@@ -273,7 +241,7 @@ int ly_cli_unknown_argument(const char *command, const char *arg)
     char key[64];
     size_t klen = strcspn(word, "=");
     hyphens(word, klen, key, sizeof key);
-    const char *close = arg[0] == '-' ? ly_cli_closest(key, names, n) : NULL;
+    const char *close = arg[0] == '-' ? ly_closest_word(key, names, n) : NULL;
     if (close)
         return ly_cli_usage_error_code(command, "config_unknown_key",
                                        "unexpected argument '%s'; did you mean '--%s'?", arg,

@@ -45,9 +45,6 @@ char **ly_cli_normalize_args(const char *command, int argc, char **argv, const l
                              int *out_argc, int *code);
 void ly_cli_args_free(char **args, int argc, char **original);
 
-/* The closest of `candidates` to `word` by Python's difflib ratio (>= 0.6, as
- * difflib.get_close_matches), or NULL. */
-const char *ly_cli_closest(const char *word, const char *const *candidates, size_t n);
 
 /* The command being run and its options, for "did you mean" (set by main). */
 void ly_cli_set_current_flags(const ly_cli_flags *flags);

@@ -142,7 +142,7 @@ static int unknown_command(const char *name)
     size_t n = 0;
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strchr(commands[i].name, ' ')) names[n++] = commands[i].name;
-    const char *close = ly_cli_closest(name, names, n);
+    const char *close = ly_closest_word(name, names, n);
     if (close)
         fprintf(stderr, "libreyolo: unknown command '%s'; did you mean '%s'?\n", name, close);
     else

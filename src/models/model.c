@@ -270,12 +270,25 @@ static ly_status load_any(const char *path, ly_model_desc *d)
     ly_checkpoint *ck;
     st = ly_checkpoint_open(path, &ck);
     if (st == LY_E_NOT_FOUND && !strchr(path, '/') && !strchr(path, '.')) {
-        char known[512];
+        char known[1024], names[1024];
         ly_model_names_known(known, sizeof known);
+        /* "did you mean": the list split at its ", " into names */
+        const char *each[128];
+        size_t n = 0;
+        snprintf(names, sizeof names, "%s", known);
+        for (char *p = names; *p && n < sizeof each / sizeof each[0];) {
+            each[n++] = p;
+            char *comma = strstr(p, ", ");
+            if (!comma) break;
+            *comma = '\0';
+            p = comma + 2;
+        }
+        const char *close = ly_closest_word(path, each, n);
         return ly_set_error(LY_E_NOT_FOUND,
                             "ly_model_load: '%s' is no file here, and no model name this build "
-                            "knows (%s)",
-                            path, known);
+                            "knows%s%s%s (%s)",
+                            path, close ? "; did you mean '" : "", close ? close : "",
+                            close ? "'?" : "", known);
     }
     if (st != LY_OK) return st;
     const ly_recipe *r = NULL;

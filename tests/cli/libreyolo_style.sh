@@ -144,6 +144,10 @@ done
 run 0 "$bin" predict model="$model" source="$photo" max_det=1 imgsz=320 --save true --json
 stdout_has '"output_path": "runs/detect/predict3"'
 
+# ---- a mistyped model name: the closest known one suggested (by the library's message)
+run 4 "$bin" predict model=nanodett source="$photo"
+stderr_has "'nanodett' is no file here, and no model name this build knows; did you mean 'nanodet'?"
+
 # ---- model names: yolo9-t and LibreYOLO9t from weights/
 mkdir -p weights && ln -s "$model" weights/LibreYOLO9t.pt
 run 0 "$bin" info model=yolo9-t
