@@ -400,6 +400,13 @@ static void test_load_errors(void **state)
     assert_null(o.classes);
     assert_int_equal(o.given, 0);
     assert_int_equal(ly_predict_options_check(NULL, &o), LY_OK);
+    /* imgsz as (height, width): square only, and then given */
+    assert_int_equal(ly_predict_options_set_imgsz(&o, 480, 640), LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "imgsz 480x640: predict takes a square input"));
+    assert_int_equal(o.given, 0);
+    assert_int_equal(ly_predict_options_set_imgsz(&o, 320, 320), LY_OK);
+    assert_true(o.imgsz == 320 && o.given == LY_PREDICT_IMGSZ);
+    assert_int_equal(ly_predict_options_init(&o), LY_OK);
     /* The marker given by a user is a value like any other, and refused. */
     o.given = LY_PREDICT_CONF;
     assert_int_equal(ly_predict_options_check(NULL, &o), LY_E_INVALID_ARGUMENT);

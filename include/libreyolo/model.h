@@ -160,6 +160,12 @@ typedef struct ly_predict_options {
 /* Every field at the model's default, classes NULL. */
 LY_API ly_status ly_predict_options_init(ly_predict_options *options);
 
+/* imgsz given as LibreYOLO takes it, one size or (height, width): sets imgsz
+ * (and its `given` bit) when height == width; LY_E_INVALID_ARGUMENT naming both
+ * otherwise, since predict's input is square here. The command's imgsz=S,
+ * imgsz=H,W, imgsz=[H,W] and imgsz=HxW and Python's imgsz=(h, w) come here. */
+LY_API ly_status ly_predict_options_set_imgsz(ly_predict_options *options, int height, int width);
+
 /* LY_E_INVALID_ARGUMENT, and a message naming the option, its value and what
  * is expected, for options that predict on `model` refuses. `model` may be
  * NULL: then only what needs no model is checked (ranges, class ids >= 0),

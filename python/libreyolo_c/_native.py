@@ -156,6 +156,9 @@ ly_model_set_fused_attention = _sig(
     "ly_model_set_fused_attention", st, c_p, ctypes.c_bool, ctypes.POINTER(ctypes.c_int)
 )
 ly_predict_options_init = _sig("ly_predict_options_init", st, ctypes.POINTER(PredictOptions))
+ly_predict_options_set_imgsz = _sig(
+    "ly_predict_options_set_imgsz", st, ctypes.POINTER(PredictOptions), ctypes.c_int, ctypes.c_int
+)
 ly_predict_options_check = _sig(
     "ly_predict_options_check", st, c_p, ctypes.POINTER(PredictOptions)
 )

@@ -278,10 +278,11 @@ class LibreYOLO:
             o.max_det, o.given = _c_int("max_det", max_det), o.given | n.LY_PREDICT_MAX_DET
         if imgsz is not None:
             sizes = [imgsz] if np.isscalar(imgsz) else list(imgsz)
-            if len(sizes) not in (1, 2) or len(set(sizes)) != 1:
-                raise LibreYOLOValueError(f"imgsz {imgsz!r}: expected one size (predict's input "
-                                          f"is square)", n.LY_E_INVALID_ARGUMENT)
-            o.imgsz, o.given = _c_int("imgsz", sizes[0]), o.given | n.LY_PREDICT_IMGSZ
+            if len(sizes) not in (1, 2):
+                raise LibreYOLOValueError(f"imgsz {imgsz!r}: expected a size or (height, width)",
+                                          n.LY_E_INVALID_ARGUMENT)
+            h, w = _c_int("imgsz", sizes[0]), _c_int("imgsz", sizes[-1])
+            _check(n.ly_predict_options_set_imgsz(ctypes.byref(o), h, w))
         if tile is not None:
             o.tile, o.given = _c_int("tile", tile), o.given | n.LY_PREDICT_TILE
         if tile_pad is not None:

@@ -33,7 +33,7 @@ void ly_cli_usage_predict(FILE *to)
 {
     fputs("usage: libreyolo [detect|classify|restore] predict source=PATH [model=M] [conf=X] "
           "[iou=X]\n"
-          "                         [max_det=N] [imgsz=S] [classes=[0,2,5]] [tile=N] "
+          "                         [max_det=N] [imgsz=S|H,W] [classes=[0,2,5]] [tile=N] "
           "[tile_pad=N]\n"
           "                         [save] [output_file_format=jpg|png] [project=P] [name=N]\n"
           "                         [exist_ok] [device=cpu] [threads=N] [json | jsonl]\n"
@@ -54,7 +54,8 @@ void ly_cli_usage_predict(FILE *to)
           "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
           "                   IoU > X, in [0, 1] (default: the model's)\n"
           "  --max-det N      at most N detections per image (default: the model's)\n"
-          "  --imgsz S        square input size, a multiple of the model's stride (32 for\n"
+          "  --imgsz S        square input size (also H,W, [H,W] or HxW with H = W), a\n"
+          "                   multiple of the model's stride (32 for\n"
           "                   YOLO9); fixed-size models take their own only (default: the\n"
           "                   checkpoint's)\n"
           "  --classes LIST   only these class ids: [0,2,5] (LibreYOLO's form) or 0,2,5, kept\n"
@@ -132,6 +133,33 @@ typedef struct predict_args {
 
 /* LibreYOLO's list(ast.literal_eval(classes)) forms ([0,2,5], (0,2), 0,2,5, 0,)
  * and ours (0,2,5): integers, comma-separated, optionally bracketed. */
+/* imgsz as LibreYOLO's CLI takes it: S, H,W, [H,W] or HxW. */
+static int parse_imgsz(const char *text, predict_args *a)
+{
+    char buf[64];
+    size_t n = strlen(text);
+    if (n >= sizeof buf)
+        return ly_cli_usage_error("predict", "--imgsz '%s': expected S, H,W, [H,W] or HxW", text);
+    if (n >= 2 && text[0] == '[' && text[n - 1] == ']')
+        snprintf(buf, sizeof buf, "%.*s", (int)(n - 2), text + 1);
+    else
+        snprintf(buf, sizeof buf, "%s", text);
+    size_t kept = 0; /* "[480, 640]" as "[480,640]" */
+    for (size_t k = 0; buf[k]; k++)
+        if (buf[k] != ' ') buf[kept++] = buf[k];
+    buf[kept] = '\0';
+    char *sep = strpbrk(buf, ",xX");
+    int h, w;
+    if (sep) *sep = '\0';
+    if (!ly_cli_parse_int(buf, INT_MIN, INT_MAX, &h) ||
+        (sep && !ly_cli_parse_int(sep + 1, INT_MIN, INT_MAX, &w)))
+        return ly_cli_usage_error("predict", "--imgsz '%s': expected S, H,W, [H,W] or HxW", text);
+    if (!sep) w = h;
+    if (ly_predict_options_set_imgsz(&a->options, h, w) != LY_OK)
+        return ly_cli_usage_error_code("predict", "config_range_error", "%s", ly_last_error());
+    return 0;
+}
+
 static int parse_classes(const char *text, predict_args *a)
 {
     size_t n = 0, len = strlen(text);
@@ -228,9 +256,8 @@ static int parse_args(int argc, char **argv, predict_args *a)
                 return ly_cli_usage_error("predict", "--max-det '%s': expected an integer", v);
             a->options.given |= LY_PREDICT_MAX_DET;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--imgsz", &missing))) {
-            if (!ly_cli_parse_int(v, INT_MIN, INT_MAX, &a->options.imgsz))
-                return ly_cli_usage_error("predict", "--imgsz '%s': expected an integer", v);
-            a->options.given |= LY_PREDICT_IMGSZ;
+            int code = parse_imgsz(v, a);
+            if (code) return code;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--tile", &missing))) {
             if (!ly_cli_parse_int(v, INT_MIN, INT_MAX, &a->options.tile))
                 return ly_cli_usage_error("predict", "--tile '%s': expected an integer", v);

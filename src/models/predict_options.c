@@ -89,6 +89,20 @@ ly_status ly_predict_options_init(ly_predict_options *options)
     return LY_OK;
 }
 
+ly_status ly_predict_options_set_imgsz(ly_predict_options *options, int height, int width)
+{
+    if (!options)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_predict_options_set_imgsz: options is NULL");
+    if (height != width)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "imgsz %dx%d: predict takes a square input (one size, a multiple of "
+                            "the model's stride); a rectangular imgsz is not supported yet",
+                            height, width);
+    options->imgsz = height;
+    options->given |= LY_PREDICT_IMGSZ;
+    return LY_OK;
+}
+
 ly_status ly_predict_options_validate(const ly_model_desc *d, const ly_predict_options *options)
 {
     return check(d, options);

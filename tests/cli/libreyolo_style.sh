@@ -144,6 +144,15 @@ done
 run 0 "$bin" predict model="$model" source="$photo" max_det=1 imgsz=320 --save true --json
 stdout_has '"output_path": "runs/detect/predict3"'
 
+# ---- imgsz as LibreYOLO writes it: S, H,W, [H,W], HxW (a rectangle refused with the reason)
+for size in "imgsz=[320,320]" "imgsz=320,320" "imgsz=320x320"; do
+    run 0 "$bin" predict model="$model" source="$photo" max_det=1 "$size" --json
+    stdout_has '"image_size": [320, 320]'
+done
+run 2 "$bin" predict model="$model" source="$photo" imgsz=480x640 --json
+error_doc config_range_error
+stdout_has "imgsz 480x640: predict takes a square input"
+
 # ---- a mistyped model name: the closest known one suggested (by the library's message)
 run 4 "$bin" predict model=nanodett source="$photo"
 stderr_has "'nanodett' is no file here, and no model name this build knows; did you mean 'nanodet'?"
