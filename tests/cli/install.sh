@@ -10,10 +10,9 @@ bin=$1
 scratch=$2
 build=$(cd "$(dirname "$bin")" && pwd)
 source=$(cd "$(dirname "$0")/../.." && pwd)
-if grep -qE '^LIBREYOLO_(SANITIZE|TSAN):BOOL=ON' "$build/CMakeCache.txt"; then
-    echo "skipped: an instrumented build (its library needs the sanitizer runtime to link)"
-    exit 0
-fi
+# shellcheck source=build_kind.bash
+. "$(dirname "$0")/build_kind.bash"
+skip_instrumented "its library needs the sanitizer runtime to link"
 fail() { echo "install.sh: $*" >&2; exit 1; }
 rm -rf "$scratch" && mkdir -p "$scratch"
 prefix=$scratch/prefix

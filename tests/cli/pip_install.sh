@@ -10,14 +10,10 @@ bin=$1
 scratch=$2
 build=$(cd "$(dirname "$bin")" && pwd)
 source=$(cd "$(dirname "$0")/../.." && pwd)
-if grep -qE '^LIBREYOLO_(SANITIZE|TSAN):BOOL=ON' "$build/CMakeCache.txt"; then
-    echo "skipped: an instrumented build (python cannot load its library)"
-    exit 0
-fi
-if grep -qE '^LIBREYOLO_WITH_(STB|XNNPACK):BOOL=OFF' "$build/CMakeCache.txt"; then
-    echo "skipped: the portable build; the default build installs the package"
-    exit 0
-fi
+# shellcheck source=build_kind.bash
+. "$(dirname "$0")/build_kind.bash"
+skip_instrumented "python cannot load its library"
+skip_portable "the default build installs the package"
 python=/usr/bin/python3
 if ! "$python" -c "import numpy, venv, ensurepip, setuptools, wheel" >/dev/null 2>&1; then
     echo "skipped: /usr/bin/python3 lacks numpy, venv, setuptools or wheel" \

@@ -8,14 +8,10 @@ bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 scratch=$2
 build=$(cd "$(dirname "$bin")" && pwd)
 source=$(cd "$(dirname "$0")/../.." && pwd)
-if grep -qE '^LIBREYOLO_(SANITIZE|TSAN):BOOL=ON' "$build/CMakeCache.txt"; then
-    echo "skipped: an instrumented build (python cannot load its library)"
-    exit 0
-fi
-if grep -qE '^LIBREYOLO_WITH_(STB|XNNPACK):BOOL=OFF' "$build/CMakeCache.txt"; then
-    echo "skipped: the portable build (no image codecs, no XNNPACK); the default build runs them"
-    exit 0
-fi
+# shellcheck source=build_kind.bash
+. "$(dirname "$0")/build_kind.bash"
+skip_instrumented "python cannot load its library"
+skip_portable "no image codecs, no XNNPACK; the default build runs them"
 python=
 for candidate in ${LIBREYOLO_PYTHON:-} python3 /usr/bin/python3; do
     if command -v "$candidate" >/dev/null 2>&1 &&
