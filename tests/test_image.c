@@ -10,6 +10,7 @@
 #include "test_util.h"
 
 #include "io/image.h"
+#include "libreyolo/image.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -297,10 +298,79 @@ static void test_without_stb(void **state)
 
 #endif
 
+static void touch(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* What a source names, without reading any image: a folder and its subfolder
+ * in path order (formats this build does not read counted), a .txt list in its
+ * order, a glob, and the refusals with what they name. */
+static void test_source_lists(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ly_sources.XXXXXX", path[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/sub", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    touch(dir, "b.JPG", "x");
+    touch(dir, "a.png", "x");
+    touch(dir, "sub/c.bmp", "x");
+    touch(dir, "d.webp", "x");
+    touch(dir, "notes.md", "x");
+    touch(dir, "clip.mp4", "x");
+    char list[700];
+    snprintf(list, sizeof list, "# two\n%s/sub/c.bmp\n\n  %s/a.png\n", dir, dir);
+    touch(dir, "list.txt", list);
+    ly_source_list l;
+    assert_int_equal(ly_source_list_expand(dir, &l), LY_OK);
+    assert_int_equal(l.count, 3);
+    assert_int_equal(l.skipped, 1);
+    assert_non_null(strstr(l.paths[0], "/a.png"));
+    assert_non_null(strstr(l.paths[1], "/b.JPG"));
+    assert_non_null(strstr(l.paths[2], "/sub/c.bmp"));
+    ly_source_list_free(&l);
+    snprintf(path, sizeof path, "%s/list.txt", dir);
+    assert_int_equal(ly_source_list_expand(path, &l), LY_OK);
+    assert_int_equal(l.count, 2);
+    assert_non_null(strstr(l.paths[0], "/sub/c.bmp"));
+    ly_source_list_free(&l);
+    snprintf(path, sizeof path, "%s/*.png", dir);
+    assert_int_equal(ly_source_list_expand(path, &l), LY_OK);
+    assert_int_equal(l.count, 1);
+    ly_source_list_free(&l);
+    assert_int_equal(ly_source_list_expand("https://example.com/x.jpg", &l), LY_OK);
+    assert_int_equal(l.count, 1);
+    ly_source_list_free(&l);
+    snprintf(path, sizeof path, "%s/missing.jpg", dir);
+    assert_int_equal(ly_source_list_expand(path, &l), LY_E_NOT_FOUND);
+    assert_non_null(strstr(ly_last_error(), "Source not found: "));
+    assert_null(l.paths);
+    snprintf(path, sizeof path, "%s/d.webp", dir);
+    assert_int_equal(ly_source_list_expand(path, &l), LY_E_FORMAT);
+    snprintf(path, sizeof path, "%s/clip.mp4", dir);
+    assert_int_equal(ly_source_list_expand(path, &l), LY_E_UNSUPPORTED);
+    assert_non_null(strstr(ly_last_error(), "video sources are not supported yet"));
+    touch(dir, "list.txt", "nowhere.jpg\n");
+    snprintf(path, sizeof path, "%s/list.txt", dir);
+    assert_int_equal(ly_source_list_expand(path, &l), LY_E_NOT_FOUND);
+    assert_non_null(strstr(ly_last_error(), "list.txt line 1: Source not found: nowhere.jpg"));
+    assert_int_equal(ly_source_list_expand(NULL, &l), LY_E_INVALID_ARGUMENT);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_and_free),
+        cmocka_unit_test(test_source_lists),
 #ifdef LY_HAVE_STB
         cmocka_unit_test(test_png_round_trip),
         cmocka_unit_test(test_jpeg_round_trip),

@@ -61,6 +61,24 @@ LY_API ly_status ly_image_save(const char *path, const ly_image *image, int jpeg
  * when the path does not fit `size`. */
 LY_API ly_status ly_save_folder(const char *project, const char *name, bool exist_ok, char *out,
                                 size_t size);
+/* The images a predict source names, as LibreYOLO reads a source: a file, an
+ * http(s) URL, a folder's images and its subfolders' (in path order), a glob
+ * (quoted, so the shell did not expand it), or a .txt file listing sources one
+ * per line ('#' comments and blank lines skipped). Images are JPEG, PNG and
+ * BMP by extension; WebP, TIFF and GIF files met in folders and globs are
+ * counted in `skipped` (this build does not read them), named alone they are
+ * refused (LY_E_FORMAT), and video files are refused (LY_E_UNSUPPORTED).
+ * LY_E_NOT_FOUND names what is missing (a list's line number too), or the
+ * folder or list that holds no images. The paths belong to the list:
+ * ly_source_list_free. The command and the Python package read sources here. */
+typedef struct ly_source_list {
+    char **paths;
+    size_t count;
+    size_t skipped; /* images of formats this build does not read */
+} ly_source_list;
+LY_API ly_status ly_source_list_expand(const char *source, ly_source_list *out);
+LY_API ly_status ly_source_list_free(ly_source_list *list);
+
 /* Whether this build reads and writes image files (*available). */
 LY_API ly_status ly_image_codecs(bool *available);
 

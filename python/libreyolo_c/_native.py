@@ -108,6 +108,14 @@ class ImageView(ctypes.Structure):
     ]
 
 
+class SourceList(ctypes.Structure):
+    _fields_ = [
+        ("paths", ctypes.POINTER(ctypes.c_char_p)),
+        ("count", ctypes.c_size_t),
+        ("skipped", ctypes.c_size_t),
+    ]
+
+
 class Detection(ctypes.Structure):
     _fields_ = [
         ("xyxy", ctypes.c_float * 4),
@@ -208,6 +216,10 @@ ly_image_annotate_classes = _sig(
     "ly_image_annotate_classes", st, ctypes.POINTER(Image), ctypes.POINTER(ClassProb),
     ctypes.c_size_t,
 )
+ly_source_list_expand = _sig(
+    "ly_source_list_expand", st, ctypes.c_char_p, ctypes.POINTER(SourceList)
+)
+ly_source_list_free = _sig("ly_source_list_free", st, ctypes.POINTER(SourceList))
 ly_save_folder = _sig(
     "ly_save_folder", st, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_bool, ctypes.c_char_p,
     ctypes.c_size_t,

@@ -5,19 +5,16 @@ A source is a path, a URL (http, https), a folder (its images and its
 subfolders', in path order), a glob, a .txt file listing sources, a NumPy
 image (HWC or CHW, gray, RGB, BGR or RGBA, any dtype as LibreYOLO normalises
 it), a torch tensor (CHW or NCHW, RGB), a PIL image, bytes or a BytesIO, or a
-list or tuple of these. Files,
-URLs and bytes are decoded by the C library (one loader for the command, C
-and Python).
+list or tuple of these. Path-like sources are read by the C library as the
+command reads them (ly_source_list_expand), and files, URLs and bytes decoded
+by it (one loader for the command, C and Python).
 """
-import glob
+import ctypes
 import io
 import os
+import warnings
 
 import numpy as np
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
-VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".wmv", ".flv", ".mpg",
-                  ".mpeg", ".ts")
 
 
 class Item:
@@ -32,53 +29,27 @@ def _is_url(text):
     return text.startswith(("http://", "https://"))
 
 
-def _folder_images(folder):
-    found = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(os.path.join(root, f) for f in files
-                     if not f.startswith(".") and f.lower().endswith(IMAGE_SUFFIXES))
-    if not found:
-        raise FileNotFoundError(f"{folder}: no .jpg, .jpeg, .png or .bmp images in it")
-    return sorted(found)
-
-
-def _path_items(text, listed=False):
-    """Items of one path-like source, and whether it is one image."""
+def _path_items(text):
+    """Items of one path-like source (the library's ly_source_list_expand: a file,
+    URL, folder, glob or .txt list), and whether it names one image."""
     if text.startswith(("s3://", "gs://")):
         raise NotImplementedError(f"{text}: S3 and Google Cloud Storage sources need their SDKs, "
                                   "which libreyolo-c does not use; download the image first")
-    if _is_url(text):
-        return [Item("url", text, text)], True
-    if os.path.isdir(text):
-        return [Item("file", p, p) for p in _folder_images(text)], False
-    if os.path.isfile(text):
-        if text.lower().endswith(VIDEO_SUFFIXES):
-            raise NotImplementedError(f"{text}: video sources are not supported yet in "
-                                      "libreyolo-c (images, folders, lists, URLs)")
-        if text.lower().endswith(".txt") and not listed:
-            items = []
-            with open(text, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    entry = line.strip()
-                    if not entry or entry.startswith("#"):
-                        continue
-                    if not _is_url(entry) and not os.path.exists(entry):
-                        raise FileNotFoundError(f"{text} line {number}: Source not found: "
-                                                f"{entry}")
-                    items.extend(_path_items(entry, listed=True)[0])
-            if not items:
-                raise FileNotFoundError(f"{text}: lists no images")
-            return items, False
-        return [Item("file", text, text)], True
-    if not listed and any(c in text for c in "*?["):
-        matches = sorted(p for p in glob.glob(text, recursive=True)
-                         if os.path.isfile(p) and p.lower().endswith(IMAGE_SUFFIXES))
-        if not matches:
-            raise FileNotFoundError(f"{text}: the pattern matches no .jpg, .jpeg, .png or .bmp "
-                                    "images")
-        return [Item("file", p, p) for p in matches], False
-    raise FileNotFoundError(f"Source not found: {text}")
+    from . import _native as n
+    from .model import _check
+
+    found = n.SourceList()
+    _check(n.ly_source_list_expand(os.fsencode(text), ctypes.byref(found)))
+    try:
+        paths = [os.fsdecode(found.paths[i]) for i in range(found.count)]
+        skipped = found.skipped
+    finally:
+        n.ly_source_list_free(ctypes.byref(found))
+    if skipped:
+        warnings.warn(f"skipped {skipped} WebP, TIFF or GIF image{'s' if skipped > 1 else ''}: "
+                      "this build reads JPEG, PNG and BMP", stacklevel=4)
+    single = _is_url(text) or (os.path.isfile(text) and not text.lower().endswith(".txt"))
+    return [Item("url" if _is_url(p) else "file", p, p) for p in paths], single
 
 
 def _uint8(arr):

@@ -137,7 +137,7 @@ def test_inputs(model, images, tmp_path):
         os.symlink(path, (nested if i else tmp_path) / os.path.basename(path))
     found = model(str(tmp_path))
     assert sorted(os.path.basename(r.path) for r in found) == sorted(map(os.path.basename, images))
-    assert len(model(str(tmp_path / "**" / "*.jpg"))) == len(images)
+    assert len(model(str(tmp_path / "a" / "b" / "*.jpg"))) == len(images) - 1
     listing = tmp_path / "list.txt"
     listing.write_text("# two images\n" + images[1] + "\n\n" + images[2] + "\n")
     assert [r.path for r in model(str(listing))] == images[1:]

@@ -10,9 +10,7 @@
 #include "libreyolo/kernels.h"
 #include "libreyolo/model.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <glob.h>
 #include <limits.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -349,203 +347,37 @@ static int parse_args(int argc, char **argv, predict_args *a)
 
 /* ---- Sources ------------------------------------------------------------ */
 
-static bool has_extension(const char *name, const char *const *exts, size_t n_exts)
-{
-    size_t n = strlen(name);
-    for (size_t i = 0; i < n_exts; i++) {
-        size_t m = strlen(exts[i]);
-        if (n > m && strcasecmp(name + n - m, exts[i]) == 0) return true;
-    }
-    return false;
-}
-
-static bool is_image_name(const char *name)
-{
-    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp"};
-    return has_extension(name, exts, sizeof exts / sizeof exts[0]);
-}
-
-/* Images LibreYOLO reads (through PIL) that this build does not. */
-static bool is_unsupported_image_name(const char *name)
-{
-    static const char *const exts[] = {".webp", ".tif", ".tiff", ".gif"};
-    return has_extension(name, exts, sizeof exts / sizeof exts[0]);
-}
-
 static bool is_url(const char *source)
 {
     return strncmp(source, "http://", 7) == 0 || strncmp(source, "https://", 8) == 0;
 }
 
-static int compare_names(const void *a, const void *b)
+/* The images to process (ly_source_list_expand), with the command's error
+ * documents: a missing source or one without images, an unsupported format. */
+static int list_sources(const char *source, ly_source_list *out)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void free_list(char **list, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(list[i]);
-    free(list);
-}
-
-typedef struct source_list {
-    char **items;
-    size_t n, cap;
-    size_t skipped; /* images of formats this build does not read */
-} source_list;
-
-static int add_source(source_list *l, const char *path)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        char **grown = realloc(l->items, cap * sizeof *grown);
-        if (!grown)
-            return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
-        l->items = grown, l->cap = cap;
+    ly_status st = ly_source_list_expand(source, out);
+    if (st == LY_E_NO_MEMORY)
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "%s", ly_last_error());
+    if (st == LY_E_FORMAT || st == LY_E_UNSUPPORTED)
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_invalid",
+                           st == LY_E_FORMAT ? "convert it to JPEG or PNG" : NULL, "%s",
+                           ly_last_error());
+    if (st != LY_OK) {
+        const char *message = ly_last_error();
+        bool empty = strstr(message, ": no .jpg") || strstr(message, ": lists no images");
+        return ly_cli_fail("predict", LY_EXIT_SOURCE,
+                           empty ? "data_images_missing" : "source_not_found",
+                           empty ? NULL
+                                 : "give an image file, a folder of images, a glob, a .txt list "
+                                   "of them or an http(s) URL",
+                           "%s", message);
     }
-    if (!(l->items[l->n] = strdup(path)))
-        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
-    l->n++;
-    return 0;
-}
-
-static int unsupported_format(const char *path)
-{
-    return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_invalid", "convert it to JPEG or PNG",
-                       "%s: this build reads JPEG, PNG and BMP images; WebP, TIFF and GIF are not "
-                       "supported in this build",
-                       path);
-}
-
-/* The images of a folder and its subfolders (LibreYOLO globs every path
- * below the folder), in path order. Only the folder given (depth 0) must
- * hold some. */
-#define MAX_FOLDER_DEPTH 16
-static int add_folder(source_list *l, const char *folder, int depth)
-{
-    DIR *dir = opendir(folder);
-    if (!dir)
-        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found", NULL,
-                           "%s: cannot list: %s", folder, strerror(errno));
-    size_t first = l->n;
-    bool slash = folder[strlen(folder) - 1] == '/';
-    struct dirent *e;
-    int code = 0;
-    while (!code && (e = readdir(dir))) {
-        if (e->d_name[0] == '.') continue;
-        size_t len = strlen(folder) + strlen(e->d_name) + 2;
-        char *path = malloc(len);
-        if (!path) {
-            code = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
-            break;
-        }
-        snprintf(path, len, "%s%s%s", folder, slash ? "" : "/", e->d_name);
-        struct stat st;
-        if (is_image_name(e->d_name))
-            code = add_source(l, path);
-        else if (is_unsupported_image_name(e->d_name))
-            l->skipped++;
-        else if (depth < MAX_FOLDER_DEPTH && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            code = add_folder(l, path, depth + 1);
-        free(path);
-    }
-    closedir(dir);
-    if (code) return code;
-    if (l->n == first && depth == 0)
-        return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_images_missing", NULL,
-                           "%s: no .jpg, .jpeg, .png or .bmp images in it%s", folder,
-                           l->skipped ? " (only formats this build does not read)" : "");
-    qsort(l->items + first, l->n - first, sizeof *l->items, compare_names);
-    return 0;
-}
-
-static int add_path(source_list *l, const char *path, bool listed);
-
-/* A text file listing sources, one per line ('#' comments, blank lines skipped). */
-static int add_listed(source_list *l, const char *list_path)
-{
-    FILE *f = fopen(list_path, "r");
-    if (!f)
-        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found", NULL, "%s: %s", list_path,
-                           strerror(errno));
-    char line[PATH_MAX + 2];
-    int code = 0;
-    size_t before = l->n;
-    int line_no = 0;
-    while (!code && fgets(line, sizeof line, f)) {
-        line_no++;
-        size_t n = strcspn(line, "\r\n");
-        line[n] = '\0';
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (!*p || *p == '#') continue;
-        struct stat st;
-        if (!is_url(p) && stat(p, &st) != 0)
-            code = ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found",
-                               "a .txt source lists image paths, one per line",
-                               "%s line %d: Source not found: %s", list_path, line_no, p);
-        else
-            code = add_path(l, p, true);
-    }
-    fclose(f);
-    if (!code && l->n == before)
-        return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_images_missing", NULL,
-                           "%s: lists no images", list_path);
-    return code;
-}
-
-static int add_path(source_list *l, const char *path, bool listed)
-{
-    if (is_url(path)) return add_source(l, path);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        /* a glob, as a shell that did not expand it (quoted) hands it over */
-        if (!listed && strpbrk(path, "*?[")) {
-            glob_t g;
-            int r = glob(path, 0, NULL, &g);
-            int code = 0;
-            size_t images = 0;
-            for (size_t i = 0; r == 0 && !code && i < g.gl_pathc; i++)
-                if (is_image_name(g.gl_pathv[i]))
-                    code = add_source(l, g.gl_pathv[i]), images++;
-                else if (is_unsupported_image_name(g.gl_pathv[i]))
-                    l->skipped++;
-            globfree(&g);
-            if (code) return code;
-            if (images) return 0;
-        }
-        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found",
-                           "give an image file, a folder of images, a glob, a .txt list of "
-                           "them or an http(s) URL",
-                           "Source not found: %s (%s)", path,
-                           errno == ENOENT ? "no such file or directory" : strerror(errno));
-    }
-    if (S_ISDIR(st.st_mode)) return add_folder(l, path, 0);
-    if (!listed && has_extension(path, (const char *const[]){".txt"}, 1))
-        return add_listed(l, path);
-    if (is_unsupported_image_name(path)) return unsupported_format(path);
-    return add_source(l, path);
-}
-
-/* The images to process: a file, a folder's images, a glob's, a .txt list's,
- * or a URL. */
-static int list_sources(const char *source, char ***out, size_t *count)
-{
-    source_list l = {0};
-    int code = add_path(&l, source, false);
-    if (code) {
-        free_list(l.items, l.n);
-        return code;
-    }
-    if (l.skipped && !ly_cli_quiet())
+    if (out->skipped && !ly_cli_quiet())
         fprintf(stderr,
                 "libreyolo predict: warning: skipped %zu WebP, TIFF or GIF image%s: this build "
                 "reads JPEG, PNG and BMP\n",
-                l.skipped, l.skipped == 1 ? "" : "s");
-    *out = l.items;
-    *count = l.n;
+                out->skipped, out->skipped == 1 ? "" : "s");
     return 0;
 }
 
@@ -911,23 +743,22 @@ int ly_cli_predict(int argc, char **argv)
     if (code != 0) return code < 0 ? 0 : code;
     if (a.jsonl) ly_cli_set_json_errors(true);
 
-    char **sources;
-    size_t n_sources;
-    if ((code = list_sources(a.source, &sources, &n_sources)) != 0) return code;
+    ly_source_list sources;
+    if ((code = list_sources(a.source, &sources)) != 0) return code;
     /* A named model is fetched here rather than by the loader, so that a first
      * download shows the command's progress line. */
     char dir[PATH_MAX];
     bool cached = false;
     if (ly_model_cached(a.model, dir, sizeof dir, &cached) == LY_OK && !cached &&
         ly_cli_fetch_quietly("predict", a.model, dir, sizeof dir) != 0) {
-        free_list(sources, n_sources);
+        ly_source_list_free(&sources);
         return LY_EXIT_MODEL;
     }
     ly_model_options mo = {a.threads};
     ly_model *model;
     ly_status st = ly_model_load(a.model, &mo, &model);
     if (st != LY_OK) {
-        free_list(sources, n_sources);
+        ly_source_list_free(&sources);
         return ly_cli_model_failed("predict", st);
     }
     ly_model_info info;
@@ -945,11 +776,11 @@ int ly_cli_predict(int argc, char **argv)
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
-    if (!code) code = run_all(&rs, sources, n_sources, &info);
+    if (!code) code = run_all(&rs, sources.paths, sources.count, &info);
     for (size_t i = 0; i < rs.used.n; i++)
         free(rs.used.names[i]);
     free(rs.used.names);
     ly_model_free(model);
-    free_list(sources, n_sources);
+    ly_source_list_free(&sources);
     return code;
 }
