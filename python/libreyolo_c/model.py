@@ -151,6 +151,7 @@ class _Saver:
     command numbers them, through ly_save_folder)."""
 
     _folders = {}
+    _folders_lock = threading.Lock()  # threads sharing a model save into one folder
 
     def __init__(self, task, output_path, project, name, exist_ok, ext, count):
         self.ext, self.used, self.file = ext, set(), None
@@ -166,9 +167,10 @@ class _Saver:
             self.folder = self._make(path, None, True)
             return
         key = (os.getcwd(), project or f"runs/{task}", name or "predict")
-        folder = self._folders.get(key)
-        if exist_ok or folder is None or not os.path.isdir(folder):
-            folder = self._folders[key] = self._make(key[1], key[2], exist_ok)
+        with self._folders_lock:
+            folder = self._folders.get(key)
+            if exist_ok or folder is None or not os.path.isdir(folder):
+                folder = self._folders[key] = self._make(key[1], key[2], exist_ok)
         self.folder = folder
 
     @staticmethod
