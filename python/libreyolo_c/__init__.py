@@ -12,8 +12,9 @@ Batch inference on Dask: libreyolo_c.dask.predict_paths(client, paths, model=...
 import os as _os
 
 from ._native import LIBRARY_PATH
-from .model import (LibreYOLO, LibreYOLOError, LibreYOLOFileNotFoundError,
-                    LibreYOLONotImplementedError, LibreYOLOValueError)
+from .errors import (LibreYOLOError, LibreYOLOFileNotFoundError, LibreYOLONotImplementedError,
+                     LibreYOLOValueError)
+from .model import LibreYOLO
 from .results import Array, Boxes, Probs, RestoredImage, Results
 
 # LibreYOLO's quickstart image: model(SAMPLE_IMAGE, save=True). A 640x480

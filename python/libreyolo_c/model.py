@@ -8,46 +8,12 @@ import warnings
 
 import numpy as np
 
+from . import _images
 from . import _native as n
 from . import sources
+from .errors import LibreYOLONotImplementedError, LibreYOLOValueError
+from .errors import check as _check
 from .results import Boxes, Probs, RestoredImage, Results
-
-
-class LibreYOLOError(RuntimeError):
-    """A failure of the C library; the message is its ly_last_error()."""
-
-    def __init__(self, message, status):
-        super().__init__(message)
-        self.status = status
-
-
-class LibreYOLOFileNotFoundError(LibreYOLOError, FileNotFoundError):
-    pass
-
-
-class LibreYOLOValueError(LibreYOLOError, ValueError):
-    pass
-
-
-class LibreYOLONotImplementedError(LibreYOLOError, NotImplementedError):
-    pass
-
-
-_BY_STATUS = {
-    n.LY_E_NOT_FOUND: LibreYOLOFileNotFoundError,
-    n.LY_E_INVALID_ARGUMENT: LibreYOLOValueError,
-    n.LY_E_SHAPE: LibreYOLOValueError,
-    n.LY_E_DTYPE: LibreYOLOValueError,
-    n.LY_E_FORMAT: LibreYOLOValueError,
-    n.LY_E_UNSUPPORTED: LibreYOLONotImplementedError,
-}
-
-
-def _check(status):
-    if status != n.LY_OK:
-        # thread-local in the library, read on the thread that made the call
-        message = (n.ly_last_error() or b"").decode("utf-8", "replace")
-        raise _BY_STATUS.get(status, LibreYOLOError)(message, status)
 
 
 _C_INT_MIN, _C_INT_MAX = -(2**31), 2**31 - 1
@@ -183,8 +149,7 @@ class _Saver:
     def path(self, source_name):
         if self.file:
             return self.file
-        base = source_name.split("?")[0].split("#")[0] if "://" in source_name else source_name
-        stem = os.path.splitext(os.path.basename(base))[0] or "inference"
+        stem = _images.stem(source_name)
         name, k = f"{stem}.{self.ext}", 2
         while name in self.used:
             name, k = f"{stem}_{k}.{self.ext}", k + 1
@@ -353,17 +318,7 @@ class LibreYOLO:
             _check(n.ly_model_predict_image(self._handle, ctypes.byref(view),
                                             ctypes.byref(options), ctypes.byref(handle)))
             return self._results(handle, item.name, arr[..., ::-1] if item.bgr else arr)
-        img = n.Image()
-        if item.kind == "url":
-            _check(n.ly_image_load_url(item.value.encode(), ctypes.byref(img)))
-        else:
-            _check(n.ly_image_load_buffer(item.value, len(item.value), b"bytes",
-                                          ctypes.byref(img)))
-        try:
-            pixels = ctypes.cast(img.pixels, ctypes.POINTER(ctypes.c_uint8))
-            rgb = np.ctypeslib.as_array(pixels, shape=(img.height, img.width, 3)).copy()
-        finally:
-            n.ly_image_free(ctypes.byref(img))
+        rgb = _images.load_rgb(item.value)  # a URL's or encoded bytes
         view = n.ImageView(rgb.ctypes.data, rgb.shape[1], rgb.shape[0], rgb.strides[0], 0)
         _check(n.ly_model_predict_image(self._handle, ctypes.byref(view), ctypes.byref(options),
                                         ctypes.byref(handle)))

@@ -9,11 +9,12 @@ the summary()/to_json() rows are LibreYOLO's.
 """
 import ctypes
 import json
-import os
 
 import numpy as np
 
-JPEG_QUALITY = 90  # the command's (`libreyolo predict save`): the same files from both
+from . import _images
+from . import _native as n
+from .errors import check
 
 
 class Array(np.ndarray):
@@ -199,13 +200,7 @@ class RestoredImage:
 
     def save(self, path):
         """Write the image, JPEG or PNG by the extension (atomically)."""
-        from . import _native as n
-        from .model import _check
-
-        data = np.ascontiguousarray(self.data)
-        img = n.Image(data.ctypes.data, data.shape[1], data.shape[0])
-        _check(n.ly_image_save(os.fsencode(path), ctypes.byref(img), JPEG_QUALITY))
-        return path
+        return _images.save_rgb(self.data, path)
 
 
 class Results:
@@ -309,19 +304,7 @@ class Results:
             return np.array(self.orig_img, dtype=np.uint8, order="C", copy=True)
         if not self.path:
             raise ValueError("plot(): this result keeps no image and has no path to read it from")
-        from . import _native as n
-        from .model import _check
-
-        img = n.Image()
-        if self.path.startswith(("http://", "https://")):
-            _check(n.ly_image_load_url(self.path.encode(), ctypes.byref(img)))
-        else:
-            _check(n.ly_image_load(os.fsencode(self.path), ctypes.byref(img)))
-        try:
-            pixels = ctypes.cast(img.pixels, ctypes.POINTER(ctypes.c_uint8))
-            return np.ctypeslib.as_array(pixels, shape=(img.height, img.width, 3)).copy()
-        finally:
-            n.ly_image_free(ctypes.byref(img))
+        return _images.load_rgb(self.path)
 
     def plot(self):
         """The image with this result drawn by the library as the command saves
@@ -329,18 +312,15 @@ class Results:
         HWC uint8 array; a restoration model's restored image."""
         if self.restored is not None:
             return np.array(self.restored.data, copy=True)
-        from . import _native as n
-        from .model import _check
-
         rgb = self._pixels()
-        img = n.Image(rgb.ctypes.data, rgb.shape[1], rgb.shape[0])
+        img = _images.as_c_image(rgb)
         if self.probs is not None:
             top = self.probs.top5
             names = [self.names.get(c, "").encode() for c in top]
             rows = (n.ClassProb * max(1, len(top)))()
             for i, c in enumerate(top):
                 rows[i].cls, rows[i].conf, rows[i].name = c, float(self.probs.data[c]), names[i]
-            _check(n.ly_image_annotate_classes(ctypes.byref(img), rows, len(top)))
+            check(n.ly_image_annotate_classes(ctypes.byref(img), rows, len(top)))
         elif self.boxes is not None:
             count = len(self.boxes)
             xyxy, conf = np.asarray(self.boxes.xyxy), np.asarray(self.boxes.conf)
@@ -350,24 +330,15 @@ class Results:
             for i in range(count):
                 rows[i].xyxy[:] = [float(v) for v in xyxy[i]]
                 rows[i].conf, rows[i].cls, rows[i].name = float(conf[i]), int(cls[i]), names[i]
-            _check(n.ly_image_annotate_detections(ctypes.byref(img), rows, count))
+            check(n.ly_image_annotate_detections(ctypes.byref(img), rows, count))
         return rgb
 
     def save(self, filename=None):
         """Write plot() to filename (JPEG or PNG by its extension, atomically;
         default results_<source name>.jpg) and return the path."""
         if filename is None:
-            stem = os.path.splitext(os.path.basename((self.path or "inference").split("?")[0]))[0]
-            filename = f"results_{stem or 'inference'}.jpg"
-        if self.restored is not None:
-            return self.restored.save(filename)
-        from . import _native as n
-        from .model import _check
-
-        rgb = self.plot()
-        img = n.Image(rgb.ctypes.data, rgb.shape[1], rgb.shape[0])
-        _check(n.ly_image_save(os.fsencode(filename), ctypes.byref(img), JPEG_QUALITY))
-        return os.fspath(filename)
+            filename = f"results_{_images.stem(self.path or 'inference')}.jpg"
+        return _images.save_rgb(self.plot(), filename)
 
     def __repr__(self):
         return f"Results(path='{self.path}', orig_shape={self.orig_shape}, boxes={self.boxes})"

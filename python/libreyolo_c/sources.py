@@ -16,6 +16,10 @@ import warnings
 
 import numpy as np
 
+from . import _native as n
+from ._images import is_url
+from .errors import check
+
 
 class Item:
     """One image to predict on: a file path, a URL, encoded bytes, or pixels
@@ -25,21 +29,14 @@ class Item:
         self.kind, self.value, self.name, self.bgr = kind, value, name, bgr
 
 
-def _is_url(text):
-    return text.startswith(("http://", "https://"))
-
-
 def _path_items(text):
     """Items of one path-like source (the library's ly_source_list_expand: a file,
     URL, folder, glob or .txt list), and whether it names one image."""
     if text.startswith(("s3://", "gs://")):
         raise NotImplementedError(f"{text}: S3 and Google Cloud Storage sources need their SDKs, "
                                   "which libreyolo-c does not use; download the image first")
-    from . import _native as n
-    from .model import _check
-
     found = n.SourceList()
-    _check(n.ly_source_list_expand(os.fsencode(text), ctypes.byref(found)))
+    check(n.ly_source_list_expand(os.fsencode(text), ctypes.byref(found)))
     try:
         paths = [os.fsdecode(found.paths[i]) for i in range(found.count)]
         skipped = found.skipped
@@ -48,8 +45,8 @@ def _path_items(text):
     if skipped:
         warnings.warn(f"skipped {skipped} WebP, TIFF or GIF image{'s' if skipped > 1 else ''}: "
                       "this build reads JPEG, PNG and BMP", stacklevel=4)
-    single = _is_url(text) or (os.path.isfile(text) and not text.lower().endswith(".txt"))
-    return [Item("url" if _is_url(p) else "file", p, p) for p in paths], single
+    single = is_url(text) or (os.path.isfile(text) and not text.lower().endswith(".txt"))
+    return [Item("url" if is_url(p) else "file", p, p) for p in paths], single
 
 
 def _uint8(arr):
