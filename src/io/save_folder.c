@@ -5,6 +5,7 @@
  * numbering of <project>/<name> (predict, predict2, predict3, ...).
  */
 #include "core/core.h"
+#include "core/dirs.h"
 #include "libreyolo/image.h"
 
 #include <errno.h>
@@ -13,26 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* mkdir -p; 0 or the errno of the component that failed. */
-static int make_dirs(const char *path)
-{
-    char *p = strdup(path);
-    if (!p) return ENOMEM;
-    int err = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0') continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) err = errno;
-        *s = saved;
-        if (err || saved == '\0') break;
-    }
-    struct stat st;
-    if (!err && (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))) err = ENOTDIR;
-    free(p);
-    return err;
-}
 
 ly_status ly_save_folder(const char *project, const char *name, bool exist_ok, char *out,
                          size_t size)
@@ -52,8 +33,10 @@ ly_status ly_save_folder(const char *project, const char *name, bool exist_ok, c
             return ly_set_error(LY_E_INVALID_ARGUMENT, "save folder %s/%s: the path is too long",
                                 project, name);
     }
-    int err = make_dirs(out);
+    char failed[PATH_MAX];
+    int err = ly_make_dirs(out, 0777, failed, sizeof failed);
     if (err)
-        return ly_set_error(LY_E_IO, "save folder %s: cannot create it: %s", out, strerror(err));
+        return ly_set_error(LY_E_IO, "save folder %s: cannot create it: %s: %s", out, failed,
+                            strerror(err));
     return LY_OK;
 }

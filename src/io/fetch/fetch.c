@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/core.h"
 #include "core/digest.h"
+#include "core/dirs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -218,31 +219,6 @@ ly_status ly_model_cached(const char *name, char *dir_out, size_t dir_size, bool
 
 /* ---- Fetching ------------------------------------------------------------- */
 
-/* mkdir -p; errno on failure, naming the component in *failed. */
-static int make_dirs(const char *path, char *failed, size_t failed_size)
-{
-    char p[PATH_MAX];
-    if ((size_t)snprintf(p, sizeof p, "%s", path) >= sizeof p) return ENAMETOOLONG;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0') continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            int err = errno;
-            snprintf(failed, failed_size, "%s", p);
-            return err;
-        }
-        *s = saved;
-        if (saved == '\0') break;
-    }
-    struct stat st;
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(failed, failed_size, "%s", p);
-        return ENOTDIR;
-    }
-    return 0;
-}
-
 static ly_status cache_error(const char *name, const char *path, int err)
 {
     return ly_set_error(LY_E_IO,
@@ -362,7 +338,7 @@ static ly_status install(const ly_fetch_source *s, const char *tarball, const ch
         st = check_member(s, &s->files[i], members[i].data);
     if (st == LY_OK) {
         char failed[PATH_MAX];
-        int err = make_dirs(dir, failed, sizeof failed);
+        int err = ly_make_dirs(dir, 0777, failed, sizeof failed);
         if (err) st = cache_error(s->info.name, failed, err);
     }
     for (size_t i = 0; i < s->n_files && st == LY_OK; i++) {
@@ -418,7 +394,7 @@ ly_status ly_fetch_model(const char *name, bool force, ly_progress_fn progress, 
         (size_t)snprintf(work, sizeof work, "%s/fetch-%ld-XXXXXX", tmp_root, (long)getpid()) >=
             sizeof work)
         return too_long("ly_fetch_model");
-    int err = make_dirs(tmp_root, failed, sizeof failed);
+    int err = ly_make_dirs(tmp_root, 0777, failed, sizeof failed);
     if (err) return cache_error(s->info.name, failed, err);
     remove_stale(tmp_root);
     if (!mkdtemp(work)) {

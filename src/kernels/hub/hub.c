@@ -5,6 +5,7 @@
 #include "core/atomic_file.h"
 #include "core/core.h"
 #include "core/digest.h"
+#include "core/dirs.h"
 #include "io/http.h"
 #include "libreyolo/fetch.h"
 
@@ -142,19 +143,12 @@ static const char *why_off(char *buf, size_t size)
 #ifdef LY_HAVE_CURL
 static ly_status make_dirs(const char *dir)
 {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: path too long", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            return ly_set_error(LY_E_IO, "%s: cannot create the directory: %s", path,
-                                strerror(errno));
-        *p = saved;
-        if (!saved) return LY_OK;
-    }
+    char failed[PATH_MAX];
+    int err = ly_make_dirs(dir, 0755, failed, sizeof failed);
+    if (err == ENAMETOOLONG) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: path too long", dir);
+    if (err)
+        return ly_set_error(LY_E_IO, "%s: cannot create the directory: %s", failed, strerror(err));
+    return LY_OK;
 }
 #endif
 
