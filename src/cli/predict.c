@@ -381,7 +381,6 @@ static int list_sources(const char *source, ly_source_list *out)
     return 0;
 }
 
-/* mkdir -p */
 /* The folder --save writes into: DIR as given, else <project>/<name>, numbered
  * as LibreYOLO's increment_path numbers it (predict, predict2, predict3, ...)
  * unless --exist-ok. Created; 0 or an exit code. */
@@ -556,10 +555,12 @@ static void print_human(const char *image, size_t index, size_t total, bool verb
         ly_class_prob top[5];
         size_t k = 0;
         ly_results_top(r, 5, top, &k);
-        if (k)
-            printf("%s %.4f, %.1fms\n", *top[0].name ? top[0].name : "class", (double)top[0].conf,
+        if (k) {
+            char unnamed[32]; /* LibreYOLO's names.get(id, str(id)) */
+            snprintf(unnamed, sizeof unnamed, "%d", top[0].cls);
+            printf("%s %.4f, %.1fms\n", *top[0].name ? top[0].name : unnamed, (double)top[0].conf,
                    pre + inf + post);
-        else
+        } else
             printf("(no classification), %.1fms\n", pre + inf + post);
         for (size_t i = 0; verbose && i < k; i++) {
             char cls[32];
