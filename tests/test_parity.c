@@ -288,7 +288,7 @@ static void squeeze_to_7_bit_codes(ly_check_case *c)
  * it declines in use (a full-range input would saturate), so the gate above
  * never runs it there; here a test hook lets it take oneDNN's non-VNNI int8
  * kernels on inputs that cannot saturate, and conv2d_int8's own cases (every
- * layout its stateful form offers, parts, residual, 1 and 2 threads) must
+ * layout its stateful form offers, parts, residual, bands, 1, 2 and 5 threads) must
  * match the reference as the gate demands. */
 static void test_int8_execute_provider_on_7_bit_inputs(void **state)
 {
@@ -303,7 +303,10 @@ static void test_int8_execute_provider_on_7_bit_inputs(void **state)
         print_message("skipped: this CPU has no AVX2\n");
         skip();
     }
-    for (int threads = 1; threads <= 2; threads++) {
+    /* 5 threads: 1x1 and 3x3 convolutions in bands of unequal rows (conv2d_int8_onednn.c). */
+    static const int thread_counts[] = {1, 2, 5};
+    for (size_t t = 0; t < sizeof thread_counts / sizeof thread_counts[0]; t++) {
+        int threads = thread_counts[t];
         parity_report r = {0};
         ly_check_options options = {.slot = "conv2d_int8",
                                     .impl = "onednn_int8",

@@ -61,11 +61,13 @@ void ly_onednn_int8_allow_without_vnni(int allow)
 }
 
 /* One convolution over a range of output channels (all of them unless the
- * state runs in parts). */
+ * state runs in parts) and a band of output rows (all of them unless the
+ * state runs in bands). */
 typedef struct int8_part {
     dnnl_primitive_t conv;
     dnnl_memory_t weights, bias;
     dnnl_memory_t dst; /* channels-last: the part's block of the output, or scratch to reorder */
+    dnnl_memory_t src, scratchpad; /* bands only: the band's input rows, oneDNN's scratch */
 } int8_part;
 
 typedef struct int8_op {
@@ -73,9 +75,14 @@ typedef struct int8_op {
     dnnl_stream_t stream;  /* an operator runs on one thread at a time */
     dnnl_primitive_t dst_reorder;
     dnnl_memory_t src, dst_user, zero_point;
-    int n_parts;
-    int8_part part[]; /* n_parts */
+    size_t scratchpad_bytes; /* bands: the most any part's convolution needs */
+    int n_parts;             /* n_bands x the state's parts, band-major */
+    int8_part part[];
 } int8_op;
+
+/* At most this many bands, each of at least this many output rows. */
+#define MAX_BANDS 64
+#define MIN_BAND_ROWS 4
 
 typedef struct int8_state {
     ly_conv_key key;
@@ -96,9 +103,21 @@ typedef struct int8_state {
      * block each: the kernel writes in place, the residual added by a sum
      * post-op, with no reorder. */
     bool direct;
-    int n_parts;      /* 1, or O / block for a 1x1 convolution in parts */
-    int64_t part_o;   /* output channels per part */
-    int8_op *primary; /* owns the packed weights */
+    int n_parts;    /* 1, or O / block for a 1x1 convolution in parts */
+    int64_t part_o; /* output channels per part */
+    /* 1: the whole map in each oneDNN call, with oneDNN's threads inside it
+     * (quantizer, convolution of each part and reorder: a parallel region and
+     * a barrier each). More (several threads, batch 1): one parallel region
+     * per run, in which each thread takes a band of output rows and does all
+     * of it alone: quantizes the input rows the band reads (the halo rows of
+     * a 3x3 twice, once per neighbour), convolves every part with a
+     * primitive made for one thread, adds the residual and reorders. At 2
+     * threads the int8 LibreYOLO9t spent 24% of its time in libgomp's
+     * barrier spin the other way. */
+    int n_bands;
+    int64_t band_row[MAX_BANDS + 1];       /* band b: output rows [band_row[b], band_row[b + 1]) */
+    size_t band_src_bytes, band_dst_bytes; /* per-thread scratch of the largest band */
+    int8_op *primary;                      /* owns the packed weights */
     ly_onednn_spares spares;
 } int8_state;
 
@@ -113,7 +132,7 @@ static void destroy_op(int8_op *op)
     for (int p = 0; p < op->n_parts; p++) {
         int8_part *part = &op->part[p];
         if (part->conv) dnnl_primitive_destroy(part->conv);
-        dnnl_memory_t mems[] = {part->weights, part->bias, part->dst};
+        dnnl_memory_t mems[] = {part->weights, part->bias, part->dst, part->src, part->scratchpad};
         for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
             if (mems[i]) dnnl_memory_destroy(mems[i]);
     }
@@ -123,6 +142,11 @@ static void destroy_op(int8_op *op)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     if (op->stream) dnnl_stream_destroy(op->stream);
     free(op);
+}
+
+static int64_t block_of_layout(ly_layout layout)
+{
+    return layout == LY_LAYOUT_NCHW16C ? 16 : layout == LY_LAYOUT_NCHW8C ? 8 : 0;
 }
 
 static dnnl_format_tag_t layout_tag(ly_layout layout)
@@ -180,29 +204,58 @@ static dnnl_status_t make_attr(const int8_state *s, int64_t o0, int64_t count,
     return st;
 }
 
-/* Part `p` of operator `op`: its convolution, weights (packed from the codes
- * of `call`, or read from `share`'s), bias and channels-last destination.
- * `src_md`: the u8 input. Returns false with *status set. */
+/* The rows band `band` writes and reads: output rows [r0, r0 + rows), input
+ * rows [src_row0, src_row0 + src_rows), some of them above or below the map:
+ * a band's input holds its padding rows as codes of 0 (the zero point, as
+ * oneDNN pads), so every band of as many rows is the same convolution and
+ * oneDNN's primitive cache gives them one kernel (with the padding in each
+ * band's own geometry instead, the int8 LibreYOLO9t's resident memory at 2
+ * threads grew by 25 MiB of JIT code). */
+typedef struct band_rows {
+    int64_t r0, rows, src_row0, src_rows;
+} band_rows;
+
+static band_rows band_of(const int8_state *s, int band)
+{
+    const ly_conv_key *k = &s->key;
+    band_rows b = {.r0 = s->band_row[band], .rows = s->band_row[band + 1] - s->band_row[band]};
+    b.src_row0 = b.r0 * k->sh - k->ph;
+    b.src_rows = (b.rows - 1) * k->sh + (k->kh - 1) * k->dh + 1;
+    return b;
+}
+
+/* Entry `index` (band-major) of operator `op`: its convolution, weights
+ * (packed from the codes of `call`, read from `share`'s or, past the first
+ * band, from the first band's), bias and channels-last destination.
+ * `src_md`: the u8 input of the whole map. Returns false with *status set. */
 static bool create_part(int8_state *s, const ly_kernel_call *call, const int8_op *share,
-                        int8_op *op, int p, const dnnl_memory_desc_t *src_md, ly_status *status)
+                        int8_op *op, int index, const dnnl_memory_desc_t *src_md, ly_status *status)
 {
     const ly_conv_key *k = &s->key;
     dnnl_engine_t engine = ly_onednn_engine();
-    int8_part *part = &op->part[p];
+    int8_part *part = &op->part[index];
+    int band = index / s->n_parts, p = index % s->n_parts;
+    bool banded = s->n_bands > 1;
+    band_rows rows = banded ? band_of(s, band) : (band_rows){0, k->ho, 0, k->h};
     int64_t o0 = p * s->part_o, on = s->part_o;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_t weights_reorder = NULL;
     dnnl_memory_t weights_user = NULL;
-    dnnl_dims_t dst_dims = {k->n, on, k->ho, k->wo};
+    dnnl_dims_t dst_dims = {k->n, on, rows.rows, k->wo};
     dnnl_dims_t strides = {k->sh, k->sw}, dilates = {k->dh - 1, k->dw - 1};
-    dnnl_dims_t pad_l = {k->ph, k->pw};
-    dnnl_dims_t pad_r = {(k->ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->h - k->ph,
+    dnnl_dims_t pad_l = {banded ? 0 : k->ph, k->pw};
+    dnnl_dims_t pad_r = {banded ? 0 : (k->ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->h - k->ph,
                          (k->wo - 1) * k->sw + (k->kw - 1) * k->dw + 1 - k->w - k->pw};
     for (int i = 0; i < 2; i++)
         if (pad_r[i] < 0) pad_r[i] = 0;
-    dnnl_memory_desc_t dst_md, w_any, w_user, bias_md;
+    dnnl_memory_desc_t dst_md, w_any, w_user, bias_md, band_src_md;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
+    if (banded) {
+        dnnl_dims_t src_dims = {k->n, k->c, rows.src_rows, k->w};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&band_src_md, 4, src_dims, dnnl_u8, dnnl_nhwc));
+        src_md = &band_src_md;
+    }
     size_t codes_offset = 0; /* where the part's codes start in OIHW / GOIHW */
     if (k->groups == 1) {
         dnnl_dims_t wd = {on, k->c, k->kh, k->kw};
@@ -224,30 +277,47 @@ static bool create_part(int8_state *s, const ly_kernel_call *call, const int8_op
         &desc, dnnl_forward_inference, dnnl_convolution_direct, src_md, &w_any,
         s->bias_in_sum ? &bias_md : NULL, &dst_md, strides, dilates, pad_l, pad_r));
     DNNL_TRY(make_attr(s, o0, on, s->bias && !s->bias_in_sum ? &bias_md : NULL, &attr));
+    /* Bands run side by side on the threads of one region: each call's scratch
+     * is the calling thread's own. */
+    if (banded) DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
     const char *impl = "";
     if (made == dnnl_success) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     bool exact = strstr(impl, "vnni") || strstr(impl, "amx") || atomic_load(&allow_without_vnni);
     if (made == dnnl_unimplemented || (made == dnnl_success && !exact)) {
-        /* Not a failure: no exact integer kernel here; the next one serves it. */
-        ly_log(LY_LOG_DEBUG, "%s (onednn_int8): %lld->%lld %lldx%lld declined (%s)", slot_name(),
+        /* Not a failure: no exact integer kernel here; the next one serves it
+         * (or, in bands, the whole map). */
+        ly_log(LY_LOG_DEBUG, "%s (onednn_int8): %lld->%lld %lldx%lld%s declined (%s)", slot_name(),
                (long long)k->c, (long long)k->o, (long long)k->kh, (long long)k->kw,
-               made == dnnl_success ? impl : "no implementation");
+               banded ? " in bands" : "", made == dnnl_success ? impl : "no implementation");
         *status = LY_E_DECLINED;
         goto fail;
     }
     DNNL_TRY(made);
-    if (p == 0)
+    if (index == 0)
         ly_log(LY_LOG_DEBUG,
-               "%s (onednn_int8): %lld->%lld %lldx%lld /%lld g%lld on %lldx%lld: %s (%d part%s)",
+               "%s (onednn_int8): %lld->%lld %lldx%lld /%lld g%lld on %lldx%lld: %s (%d part%s, "
+               "%d band%s)",
                slot_name(), (long long)k->c, (long long)k->o, (long long)k->kh, (long long)k->kw,
                (long long)k->sh, (long long)k->groups, (long long)k->h, (long long)k->w, impl,
-               s->n_parts, s->n_parts == 1 ? "" : "s");
-    DNNL_TRY(dnnl_primitive_create(&part->conv, pd));
+               s->n_parts, s->n_parts == 1 ? "" : "s", s->n_bands, s->n_bands == 1 ? "" : "s");
     const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    if (share) {
+    if (band > 0) {
+        /* Past the first band: the first band's packing, so the codes are held once. */
+        const dnnl_memory_desc_t *first_w_md = NULL;
+        DNNL_TRY(dnnl_memory_get_memory_desc(op->part[p].weights, &first_w_md));
+        if (!dnnl_memory_desc_equal(w_md, first_w_md)) {
+            ly_log(LY_LOG_DEBUG, "%s (onednn_int8): bands pack the weights apart: declined",
+                   slot_name());
+            *status = LY_E_DECLINED;
+            goto fail;
+        }
+    }
+    DNNL_TRY(dnnl_primitive_create(&part->conv, pd));
+    const int8_part *packed_by = band > 0 ? &op->part[p] : share ? &share->part[index] : NULL;
+    if (packed_by) {
         void *packed = NULL;
-        DNNL_TRY(dnnl_memory_get_data_handle(share->part[p].weights, &packed));
+        DNNL_TRY(dnnl_memory_get_data_handle(packed_by->weights, &packed));
         DNNL_TRY(dnnl_memory_create(&part->weights, w_md, engine, packed));
     } else {
         /* Packing also computes oneDNN's zero-point compensation into the
@@ -268,6 +338,16 @@ static bool create_part(int8_state *s, const ly_kernel_call *call, const int8_op
         DNNL_TRY(dnnl_memory_create(&part->bias, &bias_md, engine,
                                     (s->bias_in_sum ? s->bias_in_sum : s->bias) + o0));
     DNNL_TRY(dnnl_memory_create(&part->dst, &dst_md, engine, DNNL_MEMORY_NONE));
+    if (banded) {
+        DNNL_TRY(dnnl_memory_create(&part->src, src_md, engine, DNNL_MEMORY_NONE));
+        const dnnl_memory_desc_t *pad_md =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        size_t pad_bytes = pad_md ? dnnl_memory_desc_get_size(pad_md) : 0;
+        if (pad_bytes) {
+            DNNL_TRY(dnnl_memory_create(&part->scratchpad, pad_md, engine, DNNL_MEMORY_NONE));
+            if (pad_bytes > op->scratchpad_bytes) op->scratchpad_bytes = pad_bytes;
+        }
+    }
     if (weights_reorder) dnnl_primitive_destroy(weights_reorder);
     if (weights_user) dnnl_memory_destroy(weights_user);
     dnnl_primitive_attr_destroy(attr);
@@ -289,7 +369,8 @@ static int8_op *create_op(int8_state *s, const ly_kernel_call *call, const int8_
 {
     const ly_conv_key *k = &s->key;
     dnnl_engine_t engine = ly_onednn_engine();
-    int8_op *op = calloc(1, sizeof *op + (size_t)s->n_parts * sizeof op->part[0]);
+    int entries = s->n_bands * s->n_parts;
+    int8_op *op = calloc(1, sizeof *op + (size_t)entries * sizeof op->part[0]);
     dnnl_primitive_desc_t reorder_pd = NULL;
     dnnl_primitive_attr_t reorder_attr = NULL;
     dnnl_post_ops_t reorder_ops = NULL;
@@ -297,13 +378,18 @@ static int8_op *create_op(int8_state *s, const ly_kernel_call *call, const int8_
         *status = ly_set_error(LY_E_NO_MEMORY, "%s (onednn_int8): out of memory", slot_name());
         return NULL;
     }
-    op->n_parts = s->n_parts;
+    op->n_parts = entries;
     DNNL_TRY(dnnl_stream_create(&op->stream, engine, dnnl_stream_default_flags));
     dnnl_dims_t src_dims = {k->n, k->c, k->h, k->w}, dst_dims = {k->n, k->o, k->ho, k->wo};
     dnnl_memory_desc_t src_md, dst_md, dst_user;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_md, 4, src_dims, dnnl_u8, dnnl_nhwc));
-    for (int p = 0; p < s->n_parts; p++)
-        if (!create_part(s, call, share, op, p, &src_md, status)) goto fail;
+    /* A band runs on one thread: its kernels are chosen and split for one. */
+    int threads = s->n_bands > 1 ? ly_onednn_threads_begin(1) : 0;
+    bool made = true;
+    for (int i = 0; made && i < entries; i++)
+        made = create_part(s, call, share, op, i, &src_md, status);
+    ly_onednn_threads_end(threads);
+    if (!made) goto fail;
     dnnl_memory_desc_t zp_md;
     dnnl_dims_t one = {1};
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&zp_md, 1, one, dnnl_s32, dnnl_x));
@@ -312,7 +398,7 @@ static int8_op *create_op(int8_state *s, const ly_kernel_call *call, const int8_
     DNNL_TRY(dnnl_memory_get_data_handle(op->zero_point, &zp));
     memcpy(zp, &s->zero_point_u8, sizeof s->zero_point_u8);
     DNNL_TRY(dnnl_memory_create(&op->src, &src_md, engine, DNNL_MEMORY_NONE));
-    if (!s->direct) {
+    if (!s->direct && s->n_bands == 1) {
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_user, 4, dst_dims, dnnl_f32,
                                               layout_tag(s->out_layout)));
@@ -393,6 +479,99 @@ static ly_status run_op(const int8_state *s, int8_op *op, const ly_kernel_call *
     return LY_OK;
 }
 
+typedef struct band_job {
+    const int8_state *s;
+    int8_op *op;
+    const ly_kernel_call *call;
+    /* what a band's thread could not do (its thread's last error is not the caller's) */
+    dnnl_status_t failed[MAX_BANDS];
+    const char *what[MAX_BANDS];
+} band_job;
+
+static void run_band(band_job *job, int band)
+{
+    const int8_state *s = job->s;
+    const ly_conv_key *k = &s->key;
+    const ly_tensor *x = job->call->in[0], *residual = job->call->in[3];
+    float *out = job->call->out[0]->data;
+    band_rows rows = band_of(s, band);
+    size_t src_span = (s->band_src_bytes + 63) / 64 * 64;
+    uint8_t *scratch = ly_nn_scratch(1, src_span + s->band_dst_bytes);
+    void *pad = job->op->scratchpad_bytes ? ly_nn_scratch(2, job->op->scratchpad_bytes) : NULL;
+    dnnl_stream_t stream = ly_onednn_thread_stream();
+    if (!scratch || (job->op->scratchpad_bytes && !pad) || !stream) {
+        job->failed[band] = dnnl_out_of_memory;
+        job->what[band] = "a band's scratch or stream";
+        return;
+    }
+    int block = s->in_layout == LY_LAYOUT_NCHW16C ? 16 : s->in_layout == LY_LAYOUT_NCHW8C ? 8 : 0;
+    int64_t y0 = rows.src_row0, y1 = y0 + rows.src_rows;
+    int64_t real0 = y0 < 0 ? 0 : y0, real1 = y1 > k->h ? k->h : y1;
+    size_t row_bytes = (size_t)(k->w * k->c);
+    memset(scratch, s->zero_point_u8, (size_t)(real0 - y0) * row_bytes);
+    ly_onednn_quantize_u8_nhwc_rows(x->data, k->c, k->h, k->w, block, s->inv, s->zero_point, real0,
+                                    real1, scratch + (size_t)(real0 - y0) * row_bytes);
+    memset(scratch + (size_t)(real1 - y0) * row_bytes, s->zero_point_u8,
+           (size_t)(y1 - real1) * row_bytes);
+    float *nhwc = (float *)(scratch + src_span);
+    size_t part_floats = (size_t)(s->part_o * k->ho * k->wo);
+    size_t band_at = (size_t)(rows.r0 * k->wo * s->part_o),
+           band_floats = (size_t)(rows.rows * k->wo * s->part_o);
+    if (s->direct && residual && residual->data != (void *)out)
+        for (int p = 0; p < s->n_parts; p++)
+            memcpy(out + p * part_floats + band_at,
+                   (const float *)residual->data + p * part_floats + band_at,
+                   band_floats * sizeof(float));
+    dnnl_status_t st = dnnl_success;
+    for (int p = 0; st == dnnl_success && p < s->n_parts; p++) {
+        const int8_part *part = &job->op->part[band * s->n_parts + p];
+        st = dnnl_memory_set_data_handle(part->src, scratch);
+        if (st == dnnl_success)
+            st = dnnl_memory_set_data_handle(part->dst,
+                                             s->direct ? out + p * part_floats + band_at : nhwc);
+        if (st == dnnl_success && part->scratchpad)
+            st = dnnl_memory_set_data_handle(part->scratchpad, pad);
+        dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, part->src},
+                                   {DNNL_ARG_WEIGHTS, part->weights},
+                                   {DNNL_ARG_DST, part->dst},
+                                   {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, job->op->zero_point}};
+        int nargs = 4;
+        if (part->bias)
+            args[nargs++] = (dnnl_exec_arg_t){
+                s->bias_in_sum ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                part->bias};
+        if (part->scratchpad)
+            args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, part->scratchpad};
+        if (st == dnnl_success) st = dnnl_primitive_execute(part->conv, stream, nargs, args);
+    }
+    if (st == dnnl_success) st = dnnl_stream_wait(stream);
+    if (st != dnnl_success) {
+        job->failed[band] = st;
+        job->what[band] = "a band's convolution";
+        return;
+    }
+    if (!s->direct)
+        ly_onednn_nhwc_rows_to_layout(nhwc, out, residual ? residual->data : NULL, k->o, k->ho,
+                                      k->wo, rows.r0, rows.rows,
+                                      (int)block_of_layout(s->out_layout));
+}
+
+static void run_bands(void *ctx, int64_t begin, int64_t end)
+{
+    for (int64_t band = begin; band < end; band++)
+        run_band(ctx, (int)band);
+}
+
+static ly_status run_op_in_bands(const int8_state *s, int8_op *op, const ly_kernel_call *call)
+{
+    band_job job = {.s = s, .op = op, .call = call};
+    ly_parallel_for(s->n_bands, 1, s->n_bands, run_bands, &job);
+    for (int b = 0; b < s->n_bands; b++)
+        if (job.failed[b] != dnnl_success)
+            return ly_onednn_failed(slot_name(), job.what[b], job.failed[b]);
+    return LY_OK;
+}
+
 static ly_status int8_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
 {
     memset(out, 0, sizeof *out);
@@ -421,6 +600,23 @@ static void int8_release(void *state)
     free(s->bias);
     free(s->bias_in_sum);
     free(s);
+}
+
+/* Output rows split evenly over `bands`, and the per-thread scratch of the largest band. */
+static void set_bands(int8_state *s, int bands)
+{
+    const ly_conv_key *k = &s->key;
+    s->n_bands = bands;
+    s->band_src_bytes = s->band_dst_bytes = 0;
+    for (int b = 0; b <= bands; b++)
+        s->band_row[b] = k->ho * b / bands;
+    for (int b = 0; bands > 1 && b < bands; b++) {
+        band_rows rows = band_of(s, b);
+        size_t src = (size_t)(rows.src_rows * k->w * k->c);
+        size_t dst = s->direct ? 0 : (size_t)(rows.rows * k->wo * k->o) * sizeof(float);
+        if (src > s->band_src_bytes) s->band_src_bytes = src;
+        if (dst > s->band_dst_bytes) s->band_dst_bytes = dst;
+    }
 }
 
 static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
@@ -481,7 +677,17 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
         }
     }
     int previous = ly_onednn_threads_begin(info->threads);
+    int64_t bands = s->key.n == 1 ? s->key.ho / MIN_BAND_ROWS : 1;
+    if (bands > info->threads) bands = info->threads;
+    if (bands > MAX_BANDS) bands = MAX_BANDS;
+    set_bands(s, bands < 2 ? 1 : (int)bands);
     s->primary = create_op(s, call, NULL, &st);
+    if (!s->primary && st == LY_E_DECLINED && s->n_bands > 1) {
+        /* No exact kernel for a band: the whole map, as on one thread. */
+        set_bands(s, 1);
+        st = LY_OK;
+        s->primary = create_op(s, call, NULL, &st);
+    }
     ly_onednn_threads_end(previous);
     if (!s->primary) goto fail;
     ly_onednn_spares_give(&s->spares, &s->primary->spare);
@@ -499,7 +705,7 @@ static ly_status int8_run(void *state, const ly_kernel_call *call)
     int previous = ly_onednn_threads_begin((int)s->key.threads);
     ly_status st = LY_OK;
     if (!op) op = create_op(s, call, s->primary, &st);
-    if (op) st = run_op(s, op, call);
+    if (op) st = s->n_bands > 1 ? run_op_in_bands(s, op, call) : run_op(s, op, call);
     ly_onednn_threads_end(previous);
     if (op) ly_onednn_spares_give(&s->spares, &op->spare);
     return st;

@@ -96,6 +96,17 @@ void ly_onednn_register_conv2d_int8(void); /* integer kernels, VNNI only */
  * `inv` and `zero_point`) plus 128. Only in builds with the AVX2 providers. */
 void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
                                 int block, float inv, float zero_point, uint8_t *out, int threads);
+/* The same for rows [row0, row1) of image 0 only, on the calling thread: row
+ * row0 lands at `out`. */
+void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64_t w, int block,
+                                     float inv, float zero_point, int64_t row0, int64_t row1,
+                                     uint8_t *out);
+
+/* out (f32 [1, o, ho, wo] in blocks of `block` = 8 or 16 channels, 0: plain),
+ * rows [r0, r0 + rows) = nhwc (those rows, channels-last) + residual (out's
+ * layout; NULL: none; it may be out itself). */
+void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
+                                   int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block);
 
 /* Append `activation` (an ly_activation; alpha: LY_ACT_LEAKY_RELU's negative
  * slope) as an eltwise post-op: swish, logistic, relu or gelu_erf. Nothing

@@ -16,6 +16,7 @@ typedef struct quantize_job {
     uint8_t *out;
     int64_t c, h, w, block;
     float inv, zero_point;
+    int64_t first_row; /* the row `out` starts at */
 } quantize_job;
 
 /* Eight codes plus 128, as int32 lanes. */
@@ -39,7 +40,7 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end)
     const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
     for (int64_t row = begin; row < end; row++) {
         int64_t image = row / h, y = row % h;
-        uint8_t *out = job->out + row * w * c;
+        uint8_t *out = job->out + (row - job->first_row) * w * c;
         if (block == 0) {
             const float *x = job->x + image * c * h * w + y * w;
             for (int64_t ch = 0; ch < c; ch++) {
@@ -106,7 +107,7 @@ LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
     const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
     for (int64_t row = begin; row < end; row++) {
         int64_t image = row / h, y = row % h;
-        uint8_t *out = job->out + row * w * c;
+        uint8_t *out = job->out + (row - job->first_row) * w * c;
         if (block == 0) {
             const float *x = job->x + image * c * h * w + y * w;
             for (int64_t ch = 0; ch < c; ch++) {
@@ -150,7 +151,7 @@ void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int6
                                       int block, float inv, float zero_point, uint8_t *out,
                                       int threads, int lanes)
 {
-    quantize_job job = {x, out, c, h, w, block, inv, zero_point};
+    quantize_job job = {x, out, c, h, w, block, inv, zero_point, 0};
     int64_t rows = n * h;
     if (rows * w * c < LY_AVX2_PARALLEL_MIN) threads = 1;
     ly_parallel_for(rows, 1, threads, lanes == 16 ? quantize_rows16 : quantize_rows, &job);
@@ -161,4 +162,51 @@ void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h,
 {
     ly_onednn_quantize_u8_nhwc_lanes(x, n, c, h, w, block, inv, zero_point, out, threads,
                                      ly_cpu()->avx512f ? 16 : 8);
+}
+
+void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64_t w, int block,
+                                     float inv, float zero_point, int64_t row0, int64_t row1,
+                                     uint8_t *out)
+{
+    quantize_job job = {x, out, c, h, w, block, inv, zero_point, row0};
+    (ly_cpu()->avx512f ? quantize_rows16 : quantize_rows)(&job, row0, row1);
+}
+
+/* ---- the output side: a band of f32 channels-last rows into the graph's layout ---------- */
+
+/* One pixel's `o` channels into blocks of `block` (a constant in each caller,
+ * so the copy and the add vectorize). */
+static inline void pixel_to_blocks(const float *v, float *out, const float *residual, int64_t o,
+                                   size_t block_stride, int block)
+{
+    for (int64_t b = 0; b < o / block; b++, v += block) {
+        size_t at = (size_t)b * block_stride;
+        if (residual)
+            for (int i = 0; i < block; i++)
+                out[at + i] = v[i] + residual[at + i];
+        else
+            for (int i = 0; i < block; i++)
+                out[at + i] = v[i];
+    }
+}
+
+void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
+                                   int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block)
+{
+    for (int64_t y = r0; y < r0 + rows; y++)
+        for (int64_t x = 0; x < wo; x++) {
+            const float *v = nhwc + ((y - r0) * wo + x) * o;
+            size_t first = (size_t)((y * wo + x) * (block ? block : 1));
+            const float *res = residual ? residual + first : NULL;
+            if (block == 16) {
+                pixel_to_blocks(v, out + first, res, o, (size_t)(ho * wo * 16), 16);
+            } else if (block == 8) {
+                pixel_to_blocks(v, out + first, res, o, (size_t)(ho * wo * 8), 8);
+            } else {
+                for (int64_t ch = 0; ch < o; ch++) {
+                    size_t at = (size_t)(ch * ho * wo) + first;
+                    out[at] = residual ? v[ch] + residual[at] : v[ch];
+                }
+            }
+        }
 }
