@@ -41,11 +41,13 @@ typedef struct nn_case {
         LY_OP_CONV2D, label, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, LY_ACT_RELU, true, res,     \
             true, 0.0f, false, false                                                               \
     }
-#define INT8(label, c, h, w, o, k, s, p, g, act, bias, res)                                        \
+#define INT8_BATCH(label, n, c, h, w, o, k, s, p, g, act, bias, res)                               \
     {                                                                                              \
-        LY_OP_CONV2D_INT8, label, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res, false, \
+        LY_OP_CONV2D_INT8, label, n, c, h, w, o, k, k, s, s, p, p, 1, 1, g, act, bias, res, false, \
             0.0f, false, false                                                                     \
     }
+#define INT8(label, c, h, w, o, k, s, p, g, act, bias, res)                                        \
+    INT8_BATCH(label, 1, c, h, w, o, k, s, p, g, act, bias, res)
 #define POOL_ANY(op, label, c, h, w, k, s, p, exclude_pad)                                         \
     {                                                                                              \
         op, label, 1, c, h, w, 0, k, k, s, s, p, p, 1, 1, 1, LY_ACT_NONE, false, false, false,     \
@@ -120,6 +122,8 @@ static const nn_case cases[] = {
     INT8("int8 64->64 3x3 silu 16x16", 64, 16, 16, 64, 3, 1, 1, 1, LY_ACT_SILU, true, false),
     INT8("int8 depthwise 8 3x3 9x9", 8, 9, 9, 8, 3, 1, 1, 8, LY_ACT_NONE, true, false),
     INT8("int8 odd 5->7 3x3 no bias 11x13", 5, 11, 13, 7, 3, 1, 1, 1, LY_ACT_NONE, false, false),
+    INT8_BATCH("int8 batch 3 24->16 3x3 +res 13x10", 3, 24, 13, 10, 16, 3, 1, 1, 1, LY_ACT_SILU,
+               true, true),
     POOL(LY_OP_MAX_POOL2D, "sppf 5x5 s1 p2 20x20", 64, 20, 20, 5, 1, 2),
     POOL(LY_OP_MAX_POOL2D, "stem 3x3 s2 p1 33x33", 32, 33, 33, 3, 2, 1),
     POOL(LY_OP_MAX_POOL2D, "hgnetv2 stem 2x2 s1 41x37", 16, 41, 37, 2, 1, 0),

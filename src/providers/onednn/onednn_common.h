@@ -91,13 +91,10 @@ void ly_onednn_register_pool(void);        /* max_pool2d, avg_pool2d: NCHW (AVX-
 void ly_onednn_register_resample(void);    /* upsample_nearest2d on blocked maps */
 void ly_onednn_register_conv2d_int8(void); /* integer kernels, VNNI only */
 
-/* x (f32 [n, c, h, w], plain or in blocks of `block` = 8 or 16 channels; 0:
- * plain) as u8 channels-last codes: fake_quant_int8_affine's code (with 1/scale
- * `inv` and `zero_point`) plus 128. Only in builds with the AVX2 providers. */
-void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                int block, float inv, float zero_point, uint8_t *out, int threads);
-/* The same for rows [row0, row1) of image 0 only, on the calling thread: row
- * row0 lands at `out`. */
+/* Rows [row0, row1) of x (f32 [1, c, h, w], plain or in blocks of `block` =
+ * 8 or 16 channels; 0: plain) as u8 channels-last codes, row row0 at `out`:
+ * fake_quant_int8_affine's code (with 1/scale `inv` and `zero_point`) plus
+ * 128. Only in builds with the AVX2 providers. */
 void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64_t w, int block,
                                      float inv, float zero_point, int64_t row0, int64_t row1,
                                      uint8_t *out);

@@ -157,13 +157,6 @@ void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int6
     ly_parallel_for(rows, 1, threads, lanes == 16 ? quantize_rows16 : quantize_rows, &job);
 }
 
-void ly_onednn_quantize_u8_nhwc(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                int block, float inv, float zero_point, uint8_t *out, int threads)
-{
-    ly_onednn_quantize_u8_nhwc_lanes(x, n, c, h, w, block, inv, zero_point, out, threads,
-                                     ly_cpu()->avx512f ? 16 : 8);
-}
-
 void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64_t w, int block,
                                      float inv, float zero_point, int64_t row0, int64_t row1,
                                      uint8_t *out)
