@@ -167,39 +167,57 @@ void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64
 
 /* ---- the output side: a band of f32 channels-last rows into the graph's layout ---------- */
 
-/* One pixel's `o` channels into blocks of `block` (a constant in each caller,
- * so the copy and the add vectorize). */
-static inline void pixel_to_blocks(const float *v, float *out, const float *residual, int64_t o,
-                                   size_t block_stride, int block)
+/* Eight lanes: 8-channel blocks, and 16-channel ones on CPUs without AVX-512. */
+static void rows_to_blocks8(const float *nhwc, float *out, const float *residual, int64_t o,
+                            int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block)
 {
-    for (int64_t b = 0; b < o / block; b++, v += block) {
-        size_t at = (size_t)b * block_stride;
-        if (residual)
-            for (int i = 0; i < block; i++)
-                out[at + i] = v[i] + residual[at + i];
-        else
-            for (int i = 0; i < block; i++)
-                out[at + i] = v[i];
-    }
+    size_t block_stride = (size_t)(ho * wo * block);
+    for (int64_t y = r0; y < r0 + rows; y++)
+        for (int64_t x = 0; x < wo; x++) {
+            const float *v = nhwc + ((y - r0) * wo + x) * o;
+            size_t first = (size_t)((y * wo + x) * block);
+            for (int64_t b = 0; b < o / block; b++)
+                for (int i = 0; i < block; i += 8) {
+                    size_t at = first + (size_t)b * block_stride + (size_t)i;
+                    __m256 value = _mm256_loadu_ps(v + b * block + i);
+                    if (residual) value = _mm256_add_ps(value, _mm256_loadu_ps(residual + at));
+                    _mm256_storeu_ps(out + at, value);
+                }
+        }
+}
+
+LY_AVX512 static void rows_to_blocks16(const float *nhwc, float *out, const float *residual,
+                                       int64_t o, int64_t ho, int64_t wo, int64_t r0, int64_t rows)
+{
+    size_t block_stride = (size_t)(ho * wo * 16);
+    for (int64_t y = r0; y < r0 + rows; y++)
+        for (int64_t x = 0; x < wo; x++) {
+            const float *v = nhwc + ((y - r0) * wo + x) * o;
+            size_t first = (size_t)((y * wo + x) * 16);
+            for (int64_t b = 0; b < o / 16; b++) {
+                size_t at = first + (size_t)b * block_stride;
+                __m512 value = _mm512_loadu_ps(v + b * 16);
+                if (residual) value = _mm512_add_ps(value, _mm512_loadu_ps(residual + at));
+                _mm512_storeu_ps(out + at, value);
+            }
+        }
 }
 
 void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
                                    int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block)
 {
-    for (int64_t y = r0; y < r0 + rows; y++)
-        for (int64_t x = 0; x < wo; x++) {
-            const float *v = nhwc + ((y - r0) * wo + x) * o;
-            size_t first = (size_t)((y * wo + x) * (block ? block : 1));
-            const float *res = residual ? residual + first : NULL;
-            if (block == 16) {
-                pixel_to_blocks(v, out + first, res, o, (size_t)(ho * wo * 16), 16);
-            } else if (block == 8) {
-                pixel_to_blocks(v, out + first, res, o, (size_t)(ho * wo * 8), 8);
-            } else {
+    if (block == 16 && ly_cpu()->avx512f) {
+        rows_to_blocks16(nhwc, out, residual, o, ho, wo, r0, rows);
+    } else if (block) {
+        rows_to_blocks8(nhwc, out, residual, o, ho, wo, r0, rows, block);
+    } else {
+        for (int64_t y = r0; y < r0 + rows; y++)
+            for (int64_t x = 0; x < wo; x++) {
+                const float *v = nhwc + ((y - r0) * wo + x) * o;
                 for (int64_t ch = 0; ch < o; ch++) {
-                    size_t at = (size_t)(ch * ho * wo) + first;
+                    size_t at = (size_t)((ch * ho + y) * wo + x);
                     out[at] = residual ? v[ch] + residual[at] : v[ch];
                 }
             }
-        }
+    }
 }
