@@ -61,6 +61,13 @@ typedef struct nn_case {
             scale, extremes, false                                                                 \
     }
 #define UNARY(op, label, c, h, w) WIDE(op, label, 1, c, h, w, 0.0f, false)
+/* resize_bilinear2d of [n, c, h, w] to (ho, wo): those ride in o and kw, the
+ * flags in ph (align_corners) and pw (half_pixel_centers) */
+#define RESIZE(label, n, c, h, w, ho, wo, align, half)                                             \
+    {                                                                                              \
+        LY_OP_RESIZE_BILINEAR2D, label, n, c, h, w, ho, 1, wo, 1, 1, align, half, 1, 1, 1,         \
+            LY_ACT_NONE, false, false, false, 0.0f, false, false                                   \
+    }
 
 static const nn_case cases[] = {
     CONV("conv0 3->16 3x3 s2 64x64", 3, 64, 64, 16, 3, 2, 1, 1, LY_ACT_SILU, true, false),
@@ -147,7 +154,12 @@ static const nn_case cases[] = {
     WIDE(LY_OP_DFL, "dfl 4x16 x 7", 1, 64, 7, 1, 0.0f, false),
     WIDE(LY_OP_DFL, "dfl [2,64,333], logits to +-80", 2, 64, 333, 1, 10.0f, true),
     WIDE(LY_OP_DFL, "dfl 4x2 bins x 37, logits to +-80", 1, 8, 37, 1, 10.0f, true),
-    UNARY(LY_OP_RESIZE_BILINEAR2D, "bilinear 13x13 -> 26x26", 16, 13, 13),
+    RESIZE("bilinear 13x13 -> 26x26", 1, 16, 13, 13, 26, 26, 0, 1),
+    /* NanoDet's FPN: up by 2 and down by 2, legacy TF sampling */
+    RESIZE("bilinear 13x13 -> 26x26 legacy", 1, 32, 13, 13, 26, 26, 0, 0),
+    RESIZE("bilinear 52x52 -> 26x26 legacy", 1, 32, 52, 52, 26, 26, 0, 0),
+    RESIZE("bilinear 24ch 9x11 -> 20x7 align", 2, 24, 9, 11, 20, 7, 1, 0),
+    RESIZE("bilinear 16ch 1x1 -> 5x3", 1, 16, 1, 1, 5, 3, 0, 1),
     UNARY(LY_OP_ANCHOR_GRID, "grid of an 80x64 level", 3, 80, 64),
 };
 
@@ -256,7 +268,8 @@ static ly_status build(ly_op op, int64_t index, bool full, ly_check_case *out)
     }
     case LY_OP_RESIZE_BILINEAR2D: {
         ly_resize_bilinear2d_params p = LY_RESIZE_BILINEAR2D_DEFAULTS;
-        p.size[0] = 2 * c->h, p.size[1] = 2 * c->w;
+        p.size[0] = c->o, p.size[1] = c->kw;
+        p.align_corners = c->ph, p.half_pixel_centers = c->pw;
         ly_check_case_params(out, &p, sizeof p);
         return ly_check_case_random(out, 0, 4, xs, 3.0f, &seed);
     }

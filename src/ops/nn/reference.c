@@ -612,16 +612,10 @@ ly_status ly_ref_anchor_grid(const ly_kernel_call *call)
 
 /* ---- resize_bilinear2d ------------------------------------------------------------------ */
 
-/* One axis' taps: output index d reads inputs i0[d], i1[d] with weights w0[d], w1[d]. */
-typedef struct resize_axis {
-    int64_t *i0, *i1;
-    float *w0, *w1;
-} resize_axis;
-
 /* PyTorch's source index and weights (area_pixel_compute_source_index and
  * compute_indices_weights_linear), in float as its CPU kernel computes them. */
-static void resize_axis_fill(resize_axis *a, int64_t in, int64_t out, bool align_corners,
-                             bool half_pixel)
+void ly_nn_resize_axis_fill(ly_nn_resize_axis *a, int64_t in, int64_t out, bool align_corners,
+                            bool half_pixel)
 {
     float scale = align_corners ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f)
                                 : (float)in / (float)out;
@@ -648,7 +642,7 @@ typedef struct resize_job {
     const float *x;
     float *y;
     int64_t h, w, ho, wo;
-    resize_axis ax_h, ax_w;
+    ly_nn_resize_axis ax_h, ax_w;
 } resize_job;
 
 static void resize_range(void *ctx, int64_t begin, int64_t end)
@@ -688,13 +682,13 @@ ly_status ly_ref_resize_bilinear2d(const ly_kernel_call *call)
         free(weight);
         return ly_set_error(LY_E_NO_MEMORY, "resize_bilinear2d: out of memory for %zu taps", taps);
     }
-    job.ax_h = (resize_axis){index, index + job.ho, weight, weight + job.ho};
-    job.ax_w = (resize_axis){index + 2 * job.ho, index + 2 * job.ho + job.wo, weight + 2 * job.ho,
-                             weight + 2 * job.ho + job.wo};
+    job.ax_h = (ly_nn_resize_axis){index, index + job.ho, weight, weight + job.ho};
+    job.ax_w = (ly_nn_resize_axis){index + 2 * job.ho, index + 2 * job.ho + job.wo,
+                                   weight + 2 * job.ho, weight + 2 * job.ho + job.wo};
     const ly_resize_bilinear2d_params *p = call->params;
     bool align = p->align_corners != 0, half = p->half_pixel_centers != 0;
-    resize_axis_fill(&job.ax_h, job.h, job.ho, align, half);
-    resize_axis_fill(&job.ax_w, job.w, job.wo, align, half);
+    ly_nn_resize_axis_fill(&job.ax_h, job.h, job.ho, align, half);
+    ly_nn_resize_axis_fill(&job.ax_w, job.w, job.wo, align, half);
     int64_t planes = x->shape[0] * x->shape[1];
     ly_parallel_for(planes, 1, threads_for(call, ly_tensor_numel(y) * 4), resize_range, &job);
     free(index);

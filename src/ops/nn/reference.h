@@ -24,6 +24,17 @@ void ly_nn_conv_epilogue(float *out, const float *bias, const float *residual, i
                          int64_t channels, int64_t plane, int64_t activation, float alpha,
                          int threads);
 
+/* resize_bilinear2d's taps along one axis: output index d is w0[d] * in[i0[d]]
+ * + w1[d] * in[i1[d]] (the reference's order: h0 * (w0 * a + w1 * b) + h1 *
+ * (w0 * c + w1 * d), each product and sum rounded to f32). */
+typedef struct ly_nn_resize_axis {
+    int64_t *i0, *i1;
+    float *w0, *w1;
+} ly_nn_resize_axis;
+/* Fill `a` (arrays of `out` entries) for an axis of `in` inputs. */
+void ly_nn_resize_axis_fill(ly_nn_resize_axis *a, int64_t in, int64_t out, bool align_corners,
+                            bool half_pixel);
+
 /* A conv2d call's geometry, read once from its (validated) tensors and params. */
 typedef struct ly_nn_conv_geometry {
     int64_t n, c, h, w; /* input */

@@ -20,6 +20,8 @@ ly_status ly_avx2_softmax(const ly_kernel_call *call);
 ly_status ly_avx2_layer_norm(const ly_kernel_call *call);
 ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
 ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
+ly_status ly_avx2_resize_plain(const ly_kernel_call *call);
+extern const ly_kernel_stateful ly_avx2_resize_stateful;
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
 
@@ -76,6 +78,18 @@ static ly_status max_pool_predicate(const ly_kernel_call *call, const ly_cpu_fea
     return avx2_predicate(call, cpu, why_not);
 }
 
+/* resize_bilinear2d on maps of whole 8-channel blocks (in a graph's blocked
+ * layouts; plain maps go on to the reference). */
+static ly_status resize_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                  const char **why_not)
+{
+    if (call && call->in[0] && (call->in[0]->ndim != 4 || call->in[0]->shape[1] % 8 != 0)) {
+        *why_not = "not a map of whole 8-channel blocks";
+        return LY_E_DECLINED;
+    }
+    return avx2_predicate(call, cpu, why_not);
+}
+
 void ly_avx2_register(void)
 {
     static const struct {
@@ -113,6 +127,8 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_LAYER_NORM, "avx2", ly_avx2_layer_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_RMS_NORM, "avx2", ly_avx2_rms_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate, NULL);
+    ly_provider_add(LY_OP_RESIZE_BILINEAR2D, "avx2", ly_avx2_resize_plain, resize_predicate,
+                    &ly_avx2_resize_stateful);
 }
 
 #endif
