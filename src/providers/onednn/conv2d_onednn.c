@@ -617,18 +617,19 @@ static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_fea
     double flops = y && y->ndim == 4 ? 2.0 * (double)ly_tensor_numel(w) * (double)y->shape[0] *
                                            (double)y->shape[2] * (double)y->shape[3]
                                      : 0.0;
-    /* From 0.5 GFLOP (1 until NanoDet-g's 128 -> 128 on 52x52, 0.8 GFLOP, and
-     * LibreYOLO9t's head convolutions on 80x80, 0.6-0.74: NanoDet-g 5-8% less
-     * time at 1 and 2 threads for +6 MiB resident, LibreYOLO9t 5% for +15 MiB
-     * of Winograd scratch, outputs within 5e-7 of max|y| of the direct ones).
+    /* From 0.4 GFLOP (1 until NanoDet-g's 128 -> 128 on 52x52, 0.8 GFLOP, and
+     * LibreYOLO9t's three head convolutions on 80x80, 0.47-0.74, each about 2x
+     * faster: NanoDet-g 5-8% less time at 1 and 2 threads for +6 MiB resident,
+     * LibreYOLO9t 5-8% for +15 MiB of Winograd scratch, outputs within 5e-7 of
+     * max|y| of the direct ones).
      * Below, only wide channels on a small map: its transformed tiles are
      * small (RF-DETR's projector, 128 -> 128 on 24x24: 0.17 GFLOP, ~40%
      * faster, +6 MiB resident for six of them; NanoDet-g's two 128 -> 128 on
      * 26x26 too, its memory unchanged) */
     bool small_wide = flops >= 1.5e8 && w->shape[0] >= 128 && w->shape[1] >= 128 && y &&
                       y->ndim == 4 && y->shape[2] * y->shape[3] <= 32 * 32;
-    if (flops < 5e8 && !small_wide) {
-        *why_not = "under 0.5 GFLOP and not 128+ channels on a map of at most 32x32 (saves less "
+    if (flops < 4e8 && !small_wide) {
+        *why_not = "under 0.4 GFLOP and not 128+ channels on a map of at most 32x32 (saves less "
                    "than the Winograd scratch costs)";
         return LY_E_DECLINED;
     }
