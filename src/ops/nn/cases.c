@@ -105,6 +105,15 @@ static const nn_case cases[] = {
          false),
     CONV("nanodet stem 3->16 3x3 s2 leaky 26x26", 3, 26, 26, 16, 3, 2, 1, 1, LY_ACT_LEAKY_RELU,
          true, false),
+    /* stems of other shapes: stride 1, padding 0 and 2, one and four
+     * channels, 32 outputs, each activation, widths of 1 and 2, batch 2 */
+    CONV("stem 3->32 3x3 s1 sigmoid 19x23", 3, 19, 23, 32, 3, 1, 1, 1, LY_ACT_SIGMOID, true, false),
+    CONV("stem 1->16 3x3 s2 p0 relu 17x16", 1, 17, 16, 16, 3, 2, 0, 1, LY_ACT_RELU, true, false),
+    CONV("stem 4->16 3x3 s2 p2 none 9x5", 4, 9, 5, 16, 3, 2, 2, 1, LY_ACT_NONE, false, false),
+    CONV("stem 3->16 3x3 s1 silu 6x1", 3, 6, 1, 16, 3, 1, 1, 1, LY_ACT_SILU, true, false),
+    CONV("stem 3->16 3x3 s2 silu 5x2", 3, 5, 2, 16, 3, 2, 1, 1, LY_ACT_SILU, true, false),
+    CONV_ANY("stem batch 2 3->32 3x3 s2 leaky 31x45", 2, 3, 31, 45, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1,
+             LY_ACT_LEAKY_RELU, true, false),
     CONV("nanodet 1x1 lateral 48->16 +res 9x9", 48, 9, 9, 16, 1, 1, 0, 1, LY_ACT_NONE, true, true),
     CONV_ANY("dilated 8->12 3x3 d2 relu 15x15", 1, 8, 15, 15, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1,
              LY_ACT_RELU, true, false),
