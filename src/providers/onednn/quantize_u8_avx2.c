@@ -6,7 +6,9 @@
  * moves by 128 too). The codes are the reference's bit for bit: the same fp32
  * multiply by the reciprocal, round to nearest even, fp32 add of the zero point
  * and x86's conversion of NaN, inf and huge values to the clamped minimum
- * (providers/avx2/quant/quant_avx2.h).
+ * (providers/avx2/quant/quant_avx2.h). And its output side: the f32
+ * channels-last rows those kernels write, back into the graph's layout with
+ * the residual added.
  */
 #include "providers/avx2/quant/quant_avx2.h"
 #include "providers/onednn/onednn_common.h"
