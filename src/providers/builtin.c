@@ -4,7 +4,8 @@
  * each compiled only when CMake found what it needs. Registration order sets
  * preference within a slot (the newest registration is tried first): for
  * conv2d OpenBLAS, then XNNPACK, then oneDNN, the fastest measured on
- * LibreYOLO9t (`libreyolo bench conv`).
+ * LibreYOLO9t (`libreyolo bench conv`), then our own AVX-512 kernels for the
+ * few shapes their predicates take (where they measured faster than oneDNN).
  */
 #include "providers/builtin.h"
 
@@ -26,6 +27,7 @@ void ly_onednn_register(void);
 #endif
 #ifdef LY_HAVE_AVX2_PROVIDERS
 void ly_avx2_register(void);
+void ly_avx512_register(void);
 #endif
 
 static const builtin_provider providers[] = {
@@ -40,6 +42,10 @@ static const builtin_provider providers[] = {
 #endif
 #ifdef LY_HAVE_ONEDNN
     {"onednn", ly_onednn_register},
+#endif
+#ifdef LY_HAVE_AVX2_PROVIDERS
+    /* last, so tried first: our own kernels for shapes the libraries serve poorly */
+    {"avx512", ly_avx512_register},
 #endif
     {NULL, NULL}, /* keeps the table non-empty in a build without any */
 };

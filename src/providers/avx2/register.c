@@ -21,6 +21,8 @@ ly_status ly_avx2_layer_norm(const ly_kernel_call *call);
 ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
 ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
 ly_status ly_avx2_resize_plain(const ly_kernel_call *call);
+ly_status ly_avx512_conv2d_thin(const ly_kernel_call *call);
+extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
 extern const ly_kernel_stateful ly_avx2_resize_stateful;
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
@@ -129,6 +131,39 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate, NULL);
     ly_provider_add(LY_OP_RESIZE_BILINEAR2D, "avx2", ly_avx2_resize_plain, resize_predicate,
                     &ly_avx2_resize_stateful);
+}
+
+/* 3x3 stride 1 padding 1 convolutions to 24 channels from up to 64, on maps
+ * in 8-channel blocks (conv2d_thin_avx2.c). */
+static ly_status thin_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not)
+{
+    if (cpu && !cpu->avx512f) {
+        *why_not = "CPU or OS lacks AVX-512";
+        return LY_E_DECLINED;
+    }
+    if (!call) return LY_OK;
+    const ly_tensor *x = call->in[0], *w = call->in[1];
+    const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
+    bool thin = x && w && x->ndim == 4 && w->ndim == 4 && w->shape[0] == 24 &&
+                x->shape[1] % 8 == 0 && x->shape[1] <= 64 && w->shape[2] == 3 && w->shape[3] == 3 &&
+                p->groups == 1 && p->stride[0] == 1 && p->stride[1] == 1 && p->padding[0] == 1 &&
+                p->padding[1] == 1 && p->dilation[0] == 1 && p->dilation[1] == 1 &&
+                !p->post_affine && p->activation <= LY_ACT_LEAKY_RELU;
+    if (!thin) {
+        *why_not = "not a 3x3 stride-1 padding-1 convolution to 24 channels from at most 64 "
+                   "(a multiple of 8), without groups or post-affine";
+        return LY_E_DECLINED;
+    }
+    return avx2_predicate(call, cpu, why_not);
+}
+
+/* Registered after the libraries' providers, so their predicates are asked
+ * first: kernels of our own for shapes the libraries serve poorly. */
+void ly_avx512_register(void)
+{
+    ly_provider_add(LY_OP_CONV2D, "avx512_thin", ly_avx512_conv2d_thin, thin_predicate,
+                    &ly_avx512_conv2d_thin_stateful);
 }
 
 #endif
