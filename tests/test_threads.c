@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 
 #define YOLO9 LY_SHARED_DIR "/testdata/yolo9/LibreYOLO9t_seed0.pt"
+#define YOLO9_INT8 LY_SHARED_DIR "/testdata/yolo9-quant/int8/LibreYOLO9t_seed0-final.pt"
 #define DFINE LY_SHARED_DIR "/testdata/dfine/LibreDFINEn_seed0.pt"
 #define VIT LY_SHARED_DIR "/testdata/vit/LibreViTti_seed0.pt"
 #define RTDETRV2 LY_SHARED_DIR "/testdata/rtdetrv2/LibreRTDETRv2r18_seed0.pt"
@@ -210,6 +211,19 @@ static void test_yolo9_graph(void **state)
         skip();
     }
     check_shared(YOLO9, "yolo9 (graph)", THREADS, ROUNDS);
+}
+
+/* The int8 model: its conv2d_int8 states hand each concurrent run an operator
+ * of its own (its tasks' memory objects), all on the oneDNN primitives and
+ * packed codes they share. */
+static void test_yolo9_int8_graph(void **state)
+{
+    (void)state;
+    if (!exists(YOLO9_INT8)) {
+        print_message("skipped: the fixture " YOLO9_INT8 " is absent\n");
+        skip();
+    }
+    check_shared(YOLO9_INT8, "yolo9 int8 (graph)", THREADS, ROUNDS);
 }
 
 static void test_nanodet_graph(void **state)
@@ -424,10 +438,11 @@ static void test_yolo9_executorch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_yolo9_graph),      cmocka_unit_test(test_nanodet_graph),
-        cmocka_unit_test(test_dfine_graph),      cmocka_unit_test(test_rtdetrv2_graph),
-        cmocka_unit_test(test_rfdetr_graph),     cmocka_unit_test(test_vit_graph),
-        cmocka_unit_test(test_yolo9_executorch), cmocka_unit_test(test_swinir_sizes),
+        cmocka_unit_test(test_yolo9_graph),    cmocka_unit_test(test_yolo9_int8_graph),
+        cmocka_unit_test(test_nanodet_graph),  cmocka_unit_test(test_dfine_graph),
+        cmocka_unit_test(test_rtdetrv2_graph), cmocka_unit_test(test_rfdetr_graph),
+        cmocka_unit_test(test_vit_graph),      cmocka_unit_test(test_yolo9_executorch),
+        cmocka_unit_test(test_swinir_sizes),
     };
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }
