@@ -11,7 +11,7 @@
  * Only where the CPU has VNNI (vpdpbusd): oneDNN's int8 kernels without it
  * multiply with vpmaddubsw, whose int16 pair sums saturate (measured on an AVX2
  * EPYC: 8190 of 8192 outputs of a full-range u8 conv wrong), so the provider
- * declines unless oneDNN chose a VNNI or AMX kernel.
+ * declines unless oneDNN chose a VNNI kernel.
  *
  * Bands: a run splits each image's output rows into bands, one per thread (at
  * least MIN_BAND_ROWS rows each), and every band is done start to finish by
@@ -36,6 +36,13 @@
  * convolution with more channels once ran as one convolution per block,
  * writing in place, against oneDNN's slow reorder; with the copy back above,
  * whole is 5% faster over LibreYOLO9t's int8 convolutions at 1 thread.)
+ *
+ * Never AMX: on a Xeon with AMX-INT8 (2 cores of a VM), oneDNN 2.6 offers its
+ * AMX kernels first; they took 1.13x the time of its VNNI kernels over the
+ * int8 LibreYOLO9t at 1 and 2 threads (interleaved minima). Alone, in
+ * ONEDNN_VERBOSE, its AMX 1x1s took 1.1-2.4x the VNNI time on every shape
+ * there and its 3x3s won on maps up to 80x80, yet keeping AMX for those 3x3s
+ * only was still 1-4% slower over the model than no AMX at all.
  *
  * Measured (1 thread, AVX-512 VNNI Xeon, oneDNN 2.6): 64->64 3x3 on 80x80
  * 0.86 ms against 2.85 ms for the f32 convolution, 128->64 1x1 0.52 vs 1.04.
@@ -264,10 +271,10 @@ static bool create_band(const int8_state *s, const ly_kernel_call *call, const i
         &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any,
         s->bias_in_sum ? &bias_md : NULL, &dst_md, strides, dilates, pad_l, pad_r));
     DNNL_TRY(make_attr(s, s->bias && !s->bias_in_sum ? &bias_md : NULL, &attr));
-    dnnl_status_t made = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
+    dnnl_status_t made = ly_onednn_primitive_desc_create_skipping(&pd, &desc, attr, engine, "amx");
     const char *impl = "";
     if (made == dnnl_success) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    bool exact = strstr(impl, "vnni") || strstr(impl, "amx") || atomic_load(&allow_without_vnni);
+    bool exact = strstr(impl, "vnni") || atomic_load(&allow_without_vnni);
     if (made == dnnl_unimplemented || (made == dnnl_success && !exact)) {
         /* Not a failure: no exact integer kernel here; the next one serves it. */
         ly_log(LY_LOG_DEBUG, "%s (onednn_int8): %lld->%lld %lldx%lld declined (%s)", slot_name(),

@@ -96,6 +96,33 @@ ly_layout ly_onednn_preferred_layout(void)
                                                                         : LY_LAYOUT_NCHW8C;
 }
 
+dnnl_status_t ly_onednn_primitive_desc_create_skipping(dnnl_primitive_desc_t *pd,
+                                                       const_dnnl_op_desc_t desc,
+                                                       const_dnnl_primitive_attr_t attr,
+                                                       dnnl_engine_t engine, const char *skip)
+{
+    *pd = NULL;
+    if (!skip) return dnnl_primitive_desc_create(pd, desc, attr, engine, NULL);
+    dnnl_primitive_desc_iterator_t it = NULL;
+    dnnl_status_t st = dnnl_primitive_desc_iterator_create(&it, desc, attr, engine, NULL);
+    if (st != dnnl_success) return st;
+    st = dnnl_unimplemented;
+    do {
+        dnnl_primitive_desc_t candidate = dnnl_primitive_desc_iterator_fetch(it);
+        if (!candidate) continue;
+        const char *impl = "";
+        dnnl_primitive_desc_query(candidate, dnnl_query_impl_info_str, 0, &impl);
+        if (!strstr(impl, skip)) {
+            *pd = candidate;
+            st = dnnl_success;
+            break;
+        }
+        dnnl_primitive_desc_destroy(candidate);
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
+    return st;
+}
+
 ly_status ly_onednn_unary_create(ly_onednn_unary *u, const_dnnl_op_desc_t desc)
 {
     dnnl_engine_t engine = ly_onednn_engine();

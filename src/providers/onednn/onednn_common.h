@@ -26,6 +26,14 @@ void ly_onednn_threads_end(int previous);
  * at once (each run brings its own memory objects and scratchpad). */
 dnnl_stream_t ly_onednn_thread_stream(void);
 
+/* dnnl_primitive_desc_create, passing over the implementations whose name
+ * contains `skip` (NULL: none) for the next one oneDNN offers; dnnl_unimplemented
+ * when only such ones (or none) exist. */
+dnnl_status_t ly_onednn_primitive_desc_create_skipping(dnnl_primitive_desc_t *pd,
+                                                       const_dnnl_op_desc_t desc,
+                                                       const_dnnl_primitive_attr_t attr,
+                                                       dnnl_engine_t engine, const char *skip);
+
 /* The channel block oneDNN's kernels run fastest on here: 16 on AVX-512
  * (avx512_core) CPUs, else 8. */
 ly_layout ly_onednn_preferred_layout(void);
