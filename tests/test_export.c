@@ -18,12 +18,12 @@
 
 #include "core/core.h"
 #include "engines/executorch/et_runtime.h"
-#include "pte/commit.h"
 #include "export/lower.h"
 #include "graph/graph.h"
 #include "libreyolo/export.h"
 #include "libreyolo/model.h"
 #include "libreyolo/nn.h"
+#include "pte/commit.h"
 #include "test_export_util.h"
 
 #include <dirent.h>
@@ -341,7 +341,7 @@ static void reset_dir(const char *dir, bool with_old)
 static ly_status commit(const char *program)
 {
     return ly_pte_commit_pair(program, NEW_PROGRAM, strlen(NEW_PROGRAM), NEW_SIDECAR,
-                                 strlen(NEW_SIDECAR));
+                              strlen(NEW_SIDECAR));
 }
 
 static void test_commit_faults(void **state)
@@ -540,7 +540,7 @@ static double rel_diff(const ly_tensor *a, const ly_tensor *b)
 /* Lower `g` at `in`'s shape, check the program keeps only packed constants in
  * its partitions, and run it back (1 and 2 threads) to the graph's numbers. */
 static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls,
-                              int min_partitions, double tolerance)
+                              int min_partitions, double tolerance, bool as_graphs)
 {
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
@@ -554,29 +554,38 @@ static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls
     expect_packed_constants_only(r.program, r.size, "lowered graph");
     ly_pte_program *p;
     assert_int_equal(ly_pte_decode(r.program, r.size, "lowered", &p), LY_OK);
-    ly_et_method *m;
-    st = ly_et_method_load(p, "lowered", &m);
-    if (!ly_et_xnnpack_available()) {
-        expect_error(st, LY_E_UNSUPPORTED, "does not provide XnnpackBackend");
-    } else {
-        if (st != LY_OK) fail_msg("%s", ly_last_error());
-        assert_int_equal(ly_graph_run(ctx, 1, in, 1), LY_OK);
-        int outputs = ly_graph_output_count(g);
-        for (int threads = 1; threads <= 2; threads++) {
-            assert_int_equal(ly_et_method_execute(m, in, 1, threads), LY_OK);
-            assert_int_equal(ly_et_method_num_outputs(m), outputs);
-            for (int i = 0; i < outputs; i++) {
-                ly_tensor want, got;
-                assert_int_equal(ly_graph_get_output(ctx, i, &want, NULL), LY_OK);
-                assert_int_equal(ly_et_method_output(m, (size_t)i, &got), LY_OK);
-                assert_int_equal(got.ndim, want.ndim);
-                for (int k = 0; k < want.ndim; k++)
-                    assert_int_equal(got.shape[k], want.shape[k]);
-                double rel = rel_diff(&want, &got);
-                if (rel > tolerance) fail_msg("output %d differs by %g relative", i, rel);
+    /* the delegates as our graphs (the default), then as XNNPACK operators */
+    for (int operators = 0; operators <= 1; operators++) {
+        if (operators) setenv("LIBREYOLO_XNNPACK", "operators", 1);
+        ly_et_method *m;
+        st = ly_et_method_load(p, "lowered", &m);
+        unsetenv("LIBREYOLO_XNNPACK");
+        if (!ly_et_xnnpack_available()) {
+            expect_error(st, LY_E_UNSUPPORTED, "does not provide XnnpackBackend");
+        } else {
+            if (st != LY_OK) fail_msg("%s", ly_last_error());
+            size_t delegates, as_operators;
+            ly_et_method_counts(m, &delegates, NULL);
+            as_operators = ly_et_method_operator_delegates(m);
+            assert_int_equal(as_operators, operators || !as_graphs ? delegates : 0);
+            assert_int_equal(ly_graph_run(ctx, 1, in, 1), LY_OK);
+            int outputs = ly_graph_output_count(g);
+            for (int threads = 1; threads <= 2; threads++) {
+                assert_int_equal(ly_et_method_execute(m, in, 1, threads), LY_OK);
+                assert_int_equal(ly_et_method_num_outputs(m), outputs);
+                for (int i = 0; i < outputs; i++) {
+                    ly_tensor want, got;
+                    assert_int_equal(ly_graph_get_output(ctx, i, &want, NULL), LY_OK);
+                    assert_int_equal(ly_et_method_output(m, (size_t)i, &got), LY_OK);
+                    assert_int_equal(got.ndim, want.ndim);
+                    for (int k = 0; k < want.ndim; k++)
+                        assert_int_equal(got.shape[k], want.shape[k]);
+                    double rel = rel_diff(&want, &got);
+                    if (rel > tolerance) fail_msg("output %d differs by %g relative", i, rel);
+                }
             }
+            ly_et_method_free(m);
         }
-        ly_et_method_free(m);
     }
     ly_pte_program_free(p);
     free(r.program);
@@ -601,7 +610,27 @@ static void test_lower_every_op(void **state)
     ly_tensor in;
     float *data = random_input(&in, 32);
     /* two upsamples and the padded average pool */
-    lower_and_compare(g, &in, 3, 2, 1e-5);
+    lower_and_compare(g, &in, 3, 2, 1e-5, true);
+    free(data);
+    ly_graph_free(g);
+}
+
+/* A delegate with a node that has no op of ours in the graph the delegate
+ * makes of it (a logarithm) runs as XNNPACK operators, to the same numbers. */
+static void test_lower_fallback_to_operators(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, a, s, l;
+    assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &x), LY_OK);
+    conv(g, "c0", x, 3, 8, 3, 1, 1, LY_ACT_NONE, LY_GRAPH_NONE, &a);
+    assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "sg", a, &s), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_LOG, "log", s, &l), LY_OK);
+    assert_int_equal(ly_graph_output(g, l, "log"), LY_OK);
+    ly_tensor in;
+    float *data = random_input(&in, 16);
+    lower_and_compare(g, &in, 0, 1, 1e-5, false);
     free(data);
     ly_graph_free(g);
 }
@@ -716,7 +745,7 @@ static void test_lower_transformer_ops(void **state)
     assert_int_equal(ly_graph_output(g, s, "attention"), LY_OK);
     ly_tensor in;
     float *data = random_input(&in, 16);
-    lower_and_compare(g, &in, 3, 3, 1e-5); /* the three layer norms are portable */
+    lower_and_compare(g, &in, 3, 3, 1e-5, true); /* the three layer norms are portable */
     free(data);
     ly_graph_free(g);
 }
@@ -850,6 +879,7 @@ int main(void)
         cmocka_unit_test(test_commit_hostile_journal),
         cmocka_unit_test(test_lower_every_op),
         cmocka_unit_test(test_lower_transformer_ops),
+        cmocka_unit_test(test_lower_fallback_to_operators),
         cmocka_unit_test(test_lower_refusals),
         cmocka_unit_test(test_yolo9_round_trip),
     };

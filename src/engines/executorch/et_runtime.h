@@ -38,6 +38,9 @@ void ly_et_xnnpack_free(ly_et_xnnpack *d);
  * so that a method's portable kernels run on the workers its delegates use;
  * false where there is none (one thread, or no XNNPACK). */
 bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner);
+/* Whether the instance runs XNNPACK operators and our loops (else it runs as
+ * one of our graphs, on the providers and their own threads). */
+bool ly_et_xnnpack_runs_operators(const ly_et_xnnpack *d);
 
 /* ---- the method -------------------------------------------------------------- */
 
@@ -61,5 +64,7 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
 ly_status ly_et_method_output(const ly_et_method *m, size_t i, ly_tensor *view);
 /* Instruction counts, for reports and tests. */
 void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *kernel_calls);
+/* How many of its delegates run XNNPACK operators (the others: our graphs). */
+size_t ly_et_method_operator_delegates(const ly_et_method *m);
 
 #endif

@@ -517,6 +517,14 @@ ly_status ly_et_method_input_shape(const ly_et_method *m, size_t i, ly_tensor *s
     return LY_OK;
 }
 
+size_t ly_et_method_operator_delegates(const ly_et_method *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->plan->n_delegates; i++)
+        n += ly_et_xnnpack_runs_operators(m->delegates[i]);
+    return n;
+}
+
 void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *kernel_calls)
 {
     if (delegate_calls) *delegate_calls = m->delegate_calls;
@@ -549,9 +557,15 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
         }
         memcpy(v->t.data, x->data, (size_t)v->nbytes);
     }
-    /* Portable kernels and the delegates' own loops on the delegates' workers. */
+    /* Portable kernels and the delegates' own loops on the delegates' workers,
+     * where a delegate runs XNNPACK operators; delegates that run as our
+     * graphs use our threads (oneDNN's OpenMP team beside a spinning
+     * pthreadpool took 3x the time on 2 cores). */
+    bool operators = false;
+    for (size_t i = 0; i < m->plan->n_delegates; i++)
+        operators = operators || ly_et_xnnpack_runs_operators(m->delegates[i]);
     ly_parallel_runner pool;
-    bool pooled = ly_et_xnnpack_runner(threads, &pool);
+    bool pooled = operators && ly_et_xnnpack_runner(threads, &pool);
     const ly_parallel_runner *previous = pooled ? ly_parallel_use(&pool) : NULL;
     ly_status st = run_chains(m, threads);
     if (pooled) ly_parallel_use(previous);

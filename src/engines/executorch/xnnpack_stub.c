@@ -61,6 +61,12 @@ bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner)
     (void)threads, (void)runner;
     return false;
 }
+
+bool ly_et_xnnpack_runs_operators(const ly_et_xnnpack *d)
+{
+    (void)d;
+    return false;
+}
 #else
 typedef int ly_xnnpack_stub_unused; /* ISO C wants something in a translation unit */
 #endif

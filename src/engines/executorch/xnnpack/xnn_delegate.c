@@ -27,6 +27,7 @@
 #include "engines/executorch/xnnpack/xnn_internal.h"
 
 #include "core/checked.h"
+#include "graph/graph.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -48,6 +49,14 @@ static struct {
 static void init_once(void)
 {
     g.init = xnn_initialize(NULL);
+}
+
+/* LIBREYOLO_XNNPACK=operators: run the delegate's nodes as XNNPACK operators
+ * and our loops even where they form a graph of our ops (to compare the two). */
+static bool operators_only(void)
+{
+    const char *e = getenv("LIBREYOLO_XNNPACK");
+    return e && !strcmp(e, "operators");
 }
 
 /* ---- values --------------------------------------------------------------------- */
@@ -284,6 +293,11 @@ void ly_et_xnnpack_free(ly_et_xnnpack *d)
     if (!d) return;
     for (size_t i = 0; i < d->n_ops; i++)
         if (d->ops[i].op) xnn_delete_operator(d->ops[i].op);
+    if (d->graph_ctx) ly_graph_ctx_free(d->graph_ctx);
+    if (d->graph) ly_graph_free(d->graph);
+    free(d->graph_inputs);
+    free(d->graph_outputs);
+    free(d->graph_input_views);
     free(d->ops);
     free(d->v);
     free(d->ext_value);
@@ -325,11 +339,12 @@ ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *
     for (size_t i = 0; st == LY_OK && i < d->n_v; i++)
         if (d->v[i].kind == V_EXT_OUT && d->v[i].producer < 0)
             st = ly_xd_fail(d, NULL, "external output %u is never written", d->v[i].ext);
-    if (st == LY_OK) {
+    if (st == LY_OK && !operators_only()) st = ly_xd_graph_build(d, xg);
+    if (st == LY_OK && !d->graph) {
         place(d);
         st = plan(d);
+        if (st == LY_OK) st = ly_xd_create_operators(d, xg);
     }
-    if (st == LY_OK) st = ly_xd_create_operators(d, xg);
     ly_xnn_graph_free(xg);
     if (st != LY_OK) {
         ly_et_xnnpack_free(d);
@@ -337,6 +352,11 @@ ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *
     }
     *out = d;
     return LY_OK;
+}
+
+bool ly_et_xnnpack_runs_operators(const ly_et_xnnpack *d)
+{
+    return d && !d->graph;
 }
 
 size_t ly_et_xnnpack_num_externs(const ly_et_xnnpack *d)
@@ -371,6 +391,7 @@ ly_status ly_et_xnnpack_execute(ly_et_xnnpack *d, ly_tensor *const *args, size_t
                                 e, (long long)v->numel);
     }
     threads = ly_threads_resolve(threads);
+    if (d->graph) return ly_xd_graph_execute(d, args, threads);
     for (size_t i = 0; i < d->n_ops; i++) {
         xop *o = &d->ops[i];
         if (o->kind == K_VIEW) continue;

@@ -112,6 +112,13 @@ struct ly_et_xnnpack {
     float *arena;
     size_t arena_bytes;
     pthreadpool_t pool;
+    /* the same graph as one of ours (xnn_graph.c), when every node has an op;
+     * then ops[] are only checked, never run */
+    struct ly_graph *graph;
+    struct ly_graph_ctx *graph_ctx;
+    int *graph_inputs, *graph_outputs; /* external ids of the graph's inputs and outputs */
+    int n_graph_inputs, n_graph_outputs;
+    ly_tensor *graph_input_views; /* what a run hands the graph */
 };
 
 /* xnn_nodes.c: a refusal naming the delegate and, when given, the node. */
@@ -126,5 +133,10 @@ ly_status ly_xd_create_operators(ly_et_xnnpack *d, const ly_xnn_graph *xg);
  * running op `o` on its operands (inputs, then the output). */
 pthreadpool_t ly_xd_pool(int threads);
 ly_status ly_xd_run(ly_et_xnnpack *d, xop *o, float *const *ptr, int n, int threads);
+
+/* xnn_graph.c: d->graph from the checked ops (left NULL, with a debug line,
+ * where a node has no op of ours), and a run of it on the externals. */
+ly_status ly_xd_graph_build(ly_et_xnnpack *d, const ly_xnn_graph *xg);
+ly_status ly_xd_graph_execute(ly_et_xnnpack *d, ly_tensor *const *args, int threads);
 
 #endif
