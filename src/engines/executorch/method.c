@@ -340,6 +340,57 @@ static ly_status prepare_delegate_call(ly_et_method *m, const ly_pte_instruction
     return LY_OK;
 }
 
+static void mark_read(ly_et_method *m, int32_t value)
+{
+    if (value < 0 || (size_t)value >= m->n_v) return;
+    et_value *v = &m->v[value];
+    v->unread = false;
+    if (v->tensors)
+        for (size_t i = 0; i < v->n_items; i++)
+            if (v->tensors[i] >= 0 && (size_t)v->tensors[i] < m->n_v)
+                m->v[v->tensors[i]].unread = false;
+}
+
+/* What no instruction reads: a kernel's arguments (not its out tensors), a
+ * delegate's every one, both ends of a move, a jump's condition, the
+ * outputs. */
+static void mark_unread(ly_et_method *m)
+{
+    for (size_t i = 0; i < m->n_v; i++)
+        m->v[i].unread = true;
+    const ly_pte_plan *plan = m->plan;
+    for (size_t c = 0; c < plan->n_chains; c++)
+        for (size_t i = 0; i < plan->chains[c].n_instructions; i++) {
+            const ly_pte_instruction *in = &plan->chains[c].instructions[i];
+            const instr_rt *rt = &m->instr[c][i];
+            switch (in->type) {
+            case LY_PTE_KERNEL_CALL: {
+                /* the schema's arguments; then come the outs (and again, as
+                 * the return values) */
+                size_t n = in->u.kernel_call.n_args, args = (size_t)rt->kernel->schema->n_args;
+                for (size_t k = 0; k < n && k < args; k++)
+                    mark_read(m, in->u.kernel_call.args[k]);
+                break;
+            }
+            case LY_PTE_DELEGATE_CALL:
+                for (size_t k = 0; k < in->u.delegate_call.n_args; k++)
+                    mark_read(m, in->u.delegate_call.args[k]);
+                break;
+            case LY_PTE_MOVE_CALL:
+                mark_read(m, in->u.move_call.move_from);
+                mark_read(m, in->u.move_call.move_to);
+                break;
+            case LY_PTE_JUMP_FALSE_CALL:
+                mark_read(m, in->u.jump_false_call.cond_value_index);
+                break;
+            default:
+                break;
+            }
+        }
+    for (size_t i = 0; i < plan->n_outputs; i++)
+        mark_read(m, plan->outputs[i]);
+}
+
 static ly_status prepare(ly_et_method *m)
 {
     const ly_pte_plan *plan = m->plan;
@@ -490,6 +541,7 @@ ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_met
      * once values, buffer sizes and delegates have passed. */
     if (st == LY_OK) st = bind_memory(m);
     if (st == LY_OK) st = prepare(m);
+    if (st == LY_OK) mark_unread(m);
     if (st != LY_OK) {
         ly_et_method_free(m);
         return st;

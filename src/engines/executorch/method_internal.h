@@ -28,6 +28,10 @@ typedef struct et_value {
     const double *doubles;
     const int32_t *tensors; /* tensor list: value indices */
     size_t n_items;
+    /* no instruction reads it and the method does not return it: a kernel
+     * may leave such an out tensor unwritten (native_layer_norm's saved
+     * statistics) */
+    bool unread;
 } et_value;
 
 typedef struct et_kernel et_kernel;

@@ -667,7 +667,7 @@ static ly_status layer_norm_run(et_value *v, const int32_t *a, int threads)
     call.params = &params;
     call.threads = threads;
     ly_status st = ly_kernel_dispatch_op(LY_OP_LAYER_NORM, &call);
-    if (st != LY_OK) return st;
+    if (st != LY_OK || (v[a[6]].unread && v[a[7]].unread)) return st;
     /* the saved statistics, as ATen keeps them for the backward pass */
     int64_t c = x->shape[x->ndim - 1], rows = ly_tensor_numel(x) / (c ? c : 1);
     const float *src = x->data;
