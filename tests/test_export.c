@@ -616,21 +616,28 @@ static void test_lower_every_op(void **state)
 }
 
 /* A delegate with a node that has no op of ours in the graph the delegate
- * makes of it (a logarithm) runs as XNNPACK operators, to the same numbers. */
+ * makes of it (RMSNorm's Square) runs as XNNPACK operators, to the same
+ * numbers. */
 static void test_lower_fallback_to_operators(void **state)
 {
     (void)state;
     ly_graph *g;
     assert_int_equal(ly_graph_create(&g), LY_OK);
-    ly_graph_value x, a, s, l;
+    ly_graph_value x, a, w, n;
     assert_int_equal(ly_graph_input(g, "images", LY_F32, 4, &x), LY_OK);
     conv(g, "c0", x, 3, 8, 3, 1, 1, LY_ACT_NONE, LY_GRAPH_NONE, &a);
-    assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "sg", a, &s), LY_OK);
-    assert_int_equal(ly_graph_unary(g, LY_OP_LOG, "log", s, &l), LY_OK);
-    assert_int_equal(ly_graph_output(g, l, "log"), LY_OK);
-    ly_tensor in;
-    float *data = random_input(&in, 16);
-    lower_and_compare(g, &in, 0, 1, 1e-5, false);
+    int64_t c = 16;
+    void *wd;
+    assert_int_equal(ly_graph_constant(g, LY_F32, 1, &c, &w, &wd), LY_OK);
+    for (int i = 0; i < c; i++)
+        ((float *)wd)[i] = 1.0f + 0.1f * rnd();
+    ly_graph_value in[2] = {a, w};
+    ly_norm_params p = {.eps = 1e-6};
+    assert_int_equal(ly_graph_node(g, LY_OP_RMS_NORM, "rms", 2, in, &p, 1, &n), LY_OK);
+    assert_int_equal(ly_graph_output(g, n, "rms"), LY_OK);
+    ly_tensor input;
+    float *data = random_input(&input, 16);
+    lower_and_compare(g, &input, 0, 1, 1e-5, false);
     free(data);
     ly_graph_free(g);
 }

@@ -40,6 +40,7 @@ struct ly_et_method {
     /* MoveCalls can put a value of another shape where a kernel was checked:
      * then every kernel call is checked again before it runs. */
     bool has_moves;
+    bool pooled_run; /* this execute runs on the delegates' workers throughout */
 };
 
 static ly_status bad(const ly_et_method *m, const char *fmt, ...) LY_PRINTF(2, 3);
@@ -609,17 +610,31 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
         }
         memcpy(v->t.data, x->data, (size_t)v->nbytes);
     }
-    /* Portable kernels and the delegates' own loops on the delegates' workers,
-     * where a delegate runs XNNPACK operators; delegates that run as our
-     * graphs use our threads (oneDNN's OpenMP team beside a spinning
-     * pthreadpool took 3x the time on 2 cores). */
-    bool operators = false;
-    for (size_t i = 0; i < m->plan->n_delegates; i++)
-        operators = operators || ly_et_xnnpack_runs_operators(m->delegates[i]);
+    /* Portable kernels and the delegates' own loops on the delegates' workers
+     * where every delegate runs XNNPACK operators; where some run as our
+     * graphs, only the others' calls do (oneDNN's OpenMP team beside a
+     * spinning pthreadpool took 3x the time on 2 cores). */
     ly_parallel_runner pool;
-    bool pooled = operators && ly_et_xnnpack_runner(threads, &pool);
+    size_t operators = ly_et_method_operator_delegates(m);
+    bool pooled =
+        operators > 0 && operators == m->plan->n_delegates && ly_et_xnnpack_runner(threads, &pool);
     const ly_parallel_runner *previous = pooled ? ly_parallel_use(&pool) : NULL;
+    m->pooled_run = pooled;
     ly_status st = run_chains(m, threads);
+    if (pooled) ly_parallel_use(previous);
+    return st;
+}
+
+/* A delegate that runs XNNPACK operators in a method that also runs our
+ * graphs: its own loops on its workers for the call's length. */
+static ly_status delegate_call(const ly_et_method *m, ly_et_xnnpack *d, ly_tensor *const *args,
+                               size_t n, int threads)
+{
+    ly_parallel_runner pool;
+    bool pooled =
+        !m->pooled_run && ly_et_xnnpack_runs_operators(d) && ly_et_xnnpack_runner(threads, &pool);
+    const ly_parallel_runner *previous = pooled ? ly_parallel_use(&pool) : NULL;
+    ly_status st = ly_et_xnnpack_execute(d, args, n, threads);
     if (pooled) ly_parallel_use(previous);
     return st;
 }
@@ -646,8 +661,8 @@ static ly_status run_chains(ly_et_method *m, int threads)
                 if (st == LY_OK) st = rt->kernel->run(m->v, in->u.kernel_call.args, threads);
                 break;
             case LY_PTE_DELEGATE_CALL:
-                st = ly_et_xnnpack_execute(m->delegates[in->u.delegate_call.delegate_index],
-                                           rt->delegate_args, in->u.delegate_call.n_args, threads);
+                st = delegate_call(m, m->delegates[in->u.delegate_call.delegate_index],
+                                   rt->delegate_args, in->u.delegate_call.n_args, threads);
                 break;
             case LY_PTE_MOVE_CALL:
                 m->v[in->u.move_call.move_to] = m->v[in->u.move_call.move_from];

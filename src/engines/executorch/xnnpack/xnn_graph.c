@@ -20,8 +20,10 @@
  * followed by Sigmoid and Multiply (SiLU), a LeakyReLU or a Sigmoid takes it
  * as its activation, then an Add of a value made before it as its residual.
  *
- * Anything else (padding, quantized values, node types without an op here)
- * declines: the delegate keeps its operator loop (xnn_kernels.c).
+ * Anything else (constant padding, asymmetric padding, quantized values,
+ * node types without an op of ours: RMSNorm's Square and reciprocal square
+ * root among them) declines: the delegate keeps its operators
+ * (xnn_kernels.c).
  */
 #include "engines/executorch/xnnpack/xnn_internal.h"
 
@@ -253,6 +255,31 @@ static int residual_of(builder *b, int index, int *out)
     return r;
 }
 
+/* HGNetv2's LearnableAffineBlock as the exporter writes it after the
+ * activation: a 1x1 depthwise convolution whose filter and bias each hold
+ * one value: conv2d's post-affine. */
+static void post_affine(builder *b, int index, ly_conv2d_params *p, int *out)
+{
+    if (b->uses[*out] != 1) return;
+    int a = only_reader(b, *out, index, LY_XNN_DEPTHWISE_CONV2D);
+    if (a < 0 || b->d->ops[a].clamp) return;
+    const __typeof__(b->xg->xnodes[a].u.conv) *c = &b->xg->xnodes[a].u.conv;
+    if (c->kernel_height != 1 || c->kernel_width != 1 || c->subsampling_height != 1 ||
+        c->subsampling_width != 1 || c->padding_top || c->padding_right || c->padding_bottom ||
+        c->padding_left || c->group_output_channels != 1 || c->bias_id == NONE)
+        return;
+    const xval *f = &b->d->v[c->filter_id], *t = &b->d->v[c->bias_id];
+    for (int64_t i = 1; i < f->numel; i++)
+        if (f->cdata[i] != f->cdata[0]) return;
+    for (int64_t i = 1; i < t->numel; i++)
+        if (t->cdata[i] != t->cdata[0]) return;
+    p->post_affine = 1;
+    p->post_scale = f->cdata[0];
+    p->post_shift = t->cdata[0];
+    b->done[a] = true;
+    *out = b->d->ops[a].out;
+}
+
 static void conv(builder *b, int index, const ly_xnn_node *n)
 {
     const xop *o = &b->d->ops[index];
@@ -320,6 +347,7 @@ static void conv(builder *b, int index, const ly_xnn_node *n)
     }
     bool clamp = p.activation == -1;
     if (clamp) p.activation = LY_ACT_NONE;
+    if (!clamp) post_affine(b, index, &p, &out);
     int r = clamp ? -1 : residual_of(b, index, &out);
     if (r >= 0) residual = get_twin(b, r);
     ly_graph_value x = get_twin(b, o->in[0]), y = LY_GRAPH_NONE;
@@ -421,6 +449,21 @@ static void unary(builder *b, const xop *o)
         break;
     case LY_XNN_GELU:
         op = LY_OP_GELU;
+        break;
+    case LY_XNN_EXP:
+        op = LY_OP_EXP;
+        break;
+    case LY_XNN_LOG:
+        op = LY_OP_LOG;
+        break;
+    case LY_XNN_SQUARE_ROOT:
+        op = LY_OP_SQRT;
+        break;
+    case LY_XNN_SIN:
+        op = LY_OP_SIN;
+        break;
+    case LY_XNN_COS:
+        op = LY_OP_COS;
         break;
     case LY_XNN_CLAMP:
     case LY_XNN_COPY:
