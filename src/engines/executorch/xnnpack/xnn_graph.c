@@ -105,9 +105,9 @@ static int twin_axis(int ndim, int axis)
 static void permute_copy(const float *src, const int64_t *dims, int n, const int *perm, float *dst)
 {
     int64_t stride[MAX_DIMS], out_dims[MAX_DIMS], idx[MAX_DIMS] = {0}, total = 1;
-    for (int i = n - 1, s = 1; i >= 0; i--) {
+    for (int64_t i = n - 1, s = 1; i >= 0; i--) {
         stride[i] = s;
-        s *= (int)dims[i];
+        s *= dims[i];
     }
     for (int i = 0; i < n; i++) {
         out_dims[i] = dims[perm[i]];
