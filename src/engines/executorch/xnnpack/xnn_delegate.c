@@ -52,11 +52,16 @@ static void init_once(void)
 }
 
 /* LIBREYOLO_XNNPACK=operators: run the delegate's nodes as XNNPACK operators
- * and our loops even where they form a graph of our ops (to compare the two). */
+ * and our loops even where they form a graph of our ops (to compare the two);
+ * =graph (or unset): the default. */
 static bool operators_only(void)
 {
     const char *e = getenv("LIBREYOLO_XNNPACK");
-    return e && !strcmp(e, "operators");
+    if (!e || !*e || !strcmp(e, "graph")) return false;
+    if (!strcmp(e, "operators")) return true;
+    ly_warn_once("LIBREYOLO_XNNPACK", "LIBREYOLO_XNNPACK=%s: expected graph or operators; ignored",
+                 e);
+    return false;
 }
 
 /* ---- values --------------------------------------------------------------------- */
