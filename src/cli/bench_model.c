@@ -87,7 +87,8 @@ void ly_cli_usage_bench_model(FILE *to)
         "Environment: LIBREYOLO_PYTHON (default: the first of python3, /usr/bin/python3 that\n"
         "can import torch), LIBREYOLO_NODE (default node).\n"
         "Ratios peer/ours > 1 mean we are faster. Peers that are not installed are reported\n"
-        "as \"not available\", not as errors.\n",
+        "as \"not available\", not as errors. A .pte program also runs with its XNNPACK\n"
+        "delegates on XNNPACK's operators (LIBREYOLO_XNNPACK=operators) as a peer row.\n",
         to);
 }
 
@@ -176,6 +177,7 @@ typedef struct bench_config {
 typedef struct ours_result {
     ly_model_info info; /* strings point into family/size below: the model is freed early */
     char family[32], size[16];
+    bool executorch; /* a .pte program (its engine is ExecuTorch's) */
     int imgsz;
     double load_ms;
     double rss_model_after_load_mib, rss_model_after_warmup_mib, peak_rss_mib;
@@ -430,6 +432,7 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
     r->peak_rss_mib = rss_peak_mib();
 done:
     ly_cli_progress_end();
+    r->executorch = r->info.engine && strcmp(r->info.engine, "executorch") == 0;
     /* The info strings belong to the model; keep copies for the report. */
     snprintf(r->family, sizeof r->family, "%s", r->info.family ? r->info.family : "?");
     snprintf(r->size, sizeof r->size, "%s", r->info.size ? r->info.size : "?");
@@ -731,6 +734,52 @@ static bool write_input_file(ours_result *r, const ly_tensor *input, char *tmpdi
     return true;
 }
 
+/* A .pte program a second time with its XNNPACK delegates on XNNPACK's
+ * operators and our loops (LIBREYOLO_XNNPACK=operators while it loads and
+ * first runs), in this process: what our graph path gains. */
+static void run_operators_peer(const bench_config *cfg, const ours_result *r,
+                               const ly_tensor *input, peer_result *p)
+{
+    ly_tensor from_file = {0};
+    if (!input->data) {
+        if (ly_npy_load(r->input_file, &from_file) != LY_OK) {
+            peer_unavailable(p, "cannot read the input again: %s", ly_last_error());
+            return;
+        }
+        input = &from_file;
+    }
+    const char *was = getenv("LIBREYOLO_XNNPACK");
+    char saved[64] = "";
+    if (was) snprintf(saved, sizeof saved, "%s", was);
+    setenv("LIBREYOLO_XNNPACK", "operators", 1);
+    ly_model_options mopt = {.threads = cfg->threads};
+    ly_model *m = NULL;
+    ly_cli_progress("bench: loading %s with XNNPACK operators", cfg->model_path);
+    double t0 = ly_cli_now_s();
+    ly_status st = ly_model_load(cfg->model_path, &mopt, &m);
+    double load_ms = (ly_cli_now_s() - t0) * 1e3;
+    latency l;
+    int rc = st == LY_OK ? time_network(m, input, cfg, &l) : 1;
+    ly_cli_progress_end();
+    if (was)
+        setenv("LIBREYOLO_XNNPACK", saved, 1);
+    else
+        unsetenv("LIBREYOLO_XNNPACK");
+    if (st != LY_OK || rc) {
+        p->state = PEER_FAILED;
+        snprintf(p->reason, sizeof p->reason, "%s", ly_last_error());
+    } else {
+        p->state = PEER_OK;
+        p->median_ms = l.median_ms;
+        p->p90_ms = l.p90_ms;
+        p->load_ms = load_ms;
+        p->peak_rss_mib = NAN;
+        snprintf(p->version, sizeof p->version, "(ours)");
+    }
+    ly_model_free(m);
+    ly_npy_free(&from_file);
+}
+
 static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *input,
                       peer_result *ort, peer_result *torch)
 {
@@ -761,7 +810,9 @@ static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *
     snprintf(a.warmup, sizeof a.warmup, "%d", cfg->warmup);
     snprintf(a.imgsz, sizeof a.imgsz, "%d", r->imgsz);
     run_ort(cfg, dir, r, &a, ort);
-    if (strcmp(r->info.family, "yolo9") == 0)
+    if (r->executorch)
+        peer_unavailable(torch, "the PyTorch peer loads checkpoints, not .pte programs");
+    else if (strcmp(r->info.family, "yolo9") == 0)
         run_torch(cfg, dir, r, &a, torch);
     else
         peer_unavailable(torch,
@@ -875,7 +926,7 @@ static void print_peer_row(const peer_result *p, double ours_ms)
 }
 
 static void print_table(const bench_config *cfg, const ours_result *r, const peer_result *ort,
-                        const peer_result *torch)
+                        const peer_result *torch, const peer_result *ops)
 {
     printf("libreyolo bench model: %s (%s %s, %" PRId64 " classes), %dx%d, %d thread(s),\n"
            "median/p90 of %d runs after %d warm-up(s); input %s\n\n",
@@ -887,6 +938,7 @@ static void print_table(const bench_config *cfg, const ours_result *r, const pee
            r->load_ms, r->peak_rss_mib, 1.0);
     print_peer_row(ort, r->run.median_ms);
     print_peer_row(torch, r->run.median_ms);
+    if (ops->state != PEER_NOT_RUN) print_peer_row(ops, r->run.median_ms);
     printf("(vs ours = peer median / our median: > 1 means we are faster; peers' peak RSS is\n"
            " their whole process, ours includes the end-to-end line below)\n\n");
 
@@ -944,7 +996,7 @@ static void json_peer(FILE *to, const peer_result *p, double ours_ms)
 }
 
 static void print_json(const bench_config *cfg, const ours_result *r, const peer_result *ort,
-                       const peer_result *torch)
+                       const peer_result *torch, const peer_result *ops)
 {
     FILE *o = stdout;
     fputs("{\"model\": ", o);
@@ -1003,6 +1055,10 @@ static void print_json(const bench_config *cfg, const ours_result *r, const peer
     json_peer(o, ort, r->run.median_ms);
     fputs(", \"pytorch\": ", o);
     json_peer(o, torch, r->run.median_ms);
+    if (ops->state != PEER_NOT_RUN) {
+        fputs(", \"xnnpack_operators\": ", o);
+        json_peer(o, ops, r->run.median_ms);
+    }
     fputs("}}\n", o);
 }
 
@@ -1099,13 +1155,15 @@ int ly_cli_bench_model(int argc, char **argv)
     }
     peer_result ort = {.label = "ONNX Runtime", .parity = -1};
     peer_result torch = {.label = "PyTorch", .parity = -1};
+    peer_result ops = {.label = "XNNPACK operators", .parity = -1};
+    if (r.executorch) run_operators_peer(&cfg, &r, &input, &ops);
     run_peers(&cfg, &r, &input, &ort, &torch);
     ly_tensor_free(&input);
 
     if (cfg.json)
-        print_json(&cfg, &r, &ort, &torch);
+        print_json(&cfg, &r, &ort, &torch, &ops);
     else
-        print_table(&cfg, &r, &ort, &torch);
+        print_table(&cfg, &r, &ort, &torch, &ops);
     free(ort.json);
     free(torch.json);
     return 0;

@@ -20,6 +20,22 @@ fi
 if [ -f "$fixture" ]; then
     "$bin" bench model --model "$fixture" --imgsz 64 --runs 1 --warmup 0 --no-image --no-peers \
         --threads 1 --json >"$scratch/model.json"
+    # a .pte program: our graph path, and its delegates on XNNPACK's operators as a peer row
+    if "$bin" export --model "$fixture" --format executorch --imgsz 64 \
+        --output "$scratch/y64.pte" >/dev/null 2>&1; then
+        if "$bin" bench model --model "$scratch/y64.pte" --runs 1 --warmup 0 --no-image \
+            --threads 1 --json >"$scratch/pte.json" 2>"$scratch/pte.err"; then
+            grep -q '"xnnpack_operators": {"available": true, "ok": true' "$scratch/pte.json" || {
+                echo "bench model on a .pte: no XNNPACK operators row" >&2
+                exit 1
+            }
+        elif grep -q 'XnnpackBackend' "$scratch/pte.err"; then
+            rm -f "$scratch/pte.json" # a build without XNNPACK runs no program
+        else
+            cat "$scratch/pte.err" >&2
+            exit 1
+        fi
+    fi
 fi
 if command -v python3 >/dev/null 2>&1; then
     for f in "$scratch"/*.json; do
