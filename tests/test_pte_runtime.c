@@ -28,6 +28,7 @@
 #include "libreyolo/model.h"
 #include "models/recipe.h"
 #include "pte/commit.h"
+#include "pte/pte_samples.h"
 #include "pte/sidecar.h"
 #include "test_export_util.h"
 
@@ -901,6 +902,56 @@ static void test_program_with_constants_in_delegate(void **state)
     free(program);
 }
 
+/* One XNNGraph node: a Sigmoid (an op of ours: the delegate runs as our graph)
+ * and an Abs (none: the delegate keeps XNNPACK's operators and our loops),
+ * each to the numbers it computes. */
+static void test_delegate_graph_or_operators(void **state)
+{
+    (void)state;
+    if (!ly_et_xnnpack_available()) {
+        print_message("skipped: built without XNNPACK\n");
+        skip();
+    }
+    static const struct {
+        ly_xnn_node_type type;
+        bool operators;
+    } cases[] = {{LY_XNN_SIGMOID, false}, {LY_XNN_ABS, true}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        pte_sample s;
+        assert_int_equal(pte_sample_mixed(&s), LY_OK);
+        free(s.blob);
+        s.nodes[0].type = cases[c].type;
+        assert_int_equal(ly_xnn_encode(&s.graph, NULL, 0, &s.blob, &s.blob_size), LY_OK);
+        ly_et_xnnpack *d;
+        ly_pte_bytes blob = {s.blob, s.blob_size};
+        if (ly_et_xnnpack_init(&s.program, &blob, "hand-made", &d) != LY_OK)
+            fail_msg("%s", ly_last_error());
+        assert_int_equal(ly_et_xnnpack_runs_operators(d), cases[c].operators);
+        int64_t shape[4] = {1, 4, 4, 4};
+        ly_tensor x, y;
+        assert_int_equal(ly_tensor_alloc(&x, LY_F32, 4, shape), LY_OK);
+        assert_int_equal(ly_tensor_alloc(&y, LY_F32, 4, shape), LY_OK);
+        float *xd = x.data, *yd = y.data;
+        for (int i = 0; i < 64; i++)
+            xd[i] = (float)(i - 32) / 8.0f;
+        ly_tensor *args[2] = {&x, &y};
+        for (int threads = 1; threads <= 2; threads++) {
+            assert_int_equal(ly_et_xnnpack_execute(d, args, 2, threads), LY_OK);
+            for (int i = 0; i < 64; i++) {
+                float want =
+                    cases[c].type == LY_XNN_ABS ? fabsf(xd[i]) : 1.0f / (1.0f + expf(-xd[i]));
+                if (fabsf(yd[i] - want) > 1e-6f)
+                    fail_msg("%s: element %d is %g, expected %g", ly_xnn_node_name(cases[c].type),
+                             i, yd[i], want);
+            }
+        }
+        ly_tensor_free(&x);
+        ly_tensor_free(&y);
+        ly_et_xnnpack_free(d);
+        pte_sample_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -914,6 +965,7 @@ int main(void)
         cmocka_unit_test(test_fuzz_program),
         cmocka_unit_test(test_fuzz_sidecar),
         cmocka_unit_test(test_program_with_constants_in_delegate),
+        cmocka_unit_test(test_delegate_graph_or_operators),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -680,6 +680,53 @@ static bool dfl(builder *b, int index)
     return true;
 }
 
+/* RMSNorm as the exporter writes it (ops/norm/export.c): Square, the mean and
+ * eps as one FullyConnected (a filter of 1/C, a bias of eps), reciprocal
+ * square root, Multiply by x, then (optionally) by the scale: our rms_norm. */
+static bool rms_norm(builder *b, int index)
+{
+    const xop *ops = b->d->ops, *sq = &ops[index];
+    int x = sq->in[0];
+    const xval *xv = &b->d->v[x];
+    if (sq->clamp || b->uses[sq->out] != 1 || xv->ndim < 1) return false;
+    int f = only_reader(b, sq->out, index, LY_XNN_FULLY_CONNECTED);
+    if (f < 0 || ops[f].clamp || b->uses[ops[f].out] != 1) return false;
+    const __typeof__(b->xg->xnodes[f].u.fc) *c = &b->xg->xnodes[f].u.fc;
+    const xval *w = &b->d->v[c->filter_id];
+    if (c->flags || c->bias_id == NONE || w->numel != xv->last || w->dims[0] != 1) return false;
+    for (int64_t i = 1; i < w->numel; i++)
+        if (w->cdata[i] != w->cdata[0]) return false;
+    if (w->cdata[0] != 1.0f / (float)xv->last) return false;
+    float eps = b->d->v[c->bias_id].cdata[0];
+    int r = only_reader(b, ops[f].out, f, LY_XNN_RECIPROCAL_SQUARE_ROOT);
+    if (r < 0 || ops[r].clamp || b->uses[ops[r].out] != 1) return false;
+    int m = only_reader(b, ops[r].out, r, LY_XNN_MULTIPLY);
+    if (m < 0 || ops[m].clamp) return false;
+    if (!((ops[m].in[0] == x && ops[m].in[1] == ops[r].out) ||
+          (ops[m].in[1] == x && ops[m].in[0] == ops[r].out)))
+        return false;
+    int out = ops[m].out, scale = -1, m2 = -1;
+    if (b->uses[out] == 1 && b->d->v[out].kind == V_INTERNAL &&
+        (m2 = only_reader(b, out, m, LY_XNN_MULTIPLY)) >= 0 && !ops[m2].clamp) {
+        int other = ops[m2].in[0] == out ? ops[m2].in[1] : ops[m2].in[0];
+        const xval *sv = &b->d->v[other];
+        if (other != out && sv->ndim == 1 && sv->numel == xv->last) scale = other;
+    }
+    ly_graph_value in[2] = {get_as_is(b, x), scale >= 0 ? get_as_is(b, scale) : LY_GRAPH_NONE},
+                   y = LY_GRAPH_NONE;
+    ly_norm_params p = {.eps = eps};
+    if (!failed(b) && ok(b, ly_graph_node(b->g, LY_OP_RMS_NORM, node_name(b, sq, "rms_norm"),
+                                          scale >= 0 ? 2 : 1, in, &p, 1, &y))) {
+        b->done[f] = b->done[r] = b->done[m] = true;
+        if (scale >= 0) {
+            b->done[m2] = true;
+            out = ops[m2].out;
+        }
+        b->as_is[out] = y;
+    }
+    return true;
+}
+
 static void op(builder *b, int index, const ly_xnn_node *n)
 {
     const xop *o = &b->d->ops[index];
@@ -739,6 +786,9 @@ static void op(builder *b, int index, const ly_xnn_node *n)
     }
     case LY_XNN_STATIC_SLICE:
         slice(b, o);
+        return;
+    case LY_XNN_SQUARE:
+        if (!rms_norm(b, index)) decline(b, o, "no op of ours computes it");
         return;
     default:
         break;
