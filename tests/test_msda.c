@@ -961,10 +961,75 @@ static void test_libreyolo_msda_unit(void **state)
     ly_npy_free(&want);
 }
 
+/* grid_sample by hand on [[0, 1, 2], [3, 4, 5]] (PyTorch's grid_sample gives
+ * the same): pixel centres, a midpoint, the left edge (half a pixel of zeros),
+ * outside, the far corner; align_corners; nearest (ties to even, as ATen's
+ * nearbyint). A NaN coordinate samples nothing (0), as ExecuTorch's portable
+ * kernel, where PyTorch's vectorized CPU kernel gives NaN. */
+static void test_grid_sample_by_hand(void **state)
+{
+    (void)state;
+    float in[6] = {0, 1, 2, 3, 4, 5};
+    const float third = 1.0f / 3.0f;
+    float grid[7][2] = {{-2.0f * third, -0.5f}, /* centre of (0, 0) */
+                        {2.0f * third, 0.5f},   /* centre of (1, 2) */
+                        {-third, -0.5f},        /* between (0, 0) and (0, 1) */
+                        {-1.0f, 0.5f},          /* left edge of row 1: half of 3 */
+                        {-3.0f, 0.0f},          /* outside */
+                        {NAN, 0.0f},            /* NaN: nothing sampled */
+                        {1.0f, 1.0f}};          /* the far corner */
+    struct {
+        int mode, corners;
+        float want[7];
+    } cases[] = {
+        {0, 0, {0.0f, 5.0f, 0.5f, 1.5f, 0.0f, 0.0f, 1.25f}},
+        {0, 1, {13.0f / 12.0f, 47.0f / 12.0f, 17.0f / 12.0f, 2.25f, 0.0f, 0.0f, 5.0f}},
+        {1, 0, {0.0f, 5.0f, 0.0f, 3.0f, 0.0f, 0.0f, 0.0f}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float out[7];
+        ly_tensor x = {.data = in, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 2, 3}};
+        ly_tensor g = {.data = grid, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 7, 2}};
+        ly_tensor y = {.data = out, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 1, 7}};
+        ly_kernel_call call;
+        assert_int_equal(ly_kernel_call_init(&call), LY_OK);
+        ly_grid_sample_params p = {.mode = cases[c].mode, .align_corners = cases[c].corners};
+        call.in[0] = &x;
+        call.in[1] = &g;
+        call.out[0] = &y;
+        call.params = &p;
+        assert_int_equal(ly_kernel_dispatch("grid_sample", &call), LY_OK);
+        for (int i = 0; i < 7; i++)
+            if (fabsf(out[i] - cases[c].want[i]) > 1e-6f)
+                fail_msg("mode %d align_corners %d point %d: %g, expected %g", cases[c].mode,
+                         cases[c].corners, i, out[i], cases[c].want[i]);
+    }
+    /* refused: another padding, a grid of other pairs */
+    ly_grid_sample_params border = {.padding_mode = 1};
+    float out[7];
+    ly_tensor x = {.data = in, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 2, 3}};
+    ly_tensor g = {.data = grid, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 7, 2}};
+    ly_tensor y = {.data = out, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 1, 7}};
+    ly_kernel_call call;
+    assert_int_equal(ly_kernel_call_init(&call), LY_OK);
+    call.in[0] = &x;
+    call.in[1] = &g;
+    call.out[0] = &y;
+    call.params = &border;
+    assert_int_equal(ly_kernel_dispatch("grid_sample", &call), LY_E_UNSUPPORTED);
+    assert_non_null(strstr(ly_last_error(), "padding_mode is 1"));
+    ly_tensor g3 = {.data = grid, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 2, 7}};
+    call.in[1] = &g3;
+    call.params = NULL;
+    assert_int_equal(ly_kernel_dispatch("grid_sample", &call), LY_E_SHAPE);
+    assert_non_null(strstr(ly_last_error(), "grid"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_bilinear),
+        cmocka_unit_test(test_grid_sample_by_hand),
         cmocka_unit_test(test_hand_discrete),
         cmocka_unit_test(test_edges),
         cmocka_unit_test(test_reference_vs_double),

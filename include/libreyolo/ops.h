@@ -187,6 +187,19 @@ typedef struct ly_ms_deform_attn_params {
         .mode = 0                                                                                  \
     }
 
+/* grid_sample: torch.nn.functional.grid_sample of an NCHW input at the (x, y)
+ * points of a grid [N, Ho, Wo, 2] in [-1, 1] (x along W), padding with zeros:
+ * ATen's grid_sampler_2d (the portable form of ms_deform_attn). */
+typedef struct ly_grid_sample_params {
+    int64_t mode;          /* 0 bilinear (default) or 1 nearest, as ATen numbers them */
+    int64_t padding_mode;  /* 0 zeros (the only one) */
+    int64_t align_corners; /* 0 (default) or 1 */
+} ly_grid_sample_params;
+#define LY_GRID_SAMPLE_DEFAULTS                                                                    \
+    {                                                                                              \
+        .mode = 0, .padding_mode = 0, .align_corners = 0                                           \
+    }
+
 typedef struct ly_sdpa_params {
     double scale;   /* factor applied to q·kᵀ; 0 (default) = 1/sqrt(head dim) */
     int64_t layout; /* LY_SDPA_BHND (default) or LY_SDPA_BNHD (libreyolo/sdpa.h) */

@@ -126,6 +126,18 @@ const ly_pte_op_schema ly_pte_op_schemas[LY_PTE_PORTABLE_COUNT] = {
                                 {"mode", I}},
                                1,
                                {"out"}},
+    /* grid_sampler_2d.out(Tensor input, Tensor grid, int interpolation_mode,
+     *                     int padding_mode, bool align_corners, *, Tensor(a!) out) */
+    [LY_PTE_GRID_SAMPLER_2D] = {"aten::grid_sampler_2d",
+                                "out",
+                                5,
+                                {{"input", T},
+                                 {"grid", T},
+                                 {"interpolation_mode", I},
+                                 {"padding_mode", I},
+                                 {"align_corners", B}},
+                                1,
+                                {"out"}},
 };
 
 bool ly_pte_op_find(const char *name, const char *overload, ly_pte_portable_op *op)

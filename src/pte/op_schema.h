@@ -78,6 +78,7 @@ typedef enum ly_pte_portable_op {
     LY_PTE_TOPK,               /* aten::topk.values */
     LY_PTE_INDEX_SELECT,       /* aten::index_select.out */
     LY_PTE_MS_DEFORM_ATTN,     /* libreyolo::ms_deform_attn.out (docs/attention.md) */
+    LY_PTE_GRID_SAMPLER_2D,    /* aten::grid_sampler_2d.out */
     LY_PTE_PORTABLE_COUNT
 } ly_pte_portable_op;
 

@@ -797,6 +797,41 @@ static ly_status msda_run(et_value *v, const int32_t *a, int threads)
     return ly_kernel_dispatch_op(LY_OP_MS_DEFORM_ATTN, &call);
 }
 
+/* ---- grid_sampler_2d.out(input, grid, interpolation_mode, padding_mode,
+ *                         align_corners, *, out) ------------------------------------------- */
+
+static void grid_call(et_value *v, const int32_t *a, ly_kernel_call *call, ly_grid_sample_params *p)
+{
+    ly_kernel_call_init(call);
+    *p = (ly_grid_sample_params){
+        .mode = v[a[2]].i, .padding_mode = v[a[3]].i, .align_corners = v[a[4]].b ? 1 : 0};
+    call->params = p;
+    call->in[0] = &v[a[0]].t;
+    call->in[1] = &v[a[1]].t;
+}
+
+static ly_status grid_check(const et_value *v, const int32_t *a, const char *what)
+{
+    ly_status st = f32(v, a[0], what, "input", false);
+    if (st == LY_OK) st = f32(v, a[1], what, "grid", false);
+    if (st == LY_OK) st = f32(v, a[5], what, "out", true);
+    if (st != LY_OK) return st;
+    ly_kernel_call call;
+    ly_grid_sample_params p;
+    grid_call((et_value *)v, a, &call, &p);
+    return expect_inferred(LY_OP_GRID_SAMPLE, &call, 0, &v[a[5]].t, what);
+}
+
+static ly_status grid_run(et_value *v, const int32_t *a, int threads)
+{
+    ly_kernel_call call;
+    ly_grid_sample_params p;
+    grid_call(v, a, &call, &p);
+    call.out[0] = &v[a[5]].t;
+    call.threads = threads;
+    return ly_kernel_dispatch_op(LY_OP_GRID_SAMPLE, &call);
+}
+
 /* ---- the table: a kernel for every row of the operator schemas ---------------------- */
 
 #define KERNEL(op, check, run) [op] = {&ly_pte_op_schemas[op], check, run}
@@ -824,6 +859,7 @@ static const et_kernel kernels[LY_PTE_PORTABLE_COUNT] = {
     KERNEL(LY_PTE_TOPK, topk_check, topk_run),
     KERNEL(LY_PTE_INDEX_SELECT, index_select_check, index_select_run),
     KERNEL(LY_PTE_MS_DEFORM_ATTN, msda_check, msda_run),
+    KERNEL(LY_PTE_GRID_SAMPLER_2D, grid_check, grid_run),
 };
 
 const et_kernel *ly_et_find_kernel(const char *name, const char *overload)

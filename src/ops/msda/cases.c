@@ -297,3 +297,79 @@ static void describe(ly_op op, const ly_check_case *c, int out_index, const ly_t
 }
 
 const ly_case_set ly_cases_msda = {.build = build, .count = count_cases, .describe = describe};
+
+/* ---- grid_sample ------------------------------------------------------------------ */
+
+/* Shapes of the portable form of ms_deform_attn (heads as the batch, a level's
+ * map, queries x points as the grid) and odd ones; grids inside [-1, 1], on
+ * pixel edges and centres, outside, and with NaN and inf; both modes and both
+ * corner conventions. */
+typedef struct grid_case {
+    const char *name;
+    int64_t N, C, H, W, Ho, Wo;
+    int mode, align_corners;
+    bool specials;
+} grid_case;
+
+static const grid_case grid_cases[] = {
+    {"dfine_n level 0", 8, 16, 40, 40, 300, 6, 0, 0, false},
+    {"rtdetr level 2", 8, 32, 20, 20, 300, 4, 0, 0, false},
+    {"odd 3x13 of 5x7", 3, 13, 5, 7, 9, 4, 0, 0, false},
+    {"1x1 map", 2, 5, 1, 1, 6, 3, 0, 0, false},
+    {"align_corners", 2, 7, 6, 9, 5, 5, 0, 1, false},
+    {"nearest", 2, 7, 6, 9, 5, 5, 1, 0, false},
+    {"nearest align_corners", 2, 7, 6, 9, 5, 5, 1, 1, false},
+    {"NaN, inf and far points", 2, 6, 4, 5, 8, 8, 0, 0, true},
+    {"nearest NaN, inf and far points", 2, 6, 4, 5, 8, 8, 1, 0, true},
+    {"no points", 1, 4, 3, 3, 0, 2, 0, 0, false},
+};
+
+static float grid_coordinate(ly_check_rng *r, int64_t size, bool specials)
+{
+    uint64_t kind = ly_check_rng_below(r, specials ? 8 : 5);
+    float s = (float)size;
+    switch (kind) {
+    case 0: /* a pixel edge or centre: ((k / 2) * 2 + 1) / size - 1 */
+        return ((float)ly_check_rng_below(r, (uint64_t)(2 * size + 1)) + 0.5f) / s - 1.0f;
+    case 1: /* just outside */
+        return (ly_check_rng_below(r, 2) ? 1.0f : -1.0f) * (1.0f + (float)ly_check_rng_unit(r) / s);
+    case 5:
+        return NAN;
+    case 6:
+        return ly_check_rng_below(r, 2) ? INFINITY : -INFINITY;
+    case 7:
+        return ly_check_rng_below(r, 2) ? 1e30f : -3e9f;
+    default:
+        return (float)(ly_check_rng_unit(r) * 2.2 - 1.1);
+    }
+}
+
+static ly_status build_grid_sample(ly_op op, int64_t index, bool full, ly_check_case *c)
+{
+    (void)op;
+    (void)full;
+    if (index < 0 || index >= (int64_t)(sizeof grid_cases / sizeof grid_cases[0]))
+        return LY_E_NOT_FOUND;
+    const grid_case *g = &grid_cases[index];
+    snprintf(c->name, sizeof c->name,
+             "%s: [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "] at [%" PRId64 ",%" PRId64 "]",
+             g->name, g->N, g->C, g->H, g->W, g->Ho, g->Wo);
+    uint64_t seed = ly_check_seed("grid_sample", c->name);
+    ly_status st = ly_check_case_random(c, 0, 4, (int64_t[]){g->N, g->C, g->H, g->W}, 4.0f, &seed);
+    float *grid = st == LY_OK
+                      ? ly_check_case_input(c, 1, LY_F32, 4, (int64_t[]){g->N, g->Ho, g->Wo, 2})
+                      : NULL;
+    if (st == LY_OK && !grid) st = LY_E_NO_MEMORY;
+    if (st != LY_OK) return st;
+    ly_check_rng r = {.state = seed};
+    for (int64_t i = 0; i < g->N * g->Ho * g->Wo; i++) {
+        grid[2 * i] = grid_coordinate(&r, g->W, g->specials);
+        grid[2 * i + 1] = grid_coordinate(&r, g->H, g->specials);
+    }
+    ly_grid_sample_params p = {
+        .mode = g->mode, .padding_mode = 0, .align_corners = g->align_corners};
+    ly_check_case_params(c, &p, sizeof p);
+    return LY_OK;
+}
+
+const ly_case_set ly_cases_grid_sample = {.build = build_grid_sample};

@@ -192,6 +192,43 @@ ly_status ly_contract_ms_deform_attn(const ly_kernel_call *call,
     return LY_OK;
 }
 
+/* input [N, C, H, W], grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]. */
+ly_status ly_contract_grid_sample(const ly_kernel_call *call, ly_tensor out[LY_KERNEL_MAX_OUTPUTS],
+                                  int *n_out)
+{
+    const char *slot = ly_op_name(LY_OP_GRID_SAMPLE);
+    TRY(check_call(slot, call, out, n_out));
+    const ly_grid_sample_params *p = LY_PARAMS(call, ly_grid_sample_params);
+    if (p->mode != 0 && p->mode != 1)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.mode is %lld, expected 0 (bilinear) or 1 (nearest)", slot,
+                            (long long)p->mode);
+    if (p->padding_mode != 0)
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "%s: params.padding_mode is %lld, expected 0 (zeros; border and "
+                            "reflection are not supported)",
+                            slot, (long long)p->padding_mode);
+    if (p->align_corners != 0 && p->align_corners != 1)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.align_corners is %lld, expected 0 or 1", slot,
+                            (long long)p->align_corners);
+    const ly_tensor *x = call->in[0], *grid = call->in[1];
+    TRY(check_operand(slot, x, "input", LY_F32, 4, (const int64_t[]){-1, -1, -1, -1},
+                      "[N, C, H, W]", ""));
+    TRY(check_operand(slot, grid, "grid", LY_F32, 4, (const int64_t[]){x->shape[0], -1, -1, 2},
+                      "[N, Ho, Wo, 2]", "(N as the input's)"));
+    if (x->shape[2] > MAX_LEVEL_SIZE || x->shape[3] > MAX_LEVEL_SIZE)
+        return ly_set_error(LY_E_SHAPE, "%s: input is %lldx%lld, at most %lld on a side", slot,
+                            (long long)x->shape[2], (long long)x->shape[3],
+                            (long long)MAX_LEVEL_SIZE);
+    out[0] = (ly_tensor){.data = NULL,
+                         .dtype = LY_F32,
+                         .ndim = 4,
+                         .shape = {x->shape[0], x->shape[1], grid->shape[1], grid->shape[2]}};
+    *n_out = 1;
+    return LY_OK;
+}
+
 ly_status ly_contract_ms_deform_attn_backward(const ly_kernel_call *call,
                                               ly_tensor out[LY_KERNEL_MAX_OUTPUTS], int *n_out)
 {
@@ -293,3 +330,6 @@ ly_status ly_ms_deform_attn_backward(const ly_tensor *grad_output, const ly_tens
 }
 
 LY_PARAMS_FIELDS(ly_ms_deform_attn_params, LY_FIELD_INT(ly_ms_deform_attn_params, mode, 1))
+LY_PARAMS_FIELDS(ly_grid_sample_params, LY_FIELD_INT(ly_grid_sample_params, mode, 1),
+                 LY_FIELD_INT(ly_grid_sample_params, padding_mode, 1),
+                 LY_FIELD_INT(ly_grid_sample_params, align_corners, 1))
