@@ -577,39 +577,57 @@ static void check_outputs(const char *name, ly_model *m, const char *ref, double
     ly_npy_free(&input);
 }
 
-/* The checkpoint exported to ExecuTorch (ms_deform_attn a portable call of
- * libreyolo::ms_deform_attn.out between XNNPACK partitions, whose only
- * constants are packed filters and biases) and the program checked as the
- * checkpoint. */
+static bool contains(const uint8_t *bytes, size_t size, const char *text)
+{
+    size_t n = strlen(text);
+    for (size_t i = 0; i + n <= size; i++)
+        if (memcmp(bytes + i, text, n) == 0) return true;
+    return false;
+}
+
+/* The checkpoint exported to ExecuTorch in both forms of its deformable
+ * attention, each program's only delegate constants packed filters and
+ * biases, and each checked as the checkpoint: the portable form (the
+ * default: grid_sampler_2d calls and XNNPACK partitions, no operator of ours)
+ * and the custom one (libreyolo::ms_deform_attn.out calls). */
 static void check_export(const char *name, ly_model *m, const char *ref, double logits_gate)
 {
-    char dir[] = "/tmp/ly_detr_pte.XXXXXX", out[96], sidecar[112], what[160];
-    assert_non_null(mkdtemp(dir));
-    snprintf(out, sizeof out, "%s/detr.pte", dir);
-    snprintf(sidecar, sizeof sidecar, "%s.json", out);
-    ly_export_options o;
-    ly_export_options_init(&o);
-    o.output_path = out;
-    if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s: %s", name, ly_last_error());
-    size_t size = 0;
-    uint8_t *program = read_all(out, &size);
-    assert_non_null(program);
-    expect_packed_constants_only(program, size, out);
-    free(program);
-    ly_model *pte;
-    ly_status st = ly_model_load(out, NULL, &pte);
-    if (!ly_et_xnnpack_available()) {
-        assert_int_equal(st, LY_E_UNSUPPORTED);
-        print_message("%s exported; this build runs no XNNPACK programs\n", name);
-    } else {
-        if (st != LY_OK) fail_msg("%s", ly_last_error());
-        snprintf(what, sizeof what, "%s .pte", name);
-        check_outputs(what, pte, ref, logits_gate);
-        ly_model_free(pte);
+    static const char *const forms[2] = {"portable", "custom"};
+    for (int f = 0; f < 2; f++) {
+        char dir[] = "/tmp/ly_detr_pte.XXXXXX", out[96], sidecar[112], what[160];
+        assert_non_null(mkdtemp(dir));
+        snprintf(out, sizeof out, "%s/detr.pte", dir);
+        snprintf(sidecar, sizeof sidecar, "%s.json", out);
+        ly_export_options o;
+        ly_export_options_init(&o);
+        o.output_path = out;
+        o.msda = f ? forms[f] : NULL;
+        if (ly_model_export(m, &o, NULL, 0) != LY_OK) fail_msg("%s: %s", name, ly_last_error());
+        size_t size = 0;
+        uint8_t *program = read_all(out, &size);
+        assert_non_null(program);
+        expect_packed_constants_only(program, size, out);
+        bool custom = contains(program, size, "libreyolo::ms_deform_attn"),
+             grid = contains(program, size, "aten::grid_sampler_2d");
+        free(program);
+        if (custom != (f == 1) || grid != (f == 0))
+            fail_msg("%s: the %s form calls libreyolo::ms_deform_attn %s and grid_sampler_2d %s",
+                     name, forms[f], custom ? "yes" : "no", grid ? "yes" : "no");
+        ly_model *pte;
+        ly_status st = ly_model_load(out, NULL, &pte);
+        if (!ly_et_xnnpack_available()) {
+            assert_int_equal(st, LY_E_UNSUPPORTED);
+            print_message("%s exported; this build runs no XNNPACK programs\n", name);
+        } else {
+            if (st != LY_OK) fail_msg("%s", ly_last_error());
+            snprintf(what, sizeof what, "%s .pte (%s)", name, forms[f]);
+            check_outputs(what, pte, ref, logits_gate);
+            ly_model_free(pte);
+        }
+        unlink(out);
+        unlink(sidecar);
+        rmdir(dir);
     }
-    unlink(out);
-    unlink(sidecar);
-    rmdir(dir);
 }
 
 /* ly_model_load + ly_model_run on LibreYOLO's input.npy, every family with

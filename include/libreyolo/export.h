@@ -51,6 +51,13 @@ typedef struct ly_export_options {
      * LibreYOLO9t). The sidecar is this path with ".json" appended. */
     const char *output_path;
     const char *model_path; /* the file the model was loaded from (may be NULL) */
+    /* How multi-scale deformable attention (the DETR families) is written:
+     * "portable" (NULL: the default) as ATen's grid_sampler_2d and ops the
+     * XNNPACK delegate takes, so that a stock ExecuTorch runs the program; or
+     * "custom", one call of our operator libreyolo::ms_deform_attn.out per
+     * attention (faster; ExecuTorch needs our kernel library for it). Ignored
+     * by programs without such attention. */
+    const char *msda;
 } ly_export_options;
 
 LY_API ly_status ly_export_options_init(ly_export_options *options);

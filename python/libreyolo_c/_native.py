@@ -143,6 +143,7 @@ class ExportOptions(ctypes.Structure):
         ("nms", ctypes.c_bool),
         ("output_path", ctypes.c_char_p),
         ("model_path", ctypes.c_char_p),
+        ("msda", ctypes.c_char_p),
     ]
 
 

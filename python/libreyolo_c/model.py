@@ -381,13 +381,15 @@ class LibreYOLO:
 
     __call__ = predict
 
-    def export(self, format="onnx", imgsz=None, output_path=None, **kwargs):
+    def export(self, format="onnx", imgsz=None, output_path=None, msda=None, **kwargs):
         """LibreYOLO's export: the written program's path. format "executorch"
         is this library's (LibreYOLO's default "onnx" needs PyTorch and is
         refused with the formats this build writes). LibreYOLO's other
         parameters are taken at their defaults (device 'cpu'/'auto', batch 1,
         verbose anything); set otherwise (half, int8, opset, ...) they raise
-        NotImplementedError, and an unknown one TypeError with the closest name."""
+        NotImplementedError, and an unknown one TypeError with the closest name.
+        msda (ours): the DETR families' deformable attention as "portable"
+        (the default: runs in a stock ExecuTorch) or "custom" (our operator)."""
         for key, value in kwargs.items():
             if key in _EXPORT_DEFAULTS:
                 if key == "device":
@@ -398,7 +400,7 @@ class LibreYOLO:
                         f"libreyolo-c (only {key}={_EXPORT_DEFAULTS[key]!r})", n.LY_E_UNSUPPORTED)
             else:
                 close = difflib.get_close_matches(key, list(_EXPORT_DEFAULTS) +
-                                                  ["format", "imgsz", "output_path"], n=1)
+                                                  ["format", "imgsz", "output_path", "msda"], n=1)
                 raise TypeError(f"Unsupported export option: {key}" +
                                 (f" (did you mean {close[0]}?)" if close else ""))
         o = n.ExportOptions()
@@ -413,6 +415,8 @@ class LibreYOLO:
             o.imgsz_len = len(values)
         if output_path is not None:
             o.output_path = os.fsencode(output_path)
+        if msda is not None:
+            o.msda = str(msda).encode()
         written = ctypes.create_string_buffer(4096)
         _check(n.ly_model_export(self._handle, ctypes.byref(o), written, len(written)))
         return written.value.decode()

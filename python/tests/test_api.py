@@ -125,6 +125,11 @@ def test_export_round_trip(detector_path, tmp_path, images):
     assert p.predict(images[2]).orig_shape == m.predict(images[2]).orig_shape
     with pytest.raises(ValueError):
         m.export(format="executorch", imgsz=333)
+    # ours: the DETR families' deformable attention form (YOLO9 has none: no effect)
+    assert m.export(format="executorch", imgsz=320, msda="custom",
+                    output_path=str(tmp_path / "c.pte")).endswith("c.pte")
+    with pytest.raises(ValueError, match="msda must be 'portable' or 'custom'"):
+        m.export(format="executorch", imgsz=320, msda="grid", output_path=str(tmp_path / "g.pte"))
 
 
 SWINIR = os.path.join(SHARED, "swinir", "LibreSwinIRs-restore_seed0.pt")

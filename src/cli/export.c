@@ -19,7 +19,8 @@ void ly_cli_usage_export(FILE *to)
 {
     fputs("usage: libreyolo export --model M --format executorch [--imgsz S | H,W] [--batch 1]\n"
           "                        [--dynamic] [--delegate xnnpack] [--device cpu] [--half]\n"
-          "                        [--int8] [--nms] [--output PATH] [--json]\n"
+          "                        [--int8] [--nms] [--msda portable|custom] [--output PATH]\n"
+          "                        [--json]\n"
           "\n"
           "Writes model M as an ExecuTorch program with the XNNPACK delegate (ExecuTorch 1.2\n"
           "format) and its metadata sidecar PATH.json, as a pair: a failure leaves the\n"
@@ -35,6 +36,10 @@ void ly_cli_usage_export(FILE *to)
           "  --device D       cpu (or auto)\n"
           "  --half, --int8   refused: ExecuTorch export is FP32\n"
           "  --nms            refused: no embedded NMS\n"
+          "  --msda FORM      the DETR families' deformable attention: portable (default;\n"
+          "                   ATen's grid_sampler_2d: runs in a stock ExecuTorch) or custom\n"
+          "                   (our operator libreyolo::ms_deform_attn.out: faster; ExecuTorch\n"
+          "                   needs our kernel library)\n"
           "  --output PATH    the program (default weights/<stem of M>.pte)\n"
           "  --json           print {\"program\", \"sidecar\"} instead of text\n"
           "The program runs with `libreyolo predict --model PATH ...`.\n",
@@ -123,6 +128,8 @@ int ly_cli_export(int argc, char **argv)
             o.delegate = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--device", &missing))) {
             o.device = v;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--msda", &missing))) {
+            o.msda = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--output", &missing)) ||
                    (v = ly_cli_option_value(argc, argv, &i, "--output-path", &missing))) {
             o.output_path = v;

@@ -106,6 +106,7 @@ static void tuple_text(const int64_t *v, size_t n, char *out, size_t size)
 
 typedef struct resolved {
     int64_t h, w;
+    bool msda_custom; /* ms_deform_attn as our operator, not its portable form */
     char output[4096];
 } resolved;
 
@@ -164,6 +165,18 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
     if (o->nms)
         return ly_set_error(LY_E_UNSUPPORTED,
                             "%s: EXECUTORCH embedded NMS export is not supported.", fn);
+    /* ours: how deformable attention is written (not an option of LibreYOLO's) */
+    if (o->msda) {
+        char form[64];
+        lower_copy(o->msda, form, sizeof form);
+        if (strcmp(form, "portable") != 0 && strcmp(form, "custom") != 0) {
+            char q[160];
+            py_repr(o->msda, q, sizeof q);
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: msda must be 'portable' or 'custom', got %s.", fn, q);
+        }
+        r->msda_custom = strcmp(form, "custom") == 0;
+    }
     /* 5. _resolve_params */
     if (o->device) {
         char device[64];
@@ -225,7 +238,8 @@ static ly_status validate(const ly_model_desc *d, const ly_export_options *o, re
 /* The graph's shapes inferred for [1, 3, h, w] and the graph lowered; capture
  * keeps the accelerated providers out of what the lowering runs (the FOLD
  * ops' references). */
-static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_result *lowered)
+static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, bool msda_custom,
+                         ly_lower_result *lowered)
 {
     ly_graph *own = NULL;
     if (d->recipe->capture_graph) {
@@ -258,7 +272,17 @@ static ly_status capture(const ly_model_desc *d, int64_t h, int64_t w, ly_lower_
             lo.outputs = keep;
             lo.n_outputs = n;
         }
-        st = ly_export_lower(g, shapes, &lo, lowered);
+        ly_graph *portable = NULL;
+        if (!msda_custom) st = ly_export_msda_portable(g, shapes, &portable);
+        if (st == LY_OK && portable) {
+            ly_tensor *more =
+                realloc(shapes, ((size_t)ly_graph_value_count(portable) + 1) * sizeof *shapes);
+            if (more) shapes = more;
+            st = more ? ly_graph_infer(portable, 1, &input, shapes)
+                      : ly_set_error(LY_E_NO_MEMORY, "ly_model_export: out of memory");
+        }
+        if (st == LY_OK) st = ly_export_lower(portable ? portable : g, shapes, &lo, lowered);
+        ly_graph_free(portable);
     }
     free(shapes);
     ly_graph_free(own);
@@ -309,7 +333,7 @@ ly_status ly_model_export(ly_model *model, const ly_export_options *options, cha
     ly_lower_result lowered = {0};
     char *sidecar = NULL;
     size_t sidecar_len = 0;
-    if (st == LY_OK) st = capture(d, r->h, r->w, &lowered);
+    if (st == LY_OK) st = capture(d, r->h, r->w, r->msda_custom, &lowered);
     if (st == LY_OK)
         st = sidecar_text(d, r->h, r->w, lowered.delegate_partitions, &sidecar, &sidecar_len);
     if (st == LY_OK)

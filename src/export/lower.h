@@ -54,4 +54,9 @@ typedef struct ly_lower_result {
 ly_status ly_export_lower(ly_graph *g, const ly_tensor *shapes, const ly_lower_options *options,
                           ly_lower_result *out);
 
+/* A copy of `g` (value shapes `shapes`) with every ms_deform_attn node in its
+ * portable form (msda_portable.c): grid_sample calls and XNNPACK-delegable ops
+ * a stock ExecuTorch runs. *out is NULL when `g` has no such node. */
+ly_status ly_export_msda_portable(ly_graph *g, const ly_tensor *shapes, ly_graph **out);
+
 #endif

@@ -102,6 +102,7 @@ refuse 5 "EXECUTORCH FP16 export is not supported." --half
 refuse 5 "EXECUTORCH INT8 export is not supported." --int8
 refuse 5 "EXECUTORCH INT8 export is not supported." --half --int8
 refuse 1 "ExecuTorch v1 supports delegate='xnnpack' only, got 'coreml'." --delegate CoreML
+refuse 1 "msda must be 'portable' or 'custom', got 'grid'." --msda grid
 refuse 1 "ExecuTorch XNNPACK export requires device='cpu'." --device cuda
 refuse 1 "Rectangular imgsz export is not validated for format 'executorch'." --imgsz 640,480
 refuse 1 "imgsz tuple must be (height, width), got (640, 640, 3)" --imgsz 640,640,3
