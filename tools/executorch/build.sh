@@ -6,7 +6,11 @@
 #
 #   ../shared/tools/peers/executorch/build.sh v1.4.1      # once: $ET_ROOT/v1.4.1/{executorch,build}
 #   tools/executorch/build.sh [TAG]                        # -> $ET_ROOT/TAG/build/et_run_detr
-#   tools/executorch/run.sh MODEL.pte INPUT.npy OUTDIR [REFDIR]   # run + compare
+#   RUNNER=et_run_detr TAG=v1.4.1 ../shared/tools/peers/executorch/run.sh MODEL.pte IN.npy OUT [REF]
+#
+# With libreyolo built (build/ or LY_BUILD=), it also builds our kernel library
+# for the custom operator (libreyolo_executorch_kernels.a, plugins/executorch/)
+# and et_run_detr_custom, the runner with it linked in.
 #
 # Nothing of ExecuTorch is copied here: its sources and libraries stay under
 # $ET_ROOT (default /tmp/et). The runner (et_run.cpp) and the other
@@ -58,3 +62,27 @@ c++ -O3 -o "$B/et_run_detr" "${OBJS[@]}" \
   "$L/backends/xnnpack/third-party/cpuinfo/libcpuinfo.a" \
   "$L/backends/xnnpack/third-party/pthreadpool/libpthreadpool.a" -lm -pthread
 echo "$B/et_run_detr"
+
+# Our kernel library for the custom operator (plugins/executorch/): an archive
+# an app links with --whole-archive beside libreyolo, and et_run_detr_custom,
+# the same runner with it, for programs exported with --msda custom.
+LY_BUILD=${LY_BUILD:-$HERE/../../build}
+if [ -f "$LY_BUILD/libreyolo.so" ]; then
+  k=$OUT/ms_deform_attn_kernel.o
+  c++ -O3 -DNDEBUG -Wno-deprecated-declarations -fPIC -pthread -std=gnu++17 $DEFS $INC \
+    -I"$HERE/../../include" -c "$HERE/../../plugins/executorch/ms_deform_attn_kernel.cpp" -o "$k"
+  ar rcs "$B/libreyolo_executorch_kernels.a" "$k"
+  c++ -O3 -o "$B/et_run_detr_custom" "${OBJS[@]}" \
+    -Wl,--whole-archive "$L/libexecutorch.a" "$L/backends/xnnpack/libxnnpack_backend.a" \
+    "$B/libreyolo_executorch_kernels.a" -Wl,--no-whole-archive \
+    "$L/extension/data_loader/libextension_data_loader.a" "$L/extension/threadpool/libextension_threadpool.a" \
+    "$L/libexecutorch_core.a" -ldl "$L/backends/xnnpack/third-party/XNNPACK/libXNNPACK.a" \
+    "$L/backends/xnnpack/third-party/XNNPACK/libxnnpack-microkernels-prod.a" \
+    "$L/backends/xnnpack/third-party/cpuinfo/libcpuinfo.a" \
+    "$L/backends/xnnpack/third-party/pthreadpool/libpthreadpool.a" \
+    -L"$LY_BUILD" -Wl,-rpath,"$(cd "$LY_BUILD" && pwd)" -lreyolo -lm -pthread
+  echo "$B/libreyolo_executorch_kernels.a"
+  echo "$B/et_run_detr_custom"
+else
+  echo "build.sh: no libreyolo.so in $LY_BUILD (make build first; LY_BUILD=): the kernel library is not built" >&2
+fi
