@@ -14,56 +14,67 @@
 
 #include <optional>
 
-namespace torch { namespace executor { namespace native {
-Tensor& grid_sampler_2d_out(KernelRuntimeContext& ctx, const Tensor& input, const Tensor& grid,
+namespace torch
+{
+namespace executor
+{
+namespace native
+{
+Tensor &grid_sampler_2d_out(KernelRuntimeContext &ctx, const Tensor &input, const Tensor &grid,
                             int64_t interpolation_mode, int64_t padding_mode, bool align_corners,
-                            Tensor& out);
-Tensor& avg_pool2d_out(KernelRuntimeContext& ctx, const Tensor& in,
+                            Tensor &out);
+Tensor &avg_pool2d_out(KernelRuntimeContext &ctx, const Tensor &in,
                        executorch::aten::ArrayRef<int64_t> kernel_size,
                        executorch::aten::ArrayRef<int64_t> stride,
                        executorch::aten::ArrayRef<int64_t> padding, bool ceil_mode,
                        bool count_include_pad, std::optional<int64_t> divisor_override,
-                       Tensor& out);
-Tensor& exp_out(KernelRuntimeContext& ctx, const Tensor& in, Tensor& out);
-Tensor& sin_out(KernelRuntimeContext& ctx, const Tensor& in, Tensor& out);
-Tensor& cos_out(KernelRuntimeContext& ctx, const Tensor& in, Tensor& out);
-}}}  // namespace torch::executor::native
+                       Tensor &out);
+Tensor &exp_out(KernelRuntimeContext &ctx, const Tensor &in, Tensor &out);
+Tensor &sin_out(KernelRuntimeContext &ctx, const Tensor &in, Tensor &out);
+Tensor &cos_out(KernelRuntimeContext &ctx, const Tensor &in, Tensor &out);
+} // namespace native
+} // namespace executor
+} // namespace torch
 
-namespace {
+namespace
+{
 using executorch::aten::Tensor;
 using executorch::runtime::EValue;
 using executorch::runtime::KernelRuntimeContext;
 using executorch::runtime::Span;
 namespace native = torch::executor::native;
 
-#define EXPECT_ARGS(name, n)                                                                  \
-  ET_KERNEL_CHECK_MSG(ctx, stack.size() == (n), InvalidProgram, /*void*/,                    \
-                      name " expects %d boxed args, got %zu", (int)(n), stack.size())
+#define EXPECT_ARGS(name, n)                                                                       \
+    ET_KERNEL_CHECK_MSG(ctx, stack.size() == (n), InvalidProgram, /*void*/,                        \
+                        name " expects %d boxed args, got %zu", (int)(n), stack.size())
 
-void grid_sampler_2d(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  EXPECT_ARGS("grid_sampler_2d.out", 7);
-  native::grid_sampler_2d_out(ctx, stack[0]->toTensor(), stack[1]->toTensor(),
-                              stack[2]->toInt(), stack[3]->toInt(), stack[4]->toBool(),
-                              stack[5]->toTensor());
+void grid_sampler_2d(KernelRuntimeContext &ctx, Span<EValue *> stack)
+{
+    EXPECT_ARGS("grid_sampler_2d.out", 7);
+    native::grid_sampler_2d_out(ctx, stack[0]->toTensor(), stack[1]->toTensor(), stack[2]->toInt(),
+                                stack[3]->toInt(), stack[4]->toBool(), stack[5]->toTensor());
 }
-void avg_pool2d(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  EXPECT_ARGS("avg_pool2d.out", 9);
-  native::avg_pool2d_out(ctx, stack[0]->toTensor(), stack[1]->toIntList(),
-                         stack[2]->toIntList(), stack[3]->toIntList(), stack[4]->toBool(),
-                         stack[5]->toBool(), stack[6]->toOptional<int64_t>(),
-                         stack[7]->toTensor());
+void avg_pool2d(KernelRuntimeContext &ctx, Span<EValue *> stack)
+{
+    EXPECT_ARGS("avg_pool2d.out", 9);
+    native::avg_pool2d_out(ctx, stack[0]->toTensor(), stack[1]->toIntList(), stack[2]->toIntList(),
+                           stack[3]->toIntList(), stack[4]->toBool(), stack[5]->toBool(),
+                           stack[6]->toOptional<int64_t>(), stack[7]->toTensor());
 }
-void exp_(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  EXPECT_ARGS("exp.out", 3);
-  native::exp_out(ctx, stack[0]->toTensor(), stack[1]->toTensor());
+void exp_(KernelRuntimeContext &ctx, Span<EValue *> stack)
+{
+    EXPECT_ARGS("exp.out", 3);
+    native::exp_out(ctx, stack[0]->toTensor(), stack[1]->toTensor());
 }
-void sin_(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  EXPECT_ARGS("sin.out", 3);
-  native::sin_out(ctx, stack[0]->toTensor(), stack[1]->toTensor());
+void sin_(KernelRuntimeContext &ctx, Span<EValue *> stack)
+{
+    EXPECT_ARGS("sin.out", 3);
+    native::sin_out(ctx, stack[0]->toTensor(), stack[1]->toTensor());
 }
-void cos_(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  EXPECT_ARGS("cos.out", 3);
-  native::cos_out(ctx, stack[0]->toTensor(), stack[1]->toTensor());
+void cos_(KernelRuntimeContext &ctx, Span<EValue *> stack)
+{
+    EXPECT_ARGS("cos.out", 3);
+    native::cos_out(ctx, stack[0]->toTensor(), stack[1]->toTensor());
 }
 
 const executorch::runtime::Kernel kernels[] = {
@@ -75,4 +86,4 @@ const executorch::runtime::Kernel kernels[] = {
 };
 const auto reg = executorch::runtime::register_kernels(
     Span<const executorch::runtime::Kernel>(kernels, sizeof kernels / sizeof *kernels));
-}  // namespace
+} // namespace
