@@ -372,4 +372,24 @@ static ly_status build_grid_sample(ly_op op, int64_t index, bool full, ly_check_
     return LY_OK;
 }
 
-const ly_case_set ly_cases_grid_sample = {.build = build_grid_sample};
+/* Benchmark: D-FINE-n's portable form, one level's value [8 heads, 16, s, s]
+ * of `numel` elements sampled at 300 queries x 6 points inside the map. */
+static ly_status bench_grid_sample(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)op;
+    (void)b;
+    int64_t side = (int64_t)sqrt((double)(numel / 128));
+    if (side < 1) side = 1;
+    snprintf(c->name, sizeof c->name, "[8,16,%" PRId64 ",%" PRId64 "] at 300x6 points", side, side);
+    ly_status st = ly_check_case_normalish(c, 0, 4, (int64_t[]){8, 16, side, side}, 1);
+    float *grid =
+        st == LY_OK ? ly_check_case_input(c, 1, LY_F32, 4, (int64_t[]){8, 300, 6, 2}) : NULL;
+    if (st == LY_OK && !grid) st = LY_E_NO_MEMORY;
+    if (st != LY_OK) return st;
+    ly_check_rng r = {.state = ly_check_seed("grid_sample", c->name)};
+    for (int64_t i = 0; i < 8 * 300 * 6 * 2; i++)
+        grid[i] = (float)(ly_check_rng_unit(&r) * 1.8 - 0.9);
+    return LY_OK;
+}
+
+const ly_case_set ly_cases_grid_sample = {.build = build_grid_sample, .bench = bench_grid_sample};

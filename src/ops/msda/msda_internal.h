@@ -142,4 +142,65 @@ static inline float ly_msda_tree8(const float p[8])
     return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
 }
 
+/* ---- grid_sample: shared by its reference and the AVX2 provider ------------- */
+
+/* ATen's grid_sampler_compute_source_index with zeros padding: the grid
+ * coordinate in [-1, 1] as a position in pixels, one rounded operation a step. */
+static inline float ly_grid_source_index(float coord, int64_t size, bool align_corners)
+{
+    if (align_corners) return ((coord + 1.0f) / 2.0f) * (float)(size - 1);
+    return ((coord + 1.0f) * (float)size - 1.0f) / 2.0f;
+}
+
+/* Whether a position floors to a pixel index an int64 holds (NaN and inf do
+ * not: their samples read nothing, as ATen's out-of-range corners). */
+static inline bool ly_grid_index_ok(float v)
+{
+    return v >= -0x1p62f && v <= 0x1p62f;
+}
+
+static inline bool ly_grid_within(int64_t y, int64_t x, int64_t h, int64_t w)
+{
+    return y >= 0 && y < h && x >= 0 && x < w;
+}
+
+/* What one grid point reads of an [H, W] plane: bilinear, its corners in
+ * bounds in the order nw, ne, sw, se with their weights, summed as
+ * acc = acc + v * w from 0; nearest (n == -1), the value at off[0] as it is;
+ * nothing (n == 0): 0. */
+typedef struct ly_grid_taps {
+    int n;
+    int64_t off[4];
+    float w[4];
+} ly_grid_taps;
+
+static inline void ly_grid_taps_of(const float *xy, int64_t H, int64_t W, bool align_corners,
+                                   bool nearest, ly_grid_taps *t)
+{
+    float ix = ly_grid_source_index(xy[0], W, align_corners);
+    float iy = ly_grid_source_index(xy[1], H, align_corners);
+    t->n = 0;
+    if (!ly_grid_index_ok(ix) || !ly_grid_index_ok(iy)) return;
+    if (nearest) {
+        int64_t col = (int64_t)nearbyintf(ix), row = (int64_t)nearbyintf(iy);
+        if (ly_grid_within(row, col, H, W)) {
+            t->n = -1;
+            t->off[0] = row * W + col;
+        }
+        return;
+    }
+    int64_t x0 = (int64_t)floorf(ix), y0 = (int64_t)floorf(iy), x1 = x0 + 1, y1 = y0 + 1;
+    const int64_t ys[4] = {y0, y0, y1, y1}, xs[4] = {x0, x1, x0, x1};
+    const float w[4] = {((float)x1 - ix) * ((float)y1 - iy), (ix - (float)x0) * ((float)y1 - iy),
+                        ((float)x1 - ix) * (iy - (float)y0), (ix - (float)x0) * (iy - (float)y0)};
+    for (int k = 0; k < 4; k++)
+        if (ly_grid_within(ys[k], xs[k], H, W)) {
+            t->off[t->n] = ys[k] * W + xs[k];
+            t->w[t->n++] = w[k];
+        }
+}
+
+/* The AVX2 provider of grid_sample (src/providers/avx2/grid_sample_avx2.c). */
+ly_status ly_grid_sample_avx2(const ly_kernel_call *call);
+
 #endif

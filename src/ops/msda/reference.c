@@ -133,63 +133,25 @@ ly_status ly_ref_ms_deform_attn_backward(const ly_kernel_call *call)
     return LY_OK;
 }
 
-/* ATen's grid_sampler_compute_source_index with zeros padding: the grid
- * coordinate in [-1, 1] as a position in pixels, one rounded operation a step. */
-static float grid_source_index(float coord, int64_t size, bool align_corners)
-{
-    if (align_corners) return ((coord + 1.0f) / 2.0f) * (float)(size - 1);
-    return ((coord + 1.0f) * (float)size - 1.0f) / 2.0f;
-}
-
-/* Whether a position floors to a pixel index an int64 holds (NaN and inf do
- * not: their samples read nothing, as ATen's out-of-range corners). */
-static bool grid_index_ok(float v)
-{
-    return v >= -0x1p62f && v <= 0x1p62f;
-}
-
-static bool grid_within(int64_t y, int64_t x, int64_t h, int64_t w)
-{
-    return y >= 0 && y < h && x >= 0 && x < w;
-}
-
 ly_status ly_ref_grid_sample(const ly_kernel_call *call)
 {
     const ly_grid_sample_params *p = LY_PARAMS(call, ly_grid_sample_params);
     const ly_tensor *x = call->in[0], *grid = call->in[1];
     const int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-    const int64_t Ho = grid->shape[1], Wo = grid->shape[2];
+    const int64_t points = grid->shape[1] * grid->shape[2];
     const float *in = x->data, *g = grid->data;
     float *out = call->out[0]->data;
-    const bool corners = p->align_corners != 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {
             const float *plane = in + (n * C + c) * H * W;
-            float *dst = out + (n * C + c) * Ho * Wo;
-            for (int64_t i = 0; i < Ho * Wo; i++) {
-                const float *xy = g + (n * Ho * Wo + i) * 2;
-                float ix = grid_source_index(xy[0], W, corners);
-                float iy = grid_source_index(xy[1], H, corners);
-                float acc = 0.0f;
-                if (!grid_index_ok(ix) || !grid_index_ok(iy)) {
-                    dst[i] = 0.0f;
-                    continue;
-                }
-                if (p->mode == 1) {
-                    int64_t col = (int64_t)nearbyintf(ix), row = (int64_t)nearbyintf(iy);
-                    dst[i] = grid_within(row, col, H, W) ? plane[row * W + col] : 0.0f;
-                    continue;
-                }
-                int64_t x0 = (int64_t)floorf(ix), y0 = (int64_t)floorf(iy);
-                int64_t x1 = x0 + 1, y1 = y0 + 1;
-                float nw = ((float)x1 - ix) * ((float)y1 - iy);
-                float ne = (ix - (float)x0) * ((float)y1 - iy);
-                float sw = ((float)x1 - ix) * (iy - (float)y0);
-                float se = (ix - (float)x0) * (iy - (float)y0);
-                if (grid_within(y0, x0, H, W)) acc = acc + plane[y0 * W + x0] * nw;
-                if (grid_within(y0, x1, H, W)) acc = acc + plane[y0 * W + x1] * ne;
-                if (grid_within(y1, x0, H, W)) acc = acc + plane[y1 * W + x0] * sw;
-                if (grid_within(y1, x1, H, W)) acc = acc + plane[y1 * W + x1] * se;
+            float *dst = out + (n * C + c) * points;
+            for (int64_t i = 0; i < points; i++) {
+                ly_grid_taps t;
+                ly_grid_taps_of(g + (n * points + i) * 2, H, W, p->align_corners != 0, p->mode == 1,
+                                &t);
+                float acc = t.n == -1 ? plane[t.off[0]] : 0.0f;
+                for (int k = 0; k < t.n; k++)
+                    acc = acc + plane[t.off[k]] * t.w[k];
                 dst[i] = acc;
             }
         }

@@ -51,6 +51,18 @@ static ly_status attention_predicate(const ly_kernel_call *call, const ly_cpu_fe
     return avx2_predicate(call, cpu, why_not);
 }
 
+/* grid_sample: its gathers take 32-bit offsets across eight channels. */
+static ly_status grid_sample_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                       const char **why_not)
+{
+    ly_status st = avx2_predicate(call, cpu, why_not);
+    if (st != LY_OK || !call || !call->in[0]) return st;
+    const ly_tensor *x = call->in[0];
+    if (x->ndim == 4 && x->shape[1] * x->shape[2] * x->shape[3] <= INT32_MAX) return LY_OK;
+    *why_not = "an input of 2^31 or more elements per image";
+    return LY_E_DECLINED;
+}
+
 /* softmax along the last axis only (rows contiguous). */
 static ly_status softmax_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                    const char **why_not)
@@ -129,6 +141,7 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_LAYER_NORM, "avx2", ly_avx2_layer_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_RMS_NORM, "avx2", ly_avx2_rms_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate, NULL);
+    ly_provider_add(LY_OP_GRID_SAMPLE, "avx2", ly_grid_sample_avx2, grid_sample_predicate, NULL);
     ly_provider_add(LY_OP_RESIZE_BILINEAR2D, "avx2", ly_avx2_resize_plain, resize_predicate,
                     &ly_avx2_resize_stateful);
 }
