@@ -283,10 +283,10 @@ static const ly_export_rule export_rules[] = {
      "or with msda=custom as our operator libreyolo::ms_deform_attn.out (docs/attention.md; "
      "ExecuTorch runs it with plugins/executorch/) "
      "(LibreYOLO blocks dfine, deim and deimv2 export).",
-     LY_EXPORT_ET_CONSTRAINT
-     "; both forms checked in ExecuTorch v1.4.1 (file and mmap "
-     "loaders) and in libreyolo's runtime, D-FINE-n, DEIM-n and DEIMv2-atto: pred_logits within "
-     "3e-5, pred_boxes within 2.5e-6 of LibreYOLO's max|ref| (2026-12-06)"},
+     LY_EXPORT_ET_CONSTRAINT "; both forms checked in ExecuTorch v1.4.1 (file and mmap "
+                             "loaders), v1.2.0 (file loader) and in libreyolo's runtime, D-FINE-n, "
+                             "DEIM-n and DEIMv2-atto: pred_logits within "
+                             "3e-5, pred_boxes within 2.5e-6 of LibreYOLO's max|ref| (2026-12-06)"},
     {NULL, NULL, LY_EXPORT_BLOCKED, NULL, NULL},
 };
 

@@ -164,10 +164,10 @@ static const ly_export_rule export_rules[] = {
      "grid_sampler_2d between XNNPACK partitions: ExecuTorch's own portable kernels run it), "
      "or with msda=custom as our operator libreyolo::ms_deform_attn.out (docs/attention.md; "
      "ExecuTorch runs it with plugins/executorch/).",
-     LY_EXPORT_ET_CONSTRAINT
-     "; both forms checked in ExecuTorch v1.4.1 (file and mmap "
-     "loaders) and in libreyolo's runtime, RF-DETR-n: pred_logits within 1.5e-6, pred_boxes within "
-     "1.2e-7 of LibreYOLO's max|ref| (2026-12-06)"},
+     LY_EXPORT_ET_CONSTRAINT "; both forms checked in ExecuTorch v1.4.1 (file and mmap "
+                             "loaders), v1.2.0 (file loader) and in libreyolo's runtime, "
+                             "RF-DETR-n: pred_logits within 1.5e-6, pred_boxes within "
+                             "1.2e-7 of LibreYOLO's max|ref| (2026-12-06)"},
     {"segment", NULL, LY_EXPORT_BLOCKED, "This build does not run RF-DETR's segment task yet.",
      NULL},
     {"pose", NULL, LY_EXPORT_BLOCKED, "This build does not run RF-DETR's pose task yet.", NULL},

@@ -223,7 +223,8 @@ static const ly_export_rule export_rules[] = {
      "(LibreYOLO validates rtdetr and rtdetrv2 through its own grid-sample export).",
      LY_EXPORT_ET_CONSTRAINT
      "; both forms checked in ExecuTorch v1.4.1 (file and mmap "
-     "loaders) and in libreyolo's runtime, RT-DETR-r18 and RT-DETRv2-r18: pred_logits within "
+     "loaders), v1.2.0 (file loader) and in libreyolo's runtime, RT-DETR-r18 and RT-DETRv2-r18: "
+     "pred_logits within "
      "8.2e-5, pred_boxes within 5.6e-6 of LibreYOLO's max|ref| (2026-12-06)"},
     {NULL, NULL, LY_EXPORT_BLOCKED, NULL, NULL},
 };
