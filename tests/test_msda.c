@@ -986,26 +986,6 @@ static void test_grid_sample_by_hand(void **state)
         {0, 1, {13.0f / 12.0f, 47.0f / 12.0f, 17.0f / 12.0f, 2.25f, 0.0f, 0.0f, 5.0f}},
         {1, 0, {0.0f, 5.0f, 0.0f, 3.0f, 0.0f, 0.0f, 0.0f}},
     };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        float out[7];
-        ly_tensor x = {.data = in, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 2, 3}};
-        ly_tensor g = {.data = grid, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 7, 2}};
-        ly_tensor y = {.data = out, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 1, 7}};
-        ly_kernel_call call;
-        assert_int_equal(ly_kernel_call_init(&call), LY_OK);
-        ly_grid_sample_params p = {.mode = cases[c].mode, .align_corners = cases[c].corners};
-        call.in[0] = &x;
-        call.in[1] = &g;
-        call.out[0] = &y;
-        call.params = &p;
-        assert_int_equal(ly_kernel_dispatch("grid_sample", &call), LY_OK);
-        for (int i = 0; i < 7; i++)
-            if (fabsf(out[i] - cases[c].want[i]) > 1e-6f)
-                fail_msg("mode %d align_corners %d point %d: %g, expected %g", cases[c].mode,
-                         cases[c].corners, i, out[i], cases[c].want[i]);
-    }
-    /* refused: another padding, a grid of other pairs */
-    ly_grid_sample_params border = {.padding_mode = 1};
     float out[7];
     ly_tensor x = {.data = in, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 2, 3}};
     ly_tensor g = {.data = grid, .dtype = LY_F32, .ndim = 4, .shape = {1, 1, 7, 2}};
@@ -1015,6 +995,17 @@ static void test_grid_sample_by_hand(void **state)
     call.in[0] = &x;
     call.in[1] = &g;
     call.out[0] = &y;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ly_grid_sample_params p = {.mode = cases[c].mode, .align_corners = cases[c].corners};
+        call.params = &p;
+        assert_int_equal(ly_kernel_dispatch("grid_sample", &call), LY_OK);
+        for (int i = 0; i < 7; i++)
+            if (fabsf(out[i] - cases[c].want[i]) > 1e-6f)
+                fail_msg("mode %d align_corners %d point %d: %g, expected %g", cases[c].mode,
+                         cases[c].corners, i, out[i], cases[c].want[i]);
+    }
+    /* refused: another padding, a grid of other pairs */
+    ly_grid_sample_params border = {.padding_mode = 1};
     call.params = &border;
     assert_int_equal(ly_kernel_dispatch("grid_sample", &call), LY_E_UNSUPPORTED);
     assert_non_null(strstr(ly_last_error(), "padding_mode is 1"));
