@@ -13,10 +13,9 @@
 /* PIL's Image.MAX_IMAGE_PIXELS: 1024 * 1024 * 1024 // 4 // 3. */
 #define PIL_MAX_IMAGE_PIXELS 89478485ull
 
-ly_status ly_image_check_pixels(const char *path, const char *format, uint64_t width,
-                                uint64_t height)
+ly_status ly_image_pixel_limit(uint64_t *limit)
 {
-    uint64_t warn_above = PIL_MAX_IMAGE_PIXELS;
+    *limit = PIL_MAX_IMAGE_PIXELS;
     const char *env = getenv("LIBREYOLO_MAX_IMAGE_PIXELS");
     if (env && *env) {
         char *end;
@@ -26,8 +25,17 @@ ly_status ly_image_check_pixels(const char *path, const char *format, uint64_t w
                                 "LIBREYOLO_MAX_IMAGE_PIXELS=%s: expected a pixel count (0 for no "
                                 "limit)",
                                 env);
-        warn_above = v;
+        *limit = v;
     }
+    return LY_OK;
+}
+
+ly_status ly_image_check_pixels(const char *path, const char *format, uint64_t width,
+                                uint64_t height)
+{
+    uint64_t warn_above;
+    ly_status st = ly_image_pixel_limit(&warn_above);
+    if (st != LY_OK) return st;
     if (warn_above == 0) return LY_OK;
     /* Dimensions come from headers as at most 32-bit values: no overflow. */
     uint64_t pixels = width * height;

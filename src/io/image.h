@@ -18,6 +18,9 @@ ly_status ly_image_decode_jpeg(const uint8_t *bytes, size_t size, const char *pa
  * LY_E_UNSUPPORTED naming the file, its size and the variable. */
 ly_status ly_image_check_pixels(const char *path, const char *format, uint64_t width,
                                 uint64_t height);
+/* The count above which that rule warns (0: no limit); LY_E_INVALID_ARGUMENT
+ * for a variable that is no count. Video frames are refused above it. */
+ly_status ly_image_pixel_limit(uint64_t *limit);
 
 /* Whether PNG data cannot inflate (much) past what its IHDR implies (the zlib stream
  * of all IDAT chunks is inflated into a small scratch buffer and counted, so a
