@@ -16,16 +16,20 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PARKOUR LY_SHARED_DIR "/testdata/images/parkour.jpg"
+#define YOLO9 LY_SHARED_DIR "/testdata/yolo9/LibreYOLO9t_seed0.pt"
 #define W 320
 #define H 240
 #define FRAMES 12
@@ -403,6 +407,200 @@ static void test_stalled_stream(void **state)
     close(fd);
 }
 
+/* ---- The command on video ------------------------------------------------ */
+
+/* The command's whole stdout; its exit code in *code. */
+static char *run_cli(const char *args, int *code)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "LIBREYOLO_THREADS=1 '%s' %s 2>/dev/null", LY_CLI_PATH, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    size_t got;
+    while ((got = fread(out + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            assert_non_null(out);
+        }
+    }
+    out[n] = '\0';
+    int status = pclose(p);
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+}
+
+/* The "detections" array of the JSON line at `line`, and where the line ends. */
+static char *detections_of(const char *line, const char **next)
+{
+    const char *end = strchr(line, '\n');
+    assert_non_null(end);
+    *next = end + 1;
+    const char *d = strstr(line, "\"detections\": [");
+    assert_true(d && d < end);
+    const char *close = strstr(d, "]}], ");
+    const char *empty = strstr(d, "[]");
+    const char *stop = empty == d + 14 ? empty + 2 : close ? close + 3 : NULL;
+    assert_true(stop && stop < end);
+    return strndup(d, (size_t)(stop - d));
+}
+
+static bool have_yolo9(void)
+{
+    struct stat st;
+    if (stat(YOLO9, &st) == 0) return true;
+    print_message("skipped: %s is absent (the shared fixture is not here)\n", YOLO9);
+    return false;
+}
+
+/* predict on the clip: one JSON line per frame with its number and time, the
+ * detections those of predict on the same frames written out as PNG files;
+ * vid_stride; the annotated video saved as the clip's container and codec. */
+static void test_cli_predict_video(void **state)
+{
+    (void)state;
+    if (!video_built() || !have_yolo9()) skip();
+    char clip[512], frames[512], path[600], args[3000];
+    ly_test_scratch_path("cli.avi", clip, sizeof clip);
+    write_clip(clip, "mjpeg", 25, FRAMES);
+    ly_test_scratch_path("cli_frames", frames, sizeof frames);
+    mkdir(frames, 0755);
+    ly_video_reader *r;
+    assert_int_equal(ly_video_open(clip, NULL, &r), LY_OK);
+    ly_image im = {0};
+    bool got;
+    int n = 0;
+    while (ly_video_read(r, &im, NULL, &got) == LY_OK && got) {
+        snprintf(path, sizeof path, "%s/f%02d.png", frames, n++);
+        assert_int_equal(ly_image_save(path, &im, 95), LY_OK);
+    }
+    ly_image_free(&im);
+    ly_video_close(r);
+    assert_int_equal(n, FRAMES);
+
+    int code;
+    snprintf(args, sizeof args, "predict model='%s' source='%s' --jsonl", YOLO9, clip);
+    char *video = run_cli(args, &code);
+    assert_int_equal(code, 0);
+    snprintf(args, sizeof args, "predict model='%s' source='%s' --jsonl", YOLO9, frames);
+    char *images = run_cli(args, &code);
+    assert_int_equal(code, 0);
+    const char *v = video, *im_line = images;
+    for (int k = 0; k < FRAMES; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "\"frame_idx\": %d, \"timestamp\": %.6f", k, k / 25.0);
+        const char *eol = strchr(v, '\n');
+        assert_non_null(eol);
+        assert_true(strstr(v, want) && strstr(v, want) < eol);
+        char *a = detections_of(v, &v), *b = detections_of(im_line, &im_line);
+        assert_string_equal(a, b);
+        free(a);
+        free(b);
+    }
+    assert_int_equal(*v, '\0');
+    free(video);
+    free(images);
+
+    /* vid_stride=5: frames 0, 5, 10; LibreYOLO's line for people */
+    snprintf(args, sizeof args, "predict model='%s' source='%s' vid_stride=5", YOLO9, clip);
+    char *human = run_cli(args, &code);
+    assert_int_equal(code, 0);
+    assert_non_null(strstr(human, "image 1/3 cli.avi: 320x240 "));
+    assert_non_null(strstr(human, "image 3/3 cli.avi: 320x240 "));
+    assert_null(strstr(human, "image 4/"));
+    free(human);
+
+    /* save: <project>/predict/cli.avi, MJPEG as the source, every frame */
+    char project[512];
+    ly_test_scratch_path("cli_runs", project, sizeof project);
+    snprintf(args, sizeof args, "predict model='%s' source='%s' save project='%s'", YOLO9, clip,
+             project);
+    char *saved = run_cli(args, &code);
+    assert_int_equal(code, 0);
+    snprintf(path, sizeof path, "Results saved to %s/predict", project);
+    assert_non_null(strstr(saved, path));
+    free(saved);
+    snprintf(path, sizeof path, "%s/predict/cli.avi", project);
+    assert_int_equal(ly_video_open(path, NULL, &r), LY_OK);
+    ly_video_info info;
+    ly_video_get_info(r, &info);
+    assert_string_equal(info.codec, "mjpeg");
+    assert_int_equal(info.width, W);
+    assert_int_equal(info.height, H);
+    n = 0;
+    while (ly_video_read(r, &im, NULL, &got) == LY_OK && got)
+        n++;
+    assert_int_equal(n, FRAMES);
+    ly_image_free(&im);
+    ly_video_close(r);
+
+    /* a video that is not there: LibreYOLO's words and exit code */
+    snprintf(args, sizeof args, "predict model='%s' source='%s/absent.mp4'", YOLO9,
+             ly_test_scratch());
+    free(run_cli(args, &code));
+    assert_int_equal(code, 3);
+}
+
+/* Ctrl-C during predict ... save: the command stops, says so, exits 130 and
+ * leaves a video that plays, with the frames done. */
+static void test_cli_interrupt_keeps_video(void **state)
+{
+    (void)state;
+    if (!video_built() || !have_yolo9()) skip();
+    char clip[512], project[512], model[600], source[600], proj_arg[600];
+    ly_test_scratch_path("long.avi", clip, sizeof clip);
+    write_clip(clip, "mjpeg", 25, 400);
+    ly_test_scratch_path("int_runs", project, sizeof project);
+    snprintf(model, sizeof model, "model=%s", YOLO9);
+    snprintf(source, sizeof source, "source=%s", clip);
+    snprintf(proj_arg, sizeof proj_arg, "project=%s", project);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        setenv("LIBREYOLO_THREADS", "1", 1);
+        execl(LY_CLI_PATH, LY_CLI_PATH, "predict", model, source, "save", proj_arg, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *out = fdopen(fds[0], "r");
+    char line[4096];
+    int lines = 0;
+    while (lines < 3 && fgets(line, sizeof line, out))
+        lines++;
+    assert_int_equal(lines, 3);
+    kill(pid, SIGINT);
+    while (fgets(line, sizeof line, out))
+        if (strncmp(line, "image ", 6) == 0) lines++;
+    fclose(out);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    char path[700];
+    snprintf(path, sizeof path, "%s/predict/long.avi", project);
+    ly_video_reader *r;
+    assert_int_equal(ly_video_open(path, NULL, &r), LY_OK);
+    ly_image im = {0};
+    bool got;
+    int n = 0;
+    while (ly_video_read(r, &im, NULL, &got) == LY_OK && got)
+        n++;
+    ly_image_free(&im);
+    ly_video_close(r);
+    assert_int_equal(n, lines);
+    assert_true(n < 400);
+}
+
 static void test_is_source(void **state)
 {
     (void)state;
@@ -446,10 +644,11 @@ static void test_without_ffmpeg(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_is_source),    cmocka_unit_test(test_without_ffmpeg),
-        cmocka_unit_test(test_mjpeg_avi),    cmocka_unit_test(test_h264_mp4),
-        cmocka_unit_test(test_mp4v_default), cmocka_unit_test(test_writer_refusals),
-        cmocka_unit_test(test_bad_sources),  cmocka_unit_test(test_stalled_stream),
+        cmocka_unit_test(test_is_source),         cmocka_unit_test(test_without_ffmpeg),
+        cmocka_unit_test(test_mjpeg_avi),         cmocka_unit_test(test_h264_mp4),
+        cmocka_unit_test(test_mp4v_default),      cmocka_unit_test(test_writer_refusals),
+        cmocka_unit_test(test_bad_sources),       cmocka_unit_test(test_stalled_stream),
+        cmocka_unit_test(test_cli_predict_video), cmocka_unit_test(test_cli_interrupt_keeps_video),
     };
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `libreyolo predict`: detections (or a classifier's top-5) on image files, printed for people or
  * as JSON lines for scripts, and annotated copies of the images. */
+#include "cli/predict.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_util.h"
@@ -34,6 +35,7 @@ void ly_cli_usage_predict(FILE *to)
           "                         [max_det=N] [imgsz=S|H,W] [classes=[0,2,5]] [tile=N] "
           "[tile_pad=N]\n"
           "                         [save] [output_file_format=jpg|png] [project=P] [name=N]\n"
+          "                         [vid_stride=N] [stream] [batch=N]\n"
           "                         [exist_ok] [device=cpu] [threads=N] [json | jsonl]\n"
           "\n"
           "Detects objects in an image, or in every image of a directory (JPEG, PNG, BMP; in\n"
@@ -46,7 +48,17 @@ void ly_cli_usage_predict(FILE *to)
           "                   use (see libreyolo fetch --help)\n"
           "  --source PATH    an image file, a folder of them (subfolders too), a glob (quoted:\n"
           "                   'imgs/*.jpg'), a .txt file listing them (one per line), or an\n"
-          "                   http(s):// URL (WebP, TIFF and GIF are not read by this build)\n"
+          "                   http(s):// URL (WebP and TIFF are not read by this build); a\n"
+          "                   video file (.mp4 .avi .mkv .mov .webm .gif ... as LibreYOLO),\n"
+          "                   and (ours) an rtsp:// or http(s) stream, a camera (0 is\n"
+          "                   /dev/video0) or an image sequence ('frames/%04d.png'), with\n"
+          "                   FFmpeg's libraries: one line (or JSON object, with \"frame_idx\"\n"
+          "                   and \"timestamp\") per frame\n"
+          "  --vid-stride N   video: predict on every Nth frame (default 1)\n"
+          "  --stream         accepted (LibreYOLO's stream=True): each frame's result is\n"
+          "                   printed as it is done either way\n"
+          "  --stream-buffer  no effect, with a warning, as in LibreYOLO\n"
+          "  --batch N        accepted; every image and frame is one network call here\n"
           "  --conf X         keep detections scoring above X, in [0, 1] (default: the\n"
           "                   model's, which libreyolo info --model M shows)\n"
           "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
@@ -65,6 +77,10 @@ void ly_cli_usage_predict(FILE *to)
           "  --save [DIR]     write annotated images (boxes, names, scores), as <stem>.jpg, into\n"
           "                   <project>/<name>, numbered predict, predict2, ... so that no run\n"
           "                   overwrites another; --save DIR (ours) writes into DIR itself.\n"
+          "                   A video is written as <stem> in its own container and codec\n"
+          "                   where this build encodes them, else as <stem>.mp4 (MPEG-4 part 2,\n"
+          "                   LibreYOLO's mp4v), at its rate / vid_stride; Ctrl-C stops and\n"
+          "                   keeps a playable file of the frames done\n"
           "                   Off by default, as in LibreYOLO\n"
           "                   (a restoration model writes its restored image)\n"
           "  --output-file-format F  jpg (the default, as LibreYOLO) or png for saved images\n"
@@ -113,21 +129,6 @@ static bool parse_float(const char *text, float *value)
     *value = v;
     return true;
 }
-
-#define MAX_CLASSES 4096
-
-typedef struct predict_args {
-    const char *model;
-    const char *source;
-    const char *save_dir; /* --save DIR */
-    const char *project, *name;
-    const char *file_format; /* "jpg" or "png": saved images' (LibreYOLO's output_file_format) */
-    bool save, no_save, exist_ok, json, jsonl, verbose;
-    int threads;
-    int fused; /* -1: the model's default */
-    ly_predict_options options;
-    int classes[MAX_CLASSES];
-} predict_args;
 
 /* LibreYOLO's list(ast.literal_eval(classes)) forms ([0,2,5], (0,2), 0,2,5, 0,)
  * and ours (0,2,5): integers, comma-separated, optionally bracketed. */
@@ -288,6 +289,29 @@ static int parse_args(int argc, char **argv, predict_args *a)
             a->project = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--name", &missing))) {
             a->name = v;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--vid-stride", &missing))) {
+            if (!ly_cli_parse_int(v, 1, INT_MAX, &a->vid_stride))
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--vid-stride '%s': expected a positive integer", v);
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--batch", &missing))) {
+            int batch;
+            if (!ly_cli_parse_int(v, 1, INT_MAX, &batch))
+                return ly_cli_usage_error_code("predict", "config_range_error",
+                                               "--batch '%s': expected a positive integer", v);
+            if (batch > 1 && !ly_cli_quiet())
+                fprintf(stderr,
+                        "libreyolo predict: warning: --batch %d: this build runs images "
+                        "and frames one network call each (results are the same)\n",
+                        batch);
+        } else if (strcmp(arg, "--stream") == 0 || strcmp(arg, "--no-stream") == 0) {
+            /* the command prints each frame's result as it is done either way */
+        } else if (strcmp(arg, "--stream-buffer") == 0 || strcmp(arg, "--no-stream-buffer") == 0) {
+            /* LibreYOLO accepts stream_buffer and ignores it with a warning */
+            if (!ly_cli_quiet())
+                fprintf(stderr, "libreyolo predict: warning: --stream-buffer has no effect (as in "
+                                "LibreYOLO): live sources are read as fast as they are "
+                                "predicted, and frames that arrive meanwhile wait in the "
+                                "stream's own buffer\n");
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--device", &missing))) {
             int code = check_device(v);
             if (code) return code;
@@ -381,6 +405,31 @@ static int list_sources(const char *source, ly_source_list *out)
     return 0;
 }
 
+/* A video source, before the model loads: a build that reads video, and a
+ * file that is there (streams and cameras are found when they open). */
+static int check_video_source(const char *source)
+{
+    bool available = false;
+    ly_video_available(&available);
+    if (!available) {
+        ly_video_reader *r;
+        ly_video_open(source, NULL, &r); /* for its message */
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "data_invalid",
+                           "rebuild with FFmpeg's libraries (tools/setup-deps.sh installs them)",
+                           "%s", ly_last_error());
+    }
+    bool file = !strstr(source, "://") && !strchr(source, '%') &&
+                strspn(source, "0123456789") != strlen(source) &&
+                strncmp(source, "/dev/video", 10) != 0;
+    struct stat st;
+    if (file && stat(source, &st) != 0)
+        return ly_cli_fail("predict", LY_EXIT_SOURCE, "source_not_found",
+                           "give an image file, a folder of images, a glob, a .txt list, a video "
+                           "file, a stream URL or a camera number",
+                           "Source not found: %s", source);
+    return 0;
+}
+
 /* The folder --save writes into: DIR as given, else <project>/<name>, numbered
  * as LibreYOLO's increment_path numbers it (predict, predict2, predict3, ...)
  * unless --exist-ok. Created; 0 or an exit code. */
@@ -402,13 +451,6 @@ static int save_folder(const predict_args *a, const char *task, char *out, size_
     return 0;
 }
 
-/* The names this run has written, so that two inputs with one stem (a/x.jpg
- * and b/x.png) get x.jpg and x_2.jpg rather than one overwriting the other. */
-typedef struct used_names {
-    char **names;
-    size_t n, cap;
-} used_names;
-
 static bool name_used(const used_names *u, const char *name)
 {
     for (size_t i = 0; i < u->n; i++)
@@ -417,7 +459,7 @@ static bool name_used(const used_names *u, const char *name)
 }
 
 /* DIR/<stem of the image>.<ext>, as LibreYOLO names them, made unique in this run. */
-static char *output_path(const char *dir, const char *image, const char *ext, used_names *used)
+char *ly_predict_output_path(const char *dir, const char *image, const char *ext, used_names *used)
 {
     const char *base = strrchr(image, '/');
     base = base ? base + 1 : image;
@@ -458,7 +500,8 @@ static void print_class_row(FILE *to, const ly_class_prob *p)
     fputs("}", to);
 }
 
-static void print_result(FILE *to, const char *image, const ly_results *r)
+static void print_result(FILE *to, const char *image, const ly_results *r,
+                         const ly_video_frame *frame)
 {
     int h, w;
     double pre, inf, post;
@@ -468,6 +511,9 @@ static void print_result(FILE *to, const char *image, const ly_results *r)
     ly_results_count(r, &n);
     fputs("{\"path\": ", to);
     ly_json_string(to, image);
+    if (frame)
+        fprintf(to, ", \"frame_idx\": %lld, \"timestamp\": %.6f", (long long)frame->index,
+                frame->time_s);
     fprintf(to, ", \"original_shape\": [%d, %d], \"detections\": [", h, w);
     const char *task;
     ly_class_prob top[5];
@@ -543,7 +589,10 @@ static void print_human(const char *image, size_t index, size_t total, bool verb
     ly_results_count(r, &n);
     const char *task, *base = strrchr(image, '/');
     ly_results_task(r, &task);
-    printf("image %zu/%zu %s: %dx%d ", index, total, base && base[1] ? base + 1 : image, w, h);
+    if (total)
+        printf("image %zu/%zu %s: %dx%d ", index, total, base && base[1] ? base + 1 : image, w, h);
+    else
+        printf("image %zu %s: %dx%d ", index, base && base[1] ? base + 1 : image, w, h);
     ly_image_view restored;
     int scale;
     if (strcmp(task, "restore") == 0 && ly_results_restored(r, &restored, &scale) == LY_OK) {
@@ -599,23 +648,12 @@ static void print_human(const char *image, size_t index, size_t total, bool verb
     free(counted);
 }
 
-typedef struct run_state {
-    const predict_args *a;
-    ly_model *model;
-    const char *save_dir; /* NULL: no images written */
-    bool restores;        /* a restoration model: saves its output, draws nothing */
-    used_names used;
-    FILE *results; /* --json: the results array, written as they come */
-    size_t n_results;
-    size_t index, total; /* the image being predicted (from 1) and how many there are */
-} run_state;
-
 /* Draw onto `im` (the decoded image) and write it into the save folder; a
  * restoration model's restored image instead (LibreYOLO's RestoredImage.save). */
 static int save_annotated(run_state *rs, const char *image, ly_image *im, const ly_results *r)
 {
     const char *ext = rs->a->file_format ? rs->a->file_format : "jpg";
-    char *path = output_path(rs->save_dir, image, ext, &rs->used);
+    char *path = ly_predict_output_path(rs->save_dir, image, ext, &rs->used);
     if (!path) return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
     ly_image_view restored;
     ly_status st;
@@ -632,7 +670,8 @@ static int save_annotated(run_state *rs, const char *image, ly_image *im, const 
     return 0;
 }
 
-static void emit_failure(run_state *rs, const char *source, const char *error, const char *message)
+void ly_predict_emit_failure(run_state *rs, const char *source, const char *error,
+                             const char *message)
 {
     if (rs->results) {
         if (rs->n_results++) fputs(", ", rs->results);
@@ -645,12 +684,26 @@ static void emit_failure(run_state *rs, const char *source, const char *error, c
     }
 }
 
+void ly_predict_emit_result(run_state *rs, const char *source, const ly_results *r,
+                            const ly_video_frame *frame)
+{
+    if (rs->results) {
+        if (rs->n_results++) fputs(", ", rs->results);
+        print_result(rs->results, source, r, frame);
+    } else if (rs->a->jsonl) {
+        print_result(stdout, source, r, frame);
+        fputc('\n', stdout);
+    } else {
+        print_human(source, rs->index, rs->total, rs->a->verbose, r);
+    }
+}
+
 /* Predict on one file; 0 or an exit code. */
 static int predict_one(run_state *rs, const char *source)
 {
     ly_image im;
     if ((is_url(source) ? ly_image_load_url(source, &im) : ly_image_load(source, &im)) != LY_OK) {
-        emit_failure(rs, source, "data_invalid", ly_last_error());
+        ly_predict_emit_failure(rs, source, "data_invalid", ly_last_error());
         return LY_EXIT_SOURCE;
     }
     ly_image_view view = {im.pixels, im.width, im.height, (size_t)im.width * 3, LY_PIXELS_RGB};
@@ -663,18 +716,10 @@ static int predict_one(run_state *rs, const char *source)
     if (st != LY_OK) {
         char message[2048];
         snprintf(message, sizeof message, "%s: %s", source, ly_last_error());
-        emit_failure(rs, source, "inference_failed", message);
+        ly_predict_emit_failure(rs, source, "inference_failed", message);
         code = LY_EXIT_FAILURE;
     } else {
-        if (rs->results) {
-            if (rs->n_results++) fputs(", ", rs->results);
-            print_result(rs->results, source, r);
-        } else if (rs->a->jsonl) {
-            print_result(stdout, source, r);
-            fputc('\n', stdout);
-        } else {
-            print_human(source, rs->index, rs->total, rs->a->verbose, r);
-        }
+        ly_predict_emit_result(rs, source, r, NULL);
         if (rs->save_dir) code = save_annotated(rs, source, &im, r);
         ly_results_free(r);
     }
@@ -702,13 +747,33 @@ static void print_document(const run_state *rs, const char *results, const ly_mo
     fputs(", \"schema_version\": 1}\n", stdout);
 }
 
+int ly_predict_results_begin(run_state *rs, char **text, size_t *size)
+{
+    *text = NULL;
+    *size = 0;
+    if (rs->a->json && !(rs->results = open_memstream(text, size)))
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+    return 0;
+}
+
+void ly_predict_results_end(run_state *rs, char *text, const ly_model_info *info)
+{
+    if (rs->results) {
+        fclose(rs->results);
+        rs->results = NULL;
+        print_document(rs, text, info);
+    } else if (rs->save_dir && !rs->a->jsonl) {
+        printf("Results saved to %s\n", rs->save_dir);
+    }
+    free(text);
+}
+
 static int run_all(run_state *rs, char **sources, size_t n_sources, const ly_model_info *info)
 {
-    char *text = NULL;
-    size_t text_size = 0;
-    if (rs->a->json && !(rs->results = open_memstream(&text, &text_size)))
-        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
-    int status = 0;
+    char *text;
+    size_t text_size;
+    int status = ly_predict_results_begin(rs, &text, &text_size);
+    if (status) return status;
     double start = ly_cli_now_s();
     rs->total = n_sources;
     for (size_t i = 0; i < n_sources; i++) {
@@ -723,14 +788,7 @@ static int run_all(run_state *rs, char **sources, size_t n_sources, const ly_mod
         }
     }
     ly_cli_progress_end();
-    if (rs->results) {
-        fclose(rs->results);
-        rs->results = NULL;
-        print_document(rs, text, info);
-    } else if (rs->save_dir && !rs->a->jsonl) {
-        printf("Results saved to %s\n", rs->save_dir);
-    }
-    free(text);
+    ly_predict_results_end(rs, text, info);
     return status;
 }
 
@@ -739,13 +797,18 @@ int ly_cli_predict(int argc, char **argv)
     predict_args a;
     memset(&a, 0, sizeof a);
     a.fused = -1;
+    a.vid_stride = 1;
     ly_predict_options_init(&a.options);
     int code = parse_args(argc, argv, &a);
     if (code != 0) return code < 0 ? 0 : code;
     if (a.jsonl) ly_cli_set_json_errors(true);
 
-    ly_source_list sources;
-    if ((code = list_sources(a.source, &sources)) != 0) return code;
+    ly_source_list sources = {0};
+    bool video = false;
+    ly_video_is_source(a.source, &video);
+    if (video ? (code = check_video_source(a.source)) != 0
+              : (code = list_sources(a.source, &sources)) != 0)
+        return code;
     /* A named model is fetched here rather than by the loader, so that a first
      * download shows the command's progress line. */
     char dir[PATH_MAX];
@@ -777,7 +840,12 @@ int ly_cli_predict(int argc, char **argv)
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
-    if (!code) code = run_all(&rs, sources.paths, sources.count, &info);
+    if (!code && video && rs.restores)
+        code = ly_cli_fail("predict", LY_EXIT_USAGE, "config_unsupported", NULL,
+                           "%s: a restoration model runs on images, not on video", a.source);
+    if (!code)
+        code = video ? ly_predict_video(&rs, a.source, &info)
+                     : run_all(&rs, sources.paths, sources.count, &info);
     for (size_t i = 0; i < rs.used.n; i++)
         free(rs.used.names[i]);
     free(rs.used.names);

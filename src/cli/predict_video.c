@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/* `libreyolo predict` on a video source: every vid_stride-th frame predicted
+ * as an image is, its result printed as it is done, and with --save the
+ * annotated frames written as a video (LibreYOLO's run_video_inference). */
+#include "cli/cli_util.h"
+#include "cli/predict.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Ctrl-C: the loop stops after the frame in hand (a wait on a live source
+ * ends at once) and the video written so far is finished, not lost. */
+static volatile sig_atomic_t interrupted;
+static ly_video_reader *_Atomic reading;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+    ly_video_reader *r = atomic_load(&reading);
+    if (r) ly_video_cancel(r);
+}
+
+/* What a saved video is called: the source's file name without its
+ * extension (a stream's last path part, "camera0", a sequence's folder). */
+static void video_stem(const char *source, char *out, size_t size)
+{
+    if (strspn(source, "0123456789") == strlen(source)) {
+        snprintf(out, size, "camera%s", source);
+        return;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%.*s", (int)strcspn(source, "?#"), source);
+    if (strchr(path, '%')) { /* frames/%04d.png: the folder names the sequence */
+        char *slash = strrchr(path, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(path, sizeof path, "sequence");
+    }
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        path[--n] = '\0';
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    snprintf(out, size, "%.*s", len, *base ? base : "video");
+}
+
+/* The source's extension, lowercase, when it names a container ("mp4"), else "". */
+static void video_extension(const char *source, char *out, size_t size)
+{
+    out[0] = '\0';
+    size_t n = strcspn(source, "?#");
+    const char *dot = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (source[i] == '.')
+            dot = source + i;
+        else if (source[i] == '/')
+            dot = NULL;
+    if (!dot || strchr(source, '%') || (size_t)(source + n - dot) >= size) return;
+    size_t k = 0;
+    for (const char *p = dot + 1; p < source + n; p++)
+        out[k++] = (char)tolower((unsigned char)*p);
+    out[k] = '\0';
+}
+
+/* The writer for the annotated video: the source's container and codec when
+ * this build encodes them, else MP4 with MPEG-4 part 2 (LibreYOLO's mp4v).
+ * 0 or an exit code. */
+static int open_writer(run_state *rs, const char *source, const ly_video_info *vi, double fps,
+                       ly_video_writer **out)
+{
+    char stem[NAME_MAX], ext[16], name[NAME_MAX + 32];
+    video_stem(source, stem, sizeof stem);
+    video_extension(source, ext, sizeof ext);
+    char *path = NULL;
+    ly_status st = LY_E_UNSUPPORTED;
+    if (*ext && !vi->live) {
+        snprintf(name, sizeof name, "%s.%s", stem, ext);
+        path = ly_predict_output_path(rs->save_dir, name, ext, &rs->used);
+        if (!path)
+            return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+        st = ly_video_writer_open(path, vi->width, vi->height, fps, vi->codec, out);
+        if (st != LY_OK && st != LY_E_UNSUPPORTED) {
+            int code = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
+                                   ly_last_error());
+            free(path);
+            return code;
+        }
+        if (st != LY_OK && !ly_cli_quiet())
+            fprintf(stderr, "libreyolo predict: note: %s; writing MP4 (MPEG-4 part 2) instead\n",
+                    ly_last_error());
+        if (st != LY_OK) {
+            /* the name stays reserved: harmless, and a later source keeps its own */
+            free(path);
+            path = NULL;
+        }
+    }
+    if (st != LY_OK) {
+        snprintf(name, sizeof name, "%s.mp4", stem);
+        path = ly_predict_output_path(rs->save_dir, name, "mp4", &rs->used);
+        if (!path)
+            return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+        st = ly_video_writer_open(path, vi->width, vi->height, fps, NULL, out);
+    }
+    free(path);
+    if (st != LY_OK)
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
+                           ly_last_error());
+    return 0;
+}
+
+/* Draw a frame's result as the image loop does (boxes, or a classifier's top 5). */
+static ly_status annotate(ly_image *frame, const ly_results *r)
+{
+    const char *task;
+    ly_results_task(r, &task);
+    if (strcmp(task, "classify") == 0) {
+        ly_class_prob top[5];
+        size_t k = 0;
+        ly_results_top(r, 5, top, &k);
+        return ly_image_annotate_classes(frame, top, k);
+    }
+    return ly_image_annotate(frame, r);
+}
+
+int ly_predict_video(run_state *rs, const char *source, const ly_model_info *info)
+{
+    ly_video_options vo;
+    ly_video_options_init(&vo);
+    vo.vid_stride = rs->a->vid_stride > 0 ? rs->a->vid_stride : 1;
+    ly_video_reader *in;
+    ly_status st = ly_video_open(source, &vo, &in);
+    if (st != LY_OK)
+        return ly_cli_fail("predict", LY_EXIT_SOURCE,
+                           st == LY_E_NOT_FOUND ? "source_not_found" : "data_invalid", NULL, "%s",
+                           ly_last_error());
+    ly_video_info vi;
+    ly_video_get_info(in, &vi);
+    /* LibreYOLO's count: frames // vid_stride; ours counts the frames read
+     * exactly (0, N, 2N, ...) */
+    rs->total =
+        vi.frame_count > 0 ? (size_t)((vi.frame_count + vo.vid_stride - 1) / vo.vid_stride) : 0;
+    ly_video_writer *out = NULL;
+    char *text;
+    size_t text_size;
+    int status = ly_predict_results_begin(rs, &text, &text_size);
+    if (!status && rs->save_dir)
+        status = open_writer(rs, source, &vi, vi.fps / vo.vid_stride, &out);
+    if (status) {
+        if (rs->results) fclose(rs->results), rs->results = NULL;
+        free(text);
+        ly_video_close(in);
+        return status;
+    }
+
+    interrupted = 0;
+    atomic_store(&reading, in);
+    struct sigaction action = {.sa_handler = on_sigint}, previous;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous);
+
+    ly_image frame = {0};
+    ly_video_frame at;
+    bool got;
+    double start = ly_cli_now_s();
+    size_t done = 0;
+    while (!interrupted) {
+        st = ly_video_read(in, &frame, &at, &got);
+        if (st != LY_OK) {
+            if (interrupted) break;
+            ly_predict_emit_failure(rs, source, "data_invalid", ly_last_error());
+            status = LY_EXIT_SOURCE;
+            break;
+        }
+        if (!got) break;
+        rs->index = ++done;
+        ly_image_view view = {frame.pixels, frame.width, frame.height, (size_t)frame.width * 3,
+                              LY_PIXELS_RGB};
+        ly_results *r;
+        if (ly_model_predict_image(rs->model, &view, &rs->a->options, &r) != LY_OK) {
+            char message[2048];
+            snprintf(message, sizeof message, "%s: frame %lld: %s", source, (long long)at.index,
+                     ly_last_error());
+            ly_predict_emit_failure(rs, source, "inference_failed", message);
+            status = LY_EXIT_FAILURE;
+            break;
+        }
+        ly_predict_emit_result(rs, source, r, &at);
+        if (out &&
+            ((st = annotate(&frame, r)) != LY_OK || (st = ly_video_write(out, &frame)) != LY_OK)) {
+            ly_results_free(r);
+            status = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
+                                 ly_last_error());
+            break;
+        }
+        ly_results_free(r);
+        fflush(stdout);
+        double seconds = ly_cli_now_s() - start,
+               fps = (double)done / (seconds > 0 ? seconds : 1e-9);
+        if (rs->total)
+            ly_cli_progress("predict: frame %zu/%zu, %.1f frames/s, %.0f s left", done, rs->total,
+                            fps, (double)(rs->total > done ? rs->total - done : 0) / fps);
+        else
+            ly_cli_progress("predict: frame %zu, %.1f frames/s", done, fps);
+    }
+    sigaction(SIGINT, &previous, NULL);
+    atomic_store(&reading, NULL);
+    ly_cli_progress_end();
+    ly_image_free(&frame);
+    ly_video_close(in);
+    /* An interruption finishes the frames written (the file plays up to
+     * there); a failure leaves nothing half-written. */
+    if (out && status)
+        ly_video_writer_discard(out);
+    else if (out && ly_video_writer_close(out) != LY_OK)
+        status = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
+                             ly_last_error());
+    ly_predict_results_end(rs, text, info);
+    if (interrupted) {
+        if (!ly_cli_quiet())
+            fprintf(stderr, "libreyolo predict: interrupted after %zu frame%s%s\n", done,
+                    done == 1 ? "" : "s", out ? "; the video written so far is saved" : "");
+        return status ? status : 130; /* the shell's code for SIGINT */
+    }
+    return status;
+}
