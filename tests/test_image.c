@@ -355,7 +355,7 @@ static void test_source_lists(void **state)
     assert_int_equal(ly_source_list_expand(path, &l), LY_E_FORMAT);
     snprintf(path, sizeof path, "%s/clip.mp4", dir);
     assert_int_equal(ly_source_list_expand(path, &l), LY_E_UNSUPPORTED);
-    assert_non_null(strstr(ly_last_error(), "video sources are not supported yet"));
+    assert_non_null(strstr(ly_last_error(), "a video source"));
     touch(dir, "list.txt", "nowhere.jpg\n");
     snprintf(path, sizeof path, "%s/list.txt", dir);
     assert_int_equal(ly_source_list_expand(path, &l), LY_E_NOT_FOUND);

@@ -67,7 +67,9 @@ LY_API ly_status ly_save_folder(const char *project, const char *name, bool exis
  * per line ('#' comments and blank lines skipped). Images are JPEG, PNG and
  * BMP by extension; WebP, TIFF and GIF files met in folders and globs are
  * counted in `skipped` (this build does not read them), named alone they are
- * refused (LY_E_FORMAT), and video files are refused (LY_E_UNSUPPORTED).
+ * refused (LY_E_FORMAT), and a video source (ly_video_is_source, a GIF
+ * included, as LibreYOLO) named alone is LY_E_UNSUPPORTED: it is read with
+ * ly_video_open (libreyolo/video.h).
  * LY_E_NOT_FOUND names what is missing (a list's line number too), or the
  * folder or list that holds no images. The paths belong to the list:
  * ly_source_list_free. The command and the Python package read sources here. */

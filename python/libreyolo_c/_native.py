@@ -116,6 +116,33 @@ class SourceList(ctypes.Structure):
     ]
 
 
+class VideoOptions(ctypes.Structure):
+    _fields_ = [
+        ("vid_stride", ctypes.c_int),
+        ("timeout_ms", ctypes.c_int),
+        ("max_pixels", ctypes.c_uint64),
+    ]
+
+
+class VideoInfo(ctypes.Structure):
+    _fields_ = [
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("fps", ctypes.c_double),
+        ("frame_count", ctypes.c_int64),
+        ("live", ctypes.c_bool),
+        ("codec", ctypes.c_char_p),
+        ("container", ctypes.c_char_p),
+    ]
+
+
+class VideoFrame(ctypes.Structure):
+    _fields_ = [
+        ("index", ctypes.c_int64),
+        ("time_s", ctypes.c_double),
+    ]
+
+
 class Detection(ctypes.Structure):
     _fields_ = [
         ("xyxy", ctypes.c_float * 4),
@@ -229,3 +256,21 @@ ly_export_options_init = _sig("ly_export_options_init", st, ctypes.POINTER(Expor
 ly_model_export = _sig(
     "ly_model_export", st, c_p, ctypes.POINTER(ExportOptions), ctypes.c_char_p, ctypes.c_size_t
 )
+ly_video_options_init = _sig("ly_video_options_init", st, ctypes.POINTER(VideoOptions))
+ly_video_is_source = _sig("ly_video_is_source", st, ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool))
+ly_video_open = _sig(
+    "ly_video_open", st, ctypes.c_char_p, ctypes.POINTER(VideoOptions), ctypes.POINTER(c_p)
+)
+ly_video_get_info = _sig("ly_video_get_info", st, c_p, ctypes.POINTER(VideoInfo))
+ly_video_read = _sig(
+    "ly_video_read", st, c_p, ctypes.POINTER(Image), ctypes.POINTER(VideoFrame),
+    ctypes.POINTER(ctypes.c_bool),
+)
+ly_video_close = _sig("ly_video_close", st, c_p)
+ly_video_writer_open = _sig(
+    "ly_video_writer_open", st, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_double,
+    ctypes.c_char_p, ctypes.POINTER(c_p),
+)
+ly_video_write = _sig("ly_video_write", st, c_p, ctypes.POINTER(Image))
+ly_video_writer_close = _sig("ly_video_writer_close", st, c_p)
+ly_video_writer_discard = _sig("ly_video_writer_discard", st, c_p)

@@ -110,6 +110,20 @@ def _file_format(output_file_format):
     return fmt
 
 
+_LARGE_VIDEO_THRESHOLD = 500  # LibreYOLO's collect_video_results
+
+
+def _collect_video(gen):
+    """A video's Results as a list, warning as LibreYOLO does past 500 frames."""
+    out = []
+    for r in gen:
+        out.append(r)
+        if len(out) == _LARGE_VIDEO_THRESHOLD + 1:
+            warnings.warn(f"Video has over {_LARGE_VIDEO_THRESHOLD} frames to process. Consider "
+                          "using stream=True to avoid high memory usage.", stacklevel=3)
+    return out
+
+
 class _Saver:
     """Where save=True writes, as LibreYOLO's resolve_save_path: output_path
     (a folder, or a file for one image), else one numbered folder per
@@ -341,9 +355,11 @@ class LibreYOLO:
         model's restored ones) where the command would (runs/<task>/predict,
         predict2, ...; project, name, exist_ok, output_path,
         output_file_format). tile and tile_pad: a restoration model's tiling.
-        Keywords LibreYOLO warns about warn here; the ones it refuses and
-        the ones this library cannot do (augment, tiling, show, video) raise;
-        any other raises TypeError naming the closest known one."""
+        A video source (file, stream, camera number, image sequence) gives one
+        Results per frame (frame_idx set), lazily with stream=True; save=True
+        writes <stem>.mp4. Keywords LibreYOLO warns about warn here; the ones
+        it refuses and the ones this library cannot do (augment, tiling, show)
+        raise; any other raises TypeError naming the closest known one."""
         _keywords(kwargs, _PREDICT_KEYWORDS)
         if self._handle is None:
             raise ValueError("the model is closed")
@@ -361,6 +377,17 @@ class LibreYOLO:
                 raise LibreYOLONotImplementedError(f"{why} is not available in libreyolo-c",
                                                    n.LY_E_UNSUPPORTED)
         options, keep = self._options(conf, iou, max_det, classes, imgsz, tile, tile_pad)
+        if sources.is_video(source):
+            if self.task == "restore":
+                raise LibreYOLOValueError(f"{source}: a restoration model runs on "
+                                          "images, not on video", n.LY_E_INVALID_ARGUMENT)
+            video = str(source) if isinstance(source, int) else os.fspath(source)
+            gen = self._predict_video(video, options, keep, vid_stride,
+                                      _Saver(self.task, output_path, project, name, exist_ok,
+                                             "mp4", 1) if save else None)
+            if stream:
+                return gen
+            return _collect_video(gen)
         items, single = sources.expand(source, fmt)
         saver = _Saver(self.task, output_path, project, name, exist_ok, ext,
                        len(items)) if save else None
@@ -380,6 +407,60 @@ class LibreYOLO:
         return out[0] if single else out
 
     __call__ = predict
+
+    def _predict_video(self, path, options, keep, vid_stride, saver):
+        """Results per frame of a video source (file, stream, camera, image
+        sequence), read by the library one frame at a time, as LibreYOLO's
+        run_video_inference: frame_idx set, path the source, orig_img the
+        frame (RGB); with a saver the annotated frames go to <stem>.mp4
+        (MPEG-4 part 2, LibreYOLO's mp4v) at the source's rate / vid_stride."""
+        vo = n.VideoOptions()
+        _check(n.ly_video_options_init(ctypes.byref(vo)))
+        vo.vid_stride = _c_int("vid_stride", vid_stride)
+        reader = ctypes.c_void_p()
+        _check(n.ly_video_open(os.fsencode(path), ctypes.byref(vo), ctypes.byref(reader)))
+        writer, frame, ended = ctypes.c_void_p(), n.Image(), "failed"
+        try:
+            info = n.VideoInfo()
+            _check(n.ly_video_get_info(reader, ctypes.byref(info)))
+            if saver is not None:
+                out = saver.path(path)
+                _check(n.ly_video_writer_open(os.fsencode(out), info.width, info.height,
+                                              info.fps / vid_stride, None, ctypes.byref(writer)))
+            at, got = n.VideoFrame(), ctypes.c_bool()
+            while True:
+                _check(n.ly_video_read(reader, ctypes.byref(frame), ctypes.byref(at),
+                                       ctypes.byref(got)))
+                if not got.value:
+                    break
+                view = n.ImageView(frame.pixels, frame.width, frame.height, frame.width * 3, 0)
+                handle = ctypes.c_void_p()
+                _check(n.ly_model_predict_image(self._handle, ctypes.byref(view),
+                                                ctypes.byref(options), ctypes.byref(handle)))
+                pixels = ctypes.cast(frame.pixels, ctypes.POINTER(ctypes.c_uint8))
+                rgb = np.ctypeslib.as_array(pixels, shape=(frame.height, frame.width, 3)).copy()
+                r = self._results(handle, path, rgb)
+                r.frame_idx = at.index
+                if writer:
+                    drawn = np.ascontiguousarray(r.plot())
+                    _check(n.ly_video_write(writer, ctypes.byref(_images.as_c_image(drawn))))
+                    r.saved_path = out
+                yield r
+            ended = "done"
+        except GeneratorExit:
+            ended = "stopped"
+            raise
+        finally:
+            del keep
+            n.ly_video_close(reader)
+            n.ly_image_free(ctypes.byref(frame))
+            if writer:
+                # a consumer that stops early keeps the frames done, as LibreYOLO's
+                # writer.release() in its finally; an error leaves nothing
+                if ended == "failed":
+                    n.ly_video_writer_discard(writer)
+                else:
+                    _check(n.ly_video_writer_close(writer))
 
     def export(self, format="onnx", imgsz=None, output_path=None, msda=None, **kwargs):
         """LibreYOLO's export: the written program's path. format "executorch"

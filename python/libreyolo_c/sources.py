@@ -49,6 +49,18 @@ def _path_items(text):
     return [Item("url" if is_url(p) else "file", p, p) for p in paths], single
 
 
+def is_video(source):
+    """Whether predict reads `source` as video (the library's ly_video_is_source:
+    LibreYOLO's video extensions, streams, cameras, image sequences)."""
+    if isinstance(source, int) and not isinstance(source, bool):
+        source = str(source)  # OpenCV's camera index
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    yes = ctypes.c_bool()
+    check(n.ly_video_is_source(os.fsencode(source), ctypes.byref(yes)))
+    return yes.value
+
+
 def _uint8(arr):
     """LibreYOLO's dtype rule: floats in [0, 1] scaled by 255, then clipped to
     [0, 255] and truncated to uint8."""

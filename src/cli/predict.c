@@ -756,16 +756,17 @@ int ly_predict_results_begin(run_state *rs, char **text, size_t *size)
     return 0;
 }
 
-void ly_predict_results_end(run_state *rs, char *text, const ly_model_info *info)
+void ly_predict_results_end(run_state *rs, char **text, const ly_model_info *info)
 {
     if (rs->results) {
-        fclose(rs->results);
+        fclose(rs->results); /* sets *text */
         rs->results = NULL;
-        print_document(rs, text, info);
+        print_document(rs, *text, info);
     } else if (rs->save_dir && !rs->a->jsonl) {
         printf("Results saved to %s\n", rs->save_dir);
     }
-    free(text);
+    free(*text);
+    *text = NULL;
 }
 
 static int run_all(run_state *rs, char **sources, size_t n_sources, const ly_model_info *info)
@@ -788,7 +789,7 @@ static int run_all(run_state *rs, char **sources, size_t n_sources, const ly_mod
         }
     }
     ly_cli_progress_end();
-    ly_predict_results_end(rs, text, info);
+    ly_predict_results_end(rs, &text, info);
     return status;
 }
 

@@ -59,7 +59,7 @@ void ly_predict_emit_failure(run_state *rs, const char *source, const char *erro
 /* --json's results array, opened before the first result and closed into
  * LibreYOLO's document after the last (no-ops without --json). */
 int ly_predict_results_begin(run_state *rs, char **text, size_t *size);
-void ly_predict_results_end(run_state *rs, char *text, const ly_model_info *info);
+void ly_predict_results_end(run_state *rs, char **text, const ly_model_info *info);
 /* Predict on the frames of a video source; 0 or an exit code. */
 int ly_predict_video(run_state *rs, const char *source, const ly_model_info *info);
 

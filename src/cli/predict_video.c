@@ -223,7 +223,7 @@ int ly_predict_video(run_state *rs, const char *source, const ly_model_info *inf
     else if (out && ly_video_writer_close(out) != LY_OK)
         status = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
                              ly_last_error());
-    ly_predict_results_end(rs, text, info);
+    ly_predict_results_end(rs, &text, info);
     if (interrupted) {
         if (!ly_cli_quiet())
             fprintf(stderr, "libreyolo predict: interrupted after %zu frame%s%s\n", done,

@@ -7,6 +7,7 @@
  */
 #include "core/core.h"
 #include "libreyolo/image.h"
+#include "libreyolo/video.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,13 +41,6 @@ static bool is_image_name(const char *name)
 static bool is_unsupported_image_name(const char *name)
 {
     static const char *const exts[] = {".webp", ".tif", ".tiff", ".gif"};
-    return has_extension(name, exts, sizeof exts / sizeof exts[0]);
-}
-
-static bool is_video_name(const char *name)
-{
-    static const char *const exts[] = {".mp4", ".avi", ".mov", ".mkv", ".webm",
-                                       ".m4v", ".wmv", ".flv", ".mpg", ".mpeg"};
     return has_extension(name, exts, sizeof exts / sizeof exts[0]);
 }
 
@@ -176,15 +170,17 @@ static ly_status add_path(growing *g, const char *path, bool listed)
     if (S_ISDIR(sb.st_mode)) return add_folder(g, path, 0);
     if (!listed && has_extension(path, (const char *const[]){".txt"}, 1))
         return add_listed(g, path);
+    bool video = false;
+    ly_video_is_source(path, &video);
+    if (video)
+        return ly_set_error(LY_E_UNSUPPORTED,
+                            "%s: a video source: it is read frame by frame (ly_video_open, "
+                            "libreyolo/video.h; predict does that), not listed as images",
+                            path);
     if (is_unsupported_image_name(path))
         return ly_set_error(LY_E_FORMAT,
                             "%s: this build reads JPEG, PNG and BMP images; WebP, TIFF and GIF "
                             "are not supported in this build",
-                            path);
-    if (is_video_name(path))
-        return ly_set_error(LY_E_UNSUPPORTED,
-                            "%s: video sources are not supported yet (images, folders, globs, "
-                            ".txt lists and URLs are)",
                             path);
     return add_source(g, path);
 }

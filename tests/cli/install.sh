@@ -4,7 +4,8 @@
 # command; the installed command run from another folder; examples/detect.c
 # built against the install through pkg-config and through find_package,
 # shared and static, and run on a test image (the YOLO9 fixture checkpoint, else
-# the default model when cached); add_subdirectory configures without cmocka.
+# the default model when cached); examples/video_detect.c built through
+# pkg-config; add_subdirectory configures without cmocka.
 set -euo pipefail
 bin=$1
 scratch=$2
@@ -47,6 +48,8 @@ fi
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 cc -std=c17 -Wall -Wextra -Werror "$source/examples/detect.c" $(pkg-config --cflags --libs libreyolo) \
     -Wl,-rpath,"$libdir" -o "$scratch/detect_pc_shared"
+cc -std=c17 -Wall -Wextra -Werror "$source/examples/video_detect.c" \
+    $(pkg-config --cflags --libs libreyolo) -Wl,-rpath,"$libdir" -o "$scratch/video_detect"
 cc -std=c17 -Wall -Wextra -Werror "$source/examples/detect.c" $(pkg-config --cflags libreyolo) \
     -Wl,-Bstatic -lreyolo -Wl,-Bdynamic $(pkg-config --static --libs libreyolo | sed 's/-lreyolo//') \
     -o "$scratch/detect_pc_static"
