@@ -6,13 +6,16 @@ set -euo pipefail
 
 # Build and tests (gcc; clang with ASan/UBSan/TSan), the optional libraries the
 # providers use, FFmpeg's for video (and python3-opencv, which test_video
-# compares frames with), the demo's photos (darknet), the model fetcher (npm) and the
+# compares frames with), GStreamer's for the element (and the tools and
+# plugins its test runs), the demo's photos (darknet), the model fetcher (npm) and the
 # Python package's tests (numpy, pytest, Dask distributed with pandas) and its
 # `pip install` (venv, setuptools, wheel).
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev libcmocka-dev zlib1g-dev
           libdnnl-dev libopenblas-dev libxnnpack-dev libpthreadpool-dev libstb-dev
           libjpeg62-turbo-dev libssl-dev libcjson-dev libcurl4-openssl-dev flatbuffers-compiler
           libavformat-dev libavcodec-dev libswscale-dev libavdevice-dev python3-opencv
+          libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-tools
+          gstreamer1.0-plugins-base gstreamer1.0-plugins-good
           darknet python3 python3-numpy python3-pytest python3-pandas python3-dask python3-distributed
           python3-venv python3-setuptools python3-wheel)
 

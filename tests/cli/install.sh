@@ -35,6 +35,21 @@ for f in "$prefix/bin/libreyolo" "$libdir/libreyolo.so.0" "$libdir/libreyolo.a";
     fi
 done
 
+# The GStreamer element, where built: installed as a plugin that finds the
+# installed library, with no path of the build tree.
+if [ -f "$build/gstreamer/libgstlibreyolo.so" ]; then
+    plugin=$libdir/gstreamer-1.0/libgstlibreyolo.so
+    [ -f "$plugin" ] || fail "not installed: $plugin"
+    if strings "$plugin" | grep -qF -e "$source" -e "$build"; then
+        fail "$plugin holds a path of the source or build tree"
+    fi
+    if command -v gst-inspect-1.0 >/dev/null 2>&1; then
+        GST_PLUGIN_PATH=$libdir/gstreamer-1.0 GST_REGISTRY=$scratch/registry.bin \
+            gst-inspect-1.0 libreyolo >"$scratch/inspect.txt" 2>&1 ||
+            fail "gst-inspect-1.0 does not load the installed element: $(cat "$scratch/inspect.txt")"
+    fi
+fi
+
 # The installed command from another folder finds its hub lock.
 mkdir -p "$scratch/elsewhere"
 (cd "$scratch/elsewhere" && env -u LIBREYOLO_HUB_LOCK "$prefix/bin/libreyolo" version >/dev/null) ||
