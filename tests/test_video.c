@@ -250,6 +250,51 @@ static void test_mp4v_default(void **state)
     round_trip("clip_mp4v.mp4", NULL, "mpeg4", "mp4");
 }
 
+/* An image sequence (FFmpeg's pattern): the frames in number order, the
+ * default rate. */
+static void test_image_sequence(void **state)
+{
+    (void)state;
+    if (!video_built()) skip();
+    bool codecs = false;
+    ly_image_codecs(&codecs);
+    if (!codecs) {
+        print_message("skipped: this build writes no PNG\n");
+        skip();
+    }
+    char dir[512], path[600], pattern[600];
+    ly_test_scratch_path("seq", dir, sizeof dir);
+    mkdir(dir, 0755);
+    ly_image im = {0};
+    for (int k = 0; k < 5; k++) {
+        make_frame(&im, k);
+        snprintf(path, sizeof path, "%s/f%03d.png", dir, k);
+        assert_int_equal(ly_image_save(path, &im, 95), LY_OK);
+    }
+    snprintf(pattern, sizeof pattern, "%s/f%%03d.png", dir);
+    bool is_video;
+    assert_int_equal(ly_video_is_source(pattern, &is_video), LY_OK);
+    assert_true(is_video);
+    ly_video_reader *r;
+    assert_int_equal(ly_video_open(pattern, NULL, &r), LY_OK);
+    ly_image got_frame = {0};
+    bool got;
+    int n = 0;
+    while (ly_video_read(r, &got_frame, NULL, &got) == LY_OK && got) {
+        make_frame(&im, n++);
+        /* PNG is lossless, and the conversion back to RGB exact for RGB24 */
+        assert_memory_equal(got_frame.pixels, im.pixels, (size_t)W * H * 3);
+    }
+    assert_int_equal(n, 5);
+    ly_image_free(&got_frame);
+    ly_image_free(&im);
+    ly_video_close(r);
+    for (int k = 0; k < 5; k++) {
+        snprintf(path, sizeof path, "%s/f%03d.png", dir, k);
+        unlink(path);
+    }
+}
+
 static void test_writer_refusals(void **state)
 {
     (void)state;
@@ -644,11 +689,17 @@ static void test_without_ffmpeg(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_is_source),         cmocka_unit_test(test_without_ffmpeg),
-        cmocka_unit_test(test_mjpeg_avi),         cmocka_unit_test(test_h264_mp4),
-        cmocka_unit_test(test_mp4v_default),      cmocka_unit_test(test_writer_refusals),
-        cmocka_unit_test(test_bad_sources),       cmocka_unit_test(test_stalled_stream),
-        cmocka_unit_test(test_cli_predict_video), cmocka_unit_test(test_cli_interrupt_keeps_video),
+        cmocka_unit_test(test_is_source),
+        cmocka_unit_test(test_without_ffmpeg),
+        cmocka_unit_test(test_mjpeg_avi),
+        cmocka_unit_test(test_h264_mp4),
+        cmocka_unit_test(test_mp4v_default),
+        cmocka_unit_test(test_writer_refusals),
+        cmocka_unit_test(test_image_sequence),
+        cmocka_unit_test(test_bad_sources),
+        cmocka_unit_test(test_stalled_stream),
+        cmocka_unit_test(test_cli_predict_video),
+        cmocka_unit_test(test_cli_interrupt_keeps_video),
     };
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }
