@@ -17,6 +17,7 @@ int ly_cli_bench_kernels(int argc, char **argv); /* takes "kernels" [...] (argv[
 int ly_cli_bench_conv(int argc, char **argv);    /* the arguments after "conv" */
 int ly_cli_bench_dispatch(bool json);            /* bench kernels --dispatch */
 int ly_cli_bench_model(int argc, char **argv);   /* the arguments after "model" */
+int ly_cli_bench_track(int argc, char **argv);   /* the arguments after "track" */
 /* Attention rows of `bench kernels` (with the PyTorch peer); return an exit code. */
 typedef struct ly_bench_attention_options {
     int threads; /* 0: 1 and 2 */
@@ -40,6 +41,7 @@ LY_CLI_USAGE(bench)
 LY_CLI_USAGE(bench_conv)
 LY_CLI_USAGE(bench_kernels)
 LY_CLI_USAGE(bench_model)
+LY_CLI_USAGE(bench_track)
 LY_CLI_USAGE(export)
 LY_CLI_USAGE(fetch)
 LY_CLI_USAGE(formats)
