@@ -537,7 +537,7 @@ static void test_cli_predict_video(void **state)
     const char *v = video, *im_line = images;
     for (int k = 0; k < FRAMES; k++) {
         char want[64];
-        snprintf(want, sizeof want, "\"frame_idx\": %d, \"timestamp\": %.6f", k, k / 25.0);
+        snprintf(want, sizeof want, "\"frame\": %d, \"timestamp\": %.6f", k, k / 25.0);
         const char *eol = strchr(v, '\n');
         assert_non_null(eol);
         assert_true(strstr(v, want) && strstr(v, want) < eol);

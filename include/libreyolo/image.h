@@ -93,6 +93,10 @@ LY_API ly_status ly_image_annotate(ly_image *image, const ly_results *results);
  * detections[i].name (its class id where NULL or empty). */
 LY_API ly_status ly_image_annotate_detections(ly_image *image, const ly_detection *detections,
                                               size_t n);
+/* Tracked detections as LibreYOLO draws them: a colour per track id and a
+ * "#<id> 0.87" label (ids[i] is detections[i]'s). */
+LY_API ly_status ly_image_annotate_tracks(ly_image *image, const ly_detection *detections,
+                                          const int64_t *ids, size_t n);
 /* A classifier's drawing: the n classes given, one "name 0.87" line each from
  * the top-left corner. */
 LY_API ly_status ly_image_annotate_classes(ly_image *image, const ly_class_prob *top, size_t n);

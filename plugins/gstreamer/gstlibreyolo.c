@@ -15,7 +15,7 @@
  * rounded outwards, and one parameter, a GstStructure named "libreyolo"
  * with "class-id" (int), "confidence" (double) and "x1", "y1", "x2", "y2"
  * (double: the exact box). With jsonl-location set, each frame is also
- * appended to that file as one JSON line: {"frame_idx", "timestamp" (s, the
+ * appended to that file as one JSON line: {"frame", "timestamp" (s, the
  * buffer's PTS), "original_shape": [h, w], "detections": [{"class",
  * "class_id", "confidence", "bbox_xyxy"}]}.
  *
@@ -218,7 +218,7 @@ static void write_json_line(GstLibreyolo *self, GstBuffer *buffer, const ly_resu
 {
     FILE *f = self->jsonl;
     GstClockTime pts = GST_BUFFER_PTS(buffer);
-    fprintf(f, "{\"frame_idx\": %" G_GUINT64_FORMAT ", \"timestamp\": ", self->frames);
+    fprintf(f, "{\"frame\": %" G_GUINT64_FORMAT ", \"timestamp\": ", self->frames);
     if (GST_CLOCK_TIME_IS_VALID(pts))
         fprintf(f, "%.6f", (double)pts / GST_SECOND);
     else

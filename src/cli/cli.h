@@ -28,6 +28,7 @@ typedef struct ly_bench_attention_options {
 int ly_cli_bench_msda(const ly_bench_attention_options *options);
 int ly_cli_bench_sdpa(const ly_bench_attention_options *options);
 int ly_cli_predict(int argc, char **argv); /* predict --model M --source PATH [...] */
+int ly_cli_track(int argc, char **argv);   /* track --model M --source VIDEO [...] */
 int ly_cli_run(int argc, char **argv);     /* run --model M --input X.npy --output-dir D */
 int ly_cli_info(int argc, char **argv);    /* info --model M [--json] */
 int ly_cli_fetch(int argc, char **argv);   /* fetch NAME [--force] [--json] */
@@ -42,6 +43,7 @@ LY_CLI_USAGE(bench_conv)
 LY_CLI_USAGE(bench_kernels)
 LY_CLI_USAGE(bench_model)
 LY_CLI_USAGE(bench_track)
+LY_CLI_USAGE(track)
 LY_CLI_USAGE(export)
 LY_CLI_USAGE(fetch)
 LY_CLI_USAGE(formats)

@@ -20,7 +20,9 @@ static void print_usage(FILE *to)
         "usage: libreyolo [--version] [--help] [TASK] <command> [<args>]\n"
         "\n"
         "commands:\n"
-        "  predict source=P [model=M]   detect objects in images (default model: nanodet)\n"
+        "  predict source=P [model=M]   detect objects in images and video (default model: "
+        "nanodet)\n"
+        "  track source=VIDEO [model=M] follow objects through a video (ByteTrack, ids)\n"
         "  info model=M                 what a checkpoint holds\n"
         "  export model=M format=F      write an ExecuTorch program (.pte) and its sidecar\n"
         "  formats [family=F]           which export formats each family supports\n"
@@ -34,6 +36,7 @@ static void print_usage(FILE *to)
         "  bench conv [...]             time every conv2d provider on LibreYOLO9t's convolutions\n"
         "  bench model --model M [...]  latency, load time and memory, against ONNX Runtime and "
         "PyTorch\n"
+        "  bench track [...]            the tracker's cost per frame, against LibreYOLO's\n"
         "\n"
         "Arguments are written as LibreYOLO's CLI takes them: key=value, --key value or\n"
         "--key=value (max_det=5 is --max-det 5), booleans as save, --save, save=true or\n"
@@ -104,6 +107,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"predict", ly_cli_predict, ly_cli_usage_predict},
+    {"track", ly_cli_track, ly_cli_usage_track},
     {"info", ly_cli_info, ly_cli_usage_info},
     {"export", ly_cli_export, ly_cli_usage_export},
     {"formats", ly_cli_formats, ly_cli_usage_formats},
@@ -117,6 +121,7 @@ static const command commands[] = {
     {"bench kernels", ly_cli_bench, ly_cli_usage_bench_kernels},
     {"bench conv", ly_cli_bench, ly_cli_usage_bench_conv},
     {"bench model", ly_cli_bench, ly_cli_usage_bench_model},
+    {"bench track", ly_cli_bench, ly_cli_usage_bench_track},
     {"help", cli_help, usage_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

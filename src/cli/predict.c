@@ -52,7 +52,7 @@ void ly_cli_usage_predict(FILE *to)
           "                   video file (.mp4 .avi .mkv .mov .webm .gif ... as LibreYOLO),\n"
           "                   and (ours) an rtsp:// or http(s) stream, a camera (0 is\n"
           "                   /dev/video0) or an image sequence ('frames/%04d.png'), with\n"
-          "                   FFmpeg's libraries: one line (or JSON object, with \"frame_idx\"\n"
+          "                   FFmpeg's libraries: one line (or JSON object, with \"frame\"\n"
           "                   and \"timestamp\") per frame\n"
           "  --vid-stride N   video: predict on every Nth frame (default 1)\n"
           "  --stream         accepted (LibreYOLO's stream=True): each frame's result is\n"
@@ -512,7 +512,7 @@ static void print_result(FILE *to, const char *image, const ly_results *r,
     fputs("{\"path\": ", to);
     ly_json_string(to, image);
     if (frame)
-        fprintf(to, ", \"frame_idx\": %lld, \"timestamp\": %.6f", (long long)frame->index,
+        fprintf(to, ", \"frame\": %lld, \"timestamp\": %.6f", (long long)frame->index,
                 frame->time_s);
     fprintf(to, ", \"original_shape\": [%d, %d], \"detections\": [", h, w);
     const char *task;

@@ -49,7 +49,7 @@ typedef struct run_state {
 char *ly_predict_output_path(const char *dir, const char *source, const char *ext,
                              used_names *used);
 /* One result as the command prints it: a JSON object (--json, --jsonl; with
- * the frame's "frame_idx" and "timestamp" for video) or LibreYOLO's line.
+ * the frame's "frame" (its index) and "timestamp" for video) or LibreYOLO's line.
  * `total` 0: not known (a live source). */
 void ly_predict_emit_result(run_state *rs, const char *source, const ly_results *r,
                             const ly_video_frame *frame);
@@ -60,6 +60,9 @@ void ly_predict_emit_failure(run_state *rs, const char *source, const char *erro
  * LibreYOLO's document after the last (no-ops without --json). */
 int ly_predict_results_begin(run_state *rs, char **text, size_t *size);
 void ly_predict_results_end(run_state *rs, char **text, const ly_model_info *info);
+/* What a saved video is called: the source's file name without its
+ * extension (a stream's last path part, "camera0", a sequence's folder). */
+void ly_predict_video_stem(const char *source, char *out, size_t size);
 /* Predict on the frames of a video source; 0 or an exit code. */
 int ly_predict_video(run_state *rs, const char *source, const ly_model_info *info);
 

@@ -26,9 +26,7 @@ static void on_sigint(int sig)
     if (r) ly_video_cancel(r);
 }
 
-/* What a saved video is called: the source's file name without its
- * extension (a stream's last path part, "camera0", a sequence's folder). */
-static void video_stem(const char *source, char *out, size_t size)
+void ly_predict_video_stem(const char *source, char *out, size_t size)
 {
     if (strspn(source, "0123456789") == strlen(source)) {
         snprintf(out, size, "camera%s", source);
@@ -78,7 +76,7 @@ static int open_writer(run_state *rs, const char *source, const ly_video_info *v
                        ly_video_writer **out)
 {
     char stem[NAME_MAX], ext[16], name[NAME_MAX + 32];
-    video_stem(source, stem, sizeof stem);
+    ly_predict_video_stem(source, stem, sizeof stem);
     video_extension(source, ext, sizeof ext);
     char *path = NULL;
     ly_status st = LY_E_UNSUPPORTED;

@@ -100,9 +100,12 @@ static void draw_text(ly_image *im, int x, int y, int scale, const char *text, c
     }
 }
 
-static void label_text(const ly_detection *d, char *label, size_t size)
+/* A track's label is LibreYOLO's "#23 0.87"; a detection's "name 0.87". */
+static void label_text(const ly_detection *d, const int64_t *id, char *label, size_t size)
 {
-    if (d->name && *d->name)
+    if (id)
+        snprintf(label, size, "#%lld %.2f", (long long)*id, (double)d->conf);
+    else if (d->name && *d->name)
         snprintf(label, size, "%s %.2f", d->name, (double)d->conf);
     else
         snprintf(label, size, "class %d %.2f", d->cls, (double)d->conf);
@@ -129,11 +132,17 @@ static bool overlaps(const ly_label_place *a, int x, int y, int w, int h)
 
 void ly_annotate_layout(int width, int height, const ly_detection *d, size_t n, ly_label_place *out)
 {
+    ly_annotate_layout_tracks(width, height, d, NULL, n, out);
+}
+
+void ly_annotate_layout_tracks(int width, int height, const ly_detection *d, const int64_t *ids,
+                               size_t n, ly_label_place *out)
+{
     for (size_t i = 0; i < n; i++) {
         ly_label_place *p = &out[i];
         *p = (ly_label_place){.drawn = false};
         char label[160];
-        label_text(&d[i], label, sizeof label);
+        label_text(&d[i], ids ? &ids[i] : NULL, label, sizeof label);
         int b[4];
         box_pixels(&d[i], width, height, b);
         for (int scale = font_scale(width, height); scale >= 1 && !p->drawn; scale--) {
@@ -153,9 +162,15 @@ void ly_annotate_layout(int width, int height, const ly_detection *d, size_t n, 
     }
 }
 
-static void draw_box(ly_image *im, const ly_detection *d)
+/* A colour per class, or per track where there is an id (as LibreYOLO's). */
+static const uint8_t *color_of(const ly_detection *d, const int64_t *id)
 {
-    const uint8_t *color = palette[(unsigned)d->cls % 20];
+    return palette[id ? (uint64_t)*id % 20 : (unsigned)d->cls % 20];
+}
+
+static void draw_box(ly_image *im, const ly_detection *d, const int64_t *id)
+{
+    const uint8_t *color = color_of(d, id);
     int b[4];
     box_pixels(d, im->width, im->height, b);
     int t = BOX_THICKNESS;
@@ -165,12 +180,13 @@ static void draw_box(ly_image *im, const ly_detection *d)
     fill_rect(im, b[2] - t, b[1], b[2], b[3], color);
 }
 
-static void draw_label(ly_image *im, const ly_detection *d, const ly_label_place *p)
+static void draw_label(ly_image *im, const ly_detection *d, const int64_t *id,
+                       const ly_label_place *p)
 {
     if (!p->drawn) return;
-    const uint8_t *color = palette[(unsigned)d->cls % 20];
+    const uint8_t *color = color_of(d, id);
     char label[160];
-    label_text(d, label, sizeof label);
+    label_text(d, id, label, sizeof label);
     fill_rect(im, p->x, p->y, p->x + p->w, p->y + p->h, color);
     /* Dark text on light colours, white on dark ones (Rec. 601 luma). */
     int luma = (299 * color[0] + 587 * color[1] + 114 * color[2]) / 1000;
@@ -203,23 +219,36 @@ static bool drawable(const ly_image *image, const char *what)
     return false;
 }
 
-ly_status ly_image_annotate_detections(ly_image *image, const ly_detection *detections, size_t n)
+static ly_status annotate(ly_image *image, const ly_detection *detections, const int64_t *ids,
+                          size_t n, const char *what)
 {
-    if (!drawable(image, "ly_image_annotate_detections")) return LY_E_INVALID_ARGUMENT;
+    if (!drawable(image, what)) return LY_E_INVALID_ARGUMENT;
     if (n && !detections)
-        return ly_set_error(LY_E_INVALID_ARGUMENT,
-                            "ly_image_annotate_detections: %zu detections at NULL", n);
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: %zu detections at NULL", what, n);
     ly_label_place *places = calloc(n ? n : 1, sizeof *places);
-    if (!places) return ly_set_error(LY_E_NO_MEMORY, "ly_image_annotate_detections: out of memory");
+    if (!places) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", what);
     /* Boxes lowest score first (the best on top), then the labels, placed
      * best first where none covers another. */
-    ly_annotate_layout(image->width, image->height, detections, n, places);
+    ly_annotate_layout_tracks(image->width, image->height, detections, ids, n, places);
     for (size_t i = n; i-- > 0;)
-        draw_box(image, &detections[i]);
+        draw_box(image, &detections[i], ids ? &ids[i] : NULL);
     for (size_t i = n; i-- > 0;)
-        draw_label(image, &detections[i], &places[i]);
+        draw_label(image, &detections[i], ids ? &ids[i] : NULL, &places[i]);
     free(places);
     return LY_OK;
+}
+
+ly_status ly_image_annotate_detections(ly_image *image, const ly_detection *detections, size_t n)
+{
+    return annotate(image, detections, NULL, n, "ly_image_annotate_detections");
+}
+
+ly_status ly_image_annotate_tracks(ly_image *image, const ly_detection *detections,
+                                   const int64_t *ids, size_t n)
+{
+    if (n && !ids)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_image_annotate_tracks: %zu ids at NULL", n);
+    return annotate(image, detections, ids, n, "ly_image_annotate_tracks");
 }
 
 ly_status ly_image_annotate_classes(ly_image *image, const ly_class_prob *top, size_t n)

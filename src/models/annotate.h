@@ -19,5 +19,9 @@ typedef struct ly_label_place {
  * out where nothing fits. */
 void ly_annotate_layout(int width, int height, const ly_detection *d, size_t n,
                         ly_label_place *out);
+/* The same for tracked detections, whose labels are "#<id> 0.87" (ids NULL:
+ * the detections' own labels). */
+void ly_annotate_layout_tracks(int width, int height, const ly_detection *d, const int64_t *ids,
+                               size_t n, ly_label_place *out);
 
 #endif

@@ -41,7 +41,7 @@ def rows(d):
     return [(x["class_id"], np.float32(x["confidence"]), tuple(np.float32(x["bbox_xyxy"])))
             for x in d["detections"]]
 for k, (a, b) in enumerate(zip(ours, theirs)):
-    assert a["frame_idx"] == k, a["frame_idx"]
+    assert a["frame"] == k, a["frame"]
     assert rows(a) == rows(b), (k, rows(a)[:2], rows(b)[:2])
 print(f"{len(ours)} frames, {sum(len(d['detections']) for d in ours)} detections: identical")
 PY
