@@ -7,6 +7,7 @@
     r.boxes.xyxy, r.boxes.conf, r.boxes.cls, r.names, r.orig_shape, r.speed
     r.summary(), r.to_json(), r.plot(), r.save("out.jpg")
 
+Tracking: for r in model.track("clip.mp4"): r.track_id (ByteTrack, as LibreYOLO's).
 Batch inference on Dask: libreyolo_c.dask.predict_paths(client, paths, model=...).
 """
 import os as _os
@@ -16,11 +17,13 @@ from .errors import (LibreYOLOError, LibreYOLOFileNotFoundError, LibreYOLONotImp
                      LibreYOLOValueError)
 from .model import LibreYOLO
 from .results import Array, Boxes, Probs, RestoredImage, Results
+from .tracking import ByteTracker, TrackConfig
 
 # LibreYOLO's quickstart image: model(SAMPLE_IMAGE, save=True). A 640x480
 # picture drawn by tools/make_sample_image.py (no third-party photo).
 SAMPLE_IMAGE = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "assets", "sample.png")
 
 __all__ = ["SAMPLE_IMAGE", "LibreYOLO", "Results", "Boxes", "Probs", "RestoredImage", "Array",
+           "ByteTracker", "TrackConfig",
            "LibreYOLOError", "LibreYOLOFileNotFoundError", "LibreYOLOValueError",
            "LibreYOLONotImplementedError", "LIBRARY_PATH"]

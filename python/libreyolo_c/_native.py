@@ -143,6 +143,21 @@ class VideoFrame(ctypes.Structure):
     ]
 
 
+class TrackConfig(ctypes.Structure):
+    _fields_ = [
+        ("track_high_thresh", ctypes.c_double),
+        ("track_low_thresh", ctypes.c_double),
+        ("new_track_thresh", ctypes.c_double),
+        ("match_thresh", ctypes.c_double),
+        ("match_thresh_low", ctypes.c_double),
+        ("match_thresh_unconfirmed", ctypes.c_double),
+        ("track_buffer", ctypes.c_int),
+        ("frame_rate", ctypes.c_int),
+        ("fuse_score", ctypes.c_bool),
+        ("minimum_consecutive_frames", ctypes.c_int),
+    ]
+
+
 class Detection(ctypes.Structure):
     _fields_ = [
         ("xyxy", ctypes.c_float * 4),
@@ -274,3 +289,18 @@ ly_video_writer_open = _sig(
 ly_video_write = _sig("ly_video_write", st, c_p, ctypes.POINTER(Image))
 ly_video_writer_close = _sig("ly_video_writer_close", st, c_p)
 ly_video_writer_discard = _sig("ly_video_writer_discard", st, c_p)
+ly_track_config_check = _sig("ly_track_config_check", st, ctypes.POINTER(TrackConfig))
+ly_tracker_create = _sig(
+    "ly_tracker_create", st, ctypes.POINTER(TrackConfig), ctypes.POINTER(c_p)
+)
+ly_tracker_update = _sig(
+    "ly_tracker_update", st, c_p, ctypes.POINTER(Detection), ctypes.c_size_t,
+    ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int64),
+    ctypes.POINTER(ctypes.c_size_t),
+)
+ly_tracker_reset = _sig("ly_tracker_reset", st, c_p)
+ly_tracker_free = _sig("ly_tracker_free", st, c_p)
+ly_image_annotate_tracks = _sig(
+    "ly_image_annotate_tracks", st, ctypes.POINTER(Image), ctypes.POINTER(Detection),
+    ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+)

@@ -11,7 +11,7 @@ import numpy as np
 from . import _images
 from . import _native as n
 from . import sources
-from .errors import LibreYOLONotImplementedError, LibreYOLOValueError
+from .errors import LibreYOLOFileNotFoundError, LibreYOLONotImplementedError, LibreYOLOValueError
 from .errors import check as _check
 from .results import Boxes, Probs, RestoredImage, Results
 
@@ -122,6 +122,16 @@ def _collect_video(gen):
             warnings.warn(f"Video has over {_LARGE_VIDEO_THRESHOLD} frames to process. Consider "
                           "using stream=True to avoid high memory usage.", stacklevel=3)
     return out
+
+
+class _FileSaver:
+    """A saver whose one path is given."""
+
+    def __init__(self, path):
+        self.file = os.fspath(path)
+
+    def path(self, source_name):
+        return self.file
 
 
 class _Saver:
@@ -408,7 +418,55 @@ class LibreYOLO:
 
     __call__ = predict
 
-    def _predict_video(self, path, options, keep, vid_stride, saver):
+    def track(self, source, *, track_conf=0.25, iou=0.45, imgsz=None, classes=None, max_det=300,
+              save=False, show=False, vid_stride=1, output_path=None, tracker_config=None,
+              augment=False, **tracker_kwargs):
+        """LibreYOLO's model.track: a generator of one Results per frame with
+        track_id (and boxes.id) set. The detector runs at the tracker's
+        track_low_thresh, as LibreYOLO's; track_conf changes nothing there
+        either (a warning names track_high_thresh, which does). save=True
+        writes runs/track/<stem>.mp4 (<stem>2.mp4, ... when it exists), or
+        output_path, a colour per track and "#<id> 0.87" labels."""
+        if augment:
+            raise LibreYOLONotImplementedError("augment=True: test-time augmentation is not "
+                                               "available for tracking", n.LY_E_UNSUPPORTED)
+        if show:
+            raise LibreYOLONotImplementedError("show=True (a display window) is not available in "
+                                               "libreyolo-c", n.LY_E_UNSUPPORTED)
+        if tracker_config is not None and tracker_kwargs:
+            raise TypeError("give tracker_config or tracker keyword arguments "
+                            f"({', '.join(sorted(tracker_kwargs))}), not both")
+        task = self.task
+        if task == "classify":
+            raise NotImplementedError(
+                "Tracking does not support classification models. Use predict().")
+        if task != "detect":
+            raise NotImplementedError(
+                f"Tracking does not support {task} models. Use predict().")
+        from .tracking import ByteTracker, TrackConfig
+        config = tracker_config or TrackConfig.from_kwargs(**tracker_kwargs)
+        if track_conf != 0.25:
+            warnings.warn(f"track_conf={track_conf} changes nothing (as in LibreYOLO): the first "
+                          f"association's threshold is track_high_thresh "
+                          f"({config.track_high_thresh})", stacklevel=2)
+        video = str(source) if isinstance(source, int) else os.fspath(source)
+        if not sources.is_video(video) and not os.path.exists(video):
+            raise LibreYOLOFileNotFoundError(f"Video file not found: {video}", n.LY_E_NOT_FOUND)
+        options, keep = self._options(config.track_low_thresh, iou, max_det, classes, imgsz)
+        tracker = ByteTracker(config=config)
+        out = output_path
+        if save and out is None:
+            folder = _Saver._make("runs/track", None, True)
+            stem = _images.stem(video) if "%" not in video else \
+                os.path.basename(os.path.dirname(video)) or "sequence"
+            out, k = os.path.join(folder, f"{stem}.mp4"), 2
+            while os.path.exists(out):
+                out, k = os.path.join(folder, f"{stem}{k}.mp4"), k + 1
+        yield from self._predict_video(video, options, keep, vid_stride,
+                                       _FileSaver(out) if (save or output_path) else None,
+                                       tracker=tracker)
+
+    def _predict_video(self, path, options, keep, vid_stride, saver, tracker=None):
         """Results per frame of a video source (file, stream, camera, image
         sequence), read by the library one frame at a time, as LibreYOLO's
         run_video_inference: frame_idx set, path the source, orig_img the
@@ -441,6 +499,8 @@ class LibreYOLO:
                 rgb = np.ctypeslib.as_array(pixels, shape=(frame.height, frame.width, 3)).copy()
                 r = self._results(handle, path, rgb)
                 r.frame_idx = at.index
+                if tracker is not None:
+                    r = tracker.update(r)
                 if writer:
                     drawn = np.ascontiguousarray(r.plot())
                     _check(n.ly_video_write(writer, ctypes.byref(_images.as_c_image(drawn))))

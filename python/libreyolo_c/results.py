@@ -323,6 +323,7 @@ class Results:
             check(n.ly_image_annotate_classes(ctypes.byref(img), rows, len(top)))
         elif self.boxes is not None:
             count = len(self.boxes)
+            ids = None if self.boxes.id is None else np.asarray(self.boxes.id, dtype=np.int64)
             xyxy, conf = np.asarray(self.boxes.xyxy), np.asarray(self.boxes.conf)
             cls = np.asarray(self.boxes.cls).astype(int)
             names = [self.names.get(int(c), "").encode() for c in cls]
@@ -330,7 +331,11 @@ class Results:
             for i in range(count):
                 rows[i].xyxy[:] = [float(v) for v in xyxy[i]]
                 rows[i].conf, rows[i].cls, rows[i].name = float(conf[i]), int(cls[i]), names[i]
-            check(n.ly_image_annotate_detections(ctypes.byref(img), rows, count))
+            if ids is not None:  # tracked: a colour per id, "#<id> 0.87" (LibreYOLO's)
+                c_ids = (ctypes.c_int64 * max(1, count))(*ids.tolist())
+                check(n.ly_image_annotate_tracks(ctypes.byref(img), rows, c_ids, count))
+            else:
+                check(n.ly_image_annotate_detections(ctypes.byref(img), rows, count))
         return rgb
 
     def save(self, filename=None):
