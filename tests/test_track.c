@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FIXTURE LY_SHARED_DIR "/testdata/track/track_seed0.json"
 
@@ -242,6 +243,47 @@ static void test_static_scene(void **state)
     ly_tracker_free(t);
 }
 
+/* Boxes with negative sizes and scores outside [0, 1] go through as
+ * LibreYOLO's arithmetic takes them (no refusal, no crash); a frame of 2,000
+ * detections finishes. */
+static void test_odd_detections(void **state)
+{
+    (void)state;
+    ly_tracker *t;
+    assert_int_equal(ly_tracker_create(NULL, &t), LY_OK);
+    ly_detection d[4] = {{{50, 50, 10, 10}, 0.9f, 0, NULL},
+                         {{0, 0, 30, 30}, 1.5f, 1, NULL},
+                         {{100, 100, 140, 170}, -0.2f, 2, NULL},
+                         {{200, 200, 200, 260}, 0.7f, 3, NULL}};
+    size_t index[2000], count;
+    int64_t id[2000];
+    for (int f = 0; f < 5; f++)
+        assert_int_equal(ly_tracker_update(t, d, 4, index, id, &count), LY_OK);
+    ly_tracker_free(t);
+    assert_int_equal(ly_tracker_create(NULL, &t), LY_OK);
+    ly_detection *many = malloc(2000 * sizeof *many);
+    assert_non_null(many);
+    uint64_t seed = 3;
+    for (int f = 0; f < 3; f++) {
+        for (int i = 0; i < 2000; i++) {
+            float x = (float)(ly_test_splitmix64(&seed) % 1800),
+                  y = (float)(ly_test_splitmix64(&seed) % 1000);
+            many[i] = (ly_detection){{x, y, x + 30, y + 50},
+                                     0.1f + (float)(ly_test_splitmix64(&seed) % 900) / 1000.0f,
+                                     0,
+                                     NULL};
+        }
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        assert_int_equal(ly_tracker_update(t, many, 2000, index, id, &count), LY_OK);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        print_message("2000 detections, frame %d: %zu tracked, %.1f ms\n", f + 1, count,
+                      (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6);
+    }
+    free(many);
+    ly_tracker_free(t);
+}
+
 static size_t rss_kib(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -290,11 +332,9 @@ static void test_soak(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lsap_like_scipy),
-        cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_static_scene),
-        cmocka_unit_test(test_replay_fixture),
-        cmocka_unit_test(test_soak),
+        cmocka_unit_test(test_lsap_like_scipy), cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_static_scene),    cmocka_unit_test(test_replay_fixture),
+        cmocka_unit_test(test_odd_detections),  cmocka_unit_test(test_soak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,6 +144,7 @@ enum {
     LY_PREDICT_IMGSZ = 1u << 3,
     LY_PREDICT_TILE = 1u << 4,
     LY_PREDICT_TILE_PAD = 1u << 5,
+    LY_PREDICT_OVERLAP_RATIO = 1u << 6,
 };
 
 typedef struct ly_predict_options {
@@ -155,6 +156,12 @@ typedef struct ly_predict_options {
     size_t n_classes;
     int tile, tile_pad; /* restoration models only */
     unsigned given;     /* LY_PREDICT_* bits: fields given by the user, whatever they hold */
+    /* LibreYOLO's tiling=True: an image larger than the input size is cut
+     * into overlapping tiles of that size (ly_predict_tiles), each predicted
+     * alone, the boxes shifted back and merged by class-wise NMS at iou;
+     * classifiers predict once. */
+    bool tiling;
+    double overlap_ratio; /* between tiles, in [0, 1); NAN: 0.2 (LibreYOLO's) */
 } ly_predict_options;
 
 /* Every field at the model's default, classes NULL. */
@@ -172,6 +179,15 @@ LY_API ly_status ly_predict_options_set_imgsz(ly_predict_options *options, int h
  * as the command does before it loads one. The checks needing no model come
  * first, so a refusal's message is the same with or without the model. */
 LY_API ly_status ly_predict_options_check(const ly_model *model, const ly_predict_options *options);
+
+/* LibreYOLO's get_slice_bboxes: the tiles (x1, y1, x2, y2) that tiling cuts a
+ * width x height image into, `size` pixels a side, overlapping by
+ * int(size * overlap_ratio), the last of a row or column moved back to end
+ * at the edge. *count is how many there are; the first min(*count,
+ * capacity) are written. LY_E_INVALID_ARGUMENT for sizes below 1, an
+ * overlap outside [0, 1), or more than 4096 tiles (the message says how many). */
+LY_API ly_status ly_predict_tiles(int width, int height, int size, double overlap_ratio,
+                                  int (*tiles)[4], size_t capacity, size_t *count);
 
 /* `options` may be NULL for the model's defaults. */
 typedef enum ly_pixel_format { LY_PIXELS_RGB = 0, LY_PIXELS_BGR = 1 } ly_pixel_format;
@@ -207,6 +223,9 @@ typedef struct ly_detection {
 LY_API ly_status ly_results_count(const ly_results *results, size_t *count);
 LY_API ly_status ly_results_get(const ly_results *results, size_t index, ly_detection *out);
 LY_API ly_status ly_results_orig_shape(const ly_results *results, int *height, int *width);
+/* How many tiles the prediction ran on: 0 when it did not tile (LibreYOLO's
+ * result.tiled and result.num_tiles are set only when it tiled). */
+LY_API ly_status ly_results_tiles(const ly_results *results, int *num_tiles);
 /* Milliseconds spent in preprocessing, the network, and postprocessing. A
  * model's first prediction at a size counts its one-time planning (weights
  * packed for the kernels) as inference. */

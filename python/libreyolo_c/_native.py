@@ -82,12 +82,14 @@ class PredictOptions(ctypes.Structure):
         ("tile", ctypes.c_int),
         ("tile_pad", ctypes.c_int),
         ("given", ctypes.c_uint),
+        ("tiling", ctypes.c_bool),
+        ("overlap_ratio", ctypes.c_double),
     ]
 
 
 # ly_predict_options.given: the fields the user gave, checked whatever they hold
 LY_PREDICT_CONF, LY_PREDICT_IOU, LY_PREDICT_MAX_DET, LY_PREDICT_IMGSZ = 1, 2, 4, 8
-LY_PREDICT_TILE, LY_PREDICT_TILE_PAD = 16, 32
+LY_PREDICT_TILE, LY_PREDICT_TILE_PAD, LY_PREDICT_OVERLAP_RATIO = 16, 32, 64
 
 
 class Image(ctypes.Structure):
@@ -304,3 +306,4 @@ ly_image_annotate_tracks = _sig(
     "ly_image_annotate_tracks", st, ctypes.POINTER(Image), ctypes.POINTER(Detection),
     ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
 )
+ly_results_tiles = _sig("ly_results_tiles", st, c_p, ctypes.POINTER(ctypes.c_int))

@@ -255,7 +255,8 @@ class LibreYOLO:
             _check(n.ly_model_set_fused_attention(self._handle, bool(enabled), ctypes.byref(count)))
         return count.value
 
-    def _options(self, conf, iou, max_det, classes, imgsz, tile=None, tile_pad=None):
+    def _options(self, conf, iou, max_det, classes, imgsz, tile=None, tile_pad=None,
+                 tiling=False, overlap_ratio=None):
         """The C options, each value the user gave marked as given: the library
         checks them (ly_predict_options_check), so they are refused as the C
         API and the command refuse them."""
@@ -278,6 +279,11 @@ class LibreYOLO:
             o.tile, o.given = _c_int("tile", tile), o.given | n.LY_PREDICT_TILE
         if tile_pad is not None:
             o.tile_pad, o.given = _c_int("tile_pad", tile_pad), o.given | n.LY_PREDICT_TILE_PAD
+        if tiling:
+            o.tiling = True
+            if overlap_ratio is not None:
+                o.overlap_ratio = float(overlap_ratio)
+                o.given |= n.LY_PREDICT_OVERLAP_RATIO
         keep = None
         if classes is not None:
             ids = [_c_int("classes", c) for c in (classes if np.iterable(classes) else [classes])]
@@ -322,6 +328,10 @@ class LibreYOLO:
                     xyxy[i] = d.xyxy[:]
                     conf[i], cls[i] = d.conf, d.cls
                 r = Results(Boxes(xyxy, conf, cls), shape, path, self.names, speed=speed)
+            tiles = ctypes.c_int()
+            _check(n.ly_results_tiles(handle, ctypes.byref(tiles)))
+            if tiles.value:  # LibreYOLO sets these only when it tiled
+                r.tiled, r.num_tiles = True, tiles.value
             r.orig_img = orig_img
             return r
         finally:
@@ -367,9 +377,12 @@ class LibreYOLO:
         output_file_format). tile and tile_pad: a restoration model's tiling.
         A video source (file, stream, camera number, image sequence) gives one
         Results per frame (frame_idx set), lazily with stream=True; save=True
-        writes <stem>.mp4. Keywords LibreYOLO warns about warn here; the ones
-        it refuses and the ones this library cannot do (augment, tiling, show)
-        raise; any other raises TypeError naming the closest known one."""
+        writes <stem>.mp4. tiling=True cuts an image larger than imgsz into
+        overlapping tiles (overlap_ratio) as LibreYOLO's _predict_tiled does
+        (tiled and num_tiles set on such results). Keywords LibreYOLO warns
+        about warn here; the ones it refuses and the ones this library cannot
+        do (augment, show) raise; any other raises TypeError naming the
+        closest known one."""
         _keywords(kwargs, _PREDICT_KEYWORDS)
         if self._handle is None:
             raise ValueError("the model is closed")
@@ -380,13 +393,20 @@ class LibreYOLO:
         _positive("batch", batch)
         _positive("vid_stride", vid_stride)
         ext = _file_format(output_file_format)
+        if tiling and augment:
+            raise LibreYOLOValueError("tiling and augment cannot be used together. Disable one "
+                                      "of them.", n.LY_E_INVALID_ARGUMENT)
         for flag, why in ((augment, "augment=True (test-time augmentation)"),
-                          (tiling, "tiling=True (tiled detection)"),
                           (show, "show=True (a display window)")):
             if flag:
                 raise LibreYOLONotImplementedError(f"{why} is not available in libreyolo-c",
                                                    n.LY_E_UNSUPPORTED)
-        options, keep = self._options(conf, iou, max_det, classes, imgsz, tile, tile_pad)
+        options, keep = self._options(conf, iou, max_det, classes, imgsz, tile, tile_pad,
+                                      tiling, overlap_ratio)
+        if tiling and sources.is_video(source):
+            raise LibreYOLOValueError(f"tiling=True: tiled detection is for images; {source} is "
+                                      "a video (LibreYOLO ignores tiling there)",
+                                      n.LY_E_INVALID_ARGUMENT)
         if sources.is_video(source):
             if self.task == "restore":
                 raise LibreYOLOValueError(f"{source}: a restoration model runs on "

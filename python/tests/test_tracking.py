@@ -96,3 +96,30 @@ def test_track_refuses_classifier(tmp_path):
     with pytest.raises(NotImplementedError,
                        match=r"Tracking does not support classification models\. Use predict\(\)\."):
         next(gen)
+
+
+def test_tiling_like_libreyolo(images):
+    """predict(tiling=True): LibreYOLO's tiles and detections on parkour.jpg
+    (tiled_parkour_640.json, D-FINE-n seed 0, overlap 0.2)."""
+    fixture = os.path.join(SHARED, "track", "tiled_parkour_640.json")
+    dfine = os.path.join(SHARED, "dfine", "LibreDFINEn_seed0.pt")
+    if not (os.path.exists(fixture) and os.path.exists(dfine)):
+        pytest.skip("../shared/testdata (tiling fixture, D-FINE-n) is absent")
+    ref = json.load(open(fixture))
+    model = LibreYOLO(dfine)
+    r = model.predict(images[2], tiling=True, overlap_ratio=ref["overlap_ratio"])
+    assert r.tiled is True and r.num_tiles == ref["num_tiles"]
+    assert len(r) == len(ref["conf"])
+    # as sets: two scores within 1e-4 of each other may come in either order
+    ours = np.column_stack([r.boxes.cls, r.boxes.xyxy, r.boxes.conf])
+    theirs = np.column_stack([ref["cls"], ref["xyxy"], ref["conf"]])
+    ours, theirs = (a[np.lexsort(np.round(a[:, :5], 0).T[::-1])] for a in (ours, theirs))
+    np.testing.assert_array_equal(ours[:, 0], theirs[:, 0])
+    np.testing.assert_allclose(ours[:, 1:5], theirs[:, 1:5], atol=1.28)  # 1e-3 of 1280
+    np.testing.assert_allclose(ours[:, 5], theirs[:, 5], atol=1e-4)
+    small = model.predict(np.zeros((240, 320, 3), np.uint8), tiling=True)
+    assert not hasattr(small, "num_tiles")
+    with pytest.raises(ValueError, match="tiling and augment cannot be used together"):
+        model.predict(images[2], tiling=True, augment=True)
+    with pytest.raises(ValueError, match=r"overlap_ratio 1: expected a number in \[0, 1\)"):
+        model.predict(images[2], tiling=True, overlap_ratio=1.0)

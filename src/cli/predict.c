@@ -35,7 +35,8 @@ void ly_cli_usage_predict(FILE *to)
           "                         [max_det=N] [imgsz=S|H,W] [classes=[0,2,5]] [tile=N] "
           "[tile_pad=N]\n"
           "                         [save] [output_file_format=jpg|png] [project=P] [name=N]\n"
-          "                         [vid_stride=N] [stream] [batch=N]\n"
+          "                         [vid_stride=N] [stream] [batch=N] [tiling] "
+          "[overlap_ratio=X]\n"
           "                         [exist_ok] [device=cpu] [threads=N] [json | jsonl]\n"
           "\n"
           "Detects objects in an image, or in every image of a directory (JPEG, PNG, BMP; in\n"
@@ -53,7 +54,13 @@ void ly_cli_usage_predict(FILE *to)
           "                   and (ours) an rtsp:// or http(s) stream, a camera (0 is\n"
           "                   /dev/video0) or an image sequence ('frames/%04d.png'), with\n"
           "                   FFmpeg's libraries: one line (or JSON object, with \"frame\"\n"
-          "                   and \"timestamp\") per frame\n"
+          "                   and \"timestamp\") per frame\n",
+          to);
+    fputs("  --tiling         LibreYOLO's tiled detection: an image larger than imgsz is cut\n"
+          "                   into overlapping imgsz tiles, each predicted, the boxes merged\n"
+          "                   by class-wise NMS at iou (for .pte models too, which LibreYOLO's\n"
+          "                   CLI refuses); classifiers predict once\n"
+          "  --overlap-ratio X  the tiles' overlap, in [0, 1) (default 0.2)\n"
           "  --vid-stride N   video: predict on every Nth frame (default 1)\n"
           "  --stream         accepted (LibreYOLO's stream=True): each frame's result is\n"
           "                   printed as it is done either way\n"
@@ -289,6 +296,18 @@ static int parse_args(int argc, char **argv, predict_args *a)
             a->project = v;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--name", &missing))) {
             a->name = v;
+        } else if (strcmp(arg, "--tiling") == 0) {
+            a->options.tiling = true;
+        } else if (strcmp(arg, "--no-tiling") == 0) {
+            a->options.tiling = false;
+        } else if ((v = ly_cli_option_value(argc, argv, &i, "--overlap-ratio", &missing))) {
+            char *end;
+            errno = 0;
+            double x = strtod(v, &end);
+            if (end == v || *end || errno)
+                return ly_cli_usage_error("predict", "--overlap-ratio '%s': expected a number", v);
+            a->options.overlap_ratio = x;
+            a->options.given |= LY_PREDICT_OVERLAP_RATIO;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--vid-stride", &missing))) {
             if (!ly_cli_parse_int(v, 1, INT_MAX, &a->vid_stride))
                 return ly_cli_usage_error_code("predict", "config_range_error",
@@ -535,6 +554,9 @@ static void print_result(FILE *to, const char *image, const ly_results *r,
         fputs("]}", to);
     }
     fputs("]", to);
+    int tiles = 0;
+    ly_results_tiles(r, &tiles);
+    if (tiles) fprintf(to, ", \"tiled\": true, \"num_tiles\": %d", tiles);
     ly_image_view restored;
     int scale;
     if (strcmp(task, "restore") == 0 && ly_results_restored(r, &restored, &scale) == LY_OK)
@@ -636,7 +658,11 @@ static void print_human(const char *image, size_t index, size_t total, bool verb
             if (d[j].cls == d[i].cls) counted[j] = true, same++;
         print_count(d[i].name, d[i].cls, same, i == 0);
     }
-    printf("%s, %.1fms\n", n ? "" : "(no detections)", pre + inf + post);
+    int tiles = 0;
+    ly_results_tiles(r, &tiles);
+    printf("%s", n ? "" : "(no detections)");
+    if (tiles) printf(" (%d tiles)", tiles);
+    printf(", %.1fms\n", pre + inf + post);
     for (size_t i = 0; verbose && i < n; i++) {
         char cls[32];
         snprintf(cls, sizeof cls, "class %d", d[i].cls);
@@ -841,6 +867,11 @@ int ly_cli_predict(int argc, char **argv)
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
+    if (!code && video && a.options.tiling)
+        code = ly_cli_usage_error_code("predict", "config_unsupported",
+                                       "tiling=True: tiled detection is for images; %s is a video "
+                                       "(LibreYOLO ignores tiling there)",
+                                       a.source);
     if (!code && video && rs.restores)
         code = ly_cli_fail("predict", LY_EXIT_USAGE, "config_unsupported", NULL,
                            "%s: a restoration model runs on images, not on video", a.source);

@@ -13,6 +13,7 @@
 #include "models/predict_options.h"
 #include "models/recipe.h"
 #include "models/restore.h"
+#include "models/tiling.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ struct ly_results {
     uint8_t *restored;
     int restore_scale;
     int orig_height, orig_width;
+    int num_tiles; /* tiling: how many tiles it ran on; 0 when it did not tile */
     double preprocess_ms, inference_ms, postprocess_ms;
 };
 
@@ -749,6 +751,73 @@ static ly_status restore_view(const ly_model *m, const ly_image_view *image, ly_
     return LY_OK;
 }
 
+/* LibreYOLO's _predict_tiled for an image larger than the input: each tile a
+ * plain prediction of its crop (the same conf, iou, classes, max_det), its
+ * boxes shifted back (added in float64, stored as float32, as LibreYOLO's
+ * lists become a float32 tensor), merged by class-wise NMS at iou, max_det
+ * kept, classes applied again. */
+static ly_status predict_tiled(ly_model *model, const ly_image_view *image,
+                               const ly_predict_options *o, ly_box **boxes_out, size_t *count,
+                               int *num_tiles, double times[3])
+{
+    size_t n_tiles = 0;
+    ly_status st = ly_predict_tiles(image->width, image->height, o->imgsz, o->overlap_ratio, NULL,
+                                    0, &n_tiles);
+    if (st != LY_OK) return st;
+    int(*tiles)[4] = malloc(n_tiles * sizeof *tiles);
+    if (!tiles) return ly_set_error(LY_E_NO_MEMORY, "tiling: out of memory");
+    ly_predict_tiles(image->width, image->height, o->imgsz, o->overlap_ratio, tiles, n_tiles,
+                     &n_tiles);
+    ly_predict_options tile_options = *o;
+    tile_options.tiling = false;
+    ly_box *all = NULL;
+    size_t total = 0, cap = 0;
+    for (size_t t = 0; st == LY_OK && t < n_tiles; t++) {
+        int x1 = tiles[t][0], y1 = tiles[t][1];
+        ly_image_view crop = {image->pixels + (size_t)y1 * image->stride + (size_t)x1 * 3,
+                              tiles[t][2] - x1, tiles[t][3] - y1, image->stride, image->format};
+        ly_box *boxes = NULL;
+        size_t count_t = 0;
+        double tile_times[3] = {0, 0, 0};
+        st = predict(model, &crop, NULL, &tile_options, &boxes, &count_t, NULL, tile_times);
+        if (st == LY_OK) count_t = ly_predict_keep_classes(boxes, count_t, &tile_options);
+        if (st == LY_OK && total + count_t > cap) {
+            size_t grown = 2 * (total + count_t) + 16;
+            ly_box *more = realloc(all, grown * sizeof *more);
+            if (!more)
+                st = ly_set_error(LY_E_NO_MEMORY, "tiling: out of memory");
+            else
+                all = more, cap = grown;
+        }
+        for (size_t i = 0; st == LY_OK && i < count_t; i++) {
+            ly_box b = boxes[i];
+            b.xyxy[0] = (float)((double)b.xyxy[0] + x1);
+            b.xyxy[1] = (float)((double)b.xyxy[1] + y1);
+            b.xyxy[2] = (float)((double)b.xyxy[2] + x1);
+            b.xyxy[3] = (float)((double)b.xyxy[3] + y1);
+            all[total++] = b;
+        }
+        free(boxes);
+        for (int k = 0; k < 3; k++)
+            times[k] += tile_times[k];
+    }
+    free(tiles);
+    size_t kept = 0;
+    double t0 = ly_now_ms();
+    if (st == LY_OK && total) st = ly_tiles_merge(all, total, o->iou, &kept);
+    if (st == LY_OK && kept > (size_t)o->max_det) kept = (size_t)o->max_det;
+    if (st == LY_OK) kept = ly_predict_keep_classes(all, kept, o);
+    times[2] += ly_now_ms() - t0;
+    if (st != LY_OK) {
+        free(all);
+        return st;
+    }
+    *boxes_out = all;
+    *count = kept;
+    *num_tiles = (int)n_tiles;
+    return LY_OK;
+}
+
 static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_image *release,
                               const ly_predict_options *options, ly_results **out)
 {
@@ -776,15 +845,25 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
         if (!probs) return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
     }
     int width = image->width, height = image->height; /* `image` may go with `release` */
-    st = predict(model, image, release, &resolved, &boxes, &count, probs, times);
+    int num_tiles = 0;
+    /* a classifier predicts once (LibreYOLO's fallback); an image within the
+     * input size too */
+    bool tiled = resolved.tiling && !probs && (width > resolved.imgsz || height > resolved.imgsz);
+    if (tiled) {
+        st = predict_tiled(model, image, &resolved, &boxes, &count, &num_tiles, times);
+        if (release) ly_image_free(release);
+    } else {
+        st = predict(model, image, release, &resolved, &boxes, &count, probs, times);
+    }
     int64_t classes = model->d.nc + (model->d.recipe->no_object_class ? 1 : 0);
     for (size_t i = 0; st == LY_OK && i < count; i++)
         if (boxes[i].cls < 0 || boxes[i].cls >= classes)
             st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
                               boxes[i].cls);
-    if (st == LY_OK) count = ly_predict_keep_classes(boxes, count, &resolved);
+    if (st == LY_OK && !tiled) count = ly_predict_keep_classes(boxes, count, &resolved);
     if (st == LY_OK)
         st = probs ? make_class_results(model, probs, out) : make_results(model, boxes, count, out);
+    if (st == LY_OK) (*out)->num_tiles = num_tiles;
     free(boxes);
     if (st != LY_OK) {
         free(probs);
@@ -832,6 +911,15 @@ ly_status ly_model_predict_file(ly_model *model, const char *path,
 }
 
 /* ---- Results ------------------------------------------------------------ */
+
+ly_status ly_results_tiles(const ly_results *results, int *num_tiles)
+{
+    if (!results || !num_tiles)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_results_tiles: results or num_tiles is NULL");
+    *num_tiles = results->num_tiles;
+    return LY_OK;
+}
 
 ly_status ly_results_count(const ly_results *results, size_t *count)
 {

@@ -54,7 +54,14 @@ static ly_status check(const ly_model_desc *d, const ly_predict_options *o)
                             o->tile);
     if (given_int(o, o->tile_pad, LY_PREDICT_TILE_PAD) && o->tile_pad < 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "tile_pad %d: expected 0 or more", o->tile_pad);
+    if ((o->given & LY_PREDICT_OVERLAP_RATIO || !isnan(o->overlap_ratio)) &&
+        !(o->overlap_ratio >= 0 && o->overlap_ratio < 1))
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "overlap_ratio %g: expected a number in [0, 1)",
+                            o->overlap_ratio);
     if (!d) return LY_OK;
+    if (o->tiling && d->recipe->restore_scale > 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "tiling=True: a restoration model tiles with tile and tile_pad");
     if (d->recipe->restore_scale > 0) return LY_OK; /* LibreYOLO ignores the rest there */
     if (given_int(o, o->tile, LY_PREDICT_TILE) && o->tile != 0)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
@@ -85,7 +92,8 @@ ly_status ly_predict_options_init(ly_predict_options *options)
                                     .max_det = LY_PREDICT_DEFAULT,
                                     .imgsz = LY_PREDICT_DEFAULT,
                                     .tile = LY_PREDICT_DEFAULT,
-                                    .tile_pad = LY_PREDICT_DEFAULT};
+                                    .tile_pad = LY_PREDICT_DEFAULT,
+                                    .overlap_ratio = NAN};
     return LY_OK;
 }
 
@@ -122,8 +130,10 @@ ly_status ly_predict_options_resolve(const ly_model_desc *d, const ly_predict_op
         resolved->imgsz = (int)d->imgsz;
     if (!given_int(o, o->tile, LY_PREDICT_TILE)) resolved->tile = 0;
     if (!given_int(o, o->tile_pad, LY_PREDICT_TILE_PAD)) resolved->tile_pad = 16;
+    if (!(o->given & LY_PREDICT_OVERLAP_RATIO) && isnan(o->overlap_ratio))
+        resolved->overlap_ratio = 0.2;
     resolved->given = LY_PREDICT_CONF | LY_PREDICT_IOU | LY_PREDICT_MAX_DET | LY_PREDICT_IMGSZ |
-                      LY_PREDICT_TILE | LY_PREDICT_TILE_PAD;
+                      LY_PREDICT_TILE | LY_PREDICT_TILE_PAD | LY_PREDICT_OVERLAP_RATIO;
     return LY_OK;
 }
 
