@@ -221,8 +221,9 @@ no_peer:
         printf("libreyolo bench track: %d frames, %d detections each, %.1f tracks reported per "
                "frame on average\n",
                frames, d, live / frames);
-        printf("ours                  %.4f ms per frame (p90 %.4f), %.2fx the %.1f ms target\n",
-               mean, p90, mean / TARGET_MS, TARGET_MS);
+        printf("ours                  %.4f ms per frame (median %.4f, p90 %.4f), %.2fx the %.1f ms "
+               "target\n",
+               mean, median, p90, mean / TARGET_MS, TARGET_MS);
         printf("LibreYOLO ByteTracker %s\n", peer_line);
     }
     if (peer_same == 0) code = LY_EXIT_FAILURE;
