@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -646,6 +647,45 @@ static void test_cli_interrupt_keeps_video(void **state)
     assert_true(n < 400);
 }
 
+/* A server that accepts and hangs up at once: open fails naming the stream. */
+static void *accept_and_close(void *arg)
+{
+    int fd = *(int *)arg;
+    for (int k = 0; k < 8; k++) {
+        int c = accept(fd, NULL, NULL);
+        if (c < 0) break;
+        close(c);
+    }
+    return NULL;
+}
+
+static void test_disconnected_stream(void **state)
+{
+    (void)state;
+    if (!video_built()) skip();
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    socklen_t len = sizeof addr;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    pthread_t server;
+    assert_int_equal(pthread_create(&server, NULL, accept_and_close, &fd), 0);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/live.mp4", ntohs(addr.sin_port));
+    ly_video_options opt;
+    ly_video_options_init(&opt);
+    opt.timeout_ms = 2000;
+    ly_video_reader *r;
+    ly_status st = ly_video_open(url, &opt, &r);
+    assert_true(st == LY_E_IO || st == LY_E_FORMAT);
+    assert_non_null(strstr(ly_last_error(), url));
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+    pthread_join(server, NULL);
+}
+
 static void test_is_source(void **state)
 {
     (void)state;
@@ -689,17 +729,12 @@ static void test_without_ffmpeg(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_is_source),
-        cmocka_unit_test(test_without_ffmpeg),
-        cmocka_unit_test(test_mjpeg_avi),
-        cmocka_unit_test(test_h264_mp4),
-        cmocka_unit_test(test_mp4v_default),
-        cmocka_unit_test(test_writer_refusals),
-        cmocka_unit_test(test_image_sequence),
-        cmocka_unit_test(test_bad_sources),
-        cmocka_unit_test(test_stalled_stream),
-        cmocka_unit_test(test_cli_predict_video),
-        cmocka_unit_test(test_cli_interrupt_keeps_video),
+        cmocka_unit_test(test_is_source),         cmocka_unit_test(test_without_ffmpeg),
+        cmocka_unit_test(test_mjpeg_avi),         cmocka_unit_test(test_h264_mp4),
+        cmocka_unit_test(test_mp4v_default),      cmocka_unit_test(test_writer_refusals),
+        cmocka_unit_test(test_image_sequence),    cmocka_unit_test(test_bad_sources),
+        cmocka_unit_test(test_stalled_stream),    cmocka_unit_test(test_disconnected_stream),
+        cmocka_unit_test(test_cli_predict_video), cmocka_unit_test(test_cli_interrupt_keeps_video),
     };
     return cmocka_run_group_tests(tests, ly_test_scratch_setup, ly_test_scratch_teardown);
 }
