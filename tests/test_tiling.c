@@ -169,6 +169,26 @@ static void test_dfine_tiled_parkour(void **state)
                   "matched, %zu excused\n",
                   tiles, matched, want, excused);
     assert_true(matched >= want - 2);
+
+    /* LibreYOLO's tiled save: tiles/, final_image, grid_visualization, metadata.json */
+    char dir[] = "/tmp/ly_test_tiled_XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    ly_image photo;
+    assert_int_equal(ly_image_load(PARKOUR, &photo), LY_OK);
+    char out[200];
+    snprintf(out, sizeof out, "%s/parkour", dir);
+    assert_int_equal(ly_results_save_tiled(r, &photo, m, PARKOUR, out, "png"), LY_OK);
+    const char *files[] = {"final_image.png", "grid_visualization.png", "metadata.json",
+                           "tiles/tile_000.png", "tiles/tile_005.png"};
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", out, files[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f) fail_msg("%s was not written", path);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    assert_int_equal(system(path), 0);
+    ly_image_free(&photo);
     ly_results_free(r);
 
     /* within the input size: no tiling; a classifier-style fallback is the
@@ -180,6 +200,9 @@ static void test_dfine_tiled_parkour(void **state)
     assert_int_equal(ly_model_predict_image(m, &v, &o, &r), LY_OK);
     assert_int_equal(ly_results_tiles(r, &tiles), LY_OK);
     assert_int_equal(tiles, 0);
+    ly_image photo_small = {small.pixels, 320, 240};
+    assert_int_equal(ly_results_save_tiled(r, &photo_small, m, NULL, "/tmp/x", "png"),
+                     LY_E_INVALID_ARGUMENT);
     ly_results_free(r);
     ly_image_free(&small);
     free(rb);

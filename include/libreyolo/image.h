@@ -97,6 +97,18 @@ LY_API ly_status ly_image_annotate_detections(ly_image *image, const ly_detectio
  * "#<id> 0.87" label (ids[i] is detections[i]'s). */
 LY_API ly_status ly_image_annotate_tracks(ly_image *image, const ly_detection *detections,
                                           const int64_t *ids, size_t n);
+/* LibreYOLO's save of a tiled prediction (its _predict_tiled with
+ * save=True), into `dir` (created with its parents): tiles/tile_000.<ext>,
+ * ... (each tile's crop of `image`), final_image.<ext> (`image` with the
+ * detections drawn), grid_visualization.<ext> (the tiles outlined in red)
+ * and metadata.json (model, size, image_source, original_size, num_tiles,
+ * tile_size, overlap_ratio, num_detections, conf, iou; "model" is the
+ * family's name here). `image` is the one predicted (not modified);
+ * `source` what metadata names (NULL: "PIL/numpy input", LibreYOLO's words);
+ * ext "jpg" or "png". LY_E_INVALID_ARGUMENT for results that did not tile. */
+LY_API ly_status ly_results_save_tiled(const ly_results *results, const ly_image *image,
+                                       const ly_model *model, const char *source, const char *dir,
+                                       const char *ext);
 /* A classifier's drawing: the n classes given, one "name 0.87" line each from
  * the top-left corner. */
 LY_API ly_status ly_image_annotate_classes(ly_image *image, const ly_class_prob *top, size_t n);

@@ -307,3 +307,7 @@ ly_image_annotate_tracks = _sig(
     ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
 )
 ly_results_tiles = _sig("ly_results_tiles", st, c_p, ctypes.POINTER(ctypes.c_int))
+ly_results_save_tiled = _sig(
+    "ly_results_save_tiled", st, c_p, ctypes.POINTER(Image), c_p, ctypes.c_char_p, ctypes.c_char_p,
+    ctypes.c_char_p,
+)

@@ -293,7 +293,10 @@ class LibreYOLO:
         _check(n.ly_predict_options_check(self._handle, ctypes.byref(o)))
         return o, keep
 
-    def _results(self, handle, path, orig_img=None):
+    def _results(self, handle, path, orig_img=None, tiled_save=None):
+        """Results of a C handle (freed here). tiled_save: (folder, ext) where a
+        prediction that tiled is saved in LibreYOLO's layout while the handle
+        is alive (ly_results_save_tiled)."""
         try:
             count = ctypes.c_size_t()
             _check(n.ly_results_count(handle, ctypes.byref(count)))
@@ -332,31 +335,52 @@ class LibreYOLO:
             _check(n.ly_results_tiles(handle, ctypes.byref(tiles)))
             if tiles.value:  # LibreYOLO sets these only when it tiled
                 r.tiled, r.num_tiles = True, tiles.value
+                if tiled_save is not None:
+                    self._save_tiled(handle, r, path, orig_img, *tiled_save)
             r.orig_img = orig_img
             return r
         finally:
             n.ly_results_free(handle)
 
-    def _predict_item(self, item, options):
+    def _save_tiled(self, handle, r, path, orig_img, base, ext):
+        """LibreYOLO's tiled save: base/<stem>_<family>_<size>_<timestamp>/ with
+        tiles/, final_image, grid_visualization and metadata.json."""
+        import datetime
+        rgb = orig_img if orig_img is not None else _images.load_rgb(path)
+        rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+        info = self.info()
+        stem = _images.stem(path) if path else "inference"
+        when = datetime.datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+        folder = os.path.join(base, f"{stem}_{info['family']}_{info['size']}_{when}")
+        _check(n.ly_results_save_tiled(handle, ctypes.byref(_images.as_c_image(rgb)),
+                                       self._handle, os.fsencode(path) if path else None,
+                                       os.fsencode(folder), ext.encode()))
+        r.saved_path = folder
+        r.tiles_path = os.path.join(folder, "tiles")
+        r.grid_path = os.path.join(folder, f"grid_visualization.{ext}")
+
+    def _predict_item(self, item, options, tiled_save=None):
         """Results of one sources.Item; in-memory pixels are kept as orig_img
         (RGB) for plot()."""
         handle = ctypes.c_void_p()
         if item.kind == "file":
             _check(n.ly_model_predict_file(self._handle, os.fsencode(item.value),
                                            ctypes.byref(options), ctypes.byref(handle)))
-            return self._results(handle, item.value)
+            return self._results(handle, item.value, tiled_save=tiled_save)
         if item.kind == "pixels":
             arr = item.value
             view = n.ImageView(arr.ctypes.data, arr.shape[1], arr.shape[0], arr.strides[0],
                                1 if item.bgr else 0)
             _check(n.ly_model_predict_image(self._handle, ctypes.byref(view),
                                             ctypes.byref(options), ctypes.byref(handle)))
-            return self._results(handle, item.name, arr[..., ::-1] if item.bgr else arr)
+            return self._results(handle, item.name, arr[..., ::-1] if item.bgr else arr,
+                                 tiled_save=tiled_save)
         rgb = _images.load_rgb(item.value)  # a URL's or encoded bytes
         view = n.ImageView(rgb.ctypes.data, rgb.shape[1], rgb.shape[0], rgb.strides[0], 0)
         _check(n.ly_model_predict_image(self._handle, ctypes.byref(view), ctypes.byref(options),
                                         ctypes.byref(handle)))
-        return self._results(handle, item.name if item.kind == "url" else None, rgb)
+        return self._results(handle, item.name if item.kind == "url" else None, rgb,
+                             tiled_save=tiled_save)
 
     def predict(self, source=None, *, conf=None, iou=None, imgsz=None, device=None, classes=None,
                 max_det=None, augment=False, save=False, batch=1, stream=False, vid_stride=1,
@@ -419,14 +443,18 @@ class LibreYOLO:
                 return gen
             return _collect_video(gen)
         items, single = sources.expand(source, fmt)
+        # a tiled prediction saves LibreYOLO's layout: under output_path, else
+        # runs/tiled_detections
+        tiled_save = (os.fspath(output_path) if output_path is not None else
+                      os.path.join("runs", "tiled_detections"), ext) if save and tiling else None
         saver = _Saver(self.task, output_path, project, name, exist_ok, ext,
                        len(items)) if save else None
 
         def run():
             held = keep  # the class ids' C array lives as long as the run
             for item in items:
-                r = self._predict_item(item, options)
-                if saver:
+                r = self._predict_item(item, options, tiled_save)
+                if saver and not getattr(r, "tiled", False):
                     r.saved_path = r.save(saver.path(item.name or "inference"))
                 yield r
             del held

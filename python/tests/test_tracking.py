@@ -98,7 +98,7 @@ def test_track_refuses_classifier(tmp_path):
         next(gen)
 
 
-def test_tiling_like_libreyolo(images):
+def test_tiling_like_libreyolo(images, tmp_path):
     """predict(tiling=True): LibreYOLO's tiles and detections on parkour.jpg
     (tiled_parkour_640.json, D-FINE-n seed 0, overlap 0.2)."""
     fixture = os.path.join(SHARED, "track", "tiled_parkour_640.json")
@@ -119,6 +119,12 @@ def test_tiling_like_libreyolo(images):
     np.testing.assert_allclose(ours[:, 5], theirs[:, 5], atol=1e-4)
     small = model.predict(np.zeros((240, 320, 3), np.uint8), tiling=True)
     assert not hasattr(small, "num_tiles")
+    saved = model.predict(images[2], tiling=True, save=True, output_path=str(tmp_path))
+    names = sorted(os.listdir(saved.saved_path))
+    assert names == ["final_image.jpg", "grid_visualization.jpg", "metadata.json", "tiles"]
+    assert len(os.listdir(saved.tiles_path)) == ref["num_tiles"]
+    meta = json.load(open(os.path.join(saved.saved_path, "metadata.json")))
+    assert meta["num_tiles"] == 6 and meta["num_detections"] == len(r) and meta["iou"] == 0.45
     with pytest.raises(ValueError, match="tiling and augment cannot be used together"):
         model.predict(images[2], tiling=True, augment=True)
     with pytest.raises(ValueError, match=r"overlap_ratio 1: expected a number in \[0, 1\)"):

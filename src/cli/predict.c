@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define DEFAULT_MODEL "nanodet"
 #define DEFAULT_NAME "predict"
@@ -676,8 +677,42 @@ static void print_human(const char *image, size_t index, size_t total, bool verb
 
 /* Draw onto `im` (the decoded image) and write it into the save folder; a
  * restoration model's restored image instead (LibreYOLO's RestoredImage.save). */
+/* A tiled prediction is saved as LibreYOLO saves one: its own folder
+ * <stem>_<family>_<size>_<timestamp> in the save folder, with the tiles, the
+ * annotated image, the grid and metadata.json (ly_results_save_tiled). */
+static int save_tiled(run_state *rs, const char *image, const ly_image *im, const ly_results *r)
+{
+    ly_model_info info;
+    ly_model_get_info(rs->model, &info);
+    char stem[NAME_MAX];
+    const char *base = strrchr(image, '/');
+    base = base ? base + 1 : image;
+    int len = is_url(image) ? (int)strcspn(base, "?#") : (int)strlen(base);
+    const char *dot = memrchr(base, '.', (size_t)len);
+    if (dot && dot != base) len = (int)(dot - base);
+    snprintf(stem, sizeof stem, "%.*s", len, len ? base : "inference");
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct tm tm;
+    localtime_r(&now.tv_sec, &tm);
+    char when[32], dir[PATH_MAX];
+    strftime(when, sizeof when, "%Y%m%d_%H%M%S", &tm);
+    int n = snprintf(dir, sizeof dir, "%s/%s_%s_%s_%s_%06ld", rs->save_dir, stem, info.family,
+                     info.size ? info.size : "", when, now.tv_nsec / 1000);
+    if (n < 0 || (size_t)n >= sizeof dir)
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "%s: path too long",
+                           rs->save_dir);
+    const char *ext = rs->a->file_format ? rs->a->file_format : "jpg";
+    if (ly_results_save_tiled(r, im, rs->model, image, dir, ext) != LY_OK)
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "%s", ly_last_error());
+    return 0;
+}
+
 static int save_annotated(run_state *rs, const char *image, ly_image *im, const ly_results *r)
 {
+    int tiles = 0;
+    ly_results_tiles(r, &tiles);
+    if (tiles) return save_tiled(rs, image, im, r);
     const char *ext = rs->a->file_format ? rs->a->file_format : "jpg";
     char *path = ly_predict_output_path(rs->save_dir, image, ext, &rs->used);
     if (!path) return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");

@@ -45,6 +45,9 @@ struct ly_results {
     int restore_scale;
     int orig_height, orig_width;
     int num_tiles; /* tiling: how many tiles it ran on; 0 when it did not tile */
+    int tile_size; /* and with what: the tile size, overlap, conf and iou */
+    double overlap_ratio;
+    float tile_conf, tile_iou;
     double preprocess_ms, inference_ms, postprocess_ms;
 };
 
@@ -863,7 +866,13 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
     if (st == LY_OK && !tiled) count = ly_predict_keep_classes(boxes, count, &resolved);
     if (st == LY_OK)
         st = probs ? make_class_results(model, probs, out) : make_results(model, boxes, count, out);
-    if (st == LY_OK) (*out)->num_tiles = num_tiles;
+    if (st == LY_OK && num_tiles) {
+        (*out)->num_tiles = num_tiles;
+        (*out)->tile_size = resolved.imgsz;
+        (*out)->overlap_ratio = resolved.overlap_ratio;
+        (*out)->tile_conf = resolved.conf;
+        (*out)->tile_iou = resolved.iou;
+    }
     free(boxes);
     if (st != LY_OK) {
         free(probs);
@@ -911,6 +920,14 @@ ly_status ly_model_predict_file(ly_model *model, const char *path,
 }
 
 /* ---- Results ------------------------------------------------------------ */
+
+bool ly_results_tiling(const ly_results *r, int *tile_size, double *overlap_ratio, float *conf,
+                       float *iou)
+{
+    *tile_size = r->tile_size, *overlap_ratio = r->overlap_ratio;
+    *conf = r->tile_conf, *iou = r->tile_iou;
+    return r->num_tiles > 0;
+}
 
 ly_status ly_results_tiles(const ly_results *results, int *num_tiles)
 {

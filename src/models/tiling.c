@@ -1,13 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 #include "models/tiling.h"
 
+#include "core/atomic_file.h"
 #include "core/core.h"
+#include "core/dirs.h"
+#include "libreyolo/image.h"
 #include "models/nms.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_TILES 4096
+#define TILED_JPEG_QUALITY 90 /* the command's, for every JPEG it saves */
 
 ly_status ly_predict_tiles(int width, int height, int size, double overlap_ratio, int (*tiles)[4],
                            size_t capacity, size_t *count)
@@ -102,5 +110,141 @@ ly_status ly_tiles_merge(ly_box *boxes, size_t n, double iou, size_t *kept)
         boxes[i] = out[i];
     if (st == LY_OK) *kept = m;
     free(c), free(keep), free(out);
+    return st;
+}
+
+/* ---- LibreYOLO's tiled save ------------------------------------------------ */
+
+static ly_status save_crop(const ly_image *image, const int t[4], const char *path)
+{
+    ly_image crop;
+    ly_status st = ly_image_alloc(&crop, t[2] - t[0], t[3] - t[1]);
+    if (st != LY_OK) return st;
+    for (int y = 0; y < crop.height; y++)
+        memcpy(crop.pixels + (size_t)y * (size_t)crop.width * 3,
+               image->pixels + ((size_t)(t[1] + y) * (size_t)image->width + (size_t)t[0]) * 3,
+               (size_t)crop.width * 3);
+    st = ly_image_save(path, &crop, TILED_JPEG_QUALITY);
+    ly_image_free(&crop);
+    return st;
+}
+
+/* draw_tile_grid: each tile's rectangle in red, max(2, min(int(3 * longer /
+ * 640), 10)) pixels wide, inside its edges as PIL draws an outline. */
+static void outline(ly_image *im, const int t[4], int width)
+{
+    static const uint8_t red[3] = {255, 0, 0};
+    for (int y = t[1]; y <= t[3] && y < im->height; y++)
+        for (int x = t[0]; x <= t[2] && x < im->width; x++) {
+            bool edge =
+                x < t[0] + width || x > t[2] - width || y < t[1] + width || y > t[3] - width;
+            if (edge) memcpy(im->pixels + ((size_t)y * (size_t)im->width + (size_t)x) * 3, red, 3);
+        }
+}
+
+/* A float32 option as the decimal a user wrote (0.45, not 0.449999988...):
+ * the shortest that reads back as the same float. */
+static double as_written(float v)
+{
+    char text[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)v);
+        if (strtof(text, NULL) == v) break;
+    }
+    return strtod(text, NULL);
+}
+
+ly_status ly_results_save_tiled(const ly_results *results, const ly_image *image,
+                                const ly_model *model, const char *source, const char *dir,
+                                const char *ext)
+{
+    if (!results || !image || !image->pixels || !model || !dir || !ext)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_results_save_tiled: NULL argument");
+    int tile_size;
+    double overlap;
+    float conf, iou;
+    if (!ly_results_tiling(results, &tile_size, &overlap, &conf, &iou))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_results_save_tiled: this result did not tile (an image within "
+                            "the input size, or tiling off)");
+    size_t n_tiles = 0;
+    ly_status st =
+        ly_predict_tiles(image->width, image->height, tile_size, overlap, NULL, 0, &n_tiles);
+    if (st != LY_OK) return st;
+    int(*tiles)[4] = malloc(n_tiles * sizeof *tiles);
+    size_t path_size = strlen(dir) + 64;
+    char *path = malloc(path_size);
+    ly_image copy = {0};
+    if (!tiles || !path) {
+        st = ly_set_error(LY_E_NO_MEMORY, "ly_results_save_tiled: out of memory");
+        goto done;
+    }
+    ly_predict_tiles(image->width, image->height, tile_size, overlap, tiles, n_tiles, &n_tiles);
+    snprintf(path, path_size, "%s/tiles", dir);
+    char failed[LY_PATH_MAX];
+    int err = ly_make_dirs(path, 0777, failed, sizeof failed);
+    if (err) {
+        st = ly_set_error(LY_E_IO, "ly_results_save_tiled: cannot create %s: %s", failed,
+                          strerror(err));
+        goto done;
+    }
+    for (size_t i = 0; st == LY_OK && i < n_tiles; i++) {
+        snprintf(path, path_size, "%s/tiles/tile_%03zu.%s", dir, i, ext);
+        st = save_crop(image, tiles[i], path);
+    }
+    if (st == LY_OK) st = ly_image_alloc(&copy, image->width, image->height);
+    if (st == LY_OK) {
+        memcpy(copy.pixels, image->pixels, (size_t)image->width * (size_t)image->height * 3);
+        st = ly_image_annotate(&copy, results);
+    }
+    if (st == LY_OK) {
+        snprintf(path, path_size, "%s/final_image.%s", dir, ext);
+        st = ly_image_save(path, &copy, TILED_JPEG_QUALITY);
+    }
+    if (st == LY_OK) {
+        memcpy(copy.pixels, image->pixels, (size_t)image->width * (size_t)image->height * 3);
+        int longer = image->width > image->height ? image->width : image->height;
+        int width = (int)(3 * (longer / 640.0));
+        width = width < 2 ? 2 : width > 10 ? 10 : width;
+        for (size_t i = 0; i < n_tiles; i++)
+            outline(&copy, tiles[i], width);
+        snprintf(path, path_size, "%s/grid_visualization.%s", dir, ext);
+        st = ly_image_save(path, &copy, TILED_JPEG_QUALITY);
+    }
+    if (st == LY_OK) {
+        ly_model_info info;
+        ly_model_get_info(model, &info);
+        size_t count = 0;
+        ly_results_count(results, &count);
+        cJSON *meta = cJSON_CreateObject();
+        cJSON_AddStringToObject(meta, "model", info.family);
+        cJSON_AddStringToObject(meta, "size", info.size ? info.size : "");
+        cJSON_AddStringToObject(meta, "image_source", source ? source : "PIL/numpy input");
+        cJSON *shape = cJSON_AddArrayToObject(meta, "original_size");
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber(image->width));
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber(image->height));
+        cJSON_AddNumberToObject(meta, "num_tiles", (double)n_tiles);
+        cJSON_AddNumberToObject(meta, "tile_size", tile_size);
+        cJSON_AddNumberToObject(meta, "overlap_ratio", overlap);
+        cJSON_AddNumberToObject(meta, "num_detections", (double)count);
+        cJSON_AddNumberToObject(meta, "conf", as_written(conf));
+        cJSON_AddNumberToObject(meta, "iou", as_written(iou));
+        char *text = cJSON_Print(meta);
+        cJSON_Delete(meta);
+        snprintf(path, path_size, "%s/metadata.json", dir);
+        ly_atomic_file f;
+        st = text ? ly_atomic_file_begin(&f, path, path)
+                  : ly_set_error(LY_E_NO_MEMORY, "ly_results_save_tiled: out of memory");
+        if (st == LY_OK) {
+            ly_atomic_file_write(&f, text, strlen(text));
+            ly_atomic_file_write(&f, "\n", 1);
+            st = ly_atomic_file_commit(&f);
+        }
+        free(text);
+    }
+done:
+    ly_image_free(&copy);
+    free(tiles);
+    free(path);
     return st;
 }

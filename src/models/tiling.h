@@ -13,4 +13,8 @@
  * `boxes` (unshifted) and returns how many in *kept. */
 ly_status ly_tiles_merge(ly_box *boxes, size_t n, double iou, size_t *kept);
 
+/* What a tiled result ran with (model.c); false when it did not tile. */
+bool ly_results_tiling(const ly_results *r, int *tile_size, double *overlap_ratio, float *conf,
+                       float *iou);
+
 #endif
