@@ -65,21 +65,6 @@ static void test_tiles_like_libreyolo(void **state)
     assert_non_null(strstr(ly_last_error(), "overlap_ratio 1.5"));
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = '\0';
-    fclose(f);
-    return text;
-}
-
 static double iou(const float *a, const float *b)
 {
     double x1 = fmax(a[0], b[0]), y1 = fmax(a[1], b[1]), x2 = fmin(a[2], b[2]),
@@ -95,7 +80,7 @@ static double iou(const float *a, const float *b)
 static void test_dfine_tiled_parkour(void **state)
 {
     (void)state;
-    char *text = slurp(FIXTURE);
+    char *text = ly_test_read_text(FIXTURE);
     FILE *model_file = fopen(DFINE, "rb");
     if (!text || !model_file) {
         print_message("skipped: %s or %s is absent (the shared fixture is not here)\n", FIXTURE,

@@ -25,21 +25,6 @@
 
 #define FIXTURE LY_SHARED_DIR "/testdata/track/track_seed0.json"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = '\0';
-    fclose(f);
-    return text;
-}
-
 static void apply_config(ly_track_config *c, const cJSON *overrides)
 {
     const cJSON *item;
@@ -75,7 +60,7 @@ static void apply_config(ly_track_config *c, const cJSON *overrides)
 static void test_replay_fixture(void **state)
 {
     (void)state;
-    char *text = slurp(FIXTURE);
+    char *text = ly_test_read_text(FIXTURE);
     if (!text) {
         print_message("skipped: %s is absent (the shared fixture is not here)\n", FIXTURE);
         skip();

@@ -67,6 +67,23 @@ static inline int ly_test_scratch_teardown(void **state)
     return 0;
 }
 
+/* The whole of a text file, NUL-terminated (free it); NULL if unreadable. */
+static inline char *ly_test_read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)size + 1))) {
+        if (fread(text, 1, (size_t)size, f) == (size_t)size)
+            text[size] = '\0';
+        else
+            free(text), text = NULL;
+    }
+    fclose(f);
+    return text;
+}
+
 /* "<scratch>/<name>" in buf. */
 static inline const char *ly_test_scratch_path(const char *name, char *buf, size_t size)
 {

@@ -424,21 +424,29 @@ static void test_bad_sources(void **state)
     expect_open_fails(clip, &opt, LY_E_INVALID_ARGUMENT, "vid_stride");
 }
 
+/* A listening socket on 127.0.0.1 at a free port, and its http:// URL. */
+static int listen_on_loopback(char *url, size_t size)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    socklen_t len = sizeof addr;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    snprintf(url, size, "http://127.0.0.1:%d/live.mp4", ntohs(addr.sin_port));
+    return fd;
+}
+
 /* A server that accepts the connection and never answers: open gives up
  * after the timeout, naming the stream. */
 static void test_stalled_stream(void **state)
 {
     (void)state;
     if (!video_built()) skip();
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-    assert_int_equal(listen(fd, 4), 0); /* the kernel completes the handshake; nobody reads */
-    socklen_t len = sizeof addr;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
     char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/live.mp4", ntohs(addr.sin_port));
+    int fd =
+        listen_on_loopback(url, sizeof url); /* the kernel completes the handshake; nobody reads */
     ly_video_options opt;
     ly_video_options_init(&opt);
     opt.timeout_ms = 300;
@@ -663,17 +671,10 @@ static void test_disconnected_stream(void **state)
 {
     (void)state;
     if (!video_built()) skip();
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-    assert_int_equal(listen(fd, 4), 0);
-    socklen_t len = sizeof addr;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    char url[128];
+    int fd = listen_on_loopback(url, sizeof url);
     pthread_t server;
     assert_int_equal(pthread_create(&server, NULL, accept_and_close, &fd), 0);
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/live.mp4", ntohs(addr.sin_port));
     ly_video_options opt;
     ly_video_options_init(&opt);
     opt.timeout_ms = 2000;

@@ -60,6 +60,12 @@ void ly_predict_emit_failure(run_state *rs, const char *source, const char *erro
  * LibreYOLO's document after the last (no-ops without --json). */
 int ly_predict_results_begin(run_state *rs, char **text, size_t *size);
 void ly_predict_results_end(run_state *rs, char **text, const ly_model_info *info);
+/* Ctrl-C while a command reads `reader`: watch sets the handler (which
+ * cancels the reader's wait), seen says whether it came, unwatch restores
+ * the previous handler. One video at a time. */
+void ly_cli_sigint_watch(ly_video_reader *reader);
+bool ly_cli_sigint_seen(void);
+void ly_cli_sigint_unwatch(void);
 /* What a saved video is called: the source's file name without its
  * extension (a stream's last path part, "camera0", a sequence's folder). */
 void ly_predict_video_stem(const char *source, char *out, size_t size);

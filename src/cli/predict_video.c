@@ -17,6 +17,7 @@
  * ends at once) and the video written so far is finished, not lost. */
 static volatile sig_atomic_t interrupted;
 static ly_video_reader *_Atomic reading;
+static struct sigaction previous_sigint;
 
 static void on_sigint(int sig)
 {
@@ -24,6 +25,26 @@ static void on_sigint(int sig)
     interrupted = 1;
     ly_video_reader *r = atomic_load(&reading);
     if (r) ly_video_cancel(r);
+}
+
+void ly_cli_sigint_watch(ly_video_reader *reader)
+{
+    interrupted = 0;
+    atomic_store(&reading, reader);
+    struct sigaction action = {.sa_handler = on_sigint};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_sigint);
+}
+
+bool ly_cli_sigint_seen(void)
+{
+    return interrupted != 0;
+}
+
+void ly_cli_sigint_unwatch(void)
+{
+    sigaction(SIGINT, &previous_sigint, NULL);
+    atomic_store(&reading, NULL);
 }
 
 void ly_predict_video_stem(const char *source, char *out, size_t size)
@@ -159,21 +180,17 @@ int ly_predict_video(run_state *rs, const char *source, const ly_model_info *inf
         return status;
     }
 
-    interrupted = 0;
-    atomic_store(&reading, in);
-    struct sigaction action = {.sa_handler = on_sigint}, previous;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &previous);
+    ly_cli_sigint_watch(in);
 
     ly_image frame = {0};
     ly_video_frame at;
     bool got;
     double start = ly_cli_now_s();
     size_t done = 0;
-    while (!interrupted) {
+    while (!ly_cli_sigint_seen()) {
         st = ly_video_read(in, &frame, &at, &got);
         if (st != LY_OK) {
-            if (interrupted) break;
+            if (ly_cli_sigint_seen()) break;
             ly_predict_emit_failure(rs, source, "data_invalid", ly_last_error());
             status = LY_EXIT_SOURCE;
             break;
@@ -209,8 +226,7 @@ int ly_predict_video(run_state *rs, const char *source, const ly_model_info *inf
         else
             ly_cli_progress("predict: frame %zu, %.1f frames/s", done, fps);
     }
-    sigaction(SIGINT, &previous, NULL);
-    atomic_store(&reading, NULL);
+    ly_cli_sigint_unwatch();
     ly_cli_progress_end();
     ly_image_free(&frame);
     ly_video_close(in);
@@ -222,7 +238,7 @@ int ly_predict_video(run_state *rs, const char *source, const ly_model_info *inf
         status = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
                              ly_last_error());
     ly_predict_results_end(rs, &text, info);
-    if (interrupted) {
+    if (ly_cli_sigint_seen()) {
         if (!ly_cli_quiet())
             fprintf(stderr, "libreyolo predict: interrupted after %zu frame%s%s\n", done,
                     done == 1 ? "" : "s", out ? "; the video written so far is saved" : "");

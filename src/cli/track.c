@@ -242,17 +242,6 @@ static int default_output(const char *source, char *out, size_t size)
     return 0;
 }
 
-static volatile sig_atomic_t interrupted;
-static ly_video_reader *_Atomic reading;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-    ly_video_reader *r = atomic_load(&reading);
-    if (r) ly_video_cancel(r);
-}
-
 static void print_json(const char *source, const ly_video_frame *at, int w, int h,
                        const ly_detection *d, const size_t *index, const int64_t *id, size_t n,
                        const double times[3])
@@ -390,11 +379,7 @@ int ly_cli_track(int argc, char **argv)
     }
     size_t total =
         vi.frame_count > 0 ? (size_t)((vi.frame_count + a.vid_stride - 1) / a.vid_stride) : 0;
-    interrupted = 0;
-    atomic_store(&reading, in);
-    struct sigaction action = {.sa_handler = on_sigint}, previous;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &previous);
+    ly_cli_sigint_watch(in);
     ly_image frame = {0};
     ly_video_frame at;
     bool got;
@@ -404,10 +389,10 @@ int ly_cli_track(int argc, char **argv)
     size_t *index = NULL;
     int64_t *id = NULL;
     double start = ly_cli_now_s();
-    while (!interrupted && !code) {
+    while (!ly_cli_sigint_seen() && !code) {
         st = ly_video_read(in, &frame, &at, &got);
         if (st != LY_OK) {
-            if (!interrupted)
+            if (!ly_cli_sigint_seen())
                 code = ly_cli_fail("track", LY_EXIT_SOURCE, "data_invalid", NULL, "%s",
                                    ly_last_error());
             break;
@@ -470,8 +455,7 @@ int ly_cli_track(int argc, char **argv)
         else
             ly_cli_progress("track: frame %zu, %.1f frames/s", done_frames, fps);
     }
-    sigaction(SIGINT, &previous, NULL);
-    atomic_store(&reading, NULL);
+    ly_cli_sigint_unwatch();
     ly_cli_progress_end();
     ly_image_free(&frame);
     free(d), free(picked), free(index), free(id);
@@ -484,7 +468,7 @@ int ly_cli_track(int argc, char **argv)
         else if (!code && !a.jsonl)
             printf("Results saved to %s\n", path);
     }
-    if (interrupted && !code) {
+    if (ly_cli_sigint_seen() && !code) {
         if (!ly_cli_quiet())
             fprintf(stderr, "libreyolo track: interrupted after %zu frame%s\n", done_frames,
                     done_frames == 1 ? "" : "s");

@@ -3,6 +3,7 @@
  * libraries (the readers and writers are in src/io/ffmpeg/). */
 #include "libreyolo/video.h"
 #include "core/core.h"
+#include "io/video_internal.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -28,8 +29,7 @@ static bool ends_with_video_extension(const char *name, size_t n)
     return false;
 }
 
-/* A printf-style frame number: %d or %0Nd (FFmpeg's image2 pattern). */
-static bool has_frame_pattern(const char *s)
+bool ly_video_frame_pattern(const char *s)
 {
     for (const char *p = strchr(s, '%'); p; p = strchr(p + 1, '%')) {
         const char *q = p + 1;
@@ -38,6 +38,14 @@ static bool has_frame_pattern(const char *s)
         if (*q == 'd') return true;
     }
     return false;
+}
+
+bool ly_video_camera_index(const char *s)
+{
+    if (!*s || strlen(s) > 3) return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return false;
+    return true;
 }
 
 ly_status ly_video_is_source(const char *source, bool *is_video)
@@ -57,15 +65,12 @@ ly_status ly_video_is_source(const char *source, bool *is_video)
                     (n > 5 && strncasecmp(source + n - 5, ".m3u8", 5) == 0);
         return LY_OK;
     }
-    bool digits = true;
-    for (const char *p = source; *p && digits; p++)
-        digits = isdigit((unsigned char)*p) != 0;
-    if (digits && strlen(source) <= 3) {
-        *is_video = true; /* a camera index, as OpenCV's VideoCapture(0) */
+    if (ly_video_camera_index(source)) {
+        *is_video = true;
         return LY_OK;
     }
     *is_video = strncmp(source, "/dev/video", 10) == 0 ||
-                ends_with_video_extension(source, strlen(source)) || has_frame_pattern(source);
+                ends_with_video_extension(source, strlen(source)) || ly_video_frame_pattern(source);
     return LY_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/core.h"
 #include "io/image.h"
+#include "io/video_internal.h"
 #include "libreyolo/video.h"
 
 #include <libavcodec/avcodec.h>
@@ -150,31 +151,12 @@ static ly_status wait_failed(const ly_video_reader *r, const char *doing)
                         r->source, doing, r->timeout_ms);
 }
 
-static bool is_camera_index(const char *s)
-{
-    if (!*s || strlen(s) > 3) return false;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s)) return false;
-    return true;
-}
-
 static bool is_network(const char *s)
 {
     static const char *const schemes[] = {"http://", "https://", "rtsp://", "rtsps://",
                                           "rtmp://", "udp://",   "tcp://",  "srt://"};
     for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
         if (strncasecmp(s, schemes[i], strlen(schemes[i])) == 0) return true;
-    return false;
-}
-
-static bool has_frame_pattern(const char *s)
-{
-    for (const char *p = strchr(s, '%'); p; p = strchr(p + 1, '%')) {
-        const char *q = p + 1;
-        while (isdigit((unsigned char)*q))
-            q++;
-        if (*q == 'd') return true;
-    }
     return false;
 }
 
@@ -238,9 +220,9 @@ ly_status ly_video_open(const char *source, const ly_video_options *options, ly_
     char device[64];
     const char *url = source;
     const AVInputFormat *input_format = NULL;
-    bool camera = is_camera_index(source) || strncmp(source, "/dev/video", 10) == 0;
+    bool camera = ly_video_camera_index(source) || strncmp(source, "/dev/video", 10) == 0;
     if (camera) {
-        if (is_camera_index(source)) {
+        if (ly_video_camera_index(source)) {
             snprintf(device, sizeof device, "/dev/video%s", source);
             url = device;
         }
@@ -251,7 +233,7 @@ ly_status ly_video_open(const char *source, const ly_video_options *options, ly_
         if (!input_format)
             return ly_set_error(LY_E_UNSUPPORTED,
                                 "camera %s: this build's libavdevice has no V4L2 input", source);
-    } else if (!is_network(source) && !has_frame_pattern(source)) {
+    } else if (!is_network(source) && !ly_video_frame_pattern(source)) {
         struct stat sb;
         if (stat(source, &sb) != 0)
             return ly_set_error(LY_E_NOT_FOUND, "video %s: no such file", source);
