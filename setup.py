@@ -61,6 +61,11 @@ class build_py_with_library(build_py):
         built = os.path.realpath(os.path.join(_library_build(), LIBRARY))
         shutil.copyfile(built, os.path.join(package, LIBRARY))
         os.chmod(os.path.join(package, LIBRARY), 0o755)
+        # video, where the build has it: the module the library loads on first use
+        video = os.path.join(_library_build(), "plugins", "libreyolo_video.so")
+        if os.path.exists(video):
+            os.makedirs(os.path.join(package, "plugins"), exist_ok=True)
+            shutil.copyfile(video, os.path.join(package, "plugins", "libreyolo_video.so"))
         share = os.path.join(package, "share", "libreyolo")
         os.makedirs(share, exist_ok=True)
         shutil.copyfile(os.path.join(ROOT, "src", "kernels", "hub", "kernels.lock.json"),

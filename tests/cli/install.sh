@@ -50,6 +50,16 @@ if [ -f "$build/gstreamer/libgstlibreyolo.so" ]; then
     fi
 fi
 
+# The video module, where built: installed beside the library's plugins, with no
+# path of the build tree.
+if [ -f "$build/plugins/libreyolo_video.so" ]; then
+    module=$libdir/libreyolo/plugins/libreyolo_video.so
+    [ -f "$module" ] || fail "not installed: $module"
+    if strings "$module" | grep -qF -e "$source" -e "$build"; then
+        fail "$module holds a path of the source or build tree"
+    fi
+fi
+
 # The installed command from another folder finds its hub lock.
 mkdir -p "$scratch/elsewhere"
 (cd "$scratch/elsewhere" && env -u LIBREYOLO_HUB_LOCK "$prefix/bin/libreyolo" version >/dev/null) ||

@@ -12,11 +12,7 @@
  * callback with a deadline, so a stream that stalls fails after the timeout
  * rather than hanging, and ly_video_cancel ends a wait at once.
  */
-#include "core/atomic_file.h"
-#include "core/core.h"
-#include "io/image.h"
-#include "io/video_internal.h"
-#include "libreyolo/video.h"
+#include "io/video_backend.h"
 
 #include <libavcodec/avcodec.h>
 #include <libavdevice/avdevice.h>
@@ -36,6 +32,19 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The library's services, through the host table (video_backend.h). */
+static const ly_video_host *host;
+#define ly_set_error host->set_error
+#define ly_log host->log
+#define ly_image_alloc host->image_alloc
+#define ly_image_free host->image_free
+#define ly_image_pixel_limit host->pixel_limit
+#define ly_atomic_file_begin host->atomic_begin
+#define ly_atomic_file_commit host->atomic_commit
+#define ly_atomic_file_abort host->atomic_abort
+#define ly_video_frame_pattern host->frame_pattern
+#define ly_video_camera_index host->camera_index
 
 /* OpenCV gives up on a stream after this many packets in a row without a
  * picture (its max_number_of_attempts): a corrupt file ends, never spins. */
@@ -110,13 +119,6 @@ static const char *av_error_text(int code, char *buf, size_t size)
     return buf;
 }
 
-ly_status ly_video_available(bool *available)
-{
-    if (!available) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_available: NULL");
-    *available = true;
-    return LY_OK;
-}
-
 /* ---- Reader --------------------------------------------------------------- */
 
 static void arm_deadline(ly_video_reader *r)
@@ -160,7 +162,7 @@ static bool is_network(const char *s)
     return false;
 }
 
-ly_status ly_video_close(ly_video_reader *r)
+static ly_status ff_close(ly_video_reader *r)
 {
     if (!r) return LY_OK;
     sws_freeContext(r->sws);
@@ -176,7 +178,7 @@ ly_status ly_video_close(ly_video_reader *r)
 
 static ly_status open_failed(ly_video_reader *r, ly_status st)
 {
-    ly_video_close(r);
+    ff_close(r);
     return st;
 }
 
@@ -197,12 +199,11 @@ static ly_status check_size(const ly_video_reader *r, int width, int height)
     return LY_OK;
 }
 
-ly_status ly_video_open(const char *source, const ly_video_options *options, ly_video_reader **out)
+static ly_status ff_open(const char *source, const ly_video_options *options, ly_video_reader **out)
 {
     if (!source || !out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_open: NULL argument");
     *out = NULL;
-    ly_video_options opt;
-    ly_video_options_init(&opt);
+    ly_video_options opt = {.vid_stride = 1, .timeout_ms = 10000}; /* ly_video_options_init's */
     if (options) opt = *options;
     if (opt.vid_stride < 1)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "video %s: vid_stride %d: expected >= 1", source,
@@ -332,7 +333,7 @@ ly_status ly_video_open(const char *source, const ly_video_options *options, ly_
     return LY_OK;
 }
 
-ly_status ly_video_get_info(const ly_video_reader *r, ly_video_info *info)
+static ly_status ff_get_info(const ly_video_reader *r, ly_video_info *info)
 {
     if (!r || !info) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_get_info: NULL argument");
     *info = (ly_video_info){.width = r->decoder->width,
@@ -345,7 +346,7 @@ ly_status ly_video_get_info(const ly_video_reader *r, ly_video_info *info)
     return LY_OK;
 }
 
-ly_status ly_video_cancel(ly_video_reader *r)
+static ly_status ff_cancel(ly_video_reader *r)
 {
     if (!r) return LY_E_INVALID_ARGUMENT; /* async-signal-safe: no message */
     atomic_store(&r->cancelled, true);
@@ -394,7 +395,7 @@ static ly_status convert(ly_video_reader *r, ly_image *frame)
     return LY_OK;
 }
 
-ly_status ly_video_read(ly_video_reader *r, ly_image *frame, ly_video_frame *at, bool *got)
+static ly_status ff_read(ly_video_reader *r, ly_image *frame, ly_video_frame *at, bool *got)
 {
     if (!r || !frame || !got)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_read: NULL argument");
@@ -487,7 +488,7 @@ static void writer_free(ly_video_writer *w)
     free(w);
 }
 
-ly_status ly_video_writer_discard(ly_video_writer *w)
+static ly_status ff_writer_discard(ly_video_writer *w)
 {
     if (w) writer_free(w);
     return LY_OK;
@@ -513,8 +514,8 @@ static bool container_takes(const AVOutputFormat *format, enum AVCodecID id)
     return avformat_query_codec(format, id, FF_COMPLIANCE_NORMAL) != 0;
 }
 
-ly_status ly_video_writer_open(const char *path, int width, int height, double fps,
-                               const char *codec_name, ly_video_writer **out)
+static ly_status ff_writer_open(const char *path, int width, int height, double fps,
+                                const char *codec_name, ly_video_writer **out)
 {
     if (!path || !out)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_writer_open: NULL argument");
@@ -613,7 +614,7 @@ ly_status ly_video_writer_open(const char *path, int width, int height, double f
     return LY_OK;
 }
 
-ly_status ly_video_writer_codec(const ly_video_writer *w, const char **codec)
+static ly_status ff_writer_codec(const ly_video_writer *w, const char **codec)
 {
     if (!w || !codec)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_writer_codec: NULL argument");
@@ -645,7 +646,7 @@ static ly_status encode(ly_video_writer *w, const AVFrame *picture)
     }
 }
 
-ly_status ly_video_write(ly_video_writer *w, const ly_image *frame)
+static ly_status ff_write(ly_video_writer *w, const ly_image *frame)
 {
     if (!w || !frame || !frame->pixels)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_write: NULL argument");
@@ -661,7 +662,7 @@ ly_status ly_video_write(ly_video_writer *w, const ly_image *frame)
     return encode(w, w->picture);
 }
 
-ly_status ly_video_writer_close(ly_video_writer *w)
+static ly_status ff_writer_close(ly_video_writer *w)
 {
     if (!w) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_video_writer_close: NULL writer");
     char err[256];
@@ -679,4 +680,26 @@ ly_status ly_video_writer_close(ly_video_writer *w)
     }
     writer_free(w);
     return st;
+}
+
+/* ---- The module's entry --------------------------------------------------- */
+
+__attribute__((visibility("default"))) const ly_video_backend *
+ly_video_backend_init(const ly_video_host *h)
+{
+    static const ly_video_backend backend = {.version = LY_VIDEO_BACKEND_VERSION,
+                                             .open = ff_open,
+                                             .get_info = ff_get_info,
+                                             .read = ff_read,
+                                             .cancel = ff_cancel,
+                                             .close = ff_close,
+                                             .writer_open = ff_writer_open,
+                                             .writer_codec = ff_writer_codec,
+                                             .write = ff_write,
+                                             .writer_close = ff_writer_close,
+                                             .writer_discard = ff_writer_discard};
+    if (!h || h->version != LY_VIDEO_BACKEND_VERSION) return NULL;
+    host = h;
+    ffmpeg_init();
+    return &backend;
 }
