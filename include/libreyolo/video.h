@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Video in and out, through FFmpeg's libraries (libavformat, libavcodec,
- * libswscale, libavdevice) where the build has them; without them every open
- * fails with LY_E_UNSUPPORTED ("not supported in this build") and
- * ly_video_available says false.
+ * libswscale, libavdevice) where the build has them. They live in a module,
+ * libreyolo_video.so (<libdir>/libreyolo/plugins; LIBREYOLO_VIDEO_MODULE
+ * names another), loaded on the first video call: a program that never calls
+ * these does not load FFmpeg. Without the module every open fails with
+ * LY_E_UNSUPPORTED ("not supported in this build") and ly_video_available
+ * says false.
  *
  *   ly_video_reader *in;
  *   ly_video_open("clip.mp4", NULL, &in);

@@ -590,12 +590,11 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
 /* `release`: a decoded image behind `image` to free once preprocessing has read
  * it (only preprocessing reads pixels; postprocessing needs the size). */
 static ly_status predict(const ly_model *m, const ly_image_view *image, ly_image *release,
-                         const ly_predict_options *o, ly_box **boxes, size_t *count, float *probs,
-                         double times_ms[3])
+                         const ly_predict_options *o, int threads, ly_box **boxes, size_t *count,
+                         float *probs, double times_ms[3])
 {
     const ly_model_desc *d = &m->d;
     const ly_engine *e = d->engine;
-    int threads = m->threads;
     int64_t h = d->stride ? o->imgsz : d->fixed_h, w = d->stride ? o->imgsz : d->fixed_w;
     double t0 = ly_now_ms();
     ly_engine_session *session;
@@ -759,6 +758,53 @@ static ly_status restore_view(const ly_model *m, const ly_image_view *image, ly_
  * boxes shifted back (added in float64, stored as float32, as LibreYOLO's
  * lists become a float32 tensor), merged by class-wise NMS at iou, max_det
  * kept, classes applied again. */
+/* One tile's prediction, run on a worker thread or the caller's. */
+typedef struct tile_job {
+    const ly_model *model;
+    const ly_image_view *image;
+    const ly_predict_options *options;
+    const int (*tiles)[4];
+    int threads; /* each tile's */
+    struct tile_out {
+        ly_box *boxes;
+        size_t count;
+        ly_status st;
+        char error[512]; /* the worker's message (errors are per thread) */
+        double times[3];
+    } * out;
+} tile_job;
+
+static void run_tiles(void *ctx, int64_t begin, int64_t end)
+{
+    tile_job *job = ctx;
+    for (int64_t t = begin; t < end; t++) {
+        struct tile_out *o = &job->out[t];
+        int x1 = job->tiles[t][0], y1 = job->tiles[t][1];
+        ly_image_view crop = {job->image->pixels + (size_t)y1 * job->image->stride + (size_t)x1 * 3,
+                              job->tiles[t][2] - x1, job->tiles[t][3] - y1, job->image->stride,
+                              job->image->format};
+        o->st = predict(job->model, &crop, NULL, job->options, job->threads, &o->boxes, &o->count,
+                        NULL, o->times);
+        if (o->st != LY_OK) {
+            snprintf(o->error, sizeof o->error, "%s", ly_last_error());
+            continue;
+        }
+        o->count = ly_predict_keep_classes(o->boxes, o->count, job->options);
+        /* shifted back to the image: added in float64, stored as float32, as
+         * LibreYOLO's Python lists become a float32 tensor */
+        for (size_t i = 0; i < o->count; i++) {
+            float *b = o->boxes[i].xyxy;
+            b[0] = (float)((double)b[0] + x1), b[1] = (float)((double)b[1] + y1);
+            b[2] = (float)((double)b[2] + x1), b[3] = (float)((double)b[3] + y1);
+        }
+    }
+}
+
+/* LibreYOLO's _predict_tiled for an image larger than the input: each tile a
+ * plain prediction of its crop (the same conf, iou, classes, max_det), its
+ * boxes shifted back, merged by class-wise NMS at iou, max_det kept, classes
+ * applied again. With several threads the tiles run side by side, one
+ * thread each (the model is shared); merged in tile order either way. */
 static ly_status predict_tiled(ly_model *model, const ly_image_view *image,
                                const ly_predict_options *o, ly_box **boxes_out, size_t *count,
                                int *num_tiles, double times[3])
@@ -768,42 +814,35 @@ static ly_status predict_tiled(ly_model *model, const ly_image_view *image,
                                     0, &n_tiles);
     if (st != LY_OK) return st;
     int(*tiles)[4] = malloc(n_tiles * sizeof *tiles);
-    if (!tiles) return ly_set_error(LY_E_NO_MEMORY, "tiling: out of memory");
+    struct tile_out *out = calloc(n_tiles, sizeof *out);
+    if (!tiles || !out) {
+        free(tiles), free(out);
+        return ly_set_error(LY_E_NO_MEMORY, "tiling: out of memory");
+    }
     ly_predict_tiles(image->width, image->height, o->imgsz, o->overlap_ratio, tiles, n_tiles,
                      &n_tiles);
     ly_predict_options tile_options = *o;
     tile_options.tiling = false;
-    ly_box *all = NULL;
-    size_t total = 0, cap = 0;
-    for (size_t t = 0; st == LY_OK && t < n_tiles; t++) {
-        int x1 = tiles[t][0], y1 = tiles[t][1];
-        ly_image_view crop = {image->pixels + (size_t)y1 * image->stride + (size_t)x1 * 3,
-                              tiles[t][2] - x1, tiles[t][3] - y1, image->stride, image->format};
-        ly_box *boxes = NULL;
-        size_t count_t = 0;
-        double tile_times[3] = {0, 0, 0};
-        st = predict(model, &crop, NULL, &tile_options, &boxes, &count_t, NULL, tile_times);
-        if (st == LY_OK) count_t = ly_predict_keep_classes(boxes, count_t, &tile_options);
-        if (st == LY_OK && total + count_t > cap) {
-            size_t grown = 2 * (total + count_t) + 16;
-            ly_box *more = realloc(all, grown * sizeof *more);
-            if (!more)
-                st = ly_set_error(LY_E_NO_MEMORY, "tiling: out of memory");
-            else
-                all = more, cap = grown;
-        }
-        for (size_t i = 0; st == LY_OK && i < count_t; i++) {
-            ly_box b = boxes[i];
-            b.xyxy[0] = (float)((double)b.xyxy[0] + x1);
-            b.xyxy[1] = (float)((double)b.xyxy[1] + y1);
-            b.xyxy[2] = (float)((double)b.xyxy[2] + x1);
-            b.xyxy[3] = (float)((double)b.xyxy[3] + y1);
-            all[total++] = b;
-        }
-        free(boxes);
+    int workers = model->threads < (int)n_tiles ? model->threads : (int)n_tiles;
+    tile_job job = {
+        model, image, &tile_options, (const int(*)[4])tiles, workers > 1 ? 1 : model->threads, out};
+    ly_parallel_for((int64_t)n_tiles, 1, workers > 1 ? workers : 1, run_tiles, &job);
+    size_t total = 0;
+    for (size_t t = 0; t < n_tiles; t++) {
+        if (out[t].st != LY_OK && st == LY_OK) st = ly_set_error(out[t].st, "%s", out[t].error);
+        total += out[t].count;
         for (int k = 0; k < 3; k++)
-            times[k] += tile_times[k];
+            times[k] += out[t].times[k];
     }
+    ly_box *all = st == LY_OK ? malloc((total ? total : 1) * sizeof *all) : NULL;
+    if (st == LY_OK && !all) st = ly_set_error(LY_E_NO_MEMORY, "tiling: out of memory");
+    size_t at = 0;
+    for (size_t t = 0; t < n_tiles; t++) {
+        if (all && out[t].count) memcpy(all + at, out[t].boxes, out[t].count * sizeof *all);
+        at += out[t].count;
+        free(out[t].boxes);
+    }
+    free(out);
     free(tiles);
     size_t kept = 0;
     double t0 = ly_now_ms();
@@ -856,7 +895,8 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
         st = predict_tiled(model, image, &resolved, &boxes, &count, &num_tiles, times);
         if (release) ly_image_free(release);
     } else {
-        st = predict(model, image, release, &resolved, &boxes, &count, probs, times);
+        st =
+            predict(model, image, release, &resolved, model->threads, &boxes, &count, probs, times);
     }
     int64_t classes = model->d.nc + (model->d.recipe->no_object_class ? 1 : 0);
     for (size_t i = 0; st == LY_OK && i < count; i++)
