@@ -19,6 +19,11 @@
  * buffer's PTS), "original_shape": [h, w], "detections": [{"class",
  * "class_id", "confidence", "bbox_xyxy"}]}.
  *
+ * With track=true the element follows objects across its buffers with
+ * ByteTrack (libreyolo/track.h, LibreYOLO's defaults): only the tracked
+ * detections are reported, each region meta's id is its track id, and its
+ * parameters and JSON line carry "track-id" / "track_id".
+ *
  * Threads: GStreamer calls the transform on one streaming thread per
  * element; several elements may share nothing but the library, which is
  * thread-safe. The model loads when the element starts (READY -> PAUSED).
@@ -32,6 +37,7 @@
 #include <libreyolo/image.h>
 #include <libreyolo/libreyolo.h>
 #include <libreyolo/model.h>
+#include <libreyolo/track.h>
 
 #include <errno.h>
 #include <math.h>
@@ -56,6 +62,12 @@ typedef struct GstLibreyolo {
     int class_ids[MAX_CLASSES];
     size_t n_class_ids;
     ly_image scratch; /* drawing on frames whose rows are padded, or BGR */
+    gboolean track;   /* ByteTrack across buffers (LibreYOLO's defaults) */
+    ly_tracker *tracker;
+    ly_detection *dets, *picked; /* a frame's detections, and those reported */
+    size_t *rows;
+    int64_t *ids;
+    size_t cap;
 } GstLibreyolo;
 
 typedef struct GstLibreyoloClass {
@@ -73,7 +85,8 @@ enum {
     PROP_CLASSES,
     PROP_THREADS,
     PROP_DRAW,
-    PROP_JSONL_LOCATION
+    PROP_JSONL_LOCATION,
+    PROP_TRACK
 };
 
 #define CAPS GST_VIDEO_CAPS_MAKE("{ RGB, BGR }")
@@ -110,6 +123,9 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
         g_free(self->jsonl_location);
         self->jsonl_location = g_value_dup_string(value);
         break;
+    case PROP_TRACK:
+        self->track = g_value_get_boolean(value);
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
     }
@@ -144,6 +160,9 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
         break;
     case PROP_JSONL_LOCATION:
         g_value_set_string(value, self->jsonl_location);
+        break;
+    case PROP_TRACK:
+        g_value_set_boolean(value, self->track);
         break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
@@ -198,6 +217,10 @@ static gboolean start(GstBaseTransform *base)
         self->model = NULL;
         return FALSE;
     }
+    if (self->track && ly_tracker_create(NULL, &self->tracker) != LY_OK) {
+        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("libreyolo: track"), ("%s", ly_last_error()));
+        return FALSE;
+    }
     self->frames = 0;
     return TRUE;
 }
@@ -210,11 +233,15 @@ static gboolean stop(GstBaseTransform *base)
     ly_model_free(self->model);
     self->model = NULL;
     ly_image_free(&self->scratch);
+    ly_tracker_free(self->tracker);
+    self->tracker = NULL;
+    g_free(self->dets), g_free(self->picked), g_free(self->rows), g_free(self->ids);
+    self->dets = self->picked = NULL, self->rows = NULL, self->ids = NULL, self->cap = 0;
     return TRUE;
 }
 
-static void write_json_line(GstLibreyolo *self, GstBuffer *buffer, const ly_results *r, size_t n,
-                            int width, int height)
+static void write_json_line(GstLibreyolo *self, GstBuffer *buffer, const ly_detection *d,
+                            const int64_t *ids, size_t n, int width, int height)
 {
     FILE *f = self->jsonl;
     GstClockTime pts = GST_BUFFER_PTS(buffer);
@@ -225,49 +252,56 @@ static void write_json_line(GstLibreyolo *self, GstBuffer *buffer, const ly_resu
         fputs("null", f);
     fprintf(f, ", \"original_shape\": [%d, %d], \"detections\": [", height, width);
     for (size_t i = 0; i < n; i++) {
-        ly_detection d;
-        ly_results_get(r, i, &d);
         fprintf(f, "%s{\"class\": \"", i ? ", " : "");
-        for (const char *c = d.name ? d.name : ""; *c; c++) /* class names are plain text */
+        for (const char *c = d[i].name ? d[i].name : ""; *c; c++) /* class names are plain text */
             if (*c == '"' || *c == '\\')
                 fprintf(f, "\\%c", *c);
             else if ((unsigned char)*c >= 0x20)
                 fputc(*c, f);
         fprintf(
             f,
-            "\", \"class_id\": %d, \"confidence\": %.9g, \"bbox_xyxy\": [%.9g, %.9g, %.9g, %.9g]}",
-            d.cls, (double)d.conf, (double)d.xyxy[0], (double)d.xyxy[1], (double)d.xyxy[2],
-            (double)d.xyxy[3]);
+            "\", \"class_id\": %d, \"confidence\": %.9g, \"bbox_xyxy\": [%.9g, %.9g, %.9g, %.9g]",
+            d[i].cls, (double)d[i].conf, (double)d[i].xyxy[0], (double)d[i].xyxy[1],
+            (double)d[i].xyxy[2], (double)d[i].xyxy[3]);
+        if (ids) fprintf(f, ", \"track_id\": %lld", (long long)ids[i]);
+        fputc('}', f);
     }
     fputs("]}\n", f);
     fflush(f);
 }
 
-static void attach_meta(GstBuffer *buffer, const ly_results *r, size_t n, int width, int height)
+static void attach_meta(GstBuffer *buffer, const ly_detection *d, const int64_t *ids, size_t n,
+                        int width, int height)
 {
     for (size_t i = 0; i < n; i++) {
-        ly_detection d;
-        ly_results_get(r, i, &d);
         char unnamed[32];
-        snprintf(unnamed, sizeof unnamed, "%d", d.cls);
-        double x1 = fmax(0.0, floor(d.xyxy[0])), y1 = fmax(0.0, floor(d.xyxy[1]));
-        double x2 = fmin(width, ceil(d.xyxy[2])), y2 = fmin(height, ceil(d.xyxy[3]));
+        snprintf(unnamed, sizeof unnamed, "%d", d[i].cls);
+        double x1 = fmax(0.0, floor(d[i].xyxy[0])), y1 = fmax(0.0, floor(d[i].xyxy[1]));
+        double x2 = fmin(width, ceil(d[i].xyxy[2])), y2 = fmin(height, ceil(d[i].xyxy[3]));
         GstVideoRegionOfInterestMeta *meta = gst_buffer_add_video_region_of_interest_meta(
-            buffer, d.name && *d.name ? d.name : unnamed, (guint)x1, (guint)y1,
+            buffer, d[i].name && *d[i].name ? d[i].name : unnamed, (guint)x1, (guint)y1,
             (guint)fmax(0.0, x2 - x1), (guint)fmax(0.0, y2 - y1));
         if (!meta) continue;
-        gst_video_region_of_interest_meta_add_param(
-            meta,
-            gst_structure_new("libreyolo", "class-id", G_TYPE_INT, d.cls, "confidence",
-                              G_TYPE_DOUBLE, (double)d.conf, "x1", G_TYPE_DOUBLE, (double)d.xyxy[0],
-                              "y1", G_TYPE_DOUBLE, (double)d.xyxy[1], "x2", G_TYPE_DOUBLE,
-                              (double)d.xyxy[2], "y2", G_TYPE_DOUBLE, (double)d.xyxy[3], NULL));
+        if (ids) meta->id = (gint)ids[i];
+        GstStructure *param = gst_structure_new(
+            "libreyolo", "class-id", G_TYPE_INT, d[i].cls, "confidence", G_TYPE_DOUBLE,
+            (double)d[i].conf, "x1", G_TYPE_DOUBLE, (double)d[i].xyxy[0], "y1", G_TYPE_DOUBLE,
+            (double)d[i].xyxy[1], "x2", G_TYPE_DOUBLE, (double)d[i].xyxy[2], "y2", G_TYPE_DOUBLE,
+            (double)d[i].xyxy[3], NULL);
+        if (ids) gst_structure_set(param, "track-id", G_TYPE_INT64, (gint64)ids[i], NULL);
+        gst_video_region_of_interest_meta_add_param(meta, param);
     }
+}
+
+static ly_status annotate(ly_image *im, const ly_detection *d, const int64_t *ids, size_t n)
+{
+    return ids ? ly_image_annotate_tracks(im, d, ids, n) : ly_image_annotate_detections(im, d, n);
 }
 
 /* Draw the detections onto the frame: in place where its rows are packed
  * RGB, else through an RGB copy. */
-static ly_status draw(GstLibreyolo *self, GstVideoFrame *frame, const ly_results *r)
+static ly_status draw(GstLibreyolo *self, GstVideoFrame *frame, const ly_detection *d,
+                      const int64_t *ids, size_t n)
 {
     int w = GST_VIDEO_FRAME_WIDTH(frame), h = GST_VIDEO_FRAME_HEIGHT(frame);
     int stride = GST_VIDEO_FRAME_PLANE_STRIDE(frame, 0);
@@ -275,7 +309,7 @@ static ly_status draw(GstLibreyolo *self, GstVideoFrame *frame, const ly_results
     bool bgr = GST_VIDEO_FRAME_FORMAT(frame) == GST_VIDEO_FORMAT_BGR;
     if (!bgr && stride == w * 3) {
         ly_image im = {data, w, h};
-        return ly_image_annotate(&im, r);
+        return annotate(&im, d, ids, n);
     }
     if (self->scratch.width != w || self->scratch.height != h) {
         ly_image_free(&self->scratch);
@@ -291,7 +325,7 @@ static ly_status draw(GstLibreyolo *self, GstVideoFrame *frame, const ly_results
             dst[3 * x + 2] = src[3 * x + (bgr ? 0 : 2)];
         }
     }
-    ly_status st = ly_image_annotate(&self->scratch, r);
+    ly_status st = annotate(&self->scratch, d, ids, n);
     for (int y = 0; st == LY_OK && y < h; y++) {
         const uint8_t *src = self->scratch.pixels + (size_t)y * (size_t)w * 3;
         uint8_t *dst = data + (size_t)y * (size_t)stride;
@@ -315,6 +349,10 @@ static GstFlowReturn transform_frame_ip(GstVideoFilter *filter, GstVideoFrame *f
     ly_predict_options_init(&options);
     GST_OBJECT_LOCK(self);
     if (self->conf >= 0) options.conf = (float)self->conf, options.given |= LY_PREDICT_CONF;
+    /* tracking sees the low scores too: the detector at track_low_thresh, as
+     * LibreYOLO's model.track */
+    else if (self->tracker)
+        options.conf = 0.1f, options.given |= LY_PREDICT_CONF;
     if (self->iou >= 0) options.iou = (float)self->iou, options.given |= LY_PREDICT_IOU;
     if (self->max_det > 0) options.max_det = self->max_det, options.given |= LY_PREDICT_MAX_DET;
     gboolean drawing = self->draw;
@@ -329,13 +367,33 @@ static GstFlowReturn transform_frame_ip(GstVideoFilter *filter, GstVideoFrame *f
     }
     size_t n = 0;
     ly_results_count(r, &n);
-    attach_meta(frame->buffer, r, n, w, h);
-    if (self->jsonl) write_json_line(self, frame->buffer, r, n, w, h);
-    ly_status st = drawing ? draw(self, frame, r) : LY_OK;
+    ly_status st = LY_OK;
+    if (n + 1 > self->cap) {
+        self->cap = 2 * (n + 1);
+        self->dets = g_renew(ly_detection, self->dets, self->cap);
+        self->picked = g_renew(ly_detection, self->picked, self->cap);
+        self->rows = g_renew(size_t, self->rows, self->cap);
+        self->ids = g_renew(int64_t, self->ids, self->cap);
+    }
+    for (size_t i = 0; i < n; i++)
+        ly_results_get(r, i, &self->dets[i]); /* names are r's until it is freed */
+    const ly_detection *report = self->dets;
+    const int64_t *ids = NULL;
+    if (self->tracker) {
+        size_t m = 0;
+        st = ly_tracker_update(self->tracker, self->dets, n, self->rows, self->ids, &m);
+        for (size_t k = 0; st == LY_OK && k < m; k++)
+            self->picked[k] = self->dets[self->rows[k]];
+        report = self->picked, ids = self->ids, n = st == LY_OK ? m : 0;
+    }
+    attach_meta(frame->buffer, report, ids, n, w, h);
+    if (self->jsonl) write_json_line(self, frame->buffer, report, ids, n, w, h);
+    if (st == LY_OK && drawing) st = draw(self, frame, report, ids, n);
     ly_results_free(r);
     self->frames++;
     if (st != LY_OK) {
-        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("libreyolo: drawing"), ("%s", ly_last_error()));
+        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("libreyolo: tracking or drawing"),
+                          ("%s", ly_last_error()));
         return GST_FLOW_ERROR;
     }
     return GST_FLOW_OK;
@@ -394,6 +452,14 @@ static void gst_libreyolo_class_init(GstLibreyoloClass *klass)
         g_param_spec_string("jsonl-location", "JSON lines file",
                             "Write each frame's detections to this file, one JSON line per frame",
                             NULL, rw));
+    g_object_class_install_property(
+        object, PROP_TRACK,
+        g_param_spec_boolean("track", "Track",
+                             "Follow objects across buffers with ByteTrack (LibreYOLO's defaults; "
+                             "the detector at track_low_thresh unless conf is set): only tracked "
+                             "detections are reported, each with its id (the region meta's id, "
+                             "track-id in its libreyolo parameters, track_id in the JSON lines)",
+                             FALSE, rw));
     gst_element_class_set_static_metadata(
         element, "libreyolo detector", "Filter/Analyzer/Video",
         "Runs a libreyolo model (YOLO9, NanoDet, the DETR families, ...) on each frame and "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The libreyolo GStreamer element (plugins/gstreamer/): gst-launch-1.0 runs it on
 # videotestsrc and on a decoded MJPEG file, a tee writing the same frames as PNG;
-# the detections it writes (jsonl-location) must be predict's on those PNGs, its
+# the detections it writes (jsonl-location) must be predict's on those PNGs (and
+# with track=true its ids those of `libreyolo track` on them), its
 # region-of-interest metadata must be on the buffers, and a model that is not
 # there must stop the pipeline with an error naming it. Skipped without
 # gst-launch-1.0 or the element, in instrumented and portable builds, and
@@ -63,6 +64,28 @@ gst-launch-1.0 -q filesrc location="$scratch/clip.avi" ! avidemux ! jpegdec ! vi
     t. ! queue ! pngenc ! multifilesink location="$scratch/clip_frames/%03d.png" \
     || fail "the decoded-file pipeline failed"
 compare "$scratch/clip.jsonl" "$scratch/clip_frames"
+
+# track=true: the same ids as `libreyolo track` on the same frames
+mkdir -p "$scratch/track_frames"
+gst-launch-1.0 -q videotestsrc num-buffers=8 pattern=ball ! "$caps" ! tee name=t \
+    t. ! queue ! libreyolo model="$model" track=true max-det=10 jsonl-location="$scratch/track.jsonl" ! fakesink \
+    t. ! queue ! pngenc ! multifilesink location="$scratch/track_frames/%03d.png" \
+    || fail "the tracking pipeline failed"
+"$bin" track model="$model" source="$scratch/track_frames/%03d.png" max_det=10 --jsonl \
+    >"$scratch/track_cli.jsonl" || fail "libreyolo track on the frames failed"
+"$python" - "$scratch/track.jsonl" "$scratch/track_cli.jsonl" <<'PY' || fail "the element's track ids differ from libreyolo track's"
+import json, sys
+import numpy as np
+ours = [json.loads(l) for l in open(sys.argv[1])]
+theirs = [json.loads(l) for l in open(sys.argv[2])]
+assert len(ours) == len(theirs) == 8, (len(ours), len(theirs))
+def rows(d):
+    return [(x["track_id"], x["class_id"], tuple(np.float32(x["bbox_xyxy"]))) for x in d["detections"]]
+for k, (a, b) in enumerate(zip(ours, theirs)):
+    assert rows(a) == rows(b), (k, rows(a)[:2], rows(b)[:2])
+assert any(d["detections"] for d in ours), "nothing tracked"
+print(f"track: {sum(len(d['detections']) for d in ours)} tracked detections, ids identical")
+PY
 
 # the metadata: one region of interest per detection on the buffer
 gst-launch-1.0 -v videotestsrc num-buffers=1 pattern=ball ! "$caps" ! libreyolo model="$model" ! \
