@@ -15,6 +15,10 @@ void ly_clear_error(void);
 /* Re-set the current error with `context: ` in front of its message. */
 ly_status ly_error_prefix(ly_status status, const char *context);
 
+/* The shortest decimal that reads back as `v` (as a float32 when `single`):
+ * what a user wrote, as Python's repr shows it ("0.45", not "0.449999988"). */
+const char *ly_shortest_decimal(double v, bool single, char *buf, size_t size);
+
 /* A monotonic clock, in milliseconds. */
 double ly_now_ms(void);
 

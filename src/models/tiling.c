@@ -142,16 +142,11 @@ static void outline(ly_image *im, const int t[4], int width)
         }
 }
 
-/* A float32 option as the decimal a user wrote (0.45, not 0.449999988...):
- * the shortest that reads back as the same float. */
+/* A float32 option as the decimal a user wrote (0.45, not 0.449999988...). */
 static double as_written(float v)
 {
     char text[32];
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(text, sizeof text, "%.*g", digits, (double)v);
-        if (strtof(text, NULL) == v) break;
-    }
-    return strtod(text, NULL);
+    return strtod(ly_shortest_decimal(v, true, text, sizeof text), NULL);
 }
 
 ly_status ly_results_save_tiled(const ly_results *results, const ly_image *image,

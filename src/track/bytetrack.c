@@ -97,10 +97,7 @@ static const char *py_float(double v, char *buf, size_t size)
 {
     if (isnan(v)) return "nan";
     if (isinf(v)) return v > 0 ? "inf" : "-inf";
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(buf, size, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v) break;
-    }
+    ly_shortest_decimal(v, false, buf, size);
     if (!strpbrk(buf, ".en")) strncat(buf, ".0", size - strlen(buf) - 1);
     return buf;
 }
