@@ -167,7 +167,8 @@ static int parse_imgsz(const char *text, predict_args *a)
     return 0;
 }
 
-static int parse_classes(const char *text, predict_args *a)
+int ly_predict_parse_classes(const char *command, const char *text, int *classes,
+                             ly_predict_options *options)
 {
     size_t n = 0, len = strlen(text);
     const char *p = text, *end_all = text + len;
@@ -186,31 +187,31 @@ static int parse_classes(const char *text, predict_args *a)
         long v = strtol(p, &end, 10);
         if (errno || end == p || end > end_all || v < INT_MIN || v > INT_MAX)
             return ly_cli_usage_error(
-                "predict", "--classes '%s': expected class ids like [0,2,5] or 0,2,5", text);
+                command, "--classes '%s': expected class ids like [0,2,5] or 0,2,5", text);
         if (n == MAX_CLASSES)
-            return ly_cli_usage_error("predict", "--classes: at most %d ids", MAX_CLASSES);
-        a->classes[n++] = (int)v;
+            return ly_cli_usage_error(command, "--classes: at most %d ids", MAX_CLASSES);
+        classes[n++] = (int)v;
         p = end;
         while (p < end_all && *p == ' ')
             p++;
         if (p == end_all) break;
         if (*p != ',')
             return ly_cli_usage_error(
-                "predict", "--classes '%s': expected class ids like [0,2,5] or 0,2,5", text);
+                command, "--classes '%s': expected class ids like [0,2,5] or 0,2,5", text);
         p++;
         while (p < end_all && *p == ' ')
             p++;
         /* Python's "0," is a one-element tuple; "1,,2" is not anything */
         if (p == end_all) trailing_comma_ok = n == 1;
         if (p == end_all && !trailing_comma_ok)
-            return ly_cli_usage_error("predict", "--classes '%s': trailing comma", text);
+            return ly_cli_usage_error(command, "--classes '%s': trailing comma", text);
         if (p < end_all && *p == ',')
-            return ly_cli_usage_error("predict", "--classes '%s': expected class ids like [0,2,5]",
+            return ly_cli_usage_error(command, "--classes '%s': expected class ids like [0,2,5]",
                                       text);
     }
-    if (n == 0) return ly_cli_usage_error("predict", "--classes: give at least one class id");
-    a->options.classes = a->classes;
-    a->options.n_classes = n;
+    if (n == 0) return ly_cli_usage_error(command, "--classes: give at least one class id");
+    options->classes = classes;
+    options->n_classes = n;
     return 0;
 }
 
@@ -284,7 +285,7 @@ static int parse_args(int argc, char **argv, predict_args *a)
                                                "(the formats this build writes)",
                                                v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--classes", &missing))) {
-            int code = parse_classes(v, a);
+            int code = ly_predict_parse_classes("predict", v, a->classes, &a->options);
             if (code) return code;
         } else if (strcmp(arg, "--save") == 0) {
             /* --save DIR (ours): a following word that is no option is the folder */

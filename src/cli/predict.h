@@ -66,6 +66,11 @@ void ly_predict_results_end(run_state *rs, char **text, const ly_model_info *inf
 void ly_cli_sigint_watch(ly_video_reader *reader);
 bool ly_cli_sigint_seen(void);
 void ly_cli_sigint_unwatch(void);
+/* --classes as LibreYOLO's CLI takes it ([0,2,5], (0,2), 0,2,5, 0,) into
+ * classes[0..MAX_CLASSES) and options; 0 or the usage error's exit code
+ * (its message names `command`). predict and track read it here. */
+int ly_predict_parse_classes(const char *command, const char *text, int *classes,
+                             ly_predict_options *options);
 /* What a saved video is called: the source's file name without its
  * extension (a stream's last path part, "camera0", a sequence's folder). */
 void ly_predict_video_stem(const char *source, char *out, size_t size);

@@ -63,7 +63,7 @@ typedef struct track_args {
     bool save, jsonl;
     int threads, vid_stride;
     ly_predict_options options;
-    int classes[4096];
+    int classes[MAX_CLASSES];
     ly_track_config cfg;
     bool track_conf_given;
     double track_conf;
@@ -77,29 +77,6 @@ static bool parse_double(const char *text, double *value)
     if (end == text || *end || errno) return false;
     *value = v;
     return true;
-}
-
-static int parse_classes(const char *text, track_args *a)
-{
-    size_t n = 0;
-    const char *p = text;
-    while (*p) {
-        while (*p == ' ' || *p == '[' || *p == ']' || *p == '(' || *p == ')' || *p == ',')
-            p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < INT_MIN || v > INT_MAX || n == 4096)
-            return ly_cli_usage_error("track", "--classes '%s': expected class ids like [0,2,5]",
-                                      text);
-        a->classes[n++] = (int)v;
-        p = end;
-    }
-    if (!n) return ly_cli_usage_error("track", "--classes: give at least one class id");
-    a->options.classes = a->classes;
-    a->options.n_classes = n;
-    return 0;
 }
 
 static int parse_args(int argc, char **argv, track_args *a)
@@ -171,7 +148,7 @@ static int parse_args(int argc, char **argv, track_args *a)
                 return ly_cli_usage_error("track", "--max-det '%s': expected an integer", v);
             a->options.given |= LY_PREDICT_MAX_DET;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--classes", &missing))) {
-            int code = parse_classes(v, a);
+            int code = ly_predict_parse_classes("track", v, a->classes, &a->options);
             if (code) return code;
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--vid-stride", &missing))) {
             if (!ly_cli_parse_int(v, 1, INT_MAX, &a->vid_stride))
