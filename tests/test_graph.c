@@ -90,9 +90,8 @@ static void make_input(ly_tensor *t, int64_t c, int64_t h, int64_t w)
  * concats, residuals, a pool in between, the RGB first layer), the outputs
  * are the same as with plain NCHW everywhere (LIBREYOLO_BLOCKED=0) and as
  * the reference's. */
-static void test_blocked_layouts_match_nchw(void **state)
+static ly_graph *blocked_test_graph(void)
 {
-    (void)state;
     ly_graph *g;
     assert_int_equal(ly_graph_create(&g), LY_OK);
     ly_graph_value x, a, b, c, k, d, e, f, f2, parts[3], cat, pool, out, out2;
@@ -116,7 +115,13 @@ static void test_blocked_layouts_match_nchw(void **state)
     out = random_conv(g, pool, 16, 16, LY_GRAPH_NONE);
     out2 = random_conv(g, cat, 48, 16, out);
     assert_int_equal(ly_graph_output(g, out2, "y"), LY_OK);
+    return g;
+}
 
+static void test_blocked_layouts_match_nchw(void **state)
+{
+    (void)state;
+    ly_graph *g = blocked_test_graph();
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     ly_tensor in;
@@ -147,6 +152,56 @@ static void test_blocked_layouts_match_nchw(void **state)
     for (int m = 0; m < 3; m++)
         free(results[m]);
     ly_tensor_free(&in);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
+/* A batch runs each image as batch 1 does, bit for bit: its channel slices
+ * and concats, views and joins at batch 1, become one copy per image (in the
+ * blocked layouts too), so the convolutions keep the layouts, and the
+ * kernels, they have at batch 1. */
+static void test_batch_matches_images(void **state)
+{
+    (void)state;
+    ly_graph *g = blocked_test_graph();
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    enum { N = 3 };
+    int64_t c = 3, h = 13, w = 11, plane = c * h * w, n_out = 16 * h * w;
+    ly_tensor batch;
+    int64_t shape[4] = {N, c, h, w};
+    assert_int_equal(ly_tensor_alloc(&batch, LY_F32, 4, shape), LY_OK);
+    float *x = batch.data;
+    for (int64_t i = 0; i < N * plane; i++)
+        x[i] = symmetric() * 3.0f;
+    const char *kernels[] = {"", "reference"};
+    for (int k = 0; k < 2; k++) {
+        setenv("LIBREYOLO_KERNELS", kernels[k], 1);
+        assert_int_equal(ly_graph_run(ctx, 1, &batch, 1), LY_OK);
+        ly_graph_stats stats;
+        assert_int_equal(ly_graph_get_stats(ctx, &stats), LY_OK);
+        int blocked_batch = stats.blocked_nodes;
+        ly_tensor y;
+        assert_int_equal(ly_graph_get_output(ctx, 0, &y, NULL), LY_OK);
+        assert_int_equal(y.shape[0], N);
+        float *all = malloc((size_t)(N * n_out) * sizeof *all);
+        assert_non_null(all);
+        memcpy(all, y.data, (size_t)(N * n_out) * sizeof *all);
+        for (int i = 0; i < N; i++) {
+            ly_tensor one = {
+                .data = x + i * plane, .dtype = LY_F32, .ndim = 4, .shape = {1, c, h, w}};
+            assert_int_equal(ly_graph_run(ctx, 1, &one, 1), LY_OK);
+            assert_int_equal(ly_graph_get_stats(ctx, &stats), LY_OK);
+            assert_int_equal(stats.blocked_nodes, blocked_batch);
+            assert_int_equal(ly_graph_get_output(ctx, 0, &y, NULL), LY_OK);
+            if (memcmp(all + i * n_out, y.data, (size_t)n_out * sizeof *all) != 0)
+                fail_msg("kernels '%s': image %d of the batch differs from its run alone",
+                         kernels[k], i);
+        }
+        free(all);
+    }
+    setenv("LIBREYOLO_KERNELS", "", 1);
+    ly_tensor_free(&batch);
     ly_graph_ctx_free(ctx);
     ly_graph_free(g);
 }
@@ -551,6 +606,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocked_layouts_match_nchw),
+        cmocka_unit_test(test_batch_matches_images),
         cmocka_unit_test(test_liveness_reuse),
         cmocka_unit_test(test_concat_in_place),
         cmocka_unit_test(test_arena_reuse),

@@ -151,6 +151,9 @@ typedef struct ly_upsample_nearest2d_params {
         .scale = 2                                                                                 \
     }
 
+/* concat: as torch.cat, except that on an axis other than 0 a part whose
+ * first extent is 1 among parts of B (a constant beside a batch) is repeated
+ * for each of the B. */
 typedef struct ly_concat_params {
     int64_t axis; /* default 0, as torch.cat; negative counts from the end */
 } ly_concat_params;
@@ -254,9 +257,13 @@ typedef struct ly_clamp_params {
         .min = -HUGE_VAL, .max = HUGE_VAL                                                          \
     }
 
+/* A reshape extent that is the input's extent on the same axis (ONNX's 0),
+ * so one graph serves every batch size. */
+#define LY_RESHAPE_KEEP (-2)
 typedef struct ly_reshape_params {
     int64_t ndim;
-    int64_t shape[LY_MAX_DIMS]; /* one extent may be -1: what the others leave */
+    /* one extent may be -1: what the others leave; any may be LY_RESHAPE_KEEP */
+    int64_t shape[LY_MAX_DIMS];
 } ly_reshape_params;
 #define LY_RESHAPE_DEFAULTS                                                                        \
     {                                                                                              \
@@ -287,6 +294,10 @@ typedef struct ly_slice_params {
 /* gather (torch.gather) and index_select: along `axis`. */
 typedef struct ly_gather_params {
     int64_t axis; /* default 0; negative counts from the end */
+    /* index_select on axis 1 only: 0 (default), or K: the (1-d) index is B
+     * runs of K rows, run b selecting from x[b] (from x[0] when x has one):
+     * out [B, K, ...], a batch's top-K rows (with B = 1 plain index_select) */
+    int64_t per_image;
 } ly_gather_params;
 #define LY_GATHER_DEFAULTS                                                                         \
     {                                                                                              \

@@ -69,8 +69,13 @@ void ly_graph_ctx_pool_clear_locked(ly_graph *g);
 /* ---- plans (plan.c) ---------------------------------------------------------------- */
 
 typedef enum node_mode {
-    NODE_VIEW,  /* reshape / contiguous slice / concat of placed parts: nothing to do */
-    NODE_JOIN,  /* concat of contiguous parts: copies the parts not placed in place */
+    NODE_VIEW, /* reshape / contiguous slice / concat of placed parts: nothing to do */
+    NODE_JOIN, /* concat of contiguous parts: copies the parts not placed in place */
+    /* a slice (step 1) or concat with dimensions before its axis (a batch),
+     * run by the op's reference, which copies whole ranges of each image: in
+     * any layout whose ranges are whole channel blocks, as a view or join is
+     * at batch 1 */
+    NODE_COPY,
     NODE_KERNEL /* a registry implementation */
 } node_mode;
 

@@ -158,6 +158,8 @@ static void decide_views(ly_graph *g, plan *p)
                 pn->mode = NODE_VIEW;
                 out->parent = n->in[0];
                 out->offset = start * inner_bytes(x, axis);
+            } else if (sp->step == 1 || count <= 1) {
+                pn->mode = NODE_COPY;
             }
         } else if (n->op == LY_OP_CONCAT) {
             const ly_tensor *y = &out->shape;
@@ -170,6 +172,8 @@ static void decide_views(ly_graph *g, plan *p)
                     pn->part_offset[k] = offset;
                     offset += (int64_t)bytes_of(&p->values[n->in[k]].shape);
                 }
+            } else {
+                pn->mode = NODE_COPY;
             }
         }
     }
@@ -256,14 +260,14 @@ static ly_layout layout_of(const plan *p, ly_graph_value v)
     return p->values[ly_plan_root(p, v, NULL)].layout;
 }
 
-/* What each blocked layout would cost a view: it must start and span whole
- * blocks of channels of a batch-1 4-d map. */
+/* What each blocked layout would cost a view or a copied range: it must
+ * start and span whole blocks of channels of a 4-d map (then, in each image,
+ * it is the same bytes as in NCHW; at batch 1 a view, else copied per image). */
 static bool channel_range_fits(const ly_tensor *whole, int64_t axis, int64_t start, int64_t count,
                                ly_layout l)
 {
     int64_t b = block_of(l);
-    return whole->ndim == 4 && axis == 1 && whole->shape[0] == 1 && start % b == 0 &&
-           count % b == 0;
+    return whole->ndim == 4 && axis == 1 && start % b == 0 && count % b == 0;
 }
 
 /* Element-wise ops (the manifest's layout column): every implementation reads
@@ -393,6 +397,12 @@ static void plan_layouts(ly_graph *g, plan *p, const bool *no_blocked)
                 ly_layout l = layout_of(p, n->in[0]);
                 if (l != LY_LAYOUT_PLAIN && !channel_range_fits(x, axis, start, count, l))
                     changed |= lower(p, n->in[0], LY_LAYOUT_PLAIN);
+                if (pn->mode == NODE_COPY) { /* its own buffer, the source's bytes */
+                    ly_layout a = layout_of(p, n->in[0]), b = layout_of(p, n->out[0]);
+                    ly_layout m = a < b ? a : b;
+                    changed |= lower(p, n->in[0], m);
+                    changed |= lower(p, n->out[0], m);
+                }
             } else if (n->op == LY_OP_CONCAT) { /* parts and output in one layout */
                 const ly_tensor *y = &p->values[n->out[0]].shape;
                 int64_t axis = ((const ly_concat_params *)n->params)->axis;

@@ -293,6 +293,10 @@ static ly_status run_node(ly_graph_ctx *c, size_t index)
         call.out[k] = &views[n->out[k]];
     call.params = n->params;
     call.threads = c->plan->threads;
+    /* The references copy whole ranges of each image, which in a blocked
+     * layout, on whole channel blocks, are the bytes they are in NCHW. */
+    if (pn->mode == NODE_COPY)
+        return n->op == LY_OP_SLICE ? ly_ref_slice(&call) : ly_ref_concat(&call);
     ly_status st;
     if (pn->state)
         st = ly_impl_stateful(pn->impl)->run(pn->state, &call);

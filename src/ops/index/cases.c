@@ -82,6 +82,22 @@ static ly_status build_index_select(ly_op op, int64_t index, bool full, ly_check
         st = ly_check_case_random(c, 0, 2, (int64_t[]){4, 4}, 2.0f, &seed);
         if (st == LY_OK) st = indices(c, 1, 1, (int64_t[]){0}, 4, seed);
         break;
+    case 3:
+        snprintf(c->name, sizeof c->name, "per image: 30 queries each of [3,200,8]");
+        p.axis = 1;
+        p.per_image = 30;
+        seed = ly_check_seed("index_select", c->name);
+        st = ly_check_case_random(c, 0, 3, (int64_t[]){3, 200, 8}, 2.0f, &seed);
+        if (st == LY_OK) st = indices(c, 1, 1, (int64_t[]){90}, 200, seed);
+        break;
+    case 4:
+        snprintf(c->name, sizeof c->name, "per image: 30 anchors each of one [1,200,4]");
+        p.axis = 1;
+        p.per_image = 30;
+        seed = ly_check_seed("index_select", c->name);
+        st = ly_check_case_random(c, 0, 3, (int64_t[]){1, 200, 4}, 2.0f, &seed);
+        if (st == LY_OK) st = indices(c, 1, 1, (int64_t[]){60}, 200, seed);
+        break;
     default:
         return LY_E_NOT_FOUND;
     }

@@ -79,9 +79,27 @@ ly_status ly_contract_index_select(const ly_kernel_call *call, ly_tensor out[LY_
         return ly_set_error(LY_E_SHAPE, "%s: index %s, expected 1 dim", op,
                             ly_shape_str(index, a, sizeof a));
     }
+    int64_t per_image = LY_PARAMS(call, ly_gather_params)->per_image, images = 1;
+    if (per_image < 0)
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "%s: params.per_image is %lld, expected 0 or the rows per image", op,
+                            (long long)per_image);
+    if (per_image) {
+        images = index->shape[0] / per_image;
+        if (axis != 1 || x->ndim < 2 || index->shape[0] % per_image != 0 || images < 1 ||
+            (x->shape[0] != images && x->shape[0] != 1)) {
+            char a[128], b[128];
+            return ly_set_error(LY_E_SHAPE,
+                                "%s: index %s, expected B runs of %lld rows (per_image) on axis 1 "
+                                "of x [B or 1, ...] (x %s, axis %lld)",
+                                op, ly_shape_str(index, a, sizeof a), (long long)per_image,
+                                ly_shape_str(x, b, sizeof b), (long long)axis);
+        }
+    }
     int64_t shape[LY_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++)
-        shape[d] = d == axis ? index->shape[0] : x->shape[d];
+        shape[d] = d == axis ? index->shape[0] / images : x->shape[d];
+    shape[0] = per_image ? images : shape[0];
     set_output(&out[0], x->dtype, x->ndim, shape);
     *n_out = 1;
     return LY_OK;
@@ -127,7 +145,8 @@ ly_status ly_contract_cumsum(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
     return LY_OK;
 }
 
-LY_PARAMS_FIELDS(ly_gather_params, LY_FIELD_INT(ly_gather_params, axis, 1))
+LY_PARAMS_FIELDS(ly_gather_params, LY_FIELD_INT(ly_gather_params, axis, 1),
+                 LY_FIELD_INT(ly_gather_params, per_image, 1))
 LY_PARAMS_FIELDS(ly_topk_params, LY_FIELD_INT(ly_topk_params, k, 1),
                  LY_FIELD_INT(ly_topk_params, axis, 1), LY_FIELD_INT(ly_topk_params, largest, 1))
 LY_PARAMS_FIELDS(ly_axis_params, LY_FIELD_INT(ly_axis_params, axis, 1))

@@ -30,4 +30,12 @@ static void call_index_select(ly_lowering *L, const ly_graph_node_info *n, ly_pt
     ly_pte_call_out(k, ly_lower_pvalue(L, n->outputs[0]));
 }
 
-LY_PORTABLE_EXPORT(index_select, ly_lower_takes_ranked, call_index_select);
+/* A batch's per-image selection is ATen's index_select at batch 1 only. */
+static bool takes_index_select(const ly_lowering *L, const ly_graph_node_info *n)
+{
+    const ly_gather_params *p = n->params;
+    return ly_lower_takes_ranked(L, n) &&
+           (!p->per_image || ly_lower_shape(L, n->inputs[0])->shape[0] == 1);
+}
+
+LY_PORTABLE_EXPORT(index_select, takes_index_select, call_index_select);

@@ -76,6 +76,20 @@ ly_status ly_ref_index_select(const ly_kernel_call *call)
         if (idx[j] < 0 || idx[j] >= x->shape[axis])
             return out_of_range(ly_op_name(LY_OP_INDEX_SELECT), idx[j], j, x->shape[axis]);
     char *dst = call->out[0]->data;
+    int64_t per = LY_PARAMS(call, ly_gather_params)->per_image;
+    if (per > 0) { /* image b: its run of the index, on x[b] (or the one x) */
+        for (int64_t b = 0; b < k / per; b++) {
+            int64_t from = x->shape[0] == 1 ? 0 : b;
+            for (int64_t j = 0; j < per; j++) {
+                memcpy(dst,
+                       (const char *)x->data +
+                           (size_t)(from * x->shape[1] + idx[b * per + j]) * row,
+                       row);
+                dst += row;
+            }
+        }
+        return LY_OK;
+    }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < k; j++) {
             memcpy(dst, (const char *)x->data + (size_t)(o * x->shape[axis] + idx[j]) * row, row);

@@ -38,6 +38,7 @@ static const reshape_case reshapes[] = {
     {"[2,6,5] -> [-1,3] i64", LY_I64, 3, {2, 6, 5}, {2, {-1, 3}}},
     {"[300,4] -> [1,300,1,4] u8", LY_U8, 2, {300, 4}, {4, {1, 300, 1, 4}}},
     {"[7] -> [7,1]", LY_F32, 1, {7}, {2, {7, 1}}},
+    {"[3,80,4,5] -> [keep,80,-1]", LY_F32, 4, {3, 80, 4, 5}, {3, {LY_RESHAPE_KEEP, 80, -1}}},
 };
 
 static ly_status build_reshape(ly_op op, int64_t index, bool full, ly_check_case *c)
@@ -123,6 +124,7 @@ static const concat_case concats[] = {
     {"rows [*,4] i64", LY_I64, 2, 2, 0, {{3, 4}, {5, 4}}},
     {"last axis -1 [2,3,*] u8", LY_U8, 2, 3, -1, {{2, 3, 1}, {2, 3, 2}}},
     {"with an empty part", LY_F32, 3, 2, 0, {{2, 5}, {0, 5}, {1, 5}}},
+    {"a batch of 3 and a padding of 1 [*,8,5,*]", LY_F32, 2, 4, 3, {{3, 8, 5, 6}, {1, 8, 5, 1}}},
 };
 
 static ly_status build_concat(ly_op op, int64_t index, bool full, ly_check_case *c)

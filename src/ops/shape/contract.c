@@ -67,15 +67,24 @@ ly_status ly_contract_reshape(const ly_kernel_call *call, ly_tensor out[LY_KERNE
     int free_axis = -1;
     for (int i = 0; i < p->ndim; i++) {
         shape[i] = p->shape[i];
+        if (p->shape[i] == LY_RESHAPE_KEEP) {
+            if (i >= x->ndim)
+                return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                    "%s: params.shape[%d] keeps the input's extent, but x has "
+                                    "%d dimensions",
+                                    op, i, x->ndim);
+            shape[i] = x->shape[i];
+        }
         if (p->shape[i] == -1 && free_axis < 0) {
             free_axis = i;
             continue;
         }
-        if (p->shape[i] < 0)
+        if (shape[i] < 0)
             return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "%s: params.shape[%d] is %lld, expected >= 0 or one -1", op, i,
-                                (long long)p->shape[i]);
-        if (__builtin_mul_overflow(known, p->shape[i], &known))
+                                "%s: params.shape[%d] is %lld, expected >= 0, one -1 or "
+                                "LY_RESHAPE_KEEP",
+                                op, i, (long long)p->shape[i]);
+        if (__builtin_mul_overflow(known, shape[i], &known))
             return ly_set_error(LY_E_SHAPE, "%s: the asked shape overflows", op);
     }
     if (free_axis >= 0) shape[free_axis] = known > 0 && numel % known == 0 ? numel / known : -1;
@@ -184,13 +193,15 @@ ly_status ly_contract_concat(const ly_kernel_call *call, ly_tensor out[LY_KERNEL
         TRY(ly_check_operand(t, op, name, first->dtype));
         bool fits = t->ndim == ndim;
         for (int d = 0; fits && d < ndim; d++)
-            fits = d == axis || t->shape[d] == first->shape[d];
+            fits = d == axis || t->shape[d] == first->shape[d] ||
+                   (d == 0 && (t->shape[0] == 1 || shape[0] == 1));
         if (!fits)
             return ly_set_error(LY_E_SHAPE,
                                 "%s: %s: shape %s, expected the shape of in[0] %s except on axis "
-                                "%lld",
+                                "%lld (and 1 or the batch on axis 0)",
                                 op, name, ly_shape_str(t, a, sizeof a),
                                 ly_shape_str(first, b, sizeof b), (long long)axis);
+        if (axis != 0 && t->shape[0] > shape[0]) shape[0] = t->shape[0];
         if (__builtin_add_overflow(shape[axis], t->shape[axis], &shape[axis]))
             return ly_set_error(LY_E_SHAPE, "%s: the joined axis overflows", op);
     }

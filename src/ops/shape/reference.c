@@ -141,18 +141,22 @@ ly_status ly_ref_concat(const ly_kernel_call *call)
     int ndim = first->ndim;
     int64_t axis = LY_PARAMS(call, ly_concat_params)->axis;
     if (axis < 0) axis += ndim;
+    const ly_tensor *y = call->out[0];
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; d++)
-        outer *= first->shape[d];
+        outer *= y->shape[d];
     for (int64_t d = axis + 1; d < ndim; d++)
-        inner *= first->shape[d];
-    char *out = call->out[0]->data;
+        inner *= y->shape[d];
+    /* a part of batch 1 among parts of batch B (a constant) repeats per image */
+    int64_t per_image = axis > 0 && y->shape[0] ? outer / y->shape[0] : outer;
+    char *out = y->data;
     size_t elem = ly_dtype_size(first->dtype);
     for (int64_t o = 0; o < outer; o++) {
         for (int i = 0; i < LY_KERNEL_MAX_INPUTS && call->in[i]; i++) {
             size_t chunk = (size_t)(call->in[i]->shape[axis] * inner) * elem;
             if (chunk == 0) continue;
-            const char *src = (const char *)call->in[i]->data + (size_t)o * chunk;
+            int64_t at = axis > 0 && call->in[i]->shape[0] != y->shape[0] ? o % per_image : o;
+            const char *src = (const char *)call->in[i]->data + (size_t)at * chunk;
             /* one 4-byte element a chunk (interleaving, as a stack on a new last
              * axis): a library call per element cost ~3 ns, the move itself ~0 */
             if (chunk == 4) {

@@ -614,8 +614,9 @@ static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_fea
         *why_not = "a residual (added by the direct kernels in their epilogue)";
         return LY_E_DECLINED;
     }
-    double flops = y && y->ndim == 4 ? 2.0 * (double)ly_tensor_numel(w) * (double)y->shape[0] *
-                                           (double)y->shape[2] * (double)y->shape[3]
+    /* per image: a batch runs each image on the kernels it would get alone */
+    double flops = y && y->ndim == 4 ? 2.0 * (double)ly_tensor_numel(w) * (double)y->shape[2] *
+                                           (double)y->shape[3]
                                      : 0.0;
     /* From 0.4 GFLOP (1 until NanoDet-g's 128 -> 128 on 52x52, 0.8 GFLOP, and
      * LibreYOLO9t's three head convolutions on 80x80, 0.47-0.74, each about 2x
@@ -677,7 +678,7 @@ static ly_status conv_layouts(const ly_kernel_call *call, ly_kernel_layouts *out
     memset(out, 0, sizeof *out);
     const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
     const ly_tensor *x = call->in[0], *y = call->out[0];
-    if (x->ndim != 4 || x->shape[0] != 1) return LY_OK;
+    if (x->ndim != 4) return LY_OK;
     uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
     if (ly_onednn_preferred_layout() == LY_LAYOUT_NCHW16C)
         blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);

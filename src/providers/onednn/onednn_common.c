@@ -194,7 +194,7 @@ void ly_onednn_unary_release(void *state)
 
 bool ly_onednn_unary_blockable(const ly_tensor *x)
 {
-    return x && x->ndim == 4 && x->shape[0] == 1 && x->shape[1] % 8 == 0;
+    return x && x->ndim == 4 && x->shape[1] % 8 == 0;
 }
 
 void ly_onednn_unary_layouts(ly_kernel_layouts *out)
