@@ -511,6 +511,16 @@ static bool have_yolo9(void)
     return false;
 }
 
+/* The JSON line at `line` is frame k's of the 25 fps clip. */
+static void expect_frame_line(const char *line, int k)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"frame\": %d, \"timestamp\": %.6f", k, k / 25.0);
+    const char *eol = strchr(line, '\n');
+    assert_non_null(eol);
+    assert_true(strstr(line, want) && strstr(line, want) < eol);
+}
+
 /* predict on the clip: one JSON line per frame with its number and time, the
  * detections those of predict on the same frames written out as PNG files;
  * vid_stride; the annotated video saved as the clip's container and codec. */
@@ -545,11 +555,7 @@ static void test_cli_predict_video(void **state)
     assert_int_equal(code, 0);
     const char *v = video, *im_line = images;
     for (int k = 0; k < FRAMES; k++) {
-        char want[64];
-        snprintf(want, sizeof want, "\"frame\": %d, \"timestamp\": %.6f", k, k / 25.0);
-        const char *eol = strchr(v, '\n');
-        assert_non_null(eol);
-        assert_true(strstr(v, want) && strstr(v, want) < eol);
+        expect_frame_line(v, k);
         char *a = detections_of(v, &v), *b = detections_of(im_line, &im_line);
         assert_string_equal(a, b);
         free(a);
@@ -558,6 +564,33 @@ static void test_cli_predict_video(void **state)
     assert_int_equal(*v, '\0');
     free(video);
     free(images);
+
+    /* batch=5: frames in fives (the last call two) through one network call, each line in
+     * order with its number and time, as many detections as one by one (the
+     * scores may move in the last bits: test_batch holds them to 1e-5) */
+    snprintf(args, sizeof args, "predict model='%s' source='%s' --jsonl conf=0.05", YOLO9, clip);
+    char *single = run_cli(args, &code);
+    assert_int_equal(code, 0);
+    snprintf(args, sizeof args, "predict model='%s' source='%s' --jsonl conf=0.05 batch=5", YOLO9,
+             clip);
+    char *batched = run_cli(args, &code);
+    assert_int_equal(code, 0);
+    const char *s1 = single, *s4 = batched;
+    for (int k = 0; k < FRAMES; k++) {
+        expect_frame_line(s4, k);
+        char *a = detections_of(s4, &s4), *b = detections_of(s1, &s1);
+        int na = 0, nb = 0;
+        for (const char *p = a; (p = strstr(p, "class_id")); p++)
+            na++;
+        for (const char *p = b; (p = strstr(p, "class_id")); p++)
+            nb++;
+        assert_int_equal(na, nb);
+        free(a);
+        free(b);
+    }
+    assert_int_equal(*s4, '\0');
+    free(single);
+    free(batched);
 
     /* vid_stride=5: frames 0, 5, 10; LibreYOLO's line for people */
     snprintf(args, sizeof args, "predict model='%s' source='%s' vid_stride=5", YOLO9, clip);

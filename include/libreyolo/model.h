@@ -79,6 +79,8 @@ typedef struct ly_model_info {
      * remainder "fp32", "fp16" or "" (prepared), and the quantized modules. */
     const char *quant_recipe, *quant_state, *quant_remainder;
     int quant_modules;
+    /* The network takes several images in one call (ly_model_predict_batch) */
+    bool batched;
 } ly_model_info;
 
 /* `info`'s strings are the model's (valid until ly_model_free). */
@@ -213,6 +215,19 @@ typedef struct ly_image ly_image;
 LY_API ly_status ly_model_predict_decoded(ly_model *model, ly_image *image,
                                           const ly_predict_options *options, ly_results **out);
 
+/* Predict on n images in one network call where the model's network takes
+ * a batch (ly_model_info.batched; LibreYOLO's batch=N): out[i] gets image
+ * i's results, what ly_model_predict_image gives for it alone (the same
+ * detections; scores may differ in the last bits where a kernel's sums run
+ * in another order for a batch). Each result's speed is its share of the
+ * call (the call's time / n). Models without a batch, and calls with
+ * tiling, run the images one by one. The whole batch shares one option set
+ * and one input size; its memory grows with n, so callers cut long lists
+ * into batches. On failure every out[i] is NULL and the message names the
+ * image. `out` has room for n results (each freed with ly_results_free). */
+LY_API ly_status ly_model_predict_batch(ly_model *model, const ly_image_view *images, size_t n,
+                                        const ly_predict_options *options, ly_results **out);
+
 typedef struct ly_detection {
     float xyxy[4]; /* original-image pixels */
     float conf;
@@ -259,9 +274,10 @@ LY_API ly_status ly_results_probs(const ly_results *results, const float **probs
  * not a restoration model's. */
 LY_API ly_status ly_results_restored(const ly_results *results, ly_image_view *image, int *scale);
 
-/* Run the network alone on a preprocessed input [1, 3, H, W] and visit each raw
- * output by name (YOLO9: "predictions", "raw_p3", "raw_p4", "raw_p5"). The views
- * are valid during the callback only. */
+/* Run the network alone on a preprocessed input [1, 3, H, W] ([N, 3, H, W]
+ * where ly_model_info.batched: the outputs then lead with N) and visit each
+ * raw output by name (YOLO9: "predictions", "raw_p3", "raw_p4", "raw_p5").
+ * The views are valid during the callback only. */
 typedef void (*ly_model_output_fn)(const char *name, const ly_tensor *output, void *user);
 LY_API ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_fn visit,
                               void *user);

@@ -68,6 +68,7 @@ class ModelInfo(ctypes.Structure):
         ("quant_state", ctypes.c_char_p),
         ("quant_remainder", ctypes.c_char_p),
         ("quant_modules", ctypes.c_int),
+        ("batched", ctypes.c_bool),
     ]
 
 
@@ -222,6 +223,10 @@ ly_model_predict_file = _sig(
 ly_model_predict_image = _sig(
     "ly_model_predict_image", st, c_p, ctypes.POINTER(ImageView), ctypes.POINTER(PredictOptions),
     ctypes.POINTER(c_p),
+)
+ly_model_predict_batch = _sig(
+    "ly_model_predict_batch", st, c_p, ctypes.POINTER(ImageView), ctypes.c_size_t,
+    ctypes.POINTER(PredictOptions), ctypes.POINTER(c_p),
 )
 ly_results_count = _sig("ly_results_count", st, c_p, ctypes.POINTER(ctypes.c_size_t))
 ly_results_get = _sig("ly_results_get", st, c_p, ctypes.c_size_t, ctypes.POINTER(Detection))

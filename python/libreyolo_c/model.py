@@ -225,7 +225,7 @@ class LibreYOLO:
             "family": self.family, "size": self.size, "task": self.task, "nc": self.nc,
             "imgsz": self.imgsz, "engine": _text(info.engine), "input": _text(info.input),
             "default_conf": float(info.default_conf), "default_iou": float(info.default_iou),
-            "default_max_det": int(info.default_max_det),
+            "default_max_det": int(info.default_max_det), "batched": bool(info.batched),
             "quant": None if not info.quant_recipe else {
                 "recipe": _text(info.quant_recipe), "state": _text(info.quant_state),
                 "remainder": _text(info.quant_remainder) or None,
@@ -359,6 +359,39 @@ class LibreYOLO:
         r.tiles_path = os.path.join(folder, "tiles")
         r.grid_path = os.path.join(folder, f"grid_visualization.{ext}")
 
+    def _predict_chunk(self, chunk, options):
+        """Results of several sources.Items in one network call
+        (ly_model_predict_batch), each as _predict_item gives it."""
+        pixels, paths, origs = [], [], []
+        for item in chunk:
+            if item.kind == "pixels":
+                arr = item.value
+                pixels.append((arr, item.bgr))
+                paths.append(item.name)
+                origs.append(arr[..., ::-1] if item.bgr else arr)
+            else:
+                rgb = _images.load_rgb(item.value)
+                pixels.append((rgb, False))
+                paths.append(item.value if item.kind == "file" else
+                             item.name if item.kind == "url" else None)
+                origs.append(None if item.kind == "file" else rgb)
+        views = (n.ImageView * len(chunk))(*[
+            n.ImageView(a.ctypes.data, a.shape[1], a.shape[0], a.strides[0], 1 if bgr else 0)
+            for a, bgr in pixels])
+        handles = (ctypes.c_void_p * len(chunk))()
+        _check(n.ly_model_predict_batch(self._handle, views, len(chunk), ctypes.byref(options),
+                                        handles))
+        out = []
+        try:
+            for i in range(len(chunk)):
+                h, handles[i] = ctypes.c_void_p(handles[i]), None
+                out.append(self._results(h, paths[i], origs[i]))
+        finally:
+            for h in handles:
+                if h:
+                    n.ly_results_free(h)
+        return out
+
     def _predict_item(self, item, options, tiled_save=None):
         """Results of one sources.Item; in-memory pixels are kept as orig_img
         (RGB) for plot()."""
@@ -403,7 +436,10 @@ class LibreYOLO:
         Results per frame (frame_idx set), lazily with stream=True; save=True
         writes <stem>.mp4. tiling=True cuts an image larger than imgsz into
         overlapping tiles (overlap_ratio) as LibreYOLO's _predict_tiled does
-        (tiled and num_tiles set on such results). Keywords LibreYOLO warns
+        (tiled and num_tiles set on such results). batch=N runs a list or folder
+        N images per network call where the model's network takes a batch
+        (info()["batched"]: YOLO9, the D-FINE lineage), as LibreYOLO's batched
+        predict; each result as alone. Keywords LibreYOLO warns
         about warn here; the ones it refuses and the ones this library cannot
         do (augment, show) raise; any other raises TypeError naming the
         closest known one."""
@@ -450,13 +486,20 @@ class LibreYOLO:
         saver = _Saver(self.task, output_path, project, name, exist_ok, ext,
                        len(items)) if save else None
 
+        # LibreYOLO's batch: chunks of `batch` images as one stacked forward
+        # where the family has a batched network and tiling is off
+        step = batch if batch > 1 and not tiling and self._info["batched"] else 1
+
         def run():
             held = keep  # the class ids' C array lives as long as the run
-            for item in items:
-                r = self._predict_item(item, options, tiled_save)
-                if saver and not getattr(r, "tiled", False):
-                    r.saved_path = r.save(saver.path(item.name or "inference"))
-                yield r
+            for at in range(0, len(items), step):
+                chunk = items[at:at + step]
+                done = (self._predict_chunk(chunk, options) if step > 1 else
+                        [self._predict_item(chunk[0], options, tiled_save)])
+                for item, r in zip(chunk, done):
+                    if saver and not getattr(r, "tiled", False):
+                        r.saved_path = r.save(saver.path(item.name or "inference"))
+                    yield r
             del held
 
         if stream:

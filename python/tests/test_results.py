@@ -14,6 +14,7 @@ import pytest
 
 from conftest import VIT, cli
 from libreyolo_c import LibreYOLO, Results
+from libreyolo_c._images import load_rgb
 from libreyolo_c.model import LibreYOLONotImplementedError, LibreYOLOValueError
 
 
@@ -115,6 +116,24 @@ def test_keywords_honoured_or_refused(model, images):
         LibreYOLO(model.model_path, task="classify")
     with pytest.raises(LibreYOLOValueError, match="device='mps'"):
         LibreYOLO(model.model_path, device="mps")
+
+
+def test_batch_is_one_network_call_with_the_same_results(model, images):
+    """LibreYOLO's batch=N: chunks of N images (files and arrays) stacked
+    into one forward where the family's network takes a batch (yolo9 does),
+    each image's results as alone: the same classes, scores within 1e-5."""
+    assert model.info()["batched"] is True
+    flipped = np.ascontiguousarray(load_rgb(images[0])[:, ::-1])
+    sources = images + [flipped, np.full((300, 200, 3), 90, np.uint8)]
+    alone = model(sources, conf=0.05)
+    for batch in (2, 3):
+        together = model(sources, conf=0.05, batch=batch)
+        assert [r.path for r in together] == [r.path for r in alone]
+        for a, b in zip(together, alone):
+            assert a.orig_shape == b.orig_shape and len(a) == len(b)
+            assert np.allclose(np.sort(a.boxes.conf.numpy()), np.sort(b.boxes.conf.numpy()),
+                               rtol=0, atol=1e-5)
+            assert sorted(a.boxes.cls.numpy().tolist()) == sorted(b.boxes.cls.numpy().tolist())
 
 
 def test_inputs(model, images, tmp_path):

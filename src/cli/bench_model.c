@@ -53,6 +53,7 @@ void ly_cli_usage_bench_model(FILE *to)
         "                             [--input X.npy] [--image I|--no-image] [--onnx O.onnx]\n"
         "                             [--peers DIR|--no-peers] [--gflop G] [--core-gflops P] "
         "[--json]\n"
+        "                             [--batch N]\n"
         "\n"
         "Times loading M, the network alone (ly_model_run on a fixed preprocessed input) and\n"
         "prediction on an image file end to end (median and p90 of R runs after W warm-ups),\n"
@@ -68,6 +69,8 @@ void ly_cli_usage_bench_model(FILE *to)
         "                    manual expression (default: the model's)\n"
         "  --runs R          timed runs (default 20)\n"
         "  --warmup W        warm-up runs (default 3)\n"
+        "  --batch N         also time one run on N copies of the input against N single\n"
+        "                    runs, interleaved R times (models whose network takes a batch)\n"
         "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/,\n"
         "                    ref_giraffe/ or ref_dog/input.npy next to M, or for NanoDet\n"
         "                    " DEFAULT_NANODET_INPUT ",\n"
@@ -170,6 +173,7 @@ typedef struct bench_config {
     int fused;          /* --fused-attn: -1 the model's default */
     double gflop;       /* 0: known table */
     double core_gflops; /* 0: measure */
+    int batch;          /* > 1: a batch of this many against as many single runs */
     char peak_source[96];
     bool json;
 } bench_config;
@@ -191,6 +195,10 @@ typedef struct ours_result {
     double pre_ms, net_ms, post_ms;
     size_t detections;
     double graph_gflop; /* the network's convolutions at imgsz; NAN when unknown */
+    /* --batch: per image, a batch's share against a single run, interleaved */
+    bool have_batch;
+    latency batch_per_image, single_per_image;
+    char batch_skip_reason[160];
 } ours_result;
 
 static void ignore_output(const char *name, const ly_tensor *output, void *user)
@@ -299,6 +307,59 @@ static int time_network(ly_model *m, const ly_tensor *input, const bench_config 
     *out = summarize(ms, cfg->runs);
     free(ms);
     return 0;
+}
+
+/* --batch N: rounds of one run on N copies of the input and N single runs,
+ * interleaved so that both see the same machine; per image. */
+static int time_batch(ly_model *m, const ly_tensor *input, const bench_config *cfg, ours_result *r)
+{
+    int n = cfg->batch;
+    if (!r->info.batched) {
+        snprintf(r->batch_skip_reason, sizeof r->batch_skip_reason,
+                 "this model's network takes one image per call");
+        return 0;
+    }
+    ly_tensor batch;
+    int64_t shape[4] = {n, 3, input->shape[2], input->shape[3]};
+    if (ly_tensor_alloc(&batch, LY_F32, 4, shape) != LY_OK) {
+        fprintf(stderr, "libreyolo bench model: --batch %d: %s\n", n, ly_last_error());
+        return 1;
+    }
+    size_t one = (size_t)ly_tensor_numel(input) * sizeof(float);
+    for (int i = 0; i < n; i++)
+        memcpy((char *)batch.data + (size_t)i * one, input->data, one);
+    double *together = malloc((size_t)cfg->runs * sizeof *together),
+           *alone = malloc((size_t)cfg->runs * sizeof *alone);
+    int rc = together && alone ? 0 : 1;
+    if (rc) fprintf(stderr, "libreyolo bench model: out of memory\n");
+    for (int i = 0; !rc && i < cfg->warmup + cfg->runs; i++) {
+        ly_cli_progress("bench: batch of %d against %d single runs, %s %d/%d", n, n,
+                        i < cfg->warmup ? "warm-up" : "round",
+                        i < cfg->warmup ? i + 1 : i - cfg->warmup + 1,
+                        i < cfg->warmup ? cfg->warmup : cfg->runs);
+        double t0 = ly_cli_now_s();
+        ly_status st = ly_model_run(m, &batch, ignore_output, NULL);
+        double t1 = ly_cli_now_s();
+        for (int k = 0; st == LY_OK && k < n; k++)
+            st = ly_model_run(m, input, ignore_output, NULL);
+        double t2 = ly_cli_now_s();
+        if (st != LY_OK) {
+            fprintf(stderr, "libreyolo bench model: --batch: %s\n", ly_last_error());
+            rc = 1;
+        } else if (i >= cfg->warmup) {
+            together[i - cfg->warmup] = (t1 - t0) * 1e3 / n;
+            alone[i - cfg->warmup] = (t2 - t1) * 1e3 / n;
+        }
+    }
+    if (!rc) {
+        r->batch_per_image = summarize(together, cfg->runs);
+        r->single_per_image = summarize(alone, cfg->runs);
+        r->have_batch = true;
+    }
+    free(together);
+    free(alone);
+    ly_tensor_free(&batch);
+    return rc;
 }
 
 static int time_predict(ly_model *m, const bench_config *cfg, ours_result *r)
@@ -422,6 +483,7 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
     rc = time_network(m, input, cfg, &r->run);
     if (rc) goto done;
     r->rss_model_after_warmup_mib = r->rss_model_after_load_mib + rss_now_mib() - rss_before_runs;
+    if (cfg->batch > 1 && (rc = time_batch(m, input, cfg, r)) != 0) goto done;
 
     choose_image(cfg, r);
     /* The end-to-end line preprocesses into the model's own input: ours would
@@ -952,6 +1014,17 @@ static void print_table(const bench_config *cfg, const ours_result *r, const pee
     else
         printf("end to end: skipped: %s\n", r->image_skip_reason);
 
+    if (r->have_batch)
+        printf("batch of %d (one ly_model_run on [%d, 3, %d, %d]) against %d single runs, "
+               "interleaved:\n  %.2f ms per image (min %.2f) against %.2f (min %.2f): %.2fx "
+               "the throughput (ratio of medians; of minima %.2fx)\n",
+               cfg->batch, cfg->batch, r->imgsz, r->imgsz, cfg->batch, r->batch_per_image.median_ms,
+               r->batch_per_image.min_ms, r->single_per_image.median_ms, r->single_per_image.min_ms,
+               r->single_per_image.median_ms / r->batch_per_image.median_ms,
+               r->single_per_image.min_ms / r->batch_per_image.min_ms);
+    else if (cfg->batch > 1)
+        printf("batch of %d: skipped: %s\n", cfg->batch, r->batch_skip_reason);
+
     double gflop = network_gflop(cfg, r);
     if (isfinite(gflop)) {
         double bound_ms = gflop / (cfg->core_gflops * cfg->threads) * 1e3;
@@ -1037,6 +1110,18 @@ static void print_json(const bench_config *cfg, const ours_result *r, const peer
         fputs("null, \"predict_file_skipped\": ", o);
         ly_json_string(o, r->image_skip_reason);
     }
+    if (r->have_batch) {
+        fprintf(o, ", \"batch\": {\"n\": %d, \"per_image\": ", cfg->batch);
+        json_latency(o, &r->batch_per_image);
+        fputs(", \"single_per_image\": ", o);
+        json_latency(o, &r->single_per_image);
+        fputs(", \"throughput_ratio\": ", o);
+        ly_json_number(o, r->single_per_image.median_ms / r->batch_per_image.median_ms);
+        fputs("}", o);
+    } else if (cfg->batch > 1) {
+        fputs(", \"batch\": null, \"batch_skipped\": ", o);
+        ly_json_string(o, r->batch_skip_reason);
+    }
     double gflop = network_gflop(cfg, r);
     double bound_ms = gflop / (cfg->core_gflops * cfg->threads) * 1e3;
     fputs(", \"bound\": {\"gflop\": ", o);
@@ -1097,6 +1182,8 @@ int ly_cli_bench_model(int argc, char **argv)
         } else if (strcmp(a, "--fused-attn") == 0 && has_value) {
             int code = ly_cli_parse_fused("bench model", argv[++i], &cfg.fused);
             if (code) return code;
+        } else if (strcmp(a, "--batch") == 0 && has_value) {
+            ok = ly_cli_parse_int(argv[++i], 1, 256, &cfg.batch);
         } else if (strcmp(a, "--runs") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 100000, &cfg.runs);
         } else if (strcmp(a, "--warmup") == 0 && has_value) {

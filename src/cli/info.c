@@ -105,8 +105,9 @@ int ly_cli_info(int argc, char **argv)
         } else {
             fputs(",\"quant\":null", stdout);
         }
-        printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld]", (long long)info.nc,
-               (long long)info.imgsz, (long long)info.imgsz, (long long)info.imgsz);
+        printf(",\"nc\":%lld,\"imgsz\":%lld,\"input_shape\":[1,3,%lld,%lld],\"batched\":%s",
+               (long long)info.nc, (long long)info.imgsz, (long long)info.imgsz,
+               (long long)info.imgsz, info.batched ? "true" : "false");
         if (detects) {
             fputs(",\"defaults\":{\"conf\":", stdout);
             ly_json_float32(stdout, info.default_conf);
@@ -142,6 +143,8 @@ int ly_cli_info(int argc, char **argv)
         printf("imgsz       %lld\n", (long long)info.imgsz);
         printf("input       [1, 3, %lld, %lld] %s\n", (long long)info.imgsz, (long long)info.imgsz,
                info.input);
+        printf("batch       %s\n", info.batched ? "any (predict batch=N runs N images in one call)"
+                                                : "1 (predict batch=N runs the images one by one)");
         if (detects)
             printf("defaults    conf %g, iou %g, max_det %d (predict's, unless given)\n",
                    (double)info.default_conf, (double)info.default_iou, info.default_max_det);

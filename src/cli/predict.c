@@ -66,7 +66,9 @@ void ly_cli_usage_predict(FILE *to)
           "  --stream         accepted (LibreYOLO's stream=True): each frame's result is\n"
           "                   printed as it is done either way\n"
           "  --stream-buffer  no effect, with a warning, as in LibreYOLO\n"
-          "  --batch N        accepted; every image and frame is one network call here\n"
+          "  --batch N        images (or video frames) per network call, 1..256, where the\n"
+          "                   model's network takes a batch (info: \"batched\"; else one\n"
+          "                   by one, with a note); results as one by one\n"
           "  --conf X         keep detections scoring above X, in [0, 1] (default: the\n"
           "                   model's, which libreyolo info --model M shows)\n"
           "  --iou X          NMS: suppress boxes overlapping a better one of their class by\n"
@@ -315,15 +317,10 @@ static int parse_args(int argc, char **argv, predict_args *a)
                 return ly_cli_usage_error_code("predict", "config_range_error",
                                                "--vid-stride '%s': expected a positive integer", v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--batch", &missing))) {
-            int batch;
-            if (!ly_cli_parse_int(v, 1, INT_MAX, &batch))
+            if (!ly_cli_parse_int(v, 1, MAX_BATCH, &a->batch))
                 return ly_cli_usage_error_code("predict", "config_range_error",
-                                               "--batch '%s': expected a positive integer", v);
-            if (batch > 1 && !ly_cli_quiet())
-                fprintf(stderr,
-                        "libreyolo predict: warning: --batch %d: this build runs images "
-                        "and frames one network call each (results are the same)\n",
-                        batch);
+                                               "--batch '%s': expected an integer in 1..%d", v,
+                                               MAX_BATCH);
         } else if (strcmp(arg, "--stream") == 0 || strcmp(arg, "--no-stream") == 0) {
             /* the command prints each frame's result as it is done either way */
         } else if (strcmp(arg, "--stream-buffer") == 0 || strcmp(arg, "--no-stream-buffer") == 0) {
@@ -760,6 +757,69 @@ void ly_predict_emit_result(run_state *rs, const char *source, const ly_results 
     }
 }
 
+/* Predict on sources[0..n) as one batch (ly_model_predict_batch): each
+ * image decoded, those that decoded run together, every result (or
+ * failure) given in source order; 0 or the first exit code. */
+static int predict_batch(run_state *rs, char **sources, size_t n, size_t first_index)
+{
+    ly_image *im = calloc(n, sizeof *im);
+    ly_image_view *views = calloc(n, sizeof *views);
+    ly_results **r = calloc(n, sizeof *r);
+    size_t *which = calloc(n, sizeof *which);
+    if (!im || !views || !r || !which) {
+        free(im), free(views), free(r), free(which);
+        return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
+    }
+    char *load_error = NULL; /* per failed source, in order */
+    size_t good = 0, error_size = 0;
+    FILE *errors = open_memstream(&load_error, &error_size);
+    int code = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = sources[i];
+        if ((is_url(s) ? ly_image_load_url(s, &im[i]) : ly_image_load(s, &im[i])) != LY_OK) {
+            if (errors) fprintf(errors, "%s%c", ly_last_error(), '\0');
+            continue;
+        }
+        views[good] = (ly_image_view){im[i].pixels, im[i].width, im[i].height,
+                                      (size_t)im[i].width * 3, LY_PIXELS_RGB};
+        which[good++] = i;
+    }
+    if (errors) fclose(errors);
+    ly_status st = ly_model_predict_batch(rs->model, views, good, &rs->a->options, r);
+    char batch_error[2048];
+    snprintf(batch_error, sizeof batch_error, "%s", st != LY_OK ? ly_last_error() : "");
+    const char *next_error = load_error;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        rs->index = first_index + i + 1;
+        const char *s = sources[i];
+        if (k >= good || which[k] != i) {
+            ly_predict_emit_failure(rs, s, "data_invalid",
+                                    next_error ? next_error : "could not be read");
+            if (next_error) next_error += strlen(next_error) + 1;
+            if (!code) code = LY_EXIT_SOURCE;
+            continue;
+        }
+        if (st != LY_OK) {
+            char message[2300];
+            snprintf(message, sizeof message, "%s: %s", s, batch_error);
+            ly_predict_emit_failure(rs, s, "inference_failed", message);
+            if (!code) code = LY_EXIT_FAILURE;
+        } else {
+            ly_predict_emit_result(rs, s, r[k], NULL);
+            int saved = rs->save_dir ? save_annotated(rs, s, &im[i], r[k]) : 0;
+            if (saved && !code) code = saved;
+            ly_results_free(r[k]);
+        }
+        k++;
+    }
+    for (size_t i = 0; i < n; i++)
+        ly_image_free(&im[i]);
+    free(load_error);
+    free(im), free(views), free(r), free(which);
+    fflush(stdout);
+    return code;
+}
+
 /* Predict on one file; 0 or an exit code. */
 static int predict_one(run_state *rs, const char *source)
 {
@@ -839,15 +899,17 @@ static int run_all(run_state *rs, char **sources, size_t n_sources, const ly_mod
     if (status) return status;
     double start = ly_cli_now_s();
     rs->total = n_sources;
-    for (size_t i = 0; i < n_sources; i++) {
+    size_t step = rs->batch > 1 ? (size_t)rs->batch : 1;
+    for (size_t i = 0; i < n_sources; i += step) {
+        size_t n = n_sources - i < step ? n_sources - i : step;
         rs->index = i + 1;
-        int code = predict_one(rs, sources[i]);
+        int code = step > 1 ? predict_batch(rs, sources + i, n, i) : predict_one(rs, sources[i]);
         /* the first failure decides the exit code, as the first exception would */
         if (code && !status) status = code;
         if (n_sources > 1) {
-            double done = ly_cli_now_s() - start, rate = (double)(i + 1) / (done > 0 ? done : 1e-9);
-            ly_cli_progress("predict: %zu/%zu images, %.1f images/s, %.0f s left", i + 1, n_sources,
-                            rate, (double)(n_sources - i - 1) / rate);
+            double done = ly_cli_now_s() - start, rate = (double)(i + n) / (done > 0 ? done : 1e-9);
+            ly_cli_progress("predict: %zu/%zu images, %.1f images/s, %.0f s left", i + n, n_sources,
+                            rate, (double)(n_sources - i - n) / rate);
         }
     }
     ly_cli_progress_end();
@@ -895,6 +957,18 @@ int ly_cli_predict(int argc, char **argv)
         code = ly_cli_usage_error_code("predict", "config_range_error", "%s", ly_last_error());
     if (!code) code = ly_cli_apply_fused("predict", model, a.fused);
     run_state rs = {.a = &a, .model = model, .restores = strcmp(info.task, "restore") == 0};
+    /* LibreYOLO batches where the family can and tiling is off; else one by one */
+    if (!code && a.batch > 1 && (!info.batched || a.options.tiling)) {
+        if (!ly_cli_quiet())
+            fprintf(stderr,
+                    "libreyolo predict: note: batch=%d: %s, so images and frames run one by "
+                    "one (the results are the same)\n",
+                    a.batch,
+                    a.options.tiling ? "tiling=True predicts tile by tile"
+                                     : "this model's network takes one image per call");
+    } else if (!code && a.batch > 1) {
+        rs.batch = a.batch;
+    }
     char folder[PATH_MAX];
     if (!code && a.save && (code = save_folder(&a, info.task, folder, sizeof folder)) == 0)
         rs.save_dir = folder;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #define MAX_CLASSES 4096
+#define MAX_BATCH 256
 
 typedef struct predict_args {
     const char *model;
@@ -21,6 +22,7 @@ typedef struct predict_args {
     bool save, no_save, exist_ok, json, jsonl, verbose;
     int threads;
     int vid_stride; /* video: every Nth frame (LibreYOLO's vid_stride) */
+    int batch;      /* images (and frames) per network call, where the model takes a batch */
     int fused;      /* -1: the model's default */
     ly_predict_options options;
     int classes[MAX_CLASSES];
@@ -42,6 +44,7 @@ typedef struct run_state {
     FILE *results; /* --json: the results array, written as they come */
     size_t n_results;
     size_t index, total; /* the image being predicted (from 1) and how many there are */
+    int batch;           /* images per network call (> 1 only where the model batches) */
 } run_state;
 
 /* DIR/<stem of the source>.<ext>, as LibreYOLO names saved files, made unique

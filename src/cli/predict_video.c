@@ -182,41 +182,57 @@ int ly_predict_video(run_state *rs, const char *source, const ly_model_info *inf
 
     ly_cli_sigint_watch(in);
 
-    ly_image frame = {0};
-    ly_video_frame at;
-    bool got;
+    /* batch > 1: that many frames read, then run as one batch (a live
+     * source's results come a batch late) */
+    size_t batch = rs->batch > 1 ? (size_t)rs->batch : 1;
+    ly_image *frames = calloc(batch, sizeof *frames);
+    ly_video_frame *at = calloc(batch, sizeof *at);
+    ly_image_view *views = calloc(batch, sizeof *views);
+    ly_results **r = calloc(batch, sizeof *r);
+    if (!frames || !at || !views || !r)
+        status = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
     double start = ly_cli_now_s();
     size_t done = 0;
-    while (!ly_cli_sigint_seen()) {
-        st = ly_video_read(in, &frame, &at, &got);
-        if (st != LY_OK) {
-            if (ly_cli_sigint_seen()) break;
-            ly_predict_emit_failure(rs, source, "data_invalid", ly_last_error());
-            status = LY_EXIT_SOURCE;
-            break;
+    bool ended = false;
+    while (!status && !ended && !ly_cli_sigint_seen()) {
+        size_t n = 0;
+        while (n < batch && !ly_cli_sigint_seen()) {
+            bool got;
+            st = ly_video_read(in, &frames[n], &at[n], &got);
+            if (st != LY_OK) {
+                if (ly_cli_sigint_seen()) break;
+                ly_predict_emit_failure(rs, source, "data_invalid", ly_last_error());
+                status = LY_EXIT_SOURCE;
+                break;
+            }
+            if (!got) {
+                ended = true;
+                break;
+            }
+            views[n] = (ly_image_view){frames[n].pixels, frames[n].width, frames[n].height,
+                                       (size_t)frames[n].width * 3, LY_PIXELS_RGB};
+            n++;
         }
-        if (!got) break;
-        rs->index = ++done;
-        ly_image_view view = {frame.pixels, frame.width, frame.height, (size_t)frame.width * 3,
-                              LY_PIXELS_RGB};
-        ly_results *r;
-        if (ly_model_predict_image(rs->model, &view, &rs->a->options, &r) != LY_OK) {
+        /* the frames read before a failure or an interruption are still done */
+        if (!n) break;
+        if (ly_model_predict_batch(rs->model, views, n, &rs->a->options, r) != LY_OK) {
             char message[2048];
-            snprintf(message, sizeof message, "%s: frame %lld: %s", source, (long long)at.index,
+            snprintf(message, sizeof message, "%s: frame %lld: %s", source, (long long)at[0].index,
                      ly_last_error());
             ly_predict_emit_failure(rs, source, "inference_failed", message);
-            status = LY_EXIT_FAILURE;
+            if (!status) status = LY_EXIT_FAILURE;
             break;
         }
-        ly_predict_emit_result(rs, source, r, &at);
-        if (out &&
-            ((st = annotate(&frame, r)) != LY_OK || (st = ly_video_write(out, &frame)) != LY_OK)) {
-            ly_results_free(r);
-            status = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
-                                 ly_last_error());
-            break;
+        for (size_t i = 0; i < n; i++) {
+            rs->index = ++done;
+            ly_predict_emit_result(rs, source, r[i], &at[i]);
+            if (out && !status &&
+                ((st = annotate(&frames[i], r[i])) != LY_OK ||
+                 (st = ly_video_write(out, &frames[i])) != LY_OK))
+                status = ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "--save: %s",
+                                     ly_last_error());
+            ly_results_free(r[i]);
         }
-        ly_results_free(r);
         fflush(stdout);
         double seconds = ly_cli_now_s() - start,
                fps = (double)done / (seconds > 0 ? seconds : 1e-9);
@@ -228,7 +244,9 @@ int ly_predict_video(run_state *rs, const char *source, const ly_model_info *inf
     }
     ly_cli_sigint_unwatch();
     ly_cli_progress_end();
-    ly_image_free(&frame);
+    for (size_t i = 0; frames && i < batch; i++)
+        ly_image_free(&frames[i]);
+    free(frames), free(at), free(views), free(r);
     ly_video_close(in);
     /* An interruption finishes the frames written (the file plays up to
      * there); a failure leaves nothing half-written. */

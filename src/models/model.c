@@ -377,6 +377,13 @@ ly_status ly_model_free(ly_model *model)
     return LY_OK;
 }
 
+/* Where n images go through the network at once: the recipe's graph takes a
+ * batch and the engine runs one. */
+static bool batches(const ly_model *m)
+{
+    return m->d.recipe->batched && m->d.engine->batch_input_buffer;
+}
+
 ly_status ly_model_get_info(const ly_model *model, ly_model_info *info)
 {
     if (!model || !info)
@@ -397,6 +404,7 @@ ly_status ly_model_get_info(const ly_model *model, ly_model_info *info)
     info->quant_state = quant ? model->d.quant_state : NULL;
     info->quant_remainder = quant ? model->d.quant_remainder : NULL;
     info->quant_modules = quant ? model->d.quant_modules : 0;
+    info->batched = batches(model);
     return LY_OK;
 }
 
@@ -532,17 +540,19 @@ ly_status ly_model_run(ly_model *model, const ly_tensor *input, ly_model_output_
     ly_status st = ly_check_tensor(input, "ly_model_run: input", LY_F32);
     if (st != LY_OK) return st;
     char shape[96];
-    if (input->ndim != 4 || input->shape[0] != 1 || input->shape[1] != 3 ||
-        !input_size_ok(model, input->shape[2], input->shape[3])) {
+    bool batch = batches(model);
+    if (input->ndim != 4 || input->shape[0] < 1 || (input->shape[0] != 1 && !batch) ||
+        input->shape[1] != 3 || !input_size_ok(model, input->shape[2], input->shape[3])) {
+        const char *n = batch ? "N" : "1";
         if (model->d.stride > 0)
             return ly_set_error(LY_E_SHAPE,
-                                "ly_model_run: input %s: expected [1, 3, H, W] with H and W "
+                                "ly_model_run: input %s: expected [%s, 3, H, W] with H and W "
                                 "positive multiples of %lld",
-                                ly_shape_str(input, shape, sizeof shape),
+                                ly_shape_str(input, shape, sizeof shape), n,
                                 (long long)model->d.stride);
-        return ly_set_error(LY_E_SHAPE, "ly_model_run: input %s: expected [1, 3, %lld, %lld]",
-                            ly_shape_str(input, shape, sizeof shape), (long long)model->d.fixed_h,
-                            (long long)model->d.fixed_w);
+        return ly_set_error(LY_E_SHAPE, "ly_model_run: input %s: expected [%s, 3, %lld, %lld]",
+                            ly_shape_str(input, shape, sizeof shape), n,
+                            (long long)model->d.fixed_h, (long long)model->d.fixed_w);
     }
     const ly_engine *e = model->d.engine;
     ly_engine_session *session;
@@ -585,13 +595,37 @@ static ly_status check_predict_args(const ly_model *m, const ly_image_view *imag
     return LY_OK;
 }
 
+/* Output view `v` of a batch run, narrowed to image `i` of `n`. */
+static ly_status image_view(const ly_tensor *v, int64_t i, int64_t n, ly_tensor *out)
+{
+    if (v->ndim < 1 || v->shape[0] != n)
+        return ly_set_error(LY_E_INTERNAL,
+                            "ly_model_predict_batch: an output does not lead with the batch (%lld)",
+                            (long long)n);
+    *out = *v;
+    out->shape[0] = 1;
+    if (v->data)
+        out->data =
+            (char *)v->data + (size_t)i * (size_t)ly_tensor_numel(out) * ly_dtype_size(v->dtype);
+    return LY_OK;
+}
+
+/* One image's outcome of a network call. */
+typedef struct predicted {
+    ly_box *boxes;
+    size_t count;
+    float *probs; /* classifiers: nc, the caller's */
+} predicted;
+
 /* Preprocess into the engine's own input, run, postprocess: the same for
- * every recipe and engine, in a session of this call's own. */
-/* `release`: a decoded image behind `image` to free once preprocessing has read
- * it (only preprocessing reads pixels; postprocessing needs the size). */
-static ly_status predict(const ly_model *m, const ly_image_view *image, ly_image *release,
-                         const ly_predict_options *o, int threads, ly_box **boxes, size_t *count,
-                         float *probs, double times_ms[3])
+ * every recipe and engine, in a session of this call's own. n images run as
+ * one batch (n > 1 only where batches(m)); times_ms are the whole call's. */
+/* `release`: NULL, or per image a decoded image behind it to free once
+ * preprocessing has read it (only preprocessing reads pixels; postprocessing
+ * needs the size). */
+static ly_status predict_n(const ly_model *m, size_t n, const ly_image_view *images,
+                           ly_image *const *release, const ly_predict_options *o, int threads,
+                           predicted *out, double times_ms[3])
 {
     const ly_model_desc *d = &m->d;
     const ly_engine *e = d->engine;
@@ -601,34 +635,59 @@ static ly_status predict(const ly_model *m, const ly_image_view *image, ly_image
     ly_status st = e->acquire(d->engine_data, &session);
     if (st != LY_OK) return st;
     float *room = NULL;
-    ly_prep prep;
+    ly_prep stack_prep, *prep = n > 1 ? malloc(n * sizeof *prep) : &stack_prep;
+    ly_image_view stack_view, *sized = n > 1 ? malloc(n * sizeof *sized) : &stack_view;
+    if (!prep || !sized) st = ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
     /* The engine's input buffer comes with its plan (made, and the weights
      * packed, on a first call): engine time, reported as inference. */
-    st = e->input_buffer(session, h, w, threads, &room);
+    if (st == LY_OK)
+        st = n > 1 ? e->batch_input_buffer(session, (int64_t)n, h, w, threads, &room)
+                   : e->input_buffer(session, h, w, threads, &room);
     double planned = ly_now_ms();
-    if (st == LY_OK) st = d->recipe->preprocess(d, image, h, w, room, &prep);
-    ly_image_view size_only = *image;
-    if (release) {
-        ly_image_free(release);
-        size_only.pixels = NULL;
-        image = &size_only;
+    size_t plane = (size_t)(3 * h * w);
+    for (size_t i = 0; i < n; i++) {
+        if (st == LY_OK)
+            st = d->recipe->preprocess(d, &images[i], h, w, room + i * plane, &prep[i]);
+        sized[i] = images[i];
+        if (release && release[i]) {
+            ly_image_free(release[i]);
+            sized[i].pixels = NULL;
+        }
     }
     double t1 = ly_now_ms();
-    ly_tensor input = {.data = room, .dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
+    ly_tensor input = {.data = room, .dtype = LY_F32, .ndim = 4, .shape = {(int64_t)n, 3, h, w}};
     if (st == LY_OK) st = e->run(session, &input, threads);
     double t2 = ly_now_ms();
-    ly_tensor views[LY_MODEL_MAX_OUTPUTS];
+    ly_tensor views[LY_MODEL_MAX_OUTPUTS], mine[LY_MODEL_MAX_OUTPUTS];
     const char *names[LY_MODEL_MAX_OUTPUTS];
-    int n = 0;
-    if (st == LY_OK) st = e->outputs(session, views, names, LY_MODEL_MAX_OUTPUTS, &n);
-    if (st == LY_OK && d->recipe->probabilities)
-        st = d->recipe->probabilities(d, views, n, probs);
-    else if (st == LY_OK)
-        st = d->recipe->postprocess(d, views, n, &prep, image, o, boxes, count);
+    int k = 0;
+    if (st == LY_OK) st = e->outputs(session, views, names, LY_MODEL_MAX_OUTPUTS, &k);
+    for (size_t i = 0; st == LY_OK && i < n; i++) {
+        for (int j = 0; st == LY_OK && j < k; j++)
+            st = n > 1 ? image_view(&views[j], (int64_t)i, (int64_t)n, &mine[j])
+                       : (mine[j] = views[j], LY_OK);
+        if (st == LY_OK && d->recipe->probabilities)
+            st = d->recipe->probabilities(d, mine, k, out[i].probs);
+        else if (st == LY_OK)
+            st = d->recipe->postprocess(d, mine, k, &prep[i], &sized[i], o, &out[i].boxes,
+                                        &out[i].count);
+    }
     e->release(d->engine_data, session);
+    if (n > 1) free(prep), free(sized);
     times_ms[0] = t1 - planned;
     times_ms[1] = (t2 - t1) + (planned - t0);
     times_ms[2] = ly_now_ms() - t2;
+    return st;
+}
+
+static ly_status predict(const ly_model *m, const ly_image_view *image, ly_image *release,
+                         const ly_predict_options *o, int threads, ly_box **boxes, size_t *count,
+                         float *probs, double times_ms[3])
+{
+    predicted one = {.probs = probs};
+    ly_status st = predict_n(m, 1, image, release ? &release : NULL, o, threads, &one, times_ms);
+    *boxes = one.boxes;
+    *count = one.count;
     return st;
 }
 
@@ -860,6 +919,45 @@ static ly_status predict_tiled(ly_model *model, const ly_image_view *image,
     return LY_OK;
 }
 
+/* The results of one image from its boxes (freed here) or, for a
+ * classifier, its probabilities (taken): classes checked and filtered
+ * (tiled predictions filtered their own), stamped with its size and times. */
+static ly_status finish(const ly_model *model, const ly_predict_options *resolved, ly_box *boxes,
+                        size_t count, float *probs, int num_tiles, int height, int width,
+                        const double times[3], ly_results **out)
+{
+    ly_status st = LY_OK;
+    int64_t classes = model->d.nc + (model->d.recipe->no_object_class ? 1 : 0);
+    for (size_t i = 0; st == LY_OK && i < count; i++)
+        if (boxes[i].cls < 0 || boxes[i].cls >= classes)
+            st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
+                              boxes[i].cls);
+    if (st == LY_OK && !num_tiles) count = ly_predict_keep_classes(boxes, count, resolved);
+    if (st == LY_OK)
+        st = probs ? make_class_results(model, probs, out) : make_results(model, boxes, count, out);
+    else
+        free(probs);
+    free(boxes);
+    if (st != LY_OK) return st;
+    if (num_tiles) {
+        (*out)->num_tiles = num_tiles;
+        (*out)->tile_size = resolved->imgsz;
+        (*out)->overlap_ratio = resolved->overlap_ratio;
+        (*out)->tile_conf = resolved->conf;
+        (*out)->tile_iou = resolved->iou;
+    }
+    stamp_results(*out, height, width, times);
+    return LY_OK;
+}
+
+static ly_status new_probs(const ly_model *model, float **probs)
+{
+    *probs = NULL;
+    if (!model->d.recipe->probabilities) return LY_OK;
+    *probs = calloc((size_t)model->d.nc, sizeof **probs);
+    return *probs ? LY_OK : ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
+}
+
 static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_image *release,
                               const ly_predict_options *options, ly_results **out)
 {
@@ -881,11 +979,9 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
     double times[3] = {0, 0, 0};
     if (model->d.recipe->restore_scale > 0)
         return restore_view(model, image, release, &resolved, out);
-    float *probs = NULL;
-    if (model->d.recipe->probabilities) {
-        probs = calloc((size_t)model->d.nc, sizeof *probs);
-        if (!probs) return ly_set_error(LY_E_NO_MEMORY, "ly_model_predict: out of memory");
-    }
+    float *probs;
+    st = new_probs(model, &probs);
+    if (st != LY_OK) return st;
     int width = image->width, height = image->height; /* `image` may go with `release` */
     int num_tiles = 0;
     /* a classifier predicts once (LibreYOLO's fallback); an image within the
@@ -898,29 +994,68 @@ static ly_status predict_view(ly_model *model, const ly_image_view *image, ly_im
         st =
             predict(model, image, release, &resolved, model->threads, &boxes, &count, probs, times);
     }
-    int64_t classes = model->d.nc + (model->d.recipe->no_object_class ? 1 : 0);
-    for (size_t i = 0; st == LY_OK && i < count; i++)
-        if (boxes[i].cls < 0 || boxes[i].cls >= classes)
-            st = ly_set_error(LY_E_INTERNAL, "ly_model_predict: class %d out of range",
-                              boxes[i].cls);
-    if (st == LY_OK && !tiled) count = ly_predict_keep_classes(boxes, count, &resolved);
-    if (st == LY_OK)
-        st = probs ? make_class_results(model, probs, out) : make_results(model, boxes, count, out);
-    if (st == LY_OK && num_tiles) {
-        (*out)->num_tiles = num_tiles;
-        (*out)->tile_size = resolved.imgsz;
-        (*out)->overlap_ratio = resolved.overlap_ratio;
-        (*out)->tile_conf = resolved.conf;
-        (*out)->tile_iou = resolved.iou;
-    }
-    free(boxes);
     if (st != LY_OK) {
-        free(probs);
+        free(boxes), free(probs);
         return st;
     }
+    return finish(model, &resolved, boxes, count, probs, num_tiles, height, width, times, out);
+}
 
-    stamp_results(*out, height, width, times);
-    return LY_OK;
+ly_status ly_model_predict_batch(ly_model *model, const ly_image_view *images, size_t n,
+                                 const ly_predict_options *options, ly_results **out)
+{
+    const char *fn = "ly_model_predict_batch";
+    if (!out) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    for (size_t i = 0; i < n; i++)
+        out[i] = NULL;
+    if (!model || (!images && n))
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: model or images is NULL", fn);
+    ly_predict_options defaults;
+    if (!options) {
+        ly_predict_options_init(&defaults);
+        options = &defaults;
+    }
+    ly_predict_options resolved;
+    ly_status st = LY_OK;
+    for (size_t i = 0; st == LY_OK && i < n; i++) {
+        st = check_predict_args(model, &images[i], options, &resolved);
+        if (st != LY_OK) {
+            char context[64];
+            snprintf(context, sizeof context, "%s: image %zu", fn, i);
+            st = ly_error_prefix(st, context);
+        }
+    }
+    if (st != LY_OK || n == 0) return st;
+    bool alone = n == 1 || !batches(model) || resolved.tiling || model->d.recipe->restore_scale;
+    if (alone) {
+        for (size_t i = 0; st == LY_OK && i < n; i++)
+            st = predict_view(model, &images[i], NULL, options, &out[i]);
+    } else {
+        predicted *p = calloc(n, sizeof *p);
+        if (!p) return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", fn);
+        for (size_t i = 0; st == LY_OK && i < n; i++)
+            st = new_probs(model, &p[i].probs);
+        double times[3] = {0, 0, 0};
+        if (st == LY_OK)
+            st = predict_n(model, n, images, NULL, &resolved, model->threads, p, times);
+        /* each image's share of the call */
+        for (int k = 0; k < 3; k++)
+            times[k] /= (double)n;
+        for (size_t i = 0; i < n; i++) {
+            if (st == LY_OK)
+                st = finish(model, &resolved, p[i].boxes, p[i].count, p[i].probs, 0,
+                            images[i].height, images[i].width, times, &out[i]);
+            else
+                free(p[i].boxes), free(p[i].probs);
+        }
+        free(p);
+    }
+    if (st != LY_OK)
+        for (size_t i = 0; i < n; i++) {
+            ly_results_free(out[i]);
+            out[i] = NULL;
+        }
+    return st;
 }
 
 ly_status ly_model_predict_image(ly_model *model, const ly_image_view *image,

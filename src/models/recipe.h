@@ -83,6 +83,10 @@ struct ly_recipe {
     /* Detections may have class nc, a no-object column LibreYOLO keeps among
      * the candidates (RF-DETR); it has no name. */
     bool no_object_class;
+    /* Its graph takes a batch dimension: for an input [n, 3, h, w] every
+     * output leads with n, and image i's outputs are what it alone would
+     * give (LibreYOLO's SUPPORTS_BATCHED_PREDICT; ly_model_predict_batch). */
+    bool batched;
 
     /* ---- loading (each may be NULL) ---- */
     /* A path in a format of the recipe's own (a TF.js graph, a named model):
@@ -178,6 +182,10 @@ struct ly_engine {
      * call (preprocessing writes straight into it). */
     ly_status (*input_buffer)(ly_engine_session *s, int64_t h, int64_t w, int threads,
                               float **data);
+    /* The same for n images, [n, 3, h, w], for engines whose networks take a
+     * batch (NULL: batch 1 only); its run's outputs then lead with n. */
+    ly_status (*batch_input_buffer)(ly_engine_session *s, int64_t n, int64_t h, int64_t w,
+                                    int threads, float **data);
     ly_status (*run)(ly_engine_session *s, const ly_tensor *input, int threads);
     /* After a run: views of every output (valid until the session's next
      * call) and their names. */

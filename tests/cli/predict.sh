@@ -126,6 +126,38 @@ mkdir -p "$scratch/cwd"
     [ ! -e runs/detect/predict3 ] || fail "save=False saved"
 )
 
+# batch=N: images in one network call, the results as one by one, a file
+# that cannot be read reported in its place; a model without a batch notes it
+mkdir -p "$scratch/batch"
+for f in a c d e; do cp "$testdata/images/dog.jpg" "$scratch/batch/$f.jpg"; done
+cp "$photo" "$scratch/batch/d.jpg"
+echo "not a JPEG" >"$scratch/batch/b.jpg"
+run 3 "$bin" predict --model "$model" --source "$scratch/batch" --jsonl --conf 0.1 --imgsz 320
+python3 - "$scratch/stdout" >"$scratch/one.json" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line); d.pop("speed", None); print(json.dumps(d))
+PY
+run 3 "$bin" predict model="$model" source="$scratch/batch" batch=3 --jsonl --conf 0.1 --imgsz 320
+python3 - "$scratch/stdout" "$scratch/one.json" <<'PY' || fail "batch=3 differs from one by one"
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+want = [json.loads(l) for l in open(sys.argv[2])]
+assert len(got) == len(want) == 5, (len(got), len(want))
+for g, w in zip(got, want):
+    g.pop("speed", None)
+    assert g.keys() == w.keys(), (g.keys(), w.keys())
+    if "detections" not in w:
+        assert g == w, (g, w)
+        continue
+    assert len(g["detections"]) == len(w["detections"])
+    for a, b in zip(g["detections"], w["detections"]):
+        assert a["class_id"] == b["class_id"] and abs(a["confidence"] - b["confidence"]) < 1e-5, (a, b)
+PY
+run 2 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --batch 300
+stderr_has "expected an integer in 1..256"
+run 2 "$bin" predict --model "$model" --source "$scratch/images/a.JPG" --batch 0
+
 # ---- errors name the file, with LibreYOLO's exit codes (3 source, 4 model)
 run 4 "$bin" predict --model "$scratch/missing.pt" --source "$photo"
 stderr_has "$scratch/missing.pt"

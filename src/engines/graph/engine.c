@@ -26,15 +26,21 @@ static void release(void *data, ly_engine_session *s)
     ly_graph_ctx_release((ly_graph_ctx *)s);
 }
 
-static ly_status input_buffer(ly_engine_session *s, int64_t h, int64_t w, int threads, float **data)
+static ly_status batch_input_buffer(ly_engine_session *s, int64_t n, int64_t h, int64_t w,
+                                    int threads, float **data)
 {
     ly_graph_ctx *ctx = (ly_graph_ctx *)s;
-    ly_tensor shape = {.dtype = LY_F32, .ndim = 4, .shape = {1, 3, h, w}};
+    ly_tensor shape = {.dtype = LY_F32, .ndim = 4, .shape = {n, 3, h, w}};
     ly_status st = ly_graph_prepare(ctx, 1, &shape, threads);
     void *room = NULL;
     if (st == LY_OK) st = ly_graph_ctx_input_buffer(ctx, 0, &room);
     *data = room;
     return st;
+}
+
+static ly_status input_buffer(ly_engine_session *s, int64_t h, int64_t w, int threads, float **data)
+{
+    return batch_input_buffer(s, 1, h, w, threads, data);
 }
 
 static ly_status run(ly_engine_session *s, const ly_tensor *input, int threads)
@@ -109,6 +115,7 @@ static const ly_engine graph_engine = {.name = "graph",
                                        .acquire = acquire,
                                        .release = release,
                                        .input_buffer = input_buffer,
+                                       .batch_input_buffer = batch_input_buffer,
                                        .run = run,
                                        .outputs = outputs,
                                        .output_shapes = output_shapes,

@@ -284,7 +284,7 @@ ly_graph_value ly_build_mha(ly_builder *b, const char *name, ly_graph_value x, l
      * attention reads and writes that layout (tokens first), no transposes */
     ly_graph_value proj[3];
     static const char parts[3] = {'q', 'k', 'v'};
-    int64_t split[4] = {1, q, heads, c / heads}, merged[3] = {1, q, c};
+    int64_t split[4] = {LY_RESHAPE_KEEP, q, heads, c / heads}, merged[3] = {LY_RESHAPE_KEEP, q, c};
     for (int i = 0; i < 3; i++) {
         snprintf(names[i], sizeof names[i], "%s.%c", name, parts[i]);
         int64_t wshape[2] = {c, c};

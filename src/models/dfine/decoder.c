@@ -72,18 +72,18 @@ static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
 
     ly_graph_value offsets =
         ly_build_linear(b, "cross_attn.sampling_offsets", query, heads * total * 2, c);
-    int64_t off_shape[5] = {1, q, heads, total, 2};
+    int64_t off_shape[5] = {LY_RESHAPE_KEEP, q, heads, total, 2};
     offsets = ly_build_reshape(b, "cross_attn.offsets", offsets, 5, off_shape);
     ly_graph_value weights =
         ly_build_linear(b, "cross_attn.attention_weights", query, heads * total, c);
-    int64_t w_shape[4] = {1, q, heads, total};
+    int64_t w_shape[4] = {LY_RESHAPE_KEEP, q, heads, total};
     weights = ly_build_reshape(b, "cross_attn.weights", weights, 4, w_shape);
     ly_axis_params last = LY_AXIS_DEFAULTS; /* jointly over every level's points, per head */
     weights = ly_build_node(b, LY_OP_SOFTMAX, "cross_attn.softmax", 1, &weights, &last);
 
     /* loc = ref_xy + ((offset * num_points_scale) * ref_wh) * 0.5, in that
      * order (RT-DETR: offset / P for offset * num_points_scale). */
-    int64_t nps_shape[5] = {1, 1, 1, total, 1}, ref_shape[5] = {1, q, 1, 1, 2};
+    int64_t nps_shape[5] = {1, 1, 1, total, 1}, ref_shape[5] = {LY_RESHAPE_KEEP, q, 1, 1, 2};
     ly_graph_value nps =
         uniform ? ly_build_scalar(b, (float)points[0]) : ly_build_constant(b, 5, nps_shape, scale);
     ly_graph_value xy = ly_build_reshape(
@@ -109,7 +109,7 @@ static ly_graph_value cross_attention(ly_builder *b, ly_graph_value query,
     bool projections = ly_build_extent(b, "cross_attn.value_proj.weight", 0) > 0;
     ly_graph_value value =
         projections ? ly_build_linear(b, "cross_attn.value_proj", in->memory, c, c) : in->memory;
-    int64_t value_shape[4] = {1, -1, heads, c / heads};
+    int64_t value_shape[4] = {LY_RESHAPE_KEEP, -1, heads, c / heads};
     value = ly_build_reshape(b, "cross_attn.value", value, 4, value_shape);
     ly_graph_value msda_in[5] = {value, in->spatial_shapes, loc, weights, np};
     ly_ms_deform_attn_params mp = LY_MS_DEFORM_ATTN_DEFAULTS;
@@ -168,7 +168,8 @@ ly_status ly_detr_decoder_layer(ly_graph *g, const ly_checkpoint *ck,
     ly_builder b = {.g = g, .ck = ck, .what = cfg->what, .st = LY_OK};
     snprintf(b.prefix, sizeof b.prefix, "%s", cfg->prefix);
     /* C from norm1 (LayerNorm's weight or RMSNorm's scale); the query count
-     * Q is left to the reshapes (-1), so the layer serves any Q. Batch 1. */
+     * Q is left to the reshapes (-1), so the layer serves any Q, and the
+     * batch is kept by every reshape, so it serves any batch. */
     int64_t c = ly_build_extent(&b, "norm1.weight", 0);
     if (c <= 0) c = ly_build_extent(&b, "norm1.scale", 0);
     if (c <= 0 || c % heads != 0 || c % cfg->cross_heads != 0)

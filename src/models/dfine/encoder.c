@@ -191,7 +191,7 @@ static ly_fmap aifi(ly_builder *b, ly_fmap x, int heads)
 {
     int64_t hw = x.h * x.w, c = x.c;
     static const int64_t to_tokens[3] = {0, 2, 1};
-    int64_t flat[3] = {1, c, hw}, map[4] = {1, c, x.h, x.w};
+    int64_t flat[3] = {LY_RESHAPE_KEEP, c, hw}, map[4] = {LY_RESHAPE_KEEP, c, x.h, x.w};
     ly_graph_value src =
         ly_build_permute(b, "tokens", ly_build_reshape(b, "tokens", x.v, 3, flat), 3, to_tokens);
     ly_graph_value qk =

@@ -47,7 +47,7 @@ ly_graph_value ly_dfine_inverse_sigmoid(ly_builder *b, ly_graph_value x)
 static ly_graph_value integral(ly_builder *b, ly_graph_value corners, ly_graph_value project,
                                ly_graph_value zero, int64_t q, int64_t bins)
 {
-    int64_t sides[4] = {1, q, 4, bins}, boxes[3] = {1, q, 4};
+    int64_t sides[4] = {LY_RESHAPE_KEEP, q, 4, bins}, boxes[3] = {LY_RESHAPE_KEEP, q, 4};
     ly_axis_params last = {.axis = -1};
     ly_graph_value p = ly_build_reshape(b, "integral", corners, 4, sides);
     p = ly_build_node(b, LY_OP_SOFTMAX, "integral", 1, &p, &last);
@@ -88,7 +88,7 @@ static ly_graph_value distance2bbox(ly_builder *b, ly_graph_value points, ly_gra
 static ly_graph_value lqe(ly_builder *b, const char *name, ly_graph_value scores,
                           ly_graph_value corners, int64_t q, int64_t bins, ly_op act)
 {
-    int64_t sides[4] = {1, q, 4, bins}, flat[3] = {1, q, 20};
+    int64_t sides[4] = {LY_RESHAPE_KEEP, q, 4, bins}, flat[3] = {LY_RESHAPE_KEEP, q, 20};
     ly_axis_params last = {.axis = -1};
     ly_graph_value p = ly_build_reshape(b, "lqe", corners, 4, sides);
     p = ly_build_node(b, LY_OP_SOFTMAX, "lqe", 1, &p, &last);
@@ -183,7 +183,7 @@ ly_graph_value ly_dfine_memory(ly_builder *b, int levels, const ly_graph_value *
     ly_graph_value flat[4] = {LY_GRAPH_NONE, LY_GRAPH_NONE, LY_GRAPH_NONE, LY_GRAPH_NONE};
     static const int64_t to_tokens[3] = {0, 2, 1};
     for (int l = 0; l < levels && l < 4; l++) {
-        int64_t shape[3] = {1, hidden, shapes[l][0] * shapes[l][1]};
+        int64_t shape[3] = {LY_RESHAPE_KEEP, hidden, shapes[l][0] * shapes[l][1]};
         ly_graph_value m = ly_dfine_input_proj(b, l, maps[l], hidden, shapes[l]);
         flat[l] =
             ly_build_permute(b, "memory", ly_build_reshape(b, "memory", m, 3, shape), 3, to_tokens);
@@ -234,7 +234,7 @@ void ly_dfine_select_queries(ly_builder *b, ly_graph_value out_memory, ly_graph_
     snprintf(name, sizeof name, "%.100senc.max", b->prefix);
     if (b->st == LY_OK)
         ly_build_fail(b, ly_graph_node(b->g, LY_OP_TOPK, name, 1, &enc_logits, &best, 2, top1));
-    int64_t per_token[2] = {1, tokens};
+    int64_t per_token[2] = {LY_RESHAPE_KEEP, tokens};
     ly_graph_value score = ly_build_reshape(b, "enc.max", top1[0], 2, per_token);
     ly_topk_params select = LY_TOPK_DEFAULTS;
     select.k = queries;
@@ -242,10 +242,10 @@ void ly_dfine_select_queries(ly_builder *b, ly_graph_value out_memory, ly_graph_
     snprintf(name, sizeof name, "%.100senc.topk", b->prefix);
     if (b->st == LY_OK)
         ly_build_fail(b, ly_graph_node(b->g, LY_OP_TOPK, name, 1, &score, &select, 2, chosen));
-    int64_t q = queries;
-    ly_graph_value index = ly_build_reshape(b, "enc.topk_ind", chosen[1], 1, &q);
+    int64_t all = -1; /* the batch's runs of `queries` rows, image after image */
+    ly_graph_value index = ly_build_reshape(b, "enc.topk_ind", chosen[1], 1, &all);
     if (selected) *selected = index;
-    ly_gather_params rows = {.axis = 1};
+    ly_gather_params rows = {.axis = 1, .per_image = queries};
     ly_graph_value in2[2] = {out_memory, index};
     *target = ly_build_node(b, LY_OP_INDEX_SELECT, "enc.topk_memory", 2, in2, &rows);
     ly_graph_value in3[2] = {anchors, index};
@@ -330,7 +330,7 @@ ly_status ly_dfine_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     ly_graph_value prev_out = LY_GRAPH_NONE, prev_corners = LY_GRAPH_NONE, initial = LY_GRAPH_NONE;
     ly_graph_value pos = LY_GRAPH_NONE;
     int64_t corner_mlp[4] = {hidden, hidden, hidden, 4 * bins};
-    int64_t ref4[4] = {1, q, 1, 4};
+    int64_t ref4[4] = {LY_RESHAPE_KEEP, q, 1, 4};
     for (int i = 0; i < layers && b.st == LY_OK; i++) {
         char key[LY_KEY_MAX];
         if (i == 0 || !cfg->query_pos_once)

@@ -486,7 +486,7 @@ static ly_graph_value sppelan(builder *b, const char *p, ly_graph_value x, int64
 
 /* ---- head decode ----------------------------------------------------------- *
  *
- * predictions [1, 4 + nc, A] from the head levels P3, P4, P5 (raw [1, 64 + nc,
+ * predictions [N, 4 + nc, A] from the head levels P3, P4, P5 (raw [N, 64 + nc,
  * h, w]), in standard ops, so every engine and exporter sees what it computes:
  * per level the DFL distances of the 64 box channels, boxes = (anchor -/+
  * distances) * stride as xyxy, anchors row-major at (x + 0.5, y + 0.5) grid
@@ -502,7 +502,7 @@ static ly_graph_value decode(builder *b, const ly_graph_value raw[3])
         int64_t stride = (int64_t)8 << l;
         char q[LY_KEY_MAX];
         snprintf(q, sizeof q, "head.decode%d", l);
-        int64_t flat_shape[3] = {1, 4 * R + nc, -1};
+        int64_t flat_shape[3] = {LY_RESHAPE_KEEP, 4 * R + nc, -1};
         ly_graph_value flat = ly_build_reshape(&b->base, q, raw[l], 3, flat_shape);
         ly_graph_value box = ly_build_slice(&b->base, q, flat, 1, 0, 4 * R);
         logits[l] = ly_build_slice(&b->base, q, flat, 1, 4 * R, nc);

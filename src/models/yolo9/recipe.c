@@ -119,6 +119,7 @@ static const ly_export_rule export_rules[] = {
 const ly_recipe ly_yolo9_recipe = {
     .family = "yolo9",
     .task = "detect",
+    .batched = true,
     .input_description = "float32 RGB /255, letterboxed top-left on 114",
     .default_conf = 0.25f,
     .default_iou = 0.45f,
