@@ -53,16 +53,37 @@ typedef struct images {
     ly_image_view view[N];
 } images;
 
-/* The three fixture photos and the first again, mirrored: four sizes and
- * contents in one batch. */
+/* Stripes and a gradient of w x h, for builds that cannot read JPEG files. */
+static void pattern(ly_image *im, int w, int h, int seed)
+{
+    im->width = w, im->height = h;
+    im->pixels = malloc((size_t)w * (size_t)h * 3);
+    assert_non_null(im->pixels);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *p = im->pixels + ((size_t)y * (size_t)w + (size_t)x) * 3;
+            p[0] = (uint8_t)(((x / (8 + seed)) % 2) * 200 + y % 50);
+            p[1] = (uint8_t)(x * 255 / w);
+            p[2] = (uint8_t)(((x + y) / (16 + seed)) % 2 * 255);
+        }
+}
+
+/* The three fixture photos (three patterns where JPEG cannot be read) and
+ * the first again, mirrored: four sizes and contents in one batch. */
 static bool load_images(images *s)
 {
     static const char *const names[3] = {"dog.jpg", "giraffe.jpg", "parkour.jpg"};
+    static const int sizes[3][2] = {{768, 576}, {500, 500}, {1280, 852}};
     memset(s, 0, sizeof *s);
+    bool codecs = false;
+    ly_image_codecs(&codecs);
     for (int i = 0; i < 3; i++) {
         char path[512];
         snprintf(path, sizeof path, IMAGES "/%s", names[i]);
-        if (ly_image_load(path, &s->im[i]) != LY_OK) return false;
+        if (!codecs)
+            pattern(&s->im[i], sizes[i][0], sizes[i][1], i);
+        else if (ly_image_load(path, &s->im[i]) != LY_OK)
+            return false;
     }
     ly_image *m = &s->im[3], *src = &s->im[0];
     m->width = src->width, m->height = src->height;
