@@ -2,7 +2,7 @@
 /*
  * Batching (ly_model_predict_batch, ly_model_run on [N, 3, H, W]): where a
  * model's network takes a batch (LibreYOLO9t, its int8 checkpoint, D-FINE-n,
- * DEIMv2-atto), image i's raw outputs from a batch are
+ * DEIMv2-atto, ViT-Ti), image i's raw outputs from a batch are
  * within 1e-5 of max|ref| of its run alone (bit-identical where every
  * kernel chooses alike; oneDNN's Winograd picks its tile by batch size) and
  * its detections are the same (class, score within 1e-5, IoU >= 0.999, in
@@ -17,6 +17,7 @@
 
 #include "test_util.h"
 
+#include "libreyolo/fetch.h"
 #include "libreyolo/image.h"
 #include "libreyolo/io.h"
 #include "libreyolo/model.h"
@@ -223,7 +224,7 @@ static void expect_run_matches(ly_model *m, int64_t size, const char *what)
 }
 
 static void expect_batch_predicts_alone(const char *path, const char *what, bool batched,
-                                        int64_t run_size)
+                                        int64_t run_size, bool fused)
 {
     if (!exists(path) || !exists(IMAGES "/dog.jpg")) {
         print_message("skipped: the fixture %s is absent\n", path);
@@ -231,6 +232,7 @@ static void expect_batch_predicts_alone(const char *path, const char *what, bool
     }
     ly_model *m;
     if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s: %s", what, ly_last_error());
+    if (fused) assert_int_equal(ly_model_set_fused_attention(m, true, NULL), LY_OK);
     ly_model_info info;
     assert_int_equal(ly_model_get_info(m, &info), LY_OK);
     assert_int_equal(info.batched, batched);
@@ -287,40 +289,56 @@ static void expect_batch_predicts_alone(const char *path, const char *what, bool
 static void test_yolo9_batch(void **state)
 {
     (void)state;
-    expect_batch_predicts_alone(YOLO9, "LibreYOLO9t", true, 640);
+    expect_batch_predicts_alone(YOLO9, "LibreYOLO9t", true, 640, false);
 }
 
 static void test_yolo9_int8_batch(void **state)
 {
     (void)state;
-    expect_batch_predicts_alone(YOLO9_INT8, "LibreYOLO9t int8", true, 320);
+    expect_batch_predicts_alone(YOLO9_INT8, "LibreYOLO9t int8", true, 320, false);
 }
 
 static void test_dfine_batch(void **state)
 {
     (void)state;
-    expect_batch_predicts_alone(DFINE, "D-FINE-n", true, 640);
+    expect_batch_predicts_alone(DFINE, "D-FINE-n", true, 640, false);
 }
 
 static void test_deimv2_batch(void **state)
 {
     (void)state;
-    expect_batch_predicts_alone(DEIMV2, "DEIMv2-atto", true, 320);
+    expect_batch_predicts_alone(DEIMV2, "DEIMv2-atto", true, 320, false);
 }
 
-/* ViT's class token has no batch form yet: one by one, the same results. */
-static void test_vit_one_by_one(void **state)
+/* A classifier: its probabilities bit for bit, with the manual attention
+ * (LibreYOLO's default) and the fused one. */
+static void test_vit_batch(void **state)
 {
     (void)state;
-    expect_batch_predicts_alone(VIT, "LibreViT-Ti", false, 224);
+    expect_batch_predicts_alone(VIT, "LibreViT-Ti", true, 224, false);
+    expect_batch_predicts_alone(VIT, "LibreViT-Ti fused", true, 224, true);
+}
+
+/* NanoDet's TF.js graph bakes batch 1 into its reshapes: one by one, the
+ * same results, and ly_model_run refuses a batch. */
+static void test_nanodet_one_by_one(void **state)
+{
+    (void)state;
+    char dir[4096];
+    bool cached = false;
+    if (ly_model_cached("nanodet", dir, sizeof dir, &cached) != LY_OK || !cached) {
+        print_message("skipped: no NanoDet model (run `libreyolo fetch nanodet`)\n");
+        skip();
+    }
+    expect_batch_predicts_alone(dir, "NanoDet-g", false, 416, false);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_yolo9_batch),    cmocka_unit_test(test_yolo9_int8_batch),
-        cmocka_unit_test(test_dfine_batch),    cmocka_unit_test(test_deimv2_batch),
-        cmocka_unit_test(test_vit_one_by_one),
+        cmocka_unit_test(test_yolo9_batch), cmocka_unit_test(test_yolo9_int8_batch),
+        cmocka_unit_test(test_dfine_batch), cmocka_unit_test(test_deimv2_batch),
+        cmocka_unit_test(test_vit_batch),   cmocka_unit_test(test_nanodet_one_by_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

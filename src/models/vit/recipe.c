@@ -106,11 +106,11 @@ static ly_graph_value attention(ly_builder *b, ly_graph_value x, ly_graph_value 
 {
     int64_t e = z->width, h = z->heads, d = e / h;
     ly_graph_value qkv = ly_build_linear(b, "attn.qkv", x, 3 * e, e);
-    int64_t split[5] = {1, TOKENS, 3, h, d}, perm[5] = {2, 0, 3, 1, 4};
+    int64_t split[5] = {LY_RESHAPE_KEEP, TOKENS, 3, h, d}, perm[5] = {2, 0, 3, 1, 4};
     qkv = ly_build_permute(b, "attn.heads", ly_build_reshape(b, "attn.heads", qkv, 5, split), 5,
                            perm);
     ly_graph_value part[3];
-    int64_t one[4] = {1, h, TOKENS, d};
+    int64_t one[4] = {-1, h, TOKENS, d}; /* the batch: [1, B, ...] -> [B, ...] */
     static const char *const names[3] = {"attn.q", "attn.k", "attn.v"};
     for (int i = 0; i < 3; i++)
         part[i] = ly_build_reshape(b, names[i], ly_build_slice(b, names[i], qkv, 0, i, 1), 4, one);
@@ -130,7 +130,7 @@ static ly_graph_value attention(ly_builder *b, ly_graph_value x, ly_graph_value 
         ly_graph_value pv[2] = {s, part[2]};
         o = ly_build_node(b, LY_OP_MATMUL, "attn.values", 2, pv, &plain);
     }
-    int64_t back[4] = {0, 2, 1, 3}, merged[3] = {1, TOKENS, e};
+    int64_t back[4] = {0, 2, 1, 3}, merged[3] = {LY_RESHAPE_KEEP, TOKENS, e};
     o = ly_build_reshape(b, "attn.merge", ly_build_permute(b, "attn.merge", o, 4, back), 3, merged);
     return ly_build_linear_fused(b, "attn.proj", o, e, e, LY_ACT_NONE, residual);
 }
@@ -153,7 +153,7 @@ static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t class
     if (b.st == LY_OK)
         ly_build_fail(
             &b, ly_graph_conv2d(g, "patch_embed.proj", image, w, bias, LY_GRAPH_NONE, &cp, &x));
-    int64_t flat[3] = {1, e, TOKENS - 1}, to_tokens[3] = {0, 2, 1};
+    int64_t flat[3] = {LY_RESHAPE_KEEP, e, TOKENS - 1}, to_tokens[3] = {0, 2, 1};
     x = ly_build_permute(&b, "patch_embed.tokens",
                          ly_build_reshape(&b, "patch_embed.tokens", x, 3, flat), 3, to_tokens);
     int64_t cls_shape[3] = {1, 1, e}, pos_shape[3] = {1, TOKENS, e};
@@ -171,7 +171,7 @@ static ly_status build(const ly_checkpoint *ck, const vit_size *z, int64_t class
     }
     b.prefix[0] = '\0';
     x = layer_norm(&b, "norm", x, e);
-    int64_t pooled[2] = {1, e};
+    int64_t pooled[2] = {LY_RESHAPE_KEEP, e};
     x = ly_build_reshape(&b, "pool", ly_build_slice(&b, "pool", x, 1, 0, 1), 2,
                          pooled); /* the class token */
     ly_graph_value logits = ly_build_linear(&b, "head", x, classes, e);
@@ -252,7 +252,7 @@ static ly_status load_deit(const ly_checkpoint *ck, const char *path, ly_model_d
  * metadata names it (as LibreYOLO's own checkpoints carry). */
 #define VIT_RECIPE(name, loader, keys, prefix, description, ...)                                   \
     {                                                                                              \
-        .family = name, .task = "classify", .input_description = description,                      \
+        .family = name, .task = "classify", .input_description = description, .batched = true,     \
         .default_conf = 0.0f, .default_iou = 0.0f, .default_max_det = 5, .accepts_keys = keys,     \
         .load_checkpoint = loader, .bind = ly_classify_bind, .free_data = free,                    \
         .output_name = ly_classify_output_name, .set_fused_attention = ly_classify_set_fused,      \
