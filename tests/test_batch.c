@@ -272,6 +272,11 @@ static void expect_batch_predicts_alone(const char *path, const char *what, bool
     assert_null(r[0]);
     assert_null(r[1]);
     assert_int_equal(ly_model_predict_batch(m, s.view, 0, &o, r), LY_OK);
+    ly_results *many[LY_PREDICT_MAX_BATCH + 1];
+    assert_int_equal(ly_model_predict_batch(m, s.view, LY_PREDICT_MAX_BATCH + 1, &o, many),
+                     LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "expected 1..256"));
+    assert_null(many[LY_PREDICT_MAX_BATCH]);
     assert_int_equal(ly_model_predict_batch(m, NULL, 2, &o, r), LY_E_INVALID_ARGUMENT);
     assert_int_equal(ly_model_predict_batch(m, s.view, 2, &o, NULL), LY_E_INVALID_ARGUMENT);
     if (!batched) {

@@ -223,8 +223,10 @@ LY_API ly_status ly_model_predict_decoded(ly_model *model, ly_image *image,
  * call (the call's time / n). Models without a batch, and calls with
  * tiling, run the images one by one. The whole batch shares one option set
  * and one input size; its memory grows with n, so callers cut long lists
- * into batches. On failure every out[i] is NULL and the message names the
- * image. `out` has room for n results (each freed with ly_results_free). */
+ * into batches of at most LY_PREDICT_MAX_BATCH. On failure every out[i] is
+ * NULL and the message names the image. `out` has room for n results (each
+ * freed with ly_results_free). */
+#define LY_PREDICT_MAX_BATCH 256
 LY_API ly_status ly_model_predict_batch(ly_model *model, const ly_image_view *images, size_t n,
                                         const ly_predict_options *options, ly_results **out);
 

@@ -451,6 +451,9 @@ class LibreYOLO:
         _check_device(device)
         fmt = _color_format(color_format, bgr)
         _positive("batch", batch)
+        if batch > 256:  # LY_PREDICT_MAX_BATCH, the command's bound too
+            raise LibreYOLOValueError(f"batch={batch!r}: expected an integer in 1..256",
+                                      n.LY_E_INVALID_ARGUMENT)
         _positive("vid_stride", vid_stride)
         ext = _file_format(output_file_format)
         if tiling and augment:

@@ -111,6 +111,8 @@ def test_keywords_honoured_or_refused(model, images):
         model(images[0], save=True, output_file_format="webp")
     with pytest.raises(LibreYOLOValueError, match="batch"):
         model(images[0], batch=0)
+    with pytest.raises(LibreYOLOValueError, match=r"batch=257: expected an integer in 1\.\.256"):
+        model(images[0], batch=257)
     assert same(model(images[0], device="auto", batch=4), model(images[0]))
     with pytest.raises(LibreYOLOValueError, match="task='classify'"):
         LibreYOLO(model.model_path, task="classify")

@@ -317,10 +317,10 @@ static int parse_args(int argc, char **argv, predict_args *a)
                 return ly_cli_usage_error_code("predict", "config_range_error",
                                                "--vid-stride '%s': expected a positive integer", v);
         } else if ((v = ly_cli_option_value(argc, argv, &i, "--batch", &missing))) {
-            if (!ly_cli_parse_int(v, 1, MAX_BATCH, &a->batch))
+            if (!ly_cli_parse_int(v, 1, LY_PREDICT_MAX_BATCH, &a->batch))
                 return ly_cli_usage_error_code("predict", "config_range_error",
                                                "--batch '%s': expected an integer in 1..%d", v,
-                                               MAX_BATCH);
+                                               LY_PREDICT_MAX_BATCH);
         } else if (strcmp(arg, "--stream") == 0 || strcmp(arg, "--no-stream") == 0) {
             /* the command prints each frame's result as it is done either way */
         } else if (strcmp(arg, "--stream-buffer") == 0 || strcmp(arg, "--no-stream-buffer") == 0) {

@@ -11,7 +11,6 @@
 #include <stdio.h>
 
 #define MAX_CLASSES 4096
-#define MAX_BATCH 256
 
 typedef struct predict_args {
     const char *model;

@@ -1010,6 +1010,9 @@ ly_status ly_model_predict_batch(ly_model *model, const ly_image_view *images, s
         out[i] = NULL;
     if (!model || (!images && n))
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: model or images is NULL", fn);
+    if (n > LY_PREDICT_MAX_BATCH)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: %zu images: expected 1..%d a call", fn, n,
+                            LY_PREDICT_MAX_BATCH);
     ly_predict_options defaults;
     if (!options) {
         ly_predict_options_init(&defaults);
