@@ -2,9 +2,9 @@
 /*
  * Batching (ly_model_predict_batch, ly_model_run on [N, 3, H, W]): where a
  * model's network takes a batch (LibreYOLO9t, its int8 checkpoint, D-FINE-n,
- * DEIMv2-atto, ViT-Ti), image i's raw outputs from a batch are
- * within 1e-5 of max|ref| of its run alone (bit-identical where every
- * kernel chooses alike; oneDNN's Winograd picks its tile by batch size) and
+ * DEIMv2-atto, RT-DETR-r18, ViT-Ti), image i's raw outputs from a batch are
+ * within 1e-5 of max|ref| of its run alone (bit-identical today: every
+ * kernel runs each image of a batch as it runs that image alone) and
  * its detections are the same (class, score within 1e-5, IoU >= 0.999, in
  * any order among ties); models without a batch give the one-by-one results
  * through the same call; bad arguments are refused naming the image.
@@ -31,6 +31,7 @@
 #define YOLO9 LY_SHARED_DIR "/testdata/yolo9/LibreYOLO9t_seed0.pt"
 #define YOLO9_INT8 LY_SHARED_DIR "/testdata/yolo9-quant/int8/LibreYOLO9t_seed0-final.pt"
 #define DFINE LY_SHARED_DIR "/testdata/dfine/LibreDFINEn_seed0.pt"
+#define RTDETR LY_SHARED_DIR "/testdata/rtdetr/LibreRTDETRr18_seed0.pt"
 #define DEIMV2 LY_SHARED_DIR "/testdata/deimv2/LibreDEIMv2atto_seed0.pt"
 #define VIT LY_SHARED_DIR "/testdata/vit/LibreViTti_seed0.pt"
 #define IMAGES LY_SHARED_DIR "/testdata/images"
@@ -315,6 +316,14 @@ static void test_deimv2_batch(void **state)
     expect_batch_predicts_alone(DEIMV2, "DEIMv2-atto", true, 320, false);
 }
 
+/* Its ResNet's 3x3s run on oneDNN's Winograd, whose tiles oneDNN picks by
+ * batch size: image by image in a batch, or its top-K selection would flip. */
+static void test_rtdetr_batch(void **state)
+{
+    (void)state;
+    expect_batch_predicts_alone(RTDETR, "RT-DETR-r18", true, 640, false);
+}
+
 /* A classifier: its probabilities bit for bit, with the manual attention
  * (LibreYOLO's default) and the fused one. */
 static void test_vit_batch(void **state)
@@ -341,9 +350,10 @@ static void test_nanodet_one_by_one(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_yolo9_batch), cmocka_unit_test(test_yolo9_int8_batch),
-        cmocka_unit_test(test_dfine_batch), cmocka_unit_test(test_deimv2_batch),
-        cmocka_unit_test(test_vit_batch),   cmocka_unit_test(test_nanodet_one_by_one),
+        cmocka_unit_test(test_yolo9_batch),        cmocka_unit_test(test_yolo9_int8_batch),
+        cmocka_unit_test(test_dfine_batch),        cmocka_unit_test(test_deimv2_batch),
+        cmocka_unit_test(test_rtdetr_batch),       cmocka_unit_test(test_vit_batch),
+        cmocka_unit_test(test_nanodet_one_by_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

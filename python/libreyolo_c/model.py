@@ -438,7 +438,7 @@ class LibreYOLO:
         overlapping tiles (overlap_ratio) as LibreYOLO's _predict_tiled does
         (tiled and num_tiles set on such results). batch=N runs a list or folder
         N images per network call where the model's network takes a batch
-        (info()["batched"]: YOLO9, the D-FINE lineage, ViT), as LibreYOLO's batched
+        (info()["batched"]: YOLO9, the DETR families but RF-DETR, ViT), as LibreYOLO's batched
         predict; each result as alone. Keywords LibreYOLO warns
         about warn here; the ones it refuses and the ones this library cannot
         do (augment, show) raise; any other raises TypeError naming the

@@ -101,7 +101,7 @@ ly_status ly_rtdetr_head(ly_graph *g, const ly_checkpoint *ck, int levels,
     if (b.st == LY_OK) ly_build_fail(&b, ly_graph_constant(g, LY_I64, 2, ss_shape, &spatial, &ss));
     if (b.st == LY_OK) memcpy(ss, shapes, (size_t)levels * 2 * sizeof(int64_t));
 
-    int64_t q = cfg->queries, ref4[4] = {1, q, 1, 4};
+    int64_t q = cfg->queries, ref4[4] = {LY_RESHAPE_KEEP, q, 1, 4};
     int64_t box_mlp[4] = {hidden, hidden, hidden, 4}, pos_mlp[3] = {4, 2 * hidden, hidden};
     ly_graph_value ref = ly_build_node(&b, LY_OP_SIGMOID, "ref", 1, &ref_unact, NULL);
     for (int i = 0; i < layers && b.st == LY_OK; i++) {

@@ -238,8 +238,8 @@ static const char *const buffer_suffixes[] = {"decoder.anchors", "decoder.valid_
         .family = name, .task = "detect",                                                          \
         .input_description = "float32 RGB /255, OpenCV bilinear resize (cv2.resize INTER_LINEAR "  \
                              "on uint8) of the whole image to the model's size, no letterbox",     \
-        .default_conf = 0.25f, .default_iou = 0.45f /* unused: no NMS */, .default_max_det = 300,  \
-        .accepts_keys = accepts_keys, .buffer_suffixes = buffer_suffixes,                          \
+        .batched = true, .default_conf = 0.25f, .default_iou = 0.45f /* unused: no NMS */,         \
+        .default_max_det = 300, .accepts_keys = accepts_keys, .buffer_suffixes = buffer_suffixes,  \
         .load_checkpoint = loader, .bind = ly_detr_bind, .output_name = ly_detr_output_name,       \
         .preprocess = preprocess, .postprocess = ly_detr_postprocess, .file_prefix = prefix,       \
         .published_sizes = published, .export_rules = export_rules,                                \

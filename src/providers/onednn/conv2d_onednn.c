@@ -658,6 +658,10 @@ typedef struct conv_state {
     int attempt;        /* choose_plan's attempt that made the first operator */
     onednn_op *primary; /* owns the packed weights */
     ly_onednn_spares spares;
+    /* Winograd on a batch: an operator for one image, run image by image, since
+     * oneDNN picks its Winograd tiles by batch size (F(2x2) for one image,
+     * F(4x4) for four on LibreYOLO9t's head): each image as it runs alone */
+    int64_t images;
 } conv_state;
 
 static uint32_t layout_bits(const ly_kernel_prepare_info *info)
@@ -720,6 +724,8 @@ static ly_status prepare_with(const ly_kernel_call *call, const ly_kernel_prepar
     ly_conv_key_init_with(&s->key, call, info->threads, 0);
     s->key.layout = layout_bits(info);
     s->key.algorithm = algorithm;
+    s->images = algorithm == ALG_WINOGRAD ? s->key.n : 1;
+    if (s->images > 1) s->key.n = 1;
     int previous = ly_onednn_threads_begin(info->threads);
     ly_status st = LY_OK;
     s->primary = create_best(&s->key, call, &st, &s->attempt);
@@ -753,7 +759,27 @@ static ly_status conv_run(void *state, const ly_kernel_call *call)
     int previous = ly_onednn_threads_begin((int)s->key.threads);
     ly_status st = LY_OK;
     if (!op) op = create_op_with(&s->key, call, s->attempt, s->primary, &st);
-    if (op) st = run_op(op, call);
+    for (int64_t i = 0; op && st == LY_OK && i < s->images; i++) {
+        if (s->images == 1) {
+            st = run_op(op, call);
+            break;
+        }
+        /* image i: every operand of the call narrowed to it */
+        ly_tensor x = *call->in[0], y = *call->out[0], r;
+        x.shape[0] = y.shape[0] = 1;
+        x.data = (float *)x.data + i * ly_tensor_numel(&x);
+        y.data = (float *)y.data + i * ly_tensor_numel(&y);
+        ly_kernel_call one = *call;
+        one.in[0] = &x;
+        one.out[0] = &y;
+        if (call->in[3]) {
+            r = *call->in[3];
+            r.shape[0] = 1;
+            r.data = (float *)r.data + i * ly_tensor_numel(&r);
+            one.in[3] = &r;
+        }
+        st = run_op(op, &one);
+    }
     ly_onednn_threads_end(previous);
     if (op) ly_onednn_spares_give(&s->spares, &op->spare);
     return st;
