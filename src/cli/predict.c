@@ -765,37 +765,32 @@ static int predict_batch(run_state *rs, char **sources, size_t n, size_t first_i
     ly_image *im = calloc(n, sizeof *im);
     ly_image_view *views = calloc(n, sizeof *views);
     ly_results **r = calloc(n, sizeof *r);
-    size_t *which = calloc(n, sizeof *which);
-    if (!im || !views || !r || !which) {
-        free(im), free(views), free(r), free(which);
+    char **unread = calloc(n, sizeof *unread); /* a source's load error, NULL when it decoded */
+    if (!im || !views || !r || !unread) {
+        free(im), free(views), free(r), free(unread);
         return ly_cli_fail("predict", LY_EXIT_FAILURE, "io_error", NULL, "out of memory");
     }
-    char *load_error = NULL; /* per failed source, in order */
-    size_t good = 0, error_size = 0;
-    FILE *errors = open_memstream(&load_error, &error_size);
-    int code = 0;
+    size_t good = 0;
     for (size_t i = 0; i < n; i++) {
         const char *s = sources[i];
         if ((is_url(s) ? ly_image_load_url(s, &im[i]) : ly_image_load(s, &im[i])) != LY_OK) {
-            if (errors) fprintf(errors, "%s%c", ly_last_error(), '\0');
+            unread[i] = strdup(ly_last_error());
+            if (!unread[i]) unread[i] = strdup("could not be read");
             continue;
         }
-        views[good] = (ly_image_view){im[i].pixels, im[i].width, im[i].height,
-                                      (size_t)im[i].width * 3, LY_PIXELS_RGB};
-        which[good++] = i;
+        views[good++] = (ly_image_view){im[i].pixels, im[i].width, im[i].height,
+                                        (size_t)im[i].width * 3, LY_PIXELS_RGB};
     }
-    if (errors) fclose(errors);
     ly_status st = ly_model_predict_batch(rs->model, views, good, &rs->a->options, r);
     char batch_error[2048];
     snprintf(batch_error, sizeof batch_error, "%s", st != LY_OK ? ly_last_error() : "");
-    const char *next_error = load_error;
+    int code = 0;
     for (size_t i = 0, k = 0; i < n; i++) {
         rs->index = first_index + i + 1;
         const char *s = sources[i];
-        if (k >= good || which[k] != i) {
+        if (!im[i].pixels) { /* the images that decoded are views[0..good), in order */
             ly_predict_emit_failure(rs, s, "data_invalid",
-                                    next_error ? next_error : "could not be read");
-            if (next_error) next_error += strlen(next_error) + 1;
+                                    unread[i] ? unread[i] : "could not be read");
             if (!code) code = LY_EXIT_SOURCE;
             continue;
         }
@@ -812,10 +807,11 @@ static int predict_batch(run_state *rs, char **sources, size_t n, size_t first_i
         }
         k++;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         ly_image_free(&im[i]);
-    free(load_error);
-    free(im), free(views), free(r), free(which);
+        free(unread[i]);
+    }
+    free(im), free(views), free(r), free(unread);
     fflush(stdout);
     return code;
 }
