@@ -3,16 +3,24 @@
  * layer_norm and rms_norm over the last axis ("avx2"): the reference's
  * arithmetic (src/ops/norm/reference.c) — row statistics in double, one
  * rounding to f32 of (x - mean) * rstd, then the f32 scale and shift — with
- * the sums in sixteen double lanes (four chains of four) instead of one running double, so a row's
- * mean or variance may differ from the reference's in the last bits of a
- * double (well inside the slot's 1e-4). ViT's 25 norms of [197, 192] tokens,
- * D-FINE's decoder and DEIMv2's RMSNorm run here.
+ * the sums in sixteen double lanes (four chains of four, a row's last partial
+ * chunk of sixteen zero-padded into them) instead of one running double, so a
+ * row's mean or variance may differ from the reference's in the last bits of
+ * a double (well inside the slot's 1e-4). The AVX2 and AVX-512 rows give the
+ * same bits. ViT's 25 norms of [197, 192] tokens, D-FINE's decoder, DEIMv2's
+ * RMSNorm and SwinIR's [65536, 60] maps run here.
+ *
+ * Rows go four side by side: a row alone is a chain of dependent steps (two
+ * reductions, a square root and a division between its passes) that left a
+ * 60-channel row waiting ~3/4 of its time.
  */
 #include "core/core.h"
 #include "libreyolo/kernels.h"
 
 #include <immintrin.h>
 #include <math.h>
+
+#define ROWS 4 /* rows side by side */
 
 typedef struct norm_job {
     const float *x, *w, *b;
@@ -28,44 +36,10 @@ static inline double hsum4d(__m256d v)
     return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
 }
 
-/* Sum of x[k] (or of (x[k] - m)^2 with squares) over the row's multiple of 16 in
- * four independent double chains: one chain's add latency left the loop
- * latency-bound (~2.4 cycles an element on a [580, 384] norm). */
-static inline double sum16(const float *x, int64_t n16, double m, bool squares)
+/* 1 / sqrt(var + eps) of a row from its sum of (x - mean)^2 (rms rows: mean 0). */
+static inline double rstd_of(const norm_job *j, double squares)
 {
-    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-    const __m256d mv = _mm256_set1_pd(m);
-    for (int64_t k = 0; k < n16; k += 16) {
-        __m256d v0 = _mm256_cvtps_pd(_mm_loadu_ps(x + k));
-        __m256d v1 = _mm256_cvtps_pd(_mm_loadu_ps(x + k + 4));
-        __m256d v2 = _mm256_cvtps_pd(_mm_loadu_ps(x + k + 8));
-        __m256d v3 = _mm256_cvtps_pd(_mm_loadu_ps(x + k + 12));
-        if (squares) {
-            v0 = _mm256_sub_pd(v0, mv);
-            v1 = _mm256_sub_pd(v1, mv);
-            v2 = _mm256_sub_pd(v2, mv);
-            v3 = _mm256_sub_pd(v3, mv);
-            v0 = _mm256_mul_pd(v0, v0);
-            v1 = _mm256_mul_pd(v1, v1);
-            v2 = _mm256_mul_pd(v2, v2);
-            v3 = _mm256_mul_pd(v3, v3);
-        }
-        a0 = _mm256_add_pd(a0, v0);
-        a1 = _mm256_add_pd(a1, v1);
-        a2 = _mm256_add_pd(a2, v2);
-        a3 = _mm256_add_pd(a3, v3);
-    }
-    return hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
-}
-
-/* acc + the row's elements [from, c) the SIMD sums leave, one at a time: x,
- * or (x - m)^2. */
-static inline double add_tail(double acc, const float *x, int64_t from, int64_t c, double m,
-                              bool squares)
-{
-    for (int64_t k = from; k < c; k++)
-        acc += squares ? ((double)x[k] - m) * ((double)x[k] - m) : x[k];
-    return acc;
+    return 1.0 / sqrt(squares / (double)j->c + j->eps);
 }
 
 /* y[k] for k in [from, c): one rounding of (x - mean) * rstd, then the affine. */
@@ -80,104 +54,200 @@ static inline void normalize_tail(const norm_job *j, const float *x, float *y, i
     }
 }
 
-static void norm_rows(void *ctx, int64_t begin, int64_t end)
+/* ---- 256-bit rows ------------------------------------------------------------------ */
+
+/* Chunk k of 16 floats as four double quads: the row's own, or its last
+ * partial chunk zero-padded. */
+static inline void load16(const float *x, int64_t k, int64_t c, __m256d q[4])
 {
-    const norm_job *j = ctx;
-    const int64_t c = j->c, full = c & ~(int64_t)3, n16 = c & ~(int64_t)15;
-    for (int64_t r = begin; r < end; r++) {
-        const float *x = j->x + r * c;
-        float *y = j->y + r * c;
-        double mean = 0.0, var;
-        if (!j->rms) {
-            mean = add_tail(sum16(x, n16, 0.0, false), x, n16, c, 0.0, false) / (double)c;
+    if (k + 16 <= c) {
+        for (int t = 0; t < 4; t++)
+            q[t] = _mm256_cvtps_pd(_mm_loadu_ps(x + k + 4 * t));
+        return;
+    }
+    float pad[16] = {0};
+    for (int64_t i = k; i < c; i++)
+        pad[i - k] = x[i];
+    for (int t = 0; t < 4; t++)
+        q[t] = _mm256_cvtps_pd(_mm_loadu_ps(pad + 4 * t));
+}
+
+/* Double lanes of chunk k that hold elements (all ones), for the squares. */
+static inline __m256d live4(int64_t k, int t, int64_t c)
+{
+    int64_t at = k + 4 * t;
+    return _mm256_castsi256_pd(_mm256_set_epi64x(at + 3 < c ? -1 : 0, at + 2 < c ? -1 : 0,
+                                                 at + 1 < c ? -1 : 0, at < c ? -1 : 0));
+}
+
+static inline __attribute__((always_inline)) void rows256(const norm_job *j, int64_t r0, int rows)
+{
+    const int64_t c = j->c, full = c & ~(int64_t)3;
+    __m256d a[ROWS][4];
+    double mean[ROWS] = {0}, rstd[ROWS];
+    if (!j->rms) {
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++)
+            for (int t = 0; t < 4; t++)
+                a[r][t] = _mm256_setzero_pd();
+        for (int64_t k = 0; k < c; k += 16) {
+#pragma GCC unroll 4
+            for (int r = 0; r < rows; r++) {
+                __m256d q[4];
+                load16(j->x + (r0 + r) * c, k, c, q);
+                for (int t = 0; t < 4; t++)
+                    a[r][t] = _mm256_add_pd(a[r][t], q[t]);
+            }
         }
-        const __m256d m = _mm256_set1_pd(mean);
-        var = add_tail(sum16(x, n16, mean, true), x, n16, c, mean, true) / (double)c;
-        double rstd = 1.0 / sqrt(var + j->eps);
-        const __m256d rs = _mm256_set1_pd(rstd);
-        int64_t k = 0;
-        for (; k < full; k += 4) {
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++)
+            mean[r] = hsum4d(_mm256_add_pd(_mm256_add_pd(a[r][0], a[r][1]),
+                                           _mm256_add_pd(a[r][2], a[r][3]))) /
+                      (double)c;
+    }
+    for (int r = 0; r < rows; r++)
+        for (int t = 0; t < 4; t++)
+            a[r][t] = _mm256_setzero_pd();
+    for (int64_t k = 0; k < c; k += 16) {
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++) {
+            __m256d q[4], m = _mm256_set1_pd(mean[r]);
+            load16(j->x + (r0 + r) * c, k, c, q);
+            for (int t = 0; t < 4; t++) {
+                __m256d d = _mm256_sub_pd(q[t], m);
+                if (k + 16 > c) d = _mm256_and_pd(d, live4(k, t, c));
+                a[r][t] = _mm256_add_pd(a[r][t], _mm256_mul_pd(d, d));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+        rstd[r] = rstd_of(j, hsum4d(_mm256_add_pd(_mm256_add_pd(a[r][0], a[r][1]),
+                                                  _mm256_add_pd(a[r][2], a[r][3]))));
+    for (int r = 0; r < rows; r++) {
+        const float *x = j->x + (r0 + r) * c;
+        float *y = j->y + (r0 + r) * c;
+        const __m256d m = _mm256_set1_pd(mean[r]), rs = _mm256_set1_pd(rstd[r]);
+        for (int64_t k = 0; k < full; k += 4) {
             __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + k)), m);
             __m128 v = _mm256_cvtpd_ps(_mm256_mul_pd(d, rs));
             if (j->w) v = _mm_mul_ps(v, _mm_loadu_ps(j->w + k));
             if (j->b) v = _mm_add_ps(v, _mm_loadu_ps(j->b + k));
             _mm_storeu_ps(y + k, v);
         }
-        normalize_tail(j, x, y, k, c, mean, rstd);
+        normalize_tail(j, x, y, full, c, mean[r], rstd[r]);
     }
+}
+
+static void norm_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const norm_job *j = ctx;
+    int64_t r = begin;
+    for (; r + ROWS <= end; r += ROWS)
+        rows256(j, r, ROWS);
+    for (; r < end; r++)
+        rows256(j, r, 1);
 }
 
 /* ---- the same rows on AVX-512 CPUs, bit for bit ------------------------------------- *
  *
  * Eight doubles a register: the four chains of four become two of eight whose
  * halves are the same chains (lanes k..k+7 and k+8..k+15 of each 16), reduced
- * in the same pairs; the normalisation is element-wise. Half the instructions
- * of the 256-bit rows. */
+ * in the same pairs; the last partial chunk is a masked load (zeros), its
+ * dead lanes kept out of the squares; the normalisation is element-wise.
+ * About half the instructions of the 256-bit rows. */
 
-LY_AVX512 static inline __m256d low4d(__m512d v)
+LY_AVX512 static inline double reduce512(__m512d a01, __m512d a23)
 {
-    return _mm512_castpd512_pd256(v);
+    __m256d a0 = _mm512_castpd512_pd256(a01), a1 = _mm512_extractf64x4_pd(a01, 1);
+    __m256d a2 = _mm512_castpd512_pd256(a23), a3 = _mm512_extractf64x4_pd(a23, 1);
+    return hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
 }
 
-LY_AVX512 static inline __m256d high4d(__m512d v)
+LY_AVX512 static inline __attribute__((always_inline)) void rows512(const norm_job *j, int64_t r0,
+                                                                    const int rows)
 {
-    return _mm512_extractf64x4_pd(v, 1);
-}
-
-LY_AVX512 static inline double sum16_512(const float *x, int64_t n16, double m, bool squares)
-{
-    __m512d a01 = _mm512_setzero_pd(), a23 = a01;
-    const __m512d mv = _mm512_set1_pd(m);
-    for (int64_t k = 0; k < n16; k += 16) {
-        __m512d v01 = _mm512_cvtps_pd(_mm256_loadu_ps(x + k));
-        __m512d v23 = _mm512_cvtps_pd(_mm256_loadu_ps(x + k + 8));
-        if (squares) {
-            v01 = _mm512_sub_pd(v01, mv);
-            v23 = _mm512_sub_pd(v23, mv);
-            v01 = _mm512_mul_pd(v01, v01);
-            v23 = _mm512_mul_pd(v23, v23);
+    const int64_t c = j->c;
+    __m512d a01[ROWS], a23[ROWS];
+    double mean[ROWS] = {0}, rstd[ROWS];
+    if (!j->rms) {
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++)
+            a01[r] = a23[r] = _mm512_setzero_pd();
+        for (int64_t k = 0; k < c; k += 16) {
+            __mmask16 live = c - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - k)) - 1);
+#pragma GCC unroll 4
+            for (int r = 0; r < rows; r++) {
+                __m512 v = _mm512_maskz_loadu_ps(live, j->x + (r0 + r) * c + k);
+                a01[r] = _mm512_add_pd(a01[r], _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+                a23[r] =
+                    _mm512_add_pd(a23[r], _mm512_cvtps_pd(_mm256_castpd_ps(
+                                              _mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+            }
         }
-        a01 = _mm512_add_pd(a01, v01);
-        a23 = _mm512_add_pd(a23, v23);
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++)
+            mean[r] = reduce512(a01[r], a23[r]) / (double)c;
     }
-    return hsum4d(_mm256_add_pd(_mm256_add_pd(low4d(a01), high4d(a01)),
-                                _mm256_add_pd(low4d(a23), high4d(a23))));
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+        a01[r] = a23[r] = _mm512_setzero_pd();
+    for (int64_t k = 0; k < c; k += 16) {
+        __mmask16 live = c - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - k)) - 1);
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++) {
+            __m512d m = _mm512_set1_pd(mean[r]);
+            __m512 v = _mm512_maskz_loadu_ps(live, j->x + (r0 + r) * c + k);
+            __m512d d01 =
+                _mm512_maskz_sub_pd((__mmask8)live, _mm512_cvtps_pd(_mm512_castps512_ps256(v)), m);
+            __m512d d23 = _mm512_maskz_sub_pd(
+                (__mmask8)(live >> 8),
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))),
+                m);
+            a01[r] = _mm512_add_pd(a01[r], _mm512_mul_pd(d01, d01));
+            a23[r] = _mm512_add_pd(a23[r], _mm512_mul_pd(d23, d23));
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+        rstd[r] = rstd_of(j, reduce512(a01[r], a23[r]));
+    const float *w = j->w, *b = j->b;
+    const int64_t full8 = c & ~(int64_t)7;
+    const __mmask8 tail = (__mmask8)((1u << (c - full8)) - 1);
+    for (int r = 0; r < rows; r++) {
+        const float *x = j->x + (r0 + r) * c;
+        float *y = j->y + (r0 + r) * c;
+        const __m512d m = _mm512_set1_pd(mean[r]), rs = _mm512_set1_pd(rstd[r]);
+        for (int64_t k = 0; k < full8; k += 8) {
+            __m256 v = _mm512_cvtpd_ps(
+                _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + k)), m), rs));
+            if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + k));
+            if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + k));
+            _mm256_storeu_ps(y + k, v);
+        }
+        if (tail) {
+            __m256 xv = _mm512_castps512_ps256(_mm512_maskz_loadu_ps(tail, x + full8));
+            __m256 v = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(xv), m), rs));
+            if (w)
+                v = _mm256_mul_ps(v,
+                                  _mm512_castps512_ps256(_mm512_maskz_loadu_ps(tail, w + full8)));
+            if (b)
+                v = _mm256_add_ps(v,
+                                  _mm512_castps512_ps256(_mm512_maskz_loadu_ps(tail, b + full8)));
+            _mm512_mask_storeu_ps(y + full8, tail, _mm512_castps256_ps512(v));
+        }
+    }
 }
 
 LY_AVX512 static void norm_rows_512(void *ctx, int64_t begin, int64_t end)
 {
     const norm_job *j = ctx;
-    const int64_t c = j->c, full8 = c & ~(int64_t)7, full = c & ~(int64_t)3, n16 = c & ~(int64_t)15;
-    for (int64_t r = begin; r < end; r++) {
-        const float *x = j->x + r * c;
-        float *y = j->y + r * c;
-        double mean = 0.0, var;
-        if (!j->rms) {
-            mean = add_tail(sum16_512(x, n16, 0.0, false), x, n16, c, 0.0, false) / (double)c;
-        }
-        var = add_tail(sum16_512(x, n16, mean, true), x, n16, c, mean, true) / (double)c;
-        double rstd = 1.0 / sqrt(var + j->eps);
-        const __m512d m8 = _mm512_set1_pd(mean), rs8 = _mm512_set1_pd(rstd);
-        int64_t k = 0;
-        for (; k < full8; k += 8) {
-            __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + k)), m8);
-            __m256 v = _mm512_cvtpd_ps(_mm512_mul_pd(d, rs8));
-            if (j->w) v = _mm256_mul_ps(v, _mm256_loadu_ps(j->w + k));
-            if (j->b) v = _mm256_add_ps(v, _mm256_loadu_ps(j->b + k));
-            _mm256_storeu_ps(y + k, v);
-        }
-        const __m256d m = _mm256_set1_pd(mean), rs = _mm256_set1_pd(rstd);
-        for (; k < full; k += 4) {
-            __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + k)), m);
-            __m128 v = _mm256_cvtpd_ps(_mm256_mul_pd(d, rs));
-            if (j->w) v = _mm_mul_ps(v, _mm_loadu_ps(j->w + k));
-            if (j->b) v = _mm_add_ps(v, _mm_loadu_ps(j->b + k));
-            _mm_storeu_ps(y + k, v);
-        }
-        normalize_tail(j, x, y, k, c, mean, rstd);
-    }
+    int64_t r = begin;
+    for (; r + ROWS <= end; r += ROWS)
+        rows512(j, r, ROWS);
+    for (; r < end; r++)
+        rows512(j, r, 1);
 }
-
 static ly_status run_norm(const ly_kernel_call *call, bool rms)
 {
     const ly_tensor *x = call->in[0];
