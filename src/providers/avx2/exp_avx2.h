@@ -34,14 +34,18 @@ static inline __m256 exp8(__m256 x)
     return _mm256_andnot_ps(small, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
-/* exp8 on 16 lanes, lane for lane the same arithmetic (AVX-512F functions:
- * call them only where ly_cpu()->avx512f). */
 /* Lanes 8-15 (extractf32x8 is AVX512DQ). */
 LY_AVX512 static inline __m256 high8(__m512 v)
 {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
+/* exp8 on 16 lanes, for arguments x <= 0 (or NaN: every caller passes x - max,
+ * -x^2 or -|x|). Lane for lane exp8's arithmetic, except that p * 2^n is one
+ * scalef instead of building 2^n's bits and multiplying: for n in [-126, 0]
+ * both are the one correctly rounded p * 2^n (checked on all 2^31 such
+ * inputs); they part only at x = +inf. An AVX-512F function: call it only
+ * where ly_cpu()->avx512f. */
 LY_AVX512 static inline __m512 exp16(__m512 x)
 {
     __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(LY_SDPA_EXP_MIN), _CMP_LT_OQ);
@@ -57,10 +61,7 @@ LY_AVX512 static inline __m512 exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LY_SDPA_EXP_C2));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512i e =
-        _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32((int)LY_SDPA_EXP_MAGIC_BITS));
-    e = _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps((__mmask16)~small, p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_scalef_ps((__mmask16)~small, p, n);
 }
 
 /* The reference's trees: lanes (i, i+4), then (i, i+2), then (0, 1); _mm_max_ps(a, b)

@@ -28,7 +28,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#define MR 6 /* query rows per register tile */
+#define MR 6 /* query rows per register tile (8-lane tiles) */
+#define MR16                                                                                       \
+    8 /* on AVX-512: 16 accumulators in q.k^T's 8 x 32 tile, and                                   \
+       * P.v's 8 x 16 tile (head dims up to 16) keeps both FMA ports                               \
+       * busy where six chains waited on the FMA latency */
 
 static float *alloc_floats(int64_t n)
 {
@@ -119,42 +123,43 @@ static void gemm_rows(int64_t L, const float *A, int64_t lda, const float *B, in
 
 /* ---- the same tiles on 16-lane registers (AVX-512 CPUs) ------------------------------- *
  *
- * Panels of 16 columns ([L][16]); every element still one sequential fmaf chain
- * over l from +0, so the bits are the 8-lane tiles'. Twice the multiply-adds
- * per instruction: ViT-Ti's attention at 1 thread ~40% faster. */
+ * Panels of 16 columns ([L][16]) and MR16 rows; every element still one
+ * sequential fmaf chain over l from +0, so the bits are the 8-lane tiles'.
+ * Twice the multiply-adds per instruction: ViT-Ti's attention at 1 thread ~40%
+ * faster. */
 
-LY_AVX512 static inline void tile16_6x32(int64_t L, const float *A, int64_t lda, const float *B0,
+LY_AVX512 static inline void tile16_8x32(int64_t L, const float *A, int64_t lda, const float *B0,
                                          const float *B1, float *C, int64_t ldc)
 {
-    __m512 c[MR][2];
-    for (int r = 0; r < MR; r++)
+    __m512 c[MR16][2];
+    for (int r = 0; r < MR16; r++)
         c[r][0] = c[r][1] = _mm512_setzero_ps();
     for (int64_t l = 0; l < L; l++) {
         __m512 b0 = _mm512_load_ps(B0 + 16 * l), b1 = _mm512_load_ps(B1 + 16 * l);
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < MR16; r++) {
             __m512 a = _mm512_set1_ps(A[r * lda + l]);
             c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
             c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
         }
     }
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < MR16; r++) {
         _mm512_store_ps(C + r * ldc, c[r][0]);
         _mm512_store_ps(C + r * ldc + 16, c[r][1]);
     }
 }
 
-LY_AVX512 static inline void tile16_6x16(int64_t L, const float *A, int64_t lda, const float *B0,
+LY_AVX512 static inline void tile16_8x16(int64_t L, const float *A, int64_t lda, const float *B0,
                                          float *C, int64_t ldc)
 {
-    __m512 c[MR];
-    for (int r = 0; r < MR; r++)
+    __m512 c[MR16];
+    for (int r = 0; r < MR16; r++)
         c[r] = _mm512_setzero_ps();
     for (int64_t l = 0; l < L; l++) {
         __m512 b0 = _mm512_load_ps(B0 + 16 * l);
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < MR16; r++)
             c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + l]), b0, c[r]);
     }
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < MR16; r++)
         _mm512_store_ps(C + r * ldc, c[r]);
 }
 
@@ -163,8 +168,8 @@ LY_AVX512 static void gemm_rows16(int64_t L, const float *A, int64_t lda, const 
 {
     int64_t t = 0;
     for (; t + 2 <= panels; t += 2)
-        tile16_6x32(L, A, lda, B + t * panel_stride, B + (t + 1) * panel_stride, C + 16 * t, ldc);
-    if (t < panels) tile16_6x16(L, A, lda, B + t * panel_stride, C + 16 * t, ldc);
+        tile16_8x32(L, A, lda, B + t * panel_stride, B + (t + 1) * panel_stride, C + 16 * t, ldc);
+    if (t < panels) tile16_8x16(L, A, lda, B + t * panel_stride, C + 16 * t, ldc);
 }
 
 /* ---- softmax, in the reference's lane order ------------------------------------------- */
@@ -288,7 +293,7 @@ LY_AVX512 static void add_masks16(float *s, int64_t n, const ly_sdpa_problem *p,
     }
 }
 
-/* softmax_rows16 on MR rows of NV * 16 keys (NV a constant: SwinIR's and
+/* softmax_rows16 on MR16 rows of NV * 16 keys (NV a constant: SwinIR's and
  * Swin-style 64-key windows), every row held in registers from the scores'
  * load to the normalised store: the same operations in the same order,
  * without softmax_rows16's four passes through memory and its per-row mask
@@ -297,11 +302,11 @@ LY_AVX512 static inline __attribute__((always_inline)) void
 softmax_registers16(float *s, int64_t ld, const int NV, const ly_sdpa_problem *p, int64_t b,
                     int64_t h, int64_t i0)
 {
-    __m512 x[MR][4];
-    __m256 sum[MR];
-    float m[MR];
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; r++) {
+    __m512 x[MR16][4];
+    __m256 sum[MR16];
+    float m[MR16];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR16; r++) {
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
             x[r][v] = _mm512_load_ps(s + r * ld + 16 * v);
@@ -323,15 +328,15 @@ softmax_registers16(float *s, int64_t ld, const int NV, const ly_sdpa_problem *p
     }
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
-#pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR16; r++) {
             if (v == 0) sum[r] = _mm256_setzero_ps();
             x[r][v] = exp16(_mm512_sub_ps(x[r][v], _mm512_set1_ps(m[r])));
             sum[r] = _mm256_add_ps(sum[r], _mm512_castps512_ps256(x[r][v]));
             sum[r] = _mm256_add_ps(sum[r], high8(x[r][v]));
         }
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; r++) {
+#pragma GCC unroll 8
+    for (int r = 0; r < MR16; r++) {
         __m512 inv = _mm512_set1_ps(1.0f / hsum8(sum[r]));
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
@@ -339,11 +344,11 @@ softmax_registers16(float *s, int64_t ld, const int NV, const ly_sdpa_problem *p
     }
 }
 
-/* Whether softmax_registers16 takes a block: MR rows of 16 to 64 keys, a
+/* Whether softmax_registers16 takes a block: MR16 rows of 16 to 64 keys, a
  * multiple of 16. */
 static bool softmax_in_registers(int64_t rows, int64_t n)
 {
-    return rows == MR && n % 16 == 0 && n >= 16 && n <= 64;
+    return rows == MR16 && n % 16 == 0 && n >= 16 && n <= 64;
 }
 
 LY_AVX512 static void softmax_block16(float *s, int64_t ld, int64_t n, const ly_sdpa_problem *p,
@@ -377,8 +382,8 @@ LY_AVX512 static void softmax_rows16(float *s, int64_t ld, int rows, int64_t n,
 {
     int64_t full = n & ~(int64_t)15, full8 = n & ~(int64_t)7, rem = n - full8;
     __m256 live = tail_mask(rem);
-    __m512 m16[MR];
-    __m256 m8[MR], sum[MR];
+    __m512 m16[MR16];
+    __m256 m8[MR16], sum[MR16];
     for (int r = 0; r < rows; r++) {
         float *row = s + r * ld;
         add_masks16(row, n, p, b, h, i0 + r);
@@ -429,15 +434,16 @@ typedef struct fused_job {
     const ly_sdpa_problem *p;
     int64_t row_blocks;
     int64_t width; /* panel width: 16 on AVX-512 CPUs, else 8 */
+    int64_t mr;    /* rows a block: MR16 on AVX-512 CPUs, else MR */
     atomic_bool out_of_memory;
 } fused_job;
 
 typedef struct scratch {
     float *kp; /* [nkp][d][8] */
     float *vp; /* [ncp][Nk][8] */
-    float *qs; /* [MR][d] */
-    float *s;  /* [MR][nk8] */
-    float *o;  /* [MR][dv8] */
+    float *qs; /* [mr][d] */
+    float *s;  /* [mr][nk8] */
+    float *o;  /* [mr][dv8] */
 } scratch;
 
 /* 8 rows of 8 floats (src rows `lds` apart) transposed into 8 rows of 8 (dst rows
@@ -543,36 +549,73 @@ static void store_rows(const ly_sdpa_problem *p, const float *o, int64_t dv8, fl
     }
 }
 
+/* store_rows and the scaled queries on AVX-512 CPUs: 16 lanes, the last
+ * partial vector of a row masked (SwinIR's head dim 10 went element by
+ * element: ~15% of its attention's time). The same values, element-wise. */
+LY_AVX512 static void store_rows16(const ly_sdpa_problem *p, const float *o, int64_t dv8,
+                                   float *out, int64_t rows)
+{
+    const __m512 canonical =
+        _mm512_castsi512_ps(_mm512_set1_epi32((int)LY_SDPA_CANONICAL_NAN_BITS));
+    for (int64_t r = 0; r < rows; r++) {
+        const float *src = o + r * dv8;
+        float *dst = out + r * p->os.row;
+        for (int64_t c = 0; c < p->dv; c += 16) {
+            __mmask16 live =
+                p->dv - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (p->dv - c)) - 1);
+            __m512 x = _mm512_load_ps(src + c);
+            x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, canonical);
+            _mm512_mask_storeu_ps(dst + c, live, x);
+        }
+    }
+}
+
+LY_AVX512 static void scale_rows16(const ly_sdpa_problem *p, const float *q, int64_t rows,
+                                   float *qs)
+{
+    const __m512 scale = _mm512_set1_ps(p->scale);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < p->d; c += 16) {
+            __mmask16 live =
+                p->d - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (p->d - c)) - 1);
+            __m512 x = _mm512_maskz_loadu_ps(live, q + r * p->qs.row + c);
+            _mm512_mask_storeu_ps(qs + r * p->d + c, live, _mm512_mul_ps(x, scale));
+        }
+}
+
 static void items_range(void *ctx, int64_t begin, int64_t end)
 {
     fused_job *job = ctx;
     const ly_sdpa_problem *p = job->p;
-    int64_t d = p->d, Nk = p->Nk, dv = p->dv, pw = job->width;
+    int64_t d = p->d, Nk = p->Nk, dv = p->dv, pw = job->width, mr = job->mr;
     int64_t nkp = (Nk + pw - 1) / pw, ncp = (dv + pw - 1) / pw, nk8 = nkp * pw, dv8 = ncp * pw;
-    scratch w = {alloc_floats(nkp * d * pw), alloc_floats(ncp * Nk * pw), alloc_floats(MR * d),
-                 alloc_floats(MR * nk8), alloc_floats(MR * dv8)};
+    scratch w = {alloc_floats(nkp * d * pw), alloc_floats(ncp * Nk * pw), alloc_floats(mr * d),
+                 alloc_floats(mr * nk8), alloc_floats(mr * dv8)};
     if (!w.kp || !w.vp || !w.qs || !w.s || !w.o) {
         atomic_store(&job->out_of_memory, true);
         goto done;
     }
     /* Rows past Nq in the last block compute on zeros and are never stored. */
-    memset(w.qs, 0, (size_t)(MR * d) * sizeof(float));
-    memset(w.s, 0, (size_t)(MR * nk8) * sizeof(float));
+    memset(w.qs, 0, (size_t)(mr * d) * sizeof(float));
+    memset(w.s, 0, (size_t)(mr * nk8) * sizeof(float));
     int64_t packed = -1;
     bool masks16 = masks_on_16_lanes(p);
     for (int64_t item = begin; item < end; item++) {
-        int64_t bh = item / job->row_blocks, i0 = (item % job->row_blocks) * MR;
-        int64_t rows = p->Nq - i0 < MR ? p->Nq - i0 : MR;
+        int64_t bh = item / job->row_blocks, i0 = (item % job->row_blocks) * mr;
+        int64_t rows = p->Nq - i0 < mr ? p->Nq - i0 : mr;
         if (bh != packed) {
             pack_k(p, bh, w.kp, nkp, pw);
             pack_v(p, bh, w.vp, ncp, pw);
             packed = bh;
         }
         const float *q = p->q + ly_sdpa_head_at(p, &p->qs, bh) + i0 * p->qs.row;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < d; c++)
-                w.qs[r * d + c] = q[r * p->qs.row + c] * p->scale;
-        if (rows < MR) memset(w.qs + rows * d, 0, (size_t)((MR - rows) * d) * sizeof(float));
+        if (pw == 16)
+            scale_rows16(p, q, rows, w.qs);
+        else
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < d; c++)
+                    w.qs[r * d + c] = q[r * p->qs.row + c] * p->scale;
+        if (rows < mr) memset(w.qs + rows * d, 0, (size_t)((mr - rows) * d) * sizeof(float));
 
         if (pw == 16)
             gemm_rows16(d, w.qs, d, w.kp, d * 16, nkp, w.s, nk8);
@@ -589,7 +632,11 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
             gemm_rows16(Nk, w.s, nk8, w.vp, Nk * 16, ncp, w.o, dv8);
         else
             gemm_rows(Nk, w.s, nk8, w.vp, Nk * 8, ncp, w.o, dv8);
-        store_rows(p, w.o, dv8, p->out + ly_sdpa_head_at(p, &p->os, bh) + i0 * p->os.row, rows);
+        float *out = p->out + ly_sdpa_head_at(p, &p->os, bh) + i0 * p->os.row;
+        if (pw == 16)
+            store_rows16(p, w.o, dv8, out, rows);
+        else
+            store_rows(p, w.o, dv8, out, rows);
     }
 done:
     free(w.kp);
@@ -604,8 +651,9 @@ ly_status ly_sdpa_avx2_fused(const ly_kernel_call *call)
     ly_sdpa_problem p;
     ly_sdpa_problem_init(call, &p);
     if (p.B * p.H * p.Nq * p.dv == 0) return LY_OK;
-    fused_job job = {
-        .p = &p, .row_blocks = (p.Nq + MR - 1) / MR, .width = ly_cpu()->avx512f ? 16 : 8};
+    bool wide = ly_cpu()->avx512f;
+    int64_t mr = wide ? MR16 : MR;
+    fused_job job = {.p = &p, .row_blocks = (p.Nq + mr - 1) / mr, .width = wide ? 16 : 8, .mr = mr};
     atomic_init(&job.out_of_memory, false);
     ly_parallel_for(p.B * p.H * job.row_blocks, 1, p.threads, items_range, &job);
     if (atomic_load(&job.out_of_memory))
