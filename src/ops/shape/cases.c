@@ -19,6 +19,8 @@ static ly_status filled(ly_check_case *c, int index, ly_dtype dtype, int ndim, c
     for (int64_t i = 0; i < n; i++) {
         if (dtype == LY_I64)
             ((int64_t *)p)[i] = (int64_t)(i * 2654435761u % 100000) - 50000;
+        else if (dtype == LY_I32)
+            ((int32_t *)p)[i] = (int32_t)(i * 2654435761u % 100000) - 50000;
         else
             ((uint8_t *)p)[i] = (uint8_t)(i * 37 + 11);
     }
@@ -66,6 +68,16 @@ static const permute_case permutes[] = {
     {"NHWC -> NCHW [1,13,13,124]", LY_F32, 4, {1, 13, 13, 124}, {4, {0, 3, 1, 2}}},
     {"heads [1,197,3,6,32] -> [3,1,6,197,32]", LY_F32, 5, {1, 197, 3, 6, 32}, {5, {2, 0, 3, 1, 4}}},
     {"swap [3,300,4] i64", LY_I64, 3, {3, 300, 4}, {3, {0, 2, 1}}},
+    /* transposes (the avx2 provider's 8 x 8 tiles, their edges, slabs of 256 rows) */
+    {"SwinIR embed [1,60,48,40] -> NHWC", LY_F32, 4, {1, 60, 48, 40}, {4, {0, 2, 3, 1}}},
+    {"SwinIR unembed [1,1920,60] -> [1,60,1920]", LY_F32, 3, {1, 1920, 60}, {3, {0, 2, 1}}},
+    {"slabs [3,5,7,9] -> [3,9,5,7]", LY_F32, 4, {3, 5, 7, 9}, {4, {0, 3, 1, 2}}},
+    {"slab axis apart [2,4,6,10,17] -> [4,17,2,6,10]",
+     LY_F32,
+     5,
+     {2, 4, 6, 10, 17},
+     {5, {1, 4, 0, 2, 3}}},
+    {"i32 [300,19] -> [19,300]", LY_I32, 2, {300, 19}, {2, {1, 0}}},
     {"identity [5,0,2] u8", LY_U8, 3, {5, 0, 2}, {3, {0, 1, 2}}},
 };
 

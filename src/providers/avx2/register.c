@@ -18,6 +18,8 @@ ly_status ly_avx2_gelu(const ly_kernel_call *call);
 ly_status ly_avx2_matmul(const ly_kernel_call *call);
 ly_status ly_avx2_softmax(const ly_kernel_call *call);
 ly_status ly_avx2_layer_norm(const ly_kernel_call *call);
+ly_status ly_avx2_permute(const ly_kernel_call *call);
+bool ly_avx2_permute_takes(const ly_kernel_call *call);
 ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
 ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
 ly_status ly_avx2_resize_plain(const ly_kernel_call *call);
@@ -60,6 +62,18 @@ static ly_status grid_sample_predicate(const ly_kernel_call *call, const ly_cpu_
     const ly_tensor *x = call->in[0];
     if (x->ndim == 4 && x->shape[1] * x->shape[2] * x->shape[3] <= INT32_MAX) return LY_OK;
     *why_not = "an input of 2^31 or more elements per image";
+    return LY_E_DECLINED;
+}
+
+/* permute: 4-byte elements whose innermost axis moves (a transpose); the
+ * reference copies whole rows where it stays. */
+static ly_status permute_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                   const char **why_not)
+{
+    ly_status st = avx2_predicate(call, cpu, why_not);
+    if (st != LY_OK || !call || !call->in[0]) return st;
+    if (ly_avx2_permute_takes(call)) return LY_OK;
+    *why_not = "not 4-byte elements whose innermost axis moves";
     return LY_E_DECLINED;
 }
 
@@ -140,6 +154,7 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_SOFTMAX, "avx2", ly_avx2_softmax, softmax_predicate, NULL);
     ly_provider_add(LY_OP_LAYER_NORM, "avx2", ly_avx2_layer_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_RMS_NORM, "avx2", ly_avx2_rms_norm, avx2_predicate, NULL);
+    ly_provider_add(LY_OP_PERMUTE, "avx2", ly_avx2_permute, permute_predicate, NULL);
     ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate, NULL);
     ly_provider_add(LY_OP_GRID_SAMPLE, "avx2", ly_grid_sample_avx2, grid_sample_predicate, NULL);
     ly_provider_add(LY_OP_RESIZE_BILINEAR2D, "avx2", ly_avx2_resize_plain, resize_predicate,

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * permute of 4-byte elements where the innermost axis moves ("avx2"): a
+ * blocked transpose. The reference walks the output in order and gathers its
+ * innermost axis element by element from far-apart addresses, which on
+ * SwinIR's [60, 256 x 256] <-> [256 x 256, 60] maps (the token embedding and
+ * its inverse around each residual group) ran at ~1/10 of copy bandwidth.
+ *
+ * After merging the axes that stay adjacent and in order (and dropping
+ * extent-1 axes), such a permute is a set of 2-D slabs: along output axis m
+ * (the input's innermost, stride 1 in the input) and along the output's
+ * innermost axis (stride 1 in the output). Each slab is copied in 8 x 8 tiles
+ * transposed in registers, 16 input elements (a cache line) at a time along
+ * m. A copy: every output element is the input element the reference picks.
+ */
+#include "core/core.h"
+#include "libreyolo/kernels.h"
+#include "libreyolo/ops.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* The permute as merged axes: y's extents and the input stride of each. */
+typedef struct slabs {
+    int nd;
+    int64_t shape[LY_MAX_DIMS], stride[LY_MAX_DIMS];
+    int m;                /* the axis whose input stride is 1 */
+    int64_t out_stride_m; /* output stride of axis m */
+    int64_t outer;        /* slabs: the product of the other axes but the last */
+    const float *x;
+    float *y;
+} slabs;
+
+/* Merges y's axes (x strides from perm), drops extent-1 ones; false when the
+ * innermost axis stays innermost (nothing to transpose: the reference copies
+ * whole rows) or nothing is left. */
+static bool slabs_of(const ly_kernel_call *call, slabs *s)
+{
+    const ly_tensor *x = call->in[0];
+    const ly_permute_params *p = LY_PARAMS(call, ly_permute_params);
+    int nd = (int)x->ndim;
+    int64_t in_stride[LY_MAX_DIMS];
+    if (nd == 0) return false;
+    in_stride[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--)
+        in_stride[d] = in_stride[d + 1] * x->shape[d + 1];
+    s->nd = 0;
+    for (int i = 0; i < nd; i++) {
+        int64_t extent = x->shape[p->perm[i]], stride = in_stride[p->perm[i]];
+        if (extent == 1) continue;
+        if (s->nd > 0 && s->stride[s->nd - 1] == stride * extent) {
+            s->shape[s->nd - 1] *= extent;
+            s->stride[s->nd - 1] = stride;
+            continue;
+        }
+        s->shape[s->nd] = extent;
+        s->stride[s->nd] = stride;
+        s->nd++;
+    }
+    if (s->nd < 2 || s->stride[s->nd - 1] == 1) return false;
+    s->m = -1;
+    for (int i = 0; i < s->nd - 1; i++)
+        if (s->stride[i] == 1) s->m = i;
+    if (s->m < 0) return false;
+    s->out_stride_m = 1;
+    for (int i = s->m + 1; i < s->nd; i++)
+        s->out_stride_m *= s->shape[i];
+    s->outer = 1;
+    for (int i = 0; i < s->nd - 1; i++)
+        if (i != s->m) s->outer *= s->shape[i];
+    s->x = x->data;
+    s->y = call->out[0]->data;
+    return true;
+}
+
+/* dst row i (i < 8, ldd apart) = column i of the 8 x 8 block at src (rows lds apart). */
+static inline void transpose8x8(const float *src, int64_t lds, float *dst, int64_t ldd)
+{
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds);
+    __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
+    __m256 r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds);
+    __m256 r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* y[a * ldy + b] = x[b * ldx + a] for a < na, b < nb, in 8 x 8 tiles over
+ * blocks of 64 along b, so the rows of x a block reads stay in cache while
+ * its tiles walk along a (SwinIR's [65536, 60] -> [60, 65536] read its input
+ * four times without); the edges are copied as 32-bit words: no float
+ * arithmetic touches an element. */
+static void transpose_slab(const float *x, int64_t ldx, float *y, int64_t ldy, int64_t na,
+                           int64_t nb)
+{
+    const uint32_t *xw = (const uint32_t *)x;
+    uint32_t *yw = (uint32_t *)y;
+    int64_t na8 = na & ~(int64_t)7, nb8 = nb & ~(int64_t)7;
+    for (int64_t b0 = 0; b0 < nb8; b0 += 64) {
+        int64_t b1 = b0 + 64 < nb8 ? b0 + 64 : nb8;
+        for (int64_t a = 0; a < na8; a += 8)
+            for (int64_t b = b0; b < b1; b += 8)
+                transpose8x8(x + b * ldx + a, ldx, y + a * ldy + b, ldy);
+        for (int64_t a = na8; a < na; a++)
+            for (int64_t b = b0; b < b1; b++)
+                yw[a * ldy + b] = xw[b * ldx + a];
+    }
+    for (int64_t a = 0; a < na; a++)
+        for (int64_t b = nb8; b < nb; b++)
+            yw[a * ldy + b] = xw[b * ldx + a];
+}
+
+#define CHUNK 256 /* slab rows along m per work item: whole cache lines */
+
+/* Work items [begin, end): item k is rows [CHUNK * (k % chunks), ...) along m
+ * of slab k / chunks, slabs in output order of the axes other than m and the
+ * last. */
+static void slabs_range(void *ctx, int64_t begin, int64_t end)
+{
+    const slabs *s = ctx;
+    int last = s->nd - 1;
+    int64_t na = s->shape[s->m], chunks = (na + CHUNK - 1) / CHUNK;
+    for (int64_t item = begin; item < end; item++) {
+        int64_t in = 0, out = 0, rest = item / chunks, out_stride = s->shape[last];
+        for (int i = last - 1; i >= 0; i--) {
+            if (i == s->m) {
+                out_stride *= s->shape[i];
+                continue;
+            }
+            int64_t index = rest % s->shape[i];
+            rest /= s->shape[i];
+            in += index * s->stride[i];
+            out += index * out_stride;
+            out_stride *= s->shape[i];
+        }
+        int64_t a0 = item % chunks * CHUNK, rows = na - a0 < CHUNK ? na - a0 : CHUNK;
+        transpose_slab(s->x + in + a0, s->stride[last], s->y + out + a0 * s->out_stride_m,
+                       s->out_stride_m, rows, s->shape[last]);
+    }
+}
+
+/* Whether the provider takes a call: 4-byte elements whose innermost axis moves. */
+bool ly_avx2_permute_takes(const ly_kernel_call *call)
+{
+    slabs s;
+    return ly_dtype_size(call->in[0]->dtype) == 4 && ly_tensor_numel(call->in[0]) > 0 &&
+           slabs_of(call, &s);
+}
+
+ly_status ly_avx2_permute(const ly_kernel_call *call)
+{
+    slabs s;
+    if (!ly_avx2_permute_takes(call) || !slabs_of(call, &s)) return LY_E_DECLINED;
+    int64_t bytes = ly_tensor_numel(call->in[0]) * 4;
+    int threads = bytes >= (64 << 10) ? ly_threads_resolve(call->threads) : 1;
+    int64_t items = s.outer * ((s.shape[s.m] + CHUNK - 1) / CHUNK);
+    ly_parallel_for(items, 1, threads, slabs_range, &s);
+    return LY_OK;
+}
