@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #define DEFAULT_RUNS 20
+#define MAX_ROUNDS 100
 #define DEFAULT_WARMUP 3
 #define DEFAULT_CORE_GFLOPS 93.0 /* one core's fp32 FMA peak on the project's reference VM */
 #define DEFAULT_NANODET_INPUT "../shared/testdata/nanodet/parkour/input.npy"
@@ -53,7 +54,7 @@ void ly_cli_usage_bench_model(FILE *to)
         "                             [--input X.npy] [--image I|--no-image] [--onnx O.onnx]\n"
         "                             [--peers DIR|--no-peers] [--gflop G] [--core-gflops P] "
         "[--json]\n"
-        "                             [--batch N]\n"
+        "                             [--batch N] [--rounds K]\n"
         "\n"
         "Times loading M, the network alone (ly_model_run on a fixed preprocessed input) and\n"
         "prediction on an image file end to end (median and p90 of R runs after W warm-ups),\n"
@@ -69,6 +70,9 @@ void ly_cli_usage_bench_model(FILE *to)
         "                    manual expression (default: the model's)\n"
         "  --runs R          timed runs (default 20)\n"
         "  --warmup W        warm-up runs (default 3)\n"
+        "  --rounds K        K interleaved rounds (ours, then each peer, K times): the\n"
+        "                    minimum and median of each, and ours over each peer as the\n"
+        "                    ratio of minima and of medians (default 1: the table only)\n"
         "  --batch N         also time one run on N copies of the input against N single\n"
         "                    runs, interleaved R times (models whose network takes a batch)\n"
         "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/,\n"
@@ -174,6 +178,7 @@ typedef struct bench_config {
     double gflop;       /* 0: known table */
     double core_gflops; /* 0: measure */
     int batch;          /* > 1: a batch of this many against as many single runs */
+    int rounds;         /* interleaved rounds of ours and the peers */
     char peak_source[96];
     bool json;
 } bench_config;
@@ -489,7 +494,7 @@ static int measure_ours(const bench_config *cfg, ours_result *r, ly_tensor *inpu
     /* The end-to-end line preprocesses into the model's own input: ours would
      * only add its 4.7 MiB (at 640) to the peak. The peers re-read a file
      * input, so only a generated one is kept for them. */
-    if (r->input_file[0]) ly_tensor_free(input);
+    if (r->input_file[0] && cfg->rounds <= 1) ly_tensor_free(input);
     if (r->image[0]) rc = time_predict(m, cfg, r);
     r->peak_rss_mib = rss_peak_mib();
 done:
@@ -584,7 +589,7 @@ typedef struct peer_result {
     char reason[512];
     char *json; /* the peer's own JSON object */
     char version[64];
-    double median_ms, p90_ms, load_ms, peak_rss_mib;
+    double median_ms, p90_ms, min_ms, load_ms, peak_rss_mib;
     int parity; /* -1 not checked, 0 failed, 1 ok */
 } peer_result;
 
@@ -621,6 +626,7 @@ static void run_peer(peer_result *p, char *const argv[])
     } else {
         p->median_ms = json_number_at(p->json, "median_ms");
         p->p90_ms = json_number_at(p->json, "p90_ms");
+        p->min_ms = json_number_at(p->json, "min_ms");
         p->load_ms = json_number_at(p->json, "load_ms");
         p->peak_rss_mib = json_number_at(p->json, "peak_rss_mib");
         json_string_at(p->json, "version", p->version, sizeof p->version);
@@ -834,6 +840,7 @@ static void run_operators_peer(const bench_config *cfg, const ours_result *r,
         p->state = PEER_OK;
         p->median_ms = l.median_ms;
         p->p90_ms = l.p90_ms;
+        p->min_ms = l.min_ms;
         p->load_ms = load_ms;
         p->peak_rss_mib = NAN;
         snprintf(p->version, sizeof p->version, "(ours)");
@@ -886,6 +893,153 @@ static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *
         rmdir(tmpdir);
         snprintf(r->input_file, sizeof r->input_file, "%s", "");
     }
+}
+
+/* ---- Interleaved rounds ------------------------------------------------------------ */
+
+/* Who a round times: ours, then each peer. */
+enum { ROUND_OURS, ROUND_ORT, ROUND_TORCH, ROUND_OPS, ROUND_WHO };
+static const char *const round_keys[ROUND_WHO] = {"libreyolo", "onnxruntime", "pytorch",
+                                                  "xnnpack_operators"};
+
+/* Each round's minimum and median (NAN where a peer did not run or failed). */
+typedef struct rounds {
+    int n;
+    double min_ms[ROUND_WHO][MAX_ROUNDS], median_ms[ROUND_WHO][MAX_ROUNDS];
+} rounds;
+
+static void record_one(rounds *rs, int who, int k, double min_ms, double median_ms)
+{
+    rs->min_ms[who][k] = min_ms;
+    rs->median_ms[who][k] = median_ms;
+}
+
+static void record_peer(rounds *rs, int who, int k, const peer_result *p)
+{
+    bool ok = p->state == PEER_OK;
+    record_one(rs, who, k, ok ? p->min_ms : NAN, ok ? p->median_ms : NAN);
+}
+
+static void record_round(rounds *rs, int k, const latency *ours, const peer_result *ort,
+                         const peer_result *torch, const peer_result *ops)
+{
+    record_one(rs, ROUND_OURS, k, ours->min_ms, ours->median_ms);
+    record_peer(rs, ROUND_ORT, k, ort);
+    record_peer(rs, ROUND_TORCH, k, torch);
+    record_peer(rs, ROUND_OPS, k, ops);
+}
+
+/* Round k after the first: the network alone again (the model loaded anew, as
+ * a peer loads its own), then each peer that ran in the first round. */
+static int another_round(const bench_config *cfg, ours_result *r, const ly_tensor *input,
+                         rounds *rs, int k)
+{
+    ly_tensor from_file = {0};
+    if (!input->data) {
+        if (ly_npy_load(r->input_file, &from_file) != LY_OK) {
+            fprintf(stderr, "libreyolo bench model: round %d: cannot read the input again: %s\n",
+                    k + 1, ly_last_error());
+            return 1;
+        }
+        input = &from_file;
+    }
+    ly_model_options mopt = {.threads = cfg->threads};
+    ly_model *m = NULL;
+    ly_cli_progress("bench: round %d of %d: libreyolo", k + 1, cfg->rounds);
+    int rc = 0;
+    latency ours;
+    if (ly_model_load(cfg->model_path, &mopt, &m) != LY_OK ||
+        ly_cli_apply_fused("bench model", m, cfg->fused) != 0) {
+        ly_cli_progress_end();
+        fprintf(stderr, "libreyolo bench model: round %d: %s\n", k + 1, ly_last_error());
+        rc = 1;
+    } else {
+        rc = time_network(m, input, cfg, &ours);
+        ly_cli_progress_end();
+    }
+    ly_model_free(m);
+    if (rc == 0) {
+        peer_result ort = {.label = "ONNX Runtime", .parity = -1};
+        peer_result torch = {.label = "PyTorch", .parity = -1};
+        peer_result ops = {.label = "XNNPACK operators", .parity = -1};
+        if (r->executorch && isfinite(rs->min_ms[ROUND_OPS][0]))
+            run_operators_peer(cfg, r, input, &ops);
+        run_peers(cfg, r, input, &ort, &torch);
+        record_round(rs, k, &ours, &ort, &torch, &ops);
+        free(ort.json);
+        free(torch.json);
+    }
+    ly_npy_free(&from_file);
+    return rc;
+}
+
+/* The least of the rounds' minima and the median of their medians of `who`;
+ * false when any round lacks them (a peer that failed once is not compared). */
+static bool round_summary(const rounds *rs, int who, double *min_ms, double *median_ms)
+{
+    double medians[MAX_ROUNDS];
+    *min_ms = INFINITY;
+    for (int k = 0; k < rs->n; k++) {
+        if (!isfinite(rs->min_ms[who][k]) || !isfinite(rs->median_ms[who][k])) return false;
+        if (rs->min_ms[who][k] < *min_ms) *min_ms = rs->min_ms[who][k];
+        medians[k] = rs->median_ms[who][k];
+    }
+    *median_ms = median_of(medians, rs->n);
+    return true;
+}
+
+static void print_rounds(const rounds *rs)
+{
+    double our_min, our_median;
+    if (rs->n < 2 || !round_summary(rs, ROUND_OURS, &our_min, &our_median)) return;
+    printf("\n%d interleaved rounds (ours, then each peer; minimum and median of each round's "
+           "runs):\n",
+           rs->n);
+    for (int who = 0; who < ROUND_WHO; who++) {
+        double lo, med;
+        if (!round_summary(rs, who, &lo, &med)) continue;
+        printf("  %-18s minima", round_keys[who]);
+        for (int k = 0; k < rs->n; k++)
+            printf(" %.1f", rs->min_ms[who][k]);
+        printf("\n  %-18s least %.1f ms, median of medians %.1f ms", "", lo, med);
+        if (who != ROUND_OURS)
+            printf("; ours / peer: %.3fx (ratio of minima), %.3fx (of medians)", our_min / lo,
+                   our_median / med);
+        printf("\n");
+    }
+}
+
+static void json_rounds(FILE *o, const rounds *rs)
+{
+    double our_min, our_median;
+    if (!round_summary(rs, ROUND_OURS, &our_min, &our_median)) return;
+    fprintf(o, ", \"rounds\": {\"n\": %d", rs->n);
+    for (int who = 0; who < ROUND_WHO; who++) {
+        double lo, med;
+        if (!round_summary(rs, who, &lo, &med)) continue;
+        fprintf(o, ", \"%s\": {\"min_ms\": [", round_keys[who]);
+        for (int k = 0; k < rs->n; k++) {
+            if (k) fputs(", ", o);
+            ly_json_number(o, rs->min_ms[who][k]);
+        }
+        fputs("], \"median_ms\": [", o);
+        for (int k = 0; k < rs->n; k++) {
+            if (k) fputs(", ", o);
+            ly_json_number(o, rs->median_ms[who][k]);
+        }
+        fputs("], \"least_ms\": ", o);
+        ly_json_number(o, lo);
+        fputs(", \"median_of_medians_ms\": ", o);
+        ly_json_number(o, med);
+        if (who != ROUND_OURS) {
+            fputs(", \"ours_over_peer_minima\": ", o);
+            ly_json_number(o, our_min / lo);
+            fputs(", \"ours_over_peer_medians\": ", o);
+            ly_json_number(o, our_median / med);
+        }
+        fputc('}', o);
+    }
+    fputc('}', o);
 }
 
 /* ---- Report ---------------------------------------------------------------------- */
@@ -988,7 +1142,7 @@ static void print_peer_row(const peer_result *p, double ours_ms)
 }
 
 static void print_table(const bench_config *cfg, const ours_result *r, const peer_result *ort,
-                        const peer_result *torch, const peer_result *ops)
+                        const peer_result *torch, const peer_result *ops, const rounds *rs)
 {
     printf("libreyolo bench model: %s (%s %s, %" PRId64 " classes), %dx%d, %d thread(s),\n"
            "median/p90 of %d runs after %d warm-up(s); input %s\n\n",
@@ -1036,6 +1190,7 @@ static void print_table(const bench_config *cfg, const ours_result *r, const pee
     } else {
         printf("FMA-peak bound: unknown network cost (use --gflop G)\n");
     }
+    print_rounds(rs);
 }
 
 static void json_latency(FILE *to, const latency *l)
@@ -1069,7 +1224,7 @@ static void json_peer(FILE *to, const peer_result *p, double ours_ms)
 }
 
 static void print_json(const bench_config *cfg, const ours_result *r, const peer_result *ort,
-                       const peer_result *torch, const peer_result *ops)
+                       const peer_result *torch, const peer_result *ops, const rounds *rs)
 {
     FILE *o = stdout;
     fputs("{\"model\": ", o);
@@ -1144,14 +1299,17 @@ static void print_json(const bench_config *cfg, const ours_result *r, const peer
         fputs(", \"xnnpack_operators\": ", o);
         json_peer(o, ops, r->run.median_ms);
     }
-    fputs("}}\n", o);
+    fputc('}', o);
+    if (rs->n > 1) json_rounds(o, rs);
+    fputs("}\n", o);
 }
 
 /* ---- Entry ----------------------------------------------------------------------- */
 
 int ly_cli_bench_model(int argc, char **argv)
 {
-    bench_config cfg = {.threads = 1, .runs = DEFAULT_RUNS, .warmup = DEFAULT_WARMUP, .fused = -1};
+    bench_config cfg = {
+        .threads = 1, .runs = DEFAULT_RUNS, .warmup = DEFAULT_WARMUP, .fused = -1, .rounds = 1};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -1184,6 +1342,8 @@ int ly_cli_bench_model(int argc, char **argv)
             if (code) return code;
         } else if (strcmp(a, "--batch") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 256, &cfg.batch);
+        } else if (strcmp(a, "--rounds") == 0 && has_value) {
+            ok = ly_cli_parse_int(argv[++i], 1, MAX_ROUNDS, &cfg.rounds);
         } else if (strcmp(a, "--runs") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 1, 100000, &cfg.runs);
         } else if (strcmp(a, "--warmup") == 0 && has_value) {
@@ -1245,12 +1405,23 @@ int ly_cli_bench_model(int argc, char **argv)
     peer_result ops = {.label = "XNNPACK operators", .parity = -1};
     if (r.executorch) run_operators_peer(&cfg, &r, &input, &ops);
     run_peers(&cfg, &r, &input, &ort, &torch);
+    rounds rs = {.n = 1};
+    record_round(&rs, 0, &r.run, &ort, &torch, &ops);
+    for (int k = 1; k < cfg.rounds && rc == 0; k++) {
+        rc = another_round(&cfg, &r, &input, &rs, k);
+        rs.n = k + 1;
+    }
     ly_tensor_free(&input);
+    if (rc) {
+        free(ort.json);
+        free(torch.json);
+        return rc;
+    }
 
     if (cfg.json)
-        print_json(&cfg, &r, &ort, &torch, &ops);
+        print_json(&cfg, &r, &ort, &torch, &ops, &rs);
     else
-        print_table(&cfg, &r, &ort, &torch, &ops);
+        print_table(&cfg, &r, &ort, &torch, &ops, &rs);
     free(ort.json);
     free(torch.json);
     return 0;

@@ -20,6 +20,18 @@ fi
 if [ -f "$fixture" ]; then
     "$bin" bench model --model "$fixture" --imgsz 64 --runs 1 --warmup 0 --no-image --no-peers \
         --threads 1 --json >"$scratch/model.json"
+    # interleaved rounds: each round's minimum and median, the least and the median of medians
+    "$bin" bench model --model "$fixture" --imgsz 64 --runs 2 --warmup 0 --no-image --no-peers \
+        --threads 1 --rounds 3 --json >"$scratch/rounds.json"
+    grep -q '"rounds": {"n": 3, "libreyolo": {"min_ms": \[[0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*\]' \
+        "$scratch/rounds.json" || {
+        echo "bench model --rounds 3: no rounds in its JSON" >&2
+        exit 1
+    }
+    if "$bin" bench model --model "$fixture" --rounds 0 >/dev/null 2>&1; then
+        echo "bench model accepted --rounds 0" >&2
+        exit 1
+    fi
     # a .pte program: our graph path, and its delegates on XNNPACK's operators as a peer row
     if "$bin" export --model "$fixture" --format executorch --imgsz 64 \
         --output "$scratch/y64.pte" >/dev/null 2>&1; then
