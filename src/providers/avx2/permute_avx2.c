@@ -10,14 +10,15 @@
  * extent-1 axes), such a permute is a set of 2-D slabs: along output axis m
  * (the input's innermost, stride 1 in the input) and along the output's
  * innermost axis (stride 1 in the output). Each slab is copied in 8 x 8 tiles
- * transposed in registers, 16 input elements (a cache line) at a time along
- * m. A copy: every output element is the input element the reference picks.
+ * transposed in registers (transpose_slab). A copy: every output element is
+ * the input element the reference picks.
  */
 #include "core/core.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/ops.h"
 
-#include <immintrin.h>
+#include "providers/avx2/transpose_avx2.h"
+
 #include <string.h>
 
 /* The permute as merged axes: y's extents and the input stride of each. */
@@ -73,31 +74,6 @@ static bool slabs_of(const ly_kernel_call *call, slabs *s)
     return true;
 }
 
-/* dst row i (i < 8, ldd apart) = column i of the 8 x 8 block at src (rows lds apart). */
-static inline void transpose8x8(const float *src, int64_t lds, float *dst, int64_t ldd)
-{
-    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds);
-    __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
-    __m256 r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds);
-    __m256 r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-
 /* y[a * ldy + b] = x[b * ldx + a] for a < na, b < nb, in 8 x 8 tiles over
  * blocks of 64 along b, so the rows of x a block reads stay in cache while
  * its tiles walk along a (SwinIR's [65536, 60] -> [60, 65536] read its input
@@ -113,7 +89,7 @@ static void transpose_slab(const float *x, int64_t ldx, float *y, int64_t ldy, i
         int64_t b1 = b0 + 64 < nb8 ? b0 + 64 : nb8;
         for (int64_t a = 0; a < na8; a += 8)
             for (int64_t b = b0; b < b1; b += 8)
-                transpose8x8(x + b * ldx + a, ldx, y + a * ldy + b, ldy);
+                ly_avx2_transpose8x8(x + b * ldx + a, ldx, y + a * ldy + b, ldy);
         for (int64_t a = na8; a < na; a++)
             for (int64_t b = b0; b < b1; b++)
                 yw[a * ldy + b] = xw[b * ldx + a];

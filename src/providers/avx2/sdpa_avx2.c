@@ -14,25 +14,26 @@
  *    the reference's tree.
  *  - P.v: lanes over output channels, each a sequential fmaf chain over keys (V is
  *    repacked as [channel/8][Nk][8] panels), the same 6 x 16 tile.
- *  - On AVX-512 CPUs both products run on 16-lane panels and a 6 x 32 tile:
+ *  - On AVX-512 CPUs both products run on 16-lane panels and an 8 x 32 tile:
  *    more elements side by side, each the same chain.
  *
- * Work items are (batch*head, block of 6 query rows), split across threads in
+ * Work items are (batch*head, block of MR or MR16 query rows), split across threads in
  * contiguous ranges; a thread repacks K and V when its range enters a new head.
  */
 #include "core/core.h"
 #include "ops/sdpa/sdpa_internal.h"
 #include "providers/avx2/exp_avx2.h"
+#include "providers/avx2/transpose_avx2.h"
 
 #include <immintrin.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#define MR 6 /* query rows per register tile (8-lane tiles) */
-#define MR16                                                                                       \
-    8 /* on AVX-512: 16 accumulators in q.k^T's 8 x 32 tile, and                                   \
-       * P.v's 8 x 16 tile (head dims up to 16) keeps both FMA ports                               \
-       * busy where six chains waited on the FMA latency */
+/* Query rows per register tile: 6 on 8 lanes; on AVX-512, 8 (16 accumulators
+ * in q.k^T's 8 x 32 tile, and P.v's 8 x 16 tile for head dims up to 16 keeps
+ * both FMA ports busy where six chains waited on the FMA latency). */
+#define MR 6
+#define MR16 8
 
 static float *alloc_floats(int64_t n)
 {
@@ -446,33 +447,6 @@ typedef struct scratch {
     float *o;  /* [mr][dv8] */
 } scratch;
 
-/* 8 rows of 8 floats (src rows `lds` apart) transposed into 8 rows of 8 (dst rows
- * 8 apart). */
-/* dst row i (i < 8, ldd apart) = column i of the 8x8 block at src (rows lds apart). */
-static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd)
-{
-    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds);
-    __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
-    __m256 r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds);
-    __m256 r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_store_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_store_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_store_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_store_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_store_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_store_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_store_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_store_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-
 /* K as [key/w][d][w] panels (w = 8 or 16), zero padded past Nk. Copies only:
  * no arithmetic. */
 static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp, int64_t w)
@@ -486,7 +460,7 @@ static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp,
         if (keys == w) /* whole panels: 8x8 transposes, two side by side on 16 lanes */
             for (; c + 8 <= d; c += 8)
                 for (int64_t t = 0; t < w; t += 8)
-                    transpose8(k + (jp * w + t) * row + c, row, panel + c * w + t, w);
+                    ly_avx2_transpose8x8(k + (jp * w + t) * row + c, row, panel + c * w + t, w);
         for (; c < d; c++)
             for (int64_t t = 0; t < w; t++)
                 panel[c * w + t] = t < keys ? k[(jp * w + t) * row + c] : 0.0f;
