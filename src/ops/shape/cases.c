@@ -157,6 +157,20 @@ static ly_status build_concat(ly_op op, int64_t index, bool full, ly_check_case 
 }
 
 const ly_case_set ly_cases_reshape = {.build = build_reshape};
-const ly_case_set ly_cases_permute = {.build = build_permute};
+/* A channels-first map to channels last, [1, 64, H, 256] -> [1, H, 256, 64]:
+ * the transpose SwinIR's token embedding makes (its innermost axis moves). */
+static ly_status bench_permute(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)op;
+    (void)b;
+    int64_t h = (int64_t)(numel / (64 * 256));
+    if (h < 1) h = 1;
+    snprintf(c->name, sizeof c->name, "[1,64,%lld,256] -> NHWC", (long long)h);
+    ly_permute_params p = {4, {0, 2, 3, 1}};
+    ly_check_case_params(c, &p, sizeof p);
+    return ly_check_case_normalish(c, 0, 4, (int64_t[]){1, 64, h, 256}, 1);
+}
+
+const ly_case_set ly_cases_permute = {.build = build_permute, .bench = bench_permute};
 const ly_case_set ly_cases_slice = {.build = build_slice};
 const ly_case_set ly_cases_concat = {.build = build_concat};
