@@ -177,6 +177,7 @@ typedef struct bench_config {
     int fused;          /* --fused-attn: -1 the model's default */
     double gflop;       /* 0: known table */
     double core_gflops; /* 0: measure */
+    bool peak_measured; /* core_gflops measured here: measured again after the runs */
     int batch;          /* > 1: a batch of this many against as many single runs */
     int rounds;         /* interleaved rounds of ours and the peers */
     char peak_source[96];
@@ -1105,8 +1106,10 @@ __attribute__((target("avx512f"))) static double fma_avx512_gflops(int64_t itera
 }
 #endif
 
-/* Best of 5 short runs (~10 ms each): other processes only ever slow it down.
- * 0 when this CPU has no FMA. */
+/* Best of 5 short runs (~10 ms each): other processes only ever slow it down,
+ * so the command takes it before and again after the timed runs (and each
+ * round) and keeps the best: a neighbour's burst while it is measured no
+ * longer inflates the share of the peak. 0 when this CPU has no FMA. */
 static double measure_core_gflops(void)
 {
     double best = 0;
@@ -1123,6 +1126,15 @@ static double measure_core_gflops(void)
     }
 #endif
     return best;
+}
+
+static void remeasure_peak(bench_config *cfg)
+{
+    if (!cfg->peak_measured) return;
+    ly_cli_progress("bench: measuring one core's FMA peak again");
+    double again = measure_core_gflops();
+    ly_cli_progress_end();
+    if (again > cfg->core_gflops) cfg->core_gflops = again;
 }
 
 static void print_peer_row(const peer_result *p, double ours_ms)
@@ -1380,8 +1392,9 @@ int ly_cli_bench_model(int argc, char **argv)
         cfg.core_gflops = measure_core_gflops();
         ly_cli_progress_end();
         if (cfg.core_gflops > 0) {
+            cfg.peak_measured = true;
             snprintf(cfg.peak_source, sizeof cfg.peak_source,
-                     "measured here, best of 5 runs of FMA chains");
+                     "measured here, the best of runs of FMA chains before and after the timings");
         } else {
             cfg.core_gflops = DEFAULT_CORE_GFLOPS;
             snprintf(cfg.peak_source, sizeof cfg.peak_source,
@@ -1403,6 +1416,7 @@ int ly_cli_bench_model(int argc, char **argv)
     peer_result ort = {.label = "ONNX Runtime", .parity = -1};
     peer_result torch = {.label = "PyTorch", .parity = -1};
     peer_result ops = {.label = "XNNPACK operators", .parity = -1};
+    remeasure_peak(&cfg);
     if (r.executorch) run_operators_peer(&cfg, &r, &input, &ops);
     run_peers(&cfg, &r, &input, &ort, &torch);
     rounds rs = {.n = 1};
@@ -1410,6 +1424,7 @@ int ly_cli_bench_model(int argc, char **argv)
     for (int k = 1; k < cfg.rounds && rc == 0; k++) {
         rc = another_round(&cfg, &r, &input, &rs, k);
         rs.n = k + 1;
+        remeasure_peak(&cfg);
     }
     ly_tensor_free(&input);
     if (rc) {
