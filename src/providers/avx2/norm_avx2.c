@@ -164,6 +164,18 @@ LY_AVX512 static inline double reduce512(__m512d a01, __m512d a23)
     return hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
 }
 
+/* Elements [k, k + 16) of a row of c as two vectors of doubles (lanes k..k+7
+ * and k+8..k+15; past c zeros), and which of them are the row's. */
+LY_AVX512 static inline __mmask16 load16_512(const float *row, int64_t k, int64_t c, __m512d *lo,
+                                             __m512d *hi)
+{
+    __mmask16 live = c - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - k)) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(live, row + k);
+    *lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    *hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    return live;
+}
+
 LY_AVX512 static inline __attribute__((always_inline)) void rows512(const norm_job *j, int64_t r0,
                                                                     const int rows)
 {
@@ -174,17 +186,14 @@ LY_AVX512 static inline __attribute__((always_inline)) void rows512(const norm_j
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
             a01[r] = a23[r] = _mm512_setzero_pd();
-        for (int64_t k = 0; k < c; k += 16) {
-            __mmask16 live = c - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - k)) - 1);
+        for (int64_t k = 0; k < c; k += 16)
 #pragma GCC unroll 4
             for (int r = 0; r < rows; r++) {
-                __m512 v = _mm512_maskz_loadu_ps(live, j->x + (r0 + r) * c + k);
-                a01[r] = _mm512_add_pd(a01[r], _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-                a23[r] =
-                    _mm512_add_pd(a23[r], _mm512_cvtps_pd(_mm256_castpd_ps(
-                                              _mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+                __m512d lo, hi;
+                load16_512(j->x + (r0 + r) * c, k, c, &lo, &hi);
+                a01[r] = _mm512_add_pd(a01[r], lo);
+                a23[r] = _mm512_add_pd(a23[r], hi);
             }
-        }
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
             mean[r] = reduce512(a01[r], a23[r]) / (double)c;
@@ -192,22 +201,17 @@ LY_AVX512 static inline __attribute__((always_inline)) void rows512(const norm_j
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
         a01[r] = a23[r] = _mm512_setzero_pd();
-    for (int64_t k = 0; k < c; k += 16) {
-        __mmask16 live = c - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - k)) - 1);
+    for (int64_t k = 0; k < c; k += 16)
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++) {
-            __m512d m = _mm512_set1_pd(mean[r]);
-            __m512 v = _mm512_maskz_loadu_ps(live, j->x + (r0 + r) * c + k);
-            __m512d d01 =
-                _mm512_maskz_sub_pd((__mmask8)live, _mm512_cvtps_pd(_mm512_castps512_ps256(v)), m);
-            __m512d d23 = _mm512_maskz_sub_pd(
-                (__mmask8)(live >> 8),
-                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))),
-                m);
+            __m512d lo, hi, m = _mm512_set1_pd(mean[r]);
+            __mmask16 live = load16_512(j->x + (r0 + r) * c, k, c, &lo, &hi);
+            /* lanes past the row stay out of the squares */
+            __m512d d01 = _mm512_maskz_sub_pd((__mmask8)live, lo, m);
+            __m512d d23 = _mm512_maskz_sub_pd((__mmask8)(live >> 8), hi, m);
             a01[r] = _mm512_add_pd(a01[r], _mm512_mul_pd(d01, d01));
             a23[r] = _mm512_add_pd(a23[r], _mm512_mul_pd(d23, d23));
         }
-    }
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
         rstd[r] = rstd_of(j, reduce512(a01[r], a23[r]));
