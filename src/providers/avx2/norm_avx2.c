@@ -80,6 +80,12 @@ static inline __m256d live4(int64_t k, int t, int64_t c)
                                                  at + 1 < c ? -1 : 0, at < c ? -1 : 0));
 }
 
+/* A row's four chains of four reduced in the fixed pairs (a0 + a1) + (a2 + a3). */
+static inline double reduce256(const __m256d a[4])
+{
+    return hsum4d(_mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3])));
+}
+
 static inline __attribute__((always_inline)) void rows256(const norm_job *j, int64_t r0, int rows)
 {
     const int64_t c = j->c, full = c & ~(int64_t)3;
@@ -101,9 +107,7 @@ static inline __attribute__((always_inline)) void rows256(const norm_job *j, int
         }
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
-            mean[r] = hsum4d(_mm256_add_pd(_mm256_add_pd(a[r][0], a[r][1]),
-                                           _mm256_add_pd(a[r][2], a[r][3]))) /
-                      (double)c;
+            mean[r] = reduce256(a[r]) / (double)c;
     }
     for (int r = 0; r < rows; r++)
         for (int t = 0; t < 4; t++)
@@ -122,8 +126,7 @@ static inline __attribute__((always_inline)) void rows256(const norm_job *j, int
     }
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
-        rstd[r] = rstd_of(j, hsum4d(_mm256_add_pd(_mm256_add_pd(a[r][0], a[r][1]),
-                                                  _mm256_add_pd(a[r][2], a[r][3]))));
+        rstd[r] = rstd_of(j, reduce256(a[r]));
     for (int r = 0; r < rows; r++) {
         const float *x = j->x + (r0 + r) * c;
         float *y = j->y + (r0 + r) * c;
@@ -159,9 +162,9 @@ static void norm_rows(void *ctx, int64_t begin, int64_t end)
 
 LY_AVX512 static inline double reduce512(__m512d a01, __m512d a23)
 {
-    __m256d a0 = _mm512_castpd512_pd256(a01), a1 = _mm512_extractf64x4_pd(a01, 1);
-    __m256d a2 = _mm512_castpd512_pd256(a23), a3 = _mm512_extractf64x4_pd(a23, 1);
-    return hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+    const __m256d a[4] = {_mm512_castpd512_pd256(a01), _mm512_extractf64x4_pd(a01, 1),
+                          _mm512_castpd512_pd256(a23), _mm512_extractf64x4_pd(a23, 1)};
+    return reduce256(a); /* the 256-bit rows' chains, in their pairs */
 }
 
 /* Elements [k, k + 16) of a row of c as two vectors of doubles (lanes k..k+7
