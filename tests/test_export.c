@@ -540,7 +540,8 @@ static double rel_diff(const ly_tensor *a, const ly_tensor *b)
 /* Lower `g` at `in`'s shape, check the program keeps only packed constants in
  * its partitions, and run it back (1 and 2 threads) to the graph's numbers. */
 static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls,
-                              int min_partitions, double tolerance, bool as_graphs)
+                              int min_partitions, double tolerance, bool as_graphs,
+                              int merged_calls)
 {
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
@@ -568,6 +569,10 @@ static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls
             ly_et_method_counts(m, &delegates, NULL);
             as_operators = ly_et_method_operator_delegates(m);
             assert_int_equal(as_operators, operators || !as_graphs ? delegates : 0);
+            /* runs of delegates and portable calls as one graph: not where a
+             * delegate runs operators */
+            assert_int_equal(ly_et_method_merged_calls(m),
+                             operators || !as_graphs ? 0 : (size_t)merged_calls);
             assert_int_equal(ly_graph_run(ctx, 1, in, 1), LY_OK);
             int outputs = ly_graph_output_count(g);
             for (int threads = 1; threads <= 2; threads++) {
@@ -609,8 +614,9 @@ static void test_lower_every_op(void **state)
     ly_graph *g = make_graph();
     ly_tensor in;
     float *data = random_input(&in, 32);
-    /* two upsamples and the padded average pool */
-    lower_and_compare(g, &in, 3, 2, 1e-5, true);
+    /* two upsamples and the padded average pool; one upsample runs in a graph
+     * with the delegates on either side (3 calls), the pool has no op of ours */
+    lower_and_compare(g, &in, 3, 2, 1e-5, true, 3);
     free(data);
     ly_graph_free(g);
 }
@@ -638,7 +644,7 @@ static void test_lower_rms_norm(void **state)
     assert_int_equal(ly_graph_output(g, n, "rms"), LY_OK);
     ly_tensor input;
     float *data = random_input(&input, 16);
-    lower_and_compare(g, &input, 0, 1, 1e-5, true);
+    lower_and_compare(g, &input, 0, 1, 1e-5, true, 0);
     free(data);
     ly_graph_free(g);
 }
@@ -753,7 +759,8 @@ static void test_lower_transformer_ops(void **state)
     assert_int_equal(ly_graph_output(g, s, "attention"), LY_OK);
     ly_tensor in;
     float *data = random_input(&in, 16);
-    lower_and_compare(g, &in, 3, 3, 1e-5, true); /* the three layer norms are portable */
+    /* the three layer norms are portable: every call runs in one graph */
+    lower_and_compare(g, &in, 3, 3, 1e-5, true, 7);
     free(data);
     ly_graph_free(g);
 }

@@ -14,10 +14,9 @@
 struct ly_graph_ctx {
     ly_graph *g;
     plan *plan;
-    void *arena;
-    size_t capacity;
-    size_t allocations;
-    ly_tensor *views; /* per value, for the current plan */
+    ly_graph_arena own;
+    ly_graph_arena *mem; /* &own, or an arena shared with other contexts */
+    ly_tensor *views;    /* per value, for the current plan */
     bool pooled;
     ly_graph_ctx *next_idle;
     /* LIBREYOLO_PROFILE=1: time per op, logged when the context goes;
@@ -65,6 +64,7 @@ ly_status ly_graph_ctx_create(ly_graph *g, ly_graph_ctx **out)
     ly_graph_ctx *c = calloc(1, sizeof *c);
     if (!c) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_ctx_create: out of memory");
     c->g = g;
+    c->mem = &c->own;
     const char *profile = getenv("LIBREYOLO_PROFILE");
     c->profile = profile && (strcmp(profile, "1") == 0 || strcmp(profile, "nodes") == 0);
     if (profile && strcmp(profile, "nodes") == 0)
@@ -77,7 +77,7 @@ static void ctx_destroy(ly_graph_ctx *c)
 {
     if (c->profile) log_profile(c);
     ly_plan_release(c->g, c->plan);
-    free(c->arena);
+    ly_graph_arena_release(&c->own);
     free(c->views);
     free(c->node_ms);
     free(c);
@@ -91,6 +91,18 @@ void ly_graph_ctx_free(ly_graph_ctx *c)
         return;
     }
     ctx_destroy(c);
+}
+
+void ly_graph_arena_release(ly_graph_arena *a)
+{
+    if (!a) return;
+    free(a->data);
+    *a = (ly_graph_arena){0};
+}
+
+void ly_graph_ctx_share_arena(ly_graph_ctx *c, ly_graph_arena *arena)
+{
+    if (c) c->mem = arena ? arena : &c->own;
 }
 
 ly_status ly_graph_ctx_acquire(ly_graph *g, ly_graph_ctx **out)
@@ -151,8 +163,8 @@ static void resolve_views(ly_graph_ctx *c, const ly_tensor *inputs)
             base = rv->constant.data;
         else if (rv->kind == LY_GRAPH_VALUE_INPUT && inputs && inputs[rv->input_index].data)
             base = inputs[rv->input_index].data; /* read where the caller has it */
-        else if (pr->buffer >= 0 && c->arena)
-            base = (char *)c->arena + p->buffers[pr->buffer].offset;
+        else if (pr->buffer >= 0 && c->mem->data)
+            base = (char *)c->mem->data + p->buffers[pr->buffer].offset;
         c->views[i] = p->values[i].shape;
         c->views[i].data = base ? base + off : NULL;
     }
@@ -174,16 +186,17 @@ ly_status ly_graph_prepare(ly_graph_ctx *c, int n_inputs, const ly_tensor *input
             if (!c->views) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_prepare: out of memory");
         }
     }
-    if (p->arena_bytes > c->capacity) {
-        free(c->arena);
-        c->capacity = 0;
-        c->arena = aligned_alloc(LY_GRAPH_ALIGN, p->arena_bytes);
-        if (!c->arena)
+    ly_graph_arena *a = c->mem;
+    if (p->arena_bytes > a->capacity) {
+        free(a->data);
+        a->capacity = 0;
+        a->data = aligned_alloc(LY_GRAPH_ALIGN, p->arena_bytes);
+        if (!a->data)
             return ly_set_error(LY_E_NO_MEMORY,
                                 "ly_graph_prepare: cannot allocate an arena of %zu bytes",
                                 p->arena_bytes);
-        c->capacity = p->arena_bytes;
-        c->allocations++;
+        a->capacity = p->arena_bytes;
+        a->allocations++;
     }
     resolve_views(c, NULL);
     return LY_OK;
@@ -199,7 +212,7 @@ ly_status ly_graph_ctx_input_buffer(const ly_graph_ctx *c, int index, void **dat
         return ly_set_error(LY_E_INVALID_ARGUMENT,
                             "ly_graph_ctx_input_buffer: input '%s' is not planned in the arena",
                             c->g->input_names[index]);
-    *data = (char *)c->arena + c->plan->buffers[v->buffer].offset;
+    *data = (char *)c->mem->data + c->plan->buffers[v->buffer].offset;
     return LY_OK;
 }
 
@@ -359,10 +372,10 @@ ly_status ly_graph_get_stats(const ly_graph_ctx *c, ly_graph_stats *stats)
         return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_get_stats: NULL argument");
     const plan *p = c->plan;
     *stats = (ly_graph_stats){.arena_bytes = p ? p->arena_bytes : 0,
-                              .arena_capacity = c->capacity,
+                              .arena_capacity = c->mem->capacity,
                               .unplanned_bytes = p ? p->unplanned_bytes : 0,
                               .constant_bytes = c->g->constant_bytes,
-                              .arena_allocations = c->allocations,
+                              .arena_allocations = c->mem->allocations,
                               .plans = c->g->plans_made,
                               .nodes = (int)c->g->n_nodes,
                               .values = (int)c->g->n_values,

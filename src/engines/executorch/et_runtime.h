@@ -9,6 +9,7 @@
 #define LY_BACKENDS_EXECUTORCH_ET_RUNTIME_H
 
 #include "core/core.h"
+#include "graph/graph.h"
 #include "pte/pte.h"
 
 /* ---- the XNNPACK delegate --------------------------------------------------- */
@@ -38,6 +39,20 @@ void ly_et_xnnpack_free(ly_et_xnnpack *d);
  * so that a method's portable kernels run on the workers its delegates use;
  * false where there is none (one thread, or no XNNPACK). */
 bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner);
+/* Lay the instance's activations in `arena` with the other delegates of one
+ * method, which run one at a time; an instance that runs XNNPACK operators
+ * keeps its own. */
+void ly_et_xnnpack_share_arena(ly_et_xnnpack *d, ly_graph_arena *arena);
+/* The instance's nodes appended to `g`, a graph in which a method runs
+ * several of its calls: external e reads bound[e] (an input) or leaves its
+ * value in produced[e] (an output); `tag` numbers its node names.
+ * LY_E_DECLINED where the instance runs XNNPACK operators. */
+ly_status ly_et_xnnpack_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,
+                               ly_graph_value *produced);
+/* Once a method runs the instance inside such a graph: its own graph and
+ * decoded nodes are freed (their constants would be held twice) and it no
+ * longer runs alone. */
+void ly_et_xnnpack_merged(ly_et_xnnpack *d);
 /* Whether the instance runs XNNPACK operators and our loops (else it runs as
  * one of our graphs, on the providers and their own threads). */
 bool ly_et_xnnpack_runs_operators(const ly_et_xnnpack *d);
@@ -64,6 +79,9 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
 ly_status ly_et_method_output(const ly_et_method *m, size_t i, ly_tensor *view);
 /* Instruction counts, for reports and tests. */
 void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *kernel_calls);
+/* How many of its calls run inside graphs that merge a run of delegate and
+ * portable kernel calls (the rest run one by one). */
+size_t ly_et_method_merged_calls(const ly_et_method *m);
 /* How many of its delegates run XNNPACK operators (the others: our graphs). */
 size_t ly_et_method_operator_delegates(const ly_et_method *m);
 

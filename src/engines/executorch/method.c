@@ -10,6 +10,7 @@
 #include "engines/executorch/method_internal.h"
 
 #include "core/core.h"
+#include "graph/graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +19,25 @@
 #define SLACK 64                        /* bytes past every buffer: XNNPACK reads up to 16 ahead */
 #define MAX_PLANNED ((uint64_t)4 << 30) /* per buffer: far above any detector's needs */
 
+/* A run of calls in one chain (delegates that run as our graphs and portable
+ * kernels with an op of ours) executed as one graph: no copies at the
+ * delegates' boundaries, one plan, in-place concatenations across them, a
+ * layout chosen for the whole run (graph/). The values the run reads from
+ * before it are its inputs, read where they are; what is read after it (or
+ * returned) is copied out at its end. */
+typedef struct segment {
+    size_t end; /* the instruction after the run */
+    ly_graph *g;
+    ly_graph_ctx *ctx;
+    int32_t *inputs, *outputs; /* value indices of the graph's inputs and outputs */
+    int n_inputs, n_outputs;
+    ly_tensor *views;
+} segment;
+
 typedef struct instr_rt {
     const et_kernel *kernel;   /* kernel calls */
     ly_tensor **delegate_args; /* delegate calls */
+    segment *segment;          /* the first call of a merged run */
 } instr_rt;
 
 struct ly_et_method {
@@ -35,8 +52,10 @@ struct ly_et_method {
     void **owned; /* private tensor memory */
     size_t n_owned;
     ly_et_xnnpack **delegates;
+    /* the delegates' activations: one arena, as they run one at a time */
+    ly_graph_arena delegate_arena;
     instr_rt **instr; /* per chain */
-    size_t delegate_calls, kernel_calls;
+    size_t delegate_calls, kernel_calls, merged_calls;
     /* MoveCalls can put a value of another shape where a kernel was checked:
      * then every kernel call is checked again before it runs. */
     bool has_moves;
@@ -470,14 +489,257 @@ static ly_status prepare(ly_et_method *m)
     return LY_OK;
 }
 
+static void segment_free(segment *sg)
+{
+    if (!sg) return;
+    ly_graph_ctx_free(sg->ctx);
+    ly_graph_free(sg->g);
+    free(sg->inputs);
+    free(sg->outputs);
+    free(sg->views);
+    free(sg);
+}
+
+/* Whether instruction `in` can join a merged run. */
+static bool mergeable(const ly_et_method *m, const ly_pte_instruction *in, const instr_rt *rt)
+{
+    switch (in->type) {
+    case LY_PTE_DELEGATE_CALL:
+        return !ly_et_xnnpack_runs_operators(m->delegates[in->u.delegate_call.delegate_index]);
+    case LY_PTE_KERNEL_CALL:
+        return rt->kernel->node &&
+               rt->kernel->node(m->v, in->u.kernel_call.args, NULL, NULL) == LY_OK;
+    case LY_PTE_FREE_CALL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool is_call(const ly_pte_instruction *in)
+{
+    return in->type == LY_PTE_DELEGATE_CALL || in->type == LY_PTE_KERNEL_CALL;
+}
+
+/* Value `x` as a graph value: made an input of the run where nothing in it
+ * wrote it. */
+static ly_status segment_read(ly_et_method *m, segment *sg, ly_graph_value *map, int32_t x)
+{
+    if (map[x] != LY_GRAPH_NONE) return LY_OK;
+    const et_value *v = &m->v[x];
+    if (v->type != LY_PTE_EVALUE_TENSOR || v->t.dtype != LY_F32 || !v->contiguous)
+        return LY_E_DECLINED;
+    char name[32];
+    snprintf(name, sizeof name, "value%d", (int)x);
+    ly_status st = ly_graph_input(sg->g, name, LY_F32, v->t.ndim, &map[x]);
+    if (st == LY_OK) sg->inputs[sg->n_inputs++] = x;
+    return st;
+}
+
+/* Calls [first, end) of chain c into sg->g. */
+static ly_status segment_build(ly_et_method *m, size_t c, size_t first, segment *sg,
+                               ly_graph_value *map, bool *produced)
+{
+    const ly_pte_chain *chain = &m->plan->chains[c];
+    ly_status st = LY_OK;
+    for (size_t i = first; st == LY_OK && i < sg->end; i++) {
+        const ly_pte_instruction *in = &chain->instructions[i];
+        const instr_rt *rt = &m->instr[c][i];
+        if (in->type == LY_PTE_KERNEL_CALL) {
+            const int32_t *a = in->u.kernel_call.args;
+            size_t reads = (size_t)rt->kernel->schema->n_args;
+            for (size_t k = 0; st == LY_OK && k < reads && k < in->u.kernel_call.n_args; k++)
+                if (m->v[a[k]].type == LY_PTE_EVALUE_TENSOR) st = segment_read(m, sg, map, a[k]);
+            if (st == LY_OK) st = rt->kernel->node(m->v, a, sg->g, map);
+            for (size_t k = reads; st == LY_OK && k < in->u.kernel_call.n_args; k++)
+                if (map[a[k]] != LY_GRAPH_NONE) produced[a[k]] = true;
+        } else if (in->type == LY_PTE_DELEGATE_CALL) {
+            int di = in->u.delegate_call.delegate_index;
+            ly_et_xnnpack *d = m->delegates[di];
+            const int32_t *a = in->u.delegate_call.args;
+            size_t n = ly_et_xnnpack_num_externs(d);
+            ly_graph_value *bound = malloc((n + 1) * sizeof *bound),
+                           *out = malloc((n + 1) * sizeof *out);
+            if (!bound || !out) st = LY_E_NO_MEMORY;
+            for (size_t k = 0; st == LY_OK && k < n; k++) {
+                int nd;
+                int64_t dims[LY_MAX_DIMS + 2];
+                bool is_output;
+                bound[k] = out[k] = LY_GRAPH_NONE;
+                st = ly_et_xnnpack_extern_dims(d, k, &nd, dims, &is_output);
+                if (st == LY_OK && !is_output) {
+                    st = segment_read(m, sg, map, a[k]);
+                    if (st == LY_OK) bound[k] = map[a[k]];
+                }
+            }
+            if (st == LY_OK) st = ly_et_xnnpack_append(d, sg->g, di, bound, out);
+            for (size_t k = 0; st == LY_OK && k < n; k++)
+                if (out[k] != LY_GRAPH_NONE) {
+                    map[a[k]] = out[k];
+                    produced[a[k]] = true;
+                }
+            free(bound);
+            free(out);
+        }
+    }
+    return st;
+}
+
+/* What an instruction outside calls [first, end) of chain c reads (every
+ * argument of a delegate call, as mark_unread counts them) or the method
+ * returns. */
+static void reads_outside(const ly_et_method *m, size_t c0, size_t first, size_t end, bool *read)
+{
+    const ly_pte_plan *plan = m->plan;
+    for (size_t c = 0; c < plan->n_chains; c++)
+        for (size_t i = 0; i < plan->chains[c].n_instructions; i++) {
+            if (c == c0 && i >= first && i < end) continue;
+            const ly_pte_instruction *in = &plan->chains[c].instructions[i];
+            const int32_t *a = NULL;
+            size_t n = 0;
+            if (in->type == LY_PTE_KERNEL_CALL) {
+                a = in->u.kernel_call.args;
+                n = in->u.kernel_call.n_args;
+            } else if (in->type == LY_PTE_DELEGATE_CALL) {
+                a = in->u.delegate_call.args;
+                n = in->u.delegate_call.n_args;
+            }
+            for (size_t k = 0; k < n; k++) {
+                if (a[k] < 0 || (size_t)a[k] >= m->n_v) continue;
+                read[a[k]] = true;
+                const et_value *v = &m->v[a[k]];
+                for (size_t t = 0; v->tensors && t < v->n_items; t++)
+                    if (v->tensors[t] >= 0 && (size_t)v->tensors[t] < m->n_v)
+                        read[v->tensors[t]] = true;
+            }
+        }
+    for (size_t i = 0; i < plan->n_outputs; i++)
+        if (plan->outputs[i] >= 0 && (size_t)plan->outputs[i] < m->n_v)
+            read[plan->outputs[i]] = true;
+}
+
+/* Calls [first, end) of chain c as one graph, or NULL (declined: they run
+ * one by one, as before) with *st LY_OK. */
+static segment *segment_make(ly_et_method *m, size_t c, size_t first, size_t end, ly_status *st)
+{
+    segment *sg = calloc(1, sizeof *sg);
+    ly_graph_value *map = malloc(m->n_v * sizeof *map);
+    bool *produced = calloc(m->n_v, sizeof *produced), *read = calloc(m->n_v, sizeof *read);
+    *st = LY_OK;
+    if (!sg || !map || !produced || !read) *st = LY_E_NO_MEMORY;
+    if (*st == LY_OK) {
+        sg->end = end;
+        sg->inputs = malloc(m->n_v * sizeof *sg->inputs);
+        sg->outputs = malloc(m->n_v * sizeof *sg->outputs);
+        if (!sg->inputs || !sg->outputs) *st = LY_E_NO_MEMORY;
+    }
+    for (size_t i = 0; *st == LY_OK && i < m->n_v; i++)
+        map[i] = LY_GRAPH_NONE;
+    if (*st == LY_OK) *st = ly_graph_create(&sg->g);
+    if (*st == LY_OK) *st = segment_build(m, c, first, sg, map, produced);
+    if (*st == LY_OK) reads_outside(m, c, first, end, read);
+    for (size_t x = 0; *st == LY_OK && x < m->n_v; x++) {
+        if (!produced[x] || !read[x]) continue;
+        char name[32];
+        snprintf(name, sizeof name, "value%d", (int)x);
+        *st = ly_graph_output(sg->g, map[x], name);
+        if (*st == LY_OK) sg->outputs[sg->n_outputs++] = (int32_t)x;
+    }
+    if (*st == LY_OK) {
+        sg->views = calloc((size_t)sg->n_inputs + 1, sizeof *sg->views);
+        if (!sg->views) *st = LY_E_NO_MEMORY;
+    }
+    if (*st == LY_OK) *st = ly_graph_ctx_create(sg->g, &sg->ctx);
+    free(map);
+    free(produced);
+    free(read);
+    if (*st == LY_OK) return sg;
+    segment_free(sg);
+    if (*st == LY_E_NO_MEMORY) {
+        ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+        return NULL;
+    }
+    /* The calls passed their checks one by one: they still run that way. */
+    ly_log(LY_LOG_DEBUG, "%s: chain %zu, instructions %zu-%zu run one by one (%s)", m->what, c,
+           first, end - 1,
+           *st == LY_E_DECLINED ? "a value or call the graph cannot take" : ly_last_error());
+    *st = LY_OK;
+    return NULL;
+}
+
+/* Every run of two or more mergeable calls, a delegate among them (in
+ * chains without jumps, in a method without moves: a value then has one
+ * writer and is read after it), as one graph. */
+static ly_status merge_calls(ly_et_method *m)
+{
+    if (m->has_moves) return LY_OK;
+    const ly_pte_plan *plan = m->plan;
+    for (size_t c = 0; c < plan->n_chains; c++) {
+        const ly_pte_chain *chain = &plan->chains[c];
+        bool jumps = false;
+        for (size_t i = 0; i < chain->n_instructions; i++)
+            jumps |= chain->instructions[i].type == LY_PTE_JUMP_FALSE_CALL;
+        if (jumps) continue;
+        for (size_t i = 0; i < chain->n_instructions;) {
+            size_t end = i, calls = 0, delegates = 0;
+            for (; end < chain->n_instructions &&
+                   mergeable(m, &chain->instructions[end], &m->instr[c][end]);
+                 end++) {
+                calls += is_call(&chain->instructions[end]);
+                delegates += chain->instructions[end].type == LY_PTE_DELEGATE_CALL;
+            }
+            if (calls < 2 || delegates == 0) {
+                i = end > i ? end : i + 1;
+                continue;
+            }
+            ly_status st;
+            segment *sg = segment_make(m, c, i, end, &st);
+            if (st != LY_OK) return st;
+            if (sg) {
+                ly_graph_ctx_share_arena(sg->ctx, &m->delegate_arena);
+                m->instr[c][i].segment = sg;
+                m->merged_calls += calls;
+                for (size_t k = i; k < end; k++)
+                    if (chain->instructions[k].type == LY_PTE_DELEGATE_CALL)
+                        ly_et_xnnpack_merged(
+                            m->delegates[chain->instructions[k].u.delegate_call.delegate_index]);
+                ly_log(LY_LOG_DEBUG,
+                       "%s: chain %zu, instructions %zu-%zu run as one graph of %d nodes", m->what,
+                       c, i, end - 1, ly_graph_node_count(sg->g));
+            }
+            i = end;
+        }
+    }
+    return LY_OK;
+}
+
+static ly_status segment_run(ly_et_method *m, segment *sg, int threads)
+{
+    for (int i = 0; i < sg->n_inputs; i++)
+        sg->views[i] = m->v[sg->inputs[i]].t;
+    ly_status st = ly_graph_run(sg->ctx, sg->n_inputs, sg->views, threads);
+    for (int i = 0; st == LY_OK && i < sg->n_outputs; i++) {
+        ly_tensor view, *dst = &m->v[sg->outputs[i]].t;
+        st = ly_graph_get_output(sg->ctx, i, &view, NULL);
+        if (st == LY_OK && ly_tensor_numel(&view) != ly_tensor_numel(dst))
+            st = ly_set_error(LY_E_INTERNAL, "%s: value %d has %lld elements, %lld expected",
+                              m->what, (int)sg->outputs[i], (long long)ly_tensor_numel(&view),
+                              (long long)ly_tensor_numel(dst));
+        if (st == LY_OK) memcpy(dst->data, view.data, (size_t)ly_tensor_numel(dst) * sizeof(float));
+    }
+    return st;
+}
+
 void ly_et_method_free(ly_et_method *m)
 {
     if (!m) return;
     if (m->instr) {
         for (size_t c = 0; c < m->plan->n_chains; c++) {
             if (!m->instr[c]) continue;
-            for (size_t i = 0; i < m->plan->chains[c].n_instructions; i++)
+            for (size_t i = 0; i < m->plan->chains[c].n_instructions; i++) {
                 free(m->instr[c][i].delegate_args);
+                segment_free(m->instr[c][i].segment);
+            }
             free(m->instr[c]);
         }
         free(m->instr);
@@ -486,6 +748,7 @@ void ly_et_method_free(ly_et_method *m)
         for (size_t i = 0; i < m->plan->n_delegates; i++)
             ly_et_xnnpack_free(m->delegates[i]);
     free(m->delegates);
+    ly_graph_arena_release(&m->delegate_arena);
     for (size_t i = 0; i < m->n_buffers; i++)
         free(m->buffers ? m->buffers[i] : NULL);
     free(m->buffers);
@@ -537,12 +800,14 @@ ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_met
         char dwhat[700];
         snprintf(dwhat, sizeof dwhat, "%s: delegate %zu", what, i);
         st = ly_et_xnnpack_init(p, &blob, dwhat, &m->delegates[i]);
+        if (st == LY_OK) ly_et_xnnpack_share_arena(m->delegates[i], &m->delegate_arena);
     }
     /* Kernel checks read the tensors they are given: memory is bound first,
      * once values, buffer sizes and delegates have passed. */
     if (st == LY_OK) st = bind_memory(m);
     if (st == LY_OK) st = prepare(m);
     if (st == LY_OK) mark_unread(m);
+    if (st == LY_OK) st = merge_calls(m);
     if (st != LY_OK) {
         ly_et_method_free(m);
         return st;
@@ -576,6 +841,11 @@ size_t ly_et_method_operator_delegates(const ly_et_method *m)
     for (size_t i = 0; i < m->plan->n_delegates; i++)
         n += ly_et_xnnpack_runs_operators(m->delegates[i]);
     return n;
+}
+
+size_t ly_et_method_merged_calls(const ly_et_method *m)
+{
+    return m->merged_calls;
 }
 
 void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *kernel_calls)
@@ -653,6 +923,12 @@ static ly_status run_chains(ly_et_method *m, int threads)
             const instr_rt *rt = &m->instr[c][pc];
             ly_status st = LY_OK;
             size_t next = pc + 1;
+            if (rt->segment) {
+                st = segment_run(m, rt->segment, threads);
+                if (st != LY_OK) return st;
+                pc = rt->segment->end;
+                continue;
+            }
             switch (in->type) {
             case LY_PTE_KERNEL_CALL:
                 if (m->has_moves)

@@ -4,6 +4,7 @@
 #define LY_BACKENDS_EXECUTORCH_METHOD_INTERNAL_H
 
 #include "engines/executorch/et_runtime.h"
+#include "graph/graph.h"
 #include "pte/op_schema.h"
 
 typedef struct et_value {
@@ -44,6 +45,11 @@ struct et_kernel {
     const ly_pte_op_schema *schema;
     ly_status (*check)(const et_value *v, const int32_t *args, const char *what);
     ly_status (*run)(et_value *v, const int32_t *args, int threads);
+    /* Optional: the call as a node of a graph in which the method runs it
+     * with its neighbours (map: each value's graph value by value index; the
+     * tensors it reads are mapped, it maps what it writes); with g NULL only
+     * whether it can (LY_OK) or not (LY_E_DECLINED). */
+    ly_status (*node)(const et_value *v, const int32_t *args, ly_graph *g, ly_graph_value *map);
 };
 
 /* The kernel registered for (name, overload), NULL if none. */

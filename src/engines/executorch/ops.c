@@ -141,6 +141,19 @@ static ly_status upsample_run(et_value *v, const int32_t *a, int threads)
     return LY_OK;
 }
 
+static ly_status upsample_node(const et_value *v, const int32_t *a, ly_graph *g,
+                               ly_graph_value *map)
+{
+    const ly_tensor *x = &v[a[0]].t, *y = &v[a[3]].t;
+    int64_t H = x->shape[2], W = x->shape[3], oh = y->shape[2], ow = y->shape[3];
+    if (!(oh % H == 0 && ow % W == 0 && oh / H == ow / W)) return LY_E_DECLINED;
+    if (!g) return LY_OK;
+    ly_upsample_nearest2d_params params = {.scale = oh / H};
+    char name[48];
+    snprintf(name, sizeof name, "upsample_nearest2d.%d", (int)a[3]);
+    return ly_graph_node(g, LY_OP_UPSAMPLE_NEAREST2D, name, 1, &map[a[0]], &params, 1, &map[a[3]]);
+}
+
 /* ---- avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode,
  *                     count_include_pad, divisor_override?, *, out) ---------------- */
 
@@ -685,6 +698,21 @@ static ly_status layer_norm_run(et_value *v, const int32_t *a, int threads)
     return LY_OK;
 }
 
+/* Only where no instruction reads the saved statistics. */
+static ly_status layer_norm_node(const et_value *v, const int32_t *a, ly_graph *g,
+                                 ly_graph_value *map)
+{
+    if (!v[a[6]].unread || !v[a[7]].unread) return LY_E_DECLINED;
+    if (!g) return LY_OK;
+    ly_norm_params params = LY_NORM_DEFAULTS;
+    params.eps = v[a[4]].d;
+    ly_graph_value in[3] = {map[a[0]], is_null(v, a[2]) ? LY_GRAPH_NONE : map[a[2]],
+                            is_null(v, a[3]) ? LY_GRAPH_NONE : map[a[3]]};
+    char name[48];
+    snprintf(name, sizeof name, "native_layer_norm.%d", (int)a[5]);
+    return ly_graph_node(g, LY_OP_LAYER_NORM, name, 3, in, &params, 1, &map[a[5]]);
+}
+
 /* ---- topk.values(self, k, dim, largest, sorted, *, values, indices) --------------- */
 
 static ly_status topk_call(const et_value *v, const int32_t *a, ly_kernel_call *call,
@@ -834,10 +862,11 @@ static ly_status grid_run(et_value *v, const int32_t *a, int threads)
 
 /* ---- the table: a kernel for every row of the operator schemas ---------------------- */
 
-#define KERNEL(op, check, run) [op] = {&ly_pte_op_schemas[op], check, run}
+#define KERNEL(op, check, run) [op] = {&ly_pte_op_schemas[op], check, run, NULL}
+#define KERNEL_NODE(op, check, run, node) [op] = {&ly_pte_op_schemas[op], check, run, node}
 
 static const et_kernel kernels[LY_PTE_PORTABLE_COUNT] = {
-    KERNEL(LY_PTE_UPSAMPLE_NEAREST2D, upsample_check, upsample_run),
+    KERNEL_NODE(LY_PTE_UPSAMPLE_NEAREST2D, upsample_check, upsample_run, upsample_node),
     KERNEL(LY_PTE_AVG_POOL2D, avg_pool_check, avg_pool_run),
     KERNEL(LY_PTE_ADD, add_check, add_run),
     KERNEL(LY_PTE_SUB, add_check, sub_run),
@@ -855,7 +884,7 @@ static const et_kernel kernels[LY_PTE_PORTABLE_COUNT] = {
     KERNEL(LY_PTE_PERMUTE_COPY, permute_check, permute_run),
     KERNEL(LY_PTE_SOFTMAX, softmax_check, softmax_run),
     KERNEL(LY_PTE_SLICE_COPY, slice_check, slice_run),
-    KERNEL(LY_PTE_NATIVE_LAYER_NORM, layer_norm_check, layer_norm_run),
+    KERNEL_NODE(LY_PTE_NATIVE_LAYER_NORM, layer_norm_check, layer_norm_run, layer_norm_node),
     KERNEL(LY_PTE_TOPK, topk_check, topk_run),
     KERNEL(LY_PTE_INDEX_SELECT, index_select_check, index_select_run),
     KERNEL(LY_PTE_MS_DEFORM_ATTN, msda_check, msda_run),

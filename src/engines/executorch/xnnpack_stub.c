@@ -62,6 +62,28 @@ bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner)
     return false;
 }
 
+void ly_et_xnnpack_share_arena(ly_et_xnnpack *d, ly_graph_arena *arena)
+{
+    (void)d;
+    (void)arena;
+}
+
+ly_status ly_et_xnnpack_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,
+                               ly_graph_value *produced)
+{
+    (void)d;
+    (void)g;
+    (void)tag;
+    (void)bound;
+    (void)produced;
+    return LY_E_DECLINED;
+}
+
+void ly_et_xnnpack_merged(ly_et_xnnpack *d)
+{
+    (void)d;
+}
+
 bool ly_et_xnnpack_runs_operators(const ly_et_xnnpack *d)
 {
     (void)d;

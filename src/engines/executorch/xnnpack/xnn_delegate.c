@@ -300,6 +300,7 @@ void ly_et_xnnpack_free(ly_et_xnnpack *d)
         if (d->ops[i].op) xnn_delete_operator(d->ops[i].op);
     if (d->graph_ctx) ly_graph_ctx_free(d->graph_ctx);
     if (d->graph) ly_graph_free(d->graph);
+    ly_xnn_graph_free(d->xg);
     free(d->graph_inputs);
     free(d->graph_outputs);
     free(d->graph_input_views);
@@ -350,7 +351,10 @@ ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *
         st = plan(d);
         if (st == LY_OK) st = ly_xd_create_operators(d, xg);
     }
-    ly_xnn_graph_free(xg);
+    if (st == LY_OK && d->graph)
+        d->xg = xg; /* a method may append the graph to its own */
+    else
+        ly_xnn_graph_free(xg);
     if (st != LY_OK) {
         ly_et_xnnpack_free(d);
         return st;
@@ -359,9 +363,32 @@ ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *
     return LY_OK;
 }
 
+void ly_et_xnnpack_share_arena(ly_et_xnnpack *d, ly_graph_arena *arena)
+{
+    if (d && d->graph_ctx) ly_graph_ctx_share_arena(d->graph_ctx, arena);
+}
+
+ly_status ly_et_xnnpack_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,
+                               ly_graph_value *produced)
+{
+    return ly_xd_graph_append(d, g, tag, bound, produced);
+}
+
+void ly_et_xnnpack_merged(ly_et_xnnpack *d)
+{
+    if (!d || !d->graph) return;
+    ly_graph_ctx_free(d->graph_ctx);
+    ly_graph_free(d->graph);
+    ly_xnn_graph_free(d->xg);
+    d->graph_ctx = NULL;
+    d->graph = NULL;
+    d->xg = NULL;
+    d->merged = true;
+}
+
 bool ly_et_xnnpack_runs_operators(const ly_et_xnnpack *d)
 {
-    return d && !d->graph;
+    return d && !d->graph && !d->merged;
 }
 
 size_t ly_et_xnnpack_num_externs(const ly_et_xnnpack *d)
@@ -396,6 +423,8 @@ ly_status ly_et_xnnpack_execute(ly_et_xnnpack *d, ly_tensor *const *args, size_t
                                 e, (long long)v->numel);
     }
     threads = ly_threads_resolve(threads);
+    if (d->merged)
+        return ly_set_error(LY_E_INTERNAL, "%s: runs inside its method's graph only", d->what);
     if (d->graph) return ly_xd_graph_execute(d, args, threads);
     for (size_t i = 0; i < d->n_ops; i++) {
         xop *o = &d->ops[i];

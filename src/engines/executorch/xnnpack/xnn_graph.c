@@ -49,6 +49,11 @@ typedef struct builder {
     ly_status st;
     char why[200];
     char name[64];
+    /* appending to a graph several calls share: the delegate's number in node
+     * names, the values its externals read and write */
+    int tag;
+    const ly_graph_value *bound;
+    ly_graph_value *produced;
 } builder;
 
 static bool decline(builder *b, const xop *o, const char *why)
@@ -72,7 +77,9 @@ static bool failed(const builder *b)
 
 static const char *node_name(builder *b, const xop *o, const char *what)
 {
-    snprintf(b->name, sizeof b->name, "xnn%d.%s%s%s", (int)(o - b->d->ops), o->name,
+    char tag[16] = "";
+    if (b->tag >= 0) snprintf(tag, sizeof tag, "d%d.", b->tag);
+    snprintf(b->name, sizeof b->name, "%sxnn%d.%s%s%s", tag, (int)(o - b->d->ops), o->name,
              what ? "." : "", what ? what : "");
     return b->name;
 }
@@ -811,6 +818,9 @@ static void op(builder *b, int index, const ly_xnn_node *n)
     }
 }
 
+/* The delegate's nodes into b->g. Its externals become the graph's inputs
+ * and outputs (ext_input/ext_output: their ids), or, where b->bound is set,
+ * read the values it gives and leave what they hold in b->produced. */
 static ly_status build(builder *b, int *ext_input, int *ext_output, int *n_inputs, int *n_outputs)
 {
     ly_et_xnnpack *d = b->d;
@@ -824,6 +834,10 @@ static ly_status build(builder *b, int *ext_input, int *ext_output, int *n_input
             b->uses[id]++;
             continue;
         }
+        if (b->bound) {
+            b->as_is[id] = b->bound[e];
+            continue;
+        }
         snprintf(name, sizeof name, "external%u", e);
         if (!ok(b, ly_graph_input(b->g, name, LY_F32, d->v[id].ndim, &b->as_is[id]))) return b->st;
         ext_input[(*n_inputs)++] = (int)e;
@@ -833,33 +847,50 @@ static ly_status build(builder *b, int *ext_input, int *ext_output, int *n_input
     for (uint32_t e = 0; e < d->num_externs && !failed(b); e++) {
         int id = d->ext_value[e];
         if (d->v[id].kind != V_EXT_OUT) continue;
-        snprintf(name, sizeof name, "external%u", e);
         ly_graph_value v = get_as_is(b, id);
-        if (!failed(b) && ok(b, ly_graph_output(b->g, v, name)))
-            ext_output[(*n_outputs)++] = (int)e;
+        if (failed(b)) break;
+        if (b->produced) {
+            b->produced[e] = v;
+            continue;
+        }
+        snprintf(name, sizeof name, "external%u", e);
+        if (ok(b, ly_graph_output(b->g, v, name))) ext_output[(*n_outputs)++] = (int)e;
     }
     return b->st;
 }
 
+static ly_status builder_init(builder *b, ly_et_xnnpack *d, const ly_xnn_graph *xg)
+{
+    *b = (builder){.d = d, .xg = xg, .tag = -1};
+    b->as_is = malloc((d->n_v + 1) * sizeof *b->as_is);
+    b->twin = malloc((d->n_v + 1) * sizeof *b->twin);
+    b->uses = calloc(d->n_v + 1, sizeof *b->uses);
+    b->done = calloc(d->n_ops + 1, sizeof *b->done);
+    if (!b->as_is || !b->twin || !b->uses || !b->done)
+        return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", d->what);
+    for (size_t i = 0; i < d->n_v; i++)
+        b->as_is[i] = b->twin[i] = LY_GRAPH_NONE;
+    return LY_OK;
+}
+
+static void builder_free(builder *b)
+{
+    free(b->as_is);
+    free(b->twin);
+    free(b->uses);
+    free(b->done);
+}
+
 ly_status ly_xd_graph_build(ly_et_xnnpack *d, const ly_xnn_graph *xg)
 {
-    builder b = {.d = d, .xg = xg};
-    b.as_is = malloc((d->n_v + 1) * sizeof *b.as_is);
-    b.twin = malloc((d->n_v + 1) * sizeof *b.twin);
-    b.uses = calloc(d->n_v + 1, sizeof *b.uses);
-    b.done = calloc(d->n_ops + 1, sizeof *b.done);
+    builder b;
+    ly_status st = builder_init(&b, d, xg);
     d->graph_inputs = calloc(d->num_externs + 1, sizeof *d->graph_inputs);
     d->graph_outputs = calloc(d->num_externs + 1, sizeof *d->graph_outputs);
     d->graph_input_views = calloc(d->num_externs + 1, sizeof *d->graph_input_views);
-    ly_status st = LY_OK;
-    if (!b.as_is || !b.twin || !b.uses || !b.done || !d->graph_inputs || !d->graph_outputs ||
-        !d->graph_input_views)
+    if (st == LY_OK && (!d->graph_inputs || !d->graph_outputs || !d->graph_input_views))
         st = ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", d->what);
-    if (st == LY_OK) {
-        for (size_t i = 0; i < d->n_v; i++)
-            b.as_is[i] = b.twin[i] = LY_GRAPH_NONE;
-        st = ly_graph_create(&b.g);
-    }
+    if (st == LY_OK) st = ly_graph_create(&b.g);
     if (st == LY_OK)
         st = build(&b, d->graph_inputs, d->graph_outputs, &d->n_graph_inputs, &d->n_graph_outputs);
     if (st == LY_OK && b.declined) {
@@ -875,10 +906,25 @@ ly_status ly_xd_graph_build(ly_et_xnnpack *d, const ly_xnn_graph *xg)
     } else if (b.g) {
         ly_graph_free(b.g);
     }
-    free(b.as_is);
-    free(b.twin);
-    free(b.uses);
-    free(b.done);
+    builder_free(&b);
+    return st;
+}
+
+ly_status ly_xd_graph_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,
+                             ly_graph_value *produced)
+{
+    if (!d->graph || !d->xg)
+        return ly_set_error(LY_E_DECLINED, "%s: the delegate does not run as a graph", d->what);
+    builder b;
+    ly_status st = builder_init(&b, d, d->xg);
+    b.g = g;
+    b.tag = tag;
+    b.bound = bound;
+    b.produced = produced;
+    if (st == LY_OK) st = build(&b, NULL, NULL, NULL, NULL);
+    if (st == LY_OK && b.declined) /* it built alone: a wrong binding */
+        st = ly_set_error(LY_E_DECLINED, "%s: %s", d->what, b.why);
+    builder_free(&b);
     return st;
 }
 

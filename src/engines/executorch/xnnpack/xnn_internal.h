@@ -119,6 +119,11 @@ struct ly_et_xnnpack {
     int *graph_inputs, *graph_outputs; /* external ids of the graph's inputs and outputs */
     int n_graph_inputs, n_graph_outputs;
     ly_tensor *graph_input_views; /* what a run hands the graph */
+    /* the decoded XNNGraph while the graph may still be appended to a
+     * method's merged graph (ly_et_xnnpack_append) */
+    ly_xnn_graph *xg;
+    /* runs inside a method's merged graph only (its own graph freed) */
+    bool merged;
 };
 
 /* xnn_nodes.c: a refusal naming the delegate and, when given, the node. */
@@ -137,6 +142,8 @@ ly_status ly_xd_run(ly_et_xnnpack *d, xop *o, float *const *ptr, int n, int thre
 /* xnn_graph.c: d->graph from the checked ops (left NULL, with a debug line,
  * where a node has no op of ours), and a run of it on the externals. */
 ly_status ly_xd_graph_build(ly_et_xnnpack *d, const ly_xnn_graph *xg);
+ly_status ly_xd_graph_append(ly_et_xnnpack *d, struct ly_graph *g, int tag,
+                             const ly_graph_value *bound, ly_graph_value *produced);
 ly_status ly_xd_graph_execute(ly_et_xnnpack *d, ly_tensor *const *args, int threads);
 
 #endif
