@@ -521,17 +521,27 @@ static bool is_call(const ly_pte_instruction *in)
     return in->type == LY_PTE_DELEGATE_CALL || in->type == LY_PTE_KERNEL_CALL;
 }
 
-/* Value `x` as a graph value: made an input of the run where nothing in it
- * wrote it. */
+/* Value `x` as a graph value where nothing in the run wrote it: a constant of
+ * the program (copied, small ones: providers prepare on constants) or an
+ * input of the run, read where it is. */
+enum { SEGMENT_CONSTANT_BYTES = 1 << 20 };
+
 static ly_status segment_read(ly_et_method *m, segment *sg, ly_graph_value *map, int32_t x)
 {
     if (map[x] != LY_GRAPH_NONE) return LY_OK;
     const et_value *v = &m->v[x];
-    if (v->type != LY_PTE_EVALUE_TENSOR || v->t.dtype != LY_F32 || !v->contiguous)
+    if (v->type != LY_PTE_EVALUE_TENSOR || !v->contiguous ||
+        (v->t.dtype != LY_F32 && v->t.dtype != LY_I64))
         return LY_E_DECLINED;
+    if (!v->writable && v->nbytes <= SEGMENT_CONSTANT_BYTES) {
+        void *data;
+        ly_status st = ly_graph_constant(sg->g, v->t.dtype, v->t.ndim, v->t.shape, &map[x], &data);
+        if (st == LY_OK && v->nbytes) memcpy(data, v->t.data, (size_t)v->nbytes);
+        return st;
+    }
     char name[32];
     snprintf(name, sizeof name, "value%d", (int)x);
-    ly_status st = ly_graph_input(sg->g, name, LY_F32, v->t.ndim, &map[x]);
+    ly_status st = ly_graph_input(sg->g, name, v->t.dtype, v->t.ndim, &map[x]);
     if (st == LY_OK) sg->inputs[sg->n_inputs++] = x;
     return st;
 }
@@ -688,6 +698,12 @@ static ly_status merge_calls(ly_et_method *m)
                 calls += is_call(&chain->instructions[end]);
                 delegates += chain->instructions[end].type == LY_PTE_DELEGATE_CALL;
             }
+            if (end == i && chain->instructions[i].type == LY_PTE_KERNEL_CALL)
+                ly_log(LY_LOG_DEBUG,
+                       "%s: chain %zu, instruction %zu (%s) runs alone: no op of ours "
+                       "takes it into a graph",
+                       m->what, c, i,
+                       m->plan->operators[chain->instructions[i].u.kernel_call.op_index].name);
             if (calls < 2 || delegates == 0) {
                 i = end > i ? end : i + 1;
                 continue;
@@ -725,7 +741,12 @@ static ly_status segment_run(ly_et_method *m, segment *sg, int threads)
             st = ly_set_error(LY_E_INTERNAL, "%s: value %d has %lld elements, %lld expected",
                               m->what, (int)sg->outputs[i], (long long)ly_tensor_numel(&view),
                               (long long)ly_tensor_numel(dst));
-        if (st == LY_OK) memcpy(dst->data, view.data, (size_t)ly_tensor_numel(dst) * sizeof(float));
+        if (st == LY_OK && view.dtype != dst->dtype)
+            st = ly_set_error(LY_E_INTERNAL, "%s: value %d is %s, %s expected", m->what,
+                              (int)sg->outputs[i], ly_dtype_name(view.dtype),
+                              ly_dtype_name(dst->dtype));
+        if (st == LY_OK)
+            memcpy(dst->data, view.data, (size_t)ly_tensor_numel(dst) * ly_dtype_size(dst->dtype));
     }
     return st;
 }

@@ -219,6 +219,19 @@ static ly_status avg_pool_run(et_value *v, const int32_t *a, int threads)
     return ly_kernel_dispatch_op(LY_OP_AVG_POOL2D, &call);
 }
 
+static ly_status avg_pool_node(const et_value *v, const int32_t *a, ly_graph *g,
+                               ly_graph_value *map)
+{
+    if (!g) return LY_OK;
+    ly_kernel_call call;
+    ly_pool2d_params params;
+    ly_status st = avg_pool_call(v, a, &call, &params, "avg_pool2d");
+    if (st != LY_OK) return st;
+    char name[48];
+    snprintf(name, sizeof name, "avg_pool2d.%d", (int)a[7]);
+    return ly_graph_node(g, LY_OP_AVG_POOL2D, name, 1, &map[a[0]], &params, 1, &map[a[7]]);
+}
+
 /* ---- elementwise: add.out(self, other, alpha), sub.out, mul.out, sigmoid.out ---- */
 
 /* Broadcast a and b (numpy, right-aligned) into out's shape. */
@@ -337,6 +350,41 @@ static ly_status unary_run(et_value *v, const int32_t *a, int threads, ly_op op)
     return ly_kernel_dispatch_op(op, &call);
 }
 
+static ly_status unary_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map,
+                            ly_op op)
+{
+    (void)v;
+    if (!g) return LY_OK;
+    char name[48];
+    snprintf(name, sizeof name, "%s.%d", ly_op_name(op), (int)a[1]);
+    return ly_graph_unary(g, op, name, map[a[0]], &map[a[1]]);
+}
+
+static ly_status sigmoid_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    return unary_node(v, a, g, map, LY_OP_SIGMOID);
+}
+
+static ly_status silu_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    return unary_node(v, a, g, map, LY_OP_SILU);
+}
+
+static ly_status exp_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    return unary_node(v, a, g, map, LY_OP_EXP);
+}
+
+static ly_status sin_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    return unary_node(v, a, g, map, LY_OP_SIN);
+}
+
+static ly_status cos_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    return unary_node(v, a, g, map, LY_OP_COS);
+}
+
 static ly_status sigmoid_run(et_value *v, const int32_t *a, int threads)
 {
     return unary_run(v, a, threads, LY_OP_SIGMOID);
@@ -433,6 +481,16 @@ static ly_status copy2_run(et_value *v, const int32_t *a, int threads)
     (void)threads;
     memmove(v[a[2]].t.data, v[a[0]].t.data, (size_t)v[a[0]].nbytes);
     return LY_OK;
+}
+
+/* view_copy as a reshape: no copy inside a graph. */
+static ly_status view_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    if (!g) return LY_OK;
+    const ly_tensor *o = &v[a[2]].t;
+    char name[48];
+    snprintf(name, sizeof name, "view_copy.%d", (int)a[2]);
+    return ly_graph_reshape(g, name, map[a[0]], o->ndim, o->shape, &map[a[2]]);
 }
 
 static ly_status copy3_run(et_value *v, const int32_t *a, int threads)
@@ -750,6 +808,24 @@ static ly_status topk_run(et_value *v, const int32_t *a, int threads)
     return ly_kernel_dispatch_op(LY_OP_TOPK, &call);
 }
 
+static ly_status topk_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    if (!g) return LY_OK;
+    ly_kernel_call call;
+    ly_topk_params p;
+    ly_status st = topk_call((et_value *)v, a, &call, &p, "topk");
+    if (st != LY_OK) return st;
+    char name[48];
+    snprintf(name, sizeof name, "topk.%d", (int)a[5]);
+    ly_graph_value out[2];
+    st = ly_graph_node(g, LY_OP_TOPK, name, 1, &map[a[0]], &p, 2, out);
+    if (st == LY_OK) {
+        map[a[5]] = out[0];
+        map[a[6]] = out[1];
+    }
+    return st;
+}
+
 /* ---- index_select.out(self, dim, index, *, out) ---------------------------------- */
 
 static void index_select_call(et_value *v, const int32_t *a, ly_kernel_call *call,
@@ -772,6 +848,17 @@ static ly_status index_select_check(const et_value *v, const int32_t *a, const c
     ly_gather_params p;
     index_select_call((et_value *)v, a, &call, &p);
     return expect_inferred(LY_OP_INDEX_SELECT, &call, 0, &v[a[3]].t, what);
+}
+
+static ly_status index_select_node(const et_value *v, const int32_t *a, ly_graph *g,
+                                   ly_graph_value *map)
+{
+    if (!g) return LY_OK;
+    ly_gather_params p = {.axis = v[a[1]].i};
+    ly_graph_value in[2] = {map[a[0]], map[a[2]]};
+    char name[48];
+    snprintf(name, sizeof name, "index_select.%d", (int)a[3]);
+    return ly_graph_node(g, LY_OP_INDEX_SELECT, name, 2, in, &p, 1, &map[a[3]]);
 }
 
 static ly_status index_select_run(et_value *v, const int32_t *a, int threads)
@@ -814,6 +901,18 @@ static ly_status msda_check(const et_value *v, const int32_t *a, const char *wha
     return expect_inferred(LY_OP_MS_DEFORM_ATTN, &call, 0, &v[a[6]].t, what);
 }
 
+static ly_status msda_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    if (!g) return LY_OK;
+    ly_ms_deform_attn_params p = {.mode = v[a[5]].i};
+    ly_graph_value in[5];
+    for (int i = 0; i < 5; i++)
+        in[i] = i == 4 && is_null(v, a[4]) ? LY_GRAPH_NONE : map[a[i]];
+    char name[48];
+    snprintf(name, sizeof name, "ms_deform_attn.%d", (int)a[6]);
+    return ly_graph_node(g, LY_OP_MS_DEFORM_ATTN, name, 5, in, &p, 1, &map[a[6]]);
+}
+
 static ly_status msda_run(et_value *v, const int32_t *a, int threads)
 {
     ly_kernel_call call;
@@ -850,6 +949,18 @@ static ly_status grid_check(const et_value *v, const int32_t *a, const char *wha
     return expect_inferred(LY_OP_GRID_SAMPLE, &call, 0, &v[a[5]].t, what);
 }
 
+static ly_status grid_node(const et_value *v, const int32_t *a, ly_graph *g, ly_graph_value *map)
+{
+    if (!g) return LY_OK;
+    ly_kernel_call call;
+    ly_grid_sample_params p;
+    grid_call((et_value *)v, a, &call, &p);
+    ly_graph_value in[2] = {map[a[0]], map[a[1]]};
+    char name[48];
+    snprintf(name, sizeof name, "grid_sampler_2d.%d", (int)a[5]);
+    return ly_graph_node(g, LY_OP_GRID_SAMPLE, name, 2, in, &p, 1, &map[a[5]]);
+}
+
 static ly_status grid_run(et_value *v, const int32_t *a, int threads)
 {
     ly_kernel_call call;
@@ -867,17 +978,17 @@ static ly_status grid_run(et_value *v, const int32_t *a, int threads)
 
 static const et_kernel kernels[LY_PTE_PORTABLE_COUNT] = {
     KERNEL_NODE(LY_PTE_UPSAMPLE_NEAREST2D, upsample_check, upsample_run, upsample_node),
-    KERNEL(LY_PTE_AVG_POOL2D, avg_pool_check, avg_pool_run),
+    KERNEL_NODE(LY_PTE_AVG_POOL2D, avg_pool_check, avg_pool_run, avg_pool_node),
     KERNEL(LY_PTE_ADD, add_check, add_run),
     KERNEL(LY_PTE_SUB, add_check, sub_run),
     KERNEL(LY_PTE_MUL, mul_check, mul_run),
-    KERNEL(LY_PTE_SIGMOID, sigmoid_check, sigmoid_run),
-    KERNEL(LY_PTE_SILU, sigmoid_check, silu_run),
+    KERNEL_NODE(LY_PTE_SIGMOID, sigmoid_check, sigmoid_run, sigmoid_node),
+    KERNEL_NODE(LY_PTE_SILU, sigmoid_check, silu_run, silu_node),
     KERNEL(LY_PTE_RELU, sigmoid_check, relu_run),
-    KERNEL(LY_PTE_EXP, sigmoid_check, exp_run),
-    KERNEL(LY_PTE_SIN, sigmoid_check, sin_run),
-    KERNEL(LY_PTE_COS, sigmoid_check, cos_run),
-    KERNEL(LY_PTE_VIEW_COPY, view_check, copy2_run),
+    KERNEL_NODE(LY_PTE_EXP, sigmoid_check, exp_run, exp_node),
+    KERNEL_NODE(LY_PTE_SIN, sigmoid_check, sin_run, sin_node),
+    KERNEL_NODE(LY_PTE_COS, sigmoid_check, cos_run, cos_node),
+    KERNEL_NODE(LY_PTE_VIEW_COPY, view_check, copy2_run, view_node),
     KERNEL(LY_PTE_CLONE, copy_check, copy2_run),
     KERNEL(LY_PTE_TO_DIM_ORDER_COPY, dim_order_check, copy3_run),
     KERNEL(LY_PTE_CAT, cat_check, cat_run),
@@ -885,10 +996,10 @@ static const et_kernel kernels[LY_PTE_PORTABLE_COUNT] = {
     KERNEL(LY_PTE_SOFTMAX, softmax_check, softmax_run),
     KERNEL(LY_PTE_SLICE_COPY, slice_check, slice_run),
     KERNEL_NODE(LY_PTE_NATIVE_LAYER_NORM, layer_norm_check, layer_norm_run, layer_norm_node),
-    KERNEL(LY_PTE_TOPK, topk_check, topk_run),
-    KERNEL(LY_PTE_INDEX_SELECT, index_select_check, index_select_run),
-    KERNEL(LY_PTE_MS_DEFORM_ATTN, msda_check, msda_run),
-    KERNEL(LY_PTE_GRID_SAMPLER_2D, grid_check, grid_run),
+    KERNEL_NODE(LY_PTE_TOPK, topk_check, topk_run, topk_node),
+    KERNEL_NODE(LY_PTE_INDEX_SELECT, index_select_check, index_select_run, index_select_node),
+    KERNEL_NODE(LY_PTE_MS_DEFORM_ATTN, msda_check, msda_run, msda_node),
+    KERNEL_NODE(LY_PTE_GRID_SAMPLER_2D, grid_check, grid_run, grid_node),
 };
 
 const et_kernel *ly_et_find_kernel(const char *name, const char *overload)
