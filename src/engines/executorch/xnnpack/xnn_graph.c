@@ -231,25 +231,33 @@ static bool same_padding(const builder *b, const xop *o, uint32_t top, uint32_t 
     return decline((builder *)b, o, "asymmetric padding");
 }
 
+/* The output range XNNPACK fused into node `o` (none: nothing); [0, inf) is
+ * the ReLU a checkpoint runs (ResNet's after its residual Add). */
 static void clamp_after(builder *b, const xop *o, ly_graph_value *v)
 {
-    if (!o->clamp || failed(b)) return;
-    ly_clamp_params p = {.min = o->lo, .max = o->hi};
+    if (!o || !o->clamp || failed(b)) return;
     ly_graph_value out = LY_GRAPH_NONE;
+    if (o->lo == 0 && o->hi == INFINITY) {
+        if (ok(b, ly_graph_unary(b->g, LY_OP_RELU, node_name(b, o, "relu"), *v, &out))) *v = out;
+        return;
+    }
+    ly_clamp_params p = {.min = o->lo, .max = o->hi};
     if (ok(b, ly_graph_node(b->g, LY_OP_CLAMP, node_name(b, o, "clamp"), 1, v, &p, 1, &out)))
         *v = out;
 }
 
 /* An Add of `*out` (which it alone reads) and a value made before op `index`
  * of the same dims: that value, with the Add done and *out its result; -1
- * where there is none. */
-static int residual_of(builder *b, int index, int *out)
+ * where there is none. *range: the Add, when it carries an output range the
+ * caller applies after the residual, else NULL. */
+static int residual_of(builder *b, int index, int *out, const xop **range)
 {
+    *range = NULL;
     const xval *y = &b->d->v[*out];
     if (b->uses[*out] != 1 || y->kind != V_INTERNAL) return -1;
     int a = only_reader(b, *out, index, LY_XNN_ADD);
     const xop *ao = a >= 0 ? &b->d->ops[a] : NULL;
-    if (!ao || ao->clamp || ao->in[0] == ao->in[1]) return -1;
+    if (!ao || ao->in[0] == ao->in[1]) return -1;
     int r = ao->in[0] == *out ? ao->in[1] : ao->in[0];
     const xval *rv = &b->d->v[r];
     bool made =
@@ -259,6 +267,7 @@ static int residual_of(builder *b, int index, int *out)
         return -1;
     b->done[a] = true;
     *out = ao->out;
+    if (ao->clamp) *range = ao;
     return r;
 }
 
@@ -355,12 +364,13 @@ static void conv(builder *b, int index, const ly_xnn_node *n)
     bool clamp = p.activation == -1;
     if (clamp) p.activation = LY_ACT_NONE;
     if (!clamp) post_affine(b, index, &p, &out);
-    int r = clamp ? -1 : residual_of(b, index, &out);
+    const xop *range = NULL;
+    int r = clamp ? -1 : residual_of(b, index, &out, &range);
     if (r >= 0) residual = get_twin(b, r);
     ly_graph_value x = get_twin(b, o->in[0]), y = LY_GRAPH_NONE;
     if (failed(b)) return;
     if (!ok(b, ly_graph_conv2d(b->g, node_name(b, o, NULL), x, w, bias, residual, &p, &y))) return;
-    if (clamp) clamp_after(b, o, &y);
+    clamp_after(b, clamp ? o : range, &y);
     b->twin[out] = y;
 }
 
@@ -619,6 +629,7 @@ static void fully_connected(builder *b, int index, const ly_xnn_node *n)
     if (c->bias_id != NONE) bias = get_as_is(b, (int)c->bias_id);
     ly_linear_params p = LY_LINEAR_DEFAULTS;
     int out = o->out, r = -1, g = -1;
+    const xop *range = NULL;
     if (!o->clamp) {
         if (b->uses[out] == 1 && (g = only_reader(b, out, index, LY_XNN_GELU)) >= 0 &&
             !b->d->ops[g].clamp) {
@@ -626,7 +637,7 @@ static void fully_connected(builder *b, int index, const ly_xnn_node *n)
             b->done[g] = true;
             out = b->d->ops[g].out;
         }
-        r = residual_of(b, index, &out);
+        r = residual_of(b, index, &out, &range);
     }
     ly_graph_value x = get_as_is(b, o->in[0]);
     ly_graph_value in[4] = {x, w, bias, r >= 0 ? get_as_is(b, r) : LY_GRAPH_NONE};
@@ -635,6 +646,7 @@ static void fully_connected(builder *b, int index, const ly_xnn_node *n)
                              &y)))
         return;
     clamp_after(b, o, &y);
+    clamp_after(b, range, &y);
     b->as_is[out] = y;
 }
 
