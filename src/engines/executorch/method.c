@@ -360,27 +360,27 @@ static ly_status prepare_delegate_call(ly_et_method *m, const ly_pte_instruction
     return LY_OK;
 }
 
-static void mark_read(ly_et_method *m, int32_t value)
+static void mark_read(const ly_et_method *m, bool *read, int32_t value)
 {
     if (value < 0 || (size_t)value >= m->n_v) return;
-    et_value *v = &m->v[value];
-    v->unread = false;
+    const et_value *v = &m->v[value];
+    read[value] = true;
     if (v->tensors)
         for (size_t i = 0; i < v->n_items; i++)
-            if (v->tensors[i] >= 0 && (size_t)v->tensors[i] < m->n_v)
-                m->v[v->tensors[i]].unread = false;
+            if (v->tensors[i] >= 0 && (size_t)v->tensors[i] < m->n_v) read[v->tensors[i]] = true;
 }
 
-/* What no instruction reads: a kernel's arguments (not its out tensors), a
- * delegate's every one, both ends of a move, a jump's condition, the
- * outputs. */
-static void mark_unread(ly_et_method *m)
+/* What the instructions read, into read[]: a kernel's arguments (not its out
+ * tensors), a delegate's every one, both ends of a move, a jump's condition,
+ * and the outputs; leaving out instructions [first, end) of chain
+ * `skip_chain` (none where it is past the last chain). */
+static void mark_reads(const ly_et_method *m, size_t skip_chain, size_t first, size_t end,
+                       bool *read)
 {
-    for (size_t i = 0; i < m->n_v; i++)
-        m->v[i].unread = true;
     const ly_pte_plan *plan = m->plan;
     for (size_t c = 0; c < plan->n_chains; c++)
         for (size_t i = 0; i < plan->chains[c].n_instructions; i++) {
+            if (c == skip_chain && i >= first && i < end) continue;
             const ly_pte_instruction *in = &plan->chains[c].instructions[i];
             const instr_rt *rt = &m->instr[c][i];
             switch (in->type) {
@@ -389,26 +389,37 @@ static void mark_unread(ly_et_method *m)
                  * the return values) */
                 size_t n = in->u.kernel_call.n_args, args = (size_t)rt->kernel->schema->n_args;
                 for (size_t k = 0; k < n && k < args; k++)
-                    mark_read(m, in->u.kernel_call.args[k]);
+                    mark_read(m, read, in->u.kernel_call.args[k]);
                 break;
             }
             case LY_PTE_DELEGATE_CALL:
                 for (size_t k = 0; k < in->u.delegate_call.n_args; k++)
-                    mark_read(m, in->u.delegate_call.args[k]);
+                    mark_read(m, read, in->u.delegate_call.args[k]);
                 break;
             case LY_PTE_MOVE_CALL:
-                mark_read(m, in->u.move_call.move_from);
-                mark_read(m, in->u.move_call.move_to);
+                mark_read(m, read, in->u.move_call.move_from);
+                mark_read(m, read, in->u.move_call.move_to);
                 break;
             case LY_PTE_JUMP_FALSE_CALL:
-                mark_read(m, in->u.jump_false_call.cond_value_index);
+                mark_read(m, read, in->u.jump_false_call.cond_value_index);
                 break;
             default:
                 break;
             }
         }
     for (size_t i = 0; i < plan->n_outputs; i++)
-        mark_read(m, plan->outputs[i]);
+        mark_read(m, read, plan->outputs[i]);
+}
+
+/* What no instruction reads (out of memory: nothing, which makes kernels
+ * write every out tensor). */
+static void mark_unread(ly_et_method *m)
+{
+    bool *read = calloc(m->n_v ? m->n_v : 1, sizeof *read);
+    if (read) mark_reads(m, SIZE_MAX, 0, 0, read);
+    for (size_t i = 0; i < m->n_v; i++)
+        m->v[i].unread = read && !read[i];
+    free(read);
 }
 
 static ly_status prepare(ly_et_method *m)
@@ -595,39 +606,6 @@ static ly_status segment_build(ly_et_method *m, size_t c, size_t first, segment 
     return st;
 }
 
-/* What an instruction outside calls [first, end) of chain c reads (every
- * argument of a delegate call, as mark_unread counts them) or the method
- * returns. */
-static void reads_outside(const ly_et_method *m, size_t c0, size_t first, size_t end, bool *read)
-{
-    const ly_pte_plan *plan = m->plan;
-    for (size_t c = 0; c < plan->n_chains; c++)
-        for (size_t i = 0; i < plan->chains[c].n_instructions; i++) {
-            if (c == c0 && i >= first && i < end) continue;
-            const ly_pte_instruction *in = &plan->chains[c].instructions[i];
-            const int32_t *a = NULL;
-            size_t n = 0;
-            if (in->type == LY_PTE_KERNEL_CALL) {
-                a = in->u.kernel_call.args;
-                n = in->u.kernel_call.n_args;
-            } else if (in->type == LY_PTE_DELEGATE_CALL) {
-                a = in->u.delegate_call.args;
-                n = in->u.delegate_call.n_args;
-            }
-            for (size_t k = 0; k < n; k++) {
-                if (a[k] < 0 || (size_t)a[k] >= m->n_v) continue;
-                read[a[k]] = true;
-                const et_value *v = &m->v[a[k]];
-                for (size_t t = 0; v->tensors && t < v->n_items; t++)
-                    if (v->tensors[t] >= 0 && (size_t)v->tensors[t] < m->n_v)
-                        read[v->tensors[t]] = true;
-            }
-        }
-    for (size_t i = 0; i < plan->n_outputs; i++)
-        if (plan->outputs[i] >= 0 && (size_t)plan->outputs[i] < m->n_v)
-            read[plan->outputs[i]] = true;
-}
-
 /* Calls [first, end) of chain c as one graph, or NULL (declined: they run
  * one by one, as before) with *st LY_OK. */
 static segment *segment_make(ly_et_method *m, size_t c, size_t first, size_t end, ly_status *st)
@@ -647,7 +625,7 @@ static segment *segment_make(ly_et_method *m, size_t c, size_t first, size_t end
         map[i] = LY_GRAPH_NONE;
     if (*st == LY_OK) *st = ly_graph_create(&sg->g);
     if (*st == LY_OK) *st = segment_build(m, c, first, sg, map, produced);
-    if (*st == LY_OK) reads_outside(m, c, first, end, read);
+    if (*st == LY_OK) mark_reads(m, c, first, end, read);
     for (size_t x = 0; *st == LY_OK && x < m->n_v; x++) {
         if (!produced[x] || !read[x]) continue;
         char name[32];
