@@ -707,25 +707,36 @@ static ly_status merge_calls(ly_et_method *m)
     return LY_OK;
 }
 
+/* Whether `p` lies in the arena the method's graphs run in. */
+static bool in_arena(const ly_graph_arena *a, const void *p)
+{
+    const char *base = a->data;
+    return base && (const char *)p >= base && (const char *)p < base + a->capacity;
+}
+
 static ly_status segment_run(ly_et_method *m, segment *sg, int threads)
 {
     for (int i = 0; i < sg->n_inputs; i++)
         sg->views[i] = m->v[sg->inputs[i]].t;
     ly_status st = ly_graph_run(sg->ctx, sg->n_inputs, sg->views, threads);
-    for (int i = 0; st == LY_OK && i < sg->n_outputs; i++) {
-        ly_tensor view, *dst = &m->v[sg->outputs[i]].t;
-        st = ly_graph_get_output(sg->ctx, i, &view, NULL);
-        if (st == LY_OK && ly_tensor_numel(&view) != ly_tensor_numel(dst))
-            st = ly_set_error(LY_E_INTERNAL, "%s: value %d has %lld elements, %lld expected",
-                              m->what, (int)sg->outputs[i], (long long)ly_tensor_numel(&view),
-                              (long long)ly_tensor_numel(dst));
-        if (st == LY_OK && view.dtype != dst->dtype)
-            st = ly_set_error(LY_E_INTERNAL, "%s: value %d is %s, %s expected", m->what,
-                              (int)sg->outputs[i], ly_dtype_name(view.dtype),
-                              ly_dtype_name(dst->dtype));
-        if (st == LY_OK)
-            memcpy(dst->data, view.data, (size_t)ly_tensor_numel(dst) * ly_dtype_size(dst->dtype));
-    }
+    /* Outputs that are views of the run's inputs first: the program's memory
+     * plan may put a later value where such an input was (the arena is ours
+     * alone). memmove: a view may meet its own destination. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; st == LY_OK && i < sg->n_outputs; i++) {
+            ly_tensor view, *dst = &m->v[sg->outputs[i]].t;
+            st = ly_graph_get_output(sg->ctx, i, &view, NULL);
+            if (st != LY_OK || in_arena(&m->delegate_arena, view.data) != (pass == 1)) continue;
+            if (ly_tensor_numel(&view) != ly_tensor_numel(dst) || view.dtype != dst->dtype)
+                st = ly_set_error(LY_E_INTERNAL,
+                                  "%s: value %d is %s of %lld elements, %s of %lld expected",
+                                  m->what, (int)sg->outputs[i], ly_dtype_name(view.dtype),
+                                  (long long)ly_tensor_numel(&view), ly_dtype_name(dst->dtype),
+                                  (long long)ly_tensor_numel(dst));
+            if (st == LY_OK)
+                memmove(dst->data, view.data,
+                        (size_t)ly_tensor_numel(dst) * ly_dtype_size(dst->dtype));
+        }
     return st;
 }
 
