@@ -924,7 +924,8 @@ static void test_delegate_graph_or_operators(void **state)
         assert_int_equal(ly_xnn_encode(&s.graph, NULL, 0, &s.blob, &s.blob_size), LY_OK);
         ly_et_xnnpack *d;
         ly_pte_bytes blob = {s.blob, s.blob_size};
-        if (ly_et_xnnpack_init(&s.program, &blob, "hand-made", &d) != LY_OK)
+        if (ly_et_xnnpack_init(&s.program, &blob, "hand-made", &d) != LY_OK ||
+            ly_et_xnnpack_finish(d, NULL) != LY_OK)
             fail_msg("%s", ly_last_error());
         assert_int_equal(ly_et_xnnpack_runs_operators(d), cases[c].operators);
         int64_t shape[4] = {1, 4, 4, 4};

@@ -39,19 +39,20 @@ void ly_et_xnnpack_free(ly_et_xnnpack *d);
  * so that a method's portable kernels run on the workers its delegates use;
  * false where there is none (one thread, or no XNNPACK). */
 bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner);
-/* Lay the instance's activations in `arena` with the other delegates of one
- * method, which run one at a time; an instance that runs XNNPACK operators
- * keeps its own. */
-void ly_et_xnnpack_share_arena(ly_et_xnnpack *d, ly_graph_arena *arena);
-/* The instance's nodes appended to `g`, a graph in which a method runs
- * several of its calls: external e reads bound[e] (an input) or leaves its
- * value in produced[e] (an output); `tag` numbers its node names.
- * LY_E_DECLINED where the instance runs XNNPACK operators. */
+/* After init and before the first execute: the instance as one of our
+ * graphs (its activations laid in `arena`, shared by the other delegates of
+ * one method, which run one at a time; NULL: its own), or on XNNPACK's
+ * operators where a node has no op of ours. Nothing to do for an instance a
+ * method merged (ly_et_xnnpack_merged) or one on operators already. */
+ly_status ly_et_xnnpack_finish(ly_et_xnnpack *d, ly_graph_arena *arena);
+/* Before finish: the instance's nodes appended to `g`, a graph in which a
+ * method runs several of its calls: external e reads bound[e] (an input) or
+ * leaves its value in produced[e] (an output); `tag` numbers its node names.
+ * LY_E_DECLINED where a node has no op of ours (or it is finished). */
 ly_status ly_et_xnnpack_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,
                                ly_graph_value *produced);
-/* Once a method runs the instance inside such a graph: its own graph and
- * decoded nodes are freed (their constants would be held twice) and it no
- * longer runs alone. */
+/* Once a method runs the instance inside such a graph: its decoded nodes go
+ * and it no longer runs alone. */
 void ly_et_xnnpack_merged(ly_et_xnnpack *d);
 /* Whether the instance runs XNNPACK operators and our loops (else it runs as
  * one of our graphs, on the providers and their own threads). */

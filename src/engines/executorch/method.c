@@ -810,7 +810,6 @@ ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_met
         char dwhat[700];
         snprintf(dwhat, sizeof dwhat, "%s: delegate %zu", what, i);
         st = ly_et_xnnpack_init(p, &blob, dwhat, &m->delegates[i]);
-        if (st == LY_OK) ly_et_xnnpack_share_arena(m->delegates[i], &m->delegate_arena);
     }
     /* Kernel checks read the tensors they are given: memory is bound first,
      * once values, buffer sizes and delegates have passed. */
@@ -818,6 +817,8 @@ ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_met
     if (st == LY_OK) st = prepare(m);
     if (st == LY_OK) mark_unread(m);
     if (st == LY_OK) st = merge_calls(m);
+    for (size_t i = 0; st == LY_OK && i < plan->n_delegates; i++)
+        st = ly_et_xnnpack_finish(m->delegates[i], &m->delegate_arena);
     if (st != LY_OK) {
         ly_et_method_free(m);
         return st;

@@ -62,10 +62,11 @@ bool ly_et_xnnpack_runner(int threads, ly_parallel_runner *runner)
     return false;
 }
 
-void ly_et_xnnpack_share_arena(ly_et_xnnpack *d, ly_graph_arena *arena)
+ly_status ly_et_xnnpack_finish(ly_et_xnnpack *d, ly_graph_arena *arena)
 {
     (void)d;
     (void)arena;
+    return LY_OK;
 }
 
 ly_status ly_et_xnnpack_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,

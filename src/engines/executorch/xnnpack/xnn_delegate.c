@@ -311,6 +311,17 @@ void ly_et_xnnpack_free(ly_et_xnnpack *d)
     free(d);
 }
 
+/* The delegate on XNNPACK's operators and our loops; the decoded graph goes. */
+static ly_status finish_operators(ly_et_xnnpack *d)
+{
+    place(d);
+    ly_status st = plan(d);
+    if (st == LY_OK) st = ly_xd_create_operators(d, d->xg);
+    ly_xnn_graph_free(d->xg);
+    d->xg = NULL;
+    return st;
+}
+
 ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *blob,
                              const char *what, ly_et_xnnpack **out)
 {
@@ -345,16 +356,11 @@ ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *
     for (size_t i = 0; st == LY_OK && i < d->n_v; i++)
         if (d->v[i].kind == V_EXT_OUT && d->v[i].producer < 0)
             st = ly_xd_fail(d, NULL, "external output %u is never written", d->v[i].ext);
-    if (st == LY_OK && !operators_only()) st = ly_xd_graph_build(d, xg);
-    if (st == LY_OK && !d->graph) {
-        place(d);
-        st = plan(d);
-        if (st == LY_OK) st = ly_xd_create_operators(d, xg);
-    }
-    if (st == LY_OK && d->graph)
-        d->xg = xg; /* a method may append the graph to its own */
-    else
-        ly_xnn_graph_free(xg);
+    /* Our graph is built once the method knows whether the delegate runs in
+     * a graph of its own or inside a merged one (ly_et_xnnpack_finish): not
+     * twice, as its constants are copied in. */
+    d->xg = xg;
+    if (st == LY_OK && operators_only()) st = finish_operators(d);
     if (st != LY_OK) {
         ly_et_xnnpack_free(d);
         return st;
@@ -363,9 +369,15 @@ ly_status ly_et_xnnpack_init(const ly_pte_program *program, const ly_pte_bytes *
     return LY_OK;
 }
 
-void ly_et_xnnpack_share_arena(ly_et_xnnpack *d, ly_graph_arena *arena)
+ly_status ly_et_xnnpack_finish(ly_et_xnnpack *d, ly_graph_arena *arena)
 {
-    if (d && d->graph_ctx) ly_graph_ctx_share_arena(d->graph_ctx, arena);
+    if (!d || !d->xg) return LY_OK; /* finished, merged, or on operators */
+    ly_status st = ly_xd_graph_build(d, d->xg);
+    if (st == LY_OK && !d->graph) return finish_operators(d);
+    ly_xnn_graph_free(d->xg);
+    d->xg = NULL;
+    if (st == LY_OK && arena) ly_graph_ctx_share_arena(d->graph_ctx, arena);
+    return st;
 }
 
 ly_status ly_et_xnnpack_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,
@@ -376,19 +388,15 @@ ly_status ly_et_xnnpack_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_
 
 void ly_et_xnnpack_merged(ly_et_xnnpack *d)
 {
-    if (!d || !d->graph) return;
-    ly_graph_ctx_free(d->graph_ctx);
-    ly_graph_free(d->graph);
+    if (!d || !d->xg) return;
     ly_xnn_graph_free(d->xg);
-    d->graph_ctx = NULL;
-    d->graph = NULL;
     d->xg = NULL;
     d->merged = true;
 }
 
 bool ly_et_xnnpack_runs_operators(const ly_et_xnnpack *d)
 {
-    return d && !d->graph && !d->merged;
+    return d && !d->graph && !d->merged && !d->xg;
 }
 
 size_t ly_et_xnnpack_num_externs(const ly_et_xnnpack *d)
@@ -423,8 +431,10 @@ ly_status ly_et_xnnpack_execute(ly_et_xnnpack *d, ly_tensor *const *args, size_t
                                 e, (long long)v->numel);
     }
     threads = ly_threads_resolve(threads);
-    if (d->merged)
-        return ly_set_error(LY_E_INTERNAL, "%s: runs inside its method's graph only", d->what);
+    if (d->merged || d->xg)
+        return ly_set_error(LY_E_INTERNAL, "%s: %s", d->what,
+                            d->merged ? "runs inside its method's graph only"
+                                      : "not finished (ly_et_xnnpack_finish)");
     if (d->graph) return ly_xd_graph_execute(d, args, threads);
     for (size_t i = 0; i < d->n_ops; i++) {
         xop *o = &d->ops[i];

@@ -925,8 +925,7 @@ ly_status ly_xd_graph_build(ly_et_xnnpack *d, const ly_xnn_graph *xg)
 ly_status ly_xd_graph_append(ly_et_xnnpack *d, ly_graph *g, int tag, const ly_graph_value *bound,
                              ly_graph_value *produced)
 {
-    if (!d->graph || !d->xg)
-        return ly_set_error(LY_E_DECLINED, "%s: the delegate does not run as a graph", d->what);
+    if (!d->xg) return ly_set_error(LY_E_DECLINED, "%s: the delegate is finished", d->what);
     builder b;
     ly_status st = builder_init(&b, d, d->xg);
     b.g = g;

@@ -119,10 +119,10 @@ struct ly_et_xnnpack {
     int *graph_inputs, *graph_outputs; /* external ids of the graph's inputs and outputs */
     int n_graph_inputs, n_graph_outputs;
     ly_tensor *graph_input_views; /* what a run hands the graph */
-    /* the decoded XNNGraph while the graph may still be appended to a
-     * method's merged graph (ly_et_xnnpack_append) */
+    /* the decoded XNNGraph until ly_et_xnnpack_finish builds the delegate's
+     * own graph (or operators) from it or a method's merged graph takes it */
     ly_xnn_graph *xg;
-    /* runs inside a method's merged graph only (its own graph freed) */
+    /* runs inside a method's merged graph only */
     bool merged;
 };
 
