@@ -38,6 +38,7 @@ typedef struct instr_rt {
     const et_kernel *kernel;   /* kernel calls */
     ly_tensor **delegate_args; /* delegate calls */
     segment *segment;          /* the first call of a merged run */
+    bool merged;               /* inside a merged run */
 } instr_rt;
 
 struct ly_et_method {
@@ -60,6 +61,10 @@ struct ly_et_method {
      * then every kernel call is checked again before it runs. */
     bool has_moves;
     bool pooled_run; /* this execute runs on the delegates' workers throughout */
+    /* per method input: only merged runs read it, and they read it where the
+     * caller has it (no copy into the program's memory) */
+    bool *input_in_place;
+    const ly_tensor *run_inputs; /* the caller's inputs, during an execute */
 };
 
 static ly_status bad(const ly_et_method *m, const char *fmt, ...) LY_PRINTF(2, 3);
@@ -373,14 +378,17 @@ static void mark_read(const ly_et_method *m, bool *read, int32_t value)
 /* What the instructions read, into read[]: a kernel's arguments (not its out
  * tensors), a delegate's every one, both ends of a move, a jump's condition,
  * and the outputs; leaving out instructions [first, end) of chain
- * `skip_chain` (none where it is past the last chain). */
+ * `skip_chain` (none where it is past the last chain) and, with
+ * skip_merged, those inside merged runs. */
 static void mark_reads(const ly_et_method *m, size_t skip_chain, size_t first, size_t end,
-                       bool *read)
+                       bool skip_merged, bool *read)
 {
     const ly_pte_plan *plan = m->plan;
     for (size_t c = 0; c < plan->n_chains; c++)
         for (size_t i = 0; i < plan->chains[c].n_instructions; i++) {
-            if (c == skip_chain && i >= first && i < end) continue;
+            if ((c == skip_chain && i >= first && i < end) ||
+                (skip_merged && m->instr[c][i].merged))
+                continue;
             const ly_pte_instruction *in = &plan->chains[c].instructions[i];
             const instr_rt *rt = &m->instr[c][i];
             switch (in->type) {
@@ -416,7 +424,7 @@ static void mark_reads(const ly_et_method *m, size_t skip_chain, size_t first, s
 static void mark_unread(ly_et_method *m)
 {
     bool *read = calloc(m->n_v ? m->n_v : 1, sizeof *read);
-    if (read) mark_reads(m, SIZE_MAX, 0, 0, read);
+    if (read) mark_reads(m, SIZE_MAX, 0, 0, false, read);
     for (size_t i = 0; i < m->n_v; i++)
         m->v[i].unread = read && !read[i];
     free(read);
@@ -625,7 +633,7 @@ static segment *segment_make(ly_et_method *m, size_t c, size_t first, size_t end
         map[i] = LY_GRAPH_NONE;
     if (*st == LY_OK) *st = ly_graph_create(&sg->g);
     if (*st == LY_OK) *st = segment_build(m, c, first, sg, map, produced);
-    if (*st == LY_OK) mark_reads(m, c, first, end, read);
+    if (*st == LY_OK) mark_reads(m, c, first, end, false, read);
     for (size_t x = 0; *st == LY_OK && x < m->n_v; x++) {
         if (!produced[x] || !read[x]) continue;
         char name[32];
@@ -655,9 +663,27 @@ static segment *segment_make(ly_et_method *m, size_t c, size_t first, size_t end
     return NULL;
 }
 
-/* Every run of two or more mergeable calls, a delegate among them (in
- * chains without jumps, in a method without moves: a value then has one
- * writer and is read after it), as one graph. */
+/* Which method inputs only merged runs read (they read them in place). */
+static ly_status inputs_in_place(ly_et_method *m)
+{
+    size_t n = m->plan->n_inputs;
+    m->input_in_place = calloc(n ? n : 1, sizeof *m->input_in_place);
+    bool *read = calloc(m->n_v ? m->n_v : 1, sizeof *read);
+    if (!m->input_in_place || !read) {
+        free(read);
+        return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", m->what);
+    }
+    if (m->merged_calls) mark_reads(m, SIZE_MAX, 0, 0, true, read);
+    for (size_t i = 0; i < n; i++)
+        m->input_in_place[i] = m->merged_calls && !read[m->plan->inputs[i]];
+    free(read);
+    return LY_OK;
+}
+
+/* Every run of mergeable calls with a delegate among them (in chains
+ * without jumps, in a method without moves: a value then has one writer and
+ * is read after it) as one graph; a delegate alone too, which then reads the
+ * method's inputs where the caller has them. */
 static ly_status merge_calls(ly_et_method *m)
 {
     if (m->has_moves) return LY_OK;
@@ -682,7 +708,7 @@ static ly_status merge_calls(ly_et_method *m)
                        "takes it into a graph",
                        m->what, c, i,
                        m->plan->operators[chain->instructions[i].u.kernel_call.op_index].name);
-            if (calls < 2 || delegates == 0) {
+            if (delegates == 0) {
                 i = end > i ? end : i + 1;
                 continue;
             }
@@ -692,6 +718,8 @@ static ly_status merge_calls(ly_et_method *m)
             if (sg) {
                 ly_graph_ctx_share_arena(sg->ctx, &m->delegate_arena);
                 m->instr[c][i].segment = sg;
+                for (size_t k = i; k < end; k++)
+                    m->instr[c][k].merged = true;
                 m->merged_calls += calls;
                 for (size_t k = i; k < end; k++)
                     if (chain->instructions[k].type == LY_PTE_DELEGATE_CALL)
@@ -716,8 +744,12 @@ static bool in_arena(const ly_graph_arena *a, const void *p)
 
 static ly_status segment_run(ly_et_method *m, segment *sg, int threads)
 {
-    for (int i = 0; i < sg->n_inputs; i++)
+    for (int i = 0; i < sg->n_inputs; i++) {
         sg->views[i] = m->v[sg->inputs[i]].t;
+        for (size_t k = 0; k < m->plan->n_inputs; k++)
+            if (m->plan->inputs[k] == sg->inputs[i] && m->input_in_place[k])
+                sg->views[i].data = m->run_inputs[k].data;
+    }
     ly_status st = ly_graph_run(sg->ctx, sg->n_inputs, sg->views, threads);
     /* Outputs that are views of the run's inputs first: the program's memory
      * plan may put a later value where such an input was (the arena is ours
@@ -759,6 +791,7 @@ void ly_et_method_free(ly_et_method *m)
             ly_et_xnnpack_free(m->delegates[i]);
     free(m->delegates);
     ly_graph_arena_release(&m->delegate_arena);
+    free(m->input_in_place);
     for (size_t i = 0; i < m->n_buffers; i++)
         free(m->buffers ? m->buffers[i] : NULL);
     free(m->buffers);
@@ -817,6 +850,7 @@ ly_status ly_et_method_load(const ly_pte_program *p, const char *what, ly_et_met
     if (st == LY_OK) st = prepare(m);
     if (st == LY_OK) mark_unread(m);
     if (st == LY_OK) st = merge_calls(m);
+    if (st == LY_OK) st = inputs_in_place(m);
     for (size_t i = 0; st == LY_OK && i < plan->n_delegates; i++)
         st = ly_et_xnnpack_finish(m->delegates[i], &m->delegate_arena);
     if (st != LY_OK) {
@@ -889,8 +923,9 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
                                 ly_shape_str(x, got, sizeof got), ly_dtype_name(v->t.dtype),
                                 ly_shape_str(&v->t, want, sizeof want));
         }
-        memcpy(v->t.data, x->data, (size_t)v->nbytes);
+        if (!m->input_in_place[i]) memcpy(v->t.data, x->data, (size_t)v->nbytes);
     }
+    m->run_inputs = inputs;
     /* Portable kernels and the delegates' own loops on the delegates' workers
      * where every delegate runs XNNPACK operators; where some run as our
      * graphs, only the others' calls do (oneDNN's OpenMP team beside a
@@ -902,6 +937,7 @@ ly_status ly_et_method_execute(ly_et_method *m, const ly_tensor *inputs, size_t 
     const ly_parallel_runner *previous = pooled ? ly_parallel_use(&pool) : NULL;
     m->pooled_run = pooled;
     ly_status st = run_chains(m, threads);
+    m->run_inputs = NULL;
     if (pooled) ly_parallel_use(previous);
     return st;
 }
