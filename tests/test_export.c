@@ -542,7 +542,7 @@ static double rel_diff(const ly_tensor *a, const ly_tensor *b)
  * its partitions, and run it back (1 and 2 threads) to the graph's numbers. */
 static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls,
                               int min_partitions, double tolerance, bool as_graphs,
-                              int merged_calls)
+                              int merged_calls, int msda_forms)
 {
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
@@ -574,6 +574,9 @@ static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls
              * delegate runs operators */
             assert_int_equal(ly_et_method_merged_calls(m),
                              operators || !as_graphs ? 0 : (size_t)merged_calls);
+            /* ms_deform_attn's portable form runs as the op in merged runs */
+            assert_int_equal(ly_et_method_recognised_msda(m),
+                             operators || !as_graphs ? 0 : (size_t)msda_forms);
             assert_int_equal(ly_graph_run(ctx, 1, in, 1), LY_OK);
             int outputs = ly_graph_output_count(g);
             for (int threads = 1; threads <= 2; threads++) {
@@ -616,7 +619,7 @@ static void test_lower_every_op(void **state)
     ly_tensor in;
     float *data = random_input(&in, 32);
     /* two upsamples and the padded average pool: every call runs in one graph */
-    lower_and_compare(g, &in, 3, 2, 1e-5, true, 5);
+    lower_and_compare(g, &in, 3, 2, 1e-5, true, 5, 0);
     free(data);
     ly_graph_free(g);
 }
@@ -644,7 +647,7 @@ static void test_lower_rms_norm(void **state)
     assert_int_equal(ly_graph_output(g, n, "rms"), LY_OK);
     ly_tensor input;
     float *data = random_input(&input, 16);
-    lower_and_compare(g, &input, 0, 1, 1e-5, true, 1); /* one delegate: a run of one */
+    lower_and_compare(g, &input, 0, 1, 1e-5, true, 1, 0); /* one delegate: a run of one */
     free(data);
     ly_graph_free(g);
 }
@@ -760,9 +763,128 @@ static void test_lower_transformer_ops(void **state)
     ly_tensor in;
     float *data = random_input(&in, 16);
     /* the three layer norms are portable: every call runs in one graph */
-    lower_and_compare(g, &in, 3, 3, 1e-5, true, 7);
+    lower_and_compare(g, &in, 3, 3, 1e-5, true, 7, 0);
     free(data);
     ly_graph_free(g);
+}
+
+/* Multi-scale deformable attention between linear layers, as a DETR decoder
+ * reads it: tokens x [1, S, 32] give the value (all S) and, from the first
+ * Lq, the sampling locations and weights; levels `hw`, points per level
+ * `points` (ragged: the 5-d form with num_points, as D-FINE's). */
+static ly_graph *msda_graph(int L, const int64_t *hw, const int64_t *points, bool ragged)
+{
+    const int64_t E = 32, H = 2, C = 16, Lq = 6;
+    int64_t S = 0, K = 0;
+    for (int l = 0; l < L; l++) {
+        S += hw[2 * l] * hw[2 * l + 1];
+        K += points[l];
+    }
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, value, q, loc, attn, hw_c, np_c = LY_GRAPH_NONE, out;
+    assert_int_equal(ly_graph_input(g, "tokens", LY_F32, 3, &x), LY_OK);
+    int64_t vshape[4] = {1, S, H, C};
+    assert_int_equal(
+        ly_graph_reshape(g, "value", t_linear(g, "value_proj", x, E, E), 4, vshape, &value), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "queries", x, 1, 0, Lq, &q), LY_OK);
+    int64_t lshape[6] = {1, Lq, H, L, points[0], 2}, lragged[5] = {1, Lq, H, K, 2};
+    assert_int_equal(
+        ly_graph_unary(g, LY_OP_SIGMOID, "loc", t_linear(g, "offsets", q, H * K * 2, E), &loc),
+        LY_OK);
+    assert_int_equal(
+        ly_graph_reshape(g, "loc", loc, ragged ? 5 : 6, ragged ? lragged : lshape, &loc), LY_OK);
+    int64_t ashape[4] = {1, Lq, H, K}, aregular[5] = {1, Lq, H, L, points[0]};
+    assert_int_equal(
+        ly_graph_reshape(g, "weights", t_linear(g, "weights_proj", q, H * K, E), 4, ashape, &attn),
+        LY_OK);
+    ly_axis_params last = {.axis = -1};
+    attn = t_node(g, LY_OP_SOFTMAX, "softmax", 1, &attn, &last);
+    if (!ragged) assert_int_equal(ly_graph_reshape(g, "weights", attn, 5, aregular, &attn), LY_OK);
+    int64_t hw_shape[2] = {L, 2}, n = L;
+    void *d;
+    assert_int_equal(ly_graph_constant(g, LY_I64, 2, hw_shape, &hw_c, &d), LY_OK);
+    memcpy(d, hw, (size_t)(2 * L) * sizeof *hw);
+    if (ragged) {
+        assert_int_equal(ly_graph_constant(g, LY_I64, 1, &n, &np_c, &d), LY_OK);
+        memcpy(d, points, (size_t)L * sizeof *points);
+    }
+    ly_graph_value in[5] = {value, hw_c, loc, attn, np_c};
+    out = t_node(g, LY_OP_MS_DEFORM_ATTN, "msda", ragged ? 5 : 4, in, NULL);
+    assert_int_equal(ly_graph_output(g, t_linear(g, "out_proj", out, E, E), "out"), LY_OK);
+    return g;
+}
+
+static int count_op(const ly_graph *g, ly_op op)
+{
+    int n = 0;
+    for (int i = 0; i < ly_graph_node_count(g); i++) {
+        ly_graph_node_info info;
+        assert_int_equal(ly_graph_node_at(g, i, &info), LY_OK);
+        n += info.op == op;
+    }
+    return n;
+}
+
+/* The portable form of ms_deform_attn the exporter writes (grid samples,
+ * transposes, a batched product) is recognised back into the one op, in a
+ * graph (nothing of the form left behind) and in the program's merged run, at
+ * the numbers of the op: two uniform levels, ragged levels (D-FINE's) and one
+ * level, whose whole-extent slices are no nodes in the program (RF-DETR's). */
+static void test_msda_portable_form(void **state)
+{
+    (void)state;
+    static const int64_t hw2[4] = {4, 4, 2, 2}, uniform[2] = {2, 2}, ragged[2] = {2, 3},
+                         hw1[2] = {3, 5}, one[1] = {4};
+    static const struct {
+        int L;
+        const int64_t *hw, *points;
+        bool ragged;
+    } cases[] = {{2, hw2, uniform, false}, {2, hw2, ragged, true}, {1, hw1, one, false}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ly_graph *g = msda_graph(cases[c].L, cases[c].hw, cases[c].points, cases[c].ragged);
+        int64_t S = 0;
+        for (int l = 0; l < cases[c].L; l++)
+            S += cases[c].hw[2 * l] * cases[c].hw[2 * l + 1];
+        int64_t ishape[3] = {1, S, 32};
+        ly_tensor in;
+        assert_int_equal(ly_tensor_init(&in, NULL, LY_F32, 3, ishape), LY_OK);
+        float *data = malloc((size_t)(S * 32) * sizeof *data);
+        for (int64_t i = 0; i < S * 32; i++)
+            data[i] = rnd();
+        in.data = data;
+        ly_tensor *shapes = calloc((size_t)ly_graph_value_count(g), sizeof *shapes);
+        assert_int_equal(ly_graph_infer(g, 1, &in, shapes), LY_OK);
+        ly_graph *portable = NULL;
+        assert_int_equal(ly_export_msda_portable(g, shapes, &portable), LY_OK);
+        assert_non_null(portable);
+        assert_int_equal(count_op(portable, LY_OP_GRID_SAMPLE), cases[c].L);
+        /* the program: the grid samples are its portable calls */
+        lower_and_compare(portable, &in, cases[c].L, 2, 1e-5, true, 2 + cases[c].L, 1);
+        /* the graph: back to one node, the form's own nodes gone */
+        int found = -1, before = ly_graph_node_count(portable);
+        assert_int_equal(ly_export_msda_recognise(portable, 1, &in, &found), LY_OK);
+        assert_int_equal(found, 1);
+        assert_int_equal(count_op(portable, LY_OP_MS_DEFORM_ATTN), 1);
+        assert_int_equal(count_op(portable, LY_OP_GRID_SAMPLE), 0);
+        assert_int_equal(count_op(portable, LY_OP_MATMUL), 0);
+        assert_true(ly_graph_node_count(portable) < before);
+        ly_graph_ctx *a, *b;
+        ly_tensor want, got;
+        assert_int_equal(ly_graph_ctx_create(g, &a), LY_OK);
+        assert_int_equal(ly_graph_ctx_create(portable, &b), LY_OK);
+        assert_int_equal(ly_graph_run(a, 1, &in, 1), LY_OK);
+        assert_int_equal(ly_graph_run(b, 1, &in, 1), LY_OK);
+        assert_int_equal(ly_graph_get_output(a, 0, &want, NULL), LY_OK);
+        assert_int_equal(ly_graph_get_output(b, 0, &got, NULL), LY_OK);
+        assert_int_equal(memcmp(want.data, got.data, (size_t)ly_tensor_numel(&want) * 4), 0);
+        ly_graph_ctx_free(a);
+        ly_graph_ctx_free(b);
+        ly_graph_free(portable);
+        ly_graph_free(g);
+        free(shapes);
+        free(data);
+    }
 }
 
 /* Lower `g` at `in`'s shape. */
@@ -898,6 +1020,7 @@ int main(void)
         cmocka_unit_test(test_lower_every_op),
         cmocka_unit_test(test_lower_transformer_ops),
         cmocka_unit_test(test_lower_rms_norm),
+        cmocka_unit_test(test_msda_portable_form),
         cmocka_unit_test(test_lower_refusals),
         cmocka_unit_test(test_yolo9_round_trip),
     };

@@ -244,6 +244,51 @@ static void test_liveness_reuse(void **state)
     ly_graph_free(g);
 }
 
+/* A node replaced by another op keeps its output and readers; pruning drops
+ * what nothing reads (a dead branch and the constants only it read), keeps
+ * every input, and renumbers what is left. */
+static void test_replace_and_prune(void **state)
+{
+    (void)state;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, a, dead, b, late;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    a = scale_conv(g, x, 4, 2.0f, 0.0f, LY_GRAPH_NONE);
+    dead = scale_conv(g, x, 4, 3.0f, 0.0f, LY_GRAPH_NONE); /* read by nothing */
+    (void)dead;
+    assert_int_equal(ly_graph_unary(g, LY_OP_RELU, "b", a, &b), LY_OK);
+    assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "late", b, &late), LY_OK);
+    assert_int_equal(ly_graph_output(g, b, "y"), LY_OK);
+    /* node 2 (b) may not read a value made after it */
+    assert_int_equal(ly_graph_node_replace(g, 2, LY_OP_SILU, "b", 1, &late, NULL),
+                     LY_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(ly_last_error(), "made before node 2"));
+    assert_int_equal(ly_graph_node_replace(g, 2, LY_OP_SILU, "b", 1, &a, NULL), LY_OK);
+    int values = ly_graph_value_count(g), removed = -1;
+    assert_int_equal(ly_graph_prune(g, &removed), LY_OK);
+    assert_int_equal(removed, 2); /* the dead convolution and `late` */
+    assert_int_equal(ly_graph_node_count(g), 2);
+    assert_true(ly_graph_value_count(g) < values - 2); /* their outputs and the dead weights */
+    ly_graph_node_info n;
+    assert_int_equal(ly_graph_node_at(g, 1, &n), LY_OK);
+    assert_int_equal(n.op, LY_OP_SILU);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    ly_tensor in, y;
+    make_input(&in, 4, 8, 8);
+    assert_int_equal(ly_graph_run(ctx, 1, &in, 1), LY_OK);
+    assert_int_equal(ly_graph_get_output(ctx, 0, &y, NULL), LY_OK);
+    const float *in_d = in.data, *y_d = y.data;
+    for (int64_t i = 0; i < 4 * 64; i++) {
+        float v = 2.0f * in_d[i];
+        assert_float_equal(y_d[i], v / (1.0f + expf(-v)), 1e-6f);
+    }
+    ly_tensor_free(&in);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+}
+
 /* Concat inputs are written in place; a graph input and a repeated value are
  * copied; slices are views; a residual is added after the activation. */
 static void test_concat_in_place(void **state)
@@ -608,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_blocked_layouts_match_nchw),
         cmocka_unit_test(test_batch_matches_images),
         cmocka_unit_test(test_liveness_reuse),
+        cmocka_unit_test(test_replace_and_prune),
         cmocka_unit_test(test_concat_in_place),
         cmocka_unit_test(test_arena_reuse),
         cmocka_unit_test(test_shapes_and_errors),

@@ -59,4 +59,10 @@ ly_status ly_export_lower(ly_graph *g, const ly_tensor *shapes, const ly_lower_o
  * a stock ExecuTorch runs. *out is NULL when `g` has no such node. */
 ly_status ly_export_msda_portable(ly_graph *g, const ly_tensor *shapes, ly_graph **out);
 
+/* The inverse, for runtimes: every portable form in `g` (inputs of these
+ * shapes) becomes the one ms_deform_attn node it computes, whose providers
+ * serve it, and what only the forms read goes. *found: how many. A graph in
+ * which no form is found whole is left as it was. */
+ly_status ly_export_msda_recognise(ly_graph *g, int n_inputs, const ly_tensor *inputs, int *found);
+
 #endif

@@ -282,3 +282,223 @@ ly_status ly_export_msda_portable(ly_graph *g, const ly_tensor *shapes, ly_graph
     *out = r.dst;
     return LY_OK;
 }
+
+/* ---- recognising the form ---------------------------------------------------- */
+
+/* What one portable form computes, as ms_deform_attn's operands. */
+typedef struct msda_form {
+    int root; /* the node making [B, Lq, H·C]: it becomes the ms_deform_attn node */
+    ly_graph_value value, loc, attn;
+    int64_t L, hw[2 * LY_MSDA_MAX_LEVELS], points[LY_MSDA_MAX_LEVELS];
+} msda_form;
+
+typedef struct recogniser {
+    ly_graph *g;
+    const ly_tensor *shapes;
+} recogniser;
+
+/* The node making `v` when it is op `op`. */
+static bool made_by(const recogniser *r, ly_graph_value v, ly_op op, ly_graph_node_info *n)
+{
+    ly_graph_value_info info;
+    return v != LY_GRAPH_NONE && ly_graph_value_at(r->g, v, &info) == LY_OK &&
+           info.kind == LY_GRAPH_VALUE_NODE && ly_graph_node_at(r->g, info.producer, n) == LY_OK &&
+           n->op == op;
+}
+
+static bool permutes(const ly_graph_node_info *n, int ndim, const int *perm)
+{
+    const ly_permute_params *p = n->params;
+    if (n->op != LY_OP_PERMUTE || p->ndim != ndim) return false;
+    for (int i = 0; i < ndim; i++)
+        if (p->perm[i] != perm[i]) return false;
+    return true;
+}
+
+static bool shaped(const recogniser *r, ly_graph_value v, int ndim, const int64_t *dims)
+{
+    const ly_tensor *t = &r->shapes[v];
+    if (t->dtype != LY_F32 || t->ndim != ndim) return false;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != dims[i]) return false;
+    return true;
+}
+
+static bool scalar_constant(const recogniser *r, ly_graph_value v, float want)
+{
+    ly_graph_value_info info;
+    const ly_tensor *t = NULL;
+    return ly_graph_value_at(r->g, v, &info) == LY_OK && info.kind == LY_GRAPH_VALUE_CONSTANT &&
+           info.dtype == LY_F32 && ly_graph_constant_read(r->g, v, &t) == LY_OK &&
+           ly_tensor_numel(t) == 1 && ((const float *)t->data)[0] == want;
+}
+
+/* The unit slice `x[..., start:start+count, ...]` on `axis` of an `ndim`-d
+ * value: its source, start and count. A slice of the whole extent (one
+ * level) is no node at all in a delegate's graph: `v` is then its own source. */
+static bool sliced(const recogniser *r, ly_graph_value v, int ndim, int axis,
+                   ly_graph_value *source, int64_t *start, int64_t *count)
+{
+    ly_graph_node_info n;
+    if (!made_by(r, v, LY_OP_SLICE, &n)) {
+        *source = v;
+        *start = 0;
+        *count = r->shapes[v].shape[axis];
+        return r->shapes[v].ndim == ndim;
+    }
+    const ly_slice_params *p = n.params;
+    const ly_tensor *in = &r->shapes[n.inputs[0]];
+    if (p->step != 1 || in->ndim != ndim || (p->axis + (p->axis < 0 ? ndim : 0)) != axis ||
+        p->start < 0)
+        return false;
+    *source = n.inputs[0];
+    *start = p->start;
+    *count = r->shapes[v].shape[axis];
+    return true;
+}
+
+/* grid = 2·loc - 1: loc. */
+static ly_graph_value grid_of(const recogniser *r, ly_graph_value grid)
+{
+    ly_graph_node_info sub, mul;
+    if (!made_by(r, grid, LY_OP_SUB, &sub) || !scalar_constant(r, sub.inputs[1], 1.0f) ||
+        !made_by(r, sub.inputs[0], LY_OP_MUL, &mul))
+        return LY_GRAPH_NONE;
+    for (int k = 0; k < 2; k++)
+        if (scalar_constant(r, mul.inputs[1 - k], 2.0f) &&
+            shaped(r, mul.inputs[k], r->shapes[grid].ndim, r->shapes[grid].shape))
+            return mul.inputs[k];
+    return LY_GRAPH_NONE;
+}
+
+/* Whether node `root` ends the form expand() writes; fills `f`. */
+static bool match(const recogniser *r, int root, msda_form *f)
+{
+    static const int swap12[4] = {0, 2, 1, 3}, channels_first[4] = {0, 2, 3, 1},
+                     heads_first[5] = {0, 2, 1, 3, 4};
+    ly_graph_node_info out, tokens, heads, sum, samples_q, weights_col, weights_hf;
+    if (ly_graph_node_at(r->g, root, &out) != LY_OK || out.op != LY_OP_RESHAPE ||
+        !made_by(r, out.inputs[0], LY_OP_PERMUTE, &tokens) || !permutes(&tokens, 4, swap12) ||
+        !made_by(r, tokens.inputs[0], LY_OP_RESHAPE, &heads) ||
+        !made_by(r, heads.inputs[0], LY_OP_MATMUL, &sum) ||
+        ((const ly_matmul_params *)sum.params)->transpose_b != 0)
+        return false;
+    const ly_tensor *bhqc = &r->shapes[heads.outputs[0]];
+    if (bhqc->ndim != 4) return false;
+    int64_t B = bhqc->shape[0], H = bhqc->shape[1], Lq = bhqc->shape[2], C = bhqc->shape[3];
+    int64_t out_dims[3] = {B, Lq, H * C}, sum_dims[4] = {B * H, Lq, C, 1};
+    if (!shaped(r, out.outputs[0], 3, out_dims) || !shaped(r, sum.outputs[0], 4, sum_dims) ||
+        !made_by(r, sum.inputs[0], LY_OP_PERMUTE, &samples_q) || !permutes(&samples_q, 4, swap12) ||
+        !made_by(r, sum.inputs[1], LY_OP_RESHAPE, &weights_col) ||
+        !made_by(r, weights_col.inputs[0], LY_OP_PERMUTE, &weights_hf) ||
+        !permutes(&weights_hf, 4, swap12))
+        return false;
+    /* The levels' samples, concatenated on the points, in level order. */
+    ly_graph_value parts[LY_KERNEL_MAX_INPUTS] = {samples_q.inputs[0]};
+    int n_parts = 1;
+    ly_graph_node_info cat;
+    if (made_by(r, samples_q.inputs[0], LY_OP_CONCAT, &cat)) {
+        const ly_axis_params *p = cat.params;
+        if (p->axis != 3 && p->axis != -1) return false;
+        n_parts = cat.n_inputs;
+        for (int k = 0; k < n_parts; k++)
+            parts[k] = cat.inputs[k];
+    }
+    if (n_parts > LY_MSDA_MAX_LEVELS) return false;
+    ly_graph_value value = LY_GRAPH_NONE, grid = LY_GRAPH_NONE;
+    int64_t rows = 0, K = 0;
+    for (int l = 0; l < n_parts; l++) {
+        ly_graph_node_info gs, vmap, vcf, gmap, ghf;
+        if (!made_by(r, parts[l], LY_OP_GRID_SAMPLE, &gs)) return false;
+        const ly_grid_sample_params *gp = gs.params;
+        if (gp->mode != 0 || gp->padding_mode != 0 || gp->align_corners != 0 ||
+            !made_by(r, gs.inputs[0], LY_OP_RESHAPE, &vmap) ||
+            !made_by(r, vmap.inputs[0], LY_OP_PERMUTE, &vcf) ||
+            !permutes(&vcf, 4, channels_first) || !made_by(r, gs.inputs[1], LY_OP_RESHAPE, &gmap) ||
+            !made_by(r, gmap.inputs[0], LY_OP_PERMUTE, &ghf) || !permutes(&ghf, 5, heads_first))
+            return false;
+        ly_graph_value v, gr;
+        int64_t row, count, k, points;
+        if (!sliced(r, vcf.inputs[0], 4, 1, &v, &row, &count) ||
+            !sliced(r, ghf.inputs[0], 5, 3, &gr, &k, &points) || row != rows || k != K ||
+            (l > 0 && (v != value || gr != grid)))
+            return false;
+        const ly_tensor *map = &r->shapes[vmap.outputs[0]];
+        int64_t gdims[4] = {B * H, Lq, points, 2};
+        if (map->ndim != 4 || map->shape[2] * map->shape[3] != count ||
+            !shaped(r, vmap.outputs[0], 4, (int64_t[]){B * H, C, map->shape[2], map->shape[3]}) ||
+            !shaped(r, gmap.outputs[0], 4, gdims))
+            return false;
+        f->hw[2 * l] = map->shape[2];
+        f->hw[2 * l + 1] = map->shape[3];
+        f->points[l] = points;
+        value = v;
+        grid = gr;
+        rows += count;
+        K += points;
+    }
+    int64_t value_dims[4] = {B, rows, H, C}, grid_dims[5] = {B, Lq, H, K, 2},
+            attn_dims[4] = {B, Lq, H, K}, col_dims[4] = {B * H, Lq, K, 1};
+    if (!shaped(r, value, 4, value_dims) || !shaped(r, grid, 5, grid_dims) ||
+        !shaped(r, weights_hf.inputs[0], 4, attn_dims) ||
+        !shaped(r, weights_col.outputs[0], 4, col_dims))
+        return false;
+    f->root = root;
+    f->value = value;
+    f->loc = grid_of(r, grid);
+    f->attn = weights_hf.inputs[0];
+    f->L = n_parts;
+    return f->loc != LY_GRAPH_NONE;
+}
+
+static ly_status replace(ly_graph *g, const msda_form *f)
+{
+    int64_t L = f->L, hw_dims[2] = {L, 2};
+    ly_graph_value in[5] = {f->value, LY_GRAPH_NONE, f->loc, f->attn, LY_GRAPH_NONE};
+    void *hw = NULL, *points = NULL;
+    ly_status st = ly_graph_constant(g, LY_I64, 2, hw_dims, &in[1], &hw);
+    if (st == LY_OK) st = ly_graph_constant(g, LY_I64, 1, &L, &in[4], &points);
+    if (st != LY_OK) return st;
+    memcpy(hw, f->hw, (size_t)(2 * L) * sizeof *f->hw);
+    memcpy(points, f->points, (size_t)L * sizeof *f->points);
+    ly_graph_node_info n;
+    st = ly_graph_node_at(g, f->root, &n);
+    char name[160];
+    if (st == LY_OK) {
+        snprintf(name, sizeof name, "%s.ms_deform_attn", n.name);
+        ly_ms_deform_attn_params p = LY_MS_DEFORM_ATTN_DEFAULTS;
+        st = ly_graph_node_replace(g, f->root, LY_OP_MS_DEFORM_ATTN, name, 5, in, &p);
+    }
+    return st;
+}
+
+ly_status ly_export_msda_recognise(ly_graph *g, int n_inputs, const ly_tensor *inputs, int *found)
+{
+    *found = 0;
+    int n_nodes = ly_graph_node_count(g);
+    bool any = false;
+    for (int i = 0; i < n_nodes && !any; i++) {
+        ly_graph_node_info n;
+        any = ly_graph_node_at(g, i, &n) == LY_OK && n.op == LY_OP_GRID_SAMPLE;
+    }
+    if (!any) return LY_OK;
+    ly_tensor *shapes = calloc((size_t)ly_graph_value_count(g) + 1, sizeof *shapes);
+    msda_form *forms = malloc(((size_t)n_nodes + 1) * sizeof *forms);
+    if (!shapes || !forms) {
+        free(shapes);
+        free(forms);
+        return ly_set_error(LY_E_NO_MEMORY, "ms_deform_attn's portable form: out of memory");
+    }
+    ly_status st = ly_graph_infer(g, n_inputs, inputs, shapes);
+    recogniser r = {.g = g, .shapes = shapes};
+    int n_forms = 0;
+    for (int i = 0; st == LY_OK && i < n_nodes; i++)
+        if (match(&r, i, &forms[n_forms])) n_forms++;
+    for (int i = 0; st == LY_OK && i < n_forms; i++)
+        st = replace(g, &forms[i]);
+    if (st == LY_OK && n_forms) st = ly_graph_prune(g, NULL);
+    if (st == LY_OK) *found = n_forms;
+    free(shapes);
+    free(forms);
+    return st;
+}

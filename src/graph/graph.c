@@ -362,6 +362,119 @@ ly_status ly_graph_output(ly_graph *g, ly_graph_value v, const char *name)
     return LY_OK;
 }
 
+/* ---- rewriting ----------------------------------------------------------- */
+
+ly_status ly_graph_node_replace(ly_graph *g, int index, ly_op op, const char *name, int n_in,
+                                const ly_graph_value *in, const void *params)
+{
+    const char *who = name && *name ? name : "ly_graph_node_replace";
+    const ly_op_def *def = ly_op_def_of(op);
+    if (!g || !def || index < 0 || (size_t)index >= g->n_nodes || !in || n_in < 1 ||
+        n_in > LY_KERNEL_MAX_INPUTS || in[0] == LY_GRAPH_NONE)
+        return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: node %d, op %d or inputs invalid", who,
+                            index, (int)op);
+    for (int i = 0; i < n_in; i++) {
+        if (in[i] == LY_GRAPH_NONE) continue;
+        if (!valid_value(g, in[i]) ||
+            (g->values[in[i]].kind == LY_GRAPH_VALUE_NODE && g->values[in[i]].producer >= index))
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "%s: input %d is not a value made before node %d", who, i, index);
+    }
+    char *name_copy = copy_string(name);
+    void *params_copy = malloc(def->params_size);
+    if (!name_copy || !params_copy) {
+        free(name_copy);
+        free(params_copy);
+        return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", who);
+    }
+    memcpy(params_copy, params ? params : def->defaults, def->params_size);
+    gnode *n = &g->nodes[index];
+    free(n->name);
+    free(n->params);
+    n->op = op;
+    n->name = name_copy;
+    n->params = params_copy;
+    n->n_in = n_in;
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        n->in[i] = i < n_in ? in[i] : LY_GRAPH_NONE;
+    built(g);
+    return LY_OK;
+}
+
+ly_status ly_graph_prune(ly_graph *g, int *removed)
+{
+    if (!g) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_prune: graph is NULL");
+    size_t nv = g->n_values, nn = g->n_nodes;
+    bool *read = calloc(nv ? nv : 1, sizeof *read), *live = calloc(nn ? nn : 1, sizeof *live);
+    ly_graph_value *renumber = malloc((nv ? nv : 1) * sizeof *renumber);
+    int32_t *node_at = malloc((nn ? nn : 1) * sizeof *node_at);
+    if (!read || !live || !renumber || !node_at) {
+        free(read);
+        free(live);
+        free(renumber);
+        free(node_at);
+        return ly_set_error(LY_E_NO_MEMORY, "ly_graph_prune: out of memory");
+    }
+    for (size_t i = 0; i < g->n_outputs; i++)
+        read[g->outputs[i]] = true;
+    for (size_t i = nn; i-- > 0;) {
+        const gnode *n = &g->nodes[i];
+        for (int k = 0; k < n->n_out; k++)
+            live[i] |= read[n->out[k]];
+        for (int k = 0; live[i] && k < n->n_in; k++)
+            if (n->in[k] != LY_GRAPH_NONE) read[n->in[k]] = true;
+    }
+    size_t kept_nodes = 0;
+    for (size_t i = 0; i < nn; i++) {
+        node_at[i] = live[i] ? (int32_t)kept_nodes : -1;
+        if (live[i]) {
+            g->nodes[kept_nodes++] = g->nodes[i];
+        } else {
+            free(g->nodes[i].name);
+            free(g->nodes[i].params);
+        }
+    }
+    size_t kept_values = 0;
+    for (size_t v = 0; v < nv; v++) {
+        gvalue *x = &g->values[v];
+        bool keep = x->kind == LY_GRAPH_VALUE_INPUT ||
+                    (x->kind == LY_GRAPH_VALUE_CONSTANT && read[v]) ||
+                    (x->kind == LY_GRAPH_VALUE_NODE && node_at[x->producer] >= 0);
+        renumber[v] = keep ? (ly_graph_value)kept_values : LY_GRAPH_NONE;
+        if (!keep) {
+            if (x->kind == LY_GRAPH_VALUE_CONSTANT) {
+                free(x->constant.data);
+                g->constant_bytes -= x->constant_bytes;
+            }
+            continue;
+        }
+        if (x->kind == LY_GRAPH_VALUE_NODE) x->producer = node_at[x->producer];
+        /* A plain copy: no plan exists yet, so nothing reads `released` meanwhile. */
+        if (kept_values != v) memcpy(&g->values[kept_values], x, sizeof *x);
+        kept_values++;
+    }
+    for (size_t i = 0; i < kept_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] != LY_GRAPH_NONE) n->in[k] = renumber[n->in[k]];
+        for (int k = 0; k < n->n_out; k++)
+            n->out[k] = renumber[n->out[k]];
+    }
+    for (size_t i = 0; i < g->n_inputs; i++)
+        g->inputs[i] = renumber[g->inputs[i]];
+    for (size_t i = 0; i < g->n_outputs; i++)
+        g->outputs[i] = renumber[g->outputs[i]];
+    if (removed) *removed = (int)(nn - kept_nodes);
+    g->n_nodes = kept_nodes;
+    g->n_values = kept_values;
+    free(read);
+    free(live);
+    free(renumber);
+    free(node_at);
+    built(g);
+    return LY_OK;
+}
+
 /* ---- constants given back -------------------------------------------------- */
 
 ly_status ly_graph_constant_restore_locked(ly_graph *g, ly_graph_value v)

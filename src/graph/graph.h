@@ -106,6 +106,19 @@ ly_status ly_graph_output(ly_graph *g, ly_graph_value v, const char *name);
  * ops' contracts, without planning: `shapes` has ly_graph_value_count entries. */
 ly_status ly_graph_infer(ly_graph *g, int n_inputs, const ly_tensor *inputs, ly_tensor *shapes);
 
+/* ---- Rewriting (recognisers; before the graph first runs) ------------------------- */
+
+/* Node `index` computes `op` on `in` instead (its outputs, their ids and
+ * readers unchanged): every input must be made before the node. */
+ly_status ly_graph_node_replace(ly_graph *g, int index, ly_op op, const char *name, int n_in,
+                                const ly_graph_value *in, const void *params);
+
+/* Drop every node none of whose outputs the graph's outputs or a kept node
+ * reads, and every constant only they read. Values and nodes are renumbered
+ * (ids taken before are void; inputs and outputs keep their order);
+ * *removed (may be NULL): how many nodes went. */
+ly_status ly_graph_prune(ly_graph *g, int *removed);
+
 /* ---- Running ---------------------------------------------------------------------- */
 
 /* Per-run state (arena, views): one per thread that runs the graph at a time.
