@@ -131,6 +131,8 @@ static const nn_case cases[] = {
     /* 3x3 stride-1 of 1 GFLOP and more (the Winograd kernels'): RT-DETR's PResNet (ReLU fused,
      * tiles cut by the edges), its CSPRep (SiLU after the kernel, as a post-affine would be) */
     CONV("presnet 64->64 3x3 relu 121x119", 64, 121, 119, 64, 3, 1, 1, 1, LY_ACT_RELU, true, false),
+    /* its shortcut as the exported program writes it: the residual fused, ReLU after */
+    CONV("presnet 64->64 3x3 +res 81x79", 64, 81, 79, 64, 3, 1, 1, 1, LY_ACT_NONE, true, true),
     CONV("csprep 128->128 3x3 silu 60x60", 128, 60, 60, 128, 3, 1, 1, 1, LY_ACT_SILU, true, false),
     /* and under 1 GFLOP with 128 channels on a small map: RF-DETR's projector (no bias) */
     CONV("rf-detr c2f 128->128 3x3 no bias 24x24", 128, 24, 24, 128, 3, 1, 1, 1, LY_ACT_NONE, false,

@@ -583,7 +583,10 @@ static ly_status conv2d_onednn_winograd(const ly_kernel_call *call)
 }
 
 /* Where Winograd pays: 3x3 stride-1 ungrouped convolutions (oneDNN's
- * F(4x4, 3x3) has no other) without a residual, of at least 1 GFLOP (or of
+ * F(4x4, 3x3) has no other), with a residual only where no activation comes
+ * before it (the kernels add it as a sum post-op, or the output reorder does:
+ * ResNet's shortcut as an exported program fuses it, ReLU after; direct, those
+ * took RT-DETR-r18's program 1.10x its checkpoint's time), of at least 1 GFLOP (or of
  * at least 0.15 with 128 or more channels in and out on a map of at most
  * 32x32), with weights of at most 1 MiB. Smaller convolutions save less than the
  * scratch the kernels share costs (up to ~23 MiB, held by oneDNN for the
@@ -610,8 +613,9 @@ static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_fea
         *why_not = "not a 3x3 stride-1 ungrouped convolution";
         return LY_E_DECLINED;
     }
-    if (call->in[3]) {
-        *why_not = "a residual (added by the direct kernels in their epilogue)";
+    if (call->in[3] && (p->activation != LY_ACT_NONE || p->post_affine)) {
+        *why_not = "a residual after an activation (added by the direct kernels in their "
+                   "epilogue)";
         return LY_E_DECLINED;
     }
     /* per image: a batch runs each image on the kernels it would get alone */
