@@ -23,6 +23,7 @@
 #include "libreyolo/export.h"
 #include "libreyolo/model.h"
 #include "libreyolo/nn.h"
+#include "libreyolo/sdpa.h"
 #include "pte/commit.h"
 #include "test_export_util.h"
 
@@ -542,7 +543,7 @@ static double rel_diff(const ly_tensor *a, const ly_tensor *b)
  * its partitions, and run it back (1 and 2 threads) to the graph's numbers. */
 static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls,
                               int min_partitions, double tolerance, bool as_graphs,
-                              int merged_calls, int msda_forms)
+                              int merged_calls, int msda_forms, int folded_sdpa)
 {
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
@@ -577,6 +578,8 @@ static void lower_and_compare(ly_graph *g, const ly_tensor *in, int kernel_calls
             /* ms_deform_attn's portable form runs as the op in merged runs */
             assert_int_equal(ly_et_method_recognised_msda(m),
                              operators || !as_graphs ? 0 : (size_t)msda_forms);
+            assert_int_equal(ly_et_method_folded_sdpa(m),
+                             operators || !as_graphs ? 0 : (size_t)folded_sdpa);
             assert_int_equal(ly_graph_run(ctx, 1, in, 1), LY_OK);
             int outputs = ly_graph_output_count(g);
             for (int threads = 1; threads <= 2; threads++) {
@@ -619,7 +622,7 @@ static void test_lower_every_op(void **state)
     ly_tensor in;
     float *data = random_input(&in, 32);
     /* two upsamples and the padded average pool: every call runs in one graph */
-    lower_and_compare(g, &in, 3, 2, 1e-5, true, 5, 0);
+    lower_and_compare(g, &in, 3, 2, 1e-5, true, 5, 0, 0);
     free(data);
     ly_graph_free(g);
 }
@@ -647,7 +650,7 @@ static void test_lower_rms_norm(void **state)
     assert_int_equal(ly_graph_output(g, n, "rms"), LY_OK);
     ly_tensor input;
     float *data = random_input(&input, 16);
-    lower_and_compare(g, &input, 0, 1, 1e-5, true, 1, 0); /* one delegate: a run of one */
+    lower_and_compare(g, &input, 0, 1, 1e-5, true, 1, 0, 0); /* one delegate: a run of one */
     free(data);
     ly_graph_free(g);
 }
@@ -763,7 +766,7 @@ static void test_lower_transformer_ops(void **state)
     ly_tensor in;
     float *data = random_input(&in, 16);
     /* the three layer norms are portable: every call runs in one graph */
-    lower_and_compare(g, &in, 3, 3, 1e-5, true, 7, 0);
+    lower_and_compare(g, &in, 3, 3, 1e-5, true, 7, 0, 0);
     free(data);
     ly_graph_free(g);
 }
@@ -860,7 +863,7 @@ static void test_msda_portable_form(void **state)
         assert_non_null(portable);
         assert_int_equal(count_op(portable, LY_OP_GRID_SAMPLE), cases[c].L);
         /* the program: the grid samples are its portable calls */
-        lower_and_compare(portable, &in, cases[c].L, 2, 1e-5, true, 2 + cases[c].L, 1);
+        lower_and_compare(portable, &in, cases[c].L, 2, 1e-5, true, 2 + cases[c].L, 1, 0);
         /* the graph: back to one node, the form's own nodes gone */
         int found = -1, before = ly_graph_node_count(portable);
         assert_int_equal(ly_export_msda_recognise(portable, 1, &in, &found), LY_OK);
@@ -885,6 +888,75 @@ static void test_msda_portable_form(void **state)
         free(shapes);
         free(data);
     }
+}
+
+/* Attention on tokens-first q, k, v (LY_SDPA_BNHD, as RF-DETR's and the
+ * DETR decoders' are built) between linear layers; `heads_first`: the same
+ * written as the exporter writes it, heads-first attention between
+ * transposes. */
+static ly_graph *tokens_first_graph(bool heads_first)
+{
+    const int64_t E = 32, H = 4, D = E / H, T = 10;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, qkv[3], out;
+    assert_int_equal(ly_graph_input(g, "tokens", LY_F32, 3, &x), LY_OK);
+    int64_t split[4] = {1, T, H, D}, merged[3] = {1, T, E};
+    int swap[4] = {0, 2, 1, 3};
+    static const char *const names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(
+            ly_graph_reshape(g, names[i], t_linear(g, names[i], x, E, E), 4, split, &qkv[i]),
+            LY_OK);
+        if (heads_first)
+            assert_int_equal(ly_graph_permute(g, "heads", qkv[i], 4, swap, &qkv[i]), LY_OK);
+    }
+    ly_sdpa_params p = {.layout = heads_first ? LY_SDPA_BHND : LY_SDPA_BNHD};
+    out = t_node(g, LY_OP_SDPA, "attention", 3, qkv, &p);
+    if (heads_first) assert_int_equal(ly_graph_permute(g, "tokens", out, 4, swap, &out), LY_OK);
+    assert_int_equal(ly_graph_reshape(g, "merge", out, 3, merged, &out), LY_OK);
+    assert_int_equal(ly_graph_output(g, t_linear(g, "proj", out, E, E), "out"), LY_OK);
+    return g;
+}
+
+/* Tokens-first attention, which the exporter writes between heads-first
+ * transposes (XNNPACK has no other layout), runs tokens first again: in the
+ * program's merged run, and in a graph, where the transposes go and the
+ * numbers are the tokens-first graph's, bit for bit. */
+static void test_sdpa_tokens_first_form(void **state)
+{
+    (void)state;
+    int64_t ishape[3] = {1, 10, 32};
+    ly_tensor in;
+    assert_int_equal(ly_tensor_init(&in, NULL, LY_F32, 3, ishape), LY_OK);
+    float data[320];
+    for (int i = 0; i < 320; i++)
+        data[i] = rnd();
+    in.data = data;
+    uint64_t weights = seed;
+    ly_graph *g = tokens_first_graph(false);
+    seed = weights;
+    ly_graph *written = tokens_first_graph(true); /* the same weights */
+    lower_and_compare(g, &in, 0, 1, 1e-5, true, 1, 0, 1);
+    int folded = 0, removed = 0;
+    assert_int_equal(ly_graph_fold_sdpa_transposes(written, &folded), LY_OK);
+    assert_int_equal(folded, 1);
+    assert_int_equal(ly_graph_prune(written, &removed), LY_OK);
+    assert_int_equal(removed, 4); /* three transposes and the heads-first attention */
+    assert_int_equal(count_op(written, LY_OP_PERMUTE), 0);
+    ly_graph_ctx *a, *b;
+    ly_tensor want, got;
+    assert_int_equal(ly_graph_ctx_create(g, &a), LY_OK);
+    assert_int_equal(ly_graph_ctx_create(written, &b), LY_OK);
+    assert_int_equal(ly_graph_run(a, 1, &in, 1), LY_OK);
+    assert_int_equal(ly_graph_run(b, 1, &in, 1), LY_OK);
+    assert_int_equal(ly_graph_get_output(a, 0, &want, NULL), LY_OK);
+    assert_int_equal(ly_graph_get_output(b, 0, &got, NULL), LY_OK);
+    assert_int_equal(memcmp(want.data, got.data, sizeof data), 0);
+    ly_graph_ctx_free(a);
+    ly_graph_ctx_free(b);
+    ly_graph_free(written);
+    ly_graph_free(g);
 }
 
 /* Lower `g` at `in`'s shape. */
@@ -1021,6 +1093,7 @@ int main(void)
         cmocka_unit_test(test_lower_transformer_ops),
         cmocka_unit_test(test_lower_rms_norm),
         cmocka_unit_test(test_msda_portable_form),
+        cmocka_unit_test(test_sdpa_tokens_first_form),
         cmocka_unit_test(test_lower_refusals),
         cmocka_unit_test(test_yolo9_round_trip),
     };

@@ -119,6 +119,11 @@ ly_status ly_graph_node_replace(ly_graph *g, int index, ly_op op, const char *na
  * *removed (may be NULL): how many nodes went. */
 ly_status ly_graph_prune(ly_graph *g, int *removed);
 
+/* Attention between heads-first transposes of q, k, v and of its result
+ * runs tokens first on the operands as they are (simplify.c); *folded: how
+ * many. Prune afterwards. */
+ly_status ly_graph_fold_sdpa_transposes(ly_graph *g, int *folded);
+
 /* ---- Running ---------------------------------------------------------------------- */
 
 /* Per-run state (arena, views): one per thread that runs the graph at a time.

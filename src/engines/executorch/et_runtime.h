@@ -85,6 +85,8 @@ void ly_et_method_counts(const ly_et_method *m, size_t *delegate_calls, size_t *
 size_t ly_et_method_merged_calls(const ly_et_method *m);
 /* How many portable forms of ms_deform_attn run as the op (tests). */
 size_t ly_et_method_recognised_msda(const ly_et_method *m);
+/* How many tokens-first attentions run without their transposes (tests). */
+size_t ly_et_method_folded_sdpa(const ly_et_method *m);
 /* How many of its delegates run XNNPACK operators (the others: our graphs). */
 size_t ly_et_method_operator_delegates(const ly_et_method *m);
 

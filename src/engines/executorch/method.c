@@ -59,6 +59,7 @@ struct ly_et_method {
     instr_rt **instr; /* per chain */
     size_t delegate_calls, kernel_calls, merged_calls;
     size_t recognised_msda; /* portable forms of ms_deform_attn run as the op */
+    size_t folded_sdpa;     /* attentions between transposes run tokens first */
     /* MoveCalls can put a value of another shape where a kernel was checked:
      * then every kernel call is checked again before it runs. */
     bool has_moves;
@@ -616,24 +617,31 @@ static ly_status segment_build(ly_et_method *m, size_t c, size_t first, segment 
     return st;
 }
 
-/* Our exporter writes ms_deform_attn in a form a stock ExecuTorch runs (grid
- * samples, transposes and a batched product: D-FINE-n's program spent 11 ms
- * a run there against 1.3 ms in the op); a merged run sees the whole form and
- * runs the op, whose providers serve it. Any failure leaves the run as built. */
+/* What our exporter writes in ops a stock ExecuTorch runs, run as the ops
+ * our providers serve, now that a merged run sees each form whole:
+ * ms_deform_attn as grid samples, transposes and a batched product (D-FINE-n's
+ * program spent 11 ms a run there against 1.3 ms in the op), tokens-first
+ * attention between heads-first transposes (RF-DETR-n's: 56 transposes a
+ * run). Any failure leaves the run as built. */
 static void recognise_forms(ly_et_method *m, segment *sg)
 {
     ly_tensor *shapes = calloc((size_t)sg->n_inputs + 1, sizeof *shapes);
-    int found = 0;
+    int found = 0, folded = 0;
     if (!shapes) return;
     for (int i = 0; i < sg->n_inputs; i++)
         shapes[i] = m->v[sg->inputs[i]].t;
-    if (ly_export_msda_recognise(sg->g, sg->n_inputs, shapes, &found) != LY_OK)
-        ly_log(LY_LOG_DEBUG, "%s: ms_deform_attn's portable form left as written: %s", m->what,
-               ly_last_error());
-    else if (found)
-        ly_log(LY_LOG_DEBUG, "%s: %d portable forms of ms_deform_attn run as the op", m->what,
-               found);
+    ly_status st = ly_export_msda_recognise(sg->g, sg->n_inputs, shapes, &found);
+    if (st == LY_OK) st = ly_graph_fold_sdpa_transposes(sg->g, &folded);
+    if (st == LY_OK && folded) st = ly_graph_prune(sg->g, NULL);
+    if (st != LY_OK)
+        ly_log(LY_LOG_DEBUG, "%s: a form left as written: %s", m->what, ly_last_error());
+    else if (found || folded)
+        ly_log(LY_LOG_DEBUG,
+               "%s: %d portable forms of ms_deform_attn and %d transposed attentions run as "
+               "the ops",
+               m->what, found, folded);
     m->recognised_msda += (size_t)found;
+    m->folded_sdpa += (size_t)folded;
     free(shapes);
 }
 
@@ -915,6 +923,11 @@ size_t ly_et_method_operator_delegates(const ly_et_method *m)
 size_t ly_et_method_recognised_msda(const ly_et_method *m)
 {
     return m->recognised_msda;
+}
+
+size_t ly_et_method_folded_sdpa(const ly_et_method *m)
+{
+    return m->folded_sdpa;
 }
 
 size_t ly_et_method_merged_calls(const ly_et_method *m)

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Identities of the ops that save whole passes over memory where a graph was
+ * built from a lowered form (an ExecuTorch program read back, graph.h):
+ *
+ *  - attention whose q, k and v are each transposed heads first ([0, 2, 1, 3])
+ *    and whose result is transposed back is attention in the tokens-first
+ *    layout (LY_SDPA_BNHD: the same numbers, libreyolo/sdpa.h) on the
+ *    operands as they are. The exporter writes tokens-first attention that
+ *    way, since XNNPACK has no such layout: RF-DETR-n's program ran 56
+ *    transposes a run that its checkpoint does not.
+ */
+#include "graph/graph.h"
+
+#include "core/core.h"
+#include "libreyolo/sdpa.h"
+
+#include <stdio.h>
+
+static const int64_t SWAP_MIDDLE[4] = {0, 2, 1, 3};
+
+/* The value `v` is the heads-first transpose of: that value, else NONE. */
+static ly_graph_value transposed_from(const ly_graph *g, ly_graph_value v)
+{
+    ly_graph_value_info info;
+    ly_graph_node_info n;
+    if (v == LY_GRAPH_NONE || ly_graph_value_at(g, v, &info) != LY_OK ||
+        info.kind != LY_GRAPH_VALUE_NODE || ly_graph_node_at(g, info.producer, &n) != LY_OK ||
+        n.op != LY_OP_PERMUTE)
+        return LY_GRAPH_NONE;
+    const ly_permute_params *p = n.params;
+    if (p->ndim != 4) return LY_GRAPH_NONE;
+    for (int i = 0; i < 4; i++)
+        if (p->perm[i] != SWAP_MIDDLE[i]) return LY_GRAPH_NONE;
+    return n.inputs[0];
+}
+
+ly_status ly_graph_fold_sdpa_transposes(ly_graph *g, int *folded)
+{
+    *folded = 0;
+    int n_nodes = ly_graph_node_count(g);
+    for (int i = 0; i < n_nodes; i++) {
+        ly_graph_node_info back, attn;
+        ly_graph_value_info info;
+        if (ly_graph_node_at(g, i, &back) != LY_OK) continue;
+        ly_graph_value heads = transposed_from(g, back.outputs[0]);
+        if (heads == LY_GRAPH_NONE || ly_graph_value_at(g, heads, &info) != LY_OK ||
+            info.kind != LY_GRAPH_VALUE_NODE ||
+            ly_graph_node_at(g, info.producer, &attn) != LY_OK || attn.op != LY_OP_SDPA ||
+            ((const ly_sdpa_params *)attn.params)->layout != LY_SDPA_BHND || attn.n_inputs < 3)
+            continue;
+        ly_graph_value in[LY_KERNEL_MAX_INPUTS];
+        bool all = true;
+        for (int k = 0; k < attn.n_inputs; k++) {
+            in[k] = k < 3 ? transposed_from(g, attn.inputs[k]) : attn.inputs[k];
+            all &= in[k] != LY_GRAPH_NONE || k >= 3;
+        }
+        if (!all) continue;
+        ly_sdpa_params tokens_first = *(const ly_sdpa_params *)attn.params;
+        tokens_first.layout = LY_SDPA_BNHD;
+        char name[160];
+        snprintf(name, sizeof name, "%s.tokens_first", attn.name);
+        /* The transpose back becomes the attention: its readers get the
+         * same [B, N, H, D] values; what only the heads-first form read is
+         * left for ly_graph_prune. */
+        ly_status st =
+            ly_graph_node_replace(g, i, LY_OP_SDPA, name, attn.n_inputs, in, &tokens_first);
+        if (st != LY_OK) return st;
+        ++*folded;
+    }
+    return LY_OK;
+}
