@@ -429,6 +429,348 @@ LY_AVX512 static void softmax_rows16(float *s, int64_t ld, int rows, int64_t n,
             _mm512_store_ps(s + r * ld + j, _mm512_mul_ps(_mm512_load_ps(s + r * ld + j), m16[r]));
 }
 
+/* ---- small heads on AVX-512: queries on the lanes ----------------------------------- *
+ *
+ * With head dims of at most 16 (SwinIR's 10) the tiles above leave most of
+ * each register idle in P.v (10 of 16 lanes) and spend their time storing
+ * and reloading short tiles and reducing every score row across lanes. Here
+ * a block of 16 queries runs side by side, one query a lane: a score of key
+ * j is one register (its chain over c: qs[c] of the 16 queries times k[j][c]
+ * broadcast, from +0), the softmax's eight strided lanes are eight registers
+ * (key j adds into register j mod 8, the reference's tree after), and P.v's
+ * chains over keys run one register per output channel. Every element still
+ * goes through the reference's sequence, so the bits are the same; masks are
+ * read through copies transposed to [block][key][16 queries]. */
+
+#define QL 16 /* queries a block */
+#define SMALL_KEYS 256
+
+typedef struct small_mask {
+    const ly_sdpa_mask *m;
+    float *whole;   /* every slice transposed once a call, or NULL: per thread */
+    int64_t n_h;    /* slices along heads: H or 1 */
+    int64_t floats; /* one slice: blocks * Nk * QL */
+} small_mask;
+
+static bool small_heads(const ly_sdpa_problem *p)
+{
+    /* 32-bit gather offsets across a block of a mask */
+    int64_t reach = 0;
+    for (int k = 0; k < 2; k++)
+        if (p->mask[k].data && (QL - 1) * p->mask[k].sq > reach) reach = (QL - 1) * p->mask[k].sq;
+    return ly_cpu()->avx512f && p->d >= 1 && p->d <= 16 && p->dv >= 1 && p->dv <= 16 &&
+           p->Nk >= 1 && p->Nk <= SMALL_KEYS && masks_on_16_lanes(p) && reach < INT32_MAX;
+}
+
+static int64_t slice_index(const small_mask *sm, int64_t b, int64_t h)
+{
+    return (sm->m->sb ? b : 0) * sm->n_h + (sm->m->sh ? h : 0);
+}
+
+/* Lanes [0, n) of a block. */
+static inline __mmask16 first_lanes(int64_t n)
+{
+    return n >= QL ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+}
+
+/* r[i][j] <- r[j][i]: 4x4 blocks within 128-bit lanes, then the lanes. */
+LY_AVX512 static inline void transpose16x16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+    }
+}
+
+/* Slice (b, h) of a mask as [block][key][QL]; queries past Nq read 0. Rows
+ * along keys (sk 1) go 16 x 16 at a time through registers, others (a
+ * mask broadcast along keys) by gathers. */
+LY_AVX512 static void transpose_mask(const ly_sdpa_problem *p, const ly_sdpa_mask *m, int64_t b,
+                                     int64_t h, float *dst)
+{
+    const float *data = m->data;
+    int64_t blocks = (p->Nq + QL - 1) / QL, Nk = p->Nk;
+    const __m512i lanes =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32((int32_t)m->sq));
+    for (int64_t blk = 0; blk < blocks; blk++) {
+        int64_t rows = p->Nq - blk * QL < QL ? p->Nq - blk * QL : QL;
+        const float *row = data + ly_sdpa_mask_row(m, b, h, blk * QL);
+        float *to = dst + blk * Nk * QL;
+        if (m->sk != 1) {
+            for (int64_t j = 0; j < Nk; j++)
+                _mm512_store_ps(to + j * QL,
+                                _mm512_mask_i32gather_ps(_mm512_setzero_ps(), first_lanes(rows),
+                                                         lanes, row + j * m->sk, 4));
+            continue;
+        }
+        for (int64_t j0 = 0; j0 < Nk; j0 += QL) {
+            __mmask16 keys = first_lanes(Nk - j0);
+            __m512 r[16];
+            for (int64_t i = 0; i < QL; i++)
+                r[i] = i < rows ? _mm512_maskz_loadu_ps(keys, row + i * m->sq + j0)
+                                : _mm512_setzero_ps();
+            transpose16x16(r);
+            for (int64_t j = j0; j < Nk && j < j0 + QL; j++)
+                _mm512_store_ps(to + j * QL, r[j - j0]);
+        }
+    }
+}
+
+/* s[j] = the scores of key j for the block's queries (qt[c]: their scaled
+ * q[c]), eight keys' chains side by side, plus mask 0 then mask 1 (m0, m1:
+ * the block's transposed slices, or NULL); returns their max. */
+LY_AVX512 static inline __attribute__((always_inline)) __m512
+small_scores(const int D, const __m512 *qt, const float *k, int64_t k_row, int64_t Nk,
+             const float *m0, const float *m1, float *s)
+{
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= Nk; j += 8) {
+        __m512 acc[8];
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++)
+            acc[u] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int c = 0; c < D; c++)
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++)
+                acc[u] = _mm512_fmadd_ps(qt[c], _mm512_set1_ps(k[(j + u) * k_row + c]), acc[u]);
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) {
+            if (m0) acc[u] = _mm512_add_ps(acc[u], _mm512_load_ps(m0 + (j + u) * QL));
+            if (m1) acc[u] = _mm512_add_ps(acc[u], _mm512_load_ps(m1 + (j + u) * QL));
+            _mm512_store_ps(s + (j + u) * QL, acc[u]);
+            mx = _mm512_max_ps(acc[u], mx);
+        }
+    }
+    for (; j < Nk; j++) {
+        __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int c = 0; c < D; c++)
+            acc = _mm512_fmadd_ps(qt[c], _mm512_set1_ps(k[j * k_row + c]), acc);
+        if (m0) acc = _mm512_add_ps(acc, _mm512_load_ps(m0 + j * QL));
+        if (m1) acc = _mm512_add_ps(acc, _mm512_load_ps(m1 + j * QL));
+        _mm512_store_ps(s + j * QL, acc);
+        mx = _mm512_max_ps(acc, mx);
+    }
+    return mx;
+}
+
+/* o[c] = sum over keys of p[j] v[j][c], each a chain from +0 (p = e * inv). */
+LY_AVX512 static inline __attribute__((always_inline)) void
+small_values(const int DV, const float *e, __m512 inv, const float *v, int64_t v_row, int64_t Nk,
+             float *ot)
+{
+    __m512 o[16];
+#pragma GCC unroll 16
+    for (int c = 0; c < DV; c++)
+        o[c] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < Nk; j++) {
+        __m512 pj = _mm512_mul_ps(_mm512_load_ps(e + j * QL), inv);
+#pragma GCC unroll 16
+        for (int c = 0; c < DV; c++)
+            o[c] = _mm512_fmadd_ps(pj, _mm512_set1_ps(v[j * v_row + c]), o[c]);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < DV; c++)
+        _mm512_store_ps(ot + c * QL, o[c]);
+}
+
+#define SMALL_CASES(X)                                                                             \
+    X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
+
+LY_AVX512 static __m512 small_scores_any(int64_t d, const __m512 *qt, const float *k, int64_t k_row,
+                                         int64_t Nk, const float *m0, const float *m1, float *s)
+{
+    switch (d) {
+#define SCORES_CASE(D)                                                                             \
+    case D:                                                                                        \
+        return small_scores(D, qt, k, k_row, Nk, m0, m1, s);
+        SMALL_CASES(SCORES_CASE)
+#undef SCORES_CASE
+    default:
+        return _mm512_setzero_ps();
+    }
+}
+
+LY_AVX512 static void small_values_any(int64_t dv, const float *e, __m512 inv, const float *v,
+                                       int64_t v_row, int64_t Nk, float *ot)
+{
+    switch (dv) {
+#define VALUES_CASE(D)                                                                             \
+    case D:                                                                                        \
+        small_values(D, e, inv, v, v_row, Nk, ot);                                                 \
+        break;
+        SMALL_CASES(VALUES_CASE)
+#undef VALUES_CASE
+    default:
+        break;
+    }
+}
+
+/* Block blk of head bh: masks[k] is mask k's slice for (b, h) (NULL: none). */
+LY_AVX512 static void small_block(const ly_sdpa_problem *p, int64_t bh, int64_t blk,
+                                  const float *const masks[2], float *s, float *ot)
+{
+    int64_t d = p->d, dv = p->dv, Nk = p->Nk, i0 = blk * QL;
+    int64_t rows = p->Nq - i0 < QL ? p->Nq - i0 : QL;
+    /* the block's scaled queries, one register per channel */
+    const float *q = p->q + ly_sdpa_head_at(p, &p->qs, bh) + i0 * p->qs.row;
+    const __m512 scale = _mm512_set1_ps(p->scale);
+    __mmask16 channels = first_lanes(d);
+    __m512 qt[16];
+    for (int64_t r = 0; r < QL; r++)
+        qt[r] = r < rows ? _mm512_mul_ps(_mm512_maskz_loadu_ps(channels, q + r * p->qs.row), scale)
+                         : _mm512_setzero_ps();
+    transpose16x16(qt);
+    __m512 mx = small_scores_any(d, qt, p->k + ly_sdpa_head_at(p, &p->ks, bh), p->ks.row, Nk,
+                                 masks[0] ? masks[0] + blk * Nk * QL : NULL,
+                                 masks[1] ? masks[1] + blk * Nk * QL : NULL, s);
+    /* exp and the eight strided sums (key j into lane j mod 8), then their tree */
+    __m512 lane[8];
+    for (int t = 0; t < 8; t++)
+        lane[t] = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= Nk; j += 8)
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) {
+            __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(s + (j + t) * QL), mx));
+            _mm512_store_ps(s + (j + t) * QL, e);
+            lane[t] = _mm512_add_ps(lane[t], e);
+        }
+    for (int t = 0; j < Nk; j++, t++) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(s + j * QL), mx));
+        _mm512_store_ps(s + j * QL, e);
+        lane[t] = _mm512_add_ps(lane[t], e);
+    }
+    __m512 t0 = _mm512_add_ps(lane[0], lane[4]), t1 = _mm512_add_ps(lane[1], lane[5]),
+           t2 = _mm512_add_ps(lane[2], lane[6]), t3 = _mm512_add_ps(lane[3], lane[7]);
+    __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                               _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+    small_values_any(dv, s, inv, p->v + ly_sdpa_head_at(p, &p->vs, bh), p->vs.row, Nk, ot);
+    /* each channel back into the block's output rows */
+    const __m512 canonical =
+        _mm512_castsi512_ps(_mm512_set1_epi32((int)LY_SDPA_CANONICAL_NAN_BITS));
+    float *out = p->out + ly_sdpa_head_at(p, &p->os, bh) + i0 * p->os.row;
+    __m512 o[16];
+    for (int64_t c = 0; c < QL; c++) {
+        __m512 x = c < dv ? _mm512_load_ps(ot + c * QL) : _mm512_setzero_ps();
+        o[c] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, canonical);
+    }
+    transpose16x16(o);
+    __mmask16 written = first_lanes(dv);
+    for (int64_t r = 0; r < rows; r++)
+        _mm512_mask_storeu_ps(out + r * p->os.row, written, o[r]);
+}
+
+typedef struct small_job {
+    const ly_sdpa_problem *p;
+    small_mask masks[2];
+    int64_t blocks;
+    atomic_bool out_of_memory;
+} small_job;
+
+static void small_range(void *ctx, int64_t begin, int64_t end)
+{
+    small_job *job = ctx;
+    const ly_sdpa_problem *p = job->p;
+    float *s = alloc_floats(p->Nk * QL), *buf = alloc_floats(QL * 16), *own[2] = {NULL, NULL};
+    int64_t held[2] = {-1, -1};
+    bool ok = s && buf;
+    for (int k = 0; k < 2 && ok; k++)
+        if (job->masks[k].m && !job->masks[k].whole) {
+            own[k] = alloc_floats(job->masks[k].floats);
+            ok = own[k] != NULL;
+        }
+    if (!ok) {
+        atomic_store(&job->out_of_memory, true);
+        goto done;
+    }
+    for (int64_t item = begin; item < end; item++) {
+        int64_t bh = item / job->blocks, blk = item % job->blocks, b = bh / p->H, h = bh % p->H;
+        const float *masks[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            const small_mask *sm = &job->masks[k];
+            if (!sm->m) continue;
+            int64_t at = slice_index(sm, b, h);
+            if (sm->whole) {
+                masks[k] = sm->whole + at * sm->floats;
+                continue;
+            }
+            if (held[k] != at) { /* a thread's items run head after head: most reuse it */
+                transpose_mask(p, sm->m, b, h, own[k]);
+                held[k] = at;
+            }
+            masks[k] = own[k];
+        }
+        small_block(p, bh, blk, masks, s, buf);
+    }
+done:
+    free(s);
+    free(buf);
+    free(own[0]);
+    free(own[1]);
+}
+
+/* Masks of few slices (SwinIR's bias: one per head) are transposed once a
+ * call; many (its shift mask: one per window) by each thread as it meets
+ * them. */
+enum { SMALL_WHOLE_FLOATS = 1 << 20 };
+
+static ly_status small_heads_run(const ly_sdpa_problem *p)
+{
+    small_job job = {.p = p, .blocks = (p->Nq + QL - 1) / QL};
+    atomic_init(&job.out_of_memory, false);
+    ly_status st = LY_OK;
+    for (int k = 0; k < 2 && st == LY_OK; k++) {
+        small_mask *sm = &job.masks[k];
+        if (!p->mask[k].data) continue;
+        sm->m = &p->mask[k];
+        sm->n_h = sm->m->sh ? p->H : 1;
+        sm->floats = job.blocks * p->Nk * QL;
+        int64_t slices = (sm->m->sb ? p->B : 1) * sm->n_h;
+        if (slices * sm->floats > SMALL_WHOLE_FLOATS) continue;
+        sm->whole = alloc_floats(slices * sm->floats);
+        if (!sm->whole) {
+            st = LY_E_NO_MEMORY;
+            break;
+        }
+        for (int64_t b = 0; b < (sm->m->sb ? p->B : 1); b++)
+            for (int64_t h = 0; h < sm->n_h; h++)
+                transpose_mask(p, sm->m, b, h, sm->whole + slice_index(sm, b, h) * sm->floats);
+    }
+    if (st == LY_OK) {
+        ly_parallel_for(p->B * p->H * job.blocks, 1, p->threads, small_range, &job);
+        if (atomic_load(&job.out_of_memory)) st = LY_E_NO_MEMORY;
+    }
+    free(job.masks[0].whole);
+    free(job.masks[1].whole);
+    if (st != LY_OK)
+        return ly_set_error(LY_E_NO_MEMORY, "%s/%s: out of memory for a block of %lld keys",
+                            ly_op_name(LY_OP_SDPA), LY_SDPA_FUSED_AVX2, (long long)p->Nk);
+    return LY_OK;
+}
+
 /* ---- driver ------------------------------------------------------------------------ */
 
 typedef struct fused_job {
@@ -625,6 +967,7 @@ ly_status ly_sdpa_avx2_fused(const ly_kernel_call *call)
     ly_sdpa_problem p;
     ly_sdpa_problem_init(call, &p);
     if (p.B * p.H * p.Nq * p.dv == 0) return LY_OK;
+    if (small_heads(&p)) return small_heads_run(&p);
     bool wide = ly_cpu()->avx512f;
     int64_t mr = wide ? MR16 : MR;
     fused_job job = {.p = &p, .row_blocks = (p.Nq + mr - 1) / mr, .width = wide ? 16 : 8, .mr = mr};
