@@ -84,7 +84,8 @@ static void test_shift_masks(void **state)
 /* On a [2, 14, 21, 3] map of distinct values (window 7, shift 3): the shifted
  * order gathers the map rolled by -3 into 7x7 windows (torch.roll, then
  * window_partition, at their index formulas) and its inverse gathers them
- * back; the unshifted partition and its reverse at theirs and back to x. */
+ * back; the unshifted partition and its reverse at theirs and back to x; the
+ * gathers between a block's windows and the next's, shifted and back. */
 static void test_roll_partition_reverse(void **state)
 {
     (void)state;
@@ -92,7 +93,7 @@ static void test_roll_partition_reverse(void **state)
     ly_graph *g;
     assert_int_equal(ly_graph_create(&g), LY_OK);
     ly_builder b = {.g = g, .what = "windows test", .st = LY_OK};
-    ly_graph_value x = LY_GRAPH_NONE, order[2];
+    ly_graph_value x = LY_GRAPH_NONE, order[4];
     assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
     ly_build_shifted_window_order(&b, H, W, WS, SHIFT, order);
     int64_t tokens[3] = {B, H * W, C};
@@ -103,11 +104,19 @@ static void test_roll_partition_reverse(void **state)
     ly_graph_value unshifted = ly_build_node(&b, LY_OP_INDEX_SELECT, "unroll", 2, out, &rows);
     ly_graph_value windows = ly_build_window_partition(&b, "partition", x, B, H, W, C, WS);
     ly_graph_value back = ly_build_window_reverse(&b, "reverse", windows, B, H, W, C, WS);
+    /* between consecutive blocks: windows -> shifted and shifted -> windows */
+    int64_t windows_as_tokens[3] = {B, H * W, C};
+    ly_graph_value w_in[2] = {ly_build_reshape(&b, "w", windows, 3, windows_as_tokens), order[2]};
+    ly_graph_value w_to_s = ly_build_node(&b, LY_OP_INDEX_SELECT, "w_to_s", 2, w_in, &rows);
+    ly_graph_value s_in[2] = {shifted, order[3]};
+    ly_graph_value s_to_w = ly_build_node(&b, LY_OP_INDEX_SELECT, "s_to_w", 2, s_in, &rows);
     assert_int_equal(b.st, LY_OK);
     assert_int_equal(ly_graph_output(g, shifted, "shifted"), LY_OK);
     assert_int_equal(ly_graph_output(g, unshifted, "unshifted"), LY_OK);
     assert_int_equal(ly_graph_output(g, windows, "windows"), LY_OK);
     assert_int_equal(ly_graph_output(g, back, "back"), LY_OK);
+    assert_int_equal(ly_graph_output(g, w_to_s, "w_to_s"), LY_OK);
+    assert_int_equal(ly_graph_output(g, s_to_w, "s_to_w"), LY_OK);
     ly_tensor input;
     int64_t shape[4] = {B, H, W, C};
     assert_int_equal(ly_tensor_alloc(&input, LY_F32, 4, shape), LY_OK);
@@ -117,9 +126,11 @@ static void test_roll_partition_reverse(void **state)
     ly_graph_ctx *ctx;
     assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
     if (ly_graph_run(ctx, 1, &input, 1) != LY_OK) fail_msg("%s", ly_last_error());
-    ly_tensor t[4];
-    for (int o = 0; o < 4; o++)
+    ly_tensor t[6];
+    for (int o = 0; o < 6; o++)
         assert_int_equal(ly_graph_get_output(ctx, o, &t[o], NULL), LY_OK);
+    assert_int_equal(memcmp(t[4].data, t[0].data, sizeof(float) * B * H * W * C), 0);
+    assert_int_equal(memcmp(t[5].data, t[2].data, sizeof(float) * B * H * W * C), 0);
     assert_int_equal(t[2].ndim, 3);
     assert_int_equal(t[2].shape[0], B * (H / WS) * (W / WS));
     assert_int_equal(t[2].shape[1], WS * WS);

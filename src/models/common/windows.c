@@ -45,24 +45,35 @@ static int64_t wrap(int64_t i, int64_t n)
 }
 
 void ly_build_shifted_window_order(ly_builder *b, int64_t h, int64_t w, int ws, int ss,
-                                   ly_graph_value order[2])
+                                   ly_graph_value order[4])
 {
-    order[0] = order[1] = LY_GRAPH_NONE;
-    int64_t n = h * w;
-    int64_t *to_windows = NULL, *back = NULL;
-    if (b->st == LY_OK)
-        ly_build_fail(b, ly_graph_constant(b->g, LY_I64, 1, &n, &order[0], (void **)&to_windows));
-    if (b->st == LY_OK)
-        ly_build_fail(b, ly_graph_constant(b->g, LY_I64, 1, &n, &order[1], (void **)&back));
-    if (b->st != LY_OK) return;
+    int64_t n = h * w, *at[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++) {
+        order[i] = LY_GRAPH_NONE;
+        if (b->st == LY_OK)
+            ly_build_fail(b, ly_graph_constant(b->g, LY_I64, 1, &n, &order[i], (void **)&at[i]));
+    }
+    int64_t *place = malloc((size_t)(n ? n : 1) * sizeof *place); /* map -> window order */
+    if (!place && b->st == LY_OK)
+        ly_build_fail(b, ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", b->what));
+    if (b->st != LY_OK) {
+        free(place);
+        return;
+    }
     int64_t across = w / ws;
+    for (int64_t y = 0; y < h; y++)
+        for (int64_t x = 0; x < w; x++)
+            place[y * w + x] = ((y / ws * across + x / ws) * ws + y % ws) * ws + x % ws;
     for (int64_t y = 0; y < h; y++)
         for (int64_t x = 0; x < w; x++) {
             /* token (y, x) of the rolled map: window (y / ws, x / ws), place (y % ws, x % ws) */
-            int64_t t = ((y / ws * across + x / ws) * ws + y % ws) * ws + x % ws;
-            to_windows[t] = wrap(y + ss, h) * w + wrap(x + ss, w);
-            back[wrap(y + ss, h) * w + wrap(x + ss, w)] = t;
+            int64_t t = place[y * w + x], from = wrap(y + ss, h) * w + wrap(x + ss, w);
+            at[0][t] = from;
+            at[1][from] = t;
+            at[2][t] = place[from];
+            at[3][place[from]] = t;
         }
+    free(place);
 }
 
 ly_graph_value ly_build_window_partition(ly_builder *b, const char *what, ly_graph_value x,
@@ -127,9 +138,10 @@ ly_graph_value ly_build_shift_mask(ly_builder *b, int64_t hp, int64_t wp, int ws
  * linears (the qkv weight's (q | k | v) rows) writing [nW, N, heads, d];
  * fused, the sdpa slot tokens first with the bias and the mask; manual, the
  * graph's own (q * d^-0.5) @ k^T + bias + mask, softmax, @ v on heads first.
- * Then proj. */
+ * Then proj, `residual` added in its epilogue. */
 static ly_graph_value window_attention(ly_builder *b, ly_graph_value x, int64_t windows,
-                                       const ly_window_block *k, ly_graph_value mask)
+                                       const ly_window_block *k, ly_graph_value mask,
+                                       ly_graph_value residual)
 {
     int64_t c = k->c, n = (int64_t)k->window * k->window, d = c / k->heads;
     int64_t wshape[2] = {3 * c, c}, three_c = 3 * c;
@@ -172,37 +184,53 @@ static ly_graph_value window_attention(ly_builder *b, ly_graph_value x, int64_t 
         o = ly_build_permute(b, "attn.merge", o, 4, heads_first);
     }
     o = ly_build_reshape(b, "attn.merge", o, 3, merged);
-    return ly_build_linear(b, "attn.proj", o, c, c);
+    return ly_build_linear_fused(b, "attn.proj", o, c, c, LY_ACT_NONE, residual);
+}
+
+ly_token_order ly_window_block_order(const ly_window_block *k)
+{
+    return k->shift ? LY_TOKENS_SHIFTED : LY_TOKENS_WINDOWS;
+}
+
+/* Tokens x from order `from` into order `to`: windows [nW, ws * ws, c], or
+ * the map [1, h, w, c]. */
+static ly_graph_value reorder(ly_builder *b, ly_graph_value x, const ly_window_block *k,
+                              ly_token_order from, ly_token_order to)
+{
+    int64_t h = k->h, w = k->w, c = k->c, ws = k->window;
+    int64_t windows[3] = {(h / ws) * (w / ws), ws * ws, c}, tokens[3] = {1, h * w, c},
+            map[4] = {1, h, w, c};
+    if (from == to)
+        return ly_build_reshape(b, "tokens", x, 3, to == LY_TOKENS_MAP ? tokens : windows);
+    if (from == LY_TOKENS_MAP && to == LY_TOKENS_WINDOWS)
+        return ly_build_window_partition(b, "windows", x, 1, h, w, c, k->window);
+    if (from == LY_TOKENS_WINDOWS && to == LY_TOKENS_MAP)
+        return ly_build_window_reverse(b, "windows", x, 1, h, w, c, k->window);
+    /* the rest through the shifted order: one gather of rows */
+    ly_graph_value rows = from == LY_TOKENS_MAP     ? k->order[0]
+                          : to == LY_TOKENS_MAP     ? k->order[1]
+                          : to == LY_TOKENS_SHIFTED ? k->order[2]
+                                                    : k->order[3];
+    const char *what = to == LY_TOKENS_SHIFTED ? "roll" : "unroll";
+    ly_gather_params along = {.axis = 1};
+    ly_graph_value in[2] = {ly_build_reshape(b, what, x, 3, tokens), rows};
+    x = ly_build_node(b, LY_OP_INDEX_SELECT, what, 2, in, &along);
+    return ly_build_reshape(b, what, x, to == LY_TOKENS_MAP ? 4 : 3,
+                            to == LY_TOKENS_MAP ? map : windows);
 }
 
 ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_window_block *k)
 {
-    int64_t h = k->h, w = k->w, c = k->c, ws = k->window;
-    int64_t windows = (h / ws) * (w / ws), tokens[3] = {1, h * w, c}, map[4] = {1, h, w, c};
-    bool shifted = k->shift != 0;
-    x = ly_build_reshape(b, "map", x, 4, map);
+    int64_t windows = (k->h / k->window) * (k->w / k->window), c = k->c;
+    ly_token_order own = ly_window_block_order(k);
+    /* attention and MLP work token by token outside the windows' attention,
+     * so the block runs in its own window order throughout */
+    x = reorder(b, x, k, k->from, own);
     ly_graph_value y = ly_build_layer_norm(b, "norm1", x, c, 1e-5);
-    if (shifted) {
-        /* roll and partition, attention, reverse and roll back: each pair one gather */
-        int64_t in_windows[3] = {windows, ws * ws, c};
-        ly_gather_params rows = {.axis = 1};
-        ly_graph_value gather[2] = {ly_build_reshape(b, "roll", y, 3, tokens), k->order[0]};
-        y = ly_build_node(b, LY_OP_INDEX_SELECT, "roll", 2, gather, &rows);
-        y = ly_build_reshape(b, "windows", y, 3, in_windows);
-        y = window_attention(b, y, windows, k, k->mask);
-        ly_graph_value back[2] = {ly_build_reshape(b, "unroll", y, 3, tokens), k->order[1]};
-        y = ly_build_reshape(
-            b, "unroll", ly_build_node(b, LY_OP_INDEX_SELECT, "unroll", 2, back, &rows), 4, map);
-    } else {
-        y = ly_build_window_partition(b, "windows", y, 1, h, w, c, k->window);
-        y = window_attention(b, y, windows, k, LY_GRAPH_NONE);
-        y = ly_build_window_reverse(b, "windows", y, 1, h, w, c, k->window);
-    }
-    x = ly_build_reshape(b, "tokens", ly_build_binary(b, LY_OP_ADD, "attn.residual", x, y), 3,
-                         tokens);
+    x = window_attention(b, y, windows, k, k->shift ? k->mask : LY_GRAPH_NONE, x); /* + x */
     ly_graph_value m =
         ly_build_linear_fused(b, "mlp.fc1", ly_build_layer_norm(b, "norm2", x, c, 1e-5), k->hidden,
                               c, LY_ACT_GELU, LY_GRAPH_NONE);
     x = ly_build_linear_fused(b, "mlp.fc2", m, c, k->hidden, LY_ACT_NONE, x); /* + x */
-    return ly_build_reshape(b, "map", x, 4, map);
+    return k->to == LY_TOKENS_MAP ? reorder(b, x, k, own, LY_TOKENS_MAP) : x;
 }

@@ -42,13 +42,21 @@ ly_graph_value ly_build_relative_bias(ly_builder *b, const char *key, int ws, in
  * share one). */
 ly_graph_value ly_build_shift_mask(ly_builder *b, int64_t hp, int64_t wp, int ws, int ss);
 
-/* A shifted block's token orders on an h x w map (window ws, shift ss), as
- * int64 constants [h * w] (the blocks of a stage share them): order[0]
- * gathers the map's tokens rolled by -ss into window order, the roll and
- * the window partition as one row copy; order[1] gathers them back,
- * reversing both (torch.roll by +ss after window_reverse). */
+/* The orders a stage's tokens are in between its blocks: the map's (row
+ * major), a block's windows (partitioned) or a shifted block's (rolled by
+ * -shift, then partitioned). Consecutive blocks run in their own window order
+ * and change order with one gather, instead of partitioning and reversing
+ * around every attention. */
+typedef enum ly_token_order { LY_TOKENS_MAP, LY_TOKENS_WINDOWS, LY_TOKENS_SHIFTED } ly_token_order;
+
+/* A shifted block's gathers on an h x w map (window ws, shift ss), as int64
+ * constants [h * w] (the blocks of a stage share them), each the rows of its
+ * source order that make its target order: order[0] map -> shifted (the roll
+ * and the partition as one row copy), order[1] shifted -> map (reversing
+ * both: torch.roll by +ss after window_reverse), order[2] windows ->
+ * shifted, order[3] shifted -> windows. */
 void ly_build_shifted_window_order(ly_builder *b, int64_t h, int64_t w, int ws, int ss,
-                                   ly_graph_value order[2]);
+                                   ly_graph_value order[4]);
 
 /* One shifted-window transformer block (Swin's SwinTransformerBlock and
  * SwinIR's, spec §1 and §3.2): x + attn(LN1(x)), then + fc2(GELU(fc1(LN2(x)))),
@@ -60,10 +68,17 @@ typedef struct ly_window_block {
     int shift;         /* 0: unshifted; else rolled by -shift, `mask` added */
     int64_t hidden;    /* the MLP's hidden width */
     ly_graph_value mask;
-    ly_graph_value order[2]; /* shifted blocks: ly_build_shifted_window_order */
+    ly_graph_value order[4]; /* ly_build_shifted_window_order */
     bool fused;              /* the sdpa slot tokens first, else the manual expression */
+    ly_token_order from, to; /* x's order, and the result's: the map or the block's own */
 } ly_window_block;
-/* x: [1, h, w, c] or its tokens [1, h * w, c]; the result [1, h, w, c]. */
+/* x in order `from` (the map: [1, h, w, c] or its tokens [1, h * w, c]);
+ * the result in order `to`: [1, h, w, c] for the map, else the block's own
+ * windows [nW, ws * ws, c] for the next block. */
 ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_window_block *k);
+
+/* The order a block leaves its result in when the next block takes it:
+ * its own window order. */
+ly_token_order ly_window_block_order(const ly_window_block *k);
 
 #endif

@@ -157,9 +157,12 @@ static ly_status build(const ly_checkpoint *ck, const swin_size *z, int64_t clas
                              .mask = ly_build_shift_mask(&b, side, side, WINDOW, SHIFT),
                              .fused = fused};
         ly_build_shifted_window_order(&b, k.h, k.w, WINDOW, SHIFT, k.order);
+        k.to = LY_TOKENS_MAP;
         for (int j = 0; j < z->depths[s] && b.st == LY_OK; j++) {
             snprintf(b.prefix, sizeof b.prefix, "layers.%d.blocks.%d.", s, j);
             k.shift = j % 2 == 1 ? SHIFT : 0;
+            k.from = k.to; /* the last block's order: each block hands on its windows */
+            k.to = j + 1 < z->depths[s] ? ly_window_block_order(&k) : LY_TOKENS_MAP;
             x = ly_build_window_block(&b, x, &k);
         }
     }

@@ -186,9 +186,12 @@ static ly_status build(void *user, int64_t h, int64_t w, ly_graph *g)
     ly_graph_value computed_mask = k.mask;
     for (int i = 0; i < z->rstbs && b.st == LY_OK; i++) {
         ly_graph_value y = x;
+        k.to = LY_TOKENS_MAP;
         for (int j = 0; j < DEPTH && b.st == LY_OK; j++) {
             snprintf(b.prefix, sizeof b.prefix, "layers.%d.residual_group.blocks.%d.", i, j);
             k.shift = j % 2 == 1 ? SHIFT : 0;
+            k.from = k.to; /* the last block's order: each block hands on its windows */
+            k.to = j + 1 < DEPTH ? ly_window_block_order(&k) : LY_TOKENS_MAP;
             k.mask = computed_mask;
             int64_t n = WINDOW * WINDOW, stored[3] = {CANVAS, n, n}, used[4] = {CANVAS, 1, n, n};
             if (net->whole_file) {
