@@ -425,7 +425,9 @@ static bool match(const recogniser *r, int root, msda_form *f)
             return false;
         const ly_tensor *map = &r->shapes[vmap.outputs[0]];
         int64_t gdims[4] = {B * H, Lq, points, 2};
-        if (map->ndim != 4 || map->shape[2] * map->shape[3] != count ||
+        /* the op's contract: levels of 1 to 2^24 rows and columns, a point at least */
+        if (map->ndim != 4 || map->shape[2] < 1 || map->shape[3] < 1 || map->shape[2] > (1 << 24) ||
+            map->shape[3] > (1 << 24) || points < 1 || map->shape[2] * map->shape[3] != count ||
             !shaped(r, vmap.outputs[0], 4, (int64_t[]){B * H, C, map->shape[2], map->shape[3]}) ||
             !shaped(r, gmap.outputs[0], 4, gdims))
             return false;

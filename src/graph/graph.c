@@ -189,6 +189,21 @@ ly_status ly_graph_constant(ly_graph *g, ly_dtype dtype, int ndim, const int64_t
     return LY_OK;
 }
 
+/* A node's own copies of its name and parameters (NULL params: the op's defaults). */
+static ly_status copy_name_params(const ly_op_def *def, const char *name, const void *params,
+                                  const char *who, char **name_copy, void **params_copy)
+{
+    *name_copy = copy_string(name);
+    *params_copy = malloc(def->params_size);
+    if (!*name_copy || !*params_copy) {
+        free(*name_copy);
+        free(*params_copy);
+        return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", who);
+    }
+    memcpy(*params_copy, params ? params : def->defaults, def->params_size);
+    return LY_OK;
+}
+
 ly_status ly_graph_node(ly_graph *g, ly_op op, const char *name, int n_in, const ly_graph_value *in,
                         const void *params, int n_out, ly_graph_value *out)
 {
@@ -211,14 +226,10 @@ ly_status ly_graph_node(ly_graph *g, ly_op op, const char *name, int n_in, const
         return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: input 0 is required", who);
     if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(gnode)))
         return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", who);
-    char *name_copy = copy_string(name);
-    void *params_copy = malloc(def->params_size);
-    if (!name_copy || !params_copy) {
-        free(name_copy);
-        free(params_copy);
-        return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", who);
-    }
-    memcpy(params_copy, params ? params : def->defaults, def->params_size);
+    char *name_copy = NULL;
+    void *params_copy = NULL;
+    ly_status copied = copy_name_params(def, name, params, who, &name_copy, &params_copy);
+    if (copied != LY_OK) return copied;
     gnode n = {.op = op, .name = name_copy, .n_in = n_in, .n_out = n_out, .params = params_copy};
     for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
         n.in[i] = i < n_in ? in[i] : LY_GRAPH_NONE;
@@ -380,14 +391,10 @@ ly_status ly_graph_node_replace(ly_graph *g, int index, ly_op op, const char *na
             return ly_set_error(LY_E_INVALID_ARGUMENT,
                                 "%s: input %d is not a value made before node %d", who, i, index);
     }
-    char *name_copy = copy_string(name);
-    void *params_copy = malloc(def->params_size);
-    if (!name_copy || !params_copy) {
-        free(name_copy);
-        free(params_copy);
-        return ly_set_error(LY_E_NO_MEMORY, "%s: out of memory", who);
-    }
-    memcpy(params_copy, params ? params : def->defaults, def->params_size);
+    char *name_copy = NULL;
+    void *params_copy = NULL;
+    ly_status copied = copy_name_params(def, name, params, who, &name_copy, &params_copy);
+    if (copied != LY_OK) return copied;
     gnode *n = &g->nodes[index];
     free(n->name);
     free(n->params);
