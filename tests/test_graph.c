@@ -289,6 +289,138 @@ static void test_replace_and_prune(void **state)
     ly_graph_free(g);
 }
 
+/* ---- spans run in slabs (ly_graph_item_span) ---- */
+
+enum { SPAN_W = 12, SPAN_N = 16, SPAN_C = 8 };
+
+static ly_graph_value random_constant(ly_graph *g, int ndim, const int64_t *shape)
+{
+    float *d;
+    ly_graph_value v = constant_f32(g, ndim, shape, &d);
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    for (int64_t i = 0; i < n; i++)
+        d[i] = symmetric();
+    return v;
+}
+
+static ly_graph_value span_linear(ly_graph *g, ly_graph_value x, ly_graph_value residual,
+                                  int64_t activation)
+{
+    int64_t ws[2] = {SPAN_C, SPAN_C}, bs = SPAN_C;
+    ly_graph_value in[4] = {x, random_constant(g, 2, ws), random_constant(g, 1, &bs), residual};
+    ly_linear_params p = LY_LINEAR_DEFAULTS;
+    p.activation = activation;
+    ly_graph_value out;
+    assert_int_equal(
+        ly_graph_node(g, LY_OP_LINEAR, "lin", residual == LY_GRAPH_NONE ? 3 : 4, in, &p, 1, &out),
+        LY_OK);
+    return out;
+}
+
+/* x [W, N, C]: layer norm, a linear, a per-window constant (sliced) and a
+ * shared one (whole) added, a reshape that keeps dim 0 and back, a linear
+ * with x as its residual, read by nodes after the span (the last keeps two
+ * channels: the span holds the arena's peak). `leading` != 0: one value inside leads with another
+ * extent, so the span must run whole. */
+static ly_graph *span_graph(int leading, int64_t seed)
+{
+    rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)seed;
+    ly_graph *g;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x, y, q, per_window, shared, flat, back, out, after;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 3, &x), LY_OK);
+    int64_t c = SPAN_C, window_shape[3] = {SPAN_W, SPAN_N, SPAN_C},
+            shared_shape[3] = {1, SPAN_N, SPAN_C}, flat_shape[2] = {SPAN_W, SPAN_N * SPAN_C},
+            other[2] = {SPAN_W * SPAN_N, SPAN_C};
+    ly_graph_value mask = random_constant(g, 3, window_shape);
+    ly_graph_value bias = random_constant(g, 3, shared_shape);
+    int first = ly_graph_node_count(g);
+    ly_graph_value ln[3] = {x, random_constant(g, 1, &c), random_constant(g, 1, &c)};
+    ly_norm_params eps = LY_NORM_DEFAULTS;
+    assert_int_equal(ly_graph_node(g, LY_OP_LAYER_NORM, "ln", 3, ln, &eps, 1, &y), LY_OK);
+    q = span_linear(g, y, LY_GRAPH_NONE, LY_ACT_GELU);
+    assert_int_equal(ly_graph_binary(g, LY_OP_ADD, "mask", q, mask, &per_window), LY_OK);
+    assert_int_equal(ly_graph_binary(g, LY_OP_ADD, "bias", per_window, bias, &shared), LY_OK);
+    assert_int_equal(ly_graph_reshape(g, "flat", shared, 2, leading ? other : flat_shape, &flat),
+                     LY_OK);
+    assert_int_equal(ly_graph_reshape(g, "back", flat, 3, window_shape, &back), LY_OK);
+    out = span_linear(g, back, x, LY_ACT_NONE);
+    int end = ly_graph_node_count(g);
+    assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "after", out, &after), LY_OK);
+    assert_int_equal(ly_graph_item_span(g, first, end, 1, &mask), LY_OK);
+    assert_int_equal(ly_graph_slice(g, "part", after, 2, 0, 2, &after), LY_OK);
+    assert_int_equal(ly_graph_output(g, after, "part"), LY_OK);
+    return g;
+}
+
+/* Runs g at `threads` with LIBREYOLO_SLAB_BYTES=budget; a copy of its output in *y. */
+static void run_span_graph(ly_graph *g, const ly_tensor *in, const char *budget, int threads,
+                           float **y, ly_graph_stats *stats)
+{
+    setenv("LIBREYOLO_SLAB_BYTES", budget, 1);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    assert_int_equal(ly_graph_run(ctx, 1, in, threads), LY_OK);
+    unsetenv("LIBREYOLO_SLAB_BYTES");
+    assert_int_equal(ly_graph_get_stats(ctx, stats), LY_OK);
+    ly_tensor t;
+    assert_int_equal(ly_graph_get_output(ctx, 0, &t, NULL), LY_OK);
+    assert_int_equal(t.shape[0], SPAN_W); /* whole values outside */
+    *y = malloc(sizeof(float) * SPAN_W * SPAN_N * 2);
+    memcpy(*y, t.data, sizeof(float) * SPAN_W * SPAN_N * 2);
+    ly_graph_ctx_free(ctx);
+}
+
+/* A span runs in slabs when its intermediates exceed the budget: outputs
+ * bit-identical to the whole run at 1 and 2 threads, a smaller arena; a span
+ * whose values do not all lead with one extent, a rewritten graph and a zero
+ * budget run whole; bad spans are refused. */
+static void test_item_span_slabs(void **state)
+{
+    (void)state;
+    ly_tensor in;
+    int64_t shape[3] = {SPAN_W, SPAN_N, SPAN_C};
+    assert_int_equal(ly_tensor_alloc(&in, LY_F32, 3, shape), LY_OK);
+    for (int64_t i = 0; i < ly_tensor_numel(&in); i++)
+        ((float *)in.data)[i] = symmetric() * 3.0f;
+    for (int threads = 1; threads <= 2; threads++) {
+        ly_graph *whole = span_graph(0, 1), *slabs = span_graph(0, 1), *odd = span_graph(1, 1);
+        float *a, *b, *c;
+        ly_graph_stats sa, sb, sc;
+        run_span_graph(whole, &in, "0", threads, &a, &sa);
+        run_span_graph(slabs, &in, "256", threads, &b, &sb);
+        run_span_graph(odd, &in, "256", threads, &c, &sc);
+        assert_int_equal(sa.slab_spans, 0);
+        assert_int_equal(sb.slab_spans, 1);
+        assert_int_equal(sc.slab_spans, 0);
+        assert_true(sb.arena_bytes < sa.arena_bytes);
+        assert_memory_equal(a, b, sizeof(float) * SPAN_W * SPAN_N * 2);
+        assert_memory_equal(a, c, sizeof(float) * SPAN_W * SPAN_N * 2);
+        free(a);
+        free(c);
+        free(b);
+        ly_graph_free(whole);
+        ly_graph_free(odd);
+        /* pruning renumbers nodes: the spans go */
+        assert_int_equal(ly_graph_prune(slabs, NULL), LY_OK);
+        run_span_graph(slabs, &in, "256", threads, &b, &sb);
+        assert_int_equal(sb.slab_spans, 0);
+        free(b);
+        ly_graph_free(slabs);
+    }
+    ly_tensor_free(&in);
+    ly_graph *g = span_graph(0, 2);
+    ly_graph_value x;
+    assert_int_equal(ly_graph_input_at(g, 0, &x, NULL), LY_OK);
+    assert_int_equal(ly_graph_item_span(g, 1, 3, 0, NULL), LY_E_INVALID_ARGUMENT); /* overlaps */
+    assert_int_equal(ly_graph_item_span(g, 8, 99, 0, NULL), LY_E_INVALID_ARGUMENT);
+    assert_int_equal(ly_graph_item_span(g, 8, 9, 1, &x), LY_E_INVALID_ARGUMENT); /* not constant */
+    assert_non_null(strstr(ly_last_error(), "not a constant"));
+    ly_graph_free(g);
+}
+
 /* Concat inputs are written in place; a graph input and a repeated value are
  * copied; slices are views; a residual is added after the activation. */
 static void test_concat_in_place(void **state)
@@ -654,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_batch_matches_images),
         cmocka_unit_test(test_liveness_reuse),
         cmocka_unit_test(test_replace_and_prune),
+        cmocka_unit_test(test_item_span_slabs),
         cmocka_unit_test(test_concat_in_place),
         cmocka_unit_test(test_arena_reuse),
         cmocka_unit_test(test_shapes_and_errors),

@@ -135,12 +135,38 @@ static void network_matches(const char *ref)
     ly_npy_free(&manual);
 }
 
+/* The window blocks run a few windows at a time (slabs, which only large
+ * maps take by default): the same bits as whole. */
+static void slabs_match(const char *ref)
+{
+    char sub[200];
+    snprintf(sub, sizeof sub, FIXTURES "/%s", ref);
+    ly_tensor input;
+    ly_test_load_npy(sub, "input", &input);
+    kept whole = {0}, slabs = {0};
+    if (ly_model_run(model, &input, keep, &whole) != LY_OK) fail_msg("%s", ly_last_error());
+    setenv("LIBREYOLO_SLAB_BYTES", "16384", 1);
+    ly_model *small_slabs;
+    ly_model_options mo = {.threads = 0};
+    assert_int_equal(ly_model_load(CKPT, &mo, &small_slabs), LY_OK);
+    ly_status st = ly_model_run(small_slabs, &input, keep, &slabs);
+    unsetenv("LIBREYOLO_SLAB_BYTES");
+    if (st != LY_OK) fail_msg("%s", ly_last_error());
+    assert_memory_equal(whole.t.data, slabs.t.data,
+                        (size_t)ly_tensor_numel(&whole.t) * sizeof(float));
+    ly_model_free(small_slabs);
+    ly_tensor_free(&whole.t);
+    ly_tensor_free(&slabs.t);
+    ly_npy_free(&input);
+}
+
 static void test_network(void **state)
 {
     (void)state;
     NEED_FIXTURE();
     network_matches("ref_dog_64x64"); /* the stored masks' size */
     network_matches("ref_dog_70x52"); /* reflect-padded to 72x56 */
+    slabs_match("ref_dog_70x52");
 }
 
 /* The pieces: the shallow conv, each RSTB (six shifted-window blocks: window

@@ -99,6 +99,7 @@ void ly_graph_free(ly_graph *g)
     free(g->input_names);
     free(g->outputs);
     free(g->output_names);
+    free(g->spans);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
@@ -373,6 +374,33 @@ ly_status ly_graph_output(ly_graph *g, ly_graph_value v, const char *name)
     return LY_OK;
 }
 
+ly_status ly_graph_item_span(ly_graph *g, int first, int end, int n_sliced,
+                             const ly_graph_value *sliced)
+{
+    if (!g || first < 0 || end <= first || (size_t)end > g->n_nodes || n_sliced < 0 ||
+        n_sliced > LY_GRAPH_SPAN_SLICED || (n_sliced > 0 && !sliced))
+        return ly_set_error(LY_E_INVALID_ARGUMENT,
+                            "ly_graph_item_span: nodes [%d, %d) or %d sliced constants invalid",
+                            first, end, n_sliced);
+    for (int i = 0; i < n_sliced; i++)
+        if (!valid_value(g, sliced[i]) || g->values[sliced[i]].kind != LY_GRAPH_VALUE_CONSTANT)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "ly_graph_item_span: sliced value %d is not a constant", i);
+    for (size_t i = 0; i < g->n_spans; i++)
+        if (first < g->spans[i].end && g->spans[i].first < end)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "ly_graph_item_span: nodes [%d, %d) overlap another span", first,
+                                end);
+    if (!grow((void **)&g->spans, &g->cap_spans, g->n_spans + 1, sizeof *g->spans))
+        return ly_set_error(LY_E_NO_MEMORY, "ly_graph_item_span: out of memory");
+    gspan *s = &g->spans[g->n_spans++];
+    *s = (gspan){.first = first, .end = end, .n_sliced = n_sliced};
+    for (int i = 0; i < n_sliced; i++)
+        s->sliced[i] = sliced[i];
+    built(g);
+    return LY_OK;
+}
+
 /* ---- rewriting ----------------------------------------------------------- */
 
 ly_status ly_graph_node_replace(ly_graph *g, int index, ly_op op, const char *name, int n_in,
@@ -404,6 +432,7 @@ ly_status ly_graph_node_replace(ly_graph *g, int index, ly_op op, const char *na
     n->n_in = n_in;
     for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
         n->in[i] = i < n_in ? in[i] : LY_GRAPH_NONE;
+    g->n_spans = 0; /* what a span promised of its nodes may not hold any more */
     built(g);
     return LY_OK;
 }
@@ -472,6 +501,8 @@ ly_status ly_graph_prune(ly_graph *g, int *removed)
     for (size_t i = 0; i < g->n_outputs; i++)
         g->outputs[i] = renumber[g->outputs[i]];
     if (removed) *removed = (int)(nn - kept_nodes);
+    /* Spans name nodes and values by number: a rewritten graph runs whole. */
+    g->n_spans = 0;
     g->n_nodes = kept_nodes;
     g->n_values = kept_values;
     free(read);

@@ -21,6 +21,9 @@
  *  - keeps values in a channel-blocked layout between nodes whose
  *    implementations all take it (ly_kernel_layouts), so the reorders around
  *    each go away; graph inputs, outputs and every other node see plain data;
+ *  - runs spans of nodes independent along dimension 0 (ly_graph_item_span)
+ *    depth first, a slab of items at a time, where their intermediates would
+ *    leave the cache;
  *  - places every buffer in one arena by live range (greedy by size, best fit).
  * A context allocates the arena for the plan it runs (grown, never shrunk).
  *
@@ -99,6 +102,23 @@ ly_status ly_graph_reshape(ly_graph *g, const char *name, ly_graph_value x, int 
 ly_status ly_graph_permute(ly_graph *g, const char *name, ly_graph_value x, int ndim,
                            const int *perm, ly_graph_value *out);
 
+/* Nodes [first, end) (numbered as ly_graph_node_count counts them) are
+ * independent along dimension 0: item i of every value they write is computed
+ * from item i of every value they read, non-constant or one of the n_sliced
+ * constants in `sliced` (other constants are read whole; at most
+ * LY_GRAPH_SPAN_SLICED). A plan may then run them depth first, a slab of items
+ * through every node of the span before the next slab, so that the values
+ * passed between them (planned one slab large, the same bytes for every slab)
+ * stay in cache instead of streaming whole maps through memory. It does so
+ * when the span's reads and writes all lead with the same extent (reshapes
+ * inside it keep dimension 0) and more than one slab results; outputs are
+ * bit-identical either way (every kernel computes an item alone).
+ * LIBREYOLO_SLAB_BYTES sets the slab's budget of intermediate bytes (0: every
+ * span runs whole). */
+#define LY_GRAPH_SPAN_SLICED 4
+ly_status ly_graph_item_span(ly_graph *g, int first, int end, int n_sliced,
+                             const ly_graph_value *sliced);
+
 /* Mark `v` as output number <count so far> under `name`. */
 ly_status ly_graph_output(ly_graph *g, ly_graph_value v, const char *name);
 
@@ -115,7 +135,8 @@ ly_status ly_graph_node_replace(ly_graph *g, int index, ly_op op, const char *na
 
 /* Drop every node none of whose outputs the graph's outputs or a kept node
  * reads, and every constant only they read. Values and nodes are renumbered
- * (ids taken before are void; inputs and outputs keep their order);
+ * (ids taken before are void; inputs and outputs keep their order; spans
+ * go, as they do when a node is replaced);
  * *removed (may be NULL): how many nodes went. */
 ly_status ly_graph_prune(ly_graph *g, int *removed);
 
@@ -189,6 +210,7 @@ typedef struct ly_graph_stats {
     size_t plans;             /* plans the graph made so far */
     int nodes, values, buffers;
     int blocked_nodes; /* nodes running on channel-blocked data in the current plan */
+    int slab_spans;    /* spans (ly_graph_item_span) it runs in slabs */
 } ly_graph_stats;
 ly_status ly_graph_get_stats(const ly_graph_ctx *ctx, ly_graph_stats *stats);
 

@@ -12,6 +12,13 @@
 
 typedef struct plan plan;
 
+/* ly_graph_item_span */
+typedef struct gspan {
+    int32_t first, end;
+    int n_sliced;
+    ly_graph_value sliced[LY_GRAPH_SPAN_SLICED];
+} gspan;
+
 typedef struct gvalue {
     ly_graph_value_kind kind;
     ly_dtype dtype;
@@ -55,6 +62,8 @@ struct ly_graph {
     char **output_names;
     size_t n_outputs, cap_outputs, cap_output_names;
     size_t constant_bytes;
+    gspan *spans;
+    size_t n_spans, cap_spans;
 
     pthread_mutex_t lock;            /* plans and released constants */
     plan *plans[LY_GRAPH_MAX_PLANS]; /* most recent first */
@@ -86,6 +95,7 @@ typedef struct pnode {
     ly_layout in_layout[LY_KERNEL_MAX_INPUTS];
     ly_layout out_layout[LY_KERNEL_MAX_OUTPUTS];
     bool blocked;                              /* any operand not plain */
+    int32_t span;                              /* the span run in slabs it is in, or -1 */
     bool copy_in[LY_KERNEL_MAX_INPUTS];        /* NODE_JOIN: parts copied, not placed */
     int64_t part_offset[LY_KERNEL_MAX_INPUTS]; /* NODE_JOIN: bytes into the output */
 } pnode;
@@ -97,7 +107,14 @@ typedef struct pvalue {
     int32_t buffer;        /* owners in the arena; -1 otherwise */
     ly_layout layout;      /* owners; a view has its root's */
     bool in_join;          /* placed in a concat's output */
+    bool slab;             /* a root only its span reads: one slab's storage */
 } pvalue;
+
+/* How a span (gspan of the same index) runs: `rows` items of `items` at a
+ * time, or whole (rows 0). */
+typedef struct pspan {
+    int64_t items, rows;
+} pspan;
 
 typedef struct pbuffer {
     size_t bytes;
@@ -119,6 +136,7 @@ struct plan {
     pvalue *values;
     pnode *nodes;
     pbuffer *buffers;
+    pspan *spans; /* per graph span */
     size_t n_buffers, arena_bytes, unplanned_bytes;
     int blocked_nodes;
 };
@@ -141,5 +159,9 @@ ly_status ly_graph_constant_restore_locked(ly_graph *g, ly_graph_value v);
 
 /* The root of a view chain and the byte offset into it. */
 ly_graph_value ly_plan_root(const plan *p, ly_graph_value v, int64_t *offset);
+
+/* Whether operand `v` of a node in span `span` is read or written a slab at a
+ * time (a value whose storage is not the slab's own, or a sliced constant). */
+bool ly_plan_span_slices(const ly_graph *g, const plan *p, int32_t span, ly_graph_value v);
 
 #endif

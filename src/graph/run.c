@@ -282,7 +282,23 @@ static ly_status fall_back(ly_graph_ctx *c, const gnode *n, const pnode *pn, ly_
     return st;
 }
 
-static ly_status run_node(ly_graph_ctx *c, size_t index)
+/* Operand v's rows of slab `slab` of its span (a view moved along dimension 0). */
+static ly_tensor *slab_view(const ly_graph_ctx *c, ly_graph_value v, int32_t span, int64_t slab,
+                            ly_tensor *t)
+{
+    ly_tensor *whole = &c->views[v];
+    if (slab < 0 || !ly_plan_span_slices(c->g, c->plan, span, v)) return whole;
+    const pspan *s = &c->plan->spans[span];
+    *t = *whole;
+    t->shape[0] = s->rows;
+    if (whole->data)
+        t->data = (char *)whole->data +
+                  (size_t)slab * (bytes_of_view(whole) / (size_t)s->items) * (size_t)s->rows;
+    return t;
+}
+
+/* Node `index`, or its slab `slab` (-1: the whole node). */
+static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
 {
     const gnode *n = &c->g->nodes[index];
     const pnode *pn = &c->plan->nodes[index];
@@ -300,10 +316,12 @@ static ly_status run_node(ly_graph_ctx *c, size_t index)
     }
     ly_kernel_call call;
     ly_kernel_call_init(&call);
+    ly_tensor sliced[LY_KERNEL_MAX_INPUTS + LY_KERNEL_MAX_OUTPUTS];
     for (int k = 0; k < n->n_in; k++)
-        call.in[k] = n->in[k] != LY_GRAPH_NONE ? &views[n->in[k]] : NULL;
+        call.in[k] =
+            n->in[k] != LY_GRAPH_NONE ? slab_view(c, n->in[k], pn->span, slab, &sliced[k]) : NULL;
     for (int k = 0; k < n->n_out; k++)
-        call.out[k] = &views[n->out[k]];
+        call.out[k] = slab_view(c, n->out[k], pn->span, slab, &sliced[LY_KERNEL_MAX_INPUTS + k]);
     call.params = n->params;
     call.threads = c->plan->threads;
     /* The references copy whole ranges of each image, which in a blocked
@@ -319,6 +337,19 @@ static ly_status run_node(ly_graph_ctx *c, size_t index)
     return st == LY_OK ? LY_OK : node_error(n, st);
 }
 
+static ly_status timed_node(ly_graph_ctx *c, size_t i, int64_t slab)
+{
+    double t0 = c->profile ? ly_now_ms() : 0;
+    ly_status st = run_node(c, i, slab);
+    if (c->profile) {
+        double ms = ly_now_ms() - t0;
+        c->op_ms[c->g->nodes[i].op] += ms;
+        c->op_calls[c->g->nodes[i].op] += slab <= 0;
+        if (c->node_ms) c->node_ms[i] += ms;
+    }
+    return st;
+}
+
 ly_status ly_graph_run(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, int threads)
 {
     if (!c) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_run: ctx is NULL");
@@ -330,16 +361,23 @@ ly_status ly_graph_run(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, i
             return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_run: input '%s' has no data",
                                 g->input_names[i]);
     resolve_views(c, inputs);
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        double t0 = c->profile ? ly_now_ms() : 0;
-        st = run_node(c, i);
-        if (st != LY_OK) return st;
-        if (c->profile) {
-            double ms = ly_now_ms() - t0;
-            c->op_ms[g->nodes[i].op] += ms;
-            c->op_calls[g->nodes[i].op]++;
-            if (c->node_ms) c->node_ms[i] += ms;
+    for (size_t i = 0; i < g->n_nodes;) {
+        int32_t span = c->plan->nodes[i].span;
+        if (span < 0) {
+            st = timed_node(c, i, -1);
+            if (st != LY_OK) return st;
+            i++;
+            continue;
         }
+        /* depth first: each slab through the whole span */
+        const pspan *s = &c->plan->spans[span];
+        size_t end = (size_t)g->spans[span].end;
+        for (int64_t slab = 0; slab < s->items / s->rows; slab++)
+            for (size_t j = i; j < end; j++) {
+                st = timed_node(c, j, slab);
+                if (st != LY_OK) return st;
+            }
+        i = end;
     }
     return LY_OK;
 }
@@ -381,5 +419,7 @@ ly_status ly_graph_get_stats(const ly_graph_ctx *c, ly_graph_stats *stats)
                               .values = (int)c->g->n_values,
                               .buffers = p ? (int)p->n_buffers : 0,
                               .blocked_nodes = p ? p->blocked_nodes : 0};
+    for (size_t i = 0; p && p->spans && i < c->g->n_spans; i++)
+        stats->slab_spans += p->spans[i].rows > 0;
     return LY_OK;
 }

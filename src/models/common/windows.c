@@ -226,11 +226,18 @@ ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_w
     /* attention and MLP work token by token outside the windows' attention,
      * so the block runs in its own window order throughout */
     x = reorder(b, x, k, k->from, own);
+    int first = b->g ? ly_graph_node_count(b->g) : 0;
+    ly_graph_value mask = k->shift ? k->mask : LY_GRAPH_NONE;
     ly_graph_value y = ly_build_layer_norm(b, "norm1", x, c, 1e-5);
-    x = window_attention(b, y, windows, k, k->shift ? k->mask : LY_GRAPH_NONE, x); /* + x */
+    x = window_attention(b, y, windows, k, mask, x); /* + x */
     ly_graph_value m =
         ly_build_linear_fused(b, "mlp.fc1", ly_build_layer_norm(b, "norm2", x, c, 1e-5), k->hidden,
                               c, LY_ACT_GELU, LY_GRAPH_NONE);
     x = ly_build_linear_fused(b, "mlp.fc2", m, c, k->hidden, LY_ACT_NONE, x); /* + x */
+    /* window by window from norm1 to fc2 (the shift mask a window's slice
+     * each): the graph may run them a few windows at a time, in cache */
+    if (b->g && b->st == LY_OK)
+        ly_build_fail(b, ly_graph_item_span(b->g, first, ly_graph_node_count(b->g),
+                                            mask == LY_GRAPH_NONE ? 0 : 1, &mask));
     return k->to == LY_TOKENS_MAP ? reorder(b, x, k, own, LY_TOKENS_MAP) : x;
 }
