@@ -1,18 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * layer_norm and rms_norm over the last axis ("avx2"): the reference's
- * arithmetic (src/ops/norm/reference.c) — row statistics in double, one
- * rounding to f32 of (x - mean) * rstd, then the f32 scale and shift — with
- * the sums in sixteen double lanes (four chains of four, a row's last partial
- * chunk of sixteen zero-padded into them) instead of one running double, so a
- * row's mean or variance may differ from the reference's in the last bits of
- * a double (well inside the slot's 1e-4). The AVX2 and AVX-512 rows give the
- * same bits. ViT's 25 norms of [197, 192] tokens, D-FINE's decoder, DEIMv2's
- * RMSNorm and SwinIR's [65536, 60] maps run here.
+ * layer_norm and rms_norm over the last axis ("avx2"), within the slots'
+ * tolerance of the reference (src/ops/norm/reference.c, statistics in
+ * double): here the element work is in float and only the sixteen lane sums
+ * of a row go to double.
  *
- * Rows go four side by side: a row alone is a chain of dependent steps (two
- * reductions, a square root and a division between its passes) that left a
- * 60-channel row waiting ~3/4 of its time.
+ *  - mean: sixteen float lanes sum x - x0 (x0 the row's first element, so a
+ *    row far from zero sums small numbers: no cancellation), reduced in
+ *    double in a fixed tree, mean = x0 + sum / c;
+ *  - d = (x - hi) - lo, mean = hi + lo split into two floats (x - hi is exact
+ *    where x is near the mean, so d keeps the double mean's precision);
+ *  - variance: sixteen float lanes of d * d (fused), reduced the same way;
+ *    rstd = 1 / sqrt(var + eps) in double, rounded once to float;
+ *  - y = (d * rstd) * weight + bias in float (rms: (x * rstd) * scale).
+ * An output is within a few float ulps of the reference's, on any row (the
+ * double statistics read every element within one ulp). The reference's
+ * double element work converted every element three times: SwinIR's
+ * 60-channel rows took ~106 cycles, 4x this.
+ *
+ * Rows go four side by side (two reductions, a square root and a division
+ * per row are a chain). The AVX2 and AVX-512 rows are the same arithmetic
+ * lane for lane (a chunk of sixteen is two 8-lane registers there), so both
+ * give the same bits. ViT's [197, 192] tokens, D-FINE's decoder, DEIMv2's
+ * RMSNorm and SwinIR's [65536, 60] maps run here.
  */
 #include "core/core.h"
 #include "libreyolo/kernels.h"
@@ -20,7 +30,8 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define ROWS 4 /* rows side by side */
+#define ROWS 4   /* rows side by side */
+#define CHUNK 16 /* the lanes a row's sums run in */
 
 typedef struct norm_job {
     const float *x, *w, *b;
@@ -30,115 +41,112 @@ typedef struct norm_job {
     bool rms;
 } norm_job;
 
+/* Lanes (0 1 2 3) summed as (0 + 2) + (1 + 3). */
 static inline double hsum4d(__m256d v)
 {
     __m128d t = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
 }
 
-/* 1 / sqrt(var + eps) of a row from its sum of (x - mean)^2 (rms rows: mean 0). */
-static inline double rstd_of(const norm_job *j, double squares)
+/* A row's statistics from its lane sums. */
+typedef struct row_stats {
+    float x0, hi, lo, rstd;
+} row_stats;
+
+static inline void set_mean(row_stats *s, double lane_sum, int64_t c)
 {
-    return 1.0 / sqrt(squares / (double)j->c + j->eps);
+    double mean = (double)s->x0 + lane_sum / (double)c;
+    s->hi = (float)mean;
+    s->lo = (float)(mean - (double)s->hi);
 }
 
-/* y[k] for k in [from, c): one rounding of (x - mean) * rstd, then the affine. */
-static inline void normalize_tail(const norm_job *j, const float *x, float *y, int64_t from,
-                                  int64_t c, double mean, double rstd)
+/* (the instruction itself: sqrt() would test for errno's sake first) */
+static inline void set_rstd(row_stats *s, double squares, const norm_job *j)
 {
-    for (int64_t k = from; k < c; k++) {
-        float v = (float)(((double)x[k] - mean) * rstd);
-        if (j->w) v = v * j->w[k];
-        if (j->b) v = v + j->b[k];
-        y[k] = v;
-    }
+    __m128d v = _mm_set_sd(squares / (double)j->c + j->eps);
+    s->rstd = (float)(1.0 / _mm_cvtsd_f64(_mm_sqrt_sd(v, v)));
 }
 
 /* ---- 256-bit rows ------------------------------------------------------------------ */
 
-/* Chunk k of 16 floats as four double quads: the row's own, or its last
- * partial chunk zero-padded. */
-static inline void load16(const float *x, int64_t k, int64_t c, __m256d q[4])
+/* Sixteen float lanes (lo: 0-7, hi: 8-15) in double: lane i + lane i + 8,
+ * then i + i + 4, then hsum4d, as the 512-bit tree. */
+static inline double reduce256(__m256 lo, __m256 hi)
 {
-    if (k + 16 <= c) {
-        for (int t = 0; t < 4; t++)
-            q[t] = _mm256_cvtps_pd(_mm_loadu_ps(x + k + 4 * t));
-        return;
-    }
-    float pad[16] = {0};
-    for (int64_t i = k; i < c; i++)
-        pad[i - k] = x[i];
-    for (int t = 0; t < 4; t++)
-        q[t] = _mm256_cvtps_pd(_mm_loadu_ps(pad + 4 * t));
+    __m256d a_lo = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(lo)),
+                                 _mm256_cvtps_pd(_mm256_castps256_ps128(hi)));
+    __m256d a_hi = _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(lo, 1)),
+                                 _mm256_cvtps_pd(_mm256_extractf128_ps(hi, 1)));
+    return hsum4d(_mm256_add_pd(a_lo, a_hi));
 }
 
-/* Double lanes of chunk k that hold elements (all ones), for the squares. */
-static inline __m256d live4(int64_t k, int t, int64_t c)
+/* Which of the eight lanes from element `at` are the row's (all ones). */
+static inline __m256i live8(int64_t at, int64_t c)
 {
-    int64_t at = k + 4 * t;
-    return _mm256_castsi256_pd(_mm256_set_epi64x(at + 3 < c ? -1 : 0, at + 2 < c ? -1 : 0,
-                                                 at + 1 < c ? -1 : 0, at < c ? -1 : 0));
-}
-
-/* A row's four chains of four reduced in the fixed pairs (a0 + a1) + (a2 + a3). */
-static inline double reduce256(const __m256d a[4])
-{
-    return hsum4d(_mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3])));
+    int64_t n = c - at < 0 ? 0 : c - at > 8 ? 8 : c - at;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 static inline __attribute__((always_inline)) void rows256(const norm_job *j, int64_t r0, int rows)
 {
-    const int64_t c = j->c, full = c & ~(int64_t)3;
-    __m256d a[ROWS][4];
-    double mean[ROWS] = {0}, rstd[ROWS];
+    const int64_t c = j->c;
+    row_stats s[ROWS] = {{0}};
+    __m256 lo[ROWS], hi[ROWS];
     if (!j->rms) {
 #pragma GCC unroll 4
-        for (int r = 0; r < rows; r++)
-            for (int t = 0; t < 4; t++)
-                a[r][t] = _mm256_setzero_pd();
-        for (int64_t k = 0; k < c; k += 16) {
+        for (int r = 0; r < rows; r++) {
+            s[r].x0 = j->x[(r0 + r) * c];
+            lo[r] = hi[r] = _mm256_setzero_ps();
+        }
+        for (int64_t k = 0; k < c; k += CHUNK) {
+            __m256i m0 = live8(k, c), m1 = live8(k + 8, c);
 #pragma GCC unroll 4
             for (int r = 0; r < rows; r++) {
-                __m256d q[4];
-                load16(j->x + (r0 + r) * c, k, c, q);
-                for (int t = 0; t < 4; t++)
-                    a[r][t] = _mm256_add_pd(a[r][t], q[t]);
+                const float *x = j->x + (r0 + r) * c + k;
+                __m256 x0 = _mm256_set1_ps(s[r].x0);
+                __m256 v0 = _mm256_sub_ps(_mm256_maskload_ps(x, m0), x0);
+                __m256 v1 = _mm256_sub_ps(_mm256_maskload_ps(x + 8, m1), x0);
+                lo[r] = _mm256_add_ps(lo[r], _mm256_and_ps(v0, _mm256_castsi256_ps(m0)));
+                hi[r] = _mm256_add_ps(hi[r], _mm256_and_ps(v1, _mm256_castsi256_ps(m1)));
             }
         }
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
-            mean[r] = reduce256(a[r]) / (double)c;
+            set_mean(&s[r], reduce256(lo[r], hi[r]), c);
     }
+#pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
-        for (int t = 0; t < 4; t++)
-            a[r][t] = _mm256_setzero_pd();
-    for (int64_t k = 0; k < c; k += 16) {
+        lo[r] = hi[r] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < c; k += CHUNK) {
+        __m256i m0 = live8(k, c), m1 = live8(k + 8, c);
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++) {
-            __m256d q[4], m = _mm256_set1_pd(mean[r]);
-            load16(j->x + (r0 + r) * c, k, c, q);
-            for (int t = 0; t < 4; t++) {
-                __m256d d = _mm256_sub_pd(q[t], m);
-                if (k + 16 > c) d = _mm256_and_pd(d, live4(k, t, c));
-                a[r][t] = _mm256_add_pd(a[r][t], _mm256_mul_pd(d, d));
-            }
+            const float *x = j->x + (r0 + r) * c + k;
+            __m256 h = _mm256_set1_ps(s[r].hi), l = _mm256_set1_ps(s[r].lo);
+            __m256 d0 = _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x, m0), h), l);
+            __m256 d1 = _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + 8, m1), h), l);
+            d0 = _mm256_and_ps(d0, _mm256_castsi256_ps(m0));
+            d1 = _mm256_and_ps(d1, _mm256_castsi256_ps(m1));
+            lo[r] = _mm256_fmadd_ps(d0, d0, lo[r]);
+            hi[r] = _mm256_fmadd_ps(d1, d1, hi[r]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
-        rstd[r] = rstd_of(j, reduce256(a[r]));
+        set_rstd(&s[r], reduce256(lo[r], hi[r]), j);
     for (int r = 0; r < rows; r++) {
         const float *x = j->x + (r0 + r) * c;
         float *y = j->y + (r0 + r) * c;
-        const __m256d m = _mm256_set1_pd(mean[r]), rs = _mm256_set1_pd(rstd[r]);
-        for (int64_t k = 0; k < full; k += 4) {
-            __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + k)), m);
-            __m128 v = _mm256_cvtpd_ps(_mm256_mul_pd(d, rs));
-            if (j->w) v = _mm_mul_ps(v, _mm_loadu_ps(j->w + k));
-            if (j->b) v = _mm_add_ps(v, _mm_loadu_ps(j->b + k));
-            _mm_storeu_ps(y + k, v);
+        const __m256 h = _mm256_set1_ps(s[r].hi), l = _mm256_set1_ps(s[r].lo),
+                     rs = _mm256_set1_ps(s[r].rstd);
+        for (int64_t k = 0; k < c; k += 8) {
+            __m256i m = live8(k, c);
+            __m256 v =
+                _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + k, m), h), l), rs);
+            if (j->w) v = _mm256_mul_ps(v, _mm256_maskload_ps(j->w + k, m));
+            if (j->b) v = _mm256_add_ps(v, _mm256_maskload_ps(j->b + k, m));
+            _mm256_maskstore_ps(y + k, m, v);
         }
-        normalize_tail(j, x, y, full, c, mean[r], rstd[r]);
     }
 }
 
@@ -152,96 +160,74 @@ static void norm_rows(void *ctx, int64_t begin, int64_t end)
         rows256(j, r, 1);
 }
 
-/* ---- the same rows on AVX-512 CPUs, bit for bit ------------------------------------- *
- *
- * Eight doubles a register: the four chains of four become two of eight whose
- * halves are the same chains (lanes k..k+7 and k+8..k+15 of each 16), reduced
- * in the same pairs; the last partial chunk is a masked load (zeros), its
- * dead lanes kept out of the squares; the normalisation is element-wise.
- * About half the instructions of the 256-bit rows. */
+/* ---- the same rows on AVX-512 CPUs, bit for bit ------------------------------------- */
 
-LY_AVX512 static inline double reduce512(__m512d a01, __m512d a23)
+LY_AVX512 static inline double reduce512(__m512 v)
 {
-    const __m256d a[4] = {_mm512_castpd512_pd256(a01), _mm512_extractf64x4_pd(a01, 1),
-                          _mm512_castpd512_pd256(a23), _mm512_extractf64x4_pd(a23, 1)};
-    return reduce256(a); /* the 256-bit rows' chains, in their pairs */
+    __m512d a = _mm512_add_pd(
+        _mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+    return hsum4d(_mm256_add_pd(_mm512_castpd512_pd256(a), _mm512_extractf64x4_pd(a, 1)));
 }
 
-/* Elements [k, k + 16) of a row of c as two vectors of doubles (lanes k..k+7
- * and k+8..k+15; past c zeros), and which of them are the row's. */
-LY_AVX512 static inline __mmask16 load16_512(const float *row, int64_t k, int64_t c, __m512d *lo,
-                                             __m512d *hi)
+LY_AVX512 static inline __mmask16 live16(int64_t at, int64_t c)
 {
-    __mmask16 live = c - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - k)) - 1);
-    __m512 v = _mm512_maskz_loadu_ps(live, row + k);
-    *lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-    *hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    return live;
+    return c - at >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - at)) - 1);
 }
 
 LY_AVX512 static inline __attribute__((always_inline)) void rows512(const norm_job *j, int64_t r0,
                                                                     const int rows)
 {
     const int64_t c = j->c;
-    __m512d a01[ROWS], a23[ROWS];
-    double mean[ROWS] = {0}, rstd[ROWS];
+    row_stats s[ROWS] = {{0}};
+    __m512 a[ROWS];
     if (!j->rms) {
 #pragma GCC unroll 4
-        for (int r = 0; r < rows; r++)
-            a01[r] = a23[r] = _mm512_setzero_pd();
-        for (int64_t k = 0; k < c; k += 16)
+        for (int r = 0; r < rows; r++) {
+            s[r].x0 = j->x[(r0 + r) * c];
+            a[r] = _mm512_setzero_ps();
+        }
+        for (int64_t k = 0; k < c; k += CHUNK) {
+            __mmask16 m = live16(k, c);
 #pragma GCC unroll 4
             for (int r = 0; r < rows; r++) {
-                __m512d lo, hi;
-                load16_512(j->x + (r0 + r) * c, k, c, &lo, &hi);
-                a01[r] = _mm512_add_pd(a01[r], lo);
-                a23[r] = _mm512_add_pd(a23[r], hi);
+                __m512 v = _mm512_maskz_loadu_ps(m, j->x + (r0 + r) * c + k);
+                a[r] = _mm512_add_ps(a[r], _mm512_maskz_sub_ps(m, v, _mm512_set1_ps(s[r].x0)));
             }
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
-            mean[r] = reduce512(a01[r], a23[r]) / (double)c;
+            set_mean(&s[r], reduce512(a[r]), c);
     }
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
-        a01[r] = a23[r] = _mm512_setzero_pd();
-    for (int64_t k = 0; k < c; k += 16)
+        a[r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < c; k += CHUNK) {
+        __mmask16 m = live16(k, c);
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++) {
-            __m512d lo, hi, m = _mm512_set1_pd(mean[r]);
-            __mmask16 live = load16_512(j->x + (r0 + r) * c, k, c, &lo, &hi);
-            /* lanes past the row stay out of the squares */
-            __m512d d01 = _mm512_maskz_sub_pd((__mmask8)live, lo, m);
-            __m512d d23 = _mm512_maskz_sub_pd((__mmask8)(live >> 8), hi, m);
-            a01[r] = _mm512_add_pd(a01[r], _mm512_mul_pd(d01, d01));
-            a23[r] = _mm512_add_pd(a23[r], _mm512_mul_pd(d23, d23));
+            __m512 v = _mm512_maskz_loadu_ps(m, j->x + (r0 + r) * c + k);
+            __m512 d = _mm512_maskz_sub_ps(m, _mm512_sub_ps(v, _mm512_set1_ps(s[r].hi)),
+                                           _mm512_set1_ps(s[r].lo));
+            a[r] = _mm512_fmadd_ps(d, d, a[r]);
         }
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
-        rstd[r] = rstd_of(j, reduce512(a01[r], a23[r]));
+        set_rstd(&s[r], reduce512(a[r]), j);
     const float *w = j->w, *b = j->b;
-    const int64_t full8 = c & ~(int64_t)7;
-    const __mmask8 tail = (__mmask8)((1u << (c - full8)) - 1);
     for (int r = 0; r < rows; r++) {
         const float *x = j->x + (r0 + r) * c;
         float *y = j->y + (r0 + r) * c;
-        const __m512d m = _mm512_set1_pd(mean[r]), rs = _mm512_set1_pd(rstd[r]);
-        for (int64_t k = 0; k < full8; k += 8) {
-            __m256 v = _mm512_cvtpd_ps(
-                _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + k)), m), rs));
-            if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + k));
-            if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + k));
-            _mm256_storeu_ps(y + k, v);
-        }
-        if (tail) {
-            __m256 xv = _mm512_castps512_ps256(_mm512_maskz_loadu_ps(tail, x + full8));
-            __m256 v = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(xv), m), rs));
-            if (w)
-                v = _mm256_mul_ps(v,
-                                  _mm512_castps512_ps256(_mm512_maskz_loadu_ps(tail, w + full8)));
-            if (b)
-                v = _mm256_add_ps(v,
-                                  _mm512_castps512_ps256(_mm512_maskz_loadu_ps(tail, b + full8)));
-            _mm512_mask_storeu_ps(y + full8, tail, _mm512_castps256_ps512(v));
+        const __m512 h = _mm512_set1_ps(s[r].hi), l = _mm512_set1_ps(s[r].lo),
+                     rs = _mm512_set1_ps(s[r].rstd);
+        for (int64_t k = 0; k < c; k += CHUNK) {
+            __mmask16 m = live16(k, c);
+            __m512 v = _mm512_mul_ps(
+                _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + k), h), l), rs);
+            if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + k));
+            if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + k));
+            _mm512_mask_storeu_ps(y + k, m, v);
         }
     }
 }
@@ -255,6 +241,7 @@ LY_AVX512 static void norm_rows_512(void *ctx, int64_t begin, int64_t end)
     for (; r < end; r++)
         rows512(j, r, 1);
 }
+
 static ly_status run_norm(const ly_kernel_call *call, bool rms)
 {
     const ly_tensor *x = call->in[0];

@@ -3,8 +3,9 @@
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
  * backward), the fused sdpa, matmul and softmax (last axis), max_pool2d and
  * resize_bilinear2d (channel-blocked maps), all bit-identical to their references; GELU within its
- * slot's tolerance (erf by a polynomial, not glibc's); layer_norm and rms_norm within theirs (row
- * sums in four double lanes, bit-identical on every parity case so far). This file is compiled for
+ * slot's tolerance (erf by a polynomial, not glibc's); layer_norm and rms_norm within theirs (the
+ * element work in float, a row's sixteen lane sums in double: within a few float ulps of the
+ * reference). This file is compiled for
  * the baseline ISA (registration and predicates run on every CPU, before anyone knows it has AVX2);
  * the kernels live in *_avx2.c.
  */
