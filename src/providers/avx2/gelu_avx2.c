@@ -6,9 +6,10 @@
  * erff), not bit-identical: the parity harness checks it. Non-finite inputs
  * and the tail take the reference's formula.
  *
- * On AVX-512 CPUs sixteen at a time, lane for lane the same arithmetic (exp16
- * is exp8's), and the rest as the 8-lane loop takes it: the same bits on
- * either kind of CPU, in about half the time.
+ * On AVX-512 CPUs sixteen at a time, the same arithmetic (exp16 is exp8's)
+ * but for 1 / (1 + p|z|), a 14-bit reciprocal and one Newton step instead of
+ * a division (a few ulps apart, well inside the tolerance), two vectors a
+ * step (0.50 -> 0.44 ns an element on a Sapphire Rapids core).
  */
 #include "core/core.h"
 #include "ops/nn/reference.h"
@@ -71,7 +72,10 @@ LY_AVX512 static inline __m512 gelu16(__m512 x)
     __m512 z = _mm512_mul_ps(x, _mm512_set1_ps((float)M_SQRT1_2));
     __m512 az = _mm512_abs_ps(z);
     __m512 den = _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), az, one);
-    __m512 t = _mm512_div_ps(one, den);
+    /* 1 / den: 14 bits, then one Newton step (a division's throughput is
+     * a tenth of this) */
+    __m512 r = _mm512_rcp14_ps(den);
+    __m512 t = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, one), r);
     __m512 p = _mm512_set1_ps(1.061405429f);
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
@@ -92,6 +96,16 @@ LY_AVX512 static void gelu_range16(void *ctx, int64_t begin, int64_t end)
     const gelu_job *j = ctx;
     const __m512 big = _mm512_set1_ps(1e30f);
     int64_t i = begin;
+    /* two vectors a step: one vector's chain alone leaves the ports idle */
+    for (; i + 32 <= end; i += 32) {
+        __m512 x0 = _mm512_loadu_ps(j->x + i), x1 = _mm512_loadu_ps(j->x + i + 16);
+        __m512 y0 = gelu16(x0), y1 = gelu16(x1);
+        __mmask16 huge0 = _mm512_cmp_ps_mask(_mm512_abs_ps(x0), big, _CMP_NLT_UQ);
+        __mmask16 huge1 = _mm512_cmp_ps_mask(_mm512_abs_ps(x1), big, _CMP_NLT_UQ);
+        if (huge0 | huge1) break; /* the one-vector loop below takes them */
+        _mm512_storeu_ps(j->y + i, y0);
+        _mm512_storeu_ps(j->y + i + 16, y1);
+    }
     for (; i + 16 <= end; i += 16) {
         __m512 x = _mm512_loadu_ps(j->x + i);
         __m512 y = gelu16(x);
