@@ -319,11 +319,13 @@ static ly_graph_value span_linear(ly_graph *g, ly_graph_value x, ly_graph_value 
     return out;
 }
 
-/* x [W, N, C]: layer norm, a linear, a per-window constant (sliced) and a
+/* x [W, N, C], its token rows permuted by a gather (in the span, reading x
+ * whole): layer norm, a linear, a per-window constant (sliced) and a
  * shared one (whole) added, a reshape that keeps dim 0 and back, a linear
  * with x as its residual, read by nodes after the span (the last keeps two
- * channels: the span holds the arena's peak). `leading` != 0: one value inside leads with another
- * extent, so the span must run whole. */
+ * channels: the span holds the arena's peak). `leading` 1: the reshape mixes
+ * items ([N, W * C]), so the span must run whole; 2: it makes rows of items
+ * ([W * N, C], k = N), which slabs take. */
 static ly_graph *span_graph(int leading, int64_t seed)
 {
     rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)seed;
@@ -333,23 +335,42 @@ static ly_graph *span_graph(int leading, int64_t seed)
     assert_int_equal(ly_graph_input(g, "x", LY_F32, 3, &x), LY_OK);
     int64_t c = SPAN_C, window_shape[3] = {SPAN_W, SPAN_N, SPAN_C},
             shared_shape[3] = {1, SPAN_N, SPAN_C}, flat_shape[2] = {SPAN_W, SPAN_N * SPAN_C},
-            other[2] = {SPAN_W * SPAN_N, SPAN_C};
+            other[2] = {SPAN_N, SPAN_W * SPAN_C}, token_rows[2] = {SPAN_W * SPAN_N, SPAN_C};
     ly_graph_value mask = random_constant(g, 3, window_shape);
     ly_graph_value bias = random_constant(g, 3, shared_shape);
+    /* the span starts with a gather of x's token rows (a permutation), x read whole */
+    int64_t tokens = SPAN_W * SPAN_N;
+    ly_graph_value table, perm, picked;
+    void *perm_data;
+    assert_int_equal(ly_graph_reshape(g, "table", x, 2, token_rows, &table), LY_OK);
+    assert_int_equal(ly_graph_constant(g, LY_I64, 1, &tokens, &perm, &perm_data), LY_OK);
+    for (int64_t i = 0; i < tokens; i++)
+        ((int64_t *)perm_data)[i] = (i * 7 + 3) % tokens;
     int first = ly_graph_node_count(g);
+    ly_gather_params rows_of = {.axis = 0};
+    ly_graph_value gather_in[2] = {table, perm};
+    assert_int_equal(
+        ly_graph_node(g, LY_OP_INDEX_SELECT, "gather", 2, gather_in, &rows_of, 1, &picked), LY_OK);
+    assert_int_equal(ly_graph_reshape(g, "windows", picked, 3, window_shape, &x), LY_OK);
     ly_graph_value ln[3] = {x, random_constant(g, 1, &c), random_constant(g, 1, &c)};
     ly_norm_params eps = LY_NORM_DEFAULTS;
     assert_int_equal(ly_graph_node(g, LY_OP_LAYER_NORM, "ln", 3, ln, &eps, 1, &y), LY_OK);
     q = span_linear(g, y, LY_GRAPH_NONE, LY_ACT_GELU);
     assert_int_equal(ly_graph_binary(g, LY_OP_ADD, "mask", q, mask, &per_window), LY_OK);
     assert_int_equal(ly_graph_binary(g, LY_OP_ADD, "bias", per_window, bias, &shared), LY_OK);
-    assert_int_equal(ly_graph_reshape(g, "flat", shared, 2, leading ? other : flat_shape, &flat),
-                     LY_OK);
+    const int64_t *flat_as = leading == 1 ? other : leading == 2 ? token_rows : flat_shape;
+    assert_int_equal(ly_graph_reshape(g, "flat", shared, 2, flat_as, &flat), LY_OK);
     assert_int_equal(ly_graph_reshape(g, "back", flat, 3, window_shape, &back), LY_OK);
     out = span_linear(g, back, x, LY_ACT_NONE);
     int end = ly_graph_node_count(g);
     assert_int_equal(ly_graph_unary(g, LY_OP_SIGMOID, "after", out, &after), LY_OK);
-    assert_int_equal(ly_graph_item_span(g, first, end, 1, &mask), LY_OK);
+    ly_item_span span = {.first = first,
+                         .end = end,
+                         .n_sliced = 2,
+                         .sliced = {mask, perm},
+                         .n_whole = 1,
+                         .whole = {table}};
+    assert_int_equal(ly_graph_item_span(g, &span), LY_OK);
     assert_int_equal(ly_graph_slice(g, "part", after, 2, 0, 2, &after), LY_OK);
     assert_int_equal(ly_graph_output(g, after, "part"), LY_OK);
     return g;
@@ -386,21 +407,27 @@ static void test_item_span_slabs(void **state)
     for (int64_t i = 0; i < ly_tensor_numel(&in); i++)
         ((float *)in.data)[i] = symmetric() * 3.0f;
     for (int threads = 1; threads <= 2; threads++) {
-        ly_graph *whole = span_graph(0, 1), *slabs = span_graph(0, 1), *odd = span_graph(1, 1);
-        float *a, *b, *c;
-        ly_graph_stats sa, sb, sc;
+        ly_graph *whole = span_graph(0, 1), *slabs = span_graph(0, 1), *odd = span_graph(1, 1),
+                 *rows = span_graph(2, 1);
+        float *a, *b, *c, *d;
+        ly_graph_stats sa, sb, sc, sd;
         run_span_graph(whole, &in, "0", threads, &a, &sa);
         run_span_graph(slabs, &in, "256", threads, &b, &sb);
         run_span_graph(odd, &in, "256", threads, &c, &sc);
+        run_span_graph(rows, &in, "256", threads, &d, &sd);
         assert_int_equal(sa.slab_spans, 0);
         assert_int_equal(sb.slab_spans, 1);
         assert_int_equal(sc.slab_spans, 0);
+        assert_int_equal(sd.slab_spans, 1);
         assert_true(sb.arena_bytes < sa.arena_bytes);
         assert_memory_equal(a, b, sizeof(float) * SPAN_W * SPAN_N * 2);
         assert_memory_equal(a, c, sizeof(float) * SPAN_W * SPAN_N * 2);
+        assert_memory_equal(a, d, sizeof(float) * SPAN_W * SPAN_N * 2);
         free(a);
         free(c);
         free(b);
+        free(d);
+        ly_graph_free(rows);
         ly_graph_free(whole);
         ly_graph_free(odd);
         /* pruning renumbers nodes: the spans go */
@@ -414,9 +441,11 @@ static void test_item_span_slabs(void **state)
     ly_graph *g = span_graph(0, 2);
     ly_graph_value x;
     assert_int_equal(ly_graph_input_at(g, 0, &x, NULL), LY_OK);
-    assert_int_equal(ly_graph_item_span(g, 1, 3, 0, NULL), LY_E_INVALID_ARGUMENT); /* overlaps */
-    assert_int_equal(ly_graph_item_span(g, 8, 99, 0, NULL), LY_E_INVALID_ARGUMENT);
-    assert_int_equal(ly_graph_item_span(g, 8, 9, 1, &x), LY_E_INVALID_ARGUMENT); /* not constant */
+    ly_item_span overlapping = {.first = 1, .end = 3}, past = {.first = 8, .end = 99},
+                 sliced_input = {.first = 8, .end = 9, .n_sliced = 1, .sliced = {x}};
+    assert_int_equal(ly_graph_item_span(g, &overlapping), LY_E_INVALID_ARGUMENT);
+    assert_int_equal(ly_graph_item_span(g, &past), LY_E_INVALID_ARGUMENT);
+    assert_int_equal(ly_graph_item_span(g, &sliced_input), LY_E_INVALID_ARGUMENT);
     assert_non_null(strstr(ly_last_error(), "not a constant"));
     ly_graph_free(g);
 }

@@ -374,29 +374,35 @@ ly_status ly_graph_output(ly_graph *g, ly_graph_value v, const char *name)
     return LY_OK;
 }
 
-ly_status ly_graph_item_span(ly_graph *g, int first, int end, int n_sliced,
-                             const ly_graph_value *sliced)
+ly_status ly_graph_item_span(ly_graph *g, const ly_item_span *span)
 {
-    if (!g || first < 0 || end <= first || (size_t)end > g->n_nodes || n_sliced < 0 ||
-        n_sliced > LY_GRAPH_SPAN_SLICED || (n_sliced > 0 && !sliced))
+    if (!g || !span || span->first < 0 || span->end <= span->first ||
+        (size_t)span->end > g->n_nodes || span->n_sliced < 0 ||
+        span->n_sliced > LY_GRAPH_SPAN_VALUES || span->n_whole < 0 ||
+        span->n_whole > LY_GRAPH_SPAN_VALUES)
         return ly_set_error(LY_E_INVALID_ARGUMENT,
-                            "ly_graph_item_span: nodes [%d, %d) or %d sliced constants invalid",
-                            first, end, n_sliced);
-    for (int i = 0; i < n_sliced; i++)
-        if (!valid_value(g, sliced[i]) || g->values[sliced[i]].kind != LY_GRAPH_VALUE_CONSTANT)
+                            "ly_graph_item_span: nodes [%d, %d), %d sliced or %d whole invalid",
+                            span ? span->first : 0, span ? span->end : 0, span ? span->n_sliced : 0,
+                            span ? span->n_whole : 0);
+    for (int i = 0; i < span->n_sliced; i++)
+        if (!valid_value(g, span->sliced[i]) ||
+            g->values[span->sliced[i]].kind != LY_GRAPH_VALUE_CONSTANT)
             return ly_set_error(LY_E_INVALID_ARGUMENT,
                                 "ly_graph_item_span: sliced value %d is not a constant", i);
-    for (size_t i = 0; i < g->n_spans; i++)
-        if (first < g->spans[i].end && g->spans[i].first < end)
+    for (int i = 0; i < span->n_whole; i++)
+        if (!valid_value(g, span->whole[i]) ||
+            g->values[span->whole[i]].kind == LY_GRAPH_VALUE_CONSTANT)
             return ly_set_error(LY_E_INVALID_ARGUMENT,
-                                "ly_graph_item_span: nodes [%d, %d) overlap another span", first,
-                                end);
+                                "ly_graph_item_span: whole value %d is not a node's or an input",
+                                i);
+    for (size_t i = 0; i < g->n_spans; i++)
+        if (span->first < g->spans[i].end && g->spans[i].first < span->end)
+            return ly_set_error(LY_E_INVALID_ARGUMENT,
+                                "ly_graph_item_span: nodes [%d, %d) overlap another span",
+                                span->first, span->end);
     if (!grow((void **)&g->spans, &g->cap_spans, g->n_spans + 1, sizeof *g->spans))
         return ly_set_error(LY_E_NO_MEMORY, "ly_graph_item_span: out of memory");
-    gspan *s = &g->spans[g->n_spans++];
-    *s = (gspan){.first = first, .end = end, .n_sliced = n_sliced};
-    for (int i = 0; i < n_sliced; i++)
-        s->sliced[i] = sliced[i];
+    g->spans[g->n_spans++] = *span;
     built(g);
     return LY_OK;
 }

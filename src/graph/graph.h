@@ -104,20 +104,26 @@ ly_status ly_graph_permute(ly_graph *g, const char *name, ly_graph_value x, int 
 
 /* Nodes [first, end) (numbered as ly_graph_node_count counts them) are
  * independent along dimension 0: item i of every value they write is computed
- * from item i of every value they read, non-constant or one of the n_sliced
- * constants in `sliced` (other constants are read whole; at most
- * LY_GRAPH_SPAN_SLICED). A plan may then run them depth first, a slab of items
+ * from item i of every value they read (the items of a value whose extent is
+ * k times the span's are its rows [k i, k (i + 1))), but for the constants
+ * not listed in `sliced` and the values listed in `whole` (a gather's table),
+ * which are read whole. A plan may then run them depth first, a slab of items
  * through every node of the span before the next slab, so that the values
  * passed between them (planned one slab large, the same bytes for every slab)
  * stay in cache instead of streaming whole maps through memory. It does so
- * when the span's reads and writes all lead with the same extent (reshapes
- * inside it keep dimension 0) and more than one slab results; outputs are
- * bit-identical either way (every kernel computes an item alone).
- * LIBREYOLO_SLAB_BYTES sets the slab's budget of intermediate bytes (0: every
- * span runs whole). */
-#define LY_GRAPH_SPAN_SLICED 4
-ly_status ly_graph_item_span(ly_graph *g, int first, int end, int n_sliced,
-                             const ly_graph_value *sliced);
+ * when every other value the span reads or writes leads with a multiple of
+ * the smallest such extent (the items; reshapes inside it keep dimension 0
+ * whole rows) and more than one slab results; outputs are bit-identical
+ * either way (every kernel computes an item alone). LIBREYOLO_SLAB_BYTES sets
+ * the slab's budget of intermediate bytes (0: every span runs whole). */
+#define LY_GRAPH_SPAN_VALUES 4
+typedef struct ly_item_span {
+    int first, end;
+    int n_sliced, n_whole;
+    ly_graph_value sliced[LY_GRAPH_SPAN_VALUES]; /* constants read item by item */
+    ly_graph_value whole[LY_GRAPH_SPAN_VALUES];  /* other values read whole */
+} ly_item_span;
+ly_status ly_graph_item_span(ly_graph *g, const ly_item_span *span);
 
 /* Mark `v` as output number <count so far> under `name`. */
 ly_status ly_graph_output(ly_graph *g, ly_graph_value v, const char *name);

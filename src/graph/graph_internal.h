@@ -12,12 +12,7 @@
 
 typedef struct plan plan;
 
-/* ly_graph_item_span */
-typedef struct gspan {
-    int32_t first, end;
-    int n_sliced;
-    ly_graph_value sliced[LY_GRAPH_SPAN_SLICED];
-} gspan;
+typedef ly_item_span gspan; /* ly_graph_item_span */
 
 typedef struct gvalue {
     ly_graph_value_kind kind;

@@ -75,11 +75,13 @@ static void node_call(ly_graph *g, const plan *p, const gnode *n,
     }
     int32_t span = p->spans ? p->nodes[n - g->nodes].span : -1;
     if (span >= 0 && p->spans[span].rows) { /* what each slab's call sees */
+        const pspan *s = &p->spans[span];
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] != LY_GRAPH_NONE && ly_plan_span_slices(g, p, span, n->in[i]))
-                in[i].shape[0] = p->spans[span].rows;
+                in[i].shape[0] = in[i].shape[0] / s->items * s->rows;
         for (int k = 0; k < n->n_out; k++)
-            if (ly_plan_span_slices(g, p, span, n->out[k])) out[k].shape[0] = p->spans[span].rows;
+            if (ly_plan_span_slices(g, p, span, n->out[k]))
+                out[k].shape[0] = out[k].shape[0] / s->items * s->rows;
     }
     call->params = n->params;
     call->threads = p->threads;
@@ -230,22 +232,37 @@ static size_t slab_budget(void)
     return *end ? SLAB_BYTES : (size_t)v;
 }
 
-static bool span_sliced_constant(const gspan *s, ly_graph_value v)
+static bool listed(const ly_graph_value *values, int n, ly_graph_value v)
 {
-    for (int i = 0; i < s->n_sliced; i++)
-        if (s->sliced[i] == v) return true;
+    for (int i = 0; i < n; i++)
+        if (values[i] == v) return true;
     return false;
 }
 
 bool ly_plan_span_slices(const ly_graph *g, const plan *p, int32_t span, ly_graph_value v)
 {
-    if (g->values[v].kind == LY_GRAPH_VALUE_CONSTANT)
-        return span_sliced_constant(&g->spans[span], v);
-    return !p->values[ly_plan_root(p, v, NULL)].slab;
+    const gspan *s = &g->spans[span];
+    if (g->values[v].kind == LY_GRAPH_VALUE_CONSTANT) return listed(s->sliced, s->n_sliced, v);
+    return !listed(s->whole, s->n_whole, v) && !p->values[ly_plan_root(p, v, NULL)].slab;
 }
 
-/* Whether every operand of the span's nodes leads with one extent (*items),
- * sliced constants included, views inside it being reshapes of whole values. */
+/* Operand k of node n (inputs, then outputs). */
+static ly_graph_value operand(const gnode *n, int k)
+{
+    return k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+}
+
+/* Whether an operand is read or written item by item (before any slab is planned). */
+static bool by_items(const ly_graph *g, const gspan *s, ly_graph_value v)
+{
+    if (v == LY_GRAPH_NONE) return false;
+    if (g->values[v].kind == LY_GRAPH_VALUE_CONSTANT) return listed(s->sliced, s->n_sliced, v);
+    return !listed(s->whole, s->n_whole, v);
+}
+
+/* Whether the span's operands read by items lead with multiples of the
+ * smallest of their extents (*items), views inside it being reshapes of
+ * whole rows, the values read whole read by kernels only. */
 static bool span_fits(const ly_graph *g, const plan *p, const gspan *s, int64_t *items)
 {
     int64_t e = -1;
@@ -256,13 +273,14 @@ static bool span_fits(const ly_graph *g, const plan *p, const gspan *s, int64_t 
         if (pn->mode != NODE_KERNEL && !(pn->mode == NODE_VIEW && n->op == LY_OP_RESHAPE))
             return false;
         for (int k = 0; k < n->n_in + n->n_out; k++) {
-            ly_graph_value v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-            if (v == LY_GRAPH_NONE) continue;
-            if (g->values[v].kind == LY_GRAPH_VALUE_CONSTANT && !span_sliced_constant(s, v))
-                continue;
+            ly_graph_value v = operand(n, k);
+            if (v != LY_GRAPH_NONE && !by_items(g, s, v) && pn->mode != NODE_KERNEL &&
+                g->values[v].kind != LY_GRAPH_VALUE_CONSTANT)
+                return false;
+            if (!by_items(g, s, v)) continue;
             const ly_tensor *t = &p->values[v].shape;
-            if (t->ndim < 1 || (e >= 0 && t->shape[0] != e)) return false;
-            e = t->shape[0];
+            if (t->ndim < 1 || t->shape[0] < 1) return false;
+            if (e < 0 || t->shape[0] < e) e = t->shape[0];
             for (ly_graph_value x = v; p->values[x].parent != LY_GRAPH_NONE;
                  x = p->values[x].parent)
                 if (p->values[x].in_join || g->values[x].kind != LY_GRAPH_VALUE_NODE ||
@@ -270,6 +288,11 @@ static bool span_fits(const ly_graph *g, const plan *p, const gspan *s, int64_t 
                     return false;
         }
     }
+    for (int32_t i = s->first; i < s->end && e > 1; i++)
+        for (int k = 0; k < g->nodes[i].n_in + g->nodes[i].n_out; k++) {
+            ly_graph_value v = operand(&g->nodes[i], k);
+            if (by_items(g, s, v) && p->values[v].shape.shape[0] % e) return false;
+        }
     *items = e;
     return e > 1;
 }
@@ -334,8 +357,10 @@ static ly_status plan_spans(ly_graph *g, plan *p)
         for (int32_t i = s->first; i < s->end; i++) {
             const gnode *n = &g->nodes[i];
             for (int k = 0; k < n->n_out; k++)
-                if (p->values[ly_plan_root(p, n->out[k], NULL)].slab)
-                    p->values[n->out[k]].shape.shape[0] = rows;
+                if (p->values[ly_plan_root(p, n->out[k], NULL)].slab) {
+                    int64_t *extent = &p->values[n->out[k]].shape.shape[0];
+                    *extent = *extent / items * rows;
+                }
         }
     }
     free(outside);

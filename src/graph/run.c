@@ -290,7 +290,7 @@ static ly_tensor *slab_view(const ly_graph_ctx *c, ly_graph_value v, int32_t spa
     if (slab < 0 || !ly_plan_span_slices(c->g, c->plan, span, v)) return whole;
     const pspan *s = &c->plan->spans[span];
     *t = *whole;
-    t->shape[0] = s->rows;
+    t->shape[0] = whole->shape[0] / s->items * s->rows;
     if (whole->data)
         t->data = (char *)whole->data +
                   (size_t)slab * (bytes_of_view(whole) / (size_t)s->items) * (size_t)s->rows;

@@ -193,13 +193,21 @@ ly_token_order ly_window_block_order(const ly_window_block *k)
 }
 
 /* Tokens x from order `from` into order `to`: windows [nW, ws * ws, c], or
- * the map [1, h, w, c]. */
+ * the map [1, h, w, c]. A change of order through the shifted one is one
+ * gather of rows from the tokens [h * w, c]: *gather (when asked) says at
+ * which node, reading which rows of which table (node -1: no gather). */
+typedef struct gather_at {
+    int node;
+    ly_graph_value table, rows;
+} gather_at;
+
 static ly_graph_value reorder(ly_builder *b, ly_graph_value x, const ly_window_block *k,
-                              ly_token_order from, ly_token_order to)
+                              ly_token_order from, ly_token_order to, gather_at *gather)
 {
     int64_t h = k->h, w = k->w, c = k->c, ws = k->window;
     int64_t windows[3] = {(h / ws) * (w / ws), ws * ws, c}, tokens[3] = {1, h * w, c},
-            map[4] = {1, h, w, c};
+            rows_c[2] = {h * w, c}, map[4] = {1, h, w, c};
+    if (gather) *gather = (gather_at){.node = -1};
     if (from == to)
         return ly_build_reshape(b, "tokens", x, 3, to == LY_TOKENS_MAP ? tokens : windows);
     if (from == LY_TOKENS_MAP && to == LY_TOKENS_WINDOWS)
@@ -212,8 +220,10 @@ static ly_graph_value reorder(ly_builder *b, ly_graph_value x, const ly_window_b
                           : to == LY_TOKENS_SHIFTED ? k->order[2]
                                                     : k->order[3];
     const char *what = to == LY_TOKENS_SHIFTED ? "roll" : "unroll";
-    ly_gather_params along = {.axis = 1};
-    ly_graph_value in[2] = {ly_build_reshape(b, what, x, 3, tokens), rows};
+    ly_gather_params along = {.axis = 0};
+    ly_graph_value in[2] = {ly_build_reshape(b, what, x, 2, rows_c), rows};
+    if (gather && b->g)
+        *gather = (gather_at){.node = ly_graph_node_count(b->g), .table = in[0], .rows = rows};
     x = ly_build_node(b, LY_OP_INDEX_SELECT, what, 2, in, &along);
     return ly_build_reshape(b, what, x, to == LY_TOKENS_MAP ? 4 : 3,
                             to == LY_TOKENS_MAP ? map : windows);
@@ -225,8 +235,9 @@ ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_w
     ly_token_order own = ly_window_block_order(k);
     /* attention and MLP work token by token outside the windows' attention,
      * so the block runs in its own window order throughout */
-    x = reorder(b, x, k, k->from, own);
-    int first = b->g ? ly_graph_node_count(b->g) : 0;
+    gather_at gather;
+    x = reorder(b, x, k, k->from, own, &gather);
+    int first = gather.node >= 0 ? gather.node : b->g ? ly_graph_node_count(b->g) : 0;
     ly_graph_value mask = k->shift ? k->mask : LY_GRAPH_NONE;
     ly_graph_value y = ly_build_layer_norm(b, "norm1", x, c, 1e-5);
     x = window_attention(b, y, windows, k, mask, x); /* + x */
@@ -234,10 +245,17 @@ ly_graph_value ly_build_window_block(ly_builder *b, ly_graph_value x, const ly_w
         ly_build_linear_fused(b, "mlp.fc1", ly_build_layer_norm(b, "norm2", x, c, 1e-5), k->hidden,
                               c, LY_ACT_GELU, LY_GRAPH_NONE);
     x = ly_build_linear_fused(b, "mlp.fc2", m, c, k->hidden, LY_ACT_NONE, x); /* + x */
-    /* window by window from norm1 to fc2 (the shift mask a window's slice
-     * each): the graph may run them a few windows at a time, in cache */
-    if (b->g && b->st == LY_OK)
-        ly_build_fail(b, ly_graph_item_span(b->g, first, ly_graph_node_count(b->g),
-                                            mask == LY_GRAPH_NONE ? 0 : 1, &mask));
-    return k->to == LY_TOKENS_MAP ? reorder(b, x, k, own, LY_TOKENS_MAP) : x;
+    /* window by window from the gather into this order (its rows of the
+     * previous order read whole) to fc2, the shift mask a window's slice
+     * each: the graph may run them a few windows at a time, in cache */
+    if (b->g && b->st == LY_OK) {
+        ly_item_span span = {.first = first, .end = ly_graph_node_count(b->g)};
+        if (mask != LY_GRAPH_NONE) span.sliced[span.n_sliced++] = mask;
+        if (gather.node >= 0) {
+            span.sliced[span.n_sliced++] = gather.rows;
+            span.whole[span.n_whole++] = gather.table;
+        }
+        ly_build_fail(b, ly_graph_item_span(b->g, &span));
+    }
+    return k->to == LY_TOKENS_MAP ? reorder(b, x, k, own, LY_TOKENS_MAP, NULL) : x;
 }
