@@ -204,7 +204,8 @@ ly_status ly_graph_get_output(const ly_graph_ctx *ctx, int index, ly_tensor *vie
                               const char **name);
 int ly_graph_output_count(const ly_graph *g);
 
-/* Any value's view (shape, dtype, data) under the context's current plan. */
+/* Any value's view (shape, dtype, data) under the context's current plan; a
+ * value a span run in slabs keeps to itself holds its last slab only. */
 ly_status ly_graph_value_view(const ly_graph_ctx *ctx, ly_graph_value v, ly_tensor *view);
 
 typedef struct ly_graph_stats {
