@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * linear on oneDNN's matmul, prepared: x [..., K] seen as [M, K], times the
- * weight [N, K] transposed, plus the bias; the activation (an eltwise post-op:
- * GELU is oneDNN's exact-erf form, or the gelu slot's kernel on an output
- * small enough to stay in cache) and the residual (a binary add post-op,
- * read while the tile is in registers) run in the GEMM's epilogue. The weight is reordered once, at
+ * weight [N, K] transposed, plus the bias; the activation (an eltwise post-op;
+ * GELU the gelu slot's kernel right after, see gelu_apart) and the residual (a
+ * binary add post-op, read while the tile is in registers) run in the GEMM's
+ * epilogue. The weight is reordered once, at
  * prepare, into the layout oneDNN's kernel reads fastest (format "any": packed
  * blocks for its brgemm/gemm kernels), and the state keeps that copy and the
  * bias, so a graph gives the plain weight's pages back (restore writes it back
