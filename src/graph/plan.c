@@ -239,13 +239,6 @@ static bool listed(const ly_graph_value *values, int n, ly_graph_value v)
     return false;
 }
 
-bool ly_plan_span_slices(const ly_graph *g, const plan *p, int32_t span, ly_graph_value v)
-{
-    const gspan *s = &g->spans[span];
-    if (g->values[v].kind == LY_GRAPH_VALUE_CONSTANT) return listed(s->sliced, s->n_sliced, v);
-    return !listed(s->whole, s->n_whole, v) && !p->values[ly_plan_root(p, v, NULL)].slab;
-}
-
 /* Operand k of node n (inputs, then outputs). */
 static ly_graph_value operand(const gnode *n, int k)
 {
@@ -258,6 +251,12 @@ static bool by_items(const ly_graph *g, const gspan *s, ly_graph_value v)
     if (v == LY_GRAPH_NONE) return false;
     if (g->values[v].kind == LY_GRAPH_VALUE_CONSTANT) return listed(s->sliced, s->n_sliced, v);
     return !listed(s->whole, s->n_whole, v);
+}
+
+bool ly_plan_span_slices(const ly_graph *g, const plan *p, int32_t span, ly_graph_value v)
+{
+    return by_items(g, &g->spans[span], v) && (g->values[v].kind == LY_GRAPH_VALUE_CONSTANT ||
+                                               !p->values[ly_plan_root(p, v, NULL)].slab);
 }
 
 /* Whether the span's operands read by items lead with multiples of the
