@@ -3,10 +3,10 @@
  * Swin V1 (src/models/swin): a Swin-T checkpoint synthesised from LibreYOLO's
  * key list by tools/swin_numpy_ref.py, our network against that script's
  * NumPy transcription of the spec's §3 (within 1e-5 of max|ref|), the fused
- * window attention byte for byte the manual one (LibreYOLO's default), and
- * the flag's module count. Skipped without ../shared or a Python with NumPy
- * (LIBREYOLO_PYTHON, else python3, else /usr/bin/python3). The window pieces
- * (masks, relative position index) are test_windows'.
+ * window attention byte for byte the manual one (LibreYOLO's default), the
+ * flag's module count, and one model shared by threads. Skipped without ../shared or a Python with
+ * NumPy (LIBREYOLO_PYTHON, else python3, else /usr/bin/python3). The window pieces (masks, relative
+ * position index) are test_windows'.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +24,7 @@
 #include "libreyolo/model.h"
 #include "test_util.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,66 @@ static void test_swin_t(void **state)
     free(sdpa.v);
     ly_npy_free(&input);
     ly_npy_free(&ref);
+    ly_model_free(m);
+}
+
+typedef struct shared_run {
+    ly_model *m;
+    const ly_tensor *input;
+    const logits *want;
+    int mismatches;
+    ly_status status;
+} shared_run;
+
+static void *run_shared(void *arg)
+{
+    shared_run *r = arg;
+    for (int round = 0; round < 2; round++) {
+        logits got = {0};
+        r->status = ly_model_run(r->m, r->input, keep, &got);
+        if (r->status != LY_OK) return NULL;
+        r->mismatches +=
+            got.n != r->want->n || memcmp(got.v, r->want->v, (size_t)got.n * sizeof(float)) != 0;
+        free(got.v);
+    }
+    return NULL;
+}
+
+/* One Swin-T shared by three threads (each run in a context of its own, both
+ * attention forms): the logits of a run alone, bit for bit. */
+static void test_swin_shared_by_threads(void **state)
+{
+    (void)state;
+    if (!dir[0]) {
+        print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
+        skip();
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
+    ly_model_options mo = {.threads = 1};
+    ly_model *m;
+    if (ly_model_load(path, &mo, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_tensor input;
+    ly_test_load_npy(dir, "input", &input);
+    for (int fused = 0; fused < 2; fused++) {
+        int count = 0;
+        assert_int_equal(ly_model_set_fused_attention(m, fused, &count), LY_OK);
+        logits alone = {0};
+        if (ly_model_run(m, &input, keep, &alone) != LY_OK) fail_msg("%s", ly_last_error());
+        shared_run runs[3];
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++) {
+            runs[i] = (shared_run){.m = m, .input = &input, .want = &alone};
+            assert_int_equal(pthread_create(&t[i], NULL, run_shared, &runs[i]), 0);
+        }
+        for (int i = 0; i < 3; i++) {
+            pthread_join(t[i], NULL);
+            assert_int_equal(runs[i].status, LY_OK);
+            assert_int_equal(runs[i].mismatches, 0);
+        }
+        free(alone.v);
+    }
+    ly_npy_free(&input);
     ly_model_free(m);
 }
 
@@ -306,7 +367,8 @@ static void test_swin_sizes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_swin_t), cmocka_unit_test(test_swin_export),
-        cmocka_unit_test(test_swin_refused), cmocka_unit_test(test_swin_sizes)};
+        cmocka_unit_test(test_swin_t), cmocka_unit_test(test_swin_shared_by_threads),
+        cmocka_unit_test(test_swin_export), cmocka_unit_test(test_swin_refused),
+        cmocka_unit_test(test_swin_sizes)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
