@@ -100,17 +100,34 @@ static void keep(const char *name, const ly_tensor *t, void *user)
     memcpy(l->v, t->data, (size_t)l->n * sizeof(float));
 }
 
-static void test_swin_t(void **state)
+/* The test skipped without the synthesised Swin-T (setup's). */
+static void need_synthesised(void)
 {
-    (void)state;
     if (!dir[0]) {
         print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
         skip();
     }
+}
+
+static void synthesised_path(char path[128])
+{
+    snprintf(path, 128, "%s/LibreSwint-cls_synth.safetensors", dir);
+}
+
+static ly_model *load_synthesised(const ly_model_options *options)
+{
+    need_synthesised();
     char path[128];
-    snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
+    synthesised_path(path);
     ly_model *m;
-    if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    if (ly_model_load(path, options, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    return m;
+}
+
+static void test_swin_t(void **state)
+{
+    (void)state;
+    ly_model *m = load_synthesised(NULL);
     ly_model_info info;
     assert_int_equal(ly_model_get_info(m, &info), LY_OK);
     assert_string_equal(info.family, "swin");
@@ -177,15 +194,8 @@ static void *run_shared(void *arg)
 static void test_swin_shared_by_threads(void **state)
 {
     (void)state;
-    if (!dir[0]) {
-        print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
-        skip();
-    }
-    char path[128];
-    snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
     ly_model_options mo = {.threads = 1};
-    ly_model *m;
-    if (ly_model_load(path, &mo, &m) != LY_OK) fail_msg("%s", ly_last_error());
+    ly_model *m = load_synthesised(&mo);
     ly_tensor input;
     ly_test_load_npy(dir, "input", &input);
     for (int fused = 0; fused < 2; fused++) {
@@ -216,15 +226,9 @@ static void test_swin_shared_by_threads(void **state)
 static void test_swin_export(void **state)
 {
     (void)state;
-    if (!dir[0]) {
-        print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
-        skip();
-    }
-    char path[128], out[96];
-    snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
+    ly_model *m = load_synthesised(NULL);
+    char out[96];
     snprintf(out, sizeof out, "%s/swin.pte", dir);
-    ly_model *m;
-    if (ly_model_load(path, NULL, &m) != LY_OK) fail_msg("%s", ly_last_error());
     int count = 0;
     assert_int_equal(ly_model_set_fused_attention(m, true, &count), LY_OK);
     ly_model *pte = export_classifier_and_reload(m, out, "Swin-T");
@@ -275,7 +279,7 @@ static bool recognition_key(const char *name)
 static void rewrite(const char *meta, const char *extra, bool few, const char *out)
 {
     char path[128];
-    snprintf(path, sizeof path, "%s/LibreSwint-cls_synth.safetensors", dir);
+    synthesised_path(path);
     ly_checkpoint *ck;
     assert_int_equal(ly_checkpoint_open(path, &ck), LY_OK);
     size_t count;
@@ -302,10 +306,7 @@ static void rewrite(const char *meta, const char *extra, bool few, const char *o
 static void test_swin_refused(void **state)
 {
     (void)state;
-    if (!dir[0]) {
-        print_message("skipped: %s or a Python with NumPy is absent\n", KEYS);
-        skip();
-    }
+    need_synthesised();
     char out[128];
     snprintf(out, sizeof out, "%s/edited.safetensors", dir);
     rewrite("\"model_family\": \"swin\", \"size\": \"b\"", NULL, true, out);
