@@ -116,7 +116,21 @@ static ly_status unary_case(ly_op op, int64_t index, bool full, ly_check_case *c
     return LY_OK;
 }
 
-const ly_case_set ly_cases_unary = {.build = unary_case};
+/* Benchmark calls: a flat map, roughly normal(0, 1) as activations are (a
+ * transformer MLP's GELU input), made positive for log and sqrt. */
+static ly_status unary_bench(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)b;
+    snprintf(c->name, sizeof c->name, "[%zu]", numel);
+    ly_status st = ly_check_case_normalish(c, 0, 1, (int64_t[]){(int64_t)numel}, 1);
+    if (st != LY_OK || (op != LY_OP_LOG && op != LY_OP_SQRT)) return st;
+    float *x = c->in[0].data;
+    for (size_t i = 0; i < numel; i++)
+        x[i] = fabsf(x[i]) + 0.5f;
+    return LY_OK;
+}
+
+const ly_case_set ly_cases_unary = {.build = unary_case, .bench = unary_bench};
 
 static ly_status clamp_case(ly_op op, int64_t index, bool full, ly_check_case *c)
 {
