@@ -15,6 +15,7 @@
 #include "graph/graph.h"
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
+#include "libreyolo/libreyolo.h"
 #include "test_graph_util.h"
 
 #include <math.h>
@@ -394,10 +395,16 @@ static void run_span_graph(ly_graph *g, const ly_tensor *in, const char *budget,
     ly_graph_ctx_free(ctx);
 }
 
+static void keep_warning(ly_log_level level, const char *message, void *user)
+{
+    if (level == LY_LOG_WARNING) snprintf(user, 512, "%s", message);
+}
+
 /* A span runs in slabs when its intermediates exceed the budget: outputs
  * bit-identical to the whole run at 1 and 2 threads, a smaller arena; a span
  * whose values do not all lead with one extent, a rewritten graph and a zero
- * budget run whole; bad spans are refused. */
+ * budget run whole; a budget that is not a number warns once and plans as
+ * the default; bad spans are refused. */
 static void test_item_span_slabs(void **state)
 {
     (void)state;
@@ -437,6 +444,18 @@ static void test_item_span_slabs(void **state)
         free(b);
         ly_graph_free(slabs);
     }
+    /* a budget that is not a number: one warning naming it, the default's plan */
+    ly_graph *odd_budget = span_graph(0, 1);
+    char warned[512] = "";
+    assert_int_equal(ly_set_log_handler(keep_warning, warned, LY_LOG_WARNING), LY_OK);
+    float *y;
+    ly_graph_stats st;
+    run_span_graph(odd_budget, &in, "lots", 1, &y, &st);
+    assert_int_equal(ly_set_log_handler(NULL, NULL, LY_LOG_WARNING), LY_OK);
+    assert_non_null(strstr(warned, "LIBREYOLO_SLAB_BYTES='lots' is not a byte count"));
+    assert_int_equal(st.slab_spans, 0); /* this span fits the default budget whole */
+    free(y);
+    ly_graph_free(odd_budget);
     ly_tensor_free(&in);
     ly_graph *g = span_graph(0, 2);
     ly_graph_value x;

@@ -229,7 +229,14 @@ static size_t slab_budget(void)
     if (!env || !*env) return SLAB_BYTES;
     char *end;
     unsigned long long v = strtoull(env, &end, 10);
-    return *end ? SLAB_BYTES : (size_t)v;
+    if (*end || *env == '-') {
+        ly_warn_once("LIBREYOLO_SLAB_BYTES",
+                     "LIBREYOLO_SLAB_BYTES='%.40s' is not a byte count (a whole number, 0 to "
+                     "turn slabs off): using %d",
+                     env, SLAB_BYTES);
+        return SLAB_BYTES;
+    }
+    return (size_t)v;
 }
 
 static bool listed(const ly_graph_value *values, int n, ly_graph_value v)
