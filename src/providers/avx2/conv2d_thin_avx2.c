@@ -37,36 +37,14 @@ typedef struct thin_run {
     float *y;
 } thin_run;
 
-/* The reference's activations; exponentials of -|v| only. */
-LY_AVX512 static inline __m512 thin_activate(__m512 v, int64_t activation, float alpha)
-{
-    __m512 zero = _mm512_setzero_ps();
-    __mmask16 negative = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
-    switch (activation) {
-    case LY_ACT_SILU:
-    case LY_ACT_SIGMOID: {
-        __m512 t = exp16(_mm512_sub_ps(zero, _mm512_abs_ps(v)));
-        __m512 den = _mm512_add_ps(_mm512_set1_ps(1.0f), t);
-        __m512 sig = _mm512_div_ps(_mm512_mask_blend_ps(negative, _mm512_set1_ps(1.0f), t), den);
-        return activation == LY_ACT_SILU ? _mm512_mul_ps(v, sig) : sig;
-    }
-    case LY_ACT_RELU:
-        return _mm512_mask_blend_ps(negative, v, zero); /* NaN stays NaN */
-    case LY_ACT_LEAKY_RELU:
-        return _mm512_mask_mul_ps(v, negative, v, _mm512_set1_ps(alpha));
-    default:
-        return v;
-    }
-}
-
 /* Pixel (oy, ox)'s 24 channels, lanes 0-15 in lo and 16-23 in the low half of
  * hi: activation, residual, stored into the three 8-channel blocks. */
 LY_AVX512 static inline void thin_store(const thin_run *run, int64_t oy, int64_t ox, __m512 lo,
                                         __m512 hi)
 {
     const thin_state *s = run->s;
-    lo = thin_activate(lo, s->activation, s->alpha);
-    hi = thin_activate(hi, s->activation, s->alpha);
+    lo = ly_activate16(lo, s->activation, s->alpha);
+    hi = ly_activate16(hi, s->activation, s->alpha);
     size_t plane = (size_t)(s->h * s->w * 8), at = (size_t)((oy * s->w + ox) * 8);
     __m256 part[3] = {_mm512_castps512_ps256(lo),
                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lo), 1)),

@@ -26,6 +26,8 @@ ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
 ly_status ly_avx2_resize_plain(const ly_kernel_call *call);
 ly_status ly_avx512_conv2d_thin(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
+ly_status ly_avx512_conv2d_stem(const ly_kernel_call *call);
+extern const ly_kernel_stateful ly_avx512_conv2d_stem_stateful;
 extern const ly_kernel_stateful ly_avx2_resize_stateful;
 
 #ifdef LY_HAVE_AVX2_PROVIDERS
@@ -187,12 +189,40 @@ static ly_status thin_predicate(const ly_kernel_call *call, const ly_cpu_feature
     return avx2_predicate(call, cpu, why_not);
 }
 
+/* 3x3 stride 2 padding 1 convolutions from images of at most four channels
+ * to 16k channels (conv2d_stem_avx2.c). */
+static ly_status stem_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not)
+{
+    if (cpu && !cpu->avx512f) {
+        *why_not = "CPU or OS lacks AVX-512";
+        return LY_E_DECLINED;
+    }
+    if (!call) return LY_OK;
+    const ly_tensor *x = call->in[0], *w = call->in[1];
+    const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
+    bool stem = x && w && x->ndim == 4 && w->ndim == 4 && x->shape[1] <= 4 &&
+                w->shape[0] % 16 == 0 && w->shape[0] <= 256 && w->shape[2] == 3 &&
+                w->shape[3] == 3 && p->groups == 1 && p->stride[0] == 2 && p->stride[1] == 2 &&
+                p->padding[0] == 1 && p->padding[1] == 1 && p->dilation[0] == 1 &&
+                p->dilation[1] == 1 && !p->post_affine && !call->in[3] &&
+                p->activation <= LY_ACT_LEAKY_RELU;
+    if (!stem) {
+        *why_not = "not a 3x3 stride-2 padding-1 convolution from at most 4 channels to a "
+                   "multiple of 16, without groups, residual or post-affine";
+        return LY_E_DECLINED;
+    }
+    return avx2_predicate(call, cpu, why_not);
+}
+
 /* Registered after the libraries' providers, so their predicates are asked
  * first: kernels of our own for shapes the libraries serve poorly. */
 void ly_avx512_register(void)
 {
     ly_provider_add(LY_OP_CONV2D, "avx512_thin", ly_avx512_conv2d_thin, thin_predicate,
                     &ly_avx512_conv2d_thin_stateful);
+    ly_provider_add(LY_OP_CONV2D, "avx512_stem", ly_avx512_conv2d_stem, stem_predicate,
+                    &ly_avx512_conv2d_stem_stateful);
 }
 
 #endif
