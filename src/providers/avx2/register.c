@@ -27,6 +27,8 @@ ly_status ly_avx2_resize_plain(const ly_kernel_call *call);
 ly_status ly_avx512_conv2d_thin(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
 ly_status ly_avx512_conv2d_stem(const ly_kernel_call *call);
+ly_status ly_avx512_silu(const ly_kernel_call *call);
+ly_status ly_avx512_sigmoid(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_stem_stateful;
 extern const ly_kernel_stateful ly_avx2_resize_stateful;
 
@@ -189,6 +191,16 @@ static ly_status thin_predicate(const ly_kernel_call *call, const ly_cpu_feature
     return avx2_predicate(call, cpu, why_not);
 }
 
+static ly_status avx512_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                  const char **why_not)
+{
+    if (cpu && !cpu->avx512f) {
+        *why_not = "CPU or OS lacks AVX-512";
+        return LY_E_DECLINED;
+    }
+    return avx2_predicate(call, cpu, why_not);
+}
+
 /* 3x3 stride 2 padding 1 convolutions from images of at most four channels
  * to 16k channels (conv2d_stem_avx2.c). */
 static ly_status stem_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
@@ -223,6 +235,8 @@ void ly_avx512_register(void)
                     &ly_avx512_conv2d_thin_stateful);
     ly_provider_add(LY_OP_CONV2D, "avx512_stem", ly_avx512_conv2d_stem, stem_predicate,
                     &ly_avx512_conv2d_stem_stateful);
+    ly_provider_add(LY_OP_SILU, "avx512", ly_avx512_silu, avx512_predicate, NULL);
+    ly_provider_add(LY_OP_SIGMOID, "avx512", ly_avx512_sigmoid, avx512_predicate, NULL);
 }
 
 #endif
