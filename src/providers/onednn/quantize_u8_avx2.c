@@ -19,7 +19,16 @@ typedef struct quantize_job {
     int64_t c, h, w, block;
     float inv, zero_point;
     int64_t first_row; /* the row `out` starts at */
+    bool bw;           /* AVX512BW's packs for four blocks at once */
 } quantize_job;
+
+/* AVX512BW: every AVX-512 CPU since Skylake-SP; the F-only Xeon Phi lacks it. */
+#define LY_AVX512BW __attribute__((target("avx512f,avx512bw")))
+
+static bool has_avx512bw(void)
+{
+    return ly_cpu()->avx512f && __builtin_cpu_supports("avx512bw");
+}
 
 /* Eight codes plus 128, as int32 lanes. */
 static inline __m256i codes_u8(const quantize_job *job, __m256 x)
@@ -120,6 +129,52 @@ LY_AVX512 static inline __m128i codes16_u8_fast(const quantize_job *job, __m512 
     return _mm_xor_si128(_mm512_cvtsepi32_epi8(code), _mm_set1_epi8((char)0x80));
 }
 
+/* Four vectors (64 channels of a pixel) as 64 codes in channel order: the
+ * signed-saturating packs (int32 -> int16 -> int8 saturates as vpmovsdb
+ * does) interleave them per 128-bit lane, one dword permute puts each
+ * vector's 16 codes back together. One store instead of four and half the
+ * shuffle work: 0.125 -> 0.08 ns an element on 128 channels at 40x40. */
+LY_AVX512BW static inline __m512i codes64_u8_fast(const quantize_job *job, const __m512 x[4])
+{
+    __m512 inv = _mm512_set1_ps(job->inv);
+    __m512i q[4];
+    for (int i = 0; i < 4; i++)
+        q[i] = _mm512_cvt_roundps_epi32(_mm512_mul_ps(x[i], inv),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i least = _mm512_min_epi32(_mm512_min_epi32(q[0], q[1]), _mm512_min_epi32(q[2], q[3]));
+    if (__builtin_expect(_mm512_cmpeq_epi32_mask(least, _mm512_set1_epi32(INT32_MIN)) != 0, 0)) {
+        __m512i r = _mm512_castsi128_si512(codes16_u8(job, x[0]));
+        for (int i = 1; i < 4; i++)
+            r = _mm512_inserti32x4(r, codes16_u8(job, x[i]), i);
+        return r;
+    }
+    __m512i zp = _mm512_set1_epi32((int32_t)job->zero_point);
+    __m512i lo = _mm512_packs_epi32(_mm512_add_epi32(q[0], zp), _mm512_add_epi32(q[1], zp));
+    __m512i hi = _mm512_packs_epi32(_mm512_add_epi32(q[2], zp), _mm512_add_epi32(q[3], zp));
+    __m512i r = _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+        _mm512_packs_epi16(lo, hi));
+    return _mm512_xor_si512(r, _mm512_set1_epi8((char)0x80));
+}
+
+/* A row of pixels of 16-channel blocks, four blocks a step. */
+LY_AVX512BW static void pixels_bw(const quantize_job *job, const float *src, size_t block_stride,
+                                  int64_t blocks, uint8_t *out)
+{
+    for (int64_t px = 0; px < job->w; px++, src += 16, out += job->c) {
+        int64_t b = 0;
+        for (; b + 4 <= blocks; b += 4) {
+            __m512 v[4];
+            for (int i = 0; i < 4; i++)
+                v[i] = _mm512_loadu_ps(src + (size_t)(b + i) * block_stride);
+            _mm512_storeu_si512(out + b * 16, codes64_u8_fast(job, v));
+        }
+        for (; b < blocks; b++)
+            _mm_storeu_si128((__m128i *)(out + b * 16),
+                             codes16_u8_fast(job, _mm512_loadu_ps(src + (size_t)b * block_stride)));
+    }
+}
+
 LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
 {
     const quantize_job *job = ctx;
@@ -150,6 +205,10 @@ LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
              * channels at 160x160). */
             const float *src = x + y * w * 16;
             size_t block_stride = (size_t)(h * w * 16);
+            if (blocks >= 4 && job->bw) {
+                pixels_bw(job, src, block_stride, blocks, out);
+                continue;
+            }
             for (int64_t px = 0; px < w; px++, src += 16)
                 for (int64_t b = 0; b < blocks; b++)
                     _mm_storeu_si128((__m128i *)(out + px * c + b * 16),
@@ -182,7 +241,7 @@ void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int6
                                       int block, float inv, float zero_point, uint8_t *out,
                                       int threads, int lanes)
 {
-    quantize_job job = {x, out, c, h, w, block, inv, zero_point, 0};
+    quantize_job job = {x, out, c, h, w, block, inv, zero_point, 0, lanes == 16 && has_avx512bw()};
     int64_t rows = n * h;
     if (rows * w * c < LY_AVX2_PARALLEL_MIN) threads = 1;
     ly_parallel_for(rows, 1, threads, lanes == 16 ? quantize_rows16 : quantize_rows, &job);
@@ -192,7 +251,7 @@ void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64
                                      float inv, float zero_point, int64_t row0, int64_t row1,
                                      uint8_t *out)
 {
-    quantize_job job = {x, out, c, h, w, block, inv, zero_point, row0};
+    quantize_job job = {x, out, c, h, w, block, inv, zero_point, row0, has_avx512bw()};
     (ly_cpu()->avx512f ? quantize_rows16 : quantize_rows)(&job, row0, row1);
 }
 
