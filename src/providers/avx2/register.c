@@ -166,16 +166,23 @@ void ly_avx2_register(void)
                     &ly_avx2_resize_stateful);
 }
 
-/* 3x3 stride 1 padding 1 convolutions to 24 channels from up to 64, on maps
- * in 8-channel blocks (conv2d_thin_avx2.c). */
-static ly_status thin_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                const char **why_not)
+static ly_status avx512_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                  const char **why_not)
 {
     if (cpu && !cpu->avx512f) {
         *why_not = "CPU or OS lacks AVX-512";
         return LY_E_DECLINED;
     }
-    if (!call) return LY_OK;
+    return avx2_predicate(call, cpu, why_not);
+}
+
+/* 3x3 stride 1 padding 1 convolutions to 24 channels from up to 64, on maps
+ * in 8-channel blocks (conv2d_thin_avx2.c). */
+static ly_status thin_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not)
+{
+    ly_status st = avx512_predicate(call, cpu, why_not);
+    if (st != LY_OK || !call) return st;
     const ly_tensor *x = call->in[0], *w = call->in[1];
     const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
     bool thin = x && w && x->ndim == 4 && w->ndim == 4 && w->shape[0] == 24 &&
@@ -188,17 +195,7 @@ static ly_status thin_predicate(const ly_kernel_call *call, const ly_cpu_feature
                    "(a multiple of 8), without groups or post-affine";
         return LY_E_DECLINED;
     }
-    return avx2_predicate(call, cpu, why_not);
-}
-
-static ly_status avx512_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                  const char **why_not)
-{
-    if (cpu && !cpu->avx512f) {
-        *why_not = "CPU or OS lacks AVX-512";
-        return LY_E_DECLINED;
-    }
-    return avx2_predicate(call, cpu, why_not);
+    return LY_OK;
 }
 
 /* 3x3 stride 2 padding 1 convolutions from images of at most four channels
@@ -206,11 +203,8 @@ static ly_status avx512_predicate(const ly_kernel_call *call, const ly_cpu_featu
 static ly_status stem_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                 const char **why_not)
 {
-    if (cpu && !cpu->avx512f) {
-        *why_not = "CPU or OS lacks AVX-512";
-        return LY_E_DECLINED;
-    }
-    if (!call) return LY_OK;
+    ly_status st = avx512_predicate(call, cpu, why_not);
+    if (st != LY_OK || !call) return st;
     const ly_tensor *x = call->in[0], *w = call->in[1];
     const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
     bool stem = x && w && x->ndim == 4 && w->ndim == 4 && x->shape[1] <= 4 &&
@@ -224,11 +218,12 @@ static ly_status stem_predicate(const ly_kernel_call *call, const ly_cpu_feature
                    "multiple of 16, without groups, residual or post-affine";
         return LY_E_DECLINED;
     }
-    return avx2_predicate(call, cpu, why_not);
+    return LY_OK;
 }
 
-/* Registered after the libraries' providers, so their predicates are asked
- * first: kernels of our own for shapes the libraries serve poorly. */
+/* Registered after the libraries' providers, so these predicates are asked
+ * before theirs (newest first): kernels of our own for shapes and ops the
+ * libraries serve poorly. */
 void ly_avx512_register(void)
 {
     ly_provider_add(LY_OP_CONV2D, "avx512_thin", ly_avx512_conv2d_thin, thin_predicate,
