@@ -144,9 +144,9 @@ LY_AVX512BW static inline __m512i codes64_u8_fast(const quantize_job *job, const
     __m512i least = _mm512_min_epi32(_mm512_min_epi32(q[0], q[1]), _mm512_min_epi32(q[2], q[3]));
     if (__builtin_expect(_mm512_cmpeq_epi32_mask(least, _mm512_set1_epi32(INT32_MIN)) != 0, 0)) {
         __m512i r = _mm512_castsi128_si512(codes16_u8(job, x[0]));
-        for (int i = 1; i < 4; i++)
-            r = _mm512_inserti32x4(r, codes16_u8(job, x[i]), i);
-        return r;
+        r = _mm512_inserti32x4(r, codes16_u8(job, x[1]), 1); /* the lane a constant */
+        r = _mm512_inserti32x4(r, codes16_u8(job, x[2]), 2);
+        return _mm512_inserti32x4(r, codes16_u8(job, x[3]), 3);
     }
     __m512i zp = _mm512_set1_epi32((int32_t)job->zero_point);
     __m512i lo = _mm512_packs_epi32(_mm512_add_epi32(q[0], zp), _mm512_add_epi32(q[1], zp));
