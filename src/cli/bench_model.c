@@ -54,7 +54,7 @@ void ly_cli_usage_bench_model(FILE *to)
         "                             [--input X.npy] [--image I|--no-image] [--onnx O.onnx]\n"
         "                             [--peers DIR|--no-peers] [--gflop G] [--core-gflops P] "
         "[--json]\n"
-        "                             [--batch N] [--rounds K]\n"
+        "                             [--batch N] [--rounds K] [--vs M2]\n"
         "\n"
         "Times loading M, the network alone (ly_model_run on a fixed preprocessed input) and\n"
         "prediction on an image file end to end (median and p90 of R runs after W warm-ups),\n"
@@ -73,6 +73,10 @@ void ly_cli_usage_bench_model(FILE *to)
         "  --rounds K        K interleaved rounds (ours, then each peer, K times): the\n"
         "                    minimum and median of each, and ours over each peer as the\n"
         "                    ratio of minima and of medians (default 1: the table only)\n"
+        "  --vs M2           another model of ours on the same input, threads and\n"
+        "                    attention form, timed as M is and interleaved with it (a row\n"
+        "                    and, with --rounds, a ratio of minima): e.g. an int8\n"
+        "                    checkpoint against its fp32 original\n"
         "  --batch N         also time one run on N copies of the input against N single\n"
         "                    runs, interleaved R times (models whose network takes a batch)\n"
         "  --input X.npy     preprocessed input [1,3,S,S] float32 (default: ref_parkour/,\n"
@@ -175,12 +179,13 @@ typedef struct bench_config {
     bool no_peers;
     int imgsz; /* 0: the checkpoint's */
     int threads, runs, warmup;
-    int fused;          /* --fused-attn: -1 the model's default */
-    double gflop;       /* 0: known table */
-    double core_gflops; /* 0: measure */
-    bool peak_measured; /* core_gflops measured here: measured again after the runs */
-    int batch;          /* > 1: a batch of this many against as many single runs */
-    int rounds;         /* interleaved rounds of ours and the peers */
+    int fused;           /* --fused-attn: -1 the model's default */
+    double gflop;        /* 0: known table */
+    double core_gflops;  /* 0: measure */
+    bool peak_measured;  /* core_gflops measured here: measured again after the runs */
+    int batch;           /* > 1: a batch of this many against as many single runs */
+    int rounds;          /* interleaved rounds of ours and the peers */
+    const char *vs_path; /* --vs: another model of ours, timed beside M */
     char peak_source[96];
     bool json;
 } bench_config;
@@ -595,6 +600,73 @@ typedef struct peer_result {
     int parity; /* -1 not checked, 0 failed, 1 ok */
 } peer_result;
 
+/* Everything timed beside ours: the peers, and --vs's model of ours. */
+typedef struct peer_set {
+    peer_result ort, torch, ops, vs;
+} peer_set;
+
+static void peer_set_init(peer_set *p, const bench_config *cfg)
+{
+    *p = (peer_set){.ort = {.label = "ONNX Runtime", .parity = -1},
+                    .torch = {.label = "PyTorch", .parity = -1},
+                    .ops = {.label = "XNNPACK operators", .parity = -1},
+                    .vs = {.label = "--vs", .parity = -1}};
+    if (cfg->vs_path) {
+        const char *base = strrchr(cfg->vs_path, '/');
+        snprintf(p->vs.version, sizeof p->vs.version, "%s", base ? base + 1 : cfg->vs_path);
+    }
+}
+
+static void peer_set_free(peer_set *p)
+{
+    free(p->ort.json);
+    free(p->torch.json);
+}
+
+/* --vs: the other model loaded anew (as M is each round) and timed on the same
+ * input; an input given back to its file is read again. */
+static void run_vs(const bench_config *cfg, const ours_result *r, const ly_tensor *input,
+                   peer_result *p)
+{
+    if (!cfg->vs_path) return;
+    ly_tensor from_file = {0};
+    if (!input->data) {
+        if (ly_npy_load(r->input_file, &from_file) != LY_OK) {
+            snprintf(p->reason, sizeof p->reason, "cannot read the input again: %s",
+                     ly_last_error());
+            p->state = PEER_FAILED;
+            return;
+        }
+        input = &from_file;
+    }
+    ly_model_options mopt = {.threads = cfg->threads};
+    ly_model *m = NULL;
+    latency l;
+    ly_cli_progress("bench: loading %s (--vs)", cfg->vs_path);
+    double t0 = ly_cli_now_s();
+    if (ly_model_load(cfg->vs_path, &mopt, &m) != LY_OK ||
+        (cfg->fused >= 0 && ly_model_set_fused_attention(m, cfg->fused == 1, NULL) != LY_OK)) {
+        ly_cli_progress_end();
+        snprintf(p->reason, sizeof p->reason, "%s", ly_last_error());
+        p->state = PEER_FAILED;
+    } else {
+        p->load_ms = (ly_cli_now_s() - t0) * 1e3;
+        if (time_network(m, input, cfg, &l) != 0) {
+            snprintf(p->reason, sizeof p->reason, "ly_model_run: %s", ly_last_error());
+            p->state = PEER_FAILED;
+        } else {
+            p->state = PEER_OK;
+            p->median_ms = l.median_ms;
+            p->p90_ms = l.p90_ms;
+            p->min_ms = l.min_ms;
+            p->peak_rss_mib = rss_peak_mib();
+        }
+        ly_cli_progress_end();
+    }
+    ly_model_free(m);
+    ly_npy_free(&from_file);
+}
+
 static void peer_unavailable(peer_result *p, const char *fmt, ...) LY_PRINTF(2, 3);
 static void peer_unavailable(peer_result *p, const char *fmt, ...)
 {
@@ -900,9 +972,9 @@ static void run_peers(const bench_config *cfg, ours_result *r, const ly_tensor *
 /* ---- Interleaved rounds ------------------------------------------------------------ */
 
 /* Who a round times: ours, then each peer. */
-enum { ROUND_OURS, ROUND_ORT, ROUND_TORCH, ROUND_OPS, ROUND_WHO };
+enum { ROUND_OURS, ROUND_ORT, ROUND_TORCH, ROUND_OPS, ROUND_VS, ROUND_WHO };
 static const char *const round_keys[ROUND_WHO] = {"libreyolo", "onnxruntime", "pytorch",
-                                                  "xnnpack_operators"};
+                                                  "xnnpack_operators", "vs_model"};
 
 /* Each round's minimum and median (NAN where a peer did not run or failed). */
 typedef struct rounds {
@@ -922,17 +994,18 @@ static void record_peer(rounds *rs, int who, int k, const peer_result *p)
     record_one(rs, who, k, ok ? p->min_ms : NAN, ok ? p->median_ms : NAN);
 }
 
-static void record_round(rounds *rs, int k, const latency *ours, const peer_result *ort,
-                         const peer_result *torch, const peer_result *ops)
+static void record_round(rounds *rs, int k, const latency *ours, const peer_set *p)
 {
     record_one(rs, ROUND_OURS, k, ours->min_ms, ours->median_ms);
-    record_peer(rs, ROUND_ORT, k, ort);
-    record_peer(rs, ROUND_TORCH, k, torch);
-    record_peer(rs, ROUND_OPS, k, ops);
+    record_peer(rs, ROUND_ORT, k, &p->ort);
+    record_peer(rs, ROUND_TORCH, k, &p->torch);
+    record_peer(rs, ROUND_OPS, k, &p->ops);
+    record_peer(rs, ROUND_VS, k, &p->vs);
 }
 
 /* Round k after the first: the network alone again (the model loaded anew, as
- * a peer loads its own), then each peer that ran in the first round. */
+ * a peer loads its own), --vs's model, then each peer that ran in the first
+ * round. */
 static int another_round(const bench_config *cfg, ours_result *r, const ly_tensor *input,
                          rounds *rs, int k)
 {
@@ -961,15 +1034,14 @@ static int another_round(const bench_config *cfg, ours_result *r, const ly_tenso
     }
     ly_model_free(m);
     if (rc == 0) {
-        peer_result ort = {.label = "ONNX Runtime", .parity = -1};
-        peer_result torch = {.label = "PyTorch", .parity = -1};
-        peer_result ops = {.label = "XNNPACK operators", .parity = -1};
+        peer_set p;
+        peer_set_init(&p, cfg);
+        run_vs(cfg, r, input, &p.vs);
         if (r->executorch && isfinite(rs->min_ms[ROUND_OPS][0]))
-            run_operators_peer(cfg, r, input, &ops);
-        run_peers(cfg, r, input, &ort, &torch);
-        record_round(rs, k, &ours, &ort, &torch, &ops);
-        free(ort.json);
-        free(torch.json);
+            run_operators_peer(cfg, r, input, &p.ops);
+        run_peers(cfg, r, input, &p.ort, &p.torch);
+        record_round(rs, k, &ours, &p);
+        peer_set_free(&p);
     }
     ly_npy_free(&from_file);
     return rc;
@@ -1154,8 +1226,8 @@ static void print_peer_row(const peer_result *p, double ours_ms)
     }
 }
 
-static void print_table(const bench_config *cfg, const ours_result *r, const peer_result *ort,
-                        const peer_result *torch, const peer_result *ops, const rounds *rs)
+static void print_table(const bench_config *cfg, const ours_result *r, const peer_set *p,
+                        const rounds *rs)
 {
     printf("libreyolo bench model: %s (%s %s, %" PRId64 " classes), %dx%d, %d thread(s),\n"
            "median/p90 of %d runs after %d warm-up(s); input %s\n\n",
@@ -1165,9 +1237,10 @@ static void print_table(const bench_config *cfg, const ours_result *r, const pee
            "peak MiB", "vs ours");
     printf("%-26s %9.1f %9.1f %9.1f %9.1f %9.2fx\n", "libreyolo", r->run.median_ms, r->run.p90_ms,
            r->load_ms, r->peak_rss_mib, 1.0);
-    print_peer_row(ort, r->run.median_ms);
-    print_peer_row(torch, r->run.median_ms);
-    if (ops->state != PEER_NOT_RUN) print_peer_row(ops, r->run.median_ms);
+    print_peer_row(&p->ort, r->run.median_ms);
+    print_peer_row(&p->torch, r->run.median_ms);
+    if (p->ops.state != PEER_NOT_RUN) print_peer_row(&p->ops, r->run.median_ms);
+    if (p->vs.state != PEER_NOT_RUN) print_peer_row(&p->vs, r->run.median_ms);
     printf("(vs ours = peer median / our median: > 1 means we are faster; peers' peak RSS is\n"
            " their whole process, ours includes the end-to-end line below)\n\n");
 
@@ -1236,8 +1309,8 @@ static void json_peer(FILE *to, const peer_result *p, double ours_ms)
     fputc('}', to);
 }
 
-static void print_json(const bench_config *cfg, const ours_result *r, const peer_result *ort,
-                       const peer_result *torch, const peer_result *ops, const rounds *rs)
+static void print_json(const bench_config *cfg, const ours_result *r, const peer_set *p,
+                       const rounds *rs)
 {
     FILE *o = stdout;
     fputs("{\"model\": ", o);
@@ -1305,12 +1378,16 @@ static void print_json(const bench_config *cfg, const ours_result *r, const peer
     fputs(", \"ours_over_bound\": ", o);
     ly_json_number(o, r->run.median_ms / bound_ms);
     fputs("}, \"peers\": {\"onnxruntime\": ", o);
-    json_peer(o, ort, r->run.median_ms);
+    json_peer(o, &p->ort, r->run.median_ms);
     fputs(", \"pytorch\": ", o);
-    json_peer(o, torch, r->run.median_ms);
-    if (ops->state != PEER_NOT_RUN) {
+    json_peer(o, &p->torch, r->run.median_ms);
+    if (p->ops.state != PEER_NOT_RUN) {
         fputs(", \"xnnpack_operators\": ", o);
-        json_peer(o, ops, r->run.median_ms);
+        json_peer(o, &p->ops, r->run.median_ms);
+    }
+    if (p->vs.state != PEER_NOT_RUN) {
+        fputs(", \"vs_model\": ", o);
+        json_peer(o, &p->vs, r->run.median_ms);
     }
     fputc('}', o);
     if (rs->n > 1) json_rounds(o, rs);
@@ -1346,6 +1423,8 @@ int ly_cli_bench_model(int argc, char **argv)
             cfg.onnx_path = argv[++i];
         } else if (strcmp(a, "--peers") == 0 && has_value) {
             cfg.peers_dir = argv[++i];
+        } else if (strcmp(a, "--vs") == 0 && has_value) {
+            cfg.vs_path = argv[++i];
         } else if (strcmp(a, "--imgsz") == 0 && has_value) {
             ok = ly_cli_parse_int(argv[++i], 32, 8192, &cfg.imgsz) && cfg.imgsz % 32 == 0;
         } else if (strcmp(a, "--threads") == 0 && has_value) {
@@ -1414,31 +1493,26 @@ int ly_cli_bench_model(int argc, char **argv)
         ly_tensor_free(&input);
         return rc;
     }
-    peer_result ort = {.label = "ONNX Runtime", .parity = -1};
-    peer_result torch = {.label = "PyTorch", .parity = -1};
-    peer_result ops = {.label = "XNNPACK operators", .parity = -1};
+    peer_set peers;
+    peer_set_init(&peers, &cfg);
+    run_vs(&cfg, &r, &input, &peers.vs);
     remeasure_peak(&cfg);
-    if (r.executorch) run_operators_peer(&cfg, &r, &input, &ops);
-    run_peers(&cfg, &r, &input, &ort, &torch);
+    if (r.executorch) run_operators_peer(&cfg, &r, &input, &peers.ops);
+    run_peers(&cfg, &r, &input, &peers.ort, &peers.torch);
     rounds rs = {.n = 1};
-    record_round(&rs, 0, &r.run, &ort, &torch, &ops);
+    record_round(&rs, 0, &r.run, &peers);
     for (int k = 1; k < cfg.rounds && rc == 0; k++) {
         rc = another_round(&cfg, &r, &input, &rs, k);
         rs.n = k + 1;
         remeasure_peak(&cfg);
     }
     ly_tensor_free(&input);
-    if (rc) {
-        free(ort.json);
-        free(torch.json);
-        return rc;
+    if (rc == 0) {
+        if (cfg.json)
+            print_json(&cfg, &r, &peers, &rs);
+        else
+            print_table(&cfg, &r, &peers, &rs);
     }
-
-    if (cfg.json)
-        print_json(&cfg, &r, &ort, &torch, &ops, &rs);
-    else
-        print_table(&cfg, &r, &ort, &torch, &ops, &rs);
-    free(ort.json);
-    free(torch.json);
-    return 0;
+    peer_set_free(&peers);
+    return rc;
 }

@@ -28,6 +28,20 @@ if [ -f "$fixture" ]; then
         echo "bench model --rounds 3: no rounds in its JSON" >&2
         exit 1
     }
+    # --vs: another model of ours timed beside M, in the table and in each round
+    "$bin" bench model --model "$fixture" --vs "$fixture" --imgsz 64 --runs 2 --warmup 0 \
+        --no-image --no-peers --threads 1 --rounds 2 --json >"$scratch/vs.json"
+    grep -q '"vs_model": {"available": true, "ok": true' "$scratch/vs.json" &&
+        grep -q '"vs_model": {"min_ms": \[[0-9.e+-]*, [0-9.e+-]*\]' "$scratch/vs.json" || {
+        echo "bench model --vs: no vs_model row or rounds in its JSON" >&2
+        exit 1
+    }
+    "$bin" bench model --model "$fixture" --vs "$scratch/no-such-model.pt" --imgsz 64 --runs 1 \
+        --warmup 0 --no-image --no-peers --threads 1 >"$scratch/vs-missing.txt"
+    grep -q -- '--vs  *failed: .*no-such-model.pt' "$scratch/vs-missing.txt" || {
+        echo "bench model --vs with a missing model: no failed row naming it" >&2
+        exit 1
+    }
     if "$bin" bench model --model "$fixture" --rounds 0 >/dev/null 2>&1; then
         echo "bench model accepted --rounds 0" >&2
         exit 1
