@@ -29,6 +29,8 @@ extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
 ly_status ly_avx512_conv2d_stem(const ly_kernel_call *call);
 ly_status ly_avx512_silu(const ly_kernel_call *call);
 ly_status ly_avx512_sigmoid(const ly_kernel_call *call);
+ly_status ly_avx512_dfl(const ly_kernel_call *call);
+bool ly_avx512_dfl_fits(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_stem_stateful;
 extern const ly_kernel_stateful ly_avx2_resize_stateful;
 
@@ -221,6 +223,19 @@ static ly_status stem_predicate(const ly_kernel_call *call, const ly_cpu_feature
     return LY_OK;
 }
 
+/* dfl: an anchor block's bins stay in registers (at most 32). */
+static ly_status dfl_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                               const char **why_not)
+{
+    ly_status st = avx512_predicate(call, cpu, why_not);
+    if (st != LY_OK || !call) return st;
+    if (!ly_avx512_dfl_fits(call)) {
+        *why_not = "more than 32 bins a side";
+        return LY_E_DECLINED;
+    }
+    return LY_OK;
+}
+
 /* Registered after the libraries' providers, so these predicates are asked
  * before theirs (newest first): kernels of our own for shapes and ops the
  * libraries serve poorly. */
@@ -232,6 +247,7 @@ void ly_avx512_register(void)
                     &ly_avx512_conv2d_stem_stateful);
     ly_provider_add(LY_OP_SILU, "avx512", ly_avx512_silu, avx512_predicate, NULL);
     ly_provider_add(LY_OP_SIGMOID, "avx512", ly_avx512_sigmoid, avx512_predicate, NULL);
+    ly_provider_add(LY_OP_DFL, "avx512", ly_avx512_dfl, dfl_predicate, NULL);
 }
 
 #endif
