@@ -48,6 +48,12 @@ typedef struct nn_case {
     }
 #define INT8(label, c, h, w, o, k, s, p, g, act, bias, res)                                        \
     INT8_BATCH(label, 1, c, h, w, o, k, s, p, g, act, bias, res)
+/* with a post_affine after the activation */
+#define INT8_AFFINE(label, c, h, w, o, k, s, p, act, res)                                          \
+    {                                                                                              \
+        LY_OP_CONV2D_INT8, label, 1, c, h, w, o, k, k, s, s, p, p, 1, 1, 1, act, true, res, true,  \
+            0.0f, false, false                                                                     \
+    }
 #define POOL_ANY(op, label, c, h, w, k, s, p, exclude_pad)                                         \
     {                                                                                              \
         op, label, 1, c, h, w, 0, k, k, s, s, p, p, 1, 1, 1, LY_ACT_NONE, false, false, false,     \
@@ -149,6 +155,10 @@ static const nn_case cases[] = {
     INT8("int8 64->64 3x3 silu 16x16", 64, 16, 16, 64, 3, 1, 1, 1, LY_ACT_SILU, true, false),
     INT8("int8 depthwise 8 3x3 9x9", 8, 9, 9, 8, 3, 1, 1, 8, LY_ACT_NONE, true, false),
     INT8("int8 odd 5->7 3x3 no bias 11x13", 5, 11, 13, 7, 3, 1, 1, 1, LY_ACT_NONE, false, false),
+    /* the activations an execute provider may run after the kernel, with what follows them */
+    INT8_AFFINE("int8 8->8 3x3 sigmoid *a+b +res 13x11", 8, 13, 11, 8, 3, 1, 1, LY_ACT_SIGMOID,
+                true),
+    INT8_AFFINE("int8 24->40 1x1 silu *a+b 9x7", 24, 9, 7, 40, 1, 1, 0, LY_ACT_SILU, false),
     INT8_BATCH("int8 batch 3 24->16 3x3 +res 13x10", 3, 24, 13, 10, 16, 3, 1, 1, 1, LY_ACT_SILU,
                true, true),
     POOL(LY_OP_MAX_POOL2D, "sppf 5x5 s1 p2 20x20", 64, 20, 20, 5, 1, 2),

@@ -5,8 +5,11 @@
  * module's calibrated range into u8 codes (quantize_u8_avx2.c, the reference's
  * codes exactly), the weights stay int8 codes packed for oneDNN, and the
  * kernel sums code products in int32 — exact — then scales each output
- * channel once by s_x * s_w[o] and adds the bias; the activation and the
- * post-affine run as post-ops, the residual in the copy back.
+ * channel once by s_x * s_w[o] and adds the bias. SiLU and sigmoid, with a
+ * post-affine after them, run in the copy back into the graph's layout with
+ * the residual (on AVX-512 CPUs: oneDNN 2.6's swish post-op cost its int8
+ * kernels more than a thin convolution's sums); other activations, and those
+ * elsewhere, run as oneDNN's post-ops.
  *
  * Only where the CPU has VNNI (vpdpbusd): oneDNN's int8 kernels without it
  * multiply with vpmaddubsw, whose int16 pair sums saturate (measured on an AVX2
@@ -116,9 +119,13 @@ typedef struct int8_state {
      * the scales, where every quotient is finite (NULL: the bias is a binary
      * post-op after them, 7-18% slower on oneDNN 2.6's int8 kernels). */
     float *bias_in_sum;
+    /* The activation and post-affine, run in the copy back where
+     * own_epilogue, else as oneDNN's post-ops. */
+    ly_onednn_epilogue epilogue;
+    bool own_epilogue;
     /* The output's layout is channels-last already (one block of 16 or 8
-     * channels holds every channel): the kernel writes in place, the residual
-     * added by a sum post-op. */
+     * channels holds every channel) and nothing is left for the copy back:
+     * the kernel writes in place, the residual added by a sum post-op. */
     bool direct;
     int n_bands;
     int64_t band_row[MAX_BANDS + 1]; /* band b: output rows [band_row[b], band_row[b + 1]) */
@@ -194,8 +201,9 @@ static dnnl_status_t make_attr(const int8_state *s, const dnnl_memory_desc_t *bi
         st = dnnl_post_ops_append_binary(post_ops, dnnl_binary_add, bias_md);
     float alpha;
     memcpy(&alpha, &k->alpha_bits, sizeof alpha);
-    if (st == dnnl_success) st = ly_onednn_append_activation(post_ops, k->activation, alpha);
-    if (st == dnnl_success && k->post_affine) {
+    if (st == dnnl_success && !s->own_epilogue)
+        st = ly_onednn_append_activation(post_ops, k->activation, alpha);
+    if (st == dnnl_success && k->post_affine && !s->own_epilogue) {
         float scale, shift;
         memcpy(&scale, &k->post_scale_bits, sizeof scale);
         memcpy(&shift, &k->post_shift_bits, sizeof shift);
@@ -464,7 +472,8 @@ static void run_task(band_job *job, int t)
     }
     if (!s->direct)
         ly_onednn_nhwc_rows_to_layout(nhwc, out, residual, k->o, k->ho, k->wo, rows.r0, rows.rows,
-                                      block_of_layout(s->out_layout));
+                                      block_of_layout(s->out_layout),
+                                      s->own_epilogue ? &s->epilogue : NULL);
 }
 
 static void run_tasks(void *ctx, int64_t begin, int64_t end)
@@ -545,7 +554,20 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     ly_conv_key_init_with(&s->key, call, info->threads, 0);
     s->in_layout = info->in_layout[0];
     s->out_layout = info->out_layout[0];
-    s->direct = block_of_layout(s->out_layout) == s->key.o;
+    /* The activations that cost oneDNN's int8 kernels most run in the copy
+     * back: the int8 LibreYOLO9t took 0.82x the time with no swish post-op at
+     * all, and takes 0.91-0.92x with its SiLU done here (1 thread, AVX-512
+     * VNNI Xeon, in-process interleaved minima). Others stay post-ops. */
+    const ly_conv_key *k = &s->key;
+    s->epilogue =
+        (ly_onednn_epilogue){.activation = k->activation, .post_affine = k->post_affine != 0};
+    memcpy(&s->epilogue.alpha, &k->alpha_bits, sizeof s->epilogue.alpha);
+    memcpy(&s->epilogue.post_scale, &k->post_scale_bits, sizeof s->epilogue.post_scale);
+    memcpy(&s->epilogue.post_shift, &k->post_shift_bits, sizeof s->epilogue.post_shift);
+    bool costly = k->activation == LY_ACT_SILU || k->activation == LY_ACT_SIGMOID;
+    s->own_epilogue =
+        costly && ly_onednn_epilogue_supported(&s->epilogue, block_of_layout(s->out_layout));
+    s->direct = block_of_layout(s->out_layout) == s->key.o && !s->own_epilogue;
     int64_t bands = s->key.ho / MIN_BAND_ROWS;
     if (bands > info->threads) bands = info->threads;
     if (bands > MAX_BANDS) bands = MAX_BANDS;

@@ -107,11 +107,27 @@ void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64
                                      float inv, float zero_point, int64_t row0, int64_t row1,
                                      uint8_t *out);
 
+/* What a band's copy back does to each value before adding the residual: the
+ * convolution's activation (an ly_activation the AVX-512 epilogue knows: silu,
+ * sigmoid, relu, leaky relu), then v * post_scale + post_shift where
+ * post_affine. */
+typedef struct ly_onednn_epilogue {
+    int64_t activation;
+    float alpha;
+    bool post_affine;
+    float post_scale, post_shift;
+} ly_onednn_epilogue;
+
+/* Whether this CPU runs `epilogue` in the copy back into blocks of `block`. */
+bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block);
+
 /* out (f32 [1, o, ho, wo] in blocks of `block` = 8 or 16 channels, 0: plain),
- * rows [r0, r0 + rows) = nhwc (those rows, channels-last) + residual (out's
+ * rows [r0, r0 + rows) = epilogue(nhwc) (those rows, channels-last; NULL: as
+ * they are; else only where ly_onednn_epilogue_supported) + residual (out's
  * layout; NULL: none; it may be out itself). */
 void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
-                                   int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block);
+                                   int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block,
+                                   const ly_onednn_epilogue *epilogue);
 
 /* Append `activation` (an ly_activation; alpha: LY_ACT_LEAKY_RELU's negative
  * slope) as an eltwise post-op: swish, logistic, relu or gelu_erf. Nothing

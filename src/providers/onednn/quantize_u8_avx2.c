@@ -10,6 +10,7 @@
  * channels-last rows those kernels write, back into the graph's layout with
  * the residual added.
  */
+#include "providers/avx2/exp_avx2.h"
 #include "providers/avx2/quant/quant_avx2.h"
 #include "providers/onednn/onednn_common.h"
 
@@ -293,10 +294,81 @@ LY_AVX512 static void rows_to_blocks16(const float *nhwc, float *out, const floa
         }
 }
 
-void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
-                                   int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block)
+/* The copy back with the convolution's epilogue, blocks of 8 or 16 channels:
+ * oneDNN 2.6's int8 kernels spend more on a swish post-op than on the sums of
+ * a thin convolution (its logistic divides); ly_activate16 here costs a
+ * fraction of that. `activation` is a constant where it is inlined. */
+LY_AVX512 static inline __attribute__((always_inline)) void
+epilogue_rows(const float *nhwc, float *out, const float *residual, int64_t o, int64_t ho,
+              int64_t wo, int64_t r0, int64_t rows, int block, int64_t activation,
+              const ly_onednn_epilogue *e)
 {
-    if (block == 16 && ly_cpu()->avx512f) {
+    size_t block_stride = (size_t)(ho * wo * block);
+    int64_t blocks = (o + block - 1) / block;
+    __m512 scale = _mm512_set1_ps(e->post_scale), shift = _mm512_set1_ps(e->post_shift);
+    for (int64_t y = r0; y < r0 + rows; y++)
+        for (int64_t x = 0; x < wo; x++) {
+            const float *v = nhwc + ((y - r0) * wo + x) * o;
+            size_t first = (size_t)((y * wo + x) * block);
+            for (int64_t b = 0; b < blocks; b++) {
+                int64_t lanes = o - b * block < block ? o - b * block : block;
+                __mmask16 live = (__mmask16)((1u << lanes) - 1u);
+                size_t at = first + (size_t)b * block_stride;
+                __m512 value =
+                    ly_activate16(_mm512_maskz_loadu_ps(live, v + b * block), activation, e->alpha);
+                /* the reference's order and roundings: a product, then a sum */
+                if (e->post_affine) value = _mm512_add_ps(_mm512_mul_ps(value, scale), shift);
+                if (residual)
+                    value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(live, residual + at));
+                _mm512_mask_storeu_ps(out + at, live, value);
+            }
+        }
+}
+
+LY_AVX512 static void rows_with_epilogue(const float *nhwc, float *out, const float *residual,
+                                         int64_t o, int64_t ho, int64_t wo, int64_t r0,
+                                         int64_t rows, int block, const ly_onednn_epilogue *e)
+{
+    switch (e->activation) {
+    case LY_ACT_SILU:
+        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_SILU, e);
+        break;
+    case LY_ACT_SIGMOID:
+        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_SIGMOID, e);
+        break;
+    case LY_ACT_RELU:
+        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_RELU, e);
+        break;
+    case LY_ACT_LEAKY_RELU:
+        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_LEAKY_RELU, e);
+        break;
+    default:
+        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_NONE, e);
+        break;
+    }
+}
+
+bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block)
+{
+    switch (epilogue->activation) {
+    case LY_ACT_NONE:
+    case LY_ACT_SILU:
+    case LY_ACT_SIGMOID:
+    case LY_ACT_RELU:
+    case LY_ACT_LEAKY_RELU:
+        return ly_cpu()->avx512f && (block == 8 || block == 16);
+    default:
+        return false;
+    }
+}
+
+void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
+                                   int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block,
+                                   const ly_onednn_epilogue *epilogue)
+{
+    if (epilogue) {
+        rows_with_epilogue(nhwc, out, residual, o, ho, wo, r0, rows, block, epilogue);
+    } else if (block == 16 && ly_cpu()->avx512f) {
         rows_to_blocks16(nhwc, out, residual, o, ho, wo, r0, rows);
     } else if (block) {
         rows_to_blocks8(nhwc, out, residual, o, ho, wo, r0, rows, block);
