@@ -48,7 +48,8 @@ static inline __m128i narrow_u8(__m256i v)
 /* Rows are (image, y) pairs. */
 static void quantize_rows(void *ctx, int64_t begin, int64_t end)
 {
-    const quantize_job *job = ctx;
+    /* a copy the code stores cannot alias: its scalars stay in registers */
+    const quantize_job local = *(const quantize_job *)ctx, *job = &local;
     const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
     for (int64_t row = begin; row < end; row++) {
         int64_t image = row / h, y = row % h;
@@ -159,9 +160,10 @@ LY_AVX512BW static inline __m512i codes64_u8_fast(const quantize_job *job, const
 }
 
 /* A row of pixels of 16-channel blocks, four blocks a step. */
-LY_AVX512BW static void pixels_bw(const quantize_job *job, const float *src, size_t block_stride,
+LY_AVX512BW static void pixels_bw(const quantize_job *shared, const float *src, size_t block_stride,
                                   int64_t blocks, uint8_t *out)
 {
+    const quantize_job local = *shared, *job = &local;
     for (int64_t px = 0; px < job->w; px++, src += 16, out += job->c) {
         int64_t b = 0;
         for (; b + 4 <= blocks; b += 4) {
@@ -178,7 +180,8 @@ LY_AVX512BW static void pixels_bw(const quantize_job *job, const float *src, siz
 
 LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
 {
-    const quantize_job *job = ctx;
+    /* a copy the code stores cannot alias: its scalars stay in registers */
+    const quantize_job local = *(const quantize_job *)ctx, *job = &local;
     const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
     for (int64_t row = begin; row < end; row++) {
         int64_t image = row / h, y = row % h;
