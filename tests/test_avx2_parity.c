@@ -278,7 +278,8 @@ static void test_quantize_u8_nhwc(void **state)
     SKIP_WITHOUT_AVX2();
     static const struct {
         int64_t c, h, w;
-    } shapes[] = {{48, 3, 21}, {40, 2, 17}, {16, 4, 9}, {5, 3, 19}, {64, 40, 33} /* threaded */};
+    } shapes[] = {{48, 3, 21}, {40, 2, 17}, {16, 4, 9},
+                  {32, 3, 7},  {5, 3, 19},  {64, 40, 33} /* threaded */};
     static const struct {
         float scale;
         int32_t zero_point;
