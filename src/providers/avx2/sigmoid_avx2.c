@@ -10,6 +10,7 @@
  * branches) and the float models their sigmoid scores.
  */
 #include "core/core.h"
+#include "providers/avx2/activate.h"
 #include "providers/avx2/exp_avx2.h"
 #include "providers/builtin.h"
 
@@ -43,6 +44,13 @@ static ly_status run_activation(const ly_kernel_call *call, int64_t activation)
     int threads = n >= (1 << 16) ? ly_threads_resolve(call->threads) : 1;
     if (n > 0) ly_parallel_for(n, 4096, threads, activation_range16, &j);
     return LY_OK;
+}
+
+void ly_avx512_activate(float *x, int64_t n, int64_t activation, int threads)
+{
+    activation_job j = {x, x, activation};
+    if (n < (1 << 16)) threads = 1;
+    if (n > 0) ly_parallel_for(n, 4096, threads, activation_range16, &j);
 }
 
 ly_status ly_avx512_silu(const ly_kernel_call *call)
