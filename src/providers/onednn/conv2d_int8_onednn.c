@@ -40,12 +40,11 @@
  * writing in place, against oneDNN's slow reorder; with the copy back above,
  * whole is 5% faster over LibreYOLO9t's int8 convolutions at 1 thread.)
  *
- * Never AMX: on a Xeon with AMX-INT8 (2 cores of a VM), oneDNN 2.6 offers its
- * AMX kernels first; they took 1.13x the time of its VNNI kernels over the
- * int8 LibreYOLO9t at 1 and 2 threads (interleaved minima). Alone, in
- * ONEDNN_VERBOSE, its AMX 1x1s took 1.1-2.4x the VNNI time on every shape
- * there and its 3x3s won on maps up to 80x80, yet keeping AMX for those 3x3s
- * only was still 1-4% slower over the model than no AMX at all.
+ * AMX where it pays (amx_pays): oneDNN 2.6 offers its AMX kernels first on a
+ * Xeon with AMX-INT8; they win on every 3x3 and on 1x1s with many input
+ * channels. (Measured while every kernel ended in oneDNN's swish post-op,
+ * AMX for all convolutions took 1.13x the time over the model and for the
+ * 3x3s alone 1.01-1.04x; with the activation in the copy back it is faster.)
  *
  * Measured (1 thread, AVX-512 VNNI Xeon, oneDNN 2.6): 64->64 3x3 on 80x80
  * 0.86 ms against 2.85 ms for the f32 convolution, 128->64 1x1 0.52 vs 1.04.
@@ -221,6 +220,19 @@ static dnnl_status_t make_attr(const int8_state *s, const dnnl_memory_desc_t *bi
     return st;
 }
 
+/* Whether oneDNN's AMX kernels (offered first where the CPU has AMX-INT8)
+ * may serve this convolution: alone, in ONEDNN_VERBOSE on the int8
+ * LibreYOLO9t (1 thread, a 2-core VM of an AMX Xeon), its AMX 3x3s took
+ * 0.4-0.8x the VNNI kernels' time (16->16 on 80x80 0.073 against 0.112 ms,
+ * 32->32 0.131 against 0.328) and its 1x1s 0.6-0.9x from 128 input channels
+ * up but 1.0-1.7x below. Over the model (in-process interleaved minima) the
+ * 3x3s on AMX took 0.93-0.94x the time at 1 thread, 0.96x at 2, and the wide
+ * 1x1s 0.98-0.99x more. */
+static bool amx_pays(const ly_conv_key *k)
+{
+    return k->kh * k->kw > 1 || k->c / k->groups >= 128;
+}
+
 /* The rows band `band` writes and reads: output rows [r0, r0 + rows), input
  * rows [src_row0, src_row0 + src_rows), some of them above or below the map
  * (its padding, as codes of 0). */
@@ -279,10 +291,12 @@ static bool create_band(const int8_state *s, const ly_kernel_call *call, const i
         &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any,
         s->bias_in_sum ? &bias_md : NULL, &dst_md, strides, dilates, pad_l, pad_r));
     DNNL_TRY(make_attr(s, s->bias && !s->bias_in_sum ? &bias_md : NULL, &attr));
-    dnnl_status_t made = ly_onednn_primitive_desc_create_skipping(&pd, &desc, attr, engine, "amx");
+    dnnl_status_t made = ly_onednn_primitive_desc_create_skipping(&pd, &desc, attr, engine,
+                                                                  amx_pays(k) ? NULL : "amx");
     const char *impl = "";
     if (made == dnnl_success) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    bool exact = strstr(impl, "vnni") || atomic_load(&allow_without_vnni);
+    /* VNNI's and AMX's integer products sum in int32 without saturating */
+    bool exact = strstr(impl, "vnni") || strstr(impl, "amx") || atomic_load(&allow_without_vnni);
     if (made == dnnl_unimplemented || (made == dnnl_success && !exact)) {
         /* Not a failure: no exact integer kernel here; the next one serves it. */
         ly_log(LY_LOG_DEBUG, "%s (onednn_int8): %lld->%lld %lldx%lld declined (%s)", slot_name(),
