@@ -578,9 +578,7 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     memcpy(&s->epilogue.alpha, &k->alpha_bits, sizeof s->epilogue.alpha);
     memcpy(&s->epilogue.post_scale, &k->post_scale_bits, sizeof s->epilogue.post_scale);
     memcpy(&s->epilogue.post_shift, &k->post_shift_bits, sizeof s->epilogue.post_shift);
-    bool costly = k->activation == LY_ACT_SILU || k->activation == LY_ACT_SIGMOID;
-    s->own_epilogue =
-        costly && ly_onednn_epilogue_supported(&s->epilogue, block_of_layout(s->out_layout));
+    s->own_epilogue = ly_onednn_epilogue_supported(&s->epilogue, block_of_layout(s->out_layout));
     s->direct = block_of_layout(s->out_layout) == s->key.o && !s->own_epilogue;
     int64_t bands = s->key.ho / MIN_BAND_ROWS;
     if (bands > info->threads) bands = info->threads;

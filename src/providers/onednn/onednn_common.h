@@ -108,9 +108,8 @@ void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64
                                      uint8_t *out);
 
 /* What a band's copy back does to each value before adding the residual: the
- * convolution's activation (an ly_activation the AVX-512 epilogue knows: silu,
- * sigmoid, relu, leaky relu), then v * post_scale + post_shift where
- * post_affine. */
+ * convolution's activation (silu or sigmoid), then v * post_scale +
+ * post_shift where post_affine. */
 typedef struct ly_onednn_epilogue {
     int64_t activation;
     float alpha;
@@ -118,7 +117,8 @@ typedef struct ly_onednn_epilogue {
     float post_scale, post_shift;
 } ly_onednn_epilogue;
 
-/* Whether this CPU runs `epilogue` in the copy back into blocks of `block`. */
+/* Whether this CPU runs `epilogue` in the copy back into blocks of `block`
+ * (AVX-512; the activations oneDNN's post-ops cost most: silu, sigmoid). */
 bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block);
 
 /* out (f32 [1, o, ho, wo] in blocks of `block` = 8 or 16 channels, 0: plain),

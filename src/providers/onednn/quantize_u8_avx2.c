@@ -337,37 +337,16 @@ LY_AVX512 static void rows_with_epilogue(const float *nhwc, float *out, const fl
                                          int64_t o, int64_t ho, int64_t wo, int64_t r0,
                                          int64_t rows, int block, const ly_onednn_epilogue *e)
 {
-    switch (e->activation) {
-    case LY_ACT_SILU:
+    if (e->activation == LY_ACT_SILU)
         epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_SILU, e);
-        break;
-    case LY_ACT_SIGMOID:
+    else
         epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_SIGMOID, e);
-        break;
-    case LY_ACT_RELU:
-        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_RELU, e);
-        break;
-    case LY_ACT_LEAKY_RELU:
-        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_LEAKY_RELU, e);
-        break;
-    default:
-        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_NONE, e);
-        break;
-    }
 }
 
 bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block)
 {
-    switch (epilogue->activation) {
-    case LY_ACT_NONE:
-    case LY_ACT_SILU:
-    case LY_ACT_SIGMOID:
-    case LY_ACT_RELU:
-    case LY_ACT_LEAKY_RELU:
-        return ly_cpu()->avx512f && (block == 8 || block == 16);
-    default:
-        return false;
-    }
+    return (epilogue->activation == LY_ACT_SILU || epilogue->activation == LY_ACT_SIGMOID) &&
+           ly_cpu()->avx512f && (block == 8 || block == 16);
 }
 
 void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
