@@ -209,9 +209,9 @@ LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
         int64_t blocks = (c + block - 1) / block;
         const float *x = job->x + image * blocks * h * w * block;
         if (block == 16 && (blocks > 1 || job->bw)) {
-            /* A pixel at a time, its c codes written together: one store stream
+            /* In the order of the codes, pixel by pixel: one store stream
              * rather than one per block (0.33 -> 0.21 ns an element on 64
-             * channels at 160x160). */
+             * channels at 160x160), four vectors a store with AVX512BW. */
             const float *src = x + y * w * 16;
             size_t block_stride = (size_t)(h * w * 16);
             if (job->bw) {
