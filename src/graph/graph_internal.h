@@ -93,6 +93,9 @@ typedef struct pnode {
     int32_t span;                              /* the span run in slabs it is in, or -1 */
     bool copy_in[LY_KERNEL_MAX_INPUTS];        /* NODE_JOIN: parts copied, not placed */
     int64_t part_offset[LY_KERNEL_MAX_INPUTS]; /* NODE_JOIN: bytes into the output */
+    /* the activation node after it that its state took (ly_activation; the
+     * node became a view): NONE but for such a node */
+    int64_t folded_activation;
 } pnode;
 
 typedef struct pvalue {

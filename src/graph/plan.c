@@ -667,6 +667,56 @@ static ly_status write_in_place(ly_graph *g, plan *p)
     return LY_OK;
 }
 
+/* Whether value `r` reaches `u` through its views without passing `v`. */
+static bool reads_before(const plan *p, ly_graph_value r, ly_graph_value u, ly_graph_value v)
+{
+    for (; r != LY_GRAPH_NONE; r = p->values[r].parent) {
+        if (r == v) return false;
+        if (r == u) return true;
+    }
+    return false;
+}
+
+/* An activation node (SiLU, sigmoid) that rewrites in place the output of a
+ * node whose state takes the activation after its own epilogue, and that
+ * nothing else reads before it: the state applies it, the node becomes a
+ * view (the int8 LibreYOLO9t's RepConvN: SiLU after its two convolutions'
+ * sum). Only on values written whole (no spans). */
+static void fold_activations(ly_graph *g, plan *p)
+{
+    int folded = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        int64_t activation = n->op == LY_OP_SILU      ? LY_ACT_SILU
+                             : n->op == LY_OP_SIGMOID ? LY_ACT_SIGMOID
+                                                      : LY_ACT_NONE;
+        if (activation == LY_ACT_NONE || pn->mode != NODE_KERNEL || pn->span >= 0) continue;
+        ly_graph_value u = n->in[0], v = n->out[0];
+        if (p->values[v].parent != u || p->values[v].offset != 0 ||
+            p->values[u].parent != LY_GRAPH_NONE || g->values[u].kind != LY_GRAPH_VALUE_NODE)
+            continue;
+        int32_t producer = g->values[u].producer;
+        pnode *pp = &p->nodes[producer];
+        if (pp->mode != NODE_KERNEL || !pp->state || pp->span >= 0 ||
+            g->nodes[producer].out[0] != u || pp->folded_activation != LY_ACT_NONE)
+            continue;
+        bool alone = true;
+        for (size_t k = 0; k < g->n_outputs && alone; k++)
+            alone = !reads_before(p, g->outputs[k], u, v);
+        for (size_t j = 0; j < g->n_nodes && alone; j++)
+            for (int k = 0; k < g->nodes[j].n_in && alone; k++)
+                alone = j == i || !reads_before(p, g->nodes[j].in[k], u, v);
+        ly_fold_activation_fn take = ly_fold_activation_of(ly_impl_stateful(pp->impl));
+        if (!alone || !take || !take(pp->state, activation)) continue;
+        pp->folded_activation = activation;
+        pn->mode = NODE_VIEW;
+        folded++;
+    }
+    if (folded)
+        ly_log(LY_LOG_DEBUG, "graph: %d activation nodes folded into their inputs' nodes", folded);
+}
+
 static void touch(plan *p, ly_graph_value v, int32_t step)
 {
     const pvalue *r = &p->values[ly_plan_root(p, v, NULL)];
@@ -1044,6 +1094,7 @@ static ly_status make_plan(ly_graph *g, plan *p, const ly_tensor *inputs)
     }
     free(no_blocked);
     if (st == LY_OK) st = write_in_place(g, p);
+    if (st == LY_OK) fold_activations(g, p);
     if (st == LY_OK) st = plan_memory(g, p);
     if (st == LY_OK) st = restore_plain_readers(g, p);
     return st;

@@ -333,7 +333,19 @@ static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
         st = ly_impl_stateful(pn->impl)->run(pn->state, &call);
     else
         st = ly_impl_run(pn->impl, &call);
-    if (st != LY_OK) st = fall_back(c, n, pn, st, &call);
+    if (st != LY_OK) {
+        st = fall_back(c, n, pn, st, &call);
+        if (st == LY_OK && pn->folded_activation != LY_ACT_NONE) {
+            /* the implementations after it know nothing of the folded node */
+            ly_kernel_call act;
+            ly_kernel_call_init(&act);
+            act.in[0] = call.out[0];
+            act.out[0] = call.out[0];
+            act.threads = call.threads;
+            st = ly_kernel_dispatch_op(
+                pn->folded_activation == LY_ACT_SILU ? LY_OP_SILU : LY_OP_SIGMOID, &act);
+        }
+    }
     return st == LY_OK ? LY_OK : node_error(n, st);
 }
 

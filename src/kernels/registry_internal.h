@@ -53,6 +53,15 @@ ly_status ly_kernel_fallback(ly_op op, const ly_selection *selection, const ly_i
 /* Disable `impl` for the process after it failed with `status` (one warning). */
 void ly_kernel_disable(ly_op op, const ly_impl *impl, ly_status status);
 
+/* A prepared state that can apply an activation (an ly_activation) to its
+ * output 0 after everything else it does, its residual included, offers it
+ * for its stateful form: the graph then folds an activation node that
+ * rewrites that output in place into the node (plan.c). The function returns
+ * whether the state took the activation; it is called while planning. */
+typedef bool (*ly_fold_activation_fn)(void *state, int64_t activation);
+void ly_fold_activation_register(const ly_kernel_stateful *stateful, ly_fold_activation_fn fn);
+ly_fold_activation_fn ly_fold_activation_of(const ly_kernel_stateful *stateful);
+
 /* Run a validated call on `impl` alone: its function, or prepare, run and
  * release its stateful form on the spot. */
 ly_status ly_impl_run(const ly_impl *impl, const ly_kernel_call *call);

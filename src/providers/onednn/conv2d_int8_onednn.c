@@ -50,8 +50,10 @@
  * 0.86 ms against 2.85 ms for the f32 convolution, 128->64 1x1 0.52 vs 1.04.
  */
 #include "core/core.h"
+#include "kernels/registry_internal.h"
 #include "libreyolo/nn.h"
 #include "ops/quant/reference.h"
+#include "providers/avx2/activate.h"
 #include "providers/builtin.h"
 #include "providers/onednn/onednn_common.h"
 #include "providers/op_cache.h"
@@ -485,9 +487,12 @@ static void run_task(band_job *job, int t)
         return;
     }
     if (!s->direct)
-        ly_onednn_nhwc_rows_to_layout(nhwc, out, residual, k->o, k->ho, k->wo, rows.r0, rows.rows,
-                                      block_of_layout(s->out_layout),
-                                      s->own_epilogue ? &s->epilogue : NULL);
+        ly_onednn_nhwc_rows_to_layout(
+            nhwc, out, residual, k->o, k->ho, k->wo, rows.r0, rows.rows,
+            block_of_layout(s->out_layout),
+            s->own_epilogue || s->epilogue.after != LY_ACT_NONE ? &s->epilogue : NULL);
+    else if (s->epilogue.after != LY_ACT_NONE) /* the band's rows are one run here */
+        ly_avx512_activate(out + band_at, (int64_t)band_floats, s->epilogue.after, 1);
 }
 
 static void run_tasks(void *ctx, int64_t begin, int64_t end)
@@ -680,6 +685,23 @@ static const ly_kernel_stateful int8_stateful = {
     .held_constants = int8_held,
 };
 
+/* The graph folds a SiLU or sigmoid node after this convolution into it
+ * (registry_internal.h): applied after the residual, in the copy back or, on
+ * a channels-last output written in place, over the band's rows. Only where
+ * nothing of the convolution's own epilogue is oneDNN's but its sum. The int8
+ * LibreYOLO9t's RepConvN: its SiLU pass over 2M values goes. */
+static bool int8_fold_activation(void *state, int64_t activation)
+{
+    int8_state *s = state;
+    const ly_conv_key *k = &s->key;
+    ly_onednn_epilogue with = s->epilogue;
+    with.after = activation;
+    bool own = s->own_epilogue || (k->activation == LY_ACT_NONE && !k->post_affine);
+    if (!own || !ly_onednn_epilogue_supported(&with, block_of_layout(s->out_layout))) return false;
+    s->epilogue.after = activation;
+    return true;
+}
+
 static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                 const char **why_not)
 {
@@ -695,6 +717,7 @@ static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_feature
 void ly_onednn_register_conv2d_int8(void)
 {
     ly_provider_add(LY_OP_CONV2D_INT8, "onednn_int8", NULL, int8_predicate, &int8_stateful);
+    ly_fold_activation_register(&int8_stateful, int8_fold_activation);
 }
 #else
 void ly_onednn_register_conv2d_int8(void)

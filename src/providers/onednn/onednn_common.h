@@ -107,18 +107,21 @@ void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64
                                      float inv, float zero_point, int64_t row0, int64_t row1,
                                      uint8_t *out);
 
-/* What a band's copy back does to each value before adding the residual: the
- * convolution's activation (silu or sigmoid), then v * post_scale +
- * post_shift where post_affine. */
+/* What a band's copy back does to each value: the convolution's activation
+ * (none, silu or sigmoid), then v * post_scale + post_shift where
+ * post_affine, then the residual, then `after` (none, silu or sigmoid: an
+ * activation node folded into the convolution). */
 typedef struct ly_onednn_epilogue {
     int64_t activation;
     float alpha;
     bool post_affine;
     float post_scale, post_shift;
+    int64_t after;
 } ly_onednn_epilogue;
 
 /* Whether this CPU runs `epilogue` in the copy back into blocks of `block`
- * (AVX-512; the activations oneDNN's post-ops cost most: silu, sigmoid). */
+ * (AVX-512; the activations oneDNN's post-ops cost most, silu and sigmoid,
+ * at least one of them). */
 bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block);
 
 /* out (f32 [1, o, ho, wo] in blocks of `block` = 8 or 16 channels, 0: plain),

@@ -308,7 +308,7 @@ LY_AVX512 static void rows_to_blocks16(const float *nhwc, float *out, const floa
  * fraction of that. `activation` is a constant where it is inlined. */
 LY_AVX512 static inline __attribute__((always_inline)) void
 epilogue_rows(const float *nhwc, float *out, const float *residual, int64_t o, int64_t ho,
-              int64_t wo, int64_t r0, int64_t rows, int block, int64_t activation,
+              int64_t wo, int64_t r0, int64_t rows, int block, int64_t activation, int64_t after,
               const ly_onednn_epilogue *e)
 {
     size_t block_stride = (size_t)(ho * wo * block);
@@ -328,6 +328,7 @@ epilogue_rows(const float *nhwc, float *out, const float *residual, int64_t o, i
                 if (e->post_affine) value = _mm512_add_ps(_mm512_mul_ps(value, scale), shift);
                 if (residual)
                     value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(live, residual + at));
+                value = ly_activate16(value, after, 0.0f);
                 _mm512_mask_storeu_ps(out + at, live, value);
             }
         }
@@ -337,16 +338,30 @@ LY_AVX512 static void rows_with_epilogue(const float *nhwc, float *out, const fl
                                          int64_t o, int64_t ho, int64_t wo, int64_t r0,
                                          int64_t rows, int block, const ly_onednn_epilogue *e)
 {
-    if (e->activation == LY_ACT_SILU)
-        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_SILU, e);
+#define EPILOGUE_ROWS(activation, after)                                                           \
+    epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, activation, after, e)
+    if (e->after == LY_ACT_NONE && e->activation == LY_ACT_SILU)
+        EPILOGUE_ROWS(LY_ACT_SILU, LY_ACT_NONE);
+    else if (e->after == LY_ACT_NONE)
+        EPILOGUE_ROWS(LY_ACT_SIGMOID, LY_ACT_NONE);
+    else if (e->activation == LY_ACT_NONE && e->after == LY_ACT_SILU)
+        EPILOGUE_ROWS(LY_ACT_NONE, LY_ACT_SILU);
     else
-        epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, LY_ACT_SIGMOID, e);
+        EPILOGUE_ROWS(e->activation, e->after);
+#undef EPILOGUE_ROWS
+}
+
+static bool costly(int64_t activation)
+{
+    return activation == LY_ACT_SILU || activation == LY_ACT_SIGMOID;
 }
 
 bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block)
 {
-    return (epilogue->activation == LY_ACT_SILU || epilogue->activation == LY_ACT_SIGMOID) &&
-           ly_cpu()->avx512f && (block == 8 || block == 16);
+    int64_t a = epilogue->activation, after = epilogue->after;
+    return (costly(a) || costly(after)) && (a == LY_ACT_NONE || costly(a)) &&
+           (after == LY_ACT_NONE || costly(after)) && ly_cpu()->avx512f &&
+           (block == 8 || block == 16);
 }
 
 void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
