@@ -3,8 +3,10 @@
  * Batching (ly_model_predict_batch, ly_model_run on [N, 3, H, W]): where a
  * model's network takes a batch (LibreYOLO9t, its int8 checkpoint, D-FINE-n,
  * DEIMv2-atto, RT-DETR-r18, ViT-Ti), image i's raw outputs from a batch are
- * within 1e-5 of max|ref| of its run alone (bit-identical today: every
- * kernel runs each image of a batch as it runs that image alone) and
+ * within 1e-5 of max|ref| of its run alone (bit-identical on AVX-512, where
+ * every kernel runs each image of a batch as it runs that image alone; on
+ * AVX2 oneDNN's sgemm sums a linear's row in an order that depends on the
+ * call's row count) and
  * its detections are the same (class, score within 1e-5, IoU >= 0.999, in
  * any order among ties); models without a batch give the one-by-one results
  * through the same call; bad arguments are refused naming the image.
@@ -253,7 +255,15 @@ static void expect_batch_predicts_alone(const char *path, const char *what, bool
         if (ly_results_probs(want[i], &pw, &nw) == LY_OK) { /* a classifier */
             assert_int_equal(ly_results_probs(got[i], &pg, &ng), LY_OK);
             assert_int_equal(ng, nw);
-            assert_memory_equal(pg, pw, nw * sizeof *pw);
+            /* Bit for bit where the linears' GEMM sums a row alone (oneDNN's
+             * brgemm, AVX-512); its AVX2 sgemm sums a row in an order that
+             * depends on how many rows the call has. */
+            float worst = 0;
+            for (size_t c = 0; c < nw; c++)
+                worst = fmaxf(worst, fabsf(pg[c] - pw[c]));
+            if (worst > 1e-5f)
+                fail_msg("%s: image %d: probabilities %.3g from its run alone", what, i,
+                         (double)worst);
         }
         int h, w;
         assert_int_equal(ly_results_orig_shape(got[i], &h, &w), LY_OK);
@@ -324,8 +334,8 @@ static void test_rtdetr_batch(void **state)
     expect_batch_predicts_alone(RTDETR, "RT-DETR-r18", true, 640, false);
 }
 
-/* A classifier: its probabilities bit for bit, with the manual attention
- * (LibreYOLO's default) and the fused one. */
+/* A classifier: its probabilities within 1e-5 (bit for bit on AVX-512),
+ * with the manual attention (LibreYOLO's default) and the fused one. */
 static void test_vit_batch(void **state)
 {
     (void)state;

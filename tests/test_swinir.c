@@ -136,7 +136,8 @@ static void network_matches(const char *ref)
 }
 
 /* The window blocks run a few windows at a time (slabs, which only large
- * maps take by default): the same bits as whole. */
+ * maps take by default): the same bits as whole on AVX-512, within 1e-5
+ * of max|ref| on AVX2. */
 static void slabs_match(const char *ref)
 {
     char sub[200];
@@ -152,8 +153,12 @@ static void slabs_match(const char *ref)
     ly_status st = ly_model_run(small_slabs, &input, keep, &slabs);
     unsetenv("LIBREYOLO_SLAB_BYTES");
     if (st != LY_OK) fail_msg("%s", ly_last_error());
-    assert_memory_equal(whole.t.data, slabs.t.data,
-                        (size_t)ly_tensor_numel(&whole.t) * sizeof(float));
+    /* Bit for bit where every linear sums a row alone (oneDNN's brgemm,
+     * AVX-512); its AVX2 sgemm's order depends on the call's row count. */
+    double e = ly_test_rel_error(&slabs.t, &whole.t);
+    if (memcmp(whole.t.data, slabs.t.data, (size_t)ly_tensor_numel(&whole.t) * sizeof(float)))
+        print_message("SwinIR-s %s: slabs %.3g of max|ref| from whole\n", ref, e);
+    if (!(e <= 1e-5)) fail_msg("%s: slabs off by %.3g of max|ref| from whole (gate 1e-5)", ref, e);
     ly_model_free(small_slabs);
     ly_tensor_free(&whole.t);
     ly_tensor_free(&slabs.t);
