@@ -2,9 +2,10 @@
 /*
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
  * backward), the fused sdpa, matmul and softmax (last axis), max_pool2d and
- * resize_bilinear2d (channel-blocked maps), all bit-identical to their references; GELU within its
- * slot's tolerance (erf by a polynomial, not glibc's); layer_norm and rms_norm within theirs (the
- * element work in float, a row's sixteen lane sums in double: within a few float ulps of the
+ * resize_bilinear2d (channel-blocked maps), all bit-identical to their references; SiLU and sigmoid
+ * (registered with the AVX-512 kernels, after oneDNN's) within their slots' tolerance; GELU within
+ * its slot's tolerance (erf by a polynomial, not glibc's); layer_norm and rms_norm within theirs
+ * (the element work in float, a row's sixteen lane sums in double: within a few float ulps of the
  * reference). This file is compiled for
  * the baseline ISA (registration and predicates run on every CPU, before anyone knows it has AVX2);
  * the kernels live in *_avx2.c.
@@ -29,6 +30,8 @@ extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
 ly_status ly_avx512_conv2d_stem(const ly_kernel_call *call);
 ly_status ly_avx512_silu(const ly_kernel_call *call);
 ly_status ly_avx512_sigmoid(const ly_kernel_call *call);
+ly_status ly_avx2_silu(const ly_kernel_call *call);
+ly_status ly_avx2_sigmoid(const ly_kernel_call *call);
 ly_status ly_avx512_dfl(const ly_kernel_call *call);
 bool ly_avx512_dfl_fits(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_stem_stateful;
@@ -245,6 +248,10 @@ void ly_avx512_register(void)
                     &ly_avx512_conv2d_thin_stateful);
     ly_provider_add(LY_OP_CONV2D, "avx512_stem", ly_avx512_conv2d_stem, stem_predicate,
                     &ly_avx512_conv2d_stem_stateful);
+    /* The activations also on AVX2 CPUs: oneDNN 2.6's swish and logistic
+     * divide. Registered here, after oneDNN's eltwise, to be asked first. */
+    ly_provider_add(LY_OP_SILU, "avx2", ly_avx2_silu, avx2_predicate, NULL);
+    ly_provider_add(LY_OP_SIGMOID, "avx2", ly_avx2_sigmoid, avx2_predicate, NULL);
     ly_provider_add(LY_OP_SILU, "avx512", ly_avx512_silu, avx512_predicate, NULL);
     ly_provider_add(LY_OP_SIGMOID, "avx512", ly_avx512_sigmoid, avx512_predicate, NULL);
     ly_provider_add(LY_OP_DFL, "avx512", ly_avx512_dfl, dfl_predicate, NULL);

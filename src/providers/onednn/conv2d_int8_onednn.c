@@ -492,7 +492,7 @@ static void run_task(band_job *job, int t)
             block_of_layout(s->out_layout),
             s->own_epilogue || s->epilogue.after != LY_ACT_NONE ? &s->epilogue : NULL);
     else if (s->epilogue.after != LY_ACT_NONE) /* the band's rows are one run here */
-        ly_avx512_activate(out + band_at, (int64_t)band_floats, s->epilogue.after, 1);
+        ly_simd_activate(out + band_at, (int64_t)band_floats, s->epilogue.after, 1);
 }
 
 static void run_tasks(void *ctx, int64_t begin, int64_t end)
