@@ -92,18 +92,29 @@ LY_AVX512 static inline __m512 ly_activate16(__m512 v, int64_t activation, float
     }
 }
 
-/* ly_activate16 on 8 lanes (AVX2+FMA): SiLU and sigmoid, the same formulas,
- * 1 / den a 12-bit reciprocal and a Newton step (within a few ulps). */
-static inline __m256 ly_activate8(__m256 v, int64_t activation)
+/* ly_activate16 on 8 lanes (AVX2+FMA), the same formulas; for SiLU and
+ * sigmoid 1 / den a 12-bit reciprocal and a Newton step (within a few ulps). */
+static inline __m256 ly_activate8(__m256 v, int64_t activation, float alpha)
 {
     __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     __m256 negative = _mm256_cmp_ps(v, zero, _CMP_LT_OQ);
-    __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-    __m256 t = exp8(_mm256_sub_ps(zero, magnitude)), den = _mm256_add_ps(one, t);
-    __m256 r = _mm256_rcp_ps(den);
-    r = _mm256_fmadd_ps(_mm256_fnmadd_ps(den, r, one), r, r);
-    __m256 sig = _mm256_mul_ps(_mm256_blendv_ps(one, t, negative), r);
-    return activation == LY_ACT_SILU ? _mm256_mul_ps(v, sig) : sig;
+    switch (activation) {
+    case LY_ACT_SILU:
+    case LY_ACT_SIGMOID: {
+        __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+        __m256 t = exp8(_mm256_sub_ps(zero, magnitude)), den = _mm256_add_ps(one, t);
+        __m256 r = _mm256_rcp_ps(den);
+        r = _mm256_fmadd_ps(_mm256_fnmadd_ps(den, r, one), r, r);
+        __m256 sig = _mm256_mul_ps(_mm256_blendv_ps(one, t, negative), r);
+        return activation == LY_ACT_SILU ? _mm256_mul_ps(v, sig) : sig;
+    }
+    case LY_ACT_RELU:
+        return _mm256_blendv_ps(v, zero, negative); /* NaN stays NaN */
+    case LY_ACT_LEAKY_RELU:
+        return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(alpha)), negative);
+    default:
+        return v;
+    }
 }
 
 /* The reference's trees: lanes (i, i+4), then (i, i+2), then (0, 1); _mm_max_ps(a, b)

@@ -43,14 +43,14 @@ static void activation_range8(void *ctx, int64_t begin, int64_t end)
     const activation_job *j = ctx;
     int64_t i = begin;
     for (; i + 16 <= end; i += 16) {
-        __m256 y0 = ly_activate8(_mm256_loadu_ps(j->x + i), j->activation);
-        __m256 y1 = ly_activate8(_mm256_loadu_ps(j->x + i + 8), j->activation);
+        __m256 y0 = ly_activate8(_mm256_loadu_ps(j->x + i), j->activation, 0.0f);
+        __m256 y1 = ly_activate8(_mm256_loadu_ps(j->x + i + 8), j->activation, 0.0f);
         _mm256_storeu_ps(j->y + i, y0);
         _mm256_storeu_ps(j->y + i + 8, y1);
     }
     for (; i < end; i += 8) {
         __m256i live = _mm256_castps_si256(tail_mask(end - i >= 8 ? 8 : end - i));
-        __m256 y = ly_activate8(_mm256_maskload_ps(j->x + i, live), j->activation);
+        __m256 y = ly_activate8(_mm256_maskload_ps(j->x + i, live), j->activation, 0.0f);
         _mm256_maskstore_ps(j->y + i, live, y);
     }
 }
