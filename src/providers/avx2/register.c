@@ -182,8 +182,6 @@ static ly_status avx512_predicate(const ly_kernel_call *call, const ly_cpu_featu
     return avx2_predicate(call, cpu, why_not);
 }
 
-/* 3x3 stride 1 padding 1 convolutions to 24 channels from up to 64, on maps
- * in 8-channel blocks (conv2d_thin_avx2.c). */
 /* 3x3 stride-1 padding-1 convolutions to `out` channels from at most 64 (a
  * multiple of 8), on blocks of 8 (conv2d_thin_avx2.c). */
 static bool thin_shape(const ly_kernel_call *call, int64_t out)
