@@ -16,6 +16,7 @@
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/libreyolo.h"
+#include "providers/builtin.h"
 #include "test_graph_util.h"
 
 #include <math.h>
@@ -815,15 +816,6 @@ static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels,
  * 16 and 24 channels
  * (channels-last written in place, and the copy back into 8-channel
  * blocks), at 1 and 2 threads. */
-#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
-void ly_onednn_int8_allow_without_vnni(int allow); /* conv2d_int8_onednn.c */
-#else
-static void ly_onednn_int8_allow_without_vnni(int allow)
-{
-    (void)allow;
-}
-#endif
-
 static void test_folded_activation(void **state)
 {
     (void)state;

@@ -8,6 +8,7 @@
 #include "kernels/check.h"
 #include "libreyolo/quant.h"
 #include "ops/quant/reference.h"
+#include "providers/builtin.h"
 
 #include <inttypes.h>
 #include <setjmp.h>
@@ -264,8 +265,6 @@ static void test_int8_execute_provider_with_vnni(void **state)
 }
 
 #if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
-/* The int8 provider's test hook (conv2d_int8_onednn.c). */
-void ly_onednn_int8_allow_without_vnni(int allow);
 
 /* Moves a conv2d_int8 case's input into the lower half of its quantizer's
  * grid, u8 codes 0..~125 (a few clamp at 0): there oneDNN's int8 sums are

@@ -31,6 +31,7 @@
 #include "models/yolo9/build.h"
 #include "ops/quant/numerics.h"
 #include "ops/quant/reference.h"
+#include "providers/builtin.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -419,15 +420,6 @@ static void test_fixtures(void **state)
  * must see them exactly: the same bits as a model that never ran the provider.
  * Without VNNI the provider runs by its test hook: its first outputs saturate
  * there (not compared), but what it gives back and restores is the same. */
-#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
-void ly_onednn_int8_allow_without_vnni(int allow);
-#else
-static void ly_onednn_int8_allow_without_vnni(int allow)
-{
-    (void)allow;
-}
-#endif
-
 static void test_codes_given_back_and_restored(void **state)
 {
     (void)state;

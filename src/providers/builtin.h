@@ -17,4 +17,16 @@ void ly_builtin_providers_register(void);
 void ly_provider_add(ly_op op, const char *name, ly_kernel_fn fn, ly_kernel_predicate predicate,
                      const ly_kernel_stateful *stateful);
 
+/* Tests only (conv2d_int8_onednn.c): let onednn_int8 take oneDNN's int8
+ * kernels without VNNI too (exact while no pair of u8 x s8 products leaves
+ * int16); a no-op in builds without that provider. */
+#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
+void ly_onednn_int8_allow_without_vnni(int allow);
+#else
+static inline void ly_onednn_int8_allow_without_vnni(int allow)
+{
+    (void)allow;
+}
+#endif
+
 #endif

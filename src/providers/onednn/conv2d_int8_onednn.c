@@ -76,7 +76,6 @@
  * codes given back and restored) on such inputs. */
 static atomic_int allow_without_vnni;
 
-void ly_onednn_int8_allow_without_vnni(int allow);
 void ly_onednn_int8_allow_without_vnni(int allow)
 {
     atomic_store(&allow_without_vnni, allow != 0);
