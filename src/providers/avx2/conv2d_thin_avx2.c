@@ -311,7 +311,7 @@ static ly_status thin_run_state(void *state, const ly_kernel_call *call)
 }
 
 /* Outside a graph (plain maps): the other implementations. */
-ly_status ly_avx512_conv2d_thin(const ly_kernel_call *call)
+ly_status ly_conv2d_thin_plain(const ly_kernel_call *call)
 {
     (void)call;
     return LY_E_DECLINED;

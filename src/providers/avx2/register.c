@@ -25,7 +25,7 @@ bool ly_avx2_permute_takes(const ly_kernel_call *call);
 ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
 ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
 ly_status ly_avx2_resize_plain(const ly_kernel_call *call);
-ly_status ly_avx512_conv2d_thin(const ly_kernel_call *call);
+ly_status ly_conv2d_thin_plain(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
 extern const ly_kernel_stateful ly_avx2_conv2d_thin_stateful;
 ly_status ly_avx512_conv2d_stem(const ly_kernel_call *call);
@@ -262,13 +262,13 @@ static ly_status dfl_predicate(const ly_kernel_call *call, const ly_cpu_features
  * libraries serve poorly. */
 void ly_avx512_register(void)
 {
-    ly_provider_add(LY_OP_CONV2D, "avx512_thin", ly_avx512_conv2d_thin, thin_predicate,
+    ly_provider_add(LY_OP_CONV2D, "avx512_thin", ly_conv2d_thin_plain, thin_predicate,
                     &ly_avx512_conv2d_thin_stateful);
     ly_provider_add(LY_OP_CONV2D, "avx512_stem", ly_avx512_conv2d_stem, stem_predicate,
                     &ly_avx512_conv2d_stem_stateful);
     /* LibreYOLO9t on Zen 3 (in-process pairs): 0.98-0.99x the time at 1
      * thread (0.92x by the ratio of minima), 0.99x at 2. */
-    ly_provider_add(LY_OP_CONV2D, "avx2_thin", ly_avx512_conv2d_thin, thin8_predicate,
+    ly_provider_add(LY_OP_CONV2D, "avx2_thin", ly_conv2d_thin_plain, thin8_predicate,
                     &ly_avx2_conv2d_thin_stateful);
     /* The activations also on AVX2 CPUs: oneDNN 2.6's swish and logistic
      * divide. Registered here, after oneDNN's eltwise, to be asked first. */
