@@ -50,9 +50,11 @@ static void log_profile(const ly_graph_ctx *c)
             if (!shown[i] && (best == n || c->node_ms[i] > c->node_ms[best])) best = i;
         shown[best] = true;
         const gnode *node = &c->g->nodes[best];
-        ly_log(LY_LOG_INFO, "graph profile: node %-48s %-14s %10.2f ms (%4.1f%%)", node->name,
-               ly_op_name(node->op), c->node_ms[best],
-               total > 0 ? 100.0 * c->node_ms[best] / total : 0.0);
+        const pnode *pn = c->plan ? &c->plan->nodes[best] : NULL;
+        ly_log(LY_LOG_INFO, "graph profile: node %-48s %-14s %-16s %10.2f ms (%4.1f%%)", node->name,
+               ly_op_name(node->op),
+               pn && pn->mode == NODE_KERNEL && pn->impl ? ly_impl_name(pn->impl) : "-",
+               c->node_ms[best], total > 0 ? 100.0 * c->node_ms[best] / total : 0.0);
     }
     free(shown);
 }
@@ -142,6 +144,8 @@ void ly_graph_ctx_pool_clear_locked(ly_graph *g)
     while (g->idle) {
         ly_graph_ctx *c = g->idle;
         g->idle = c->next_idle;
+        if (c->profile) log_profile(c); /* while its plan names the nodes' kernels */
+        c->profile = false;
         ly_plan_release_locked(g, c->plan);
         c->plan = NULL;
         ctx_destroy(c);

@@ -151,6 +151,11 @@ static const nn_case cases[] = {
     /* and under 1 GFLOP with 128 channels on a small map: RF-DETR's projector (no bias) */
     CONV("rf-detr c2f 128->128 3x3 no bias 24x24", 128, 24, 24, 128, 3, 1, 1, 1, LY_ACT_NONE, false,
          false),
+    /* avx2_winograd's: LibreYOLO9t's head (64 -> 80, full 16-channel blocks), a last block of
+     * 8 with a residual on a map its 4x4 tiles do not divide, 8 inputs */
+    CONV("head 64->80 3x3 silu 42x38", 64, 42, 38, 80, 3, 1, 1, 1, LY_ACT_SILU, true, false),
+    CONV("elan 48->40 3x3 +res silu 23x21", 48, 23, 21, 40, 3, 1, 1, 1, LY_ACT_SILU, true, true),
+    CONV("8->32 3x3 leaky 9x10", 8, 9, 10, 32, 3, 1, 1, 1, LY_ACT_LEAKY_RELU, true, false),
     CONV_ANY("batch 2 16->24 3x3 12x12", 2, 16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, LY_ACT_SILU,
              true, false),
     INT8("int8 16->16 3x3 +res 24x24", 16, 24, 24, 16, 3, 1, 1, 1, LY_ACT_SILU, true, true),

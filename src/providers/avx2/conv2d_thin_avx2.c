@@ -310,8 +310,9 @@ static ly_status thin_run_state(void *state, const ly_kernel_call *call)
     return LY_OK;
 }
 
-/* Outside a graph (plain maps): the other implementations. */
-ly_status ly_conv2d_thin_plain(const ly_kernel_call *call)
+/* The graph-only convolutions' (the thin kernels', avx2_winograd's) plain
+ * form: outside a graph (plain maps) the other implementations serve. */
+ly_status ly_conv2d_graph_only(const ly_kernel_call *call)
 {
     (void)call;
     return LY_E_DECLINED;
