@@ -29,6 +29,7 @@
 
 #include <immintrin.h>
 #include <stdlib.h>
+
 #include <string.h>
 
 #define TILE 4                  /* output pixels a tile side */
@@ -177,14 +178,14 @@ static void run_chunk(const wino_run *run, int64_t first, int64_t count, float *
     int64_t cin = s->cin, cpad = s->cout_pad, plane_in = s->h * s->w * 8;
     int64_t groups = (count + ROWS - 1) / ROWS;
     float edge[SPAN * SPAN * 8];
-    for (int64_t t = 0; t < count; t++) {
-        int64_t ty = (first + t) / s->tiles_w, tx = (first + t) % s->tiles_w;
-        int64_t y0 = ty * TILE - 1, x0 = tx * TILE - 1;
-        bool inside = y0 >= 0 && x0 >= 0 && y0 + SPAN <= s->h && x0 + SPAN <= s->w;
-        for (int64_t cb = 0; cb < cin / 8; cb++) {
-            const float *plane = run->x + cb * plane_in;
+    /* a channel block at a time: the tiles along a row read each input row in order */
+    for (int64_t cb = 0; cb < cin / 8; cb++) {
+        const float *plane = run->x + cb * plane_in;
+        for (int64_t t = 0; t < count; t++) {
+            int64_t ty = (first + t) / s->tiles_w, tx = (first + t) % s->tiles_w;
+            int64_t y0 = ty * TILE - 1, x0 = tx * TILE - 1;
             float *dst = v + t * POINTS * cin + cb * 8;
-            if (inside) {
+            if (y0 >= 0 && x0 >= 0 && y0 + SPAN <= s->h && x0 + SPAN <= s->w) {
                 transform_input(plane + (y0 * s->w + x0) * 8, s->w * 8, dst, cin);
                 continue;
             }
@@ -222,11 +223,13 @@ static void run_chunk(const wino_run *run, int64_t first, int64_t count, float *
     }
 
     int64_t plane_out = s->h * s->w * 8;
-    for (int64_t t = 0; t < count; t++) {
-        int64_t ty = (first + t) / s->tiles_w, tx = (first + t) % s->tiles_w;
-        int64_t rows = s->h - ty * TILE < TILE ? s->h - ty * TILE : TILE;
-        int64_t cols = s->w - tx * TILE < TILE ? s->w - tx * TILE : TILE;
-        for (int64_t b = 0; b < s->cout / 8; b++) {
+    /* a block of output channels at a time: the tiles along a row write each output row in order */
+    for (int64_t b = 0; b < s->cout / 8; b++) {
+        __m256 bias = _mm256_loadu_ps(s->bias + b * 8);
+        for (int64_t t = 0; t < count; t++) {
+            int64_t ty = (first + t) / s->tiles_w, tx = (first + t) % s->tiles_w;
+            int64_t rows = s->h - ty * TILE < TILE ? s->h - ty * TILE : TILE;
+            int64_t cols = s->w - tx * TILE < TILE ? s->w - tx * TILE : TILE;
             const float *mt = m + t * POINTS * cpad + b * 8;
             __m256 half[TILE][SPAN]; /* [row of A^T m][column] */
             for (int j = 0; j < SPAN; j++) {
@@ -237,7 +240,6 @@ static void run_chunk(const wino_run *run, int64_t first, int64_t count, float *
                 for (int i = 0; i < TILE; i++)
                     half[i][j] = o[i];
             }
-            __m256 bias = _mm256_loadu_ps(s->bias + b * 8);
             size_t base = (size_t)(b * plane_out + ((ty * TILE) * s->w + tx * TILE) * 8);
             for (int64_t i = 0; i < rows; i++) {
                 __m256 o[TILE];
