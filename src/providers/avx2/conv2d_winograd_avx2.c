@@ -9,7 +9,7 @@
  * tile's 144 multiply-adds per channel pair in 36, as 36 small GEMMs (one per
  * transformed position) between the input tiles' transforms and the output's.
  * NNPACK, which has such kernels, is not packaged by Debian. LibreYOLO9t:
- * 0.77x the time at 1 thread, 0.83x at 2 (in-process pairs, Zen 3).
+ * 0.71x the time at 1 and 2 threads (in-process pairs, Zen 3).
  *
  * Interpolation points 0, +-1, 1/2, -2 (and infinity), not the usual +-2:
  * half the rounding error (max |diff| 3.3e-5 against 7.4e-5 on conv2d's
@@ -26,6 +26,7 @@
 #include "providers/avx2/exp_avx2.h"
 #include "providers/avx2/transpose_avx2.h"
 #include "providers/builtin.h"
+#include "providers/op_cache.h"
 
 #include <immintrin.h>
 #include <stdlib.h>
@@ -330,7 +331,9 @@ static ly_status wino_run_state(void *state, const ly_kernel_call *call)
     size_t in_image = (size_t)(s->cin * s->h * s->w), out_image = (size_t)(s->cout * s->h * s->w);
     size_t floats = (size_t)workers * per_worker + (s->plain_in ? in_image : 0) +
                     (s->plain_out ? out_image : 0);
-    float *scratch = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    /* this thread's, kept between calls: a fresh map a call would cost
+     * page faults (~2 ms a call on the head's 1.6 MB plain input) */
+    float *scratch = ly_nn_scratch(0, floats * sizeof(float));
     if (!scratch)
         return ly_set_error(LY_E_NO_MEMORY,
                             "conv2d (avx2_winograd): out of memory for %lld tiles' transforms",
@@ -356,7 +359,6 @@ static ly_status wino_run_state(void *state, const ly_kernel_call *call)
                     y[i] += residual[i];
         }
     }
-    free(scratch);
     return LY_OK;
 }
 

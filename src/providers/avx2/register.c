@@ -305,9 +305,10 @@ void ly_avx512_register(void)
      * thread (0.92x by the ratio of minima), 0.99x at 2. */
     ly_provider_add(LY_OP_CONV2D, "avx2_thin", ly_conv2d_graph_only, thin8_predicate,
                     &ly_avx2_conv2d_thin_stateful);
-    /* In-process pairs on Zen 3, 1 thread: LibreYOLO9t 0.77x the time,
-     * NanoDet-g 0.70-0.75x, RT-DETR-r18 0.74x, RF-DETR-n 0.97x, SwinIR-s
-     * 0.94-0.95x; asked before avx2_thin (16 outputs: 0.96-0.98x). */
+    /* In-process pairs on Zen 3, 1 thread: LibreYOLO9t 0.71x the time (0.72x
+     * at 2), NanoDet-g 0.67x, RT-DETR-r18 0.70-0.74x, RF-DETR-n 0.97-0.98x,
+     * DEIM-n 0.94-0.97x, SwinIR-s 0.97x; asked before avx2_thin (16 outputs:
+     * 0.96-0.98x). */
     ly_provider_add(LY_OP_CONV2D, "avx2_winograd", ly_conv2d_graph_only, winograd_predicate,
                     &ly_avx2_conv2d_winograd_stateful);
     /* The activations also on AVX2 CPUs: oneDNN 2.6's swish and logistic
