@@ -40,7 +40,7 @@
 #define CHUNK_BYTES (384 << 10) /* a chunk's transformed inputs and outputs: within L2 */
 
 typedef struct wino_state {
-    int64_t cin, cout, cout_pad; /* cout_pad: cout rounded up to 8 (the predicate: equal) */
+    int64_t cin, cout; /* multiples of 8 (the predicate) */
     int64_t h, w, tiles_w, tiles;
     int64_t chunk; /* tiles a chunk, a multiple of ROWS */
     int64_t activation;
@@ -48,7 +48,7 @@ typedef struct wino_state {
     int threads;
     bool plain_in, plain_out; /* maps a graph keeps plain: reordered around the blocked run */
     float *u;       /* [point][block of 16 outputs][cin][16, or 8 for the last of cout % 16 == 8] */
-    float *bias;    /* [cout_pad] */
+    float *bias;    /* [cout] */
     float *weights; /* the caller's, exactly ([cout][cin][3][3]): the graph gives its pages back */
     bool has_bias;
 } wino_state;
@@ -172,11 +172,11 @@ static inline void gemm8(const float *v, int64_t vstride, const float *u, int64_
 
 /* ---- a chunk of tiles -------------------------------------------------------------------- */
 
-/* Tiles [first, first + count) of one image: v and m are [chunk][POINTS][cin or cout_pad]. */
+/* Tiles [first, first + count) of one image: v and m are [chunk][POINTS][cin or cout]. */
 static void run_chunk(const wino_run *run, int64_t first, int64_t count, float *v, float *m)
 {
     const wino_state *s = run->s;
-    int64_t cin = s->cin, cpad = s->cout_pad, plane_in = s->h * s->w * 8;
+    int64_t cin = s->cin, cout = s->cout, plane_in = s->h * s->w * 8;
     int64_t groups = (count + ROWS - 1) / ROWS;
     float edge[SPAN * SPAN * 8];
     /* a channel block at a time: the tiles along a row read each input row in order */
@@ -208,16 +208,16 @@ static void run_chunk(const wino_run *run, int64_t first, int64_t count, float *
     memset(v + count * POINTS * cin, 0, (size_t)((groups * ROWS - count) * POINTS * cin) * 4);
 
     for (int64_t p = 0; p < POINTS; p++) {
-        const float *u = s->u + p * cin * cpad;
-        for (int64_t o = 0; o < cpad; o += 16) {
-            bool full = o + 16 <= cpad;
+        const float *u = s->u + p * cin * cout;
+        for (int64_t o = 0; o < cout; o += 16) {
+            bool full = o + 16 <= cout;
             for (int64_t g = 0; g < groups; g++) {
                 const float *vg = v + (g * ROWS * POINTS + p) * cin;
-                float *mg = m + (g * ROWS * POINTS + p) * cpad + o;
+                float *mg = m + (g * ROWS * POINTS + p) * cout + o;
                 if (full)
-                    gemm16(vg, POINTS * cin, u, cin, mg, POINTS * cpad);
+                    gemm16(vg, POINTS * cin, u, cin, mg, POINTS * cout);
                 else
-                    gemm8(vg, POINTS * cin, u, cin, mg, POINTS * cpad);
+                    gemm8(vg, POINTS * cin, u, cin, mg, POINTS * cout);
             }
             u += (full ? 16 : 8) * cin;
         }
@@ -231,12 +231,12 @@ static void run_chunk(const wino_run *run, int64_t first, int64_t count, float *
             int64_t ty = (first + t) / s->tiles_w, tx = (first + t) % s->tiles_w;
             int64_t rows = s->h - ty * TILE < TILE ? s->h - ty * TILE : TILE;
             int64_t cols = s->w - tx * TILE < TILE ? s->w - tx * TILE : TILE;
-            const float *mt = m + t * POINTS * cpad + b * 8;
+            const float *mt = m + t * POINTS * cout + b * 8;
             __m256 half[TILE][SPAN]; /* [row of A^T m][column] */
             for (int j = 0; j < SPAN; j++) {
                 __m256 col[SPAN], o[TILE];
                 for (int i = 0; i < SPAN; i++)
-                    col[i] = _mm256_loadu_ps(mt + (i * SPAN + j) * cpad);
+                    col[i] = _mm256_loadu_ps(mt + (i * SPAN + j) * cout);
                 output_1d(col, o);
                 for (int i = 0; i < TILE; i++)
                     half[i][j] = o[i];
@@ -270,7 +270,7 @@ static void wino_workers(void *ctx, int64_t begin, int64_t end)
     const wino_work *work = ctx;
     const wino_state *s = work->run->s;
     size_t v_floats = (size_t)(s->chunk * POINTS * s->cin),
-           m_floats = (size_t)(s->chunk * POINTS * s->cout_pad);
+           m_floats = (size_t)(s->chunk * POINTS * s->cout);
     int64_t groups = (s->tiles + ROWS - 1) / ROWS;
     for (int64_t k = begin; k < end; k++) {
         float *v = work->scratch + (size_t)k * (v_floats + m_floats), *m = v + v_floats;
@@ -327,7 +327,7 @@ static ly_status wino_run_state(void *state, const ly_kernel_call *call)
     if (s->tiles == 0 || call->in[0]->shape[0] == 0) return LY_OK;
     int64_t groups = (s->tiles + ROWS - 1) / ROWS;
     int64_t workers = s->threads < groups ? s->threads : groups;
-    size_t per_worker = (size_t)(s->chunk * POINTS * (s->cin + s->cout_pad));
+    size_t per_worker = (size_t)(s->chunk * POINTS * (s->cin + s->cout));
     size_t in_image = (size_t)(s->cin * s->h * s->w), out_image = (size_t)(s->cout * s->h * s->w);
     size_t floats = (size_t)workers * per_worker + (s->plain_in ? in_image : 0) +
                     (s->plain_out ? out_image : 0);
@@ -417,12 +417,11 @@ static ly_status wino_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     s->h = x->shape[2];
     s->w = x->shape[3];
     s->cout = w->shape[0];
-    s->cout_pad = (s->cout + 7) / 8 * 8;
     s->tiles_w = (s->w + TILE - 1) / TILE;
     s->tiles = (s->h + TILE - 1) / TILE * s->tiles_w;
     s->activation = p->activation;
     s->alpha = (float)p->alpha;
-    int64_t per_tile = POINTS * (s->cin + s->cout_pad) * (int64_t)sizeof(float);
+    int64_t per_tile = POINTS * (s->cin + s->cout) * (int64_t)sizeof(float);
     int64_t chunk = CHUNK_BYTES / per_tile / ROWS * ROWS;
     if (chunk < ROWS) chunk = ROWS;
     /* one thread where the GEMMs are a few MFLOP */
@@ -432,9 +431,8 @@ static ly_status wino_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     int64_t share = (s->tiles + s->threads - 1) / s->threads;
     share = (share + ROWS - 1) / ROWS * ROWS;
     s->chunk = chunk < share ? chunk : share;
-    s->u =
-        aligned_alloc(64, ((size_t)(POINTS * s->cin * s->cout_pad) * sizeof(float) + 63) / 64 * 64);
-    s->bias = calloc((size_t)s->cout_pad, sizeof *s->bias);
+    s->u = aligned_alloc(64, ((size_t)(POINTS * s->cin * s->cout) * sizeof(float) + 63) / 64 * 64);
+    s->bias = calloc((size_t)s->cout, sizeof *s->bias);
     size_t weight_bytes = (size_t)(s->cout * s->cin * 9) * sizeof(float);
     s->weights = malloc(weight_bytes ? weight_bytes : 1);
     if (!s->u || !s->bias || !s->weights) {
@@ -442,15 +440,14 @@ static ly_status wino_prepare(const ly_kernel_call *call, const ly_kernel_prepar
         return ly_set_error(LY_E_NO_MEMORY, "conv2d (avx2_winograd): out of memory");
     }
     const float *wt = w->data; /* [cout][cin][3][3] */
-    for (int64_t o = 0; o < s->cout_pad; o++) {
+    for (int64_t o = 0; o < s->cout; o++) {
         int64_t block = o / 16, lane = o % 16;
-        int64_t width = block * 16 + 16 <= s->cout_pad ? 16 : 8;
+        int64_t width = block * 16 + 16 <= s->cout ? 16 : 8;
         for (int64_t ci = 0; ci < s->cin; ci++) {
-            double t[POINTS] = {0};
-            if (o < s->cout) transform_weights(wt + (o * s->cin + ci) * 9, t);
+            double t[POINTS];
+            transform_weights(wt + (o * s->cin + ci) * 9, t);
             for (int64_t q = 0; q < POINTS; q++)
-                s->u[q * s->cin * s->cout_pad + block * 16 * s->cin + ci * width + lane] =
-                    (float)t[q];
+                s->u[q * s->cin * s->cout + block * 16 * s->cin + ci * width + lane] = (float)t[q];
         }
     }
     memcpy(s->weights, wt, weight_bytes);
