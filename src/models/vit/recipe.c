@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "graph/graph.h"
+#include "libreyolo/sdpa.h"
 #include "models/common/builder.h"
 #include "models/common/classify.h"
 
@@ -98,27 +99,40 @@ static ly_graph_value layer_norm(ly_builder *b, const char *name, ly_graph_value
     return ly_build_layer_norm(b, name, x, c, 1e-6);
 }
 
-/* Attention (3.3): qkv as (q|k|v) x head x d, then sdpa (fused) or
- * softmax((q * d^-0.5) @ k^T) @ v from the graph's own ops (manual); the
- * projection adds `residual`. */
+/* Attention (3.3): q, k and v as three linears on the rows of attn.qkv's
+ * weight and bias, each [B, tokens, heads, d] as it comes out, then sdpa
+ * (fused) tokens first, or softmax((q * d^-0.5) @ k^T) @ v from the graph's
+ * own ops on heads-first transposes (manual); the projection adds
+ * `residual`. One qkv linear needs a 5-d transpose (a copy, on the
+ * reference: no provider has 5-d) to split the heads and another to merge
+ * them; three linears write the same rows where the attention reads them. */
 static ly_graph_value attention(ly_builder *b, ly_graph_value x, ly_graph_value residual,
                                 const vit_size *z, bool fused)
 {
     int64_t e = z->width, h = z->heads, d = e / h;
-    ly_graph_value qkv = ly_build_linear(b, "attn.qkv", x, 3 * e, e);
-    int64_t split[5] = {LY_RESHAPE_KEEP, TOKENS, 3, h, d}, perm[5] = {2, 0, 3, 1, 4};
-    qkv = ly_build_permute(b, "attn.heads", ly_build_reshape(b, "attn.heads", qkv, 5, split), 5,
-                           perm);
-    ly_graph_value part[3];
-    int64_t one[4] = {-1, h, TOKENS, d}; /* the batch: [1, B, ...] -> [B, ...] */
+    int64_t wshape[2] = {3 * e, e}, bshape = 3 * e;
+    const float *w = ly_build_take(b, "attn.qkv.weight", 2, wshape);
+    const float *bias = ly_build_take(b, "attn.qkv.bias", 1, &bshape);
+    if (b->st != LY_OK) return LY_GRAPH_NONE;
+    int64_t split[4] = {LY_RESHAPE_KEEP, TOKENS, h, d};
     static const char *const names[3] = {"attn.q", "attn.k", "attn.v"};
-    for (int i = 0; i < 3; i++)
-        part[i] = ly_build_reshape(b, names[i], ly_build_slice(b, names[i], qkv, 0, i, 1), 4, one);
+    ly_graph_value part[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t one[2] = {e, e};
+        ly_graph_value in[3] = {x, ly_build_constant(b, 2, one, w + (size_t)(i * e * e)),
+                                ly_build_constant(b, 1, &e, bias + (size_t)(i * e))};
+        part[i] = ly_build_reshape(b, names[i],
+                                   ly_build_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), 4, split);
+    }
     ly_graph_value o;
     if (fused) {
         ly_sdpa_params p = LY_SDPA_DEFAULTS; /* 1/sqrt(d) */
+        p.layout = LY_SDPA_BNHD;
         o = ly_build_node(b, LY_OP_SDPA, "attn.sdpa", 3, part, &p);
     } else {
+        int64_t heads_first[4] = {0, 2, 1, 3};
+        for (int i = 0; i < 3; i++)
+            part[i] = ly_build_permute(b, names[i], part[i], 4, heads_first);
         ly_graph_value q = ly_build_binary(b, LY_OP_MUL, "attn.scale", part[0],
                                            ly_build_scalar(b, (float)(1.0 / sqrt((double)d))));
         ly_matmul_params t = {.transpose_b = 1};
@@ -129,9 +143,10 @@ static ly_graph_value attention(ly_builder *b, ly_graph_value x, ly_graph_value 
         ly_matmul_params plain = LY_MATMUL_DEFAULTS;
         ly_graph_value pv[2] = {s, part[2]};
         o = ly_build_node(b, LY_OP_MATMUL, "attn.values", 2, pv, &plain);
+        o = ly_build_permute(b, "attn.merge", o, 4, heads_first);
     }
-    int64_t back[4] = {0, 2, 1, 3}, merged[3] = {LY_RESHAPE_KEEP, TOKENS, e};
-    o = ly_build_reshape(b, "attn.merge", ly_build_permute(b, "attn.merge", o, 4, back), 3, merged);
+    int64_t merged[3] = {LY_RESHAPE_KEEP, TOKENS, e};
+    o = ly_build_reshape(b, "attn.merge", o, 3, merged);
     return ly_build_linear_fused(b, "attn.proj", o, e, e, LY_ACT_NONE, residual);
 }
 
