@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
- * backward), the fused sdpa, matmul and softmax (last axis), max_pool2d and
- * resize_bilinear2d (channel-blocked maps), all bit-identical to their references; SiLU and sigmoid
- * (registered with the AVX-512 kernels, after oneDNN's) within their slots' tolerance; GELU within
- * its slot's tolerance (erf by a polynomial, not glibc's); layer_norm and rms_norm within theirs
- * (the element work in float, a row's sixteen lane sums in double: within a few float ulps of the
- * reference). This file is compiled for
- * the baseline ISA (registration and predicates run on every CPU, before anyone knows it has AVX2);
- * the kernels live in *_avx2.c.
+ * backward), the fused sdpa, matmul and softmax (last axis), max_pool2d, avg_pool2d
+ * and resize_bilinear2d (channel-blocked maps), all bit-identical to their references; SiLU and
+ * sigmoid (registered with the AVX-512 kernels, after oneDNN's) within their slots' tolerance; GELU
+ * within its slot's tolerance (erf by a polynomial, not glibc's); layer_norm and rms_norm within
+ * theirs (the element work in float, a row's sixteen lane sums in double: within a few float ulps
+ * of the reference). This file is compiled for the baseline ISA (registration and predicates run on
+ * every CPU, before anyone knows it has AVX2); the kernels live in *_avx2.c.
  */
 #include "core/core.h"
 #include "ops/msda/msda_internal.h"
@@ -24,6 +23,9 @@ ly_status ly_avx2_permute(const ly_kernel_call *call);
 bool ly_avx2_permute_takes(const ly_kernel_call *call);
 ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
 ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
+ly_status ly_avx2_avg_pool2d(const ly_kernel_call *call);
+extern const ly_kernel_stateful ly_avx2_max_pool2d_stateful;
+extern const ly_kernel_stateful ly_avx2_avg_pool2d_stateful;
 ly_status ly_avx2_resize_plain(const ly_kernel_call *call);
 ly_status ly_conv2d_graph_only(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
@@ -103,19 +105,38 @@ static ly_status softmax_predicate(const ly_kernel_call *call, const ly_cpu_feat
     return avx2_predicate(call, cpu, why_not);
 }
 
-/* max_pool2d: windows of up to 9 elements at column stride 1 (the reference's
- * single-pass order, so even a NaN's payload is the same). */
-static ly_status max_pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                    const char **why_not)
+/* Pools: any window on maps of whole 8-channel blocks (in a graph's blocked
+ * layouts), or at column stride 1 on plain maps (max: windows of up to 9
+ * elements, the reference's single-pass order, so even a NaN's payload is the
+ * same); a plain call outside those declines at run time. */
+static ly_status pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not, bool max)
 {
-    if (call && call->params) {
+    if (call && call->params && call->in[0]) {
         const ly_pool2d_params *p = LY_PARAMS(call, ly_pool2d_params);
-        if (p->stride[1] != 1 || p->kernel[0] * p->kernel[1] > 9) {
-            *why_not = "a window over 9 elements or a column stride other than 1";
+        bool blocks = call->in[0]->ndim == 4 && call->in[0]->shape[1] % 8 == 0;
+        bool plain = p->stride[1] == 1 && (!max || p->kernel[0] * p->kernel[1] <= 9);
+        if (!blocks && !plain) {
+            *why_not = max ? "not a map of whole 8-channel blocks, and a window over 9 elements "
+                             "or a column stride other than 1"
+                           : "not a map of whole 8-channel blocks, and a column stride other "
+                             "than 1";
             return LY_E_DECLINED;
         }
     }
     return avx2_predicate(call, cpu, why_not);
+}
+
+static ly_status max_pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                    const char **why_not)
+{
+    return pool_predicate(call, cpu, why_not, true);
+}
+
+static ly_status avg_pool_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                    const char **why_not)
+{
+    return pool_predicate(call, cpu, why_not, false);
 }
 
 /* resize_bilinear2d on maps of whole 8-channel blocks (in a graph's blocked
@@ -167,7 +188,10 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_LAYER_NORM, "avx2", ly_avx2_layer_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_RMS_NORM, "avx2", ly_avx2_rms_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_PERMUTE, "avx2", ly_avx2_permute, permute_predicate, NULL);
-    ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate, NULL);
+    ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate,
+                    &ly_avx2_max_pool2d_stateful);
+    ly_provider_add(LY_OP_AVG_POOL2D, "avx2", ly_avx2_avg_pool2d, avg_pool_predicate,
+                    &ly_avx2_avg_pool2d_stateful);
     ly_provider_add(LY_OP_GRID_SAMPLE, "avx2", ly_grid_sample_avx2, grid_sample_predicate, NULL);
     ly_provider_add(LY_OP_RESIZE_BILINEAR2D, "avx2", ly_avx2_resize_plain, resize_predicate,
                     &ly_avx2_resize_stateful);
