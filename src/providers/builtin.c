@@ -16,6 +16,7 @@ typedef struct builtin_provider {
     void (*register_all)(void);
 } builtin_provider;
 
+void ly_dequant_register(void);
 #ifdef LY_HAVE_OPENBLAS
 void ly_openblas_register(void);
 #endif
@@ -31,6 +32,9 @@ void ly_avx512_register(void);
 #endif
 
 static const builtin_provider providers[] = {
+    /* first, so tried last: conv2d_int8 on the float convolution where no
+     * integer kernel takes it */
+    {"dequant", ly_dequant_register},
 #ifdef LY_HAVE_AVX2_PROVIDERS
     {"avx2", ly_avx2_register},
 #endif
@@ -47,7 +51,7 @@ static const builtin_provider providers[] = {
     /* last, so tried first: our own kernels for shapes the libraries serve poorly */
     {"avx512", ly_avx512_register},
 #endif
-    {NULL, NULL}, /* keeps the table non-empty in a build without any */
+    {NULL, NULL},
 };
 
 void ly_builtin_providers_register(void)
