@@ -36,3 +36,16 @@ void ly_layout_reorder(const float *src, ly_layout from, float *dst, ly_layout t
                 for (int64_t w = 0; w < shape[3]; w++)
                     dst[offset_of(to, shape, n, c, h, w)] = src[offset_of(from, shape, n, c, h, w)];
 }
+
+void ly_layouts_channelwise(const ly_kernel_call *call, ly_kernel_layouts *out)
+{
+    memset(out, 0, sizeof *out);
+    const ly_tensor *x = call->in[0];
+    if (x->ndim != 4 || x->shape[1] % 8 != 0) return;
+    uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
+    if (x->shape[1] % 16 == 0) blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
+    out->in[0] = blocked;
+    out->out[0] = blocked;
+    out->tied = 1u << 0;
+    out->preferred = LY_LAYOUT_NCHW8C;
+}

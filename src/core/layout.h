@@ -21,4 +21,10 @@ bool ly_layout_fits(ly_layout layout, const ly_tensor *shape);
 void ly_layout_reorder(const float *src, ly_layout from, float *dst, ly_layout to,
                        const int64_t shape[4]);
 
+/* The layouts of an op that maps each channel of in[0] to the same channel of
+ * out[0] (pools, resizes): both in either blocked layout the map fits, tied,
+ * NCHW8C preferred but asked for by nothing (it takes what the convolutions
+ * around it prefer); plain only where C is no multiple of 8. */
+void ly_layouts_channelwise(const ly_kernel_call *call, ly_kernel_layouts *out);
+
 #endif

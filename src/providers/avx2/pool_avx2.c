@@ -18,6 +18,7 @@
  *    decline (the reference serves them).
  */
 #include "core/core.h"
+#include "core/layout.h"
 #include "libreyolo/nn.h"
 #include "providers/builtin.h"
 
@@ -260,16 +261,7 @@ static void blocked_rows(void *ctx, int64_t begin, int64_t end)
 
 static ly_status blocked_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
 {
-    memset(out, 0, sizeof *out);
-    const ly_tensor *x = call->in[0];
-    if (x->ndim != 4 || x->shape[1] % 8 != 0) return LY_OK;
-    uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
-    if (x->shape[1] % 16 == 0) blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
-    out->in[0] = blocked;
-    out->out[0] = blocked;
-    out->tied = 1u << 0;
-    /* Takes whatever the convolutions around it prefer; asks for nothing. */
-    out->preferred = LY_LAYOUT_NCHW8C;
+    ly_layouts_channelwise(call, out);
     return LY_OK;
 }
 

@@ -10,6 +10,7 @@
  * every call. Plain maps (and calls outside a graph) go on to the reference.
  */
 #include "core/core.h"
+#include "core/layout.h"
 #include "ops/nn/reference.h"
 #include "providers/builtin.h"
 
@@ -63,16 +64,7 @@ static void resize_rows(void *ctx, int64_t begin, int64_t end)
 
 static ly_status resize_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
 {
-    memset(out, 0, sizeof *out);
-    const ly_tensor *x = call->in[0];
-    if (x->ndim != 4 || x->shape[1] % 8 != 0) return LY_OK;
-    uint32_t blocked = LY_LAYOUT_BIT(LY_LAYOUT_NCHW8C);
-    if (x->shape[1] % 16 == 0) blocked |= LY_LAYOUT_BIT(LY_LAYOUT_NCHW16C);
-    out->in[0] = blocked;
-    out->out[0] = blocked;
-    out->tied = 1u << 0;
-    /* Takes whatever the convolutions around it prefer; asks for nothing. */
-    out->preferred = LY_LAYOUT_NCHW8C;
+    ly_layouts_channelwise(call, out);
     return LY_OK;
 }
 
