@@ -118,8 +118,8 @@ static ly_graph_value attention(ly_builder *b, ly_graph_value x, ly_graph_value 
     static const char *const names[3] = {"attn.q", "attn.k", "attn.v"};
     ly_graph_value part[3];
     for (int i = 0; i < 3; i++) {
-        int64_t one[2] = {e, e};
-        ly_graph_value in[3] = {x, ly_build_constant(b, 2, one, w + (size_t)(i * e * e)),
+        int64_t rows[2] = {e, e}; /* this part's rows of the [3e, e] weight */
+        ly_graph_value in[3] = {x, ly_build_constant(b, 2, rows, w + (size_t)(i * e * e)),
                                 ly_build_constant(b, 1, &e, bias + (size_t)(i * e))};
         part[i] = ly_build_reshape(b, names[i],
                                    ly_build_node(b, LY_OP_LINEAR, names[i], 3, in, NULL), 4, split);

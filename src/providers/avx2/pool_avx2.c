@@ -20,6 +20,7 @@
 #include "core/core.h"
 #include "core/layout.h"
 #include "libreyolo/nn.h"
+#include "providers/avx2/pool.h"
 #include "providers/builtin.h"
 
 #include <immintrin.h>
@@ -40,6 +41,14 @@ typedef struct pool_job {
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Output columns [*lo, *hi) whose input column ox + shift lies in [0, w)
+ * (plain maps, column stride 1). */
+static void shifted_columns(const pool_job *j, int64_t shift, int64_t *lo, int64_t *hi)
+{
+    *lo = clamp64(-shift, 0, j->wo);
+    *hi = clamp64(j->w - shift, *lo, j->wo);
 }
 
 /* (v > best || v != v) ? v : best, eight lanes. */
@@ -64,10 +73,8 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
                 if (iy < 0 || iy >= j->h) continue;
                 const float *row = in + iy * j->w;
                 for (int64_t kx = 0; kx < j->kw; kx++) {
-                    /* output columns whose input column ox + shift lies in [0, w) */
-                    int64_t shift = kx - j->pw;
-                    int64_t lo = clamp64(-shift, 0, j->wo);
-                    int64_t hi = clamp64(j->w - shift, lo, j->wo);
+                    int64_t shift = kx - j->pw, lo, hi;
+                    shifted_columns(j, shift, &lo, &hi);
                     int64_t ox = lo;
                     for (; ox + 8 <= hi; ox += 8)
                         _mm256_storeu_ps(out + ox, max_nan8(_mm256_loadu_ps(out + ox),
@@ -100,9 +107,8 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end)
                 rows++;
                 const float *row = in + iy * j->w;
                 for (int64_t kx = 0; kx < j->kw; kx++) {
-                    int64_t shift = kx - j->pw;
-                    int64_t lo = clamp64(-shift, 0, j->wo);
-                    int64_t hi = clamp64(j->w - shift, lo, j->wo);
+                    int64_t shift = kx - j->pw, lo, hi;
+                    shifted_columns(j, shift, &lo, &hi);
                     int64_t ox = lo;
                     for (; ox + 8 <= hi; ox += 8)
                         _mm256_storeu_ps(out + ox,
@@ -130,16 +136,11 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-static bool plain_takes(const ly_pool2d_params *p, bool max)
-{
-    return p->stride[1] == 1 && (!max || p->kernel[0] * p->kernel[1] <= 9);
-}
-
 static ly_status run_plain(const ly_kernel_call *call, bool max)
 {
     const ly_tensor *x = call->in[0], *y = call->out[0];
     const ly_pool2d_params *p = call->params;
-    if (!plain_takes(p, max)) return LY_E_DECLINED; /* the reference's */
+    if (!ly_avx2_pool_plain_takes(p, max)) return LY_E_DECLINED; /* the reference's */
     pool_job j = {.x = x->data,
                   .y = y->data,
                   .h = x->shape[2],

@@ -12,6 +12,7 @@
 #include "core/core.h"
 #include "ops/msda/msda_internal.h"
 #include "ops/sdpa/sdpa_internal.h"
+#include "providers/avx2/pool.h"
 #include "providers/avx2/quant/quant_providers.h"
 #include "providers/builtin.h"
 
@@ -115,7 +116,7 @@ static ly_status pool_predicate(const ly_kernel_call *call, const ly_cpu_feature
     if (call && call->params && call->in[0]) {
         const ly_pool2d_params *p = LY_PARAMS(call, ly_pool2d_params);
         bool blocks = call->in[0]->ndim == 4 && call->in[0]->shape[1] % 8 == 0;
-        bool plain = p->stride[1] == 1 && (!max || p->kernel[0] * p->kernel[1] <= 9);
+        bool plain = ly_avx2_pool_plain_takes(p, max);
         if (!blocks && !plain) {
             *why_not = max ? "not a map of whole 8-channel blocks, and a window over 9 elements "
                              "or a column stride other than 1"

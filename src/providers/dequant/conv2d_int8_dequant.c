@@ -256,15 +256,8 @@ static const ly_kernel_stateful dequant_stateful = {
     .held_constants = dequant_held,
 };
 
-static ly_status dequant_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                   const char **why_not)
-{
-    (void)call, (void)cpu, (void)why_not;
-    return LY_OK;
-}
-
 void ly_dequant_register(void)
 {
-    ly_provider_add(LY_OP_CONV2D_INT8, "dequant", dequant_call, dequant_predicate,
+    ly_provider_add(LY_OP_CONV2D_INT8, "dequant", dequant_call, NULL, /* any call */
                     &dequant_stateful);
 }
