@@ -24,10 +24,37 @@ struct ly_graph_ctx {
     bool profile;
     double op_ms[LY_OP_COUNT];
     int64_t op_calls[LY_OP_COUNT];
-    double *node_ms; /* per node, when profiling nodes */
+    double *node_ms;     /* per node, when profiling nodes */
+    int64_t *node_calls; /* whole runs of each node (slabs count once) */
 };
 
-enum { PROFILE_TOP_NODES = 120 };
+enum { PROFILE_TOP_NODES = 400 };
+
+/* "[1,16,160,160]" */
+static void shape_text(const ly_tensor *t, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < t->ndim && len < size; d++)
+        len +=
+            (size_t)snprintf(buf + len, size - len, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+}
+
+/* Multiply-adds x 2 of a node whose work is a product with its weights
+ * (convolutions, linear layers); 0 for the rest. */
+static double node_flops(const gnode *node, const plan *p)
+{
+    if (node->op != LY_OP_CONV2D && node->op != LY_OP_CONV2D_INT8 && node->op != LY_OP_LINEAR)
+        return 0;
+    if (node->n_in < 2 || node->in[1] == LY_GRAPH_NONE || node->out[0] == LY_GRAPH_NONE) return 0;
+    const ly_tensor *w = &p->values[node->in[1]].shape, *y = &p->values[node->out[0]].shape;
+    if (node->op == LY_OP_LINEAR) /* y [..., out], w [out, in] */
+        return w->ndim == 2 ? 2.0 * (double)ly_tensor_numel(y) * (double)w->shape[1] : 0;
+    /* y [N, O, H, W], w [O, C/groups, kh, kw] */
+    return y->ndim == 4 && w->ndim == 4 ? 2.0 * (double)ly_tensor_numel(w) *
+                                              (double)(y->shape[0] * y->shape[2] * y->shape[3])
+                                        : 0;
+}
 
 static void log_profile(const ly_graph_ctx *c)
 {
@@ -51,10 +78,23 @@ static void log_profile(const ly_graph_ctx *c)
         shown[best] = true;
         const gnode *node = &c->g->nodes[best];
         const pnode *pn = c->plan ? &c->plan->nodes[best] : NULL;
-        ly_log(LY_LOG_INFO, "graph profile: node %-48s %-14s %-16s %10.2f ms (%4.1f%%)", node->name,
-               ly_op_name(node->op),
+        /* what it read and wrote, and the rate of a product with weights */
+        char shapes[160] = "", rate[32] = "";
+        if (c->plan && node->n_in > 0 && node->in[0] != LY_GRAPH_NONE &&
+            node->out[0] != LY_GRAPH_NONE) {
+            char x[64], y[64];
+            shape_text(&c->plan->values[node->in[0]].shape, x, sizeof x);
+            shape_text(&c->plan->values[node->out[0]].shape, y, sizeof y);
+            snprintf(shapes, sizeof shapes, " %s -> %s", x, y);
+            double flops = node_flops(node, c->plan);
+            if (flops > 0 && c->node_ms[best] > 0)
+                snprintf(rate, sizeof rate, " %.1f GFLOP/s",
+                         flops * (double)c->node_calls[best] / (c->node_ms[best] * 1e6));
+        }
+        ly_log(LY_LOG_INFO, "graph profile: node %-48s %-14s %-16s %10.2f ms (%4.1f%%)%s%s",
+               node->name, ly_op_name(node->op),
                pn && pn->mode == NODE_KERNEL && pn->impl ? ly_impl_name(pn->impl) : "-",
-               c->node_ms[best], total > 0 ? 100.0 * c->node_ms[best] / total : 0.0);
+               c->node_ms[best], total > 0 ? 100.0 * c->node_ms[best] / total : 0.0, rate, shapes);
     }
     free(shown);
 }
@@ -69,8 +109,10 @@ ly_status ly_graph_ctx_create(ly_graph *g, ly_graph_ctx **out)
     c->mem = &c->own;
     const char *profile = getenv("LIBREYOLO_PROFILE");
     c->profile = profile && (strcmp(profile, "1") == 0 || strcmp(profile, "nodes") == 0);
-    if (profile && strcmp(profile, "nodes") == 0)
+    if (profile && strcmp(profile, "nodes") == 0) {
         c->node_ms = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *c->node_ms);
+        c->node_calls = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *c->node_calls);
+    }
     *out = c;
     return LY_OK;
 }
@@ -82,6 +124,7 @@ static void ctx_destroy(ly_graph_ctx *c)
     ly_graph_arena_release(&c->own);
     free(c->views);
     free(c->node_ms);
+    free(c->node_calls);
     free(c);
 }
 
@@ -362,6 +405,7 @@ static ly_status timed_node(ly_graph_ctx *c, size_t i, int64_t slab)
         c->op_ms[c->g->nodes[i].op] += ms;
         c->op_calls[c->g->nodes[i].op] += slab <= 0;
         if (c->node_ms) c->node_ms[i] += ms;
+        if (c->node_calls) c->node_calls[i] += slab <= 0;
     }
     return st;
 }
