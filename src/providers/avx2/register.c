@@ -32,6 +32,7 @@ ly_status ly_conv2d_graph_only(const ly_kernel_call *call);
 extern const ly_kernel_stateful ly_avx512_conv2d_thin_stateful;
 extern const ly_kernel_stateful ly_avx2_conv2d_thin_stateful;
 extern const ly_kernel_stateful ly_avx2_conv2d_winograd_stateful;
+extern const ly_kernel_stateful ly_avx512_conv2d_winograd_stateful;
 ly_status ly_avx512_conv2d_stem(const ly_kernel_call *call);
 ly_status ly_avx512_silu(const ly_kernel_call *call);
 ly_status ly_avx512_sigmoid(const ly_kernel_call *call);
@@ -247,31 +248,24 @@ static ly_status thin8_predicate(const ly_kernel_call *call, const ly_cpu_featur
     return LY_OK;
 }
 
-/* Winograd F(4x4, 3x3) on AVX2 CPUs (conv2d_winograd_avx2.c): 3x3 stride-1
- * padding-1 convolutions between multiples of 8 channels, on any map size
- * (faster than oneDNN's jit:avx2 from LibreYOLO9t's 32 -> 32 on 20x20 up),
- * with weights of at most 1 MiB as oneDNN's Winograd (its copy is 4x larger).
- * AVX-512 CPUs have oneDNN's Winograd kernels and the thin ones. */
-static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                    const char **why_not)
+/* What both Winograd kernels (conv2d_winograd_avx2.c) take: 3x3 stride-1
+ * padding-1 convolutions between multiples of `block` channels (a register's
+ * lanes), on any map size, with weights of at most 1 MiB as oneDNN's Winograd
+ * (the transformed copy is 4x larger). */
+static ly_status winograd_shape(const ly_kernel_call *call, int64_t block, const char **why_not)
 {
-    ly_status st = avx2_predicate(call, cpu, why_not);
-    if (st != LY_OK) return st;
-    if (cpu && cpu->avx512f) {
-        *why_not = "an AVX-512 CPU (oneDNN's Winograd kernels serve)";
-        return LY_E_DECLINED;
-    }
-    if (!call) return LY_OK;
     const ly_tensor *x = call->in[0], *w = call->in[1];
     const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
-    bool shape = x && w && x->ndim == 4 && w->ndim == 4 && x->shape[1] % 8 == 0 &&
-                 w->shape[0] % 8 == 0 && w->shape[2] == 3 && w->shape[3] == 3 && p->groups == 1 &&
-                 p->stride[0] == 1 && p->stride[1] == 1 && p->padding[0] == 1 &&
+    bool shape = x && w && x->ndim == 4 && w->ndim == 4 && x->shape[1] % block == 0 &&
+                 w->shape[0] % block == 0 && w->shape[2] == 3 && w->shape[3] == 3 &&
+                 p->groups == 1 && p->stride[0] == 1 && p->stride[1] == 1 && p->padding[0] == 1 &&
                  p->padding[1] == 1 && p->dilation[0] == 1 && p->dilation[1] == 1 &&
                  !p->post_affine && p->activation <= LY_ACT_LEAKY_RELU;
     if (!shape) {
-        *why_not = "not a 3x3 stride-1 padding-1 convolution between multiples of 8 channels, "
-                   "without groups or post-affine";
+        *why_not = block == 8 ? "not a 3x3 stride-1 padding-1 convolution between multiples of 8 "
+                                "channels, without groups or post-affine"
+                              : "not a 3x3 stride-1 padding-1 convolution between multiples of 16 "
+                                "channels, without groups or post-affine";
         return LY_E_DECLINED;
     }
     if (ly_tensor_numel(w) * (int64_t)sizeof(float) > (1 << 20)) {
@@ -279,6 +273,34 @@ static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_fea
         return LY_E_DECLINED;
     }
     return LY_OK;
+}
+
+/* avx2_winograd on AVX2 CPUs (faster than oneDNN's jit:avx2 from
+ * LibreYOLO9t's 32 -> 32 on 20x20 up). AVX-512 CPUs take avx512_winograd. */
+static ly_status winograd_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                    const char **why_not)
+{
+    ly_status st = avx2_predicate(call, cpu, why_not);
+    if (st != LY_OK) return st;
+    if (cpu && cpu->avx512f) {
+        *why_not = "an AVX-512 CPU (avx512_winograd serves)";
+        return LY_E_DECLINED;
+    }
+    return call ? winograd_shape(call, 8, why_not) : LY_OK;
+}
+
+/* avx512_winograd, sixteen channels a register (NCHW16C): oneDNN 2.6's own
+ * Winograd takes few shapes (3 of LibreYOLO9t's 71 3x3s) and its direct
+ * kernels ran the rest at 150-180 GFLOP/s on a 2-core Xeon (241 the FMA
+ * peak); these at 220 (16 channels, 160x160) to 445 (64->80, 80x80) counted
+ * as direct convolutions. RT-DETR-r18's weights over 1 MiB took 1.01-1.06x
+ * the time here too. */
+static ly_status winograd16_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                      const char **why_not)
+{
+    ly_status st = avx512_predicate(call, cpu, why_not);
+    if (st != LY_OK || !call) return st;
+    return winograd_shape(call, 16, why_not);
 }
 
 /* 3x3 stride 2 padding 1 convolutions from images of at most four channels
@@ -338,6 +360,12 @@ void ly_avx512_register(void)
                     &ly_avx2_conv2d_winograd_stateful);
     /* The activations also on AVX2 CPUs: oneDNN 2.6's swish and logistic
      * divide. Registered here, after oneDNN's eltwise, to be asked first. */
+    /* In-process pairs on a 2-core AVX-512 Xeon (AMX, 241 GFLOP/s a core):
+     * LibreYOLO9t 0.737x the time at 1 thread, 0.77x at 2; NanoDet-g 0.82x /
+     * 0.84x; RT-DETR-r18 0.92x; D-FINE-n, DEIM-n, DEIMv2-atto, RF-DETR-n
+     * 0.99-1.01x. Asked before avx512_thin and oneDNN's Winograd. */
+    ly_provider_add(LY_OP_CONV2D, "avx512_winograd", ly_conv2d_graph_only, winograd16_predicate,
+                    &ly_avx512_conv2d_winograd_stateful);
     ly_provider_add(LY_OP_SILU, "avx2", ly_avx2_silu, avx2_predicate, NULL);
     ly_provider_add(LY_OP_SIGMOID, "avx2", ly_avx2_sigmoid, avx2_predicate, NULL);
     ly_provider_add(LY_OP_SILU, "avx512", ly_avx512_silu, avx512_predicate, NULL);
