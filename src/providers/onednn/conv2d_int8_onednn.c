@@ -41,8 +41,8 @@
  * whole is 5% faster over LibreYOLO9t's int8 convolutions at 1 thread.)
  *
  * AMX where it pays (amx_pays): oneDNN 2.6 offers its AMX kernels first on a
- * Xeon with AMX-INT8; they win on every 3x3 and on 1x1s with many input
- * channels. (Measured while every kernel ended in oneDNN's swish post-op,
+ * Xeon with AMX-INT8; in the model they win on the 3x3s of 32 channels and
+ * more on large maps. (Measured while every kernel ended in oneDNN's swish post-op,
  * AMX for all convolutions took 1.13x the time over the model and for the
  * 3x3s alone 1.01-1.04x; with the activation in the copy back it is faster.)
  *
@@ -226,12 +226,16 @@ static dnnl_status_t make_attr(const int8_state *s, const dnnl_memory_desc_t *bi
  * LibreYOLO9t (1 thread, a 2-core VM of an AMX Xeon), its AMX 3x3s took
  * 0.4-0.8x the VNNI kernels' time (16->16 on 80x80 0.073 against 0.112 ms,
  * 32->32 0.131 against 0.328) and its 1x1s 0.6-0.9x from 128 input channels
- * up but 1.0-1.7x below. Over the model (in-process interleaved minima) the
- * 3x3s on AMX took 0.93-0.94x the time at 1 thread, 0.96x at 2, and the wide
- * 1x1s 0.98-0.99x more. */
+ * up but 1.0-1.7x below. In the model, with the activation in the copy back
+ * (per-node profile, separate processes, another AMX Xeon), AMX won only the
+ * 3x3s of 32 channels and more on maps of 80x80 and up (0.06-0.1 ms each);
+ * the 16-channel 3x3s, the small maps and the wide 1x1s ran faster on VNNI.
+ * Those alone on AMX (separate processes, minima of 5-7 rounds): 0.97x the
+ * time at 1 thread and 0.97x at 2 (medians 1.00x, 0.92x) of AMX for every
+ * 3x3 and wide 1x1. */
 static bool amx_pays(const ly_conv_key *k)
 {
-    return k->kh * k->kw > 1 || k->c / k->groups >= 128;
+    return k->kh * k->kw > 1 && k->c / k->groups >= 32 && k->o >= 32 && k->h * k->w >= 80 * 80;
 }
 
 /* The rows band `band` writes and reads: output rows [r0, r0 + rows), input
