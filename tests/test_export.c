@@ -901,8 +901,10 @@ static void test_msda_portable_form(void **state)
 /* Attention on tokens-first q, k, v (LY_SDPA_BNHD, as RF-DETR's and the
  * DETR decoders' are built) between linear layers; `heads_first`: the same
  * written as the exporter writes it, heads-first attention between
- * transposes. */
-static ly_graph *tokens_first_graph(bool heads_first)
+ * transposes; `scaled`: q times one constant value (after its transpose
+ * where heads first) and the attention's own scale 1, as a program's manual
+ * attention (ViT's) reads back. */
+static ly_graph *tokens_first_graph(bool heads_first, bool scaled)
 {
     const int64_t E = 32, H = 4, D = E / H, T = 10;
     ly_graph *g;
@@ -920,6 +922,15 @@ static ly_graph *tokens_first_graph(bool heads_first)
             assert_int_equal(ly_graph_permute(g, "heads", qkv[i], 4, swap, &qkv[i]), LY_OK);
     }
     ly_sdpa_params p = {.layout = heads_first ? LY_SDPA_BHND : LY_SDPA_BNHD};
+    if (scaled) {
+        int64_t one = 1;
+        ly_graph_value c;
+        void *value;
+        assert_int_equal(ly_graph_constant(g, LY_F32, 1, &one, &c, &value), LY_OK);
+        *(float *)value = 0.375f;
+        assert_int_equal(ly_graph_binary(g, LY_OP_MUL, "q.scale", qkv[0], c, &qkv[0]), LY_OK);
+        p.scale = 1.0;
+    }
     out = t_node(g, LY_OP_SDPA, "attention", 3, qkv, &p);
     if (heads_first) assert_int_equal(ly_graph_permute(g, "tokens", out, 4, swap, &out), LY_OK);
     assert_int_equal(ly_graph_reshape(g, "merge", out, 3, merged, &out), LY_OK);
@@ -942,9 +953,9 @@ static void test_sdpa_tokens_first_form(void **state)
         data[i] = rnd();
     in.data = data;
     uint64_t weights = seed;
-    ly_graph *g = tokens_first_graph(false);
+    ly_graph *g = tokens_first_graph(false, false);
     seed = weights;
-    ly_graph *written = tokens_first_graph(true); /* the same weights */
+    ly_graph *written = tokens_first_graph(true, false); /* the same weights */
     lower_and_compare(g, &in, 0, 1, 1e-5, true, 1, 0, 1);
     int folded = 0, removed = 0;
     assert_int_equal(ly_graph_fold_sdpa_transposes(written, &folded), LY_OK);
@@ -952,6 +963,20 @@ static void test_sdpa_tokens_first_form(void **state)
     assert_int_equal(ly_graph_prune(written, &removed), LY_OK);
     assert_int_equal(removed, 4); /* three transposes and the heads-first attention */
     assert_int_equal(count_op(written, LY_OP_PERMUTE), 0);
+    expect_same_bits(g, written, &in);
+    ly_graph_free(written);
+    ly_graph_free(g);
+    /* q scaled after its transpose: the scaling moves before it */
+    seed = weights;
+    g = tokens_first_graph(false, true);
+    seed = weights;
+    written = tokens_first_graph(true, true);
+    assert_int_equal(ly_graph_fold_sdpa_transposes(written, &folded), LY_OK);
+    assert_int_equal(folded, 1);
+    assert_int_equal(ly_graph_prune(written, &removed), LY_OK);
+    assert_int_equal(removed, 4);
+    assert_int_equal(count_op(written, LY_OP_PERMUTE), 0);
+    assert_int_equal(count_op(written, LY_OP_MUL), 1);
     expect_same_bits(g, written, &in);
     ly_graph_free(written);
     ly_graph_free(g);
