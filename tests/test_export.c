@@ -902,9 +902,9 @@ static void test_msda_portable_form(void **state)
  * DETR decoders' are built) between linear layers; `heads_first`: the same
  * written as the exporter writes it, heads-first attention between
  * transposes; `scaled`: q times one constant value (after its transpose
- * where heads first) and the attention's own scale 1, as a program's manual
- * attention (ViT's) reads back. */
-static ly_graph *tokens_first_graph(bool heads_first, bool scaled)
+ * where heads first), with the attention's own scale 1 (as a program's manual
+ * attention, ViT's, reads back) or 0.5. */
+static ly_graph *tokens_first_graph(bool heads_first, double scaled)
 {
     const int64_t E = 32, H = 4, D = E / H, T = 10;
     ly_graph *g;
@@ -929,7 +929,7 @@ static ly_graph *tokens_first_graph(bool heads_first, bool scaled)
         assert_int_equal(ly_graph_constant(g, LY_F32, 1, &one, &c, &value), LY_OK);
         *(float *)value = 0.375f;
         assert_int_equal(ly_graph_binary(g, LY_OP_MUL, "q.scale", qkv[0], c, &qkv[0]), LY_OK);
-        p.scale = 1.0;
+        p.scale = scaled;
     }
     out = t_node(g, LY_OP_SDPA, "attention", 3, qkv, &p);
     if (heads_first) assert_int_equal(ly_graph_permute(g, "tokens", out, 4, swap, &out), LY_OK);
@@ -953,9 +953,9 @@ static void test_sdpa_tokens_first_form(void **state)
         data[i] = rnd();
     in.data = data;
     uint64_t weights = seed;
-    ly_graph *g = tokens_first_graph(false, false);
+    ly_graph *g = tokens_first_graph(false, 0);
     seed = weights;
-    ly_graph *written = tokens_first_graph(true, false); /* the same weights */
+    ly_graph *written = tokens_first_graph(true, 0); /* the same weights */
     lower_and_compare(g, &in, 0, 1, 1e-5, true, 1, 0, 1);
     int folded = 0, removed = 0;
     assert_int_equal(ly_graph_fold_sdpa_transposes(written, &folded), LY_OK);
@@ -966,20 +966,24 @@ static void test_sdpa_tokens_first_form(void **state)
     expect_same_bits(g, written, &in);
     ly_graph_free(written);
     ly_graph_free(g);
-    /* q scaled after its transpose: the scaling moves before it */
-    seed = weights;
-    g = tokens_first_graph(false, true);
-    seed = weights;
-    written = tokens_first_graph(true, true);
-    assert_int_equal(ly_graph_fold_sdpa_transposes(written, &folded), LY_OK);
-    assert_int_equal(folded, 1);
-    assert_int_equal(ly_graph_prune(written, &removed), LY_OK);
-    assert_int_equal(removed, 4);
-    assert_int_equal(count_op(written, LY_OP_PERMUTE), 0);
-    assert_int_equal(count_op(written, LY_OP_MUL), 1);
-    expect_same_bits(g, written, &in);
-    ly_graph_free(written);
-    ly_graph_free(g);
+    /* q scaled after its transpose: by the attention itself where it scales
+     * by 1, else before the transpose */
+    for (int attention_scales = 0; attention_scales < 2; attention_scales++) {
+        double scale = attention_scales ? 0.5 : 1.0;
+        seed = weights;
+        g = tokens_first_graph(false, scale);
+        seed = weights;
+        written = tokens_first_graph(true, scale);
+        assert_int_equal(ly_graph_fold_sdpa_transposes(written, &folded), LY_OK);
+        assert_int_equal(folded, 1);
+        assert_int_equal(ly_graph_prune(written, &removed), LY_OK);
+        assert_int_equal(removed, attention_scales ? 4 : 5);
+        assert_int_equal(count_op(written, LY_OP_PERMUTE), 0);
+        assert_int_equal(count_op(written, LY_OP_MUL), attention_scales);
+        expect_same_bits(g, written, &in);
+        ly_graph_free(written);
+        ly_graph_free(g);
+    }
 }
 
 /* Lower `g` at `in`'s shape. */
