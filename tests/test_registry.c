@@ -318,6 +318,96 @@ static void test_cpu_features(void **state)
     assert_int_equal(ly_cpu_features_get(NULL), LY_E_INVALID_ARGUMENT);
 }
 
+/* A stateful implementation that counts: prepared once by
+ * ly_kernel_prepare_impl, run as often as asked, released by
+ * ly_kernel_prepared_free; one that declines plain maps is named. */
+static atomic_int prepares, runs, releases;
+
+static ly_status counting_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                  void **state)
+{
+    (void)call;
+    assert_int_equal(info->in_layout[0], LY_LAYOUT_PLAIN);
+    assert_int_equal(info->out_layout[0], LY_LAYOUT_PLAIN);
+    assert_true(info->constant_inputs & 1u); /* every input given */
+    prepares++;
+    *state = (void *)&prepares;
+    return LY_OK;
+}
+static ly_status counting_run(void *state, const ly_kernel_call *call)
+{
+    (void)call;
+    assert_ptr_equal(state, (void *)&prepares);
+    runs++;
+    return LY_OK;
+}
+static void counting_release(void *state)
+{
+    assert_ptr_equal(state, (void *)&prepares);
+    releases++;
+}
+static ly_status blocked_only_prepare(const ly_kernel_call *call,
+                                      const ly_kernel_prepare_info *info, void **state)
+{
+    (void)call;
+    (void)info;
+    (void)state;
+    return LY_E_DECLINED;
+}
+
+static void test_prepared_implementation(void **state)
+{
+    (void)state;
+    static const ly_kernel_stateful counting = {
+        .prepare = counting_prepare, .run = counting_run, .release = counting_release};
+    static const ly_kernel_stateful blocked_only = {
+        .prepare = blocked_only_prepare, .run = counting_run, .release = counting_release};
+    ly_kernel_impl_desc d = {
+        .struct_size = sizeof d, .slot = "t_prepared", .name = "counting", .stateful = &counting};
+    assert_int_equal(ly_kernel_register("t_prepared", "reference", impl_ref, NULL), LY_OK);
+    assert_int_equal(ly_kernel_register_impl(&d), LY_OK);
+    d.name = "blocked_only";
+    d.stateful = &blocked_only;
+    assert_int_equal(ly_kernel_register_impl(&d), LY_OK);
+    float x = 1.0f;
+    int64_t one = 1;
+    ly_tensor t;
+    assert_int_equal(ly_tensor_init(&t, &x, LY_F32, 1, &one), LY_OK);
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.in[0] = &t;
+    call.out[0] = &t;
+    ly_kernel_prepared *p = NULL;
+    assert_int_equal(ly_kernel_prepare_impl("t_prepared", "counting", &call, &p), LY_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ly_kernel_prepared_run(p, &call), LY_OK);
+    assert_int_equal(ly_kernel_prepared_free(p), LY_OK);
+    assert_int_equal(prepares, 1);
+    assert_int_equal(runs, 3);
+    assert_int_equal(releases, 1);
+    /* a function-only implementation runs as itself */
+    calls_ref = 0;
+    assert_int_equal(ly_kernel_prepare_impl("t_prepared", "reference", &call, &p), LY_OK);
+    assert_int_equal(ly_kernel_prepared_run(p, &call), LY_OK);
+    assert_int_equal(ly_kernel_prepared_free(p), LY_OK);
+    assert_int_equal(calls_ref, 1);
+    /* refusals name what was wrong */
+    p = (ly_kernel_prepared *)&x;
+    assert_int_equal(ly_kernel_prepare_impl("t_prepared", "blocked_only", &call, &p),
+                     LY_E_DECLINED);
+    assert_null(p);
+    assert_non_null(strstr(ly_last_error(), "'blocked_only' does not prepare this call on plain"));
+    assert_int_equal(ly_kernel_prepare_impl("t_prepared", "missing", &call, &p), LY_E_NOT_FOUND);
+    assert_int_equal(ly_kernel_prepare_impl("t_prepared", "counting", &call, NULL),
+                     LY_E_INVALID_ARGUMENT);
+    assert_int_equal(ly_kernel_prepared_run(NULL, &call), LY_E_INVALID_ARGUMENT);
+    assert_int_equal(ly_kernel_prepared_free(NULL), LY_OK);
+    assert_int_equal(releases, 1);
+    assert_int_equal(ly_kernel_unregister("t_prepared", "blocked_only"), LY_OK);
+    assert_int_equal(ly_kernel_unregister("t_prepared", "counting"), LY_OK);
+    assert_int_equal(ly_kernel_unregister("t_prepared", "reference"), LY_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +419,7 @@ int main(void)
         cmocka_unit_test_setup(test_active_and_unknown, setup),
         cmocka_unit_test_setup(test_concurrent_dispatch, setup),
         cmocka_unit_test_setup(test_cpu_features, setup),
+        cmocka_unit_test_setup(test_prepared_implementation, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

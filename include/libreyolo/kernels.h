@@ -208,6 +208,21 @@ LY_API ly_status ly_kernel_dispatch_op(ly_op op, const ly_kernel_call *call);
  * This is what the parity harness and `libreyolo kernels run --impl` use. */
 LY_API ly_status ly_kernel_run_impl(const char *slot, const char *impl, const ly_kernel_call *call);
 
+/* The same implementation prepared once for calls shaped like `call` and run
+ * as often as wanted, as a graph runs a node: a stateful implementation
+ * (packed or transformed weights) prepares on plain maps, every input given
+ * taken as constant (LY_E_DECLINED where it takes only blocked ones); a
+ * function-only one runs as ly_kernel_run_impl. Each run validates its call,
+ * whose shapes and constant inputs must be the prepared call's. What
+ * `libreyolo bench conv` times. The handle is the caller's
+ * (ly_kernel_prepared_free), valid while the implementation stays
+ * registered; one handle may run from several threads at once. */
+typedef struct ly_kernel_prepared ly_kernel_prepared;
+LY_API ly_status ly_kernel_prepare_impl(const char *slot, const char *impl,
+                                        const ly_kernel_call *call, ly_kernel_prepared **out);
+LY_API ly_status ly_kernel_prepared_run(ly_kernel_prepared *prepared, const ly_kernel_call *call);
+LY_API ly_status ly_kernel_prepared_free(ly_kernel_prepared *prepared);
+
 /* Shapes and dtypes of the outputs that `call` must provide (its `out` array is
  * ignored). `n_out` receives how many outputs the slot writes. */
 LY_API ly_status ly_kernel_infer_outputs(const char *slot, const ly_kernel_call *call,

@@ -821,16 +821,19 @@ ly_status ly_kernel_fallback(ly_op op, const ly_selection *selection, const ly_i
     return run_from(s, r, from, call, selection->text);
 }
 
-ly_status ly_kernel_run_impl(const char *slot_name, const char *impl, const ly_kernel_call *call)
+/* Slot `slot_name`'s implementation `impl`, eligible for `call` (validated:
+ * *use is the call to run, possibly `resolved`). */
+static ly_status eligible_impl(const char *fn, const char *slot_name, const char *impl,
+                               const ly_kernel_call *call, slot **out_slot, impl_entry **out,
+                               ly_kernel_call *resolved, const ly_kernel_call **use)
 {
     char selection[SELECTION_MAX];
     slot *s;
-    ly_status st = lookup("ly_kernel_run_impl", slot_name, selection, &s);
+    ly_status st = lookup(fn, slot_name, selection, &s);
     if (st != LY_OK) return st;
+    *out_slot = s;
     if (!impl) return ly_set_error(LY_E_INVALID_ARGUMENT, "%s: impl name is NULL", s->name);
-    ly_kernel_call resolved;
-    const ly_kernel_call *use;
-    st = validate_call(s, call, &resolved, &use);
+    st = validate_call(s, call, resolved, use);
     if (st != LY_OK) return st;
     impl_entry *e = find_impl(s, impl);
     if (!e) {
@@ -848,8 +851,81 @@ ly_status ly_kernel_run_impl(const char *slot_name, const char *impl, const ly_k
                             "for export",
                             s->name, impl);
     if (check_predicate(s, e, NULL, &why_not) != LY_OK ||
-        check_predicate(s, e, use, &why_not) != LY_OK)
+        check_predicate(s, e, *use, &why_not) != LY_OK)
         return ly_set_error(LY_E_UNAVAILABLE, "%s: implementation '%s' is not eligible: %s",
                             s->name, impl, why_not);
-    return ly_impl_run(e, use);
+    *out = e;
+    return LY_OK;
+}
+
+ly_status ly_kernel_run_impl(const char *slot_name, const char *impl, const ly_kernel_call *call)
+{
+    slot *s;
+    impl_entry *e = NULL;
+    ly_kernel_call resolved;
+    const ly_kernel_call *use;
+    ly_status st =
+        eligible_impl("ly_kernel_run_impl", slot_name, impl, call, &s, &e, &resolved, &use);
+    return st == LY_OK ? ly_impl_run(e, use) : st;
+}
+
+struct ly_kernel_prepared {
+    slot *s;
+    impl_entry *e;
+    void *state; /* the stateful form's, or NULL: the function runs */
+};
+
+ly_status ly_kernel_prepare_impl(const char *slot_name, const char *impl,
+                                 const ly_kernel_call *call, ly_kernel_prepared **out)
+{
+    if (!out) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_kernel_prepare_impl: out is NULL");
+    *out = NULL;
+    slot *s;
+    impl_entry *e = NULL;
+    ly_kernel_call resolved;
+    const ly_kernel_call *use;
+    ly_status st =
+        eligible_impl("ly_kernel_prepare_impl", slot_name, impl, call, &s, &e, &resolved, &use);
+    if (st != LY_OK) return st;
+    ly_kernel_prepared *p = calloc(1, sizeof *p);
+    if (!p) return ly_set_error(LY_E_NO_MEMORY, "%s/%s: out of memory", s->name, e->name);
+    p->s = s;
+    p->e = e;
+    if (e->stateful) {
+        /* as a graph prepares a node whose maps stay plain, every input given
+         * a constant (ly_impl_run's rule) */
+        ly_kernel_prepare_info info = {.threads = ly_threads_resolve(call->threads)};
+        for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+            if (use->in[i]) info.constant_inputs |= 1u << i;
+        st = e->stateful->prepare(use, &info, &p->state);
+        if (st != LY_OK) {
+            free(p);
+            if (st == LY_E_DECLINED)
+                return ly_set_error(LY_E_DECLINED,
+                                    "%s: implementation '%s' does not prepare this call on plain "
+                                    "maps (a graph gives it blocked ones)",
+                                    s->name, e->name);
+            return st;
+        }
+    }
+    *out = p;
+    return LY_OK;
+}
+
+ly_status ly_kernel_prepared_run(ly_kernel_prepared *p, const ly_kernel_call *call)
+{
+    if (!p) return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_kernel_prepared_run: handle is NULL");
+    ly_kernel_call resolved;
+    const ly_kernel_call *use;
+    ly_status st = validate_call(p->s, call, &resolved, &use);
+    if (st != LY_OK) return st;
+    return p->e->stateful ? p->e->stateful->run(p->state, use) : p->e->fn(use);
+}
+
+ly_status ly_kernel_prepared_free(ly_kernel_prepared *p)
+{
+    if (!p) return LY_OK;
+    if (p->state) p->e->stateful->release(p->state);
+    free(p);
+    return LY_OK;
 }
