@@ -671,15 +671,22 @@ static impl_entry *find_impl(const slot *s, const char *name)
 
 /* ---- running one implementation ------------------------------------------------ */
 
+/* A stateful implementation prepared for `call` outside a graph: maps plain,
+ * every input given a constant. */
+static ly_status prepare_plain(const ly_impl *e, const ly_kernel_call *call, void **state)
+{
+    ly_kernel_prepare_info info = {.threads = ly_threads_resolve(call->threads)};
+    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
+        if (call->in[i]) info.constant_inputs |= 1u << i;
+    return e->stateful->prepare(call, &info, state);
+}
+
 ly_status ly_impl_run(const ly_impl *e, const ly_kernel_call *call)
 {
     if (e->fn) return e->fn(call);
     /* Stateful only: prepare, run and release for this one call. */
-    ly_kernel_prepare_info info = {.threads = ly_threads_resolve(call->threads)};
-    for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
-        if (call->in[i]) info.constant_inputs |= 1u << i;
     void *state = NULL;
-    ly_status st = e->stateful->prepare(call, &info, &state);
+    ly_status st = prepare_plain(e, call, &state);
     if (st != LY_OK) return st;
     st = e->stateful->run(state, call);
     e->stateful->release(state);
@@ -892,12 +899,7 @@ ly_status ly_kernel_prepare_impl(const char *slot_name, const char *impl,
     p->s = s;
     p->e = e;
     if (e->stateful) {
-        /* as a graph prepares a node whose maps stay plain, every input given
-         * a constant (ly_impl_run's rule) */
-        ly_kernel_prepare_info info = {.threads = ly_threads_resolve(call->threads)};
-        for (int i = 0; i < LY_KERNEL_MAX_INPUTS; i++)
-            if (use->in[i]) info.constant_inputs |= 1u << i;
-        st = e->stateful->prepare(use, &info, &p->state);
+        st = prepare_plain(e, use, &p->state);
         if (st != LY_OK) {
             free(p);
             if (st == LY_E_DECLINED)
