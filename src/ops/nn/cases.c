@@ -80,6 +80,9 @@ static const nn_case cases[] = {
     CONV("bottleneck 16->16 3x3 +res 24x24", 16, 24, 24, 16, 3, 1, 1, 1, LY_ACT_SILU, true, true),
     CONV("elan 48->24 1x1 20x20", 48, 20, 20, 24, 1, 1, 0, 1, LY_ACT_SILU, true, false),
     CONV("head box 64->64 3x3 g4 20x20", 64, 20, 20, 64, 3, 1, 1, 4, LY_ACT_SILU, true, false),
+    /* groups of 32 (with a residual) and of 8 channels: Winograd group by group */
+    CONV("grouped 64->96 3x3 g2 +res 11x13", 64, 11, 13, 96, 3, 1, 1, 2, LY_ACT_SILU, true, true),
+    CONV("grouped 32->32 3x3 g4 no bias 9x9", 32, 9, 9, 32, 3, 1, 1, 4, LY_ACT_NONE, false, false),
     CONV("down 96->128 3x3 s2 19x19", 96, 19, 19, 128, 3, 2, 1, 1, LY_ACT_SILU, true, false),
     CONV("odd 24->24 3x3 sigmoid 17x13", 24, 17, 13, 24, 3, 1, 1, 1, LY_ACT_SIGMOID, true, false),
     CONV("depthwise 6 3x3 +res 9x9", 6, 9, 9, 6, 3, 1, 1, 6, LY_ACT_NONE, true, true),

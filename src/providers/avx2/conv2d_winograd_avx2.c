@@ -3,11 +3,12 @@
  * conv2d by Winograd F(4x4, 3x3): 3x3, stride 1, padding 1. avx2_winograd on
  * AVX2 CPUs, channels in and out multiples of 8, maps in NCHW8C or plain;
  * avx512_winograd on AVX-512 CPUs, multiples of 16, maps in NCHW16C or plain
- * (the vector part, winograd_simd.h, is one text compiled for both widths;
- * the arithmetic is the same, lane for lane). On a 2-core AVX-512 Xeon
- * oneDNN 2.6's Winograd took 3 of LibreYOLO9t's 3x3s and its direct kernels
- * ran the rest at 150-180 GFLOP/s; the 16-lane form runs them at 220-445
- * (LibreYOLO9t 0.74x the time at 1 thread).
+ * (grouped convolutions too, where every group's channels are such multiples:
+ * each group is then its own convolution on its own blocks; the vector part, winograd_simd.h, is
+ * one text compiled for both widths; the arithmetic is the same, lane for lane). On a 2-core
+ * AVX-512 Xeon oneDNN 2.6's Winograd took 3 of LibreYOLO9t's 3x3s and its direct kernels ran the
+ * rest at 150-180 GFLOP/s; the 16-lane form runs them at 220-445 (LibreYOLO9t 0.74x the time at 1
+ * thread).
  *
  * oneDNN 2.6 has Winograd kernels for AVX-512 only; on AVX2 its direct
  * jit:avx2 kernels ran LibreYOLO9t's 3x3 stride-1 convolutions (~60% of its
@@ -49,26 +50,30 @@ typedef struct wino_run wino_run;
 typedef struct wino_state {
     int64_t vl;        /* lanes a register: 8 (AVX2, NCHW8C) or 16 (AVX-512, NCHW16C) */
     int64_t rows;      /* tiles a GEMM step */
-    int64_t cin, cout; /* multiples of vl (the predicate) */
+    int64_t cin, cout; /* a group's: multiples of vl (the predicate) */
+    int64_t groups;    /* each its own convolution on its own blocks of channels */
     int64_t h, w, tiles_w, tiles;
     int64_t chunk; /* tiles a chunk, a multiple of rows */
     int64_t activation;
     float alpha;
     int threads;
     bool plain_in, plain_out; /* maps a graph keeps plain: reordered around the blocked run */
-    /* [point][block of 2 vl outputs][cin][2 vl, or vl for the last of cout % 2 vl == vl] */
+    /* [group][point][block of 2 vl outputs][cin][2 vl, or vl for the last of cout % 2 vl == vl] */
     float *u;
-    float *bias;    /* [cout] */
-    float *weights; /* the caller's, exactly ([cout][cin][3][3]): the graph gives its pages back */
+    float *bias;    /* [groups * cout] */
+    float *weights; /* the caller's, exactly ([groups * cout][cin][3][3]): the graph gives its
+                       pages back */
     bool has_bias;
     void (*run_chunk)(const wino_run *run, int64_t first, int64_t count, float *v, float *m);
     const char *name;
 } wino_state;
 
+/* One group of one image: its maps, transformed weights and bias. */
 struct wino_run {
     const wino_state *s;
     const float *x, *residual;
     float *y;
+    const float *u, *bias;
 };
 
 static void wino_release(void *state)
@@ -149,11 +154,11 @@ static void wino_workers(void *ctx, int64_t begin, int64_t end)
     const wino_state *s = work->run->s;
     size_t v_floats = (size_t)(s->chunk * POINTS * s->cin),
            m_floats = (size_t)(s->chunk * POINTS * s->cout);
-    int64_t groups = (s->tiles + s->rows - 1) / s->rows;
+    int64_t tile_groups = (s->tiles + s->rows - 1) / s->rows;
     for (int64_t k = begin; k < end; k++) {
         float *v = work->scratch + (size_t)k * (v_floats + m_floats), *m = v + v_floats;
-        int64_t first = k * groups / work->workers * s->rows,
-                last = (k + 1) * groups / work->workers * s->rows;
+        int64_t first = k * tile_groups / work->workers * s->rows,
+                last = (k + 1) * tile_groups / work->workers * s->rows;
         if (last > s->tiles) last = s->tiles;
         for (; first < last; first += s->chunk)
             s->run_chunk(work->run, first, last - first < s->chunk ? last - first : s->chunk, v, m);
@@ -206,10 +211,11 @@ static ly_status wino_run_state(void *state, const ly_kernel_call *call)
 {
     const wino_state *s = state;
     if (s->tiles == 0 || call->in[0]->shape[0] == 0) return LY_OK;
-    int64_t groups = (s->tiles + s->rows - 1) / s->rows;
-    int64_t workers = s->threads < groups ? s->threads : groups;
+    int64_t tile_groups = (s->tiles + s->rows - 1) / s->rows;
+    int64_t workers = s->threads < tile_groups ? s->threads : tile_groups;
     size_t per_worker = (size_t)(s->chunk * POINTS * (s->cin + s->cout));
-    size_t in_image = (size_t)(s->cin * s->h * s->w), out_image = (size_t)(s->cout * s->h * s->w);
+    size_t in_group = (size_t)(s->cin * s->h * s->w), out_group = (size_t)(s->cout * s->h * s->w);
+    size_t in_image = in_group * (size_t)s->groups, out_image = out_group * (size_t)s->groups;
     size_t floats = (size_t)workers * per_worker + (s->plain_in ? in_image : 0) +
                     (s->plain_out ? out_image : 0);
     /* this thread's, kept between calls: a fresh map a call would cost
@@ -226,14 +232,25 @@ static ly_status wino_run_state(void *state, const ly_kernel_call *call)
             call->in[3] ? (const float *)call->in[3]->data + n * out_image : NULL;
         float *y = (float *)call->out[0]->data + n * out_image;
         if (s->plain_in) {
-            reorder(x, blocked_in, s->cin, s->h * s->w, s->vl, true, s->threads);
+            reorder(x, blocked_in, s->cin * s->groups, s->h * s->w, s->vl, true, s->threads);
             x = blocked_in;
         }
-        wino_run run = {s, x, s->plain_out ? NULL : residual, s->plain_out ? blocked_out : y};
-        wino_work work = {&run, scratch, workers};
-        ly_parallel_for(workers, 1, (int)workers, wino_workers, &work);
+        /* plain out: the residual is added after the reorder */
+        float *into = s->plain_out ? blocked_out : y;
+        const float *added = s->plain_out ? NULL : residual;
+        /* a group's channels are whole blocks in a row (the predicate) */
+        for (int64_t g = 0; g < s->groups; g++) {
+            wino_run run = {s,
+                            x + g * in_group,
+                            added ? added + g * out_group : NULL,
+                            into + g * out_group,
+                            s->u + g * POINTS * s->cin * s->cout,
+                            s->bias + g * s->cout};
+            wino_work work = {&run, scratch, workers};
+            ly_parallel_for(workers, 1, (int)workers, wino_workers, &work);
+        }
         if (s->plain_out) {
-            reorder(blocked_out, y, s->cout, s->h * s->w, s->vl, false, s->threads);
+            reorder(blocked_out, y, s->cout * s->groups, s->h * s->w, s->vl, false, s->threads);
             if (residual)
                 for (size_t i = 0; i < out_image; i++)
                     y[i] += residual[i];
@@ -311,10 +328,11 @@ static ly_status prepare_with(const ly_kernel_call *call, const ly_kernel_prepar
     s->name = name;
     s->plain_in = info->in_layout[0] == LY_LAYOUT_PLAIN;
     s->plain_out = info->out_layout[0] == LY_LAYOUT_PLAIN;
-    s->cin = x->shape[1];
+    s->groups = p->groups;
+    s->cin = x->shape[1] / s->groups;
     s->h = x->shape[2];
     s->w = x->shape[3];
-    s->cout = w->shape[0];
+    s->cout = w->shape[0] / s->groups;
     s->tiles_w = (s->w + TILE - 1) / TILE;
     s->tiles = (s->h + TILE - 1) / TILE * s->tiles_w;
     s->activation = p->activation;
@@ -323,35 +341,40 @@ static ly_status prepare_with(const ly_kernel_call *call, const ly_kernel_prepar
     int64_t chunk = CHUNK_BYTES / per_tile / rows * rows;
     if (chunk < rows) chunk = rows;
     /* one thread where the GEMMs are a few MFLOP */
-    double gemm_flops = 2.0 * POINTS * (double)(s->tiles * s->cin * s->cout);
+    double gemm_flops = 2.0 * POINTS * (double)(s->tiles * s->cin * s->cout * s->groups);
     s->threads = info->threads > 1 && gemm_flops >= 1e6 ? info->threads : 1;
     /* every thread a share when the map is small */
     int64_t share = (s->tiles + s->threads - 1) / s->threads;
     share = (share + rows - 1) / rows * rows;
     s->chunk = chunk < share ? chunk : share;
-    s->u = aligned_alloc(64, ((size_t)(POINTS * s->cin * s->cout) * sizeof(float) + 63) / 64 * 64);
-    s->bias = calloc((size_t)s->cout, sizeof *s->bias);
-    size_t weight_bytes = (size_t)(s->cout * s->cin * 9) * sizeof(float);
+    size_t u_floats = (size_t)(s->groups * POINTS * s->cin * s->cout);
+    s->u = aligned_alloc(64, (u_floats * sizeof(float) + 63) / 64 * 64);
+    s->bias = calloc((size_t)(s->groups * s->cout), sizeof *s->bias);
+    size_t weight_bytes = (size_t)(s->groups * s->cout * s->cin * 9) * sizeof(float);
     s->weights = malloc(weight_bytes ? weight_bytes : 1);
     if (!s->u || !s->bias || !s->weights) {
         wino_release(s);
         return ly_set_error(LY_E_NO_MEMORY, "conv2d (%s): out of memory", name);
     }
-    const float *wt = w->data; /* [cout][cin][3][3] */
-    for (int64_t o = 0; o < s->cout; o++) {
-        int64_t block = o / (2 * vl), lane = o % (2 * vl);
-        int64_t width = (block + 1) * 2 * vl <= s->cout ? 2 * vl : vl;
-        for (int64_t ci = 0; ci < s->cin; ci++) {
-            double t[POINTS];
-            transform_weights(wt + (o * s->cin + ci) * 9, t);
-            for (int64_t q = 0; q < POINTS; q++)
-                s->u[q * s->cin * s->cout + block * 2 * vl * s->cin + ci * width + lane] =
-                    (float)t[q];
+    const float *wt = w->data; /* [groups * cout][cin][3][3] */
+    for (int64_t g = 0; g < s->groups; g++) {
+        float *u = s->u + g * POINTS * s->cin * s->cout;
+        for (int64_t o = 0; o < s->cout; o++) {
+            int64_t block = o / (2 * vl), lane = o % (2 * vl);
+            int64_t width = (block + 1) * 2 * vl <= s->cout ? 2 * vl : vl;
+            for (int64_t ci = 0; ci < s->cin; ci++) {
+                double t[POINTS];
+                transform_weights(wt + ((g * s->cout + o) * s->cin + ci) * 9, t);
+                for (int64_t q = 0; q < POINTS; q++)
+                    u[q * s->cin * s->cout + block * 2 * vl * s->cin + ci * width + lane] =
+                        (float)t[q];
+            }
         }
     }
     memcpy(s->weights, wt, weight_bytes);
     s->has_bias = call->in[2] != NULL;
-    if (s->has_bias) memcpy(s->bias, call->in[2]->data, (size_t)s->cout * sizeof *s->bias);
+    if (s->has_bias)
+        memcpy(s->bias, call->in[2]->data, (size_t)(s->groups * s->cout) * sizeof *s->bias);
     *state = s;
     return LY_OK;
 }
@@ -381,9 +404,9 @@ static ly_status wino_restore(void *state, int index, void *dst)
 {
     const wino_state *s = state;
     if (index == 1)
-        memcpy(dst, s->weights, (size_t)(s->cout * s->cin * 9) * sizeof(float));
+        memcpy(dst, s->weights, (size_t)(s->groups * s->cout * s->cin * 9) * sizeof(float));
     else if (index == 2 && s->has_bias)
-        memcpy(dst, s->bias, (size_t)s->cout * sizeof(float));
+        memcpy(dst, s->bias, (size_t)(s->groups * s->cout) * sizeof(float));
     else
         return ly_set_error(LY_E_INVALID_ARGUMENT, "conv2d (%s): input %d is not held", s->name,
                             index);

@@ -256,16 +256,18 @@ static ly_status winograd_shape(const ly_kernel_call *call, int64_t block, const
 {
     const ly_tensor *x = call->in[0], *w = call->in[1];
     const ly_conv2d_params *p = LY_PARAMS(call, ly_conv2d_params);
-    bool shape = x && w && x->ndim == 4 && w->ndim == 4 && x->shape[1] % block == 0 &&
-                 w->shape[0] % block == 0 && w->shape[2] == 3 && w->shape[3] == 3 &&
-                 p->groups == 1 && p->stride[0] == 1 && p->stride[1] == 1 && p->padding[0] == 1 &&
+    int64_t groups = p->groups > 0 ? p->groups : 0;
+    bool shape = x && w && x->ndim == 4 && w->ndim == 4 && groups > 0 &&
+                 x->shape[1] % (groups * block) == 0 && w->shape[0] % (groups * block) == 0 &&
+                 w->shape[1] * groups == x->shape[1] && w->shape[2] == 3 && w->shape[3] == 3 &&
+                 p->stride[0] == 1 && p->stride[1] == 1 && p->padding[0] == 1 &&
                  p->padding[1] == 1 && p->dilation[0] == 1 && p->dilation[1] == 1 &&
                  !p->post_affine && p->activation <= LY_ACT_LEAKY_RELU;
     if (!shape) {
         *why_not = block == 8 ? "not a 3x3 stride-1 padding-1 convolution between multiples of 8 "
-                                "channels, without groups or post-affine"
+                                "channels a group, without post-affine"
                               : "not a 3x3 stride-1 padding-1 convolution between multiples of 16 "
-                                "channels, without groups or post-affine";
+                                "channels a group, without post-affine";
         return LY_E_DECLINED;
     }
     if (ly_tensor_numel(w) * (int64_t)sizeof(float) > (1 << 20)) {

@@ -137,7 +137,7 @@ WG_ATTR static void WG_NAME(run_chunk)(const wino_run *run, int64_t first, int64
     memset(v + count * POINTS * cin, 0, (size_t)((groups * WG_ROWS - count) * POINTS * cin) * 4);
 
     for (int64_t p = 0; p < POINTS; p++) {
-        const float *u = s->u + p * cin * cout;
+        const float *u = run->u + p * cin * cout;
         for (int64_t o = 0; o < cout; o += 2 * WG_VL) {
             bool wide = o + 2 * WG_VL <= cout;
             for (int64_t g = 0; g < groups; g++) {
@@ -155,7 +155,7 @@ WG_ATTR static void WG_NAME(run_chunk)(const wino_run *run, int64_t first, int64
     int64_t plane_out = s->h * s->w * WG_VL;
     /* a block of output channels at a time: the tiles along a row write each output row in order */
     for (int64_t b = 0; b < s->cout / WG_VL; b++) {
-        WG_V bias = WG_LOAD(s->bias + b * WG_VL);
+        WG_V bias = WG_LOAD(run->bias + b * WG_VL);
         for (int64_t t = 0; t < count; t++) {
             int64_t ty = (first + t) / s->tiles_w, tx = (first + t) % s->tiles_w;
             int64_t rows = s->h - ty * TILE < TILE ? s->h - ty * TILE : TILE;
