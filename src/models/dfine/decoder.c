@@ -152,8 +152,10 @@ static ly_graph_value ffn(ly_builder *b, ly_graph_value x, int64_t c, bool silu)
                                       "%s: no FFN keys ('%slinear1.weight' or "
                                       "'%sswish_ffn.w12.weight')",
                                       b->what, b->prefix, b->prefix));
-    ly_graph_value h = ly_build_linear(b, "linear1", x, ff, c);
-    h = ly_build_node(b, silu ? LY_OP_SILU : LY_OP_RELU, "activation", 1, &h, NULL);
+    /* ReLU in linear1's epilogue (exact there too); SiLU a node of its own */
+    ly_graph_value h = ly_build_linear_fused(b, "linear1", x, ff, c,
+                                             silu ? LY_ACT_NONE : LY_ACT_RELU, LY_GRAPH_NONE);
+    if (silu) h = ly_build_node(b, LY_OP_SILU, "activation", 1, &h, NULL);
     return ly_build_linear(b, "linear2", h, c, ff);
 }
 

@@ -12,15 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* MLP at prefix + `name`: `layers` linears, the activation between them. */
+/* MLP at prefix + `name`: `layers` linears, the activation between them
+ * (ReLU in the linear's epilogue: exact there too, and no pass of its own). */
 ly_graph_value ly_dfine_mlp(ly_builder *b, const char *name, ly_graph_value x, int layers,
                             const int64_t *dims, ly_op act)
 {
     char key[2 * LY_KEY_MAX];
     for (int i = 0; i < layers; i++) {
         snprintf(key, sizeof key, "%.100s.layers.%d", name, i);
-        x = ly_build_linear(b, key, x, dims[i + 1], dims[i]);
-        if (i + 1 < layers) x = ly_build_node(b, act, key, 1, &x, NULL);
+        bool inner = i + 1 < layers, fused = inner && act == LY_OP_RELU;
+        x = ly_build_linear_fused(b, key, x, dims[i + 1], dims[i],
+                                  fused ? LY_ACT_RELU : LY_ACT_NONE, LY_GRAPH_NONE);
+        if (inner && !fused) x = ly_build_node(b, act, key, 1, &x, NULL);
     }
     return x;
 }
