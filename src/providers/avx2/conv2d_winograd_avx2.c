@@ -2,13 +2,14 @@
 /*
  * conv2d by Winograd F(4x4, 3x3): 3x3, stride 1, padding 1. avx2_winograd on
  * AVX2 CPUs, channels in and out multiples of 8, maps in NCHW8C or plain;
- * avx512_winograd on AVX-512 CPUs, multiples of 16, maps in NCHW16C or plain
- * (grouped convolutions too, where every group's channels are such multiples:
- * each group is then its own convolution on its own blocks; the vector part, winograd_simd.h, is
- * one text compiled for both widths; the arithmetic is the same, lane for lane). On a 2-core
- * AVX-512 Xeon oneDNN 2.6's Winograd took 3 of LibreYOLO9t's 3x3s and its direct kernels ran the
- * rest at 150-180 GFLOP/s; the 16-lane form runs them at 220-445 (LibreYOLO9t 0.74x the time at 1
- * thread).
+ * avx512_winograd on AVX-512 CPUs, multiples of 16, maps in NCHW16C or plain.
+ * Grouped convolutions too, where each group's channels are such multiples:
+ * every group is then its own convolution on its own blocks. The vector part,
+ * winograd_simd.h, is one text compiled for both widths (the arithmetic is the
+ * same, lane for lane). On a 2-core AVX-512 Xeon oneDNN 2.6's Winograd took 3
+ * of LibreYOLO9t's 3x3s and its direct kernels ran the rest at 150-180
+ * GFLOP/s; the 16-lane form runs them at 220-445 (LibreYOLO9t 0.74x the time
+ * at 1 thread).
  *
  * oneDNN 2.6 has Winograd kernels for AVX-512 only; on AVX2 its direct
  * jit:avx2 kernels ran LibreYOLO9t's 3x3 stride-1 convolutions (~60% of its
@@ -75,6 +76,12 @@ struct wino_run {
     float *y;
     const float *u, *bias;
 };
+
+/* The caller's weights, [groups * cout][cin][3][3], counted. */
+static size_t weight_floats(const wino_state *s)
+{
+    return (size_t)(s->groups * s->cout * s->cin * 9);
+}
 
 static void wino_release(void *state)
 {
@@ -350,7 +357,7 @@ static ly_status prepare_with(const ly_kernel_call *call, const ly_kernel_prepar
     size_t u_floats = (size_t)(s->groups * POINTS * s->cin * s->cout);
     s->u = aligned_alloc(64, (u_floats * sizeof(float) + 63) / 64 * 64);
     s->bias = calloc((size_t)(s->groups * s->cout), sizeof *s->bias);
-    size_t weight_bytes = (size_t)(s->groups * s->cout * s->cin * 9) * sizeof(float);
+    size_t weight_bytes = weight_floats(s) * sizeof(float);
     s->weights = malloc(weight_bytes ? weight_bytes : 1);
     if (!s->u || !s->bias || !s->weights) {
         wino_release(s);
@@ -404,7 +411,7 @@ static ly_status wino_restore(void *state, int index, void *dst)
 {
     const wino_state *s = state;
     if (index == 1)
-        memcpy(dst, s->weights, (size_t)(s->groups * s->cout * s->cin * 9) * sizeof(float));
+        memcpy(dst, s->weights, weight_floats(s) * sizeof(float));
     else if (index == 2 && s->has_bias)
         memcpy(dst, s->bias, (size_t)(s->groups * s->cout) * sizeof(float));
     else
