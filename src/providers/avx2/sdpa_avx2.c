@@ -129,48 +129,73 @@ static void gemm_rows(int64_t L, const float *A, int64_t lda, const float *B, in
  * Twice the multiply-adds per instruction: ViT-Ti's attention at 1 thread ~40%
  * faster. */
 
-LY_AVX512 static inline void tile16_8x32(int64_t L, const float *A, int64_t lda, const float *B0,
-                                         const float *B1, float *C, int64_t ldc)
+/* C[R][32] and C[R][16] for R <= MR16 rows, R a constant at each use: a
+ * block's last rows (RF-DETR's 145-token windows leave one) multiply only
+ * the rows they have instead of a whole tile of zeros (~5% of its attention). */
+LY_AVX512 static inline __attribute__((always_inline)) void
+tile16_rx32(const int R, int64_t L, const float *A, int64_t lda, const float *B0, const float *B1,
+            float *C, int64_t ldc)
 {
     __m512 c[MR16][2];
-    for (int r = 0; r < MR16; r++)
+    for (int r = 0; r < R; r++)
         c[r][0] = c[r][1] = _mm512_setzero_ps();
     for (int64_t l = 0; l < L; l++) {
         __m512 b0 = _mm512_load_ps(B0 + 16 * l), b1 = _mm512_load_ps(B1 + 16 * l);
-        for (int r = 0; r < MR16; r++) {
+        for (int r = 0; r < R; r++) {
             __m512 a = _mm512_set1_ps(A[r * lda + l]);
             c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
             c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
         }
     }
-    for (int r = 0; r < MR16; r++) {
+    for (int r = 0; r < R; r++) {
         _mm512_store_ps(C + r * ldc, c[r][0]);
         _mm512_store_ps(C + r * ldc + 16, c[r][1]);
     }
 }
 
-LY_AVX512 static inline void tile16_8x16(int64_t L, const float *A, int64_t lda, const float *B0,
-                                         float *C, int64_t ldc)
+LY_AVX512 static inline __attribute__((always_inline)) void tile16_rx16(const int R, int64_t L,
+                                                                        const float *A, int64_t lda,
+                                                                        const float *B0, float *C,
+                                                                        int64_t ldc)
 {
     __m512 c[MR16];
-    for (int r = 0; r < MR16; r++)
+    for (int r = 0; r < R; r++)
         c[r] = _mm512_setzero_ps();
     for (int64_t l = 0; l < L; l++) {
         __m512 b0 = _mm512_load_ps(B0 + 16 * l);
-        for (int r = 0; r < MR16; r++)
+        for (int r = 0; r < R; r++)
             c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + l]), b0, c[r]);
     }
-    for (int r = 0; r < MR16; r++)
+    for (int r = 0; r < R; r++)
         _mm512_store_ps(C + r * ldc, c[r]);
 }
 
-LY_AVX512 static void gemm_rows16(int64_t L, const float *A, int64_t lda, const float *B,
-                                  int64_t panel_stride, int64_t panels, float *C, int64_t ldc)
+LY_AVX512 static inline __attribute__((always_inline)) void
+gemm_rows16_r(const int R, int64_t L, const float *A, int64_t lda, const float *B,
+              int64_t panel_stride, int64_t panels, float *C, int64_t ldc)
 {
     int64_t t = 0;
     for (; t + 2 <= panels; t += 2)
-        tile16_8x32(L, A, lda, B + t * panel_stride, B + (t + 1) * panel_stride, C + 16 * t, ldc);
-    if (t < panels) tile16_8x16(L, A, lda, B + t * panel_stride, C + 16 * t, ldc);
+        tile16_rx32(R, L, A, lda, B + t * panel_stride, B + (t + 1) * panel_stride, C + 16 * t,
+                    ldc);
+    if (t < panels) tile16_rx16(R, L, A, lda, B + t * panel_stride, C + 16 * t, ldc);
+}
+
+/* C[rows][16 * panels] = A[rows][L] . panels (rows 1 to MR16). */
+LY_AVX512 static void gemm_rows16(int rows, int64_t L, const float *A, int64_t lda, const float *B,
+                                  int64_t panel_stride, int64_t panels, float *C, int64_t ldc)
+{
+    switch (rows) {
+#define ROWS_CASE(R)                                                                               \
+    case R:                                                                                        \
+        gemm_rows16_r(R, L, A, lda, B, panel_stride, panels, C, ldc);                              \
+        break;
+        ROWS_CASE(1)
+        ROWS_CASE(2) ROWS_CASE(3) ROWS_CASE(4) ROWS_CASE(5) ROWS_CASE(6) ROWS_CASE(7)
+#undef ROWS_CASE
+            default : gemm_rows16_r(MR16, L, A, lda, B, panel_stride, panels, C, ldc);
+        break;
+    }
 }
 
 /* ---- softmax, in the reference's lane order ------------------------------------------- */
@@ -809,14 +834,15 @@ static void pack_k(const ly_sdpa_problem *p, int64_t bh, float *kp, int64_t nkp,
     }
 }
 
-/* `rows` rows of `cols` < 16 floats (src rows ld apart) as a [rows][16] panel,
- * zero padded: one masked load a row instead of a lane at a time (SwinIR's head
- * dim 10: its attention ~6% faster at 1 thread). AVX-512 only: AVX's
- * vmaskmovps is microcoded on AMD and measured slower than the scalar copy. */
+/* `rows` rows of `cols` <= 16 floats (src rows ld apart) as a [rows][16] panel,
+ * zero padded: one (masked) load a row instead of a lane at a time (SwinIR's
+ * head dim 10: its attention ~6% faster at 1 thread; whole rows went through
+ * a 64-byte memcpy call each). AVX-512 only: AVX's vmaskmovps is microcoded
+ * on AMD and measured slower than the scalar copy. */
 LY_AVX512 static void pack_partial16(const float *src, int64_t ld, int64_t rows, int64_t cols,
                                      float *panel)
 {
-    __mmask16 keep = (__mmask16)((1u << cols) - 1);
+    __mmask16 keep = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
     for (int64_t j = 0; j < rows; j++)
         _mm512_store_ps(panel + j * 16, _mm512_maskz_loadu_ps(keep, src + j * ld));
 }
@@ -830,14 +856,13 @@ static void pack_v(const ly_sdpa_problem *p, int64_t bh, float *vp, int64_t ncp,
     for (int64_t cp = 0; cp < ncp; cp++) {
         float *panel = vp + cp * Nk * w;
         int64_t cols = dv - cp * w < w ? dv - cp * w : w;
-        if (cols == w) {
-            for (int64_t j = 0; j < Nk; j++)
-                for (int64_t t = 0; t < w; t += 8)
-                    _mm256_store_ps(panel + j * w + t, _mm256_loadu_ps(v + j * row + cp * w + t));
-            continue;
-        }
         if (w == 16) {
             pack_partial16(v + cp * w, row, Nk, cols, panel);
+            continue;
+        }
+        if (cols == w) {
+            for (int64_t j = 0; j < Nk; j++)
+                _mm256_store_ps(panel + j * w, _mm256_loadu_ps(v + j * row + cp * w));
             continue;
         }
         for (int64_t j = 0; j < Nk; j++)
@@ -934,7 +959,7 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
         if (rows < mr) memset(w.qs + rows * d, 0, (size_t)((mr - rows) * d) * sizeof(float));
 
         if (pw == 16)
-            gemm_rows16(d, w.qs, d, w.kp, d * 16, nkp, w.s, nk8);
+            gemm_rows16((int)rows, d, w.qs, d, w.kp, d * 16, nkp, w.s, nk8);
         else
             gemm_rows(d, w.qs, d, w.kp, d * 8, nkp, w.s, nk8);
         if (pw == 16 && masks16 && softmax_in_registers(rows, Nk))
@@ -945,7 +970,7 @@ static void items_range(void *ctx, int64_t begin, int64_t end)
             for (int64_t r = 0; r < rows; r++)
                 softmax_row(w.s + r * nk8, Nk, p, bh / p->H, bh % p->H, i0 + r);
         if (pw == 16)
-            gemm_rows16(Nk, w.s, nk8, w.vp, Nk * 16, ncp, w.o, dv8);
+            gemm_rows16((int)rows, Nk, w.s, nk8, w.vp, Nk * 16, ncp, w.o, dv8);
         else
             gemm_rows(Nk, w.s, nk8, w.vp, Nk * 8, ncp, w.o, dv8);
         float *out = p->out + ly_sdpa_head_at(p, &p->os, bh) + i0 * p->os.row;
