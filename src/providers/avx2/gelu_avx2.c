@@ -6,10 +6,10 @@
  * erff), not bit-identical: the parity harness checks it. Non-finite inputs
  * and the tail take the reference's formula.
  *
- * On AVX-512 CPUs sixteen at a time, the same arithmetic (exp16 is exp8's)
- * but for 1 / (1 + p|z|), a 14-bit reciprocal and one Newton step instead of
- * a division (a few ulps apart, well inside the tolerance), two vectors a
- * step (0.50 -> 0.44 ns an element on a Sapphire Rapids core).
+ * On AVX-512 CPUs sixteen at a time with a rational erf instead (erf16):
+ * 0.33 -> 0.22 ns an element on a Sapphire Rapids core, L1-resident (0.35 ->
+ * 0.29 on RF-DETR-n's [580, 1536]; the model 0.99-0.995x the time at 1 thread,
+ * 0.985x at 2).
  */
 #include "core/core.h"
 #include "ops/nn/reference.h"
@@ -84,63 +84,57 @@ static void gelu_range(void *ctx, int64_t begin, int64_t end)
         j->y[i] = ly_nn_gelu(j->x[i]);
 }
 
+/* erf(z) on sixteen lanes as z P(z^2) / Q(z^2) on z clamped to [-4, 4]
+ * (outside, erf is +-1 in f32): the rational fit of XLA's and Eigen's f32
+ * erf, 13 multiply-adds and a reciprocal (14 bits and a Newton step) where
+ * the polynomial erf above takes an exp and ~30 operations. |error| <=
+ * 4.5e-7 on every f32 in [-6, 6] as evaluated here (the polynomial's 1.5e-7;
+ * glibc's erff ~1e-7), a few ulps of a GELU output, well inside the slot's
+ * 1e-4. NaN stays NaN (max returns the bound, x * 0.5 carries it); +-inf go
+ * through the clamp as the reference's x * 0.5 * (1 + erf) does. */
+LY_AVX512 static inline __m512 erf16(__m512 z)
+{
+    __m512 x = _mm512_min_ps(_mm512_max_ps(z, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
+    __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_fmadd_ps(x2, _mm512_set1_ps(-2.72614225801306e-10f),
+                               _mm512_set1_ps(2.77068142495902e-08f));
+    p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(-2.10102402082508e-06f));
+    p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(-5.69250639462346e-05f));
+    p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(-7.34990630326855e-04f));
+    p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(-2.95459980854025e-03f));
+    p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(-1.60960333262415e-02f));
+    p = _mm512_mul_ps(x, p);
+    __m512 q = _mm512_fmadd_ps(x2, _mm512_set1_ps(-1.45660718464996e-05f),
+                               _mm512_set1_ps(-2.13374055278905e-04f));
+    q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(-1.68282697438203e-03f));
+    q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(-7.37332916720468e-03f));
+    q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(-1.42647390514189e-02f));
+    __m512 r = _mm512_rcp14_ps(q);
+    r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(q, r, _mm512_set1_ps(1.0f)), r);
+    return _mm512_mul_ps(p, r);
+}
+
 LY_AVX512 static inline __m512 gelu16(__m512 x)
 {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    __m512 z = _mm512_mul_ps(x, _mm512_set1_ps((float)M_SQRT1_2));
-    __m512 az = _mm512_abs_ps(z);
-    __m512 den = _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), az, one);
-    /* 1 / den: 14 bits, then one Newton step (a division's throughput is
-     * a tenth of this) */
-    __m512 r = _mm512_rcp14_ps(den);
-    __m512 t = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, one), r);
-    __m512 p = _mm512_set1_ps(1.061405429f);
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-    p = _mm512_mul_ps(p, t);
-    __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(az, az)));
-    __m512 erf_abs = _mm512_fnmadd_ps(p, e, one);
-    /* erf's sign is z's: 1 + erf = 1 + sign * erf(|z|) */
-    __m512 erf = _mm512_castsi512_ps(_mm512_or_si512(
-        _mm512_castps_si512(erf_abs),
-        _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32((int)0x80000000u))));
-    return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(one, erf));
+    __m512 erf = erf16(_mm512_mul_ps(x, _mm512_set1_ps((float)M_SQRT1_2)));
+    return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)),
+                         _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
 }
 
 LY_AVX512 static void gelu_range16(void *ctx, int64_t begin, int64_t end)
 {
     const gelu_job *j = ctx;
-    const __m512 big = _mm512_set1_ps(1e30f);
     int64_t i = begin;
     /* two vectors a step: one vector's chain alone leaves the ports idle */
     for (; i + 32 <= end; i += 32) {
-        __m512 x0 = _mm512_loadu_ps(j->x + i), x1 = _mm512_loadu_ps(j->x + i + 16);
-        __m512 y0 = gelu16(x0), y1 = gelu16(x1);
-        __mmask16 huge0 = _mm512_cmp_ps_mask(_mm512_abs_ps(x0), big, _CMP_NLT_UQ);
-        __mmask16 huge1 = _mm512_cmp_ps_mask(_mm512_abs_ps(x1), big, _CMP_NLT_UQ);
-        if (huge0 | huge1) break; /* the one-vector loop below takes them */
+        __m512 y0 = gelu16(_mm512_loadu_ps(j->x + i)), y1 = gelu16(_mm512_loadu_ps(j->x + i + 16));
         _mm512_storeu_ps(j->y + i, y0);
         _mm512_storeu_ps(j->y + i + 16, y1);
     }
-    for (; i + 16 <= end; i += 16) {
-        __m512 x = _mm512_loadu_ps(j->x + i);
-        __m512 y = gelu16(x);
-        __mmask16 huge = _mm512_cmp_ps_mask(_mm512_abs_ps(x), big, _CMP_NLT_UQ);
-        if (huge) {
-            /* from the loaded lanes: y may be x (element-wise slots run in place) */
-            float xs[16], ys[16];
-            _mm512_storeu_ps(xs, x);
-            _mm512_storeu_ps(ys, y);
-            for (int k = 0; k < 16; k++)
-                if (huge >> k & 1) ys[k] = ly_nn_gelu(xs[k]);
-            y = _mm512_loadu_ps(ys);
-        }
-        _mm512_storeu_ps(j->y + i, y);
+    for (; i < end; i += 16) {
+        __mmask16 live = end - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (end - i)) - 1);
+        _mm512_mask_storeu_ps(j->y + i, live, gelu16(_mm512_maskz_loadu_ps(live, j->x + i)));
     }
-    /* the rest as the 8-lane loop takes it (eight, then one at a time) */
-    if (i < end) gelu_range(ctx, i, end);
 }
 
 ly_status ly_avx2_gelu(const ly_kernel_call *call)
