@@ -26,9 +26,12 @@ static ly_status build_linear(ly_op op, int64_t index, bool full, ly_check_case 
         {"vit fc2 +res [1,197,768] -> 192", 3, {1, 197, 768}, 192, true, true, LY_ACT_NONE},
         /* GELU on blocks of rows (onednn: three of 176 rows and a tail of 52; one of
          * 2192 and a tail; two whole blocks) */
-        {"rf-detr fc1 gelu [1,580,384] -> 1536", 3, {1, 580, 384}, 1536, true, false,
-         LY_ACT_GELU},
+        {"rf-detr fc1 gelu [1,580,384] -> 1536", 3, {1, 580, 384}, 1536, true, false, LY_ACT_GELU},
         {"swinir fc1 gelu [1,4100,60] -> 120", 3, {1, 4100, 60}, 120, true, false, LY_ACT_GELU},
+        /* weights past L2: onednn's bands of columns (at 1 and 2 threads), the
+         * last one narrower */
+        {"bands +res [1,520,384] -> 1000", 3, {1, 520, 384}, 1000, true, true, LY_ACT_NONE},
+        {"bands relu +res [520,2048] -> 200", 2, {520, 2048}, 200, true, true, LY_ACT_RELU},
         {"gelu, no bias [704,64] -> 768", 2, {704, 64}, 768, false, false, LY_ACT_GELU},
         {"ffn relu [1,300,128] -> 512", 3, {1, 300, 128}, 512, true, false, LY_ACT_RELU},
         {"silu +res [5,33] -> 17", 2, {5, 33}, 17, true, true, LY_ACT_SILU},
