@@ -123,6 +123,11 @@ static ly_status build_topk(ly_op op, int64_t index, bool full, ly_check_case *c
         {"smallest, NaN last, [2,33] k 5", 2, {2, 33}, {5, -1, 0}, true, true},
         {"axis 0 of [50,3] k 7", 2, {50, 3}, {7, 0, 1}, false, false},
         {"k 0 of [4,6]", 2, {4, 6}, {0, -1, 1}, false, false},
+        /* a few of each row (the avx2 provider's) */
+        {"a token's best class, [2000,80] k 1", 2, {2000, 80}, {1, -1, 1}, false, false},
+        {"LQE's top 4, [1200,33] k 4", 2, {1200, 33}, {4, -1, 1}, false, false},
+        {"ties broken by index, [5,40] k 2", 2, {5, 40}, {2, -1, 1}, true, false},
+        {"NaN ranks first, [40,81] k 3", 2, {40, 81}, {3, -1, 1}, false, true},
     };
     if (index >= (int)(sizeof cases / sizeof cases[0])) return LY_E_NOT_FOUND;
     snprintf(c->name, sizeof c->name, "%s", cases[index].name);

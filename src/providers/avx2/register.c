@@ -2,12 +2,13 @@
 /*
  * The AVX2+FMA provider: every quant slot, ms_deform_attn (forward and
  * backward), the fused sdpa, matmul and softmax (last axis), max_pool2d, avg_pool2d
- * and resize_bilinear2d (channel-blocked maps), all bit-identical to their references; SiLU and
- * sigmoid (registered with the AVX-512 kernels, after oneDNN's) within their slots' tolerance; GELU
- * within its slot's tolerance (erf by a polynomial, not glibc's); layer_norm and rms_norm within
- * theirs (the element work in float, a row's sixteen lane sums in double: within a few float ulps
- * of the reference). This file is compiled for the baseline ISA (registration and predicates run on
- * every CPU, before anyone knows it has AVX2); the kernels live in *_avx2.c.
+ * and resize_bilinear2d (channel-blocked maps), topk (a few largest of contiguous rows), all
+ * bit-identical to their references; SiLU and sigmoid (registered with the AVX-512 kernels, after
+ * oneDNN's) within their slots' tolerance; GELU within its slot's tolerance (erf by a polynomial,
+ * not glibc's); layer_norm and rms_norm within theirs (the element work in float, a row's sixteen
+ * lane sums in double: within a few float ulps of the reference). This file is compiled for the
+ * baseline ISA (registration and predicates run on every CPU, before anyone knows it has AVX2); the
+ * kernels live in *_avx2.c.
  */
 #include "core/core.h"
 #include "ops/msda/msda_internal.h"
@@ -22,6 +23,8 @@ ly_status ly_avx2_softmax(const ly_kernel_call *call);
 ly_status ly_avx2_layer_norm(const ly_kernel_call *call);
 ly_status ly_avx2_permute(const ly_kernel_call *call);
 bool ly_avx2_permute_takes(const ly_kernel_call *call);
+ly_status ly_avx2_topk(const ly_kernel_call *call);
+bool ly_avx2_topk_takes(const ly_kernel_call *call);
 ly_status ly_avx2_rms_norm(const ly_kernel_call *call);
 ly_status ly_avx2_max_pool2d(const ly_kernel_call *call);
 ly_status ly_avx2_avg_pool2d(const ly_kernel_call *call);
@@ -90,6 +93,16 @@ static ly_status permute_predicate(const ly_kernel_call *call, const ly_cpu_feat
     if (st != LY_OK || !call || !call->in[0]) return st;
     if (ly_avx2_permute_takes(call)) return LY_OK;
     *why_not = "not 4-byte elements whose innermost axis moves";
+    return LY_E_DECLINED;
+}
+
+static ly_status topk_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                const char **why_not)
+{
+    ly_status st = avx2_predicate(call, cpu, why_not);
+    if (st != LY_OK || !call || !call->in[0]) return st;
+    if (ly_avx2_topk_takes(call)) return LY_OK;
+    *why_not = "not the largest k <= 16 of f32 rows along the last axis, k <= extent / 8";
     return LY_E_DECLINED;
 }
 
@@ -190,6 +203,7 @@ void ly_avx2_register(void)
     ly_provider_add(LY_OP_LAYER_NORM, "avx2", ly_avx2_layer_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_RMS_NORM, "avx2", ly_avx2_rms_norm, avx2_predicate, NULL);
     ly_provider_add(LY_OP_PERMUTE, "avx2", ly_avx2_permute, permute_predicate, NULL);
+    ly_provider_add(LY_OP_TOPK, "avx2", ly_avx2_topk, topk_predicate, NULL);
     ly_provider_add(LY_OP_MAX_POOL2D, "avx2", ly_avx2_max_pool2d, max_pool_predicate,
                     &ly_avx2_max_pool2d_stateful);
     ly_provider_add(LY_OP_AVG_POOL2D, "avx2", ly_avx2_avg_pool2d, avg_pool_predicate,
