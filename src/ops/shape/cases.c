@@ -79,6 +79,18 @@ static const permute_case permutes[] = {
      {5, {1, 4, 0, 2, 3}}},
     {"i32 [300,19] -> [19,300]", LY_I32, 2, {300, 19}, {2, {1, 0}}},
     {"identity [5,0,2] u8", LY_U8, 3, {5, 0, 2}, {3, {0, 1, 2}}},
+    /* runs: the innermost axis stays (the avx2 provider's odometer, short runs and long) */
+    {"patches [3,24,16,24,16] -> [24,24,3,16,16]",
+     LY_F32,
+     5,
+     {3, 24, 16, 24, 16},
+     {5, {1, 3, 0, 2, 4}}},
+    {"unwindow [2,2,12,12,384] -> [2,12,2,12,384]",
+     LY_F32,
+     5,
+     {2, 2, 12, 12, 384},
+     {5, {0, 2, 1, 3, 4}}},
+    {"runs of 13 [4,3,13] -> [3,4,13]", LY_F32, 3, {4, 3, 13}, {3, {1, 0, 2}}},
 };
 
 static ly_status build_permute(ly_op op, int64_t index, bool full, ly_check_case *c)

@@ -92,7 +92,7 @@ static ly_status permute_predicate(const ly_kernel_call *call, const ly_cpu_feat
     ly_status st = avx2_predicate(call, cpu, why_not);
     if (st != LY_OK || !call || !call->in[0]) return st;
     if (ly_avx2_permute_takes(call)) return LY_OK;
-    *why_not = "not 4-byte elements whose innermost axis moves";
+    *why_not = "not 4-byte elements";
     return LY_E_DECLINED;
 }
 
