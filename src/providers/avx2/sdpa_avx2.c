@@ -186,14 +186,29 @@ LY_AVX512 static void gemm_rows16(int rows, int64_t L, const float *A, int64_t l
                                   int64_t panel_stride, int64_t panels, float *C, int64_t ldc)
 {
     switch (rows) {
-#define ROWS_CASE(R)                                                                               \
-    case R:                                                                                        \
-        gemm_rows16_r(R, L, A, lda, B, panel_stride, panels, C, ldc);                              \
+    case 1:
+        gemm_rows16_r(1, L, A, lda, B, panel_stride, panels, C, ldc);
         break;
-        ROWS_CASE(1)
-        ROWS_CASE(2) ROWS_CASE(3) ROWS_CASE(4) ROWS_CASE(5) ROWS_CASE(6) ROWS_CASE(7)
-#undef ROWS_CASE
-            default : gemm_rows16_r(MR16, L, A, lda, B, panel_stride, panels, C, ldc);
+    case 2:
+        gemm_rows16_r(2, L, A, lda, B, panel_stride, panels, C, ldc);
+        break;
+    case 3:
+        gemm_rows16_r(3, L, A, lda, B, panel_stride, panels, C, ldc);
+        break;
+    case 4:
+        gemm_rows16_r(4, L, A, lda, B, panel_stride, panels, C, ldc);
+        break;
+    case 5:
+        gemm_rows16_r(5, L, A, lda, B, panel_stride, panels, C, ldc);
+        break;
+    case 6:
+        gemm_rows16_r(6, L, A, lda, B, panel_stride, panels, C, ldc);
+        break;
+    case 7:
+        gemm_rows16_r(7, L, A, lda, B, panel_stride, panels, C, ldc);
+        break;
+    default:
+        gemm_rows16_r(MR16, L, A, lda, B, panel_stride, panels, C, ldc);
         break;
     }
 }
