@@ -56,11 +56,14 @@ typedef struct linear_state {
  * in two; one thread, interleaved, a Sapphire Rapids core); RF-DETR-n
  * 0.96-0.98x the time at 1 thread, 0.99 at 2. Not below 256 rows a thread:
  * there the bands' extra parallel regions cost more (that decoder GEMM at 2
- * threads: 1.07-1.11x). Bands are whole 16-column blocks, at least 96. */
+ * threads: 1.07-1.11x). Bands are whole 16-column blocks, at least 96. Only
+ * where oneDNN's matmul is its brgemm (AVX-512 CPUs): on AVX2 ones it is its
+ * sgemm, which packs panels of its own (unmeasured there). */
 static int64_t piece_width(int64_t m, int64_t k, int64_t n, int threads)
 {
     const int64_t max_columns = 384, max_bytes = 1200 << 10, min_columns = 96;
-    if (m / (threads > 0 ? threads : 1) < 256 || k * n * (int64_t)sizeof(float) <= max_bytes)
+    if (!ly_cpu()->avx512f || m / (threads > 0 ? threads : 1) < 256 ||
+        k * n * (int64_t)sizeof(float) <= max_bytes)
         return n;
     for (int64_t pieces = 2; pieces <= MAX_PIECES; pieces++) {
         int64_t width = ((n + pieces - 1) / pieces + 15) / 16 * 16;
