@@ -181,5 +181,18 @@ static ly_status build_cumsum(ly_op op, int64_t index, bool full, ly_check_case 
 
 const ly_case_set ly_cases_gather = {.build = build_gather};
 const ly_case_set ly_cases_index_select = {.build = build_index_select};
-const ly_case_set ly_cases_topk = {.build = build_topk};
+/* A token's best class, as the DETR heads select queries: [numel / 80, 80], k 1. */
+static ly_status bench_topk(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)op;
+    (void)b;
+    int64_t rows = (int64_t)(numel / 80);
+    if (rows < 1) rows = 1;
+    snprintf(c->name, sizeof c->name, "[%lld,80] k 1", (long long)rows);
+    ly_topk_params p = {.k = 1, .axis = -1, .largest = 1};
+    ly_check_case_params(c, &p, sizeof p);
+    return ly_check_case_normalish(c, 0, 2, (int64_t[]){rows, 80}, 1);
+}
+
+const ly_case_set ly_cases_topk = {.build = build_topk, .bench = bench_topk};
 const ly_case_set ly_cases_cumsum = {.build = build_cumsum};
