@@ -44,6 +44,7 @@ typedef struct linear_state {
     int64_t m, n, k;
     int threads;
     const ly_impl *gelu_after; /* the gelu slot's kernel run on the output, or NULL */
+    size_t scratch_bytes;      /* the most any piece's matmul needs */
     int n_pieces;
     linear_piece piece[MAX_PIECES];
 } linear_state;
@@ -180,7 +181,6 @@ static ly_status prepare_piece(linear_state *s, linear_piece *pc, const ly_kerne
     STEP(dnnl_matmul_desc_init(&desc, &s->src_md, &w_any, b ? &bias_md : NULL, &pc->dst_md));
     STEP(dnnl_primitive_attr_create(&attr));
     STEP(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    s->residual_post_op = -1;
     if (epilogue != LY_ACT_NONE || call->in[3]) {
         dnnl_post_ops_t post_ops = NULL;
         dnnl_status_t st = dnnl_post_ops_create(&post_ops);
@@ -206,6 +206,8 @@ static ly_status prepare_piece(linear_state *s, linear_piece *pc, const ly_kerne
     STEP(made);
     pc->weights_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     pc->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t scratch_bytes = dnnl_memory_desc_get_size(&pc->scratch_md);
+    if (scratch_bytes > s->scratch_bytes) s->scratch_bytes = scratch_bytes;
     STEP(dnnl_primitive_create(&pc->matmul, pd));
     STEP(dnnl_memory_create(&pc->weights, &pc->weights_md, engine, DNNL_MEMORY_ALLOCATE));
     void *packed = NULL;
@@ -238,6 +240,7 @@ static ly_status linear_prepare(const ly_kernel_call *call, const ly_kernel_prep
     s->m = m, s->n = n, s->k = k;
     s->threads = info->threads;
     s->gelu_after = gelu_apart(call, info->threads);
+    s->residual_post_op = -1;
     ly_status status = LY_OK;
     int previous = ly_onednn_threads_begin(info->threads);
     dnnl_dims_t src_dims = {m, k};
@@ -267,13 +270,8 @@ static ly_status linear_run(void *state, const ly_kernel_call *call)
     dnnl_engine_t engine = ly_onednn_engine();
     dnnl_stream_t stream = ly_onednn_thread_stream();
     if (!stream) return failed("dnnl_stream_create", dnnl_runtime_error);
-    size_t scratch_bytes = 0;
-    for (int i = 0; i < s->n_pieces; i++) {
-        size_t bytes = dnnl_memory_desc_get_size(&s->piece[i].scratch_md);
-        if (bytes > scratch_bytes) scratch_bytes = bytes;
-    }
-    void *scratch = scratch_bytes ? ly_nn_scratch(2, scratch_bytes) : NULL;
-    if (scratch_bytes && !scratch)
+    void *scratch = s->scratch_bytes ? ly_nn_scratch(2, s->scratch_bytes) : NULL;
+    if (s->scratch_bytes && !scratch)
         return ly_set_error(LY_E_NO_MEMORY, "linear (onednn): out of memory for the scratchpad");
     ly_status status = LY_OK;
     dnnl_memory_t src = NULL, dst = NULL, pad = NULL, residual = NULL;
@@ -296,7 +294,7 @@ static ly_status linear_run(void *state, const ly_kernel_call *call)
                 DNNL_ARG_ATTR_MULTIPLE_POST_OP(s->residual_post_op) | DNNL_ARG_SRC_1, residual};
         }
         STEP(dnnl_primitive_execute(pc->matmul, stream, nargs, args));
-        STEP(dnnl_stream_wait(stream));
+        STEP(dnnl_stream_wait(stream)); /* before its memory objects go */
         dnnl_memory_destroy(dst);
         dnnl_memory_destroy(pad);
         dst = pad = NULL;
