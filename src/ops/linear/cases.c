@@ -93,5 +93,27 @@ static ly_status build_matmul(ly_op op, int64_t index, bool full, ly_check_case 
     return st;
 }
 
-const ly_case_set ly_cases_linear = {.build = build_linear};
+/* RF-DETR-n's MLP output, [580, 1536] x [1536, 384] + residual: a weight past
+ * L2, which onednn multiplies in bands of columns. One shape whatever the size
+ * asked (the reference's loops take ~0.5 s on it). */
+static ly_status bench_linear(ly_op op, size_t numel, ly_check_case *c, ly_case_bench *b)
+{
+    (void)numel;
+    (void)b;
+    if (op != LY_OP_LINEAR) return LY_E_NOT_FOUND;
+    const int64_t m = 580, k = 1536, n = 384;
+    snprintf(c->name, sizeof c->name, "[%lld,%lld] -> %lld +res", (long long)m, (long long)k,
+             (long long)n);
+    ly_status st = ly_check_case_normalish(c, 0, 2, (int64_t[]){m, k}, 1);
+    if (st == LY_OK) st = ly_check_case_normalish(c, 1, 2, (int64_t[]){n, k}, 2);
+    c->constant[1] = true;
+    if (st == LY_OK) st = ly_check_case_normalish(c, 2, 1, (int64_t[]){n}, 3);
+    c->constant[2] = true;
+    if (st == LY_OK) st = ly_check_case_normalish(c, 3, 2, (int64_t[]){m, n}, 4);
+    ly_linear_params p = LY_LINEAR_DEFAULTS;
+    ly_check_case_params(c, &p, sizeof p);
+    return st;
+}
+
+const ly_case_set ly_cases_linear = {.build = build_linear, .bench = bench_linear};
 const ly_case_set ly_cases_matmul = {.build = build_matmul};
