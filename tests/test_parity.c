@@ -264,6 +264,42 @@ static void test_int8_execute_provider_with_vnni(void **state)
 #endif
 }
 
+/* linear on AMX tiles: a float split into three bf16 terms (the default) and
+ * into two (LIBREYOLO_MATMUL_PRECISION=high), both within the slot's
+ * tolerance, one and three threads (rows and panels split between tasks). */
+static void test_amx_linear_both_precisions(void **state)
+{
+    (void)state;
+    ly_cpu_features cpu;
+    assert_int_equal(ly_cpu_features_get(&cpu), LY_OK);
+    impl_seen seen = {.want = "amx_bf16"};
+    assert_int_equal(ly_kernel_list("linear", on_impl, &seen), LY_OK);
+    if (!cpu.amx_bf16 || !seen.found || !seen.eligible) {
+        print_message("skipped: no AMX-BF16 tiles here (or the OS withholds them)\n");
+        skip();
+    }
+    static const char *const precisions[] = {NULL, "high"};
+    for (size_t i = 0; i < sizeof precisions / sizeof precisions[0]; i++) {
+        if (precisions[i])
+            setenv("LIBREYOLO_MATMUL_PRECISION", precisions[i], 1);
+        else
+            unsetenv("LIBREYOLO_MATMUL_PRECISION");
+        for (int threads = 1; threads <= 3; threads += 2) {
+            parity_report r = {0};
+            assert_int_equal(ly_check_parity("linear", "amx_bf16", threads, parity_collect, &r),
+                             LY_OK);
+            unsetenv("LIBREYOLO_MATMUL_PRECISION");
+            if (r.failed || !r.ran)
+                fail_msg("linear / amx_bf16 (precision %s, %d threads): %s",
+                         precisions[i] ? precisions[i] : "highest", threads,
+                         r.text ? r.text : "no case ran");
+            free(r.text);
+            if (precisions[i]) setenv("LIBREYOLO_MATMUL_PRECISION", precisions[i], 1);
+        }
+    }
+    unsetenv("LIBREYOLO_MATMUL_PRECISION");
+}
+
 #if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
 
 /* Moves a conv2d_int8 case's input into the lower half of its quantizer's
@@ -369,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_harness_catches_sabotage),
         cmocka_unit_test(test_avx2_serves_every_quant_slot),
         cmocka_unit_test(test_int8_execute_provider_with_vnni),
+        cmocka_unit_test(test_amx_linear_both_precisions),
         cmocka_unit_test(test_int8_execute_provider_on_7_bit_inputs),
         cmocka_unit_test(test_every_implementation_matches_the_reference),
         cmocka_unit_test(test_parity_with_threads),

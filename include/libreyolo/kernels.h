@@ -43,6 +43,9 @@ typedef struct ly_cpu_features {
     int logical_cpus;
     /* int8 dot products (vpdpbusd) on 512-bit and on 256-bit registers */
     bool avx512_vnni, avx_vnni;
+    /* AMX tiles with bf16 dot products (tdpbf16ps), their state enabled by the
+     * OS (XCR0); on Linux a process must still ask for them (arch_prctl) */
+    bool amx_bf16;
 } ly_cpu_features;
 
 LY_API ly_status ly_cpu_features_get(ly_cpu_features *out);

@@ -808,6 +808,24 @@ ly_status ly_kernel_select(ly_op op, const ly_selection *selection, const ly_ker
                         selection->text);
 }
 
+const ly_impl *ly_kernel_select_in_place(ly_op op, const ly_tensor *y, int threads)
+{
+    ly_tensor view = *y;
+    ly_kernel_call call;
+    ly_kernel_call_init(&call);
+    call.in[0] = &view;
+    call.out[0] = &view;
+    call.threads = threads;
+    ly_selection selection;
+    ly_selection_read(&selection);
+    const ly_impl *impl = NULL;
+    if (ly_kernel_select(op, &selection, &call, &impl) != LY_OK) {
+        ly_clear_error();
+        return NULL;
+    }
+    return ly_impl_is_reference(impl) ? NULL : impl;
+}
+
 ly_status ly_kernel_fallback(ly_op op, const ly_selection *selection, const ly_impl *impl,
                              ly_status status, const ly_kernel_call *call)
 {

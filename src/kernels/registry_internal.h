@@ -44,6 +44,13 @@ ly_status ly_kernel_validate(ly_op op, const ly_kernel_call *call, ly_kernel_cal
 ly_status ly_kernel_select(ly_op op, const ly_selection *selection, const ly_kernel_call *call,
                            const ly_impl **out);
 
+/* The implementation element-wise slot `op` picks to run in place on `y`
+ * (`threads` threads) under the current selection, where that is not the
+ * reference: a prepared implementation that leaves the activation to the
+ * slot's own kernel (GELU after a GEMM) asks once, at prepare. NULL: the
+ * reference, or nothing accepts (dispatch the op then). */
+const ly_impl *ly_kernel_select_in_place(ly_op op, const ly_tensor *y, int threads);
+
 /* `impl` returned `status` on `call` (validated, params set): unless that was
  * LY_E_DECLINED, disable it for the process (one warning); then run the call
  * on the implementations after it, as dispatch would have. */

@@ -29,6 +29,7 @@ void ly_onednn_register(void);
 #ifdef LY_HAVE_AVX2_PROVIDERS
 void ly_avx2_register(void);
 void ly_avx512_register(void);
+void ly_amx_register(void);
 #endif
 
 static const builtin_provider providers[] = {
@@ -50,6 +51,7 @@ static const builtin_provider providers[] = {
 #ifdef LY_HAVE_AVX2_PROVIDERS
     /* last, so tried first: our own kernels for shapes the libraries serve poorly */
     {"avx512", ly_avx512_register},
+    {"amx", ly_amx_register},
 #endif
     {NULL, NULL},
 };

@@ -513,34 +513,6 @@ static inline __mmask16 first_lanes(int64_t n)
     return n >= QL ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
 }
 
-/* r[i][j] <- r[j][i]: 4x4 blocks within 128-bit lanes, then the lanes. */
-LY_AVX512 static inline void transpose16x16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
-        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
-        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
-        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
-    }
-}
-
 /* Slice (b, h) of a mask as [block][key][QL]; queries past Nq read 0. Rows
  * along keys (sk 1) go 16 x 16 at a time through registers, others (a
  * mask broadcast along keys) by gathers. */
@@ -569,7 +541,7 @@ LY_AVX512 static void transpose_mask(const ly_sdpa_problem *p, const ly_sdpa_mas
             for (int64_t i = 0; i < QL; i++)
                 r[i] = i < rows ? _mm512_maskz_loadu_ps(keys, row + i * m->sq + j0)
                                 : _mm512_setzero_ps();
-            transpose16x16(r);
+            ly_avx512_transpose16x16(r);
             for (int64_t j = j0; j < Nk && j < j0 + QL; j++)
                 _mm512_store_ps(to + j * QL, r[j - j0]);
         }
@@ -682,7 +654,7 @@ LY_AVX512 static void small_block(const ly_sdpa_problem *p, int64_t bh, int64_t 
     for (int64_t r = 0; r < QL; r++)
         qt[r] = r < rows ? _mm512_mul_ps(_mm512_maskz_loadu_ps(channels, q + r * p->qs.row), scale)
                          : _mm512_setzero_ps();
-    transpose16x16(qt);
+    ly_avx512_transpose16x16(qt);
     __m512 mx = small_scores_any(d, qt, p->k + ly_sdpa_head_at(p, &p->ks, bh), p->ks.row, Nk,
                                  masks[0] ? masks[0] + blk * Nk * QL : NULL,
                                  masks[1] ? masks[1] + blk * Nk * QL : NULL, s);
@@ -717,7 +689,7 @@ LY_AVX512 static void small_block(const ly_sdpa_problem *p, int64_t bh, int64_t 
         __m512 x = c < dv ? _mm512_load_ps(ot + c * QL) : _mm512_setzero_ps();
         o[c] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, canonical);
     }
-    transpose16x16(o);
+    ly_avx512_transpose16x16(o);
     __mmask16 written = first_lanes(dv);
     for (int64_t r = 0; r < rows; r++)
         _mm512_mask_storeu_ps(out + r * p->os.row, written, o[r]);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* An 8 x 8 block of floats transposed in registers, for AVX2 translation units
- * (the permute provider's tiles, the sdpa provider's key panels). */
+ * (the permute provider's tiles, the sdpa provider's key panels), and 16 x 16
+ * on AVX-512 (the sdpa provider's masks, the AMX provider's weight tiles). */
 #ifndef LY_PROVIDERS_AVX2_TRANSPOSE_AVX2_H
 #define LY_PROVIDERS_AVX2_TRANSPOSE_AVX2_H
 
@@ -30,6 +31,35 @@ static inline void ly_avx2_transpose8x8(const float *src, int64_t lds, float *ds
     _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
     _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
     _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* r[i][j] <- r[j][i] for 16 x 16 floats (or dwords): 4x4 blocks within 128-bit
+ * lanes, then the lanes. AVX-512F: call it only where ly_cpu()->avx512f. */
+__attribute__((target("avx512f"))) static inline void ly_avx512_transpose16x16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+    }
 }
 
 #endif

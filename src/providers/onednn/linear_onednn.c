@@ -86,20 +86,7 @@ static const ly_impl *gelu_apart(const ly_kernel_call *call, int threads)
 {
     const ly_linear_params *p = LY_PARAMS(call, ly_linear_params);
     if (p->activation != LY_ACT_GELU || call->in[3]) return NULL;
-    ly_tensor y = *call->out[0];
-    ly_kernel_call g;
-    ly_kernel_call_init(&g);
-    g.in[0] = &y;
-    g.out[0] = &y;
-    g.threads = threads;
-    ly_selection selection;
-    ly_selection_read(&selection);
-    const ly_impl *impl = NULL;
-    if (ly_kernel_select(LY_OP_GELU, &selection, &g, &impl) != LY_OK) {
-        ly_clear_error();
-        return NULL;
-    }
-    return ly_impl_is_reference(impl) ? NULL : impl;
+    return ly_kernel_select_in_place(LY_OP_GELU, call->out[0], threads);
 }
 
 static ly_status failed(const char *what, dnnl_status_t st)
