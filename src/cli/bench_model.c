@@ -1273,6 +1273,11 @@ static void print_table(const bench_config *cfg, const ours_result *r, const pee
                gflop, cfg->core_gflops, cfg->threads, bound_ms, r->run.median_ms / bound_ms,
                100.0 * bound_ms / r->run.median_ms);
         printf("  (one core's FMA peak: %s)\n", cfg->peak_source);
+        ly_cpu_features cpu;
+        if (ly_cpu_features_get(&cpu) == LY_OK && cpu.amx_bf16)
+            printf(
+                "  (this CPU has AMX tiles: linear runs on them where it pays, past the FMA peak, "
+                "which bounds the other ops only)\n");
     } else {
         printf("FMA-peak bound: unknown network cost (use --gflop G)\n");
     }
