@@ -33,6 +33,16 @@ static ly_status build_linear(ly_op op, int64_t index, bool full, ly_check_case 
         {"bands +res [1,520,384] -> 1000", 3, {1, 520, 384}, 1000, true, true, LY_ACT_NONE},
         {"bands relu +res [520,2048] -> 200", 2, {520, 2048}, 200, true, true, LY_ACT_RELU},
         {"gelu, no bias [704,64] -> 768", 2, {704, 64}, 768, false, false, LY_ACT_GELU},
+        /* k not a multiple of 32 (amx_bf16: the split's masked tails), once past
+         * one block of k (sums carried between blocks, the last block short) */
+        {"k tail silu +res [300,100] -> 260", 2, {300, 100}, 260, true, true, LY_ACT_SILU},
+        {"k tail leaky relu, no bias [320,777] -> 300",
+         2,
+         {320, 777},
+         300,
+         false,
+         false,
+         LY_ACT_LEAKY_RELU},
         {"ffn relu [1,300,128] -> 512", 3, {1, 300, 128}, 512, true, false, LY_ACT_RELU},
         {"silu +res [5,33] -> 17", 2, {5, 33}, 17, true, true, LY_ACT_SILU},
         {"leaky relu, no bias, +res [9,7] -> 6", 2, {9, 7}, 6, false, true, LY_ACT_LEAKY_RELU},
