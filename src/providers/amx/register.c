@@ -11,6 +11,7 @@
 #include "providers/builtin.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,12 +40,20 @@ static void ask_permission(void)
 
 /* Terms a float is split into, by PyTorch's torch.set_float32_matmul_precision
  * names in LIBREYOLO_MATMUL_PRECISION: "highest" (the default) 3, every bit of
- * the float; "high" and "medium" 2, a float as the sum of two bf16 (~16 bits). */
+ * the float; "high" and "medium" 2, a float as the sum of two bf16 (~16 bits).
+ * Another value warns once and counts as "highest". */
 int ly_amx_planes(void)
 {
+    static atomic_bool warned;
     const char *precision = getenv("LIBREYOLO_MATMUL_PRECISION");
-    return precision && (strcmp(precision, "high") == 0 || strcmp(precision, "medium") == 0) ? 2
-                                                                                             : 3;
+    if (!precision || !*precision || strcmp(precision, "highest") == 0) return 3;
+    if (strcmp(precision, "high") == 0 || strcmp(precision, "medium") == 0) return 2;
+    if (!atomic_exchange(&warned, true))
+        ly_log(
+            LY_LOG_WARNING,
+            "LIBREYOLO_MATMUL_PRECISION is '%s', expected highest, high or medium: using highest",
+            precision);
+    return 3;
 }
 
 static ly_status amx_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
