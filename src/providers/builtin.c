@@ -49,7 +49,8 @@ static const builtin_provider providers[] = {
     {"onednn", ly_onednn_register},
 #endif
 #ifdef LY_HAVE_AVX2_PROVIDERS
-    /* last, so tried first: our own kernels for shapes the libraries serve poorly */
+    /* last, so tried first: our own kernels for shapes the libraries serve
+     * poorly, and linear on AMX tiles where a CPU has them */
     {"avx512", ly_avx512_register},
     {"amx", ly_amx_register},
 #endif
