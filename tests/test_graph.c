@@ -12,10 +12,13 @@
 
 #include <cmocka.h>
 
+#include "core/core.h"
 #include "graph/graph.h"
+#include "kernels/registry_internal.h"
 #include "libreyolo/io.h"
 #include "libreyolo/kernels.h"
 #include "libreyolo/libreyolo.h"
+#include "ops/ops_internal.h"
 #include "providers/builtin.h"
 #include "test_graph_util.h"
 
@@ -807,27 +810,27 @@ static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels,
     return out;
 }
 
-/* An activation node that rewrites a convolution's output in place goes into
- * the convolution where its implementation takes it (plan.c,
- * fold_activations: on AVX-512 with VNNI the int8 provider applies it after
- * the residual): the int8 LibreYOLO9t's RepConvN, SiLU(conv3x3(x) +
- * conv1x1(x)), then another convolution. The same graph with the sum also an
- * output (nothing folds: the sum is read as it is) gives the same bits, at
- * 16 and 24 channels
- * (channels-last written in place, and the copy back into 8-channel
- * blocks), at 1 and 2 threads. */
-static void test_folded_activation(void **state)
+/* Nodes that another node's prepared state runs (plan.c's folds; on AVX-512
+ * with VNNI the int8 provider takes both): the int8 LibreYOLO9t's RepConvN,
+ * SiLU(conv3x3(x) + conv1x1(x)), then another convolution. The 1x1 takes the
+ * 3x3 that writes its residual from the same codes (fold_residuals) and the
+ * SiLU after the sum (fold_activations). The same graph with the sum also an
+ * output folds the 3x3 only; with the 3x3's map an output too, nothing. All
+ * three give the same bits, at 16 and 24 channels (channels-last written in
+ * place, and the copy back into 8-channel blocks), at 1 and 2 threads. */
+static void test_folded_nodes(void **state)
 {
     (void)state;
-    /* Without VNNI the f32 definition would serve both graphs, each on the
+    /* Without VNNI the f32 definition would serve the graphs, each on the
      * layouts its own plan picks (different sums); the integer provider's
      * sums are exact on these codes on every AVX2 CPU. */
     ly_onednn_int8_allow_without_vnni(1);
     for (int64_t channels = 16; channels <= 24; channels += 8)
         for (int threads = 1; threads <= 2; threads++) {
-            ly_graph *g[2];
-            ly_graph_value sum[2], out[2];
-            for (int k = 0; k < 2; k++) {
+            enum { GRAPHS = 3 };
+            ly_graph *g[GRAPHS];
+            ly_graph_value sum[GRAPHS], out[GRAPHS];
+            for (int k = 0; k < GRAPHS; k++) {
                 rng_state = 12345;
                 assert_int_equal(ly_graph_create(&g[k]), LY_OK);
                 ly_graph_value x;
@@ -838,30 +841,141 @@ static void test_folded_activation(void **state)
                 assert_int_equal(ly_graph_unary(g[k], LY_OP_SILU, "silu", sum[k], &act), LY_OK);
                 out[k] = int8_conv(g[k], act, channels, 1, LY_GRAPH_NONE); /* not an output */
                 assert_int_equal(ly_graph_output(g[k], out[k], "y"), LY_OK);
-                if (k == 1) assert_int_equal(ly_graph_output(g[k], sum[k], "sum"), LY_OK);
+                if (k >= 1) assert_int_equal(ly_graph_output(g[k], sum[k], "sum"), LY_OK);
+                if (k >= 2) assert_int_equal(ly_graph_output(g[k], t, "t"), LY_OK);
             }
             ly_tensor x;
             make_input(&x, channels, 20, 13);
-            const float *y[2];
-            ly_graph_ctx *ctx[2];
-            for (int k = 0; k < 2; k++) {
+            const float *y[GRAPHS];
+            ly_graph_ctx *ctx[GRAPHS];
+            int folded[GRAPHS];
+            for (int k = 0; k < GRAPHS; k++) {
                 assert_int_equal(ly_graph_ctx_create(g[k], &ctx[k]), LY_OK);
                 assert_int_equal(ly_graph_run(ctx[k], 1, &x, threads), LY_OK);
                 y[k] = view_data(ctx[k], out[k]);
+                ly_graph_stats stats;
+                assert_int_equal(ly_graph_get_stats(ctx[k], &stats), LY_OK);
+                folded[k] = stats.folded_nodes;
             }
+            /* Each output taken away undoes one fold; on an AVX-512 VNNI CPU
+             * the int8 provider takes both (its copy back applies the SiLU). */
+            assert_int_equal(folded[2], 0);
+            assert_true(folded[0] >= folded[1] && folded[1] <= 1);
+#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
+            if (ly_cpu()->avx512f && ly_cpu()->avx512_vnni) {
+                assert_int_equal(folded[0], 2);
+                assert_int_equal(folded[1], 1);
+            }
+#endif
             int64_t n = channels * 20 * 13;
-            assert_memory_equal(y[0], y[1], (size_t)n * sizeof(float));
+            for (int k = 1; k < GRAPHS; k++)
+                assert_memory_equal(y[0], y[k], (size_t)n * sizeof(float));
             double biggest = 0;
             for (int64_t i = 0; i < n; i++)
                 biggest = fmax(biggest, fabs(y[0][i]));
             assert_true(biggest > 0.5); /* a live result, not zeros */
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < GRAPHS; k++) {
                 ly_graph_ctx_free(ctx[k]);
                 ly_graph_free(g[k]);
             }
             ly_tensor_free(&x);
         }
     ly_onednn_int8_allow_without_vnni(0);
+}
+
+/* A stateful conv2d_int8 on the reference's numbers whose states take the
+ * node writing their residual (registry_internal.h) and then fail. */
+typedef struct folding_state {
+    bool took_residual;
+} folding_state;
+static int folding_failures;
+
+static ly_status folding_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                 void **state)
+{
+    (void)call;
+    (void)info;
+    *state = calloc(1, sizeof(folding_state));
+    return *state ? LY_OK : LY_E_NO_MEMORY;
+}
+
+static ly_status folding_run(void *state, const ly_kernel_call *call)
+{
+    if (((folding_state *)state)->took_residual) {
+        folding_failures++;
+        return LY_E_PROVIDER;
+    }
+    return ly_op_defs[LY_OP_CONV2D_INT8].reference(call);
+}
+
+static bool folding_take_residual(void *state, void *producer)
+{
+    (void)producer;
+    ((folding_state *)state)->took_residual = true;
+    return true;
+}
+
+static const ly_kernel_stateful folding = {
+    .prepare = folding_prepare, .run = folding_run, .release = free};
+
+/* A node whose state took its residual's producer and then fails: the
+ * producer runs again first (it wrote nothing), then the node on the
+ * implementations after the failed one, which is disabled (one warning). */
+static void test_folded_residual_falls_back(void **state)
+{
+    (void)state;
+    ly_kernel_impl_desc d = {.struct_size = sizeof d,
+                             .slot = ly_op_name(LY_OP_CONV2D_INT8),
+                             .name = "folding",
+                             .stateful = &folding};
+    assert_int_equal(ly_kernel_register_impl(&d), LY_OK);
+    ly_kernel_folds folds = {.residual = folding_take_residual};
+    ly_kernel_folds_register(&folding, &folds);
+    int warnings = 0;
+    ly_set_log_handler(quiet, &warnings, LY_LOG_WARNING);
+    ly_graph *g;
+    rng_state = 777;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    ly_graph_value t = int8_conv(g, x, 8, 3, LY_GRAPH_NONE);
+    ly_graph_value sum = int8_conv(g, x, 8, 1, t);
+    assert_int_equal(ly_graph_output(g, sum, "sum"), LY_OK);
+    ly_tensor x_in;
+    make_input(&x_in, 8, 9, 7);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    float *first = malloc(8 * 9 * 7 * sizeof(float));
+    assert_non_null(first);
+    for (int run = 0; run < 2; run++) {
+        assert_int_equal(ly_graph_run(ctx, 1, &x_in, 1), LY_OK);
+        ly_graph_stats stats;
+        assert_int_equal(ly_graph_get_stats(ctx, &stats), LY_OK);
+        if (run == 0) assert_int_equal(stats.folded_nodes, 1);
+        ly_tensor out;
+        assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+        const float *o = out.data;
+        if (run == 0) {
+            memcpy(first, o, 8 * 9 * 7 * sizeof(float));
+            continue;
+        }
+        /* the next run planned without it: the same sums, within conv2d_int8's tolerance */
+        double biggest = 0, worst = 0;
+        for (int64_t i = 0; i < 8 * 9 * 7; i++) {
+            biggest = fmax(biggest, fabs(o[i]));
+            worst = fmax(worst, fabs(o[i] - first[i]));
+        }
+        assert_true(biggest > 0.5);
+        assert_true(worst <= 1e-4 * biggest);
+    }
+    assert_int_equal(folding_failures, 1);
+    assert_int_equal(warnings, 1);
+    free(first);
+    ly_tensor_free(&x_in);
+    ly_set_log_handler(NULL, NULL, LY_LOG_WARNING);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_CONV2D_INT8), "folding"), LY_OK);
 }
 
 static void test_shared_by_threads(void **state)
@@ -927,7 +1041,8 @@ int main(void)
         cmocka_unit_test(test_shapes_and_errors),
         cmocka_unit_test(test_integer_values),
         cmocka_unit_test(test_failing_prepared_implementation),
-        cmocka_unit_test(test_folded_activation),
+        cmocka_unit_test(test_folded_nodes),
+        cmocka_unit_test(test_folded_residual_falls_back),
         cmocka_unit_test(test_shared_by_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

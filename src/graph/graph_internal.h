@@ -96,6 +96,8 @@ typedef struct pnode {
     /* the activation node after it that its state took (ly_activation; the
      * node became a view): NONE but for such a node */
     int64_t folded_activation;
+    /* its state runs the node writing its residual (input 3), a view now */
+    bool residual_folded;
 } pnode;
 
 typedef struct pvalue {
@@ -137,6 +139,7 @@ struct plan {
     pspan *spans; /* per graph span */
     size_t n_buffers, arena_bytes, unplanned_bytes;
     int blocked_nodes;
+    int folded_nodes;
 };
 
 /* The plan for these inputs under the current selection and registry, made

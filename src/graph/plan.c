@@ -707,14 +707,58 @@ static void fold_activations(ly_graph *g, plan *p)
         for (size_t j = 0; j < g->n_nodes && alone; j++)
             for (int k = 0; k < g->nodes[j].n_in && alone; k++)
                 alone = j == i || !reads_before(p, g->nodes[j].in[k], u, v);
-        ly_fold_activation_fn take = ly_fold_activation_of(ly_impl_stateful(pp->impl));
-        if (!alone || !take || !take(pp->state, activation)) continue;
+        ly_kernel_folds take = ly_kernel_folds_of(ly_impl_stateful(pp->impl));
+        if (!alone || !take.activation || !take.activation(pp->state, activation)) continue;
         pp->folded_activation = activation;
         pn->mode = NODE_VIEW;
         folded++;
     }
+    p->folded_nodes += folded;
     if (folded)
         ly_log(LY_LOG_DEBUG, "graph: %d activation nodes folded into their inputs' nodes", folded);
+}
+
+/* A node whose residual (input 3) a node of the same implementation writes
+ * from the same input 0, read by nothing else: its state may run that
+ * producer in its own pass (the int8 LibreYOLO9t's RepConvN: the 1x1 takes the
+ * 3x3 of the same codes, quantized once). The producer becomes a view that
+ * writes nothing; it runs again only if the node falls back (run.c). Only on
+ * values written whole (no spans). */
+static void fold_residuals(ly_graph *g, plan *p)
+{
+    int folded = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        pnode *pn = &p->nodes[i];
+        if (pn->mode != NODE_KERNEL || !pn->state || pn->span >= 0 || n->n_in < 4 ||
+            n->in[3] == LY_GRAPH_NONE)
+            continue;
+        ly_graph_value u = n->in[3];
+        if (g->values[u].kind != LY_GRAPH_VALUE_NODE || p->values[u].parent != LY_GRAPH_NONE ||
+            p->values[u].in_join)
+            continue;
+        int32_t producer = g->values[u].producer;
+        const gnode *a = &g->nodes[producer];
+        pnode *pa = &p->nodes[producer];
+        if (pa->mode != NODE_KERNEL || !pa->state || pa->span >= 0 || pa->impl != pn->impl ||
+            a->n_out != 1 || a->out[0] != u || a->in[0] != n->in[0] || pa->residual_folded ||
+            pa->folded_activation != LY_ACT_NONE)
+            continue;
+        bool alone = true;
+        for (size_t k = 0; k < g->n_outputs && alone; k++)
+            alone = !reads_before(p, g->outputs[k], u, n->out[0]);
+        for (size_t j = 0; j < g->n_nodes && alone; j++)
+            for (int k = 0; k < g->nodes[j].n_in && alone; k++)
+                alone = (j == i && k == 3) || !reads_before(p, g->nodes[j].in[k], u, n->out[0]);
+        ly_kernel_folds take = ly_kernel_folds_of(ly_impl_stateful(pn->impl));
+        if (!alone || !take.residual || !take.residual(pn->state, pa->state)) continue;
+        pn->residual_folded = true;
+        pa->mode = NODE_VIEW;
+        folded++;
+    }
+    p->folded_nodes += folded;
+    if (folded)
+        ly_log(LY_LOG_DEBUG, "graph: %d residual producers folded into their readers", folded);
 }
 
 static void touch(plan *p, ly_graph_value v, int32_t step)
@@ -905,7 +949,8 @@ static ly_status prepare_states(ly_graph *g, plan *p, bool *no_blocked, bool *re
  * and can write it back. */
 static bool holds_constant(const pnode *pn, int k)
 {
-    const ly_kernel_stateful *sf = pn->mode == NODE_KERNEL ? ly_impl_stateful(pn->impl) : NULL;
+    /* a kernel's, or a producer folded into its reader's (a view that keeps its state) */
+    const ly_kernel_stateful *sf = pn->state ? ly_impl_stateful(pn->impl) : NULL;
     return pn->state && sf && sf->restore_constant && sf->held_constants &&
            (sf->held_constants(pn->state) & (1u << k));
 }
@@ -1094,6 +1139,7 @@ static ly_status make_plan(ly_graph *g, plan *p, const ly_tensor *inputs)
     }
     free(no_blocked);
     if (st == LY_OK) st = write_in_place(g, p);
+    if (st == LY_OK) fold_residuals(g, p);
     if (st == LY_OK) fold_activations(g, p);
     if (st == LY_OK) st = plan_memory(g, p);
     if (st == LY_OK) st = restore_plain_readers(g, p);

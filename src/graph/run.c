@@ -344,6 +344,8 @@ static ly_tensor *slab_view(const ly_graph_ctx *c, ly_graph_value v, int32_t spa
     return t;
 }
 
+static ly_status run_call(ly_graph_ctx *c, size_t index, int64_t slab);
+
 /* Node `index`, or its slab `slab` (-1: the whole node). */
 static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
 {
@@ -361,6 +363,14 @@ static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
                         bytes_of_view(&views[n->in[k]]));
         return LY_OK;
     }
+    return run_call(c, index, slab);
+}
+
+/* Node `index` (a copy or a kernel), or its slab `slab`. */
+static ly_status run_call(ly_graph_ctx *c, size_t index, int64_t slab)
+{
+    const gnode *n = &c->g->nodes[index];
+    const pnode *pn = &c->plan->nodes[index];
     ly_kernel_call call;
     ly_kernel_call_init(&call);
     ly_tensor sliced[LY_KERNEL_MAX_INPUTS + LY_KERNEL_MAX_OUTPUTS];
@@ -381,9 +391,13 @@ static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
     else
         st = ly_impl_run(pn->impl, &call);
     if (st != LY_OK) {
+        /* the implementations after it know nothing of the folded nodes */
+        if (pn->residual_folded) {
+            ly_status ran = run_call(c, (size_t)c->g->values[n->in[3]].producer, slab);
+            if (ran != LY_OK) return ran;
+        }
         st = fall_back(c, n, pn, st, &call);
         if (st == LY_OK && pn->folded_activation != LY_ACT_NONE) {
-            /* the implementations after it know nothing of the folded node */
             ly_kernel_call act;
             ly_kernel_call_init(&act);
             act.in[0] = call.out[0];
@@ -478,7 +492,8 @@ ly_status ly_graph_get_stats(const ly_graph_ctx *c, ly_graph_stats *stats)
                               .nodes = (int)c->g->n_nodes,
                               .values = (int)c->g->n_values,
                               .buffers = p ? (int)p->n_buffers : 0,
-                              .blocked_nodes = p ? p->blocked_nodes : 0};
+                              .blocked_nodes = p ? p->blocked_nodes : 0,
+                              .folded_nodes = p ? p->folded_nodes : 0};
     for (size_t i = 0; p && p->spans && i < c->g->n_spans; i++)
         stats->slab_spans += p->spans[i].rows > 0;
     return LY_OK;

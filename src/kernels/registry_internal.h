@@ -60,14 +60,24 @@ ly_status ly_kernel_fallback(ly_op op, const ly_selection *selection, const ly_i
 /* Disable `impl` for the process after it failed with `status` (one warning). */
 void ly_kernel_disable(ly_op op, const ly_impl *impl, ly_status status);
 
-/* A prepared state that can apply an activation (an ly_activation) to its
- * output 0 after everything else it does, its residual included, offers it
- * for its stateful form: the graph then folds an activation node that
- * rewrites that output in place into the node (plan.c). The function returns
- * whether the state took the activation; it is called while planning. */
-typedef bool (*ly_fold_activation_fn)(void *state, int64_t activation);
-void ly_fold_activation_register(const ly_kernel_stateful *stateful, ly_fold_activation_fn fn);
-ly_fold_activation_fn ly_fold_activation_of(const ly_kernel_stateful *stateful);
+/* Neighbouring nodes a prepared state can take into its own pass, offered
+ * for its stateful form; the graph folds them while planning (plan.c), each
+ * function returning whether the state took the node:
+ * - activation: an activation node (an ly_activation) rewriting output 0 in
+ *   place, applied after everything else the state does, its residual
+ *   included;
+ * - residual: the node that writes its residual (input 3) alone, reads the
+ *   same input 0 and was prepared on the same implementation (`producer`,
+ *   alive as long as this state): the int8 LibreYOLO9t's RepConvN, a 3x3
+ *   and a 1x1 convolution of the same codes summed. That node then runs no
+ *   more unless this one falls back. */
+typedef struct ly_kernel_folds {
+    bool (*activation)(void *state, int64_t activation);
+    bool (*residual)(void *state, void *producer);
+} ly_kernel_folds;
+void ly_kernel_folds_register(const ly_kernel_stateful *stateful, const ly_kernel_folds *folds);
+/* Zeros where the form offers none. */
+ly_kernel_folds ly_kernel_folds_of(const ly_kernel_stateful *stateful);
 
 /* Run a validated call on `impl` alone: its function, or prepare, run and
  * release its stateful form on the spot. */

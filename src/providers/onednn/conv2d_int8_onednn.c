@@ -103,6 +103,7 @@ typedef struct int8_op {
     dnnl_stream_t stream;  /* packing the weights */
     dnnl_memory_t zero_point;
     size_t scratchpad_bytes; /* the most any band's convolution needs */
+    bool bias_in_sum;        /* the bias is the convolution's own (int8_state) */
     int n_bands, n_tasks;
     int8_band band[MAX_BANDS];
     int8_task task[]; /* n x n_bands, image-major */
@@ -133,6 +134,9 @@ typedef struct int8_state {
      * then (not direct) its f32 channels-last output rows. */
     size_t band_src_bytes, band_dst_bytes;
     int8_op *primary; /* owns the packed weights */
+    /* The node writing this one's residual, folded into it
+     * (int8_fold_residual): its prepared state, run in this one's bands. */
+    struct int8_state *branch;
     ly_onednn_spares spares;
 } int8_state;
 
@@ -390,6 +394,7 @@ static int8_op *create_op(const int8_state *s, const ly_kernel_call *call, const
     }
     op->n_bands = s->n_bands;
     op->n_tasks = n_tasks(s);
+    op->bias_in_sum = s->bias_in_sum != NULL;
     DNNL_TRY(dnnl_stream_create(&op->stream, engine, dnnl_stream_default_flags));
     dnnl_memory_desc_t zp_md;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&zp_md, 1, (dnnl_dims_t){1}, dnnl_s32, dnnl_x));
@@ -415,6 +420,7 @@ fail:
 typedef struct band_job {
     const int8_state *s;
     int8_op *op;
+    int8_op *branch_op; /* the folded producer's (s->branch), or NULL */
     const ly_kernel_call *call;
     /* what a task could not do (its thread's last error is not the caller's) */
     dnnl_status_t failed;
@@ -432,67 +438,104 @@ static void band_failed(band_job *job, dnnl_status_t st, const char *what)
     pthread_mutex_unlock(&job->lock);
 }
 
-/* Task `t`: image t / n_bands, band t % n_bands. */
-static void run_task(band_job *job, int t)
+/* The input rows band `rows` of `s` reads, quantized into `codes` (u8
+ * channels-last); rows above or below the map are codes of the zero point. */
+static void quantize_band(const int8_state *s, const float *x, band_rows rows, uint8_t *codes)
 {
-    const int8_state *s = job->s;
     const ly_conv_key *k = &s->key;
-    int image = t / s->n_bands, b = t % s->n_bands;
-    const int8_band *band = &job->op->band[b];
-    const int8_task *task = &job->op->task[t];
-    size_t in_image = (size_t)(k->c * k->h * k->w), out_image = (size_t)(k->o * k->ho * k->wo);
-    const float *x = (const float *)job->call->in[0]->data + image * in_image;
-    const float *residual =
-        job->call->in[3] ? (const float *)job->call->in[3]->data + image * out_image : NULL;
-    float *out = (float *)job->call->out[0]->data + image * out_image;
-    band_rows rows = band_of(s, b);
-    size_t src_span = (s->band_src_bytes + 63) / 64 * 64;
-    uint8_t *scratch = ly_nn_scratch(1, src_span + s->band_dst_bytes);
-    void *pad = job->op->scratchpad_bytes ? ly_nn_scratch(2, job->op->scratchpad_bytes) : NULL;
-    dnnl_stream_t stream = ly_onednn_thread_stream();
-    if (!scratch || (job->op->scratchpad_bytes && !pad) || !stream) {
-        band_failed(job, dnnl_out_of_memory, "a band's scratch or stream");
-        return;
-    }
     int64_t y0 = rows.src_row0, y1 = y0 + rows.src_rows;
     int64_t real0 = y0 < 0 ? 0 : y0, real1 = y1 > k->h ? k->h : y1;
     size_t row_bytes = (size_t)(k->w * k->c);
-    memset(scratch, s->zero_point_u8, (size_t)(real0 - y0) * row_bytes);
+    memset(codes, s->zero_point_u8, (size_t)(real0 - y0) * row_bytes);
     ly_onednn_quantize_u8_nhwc_rows(x, k->c, k->h, k->w, block_of_layout(s->in_layout), s->inv,
                                     s->zero_point, real0, real1,
-                                    scratch + (size_t)(real0 - y0) * row_bytes);
-    memset(scratch + (size_t)(real1 - y0) * row_bytes, s->zero_point_u8,
+                                    codes + (size_t)(real0 - y0) * row_bytes);
+    memset(codes + (size_t)(real1 - y0) * row_bytes, s->zero_point_u8,
            (size_t)(y1 - real1) * row_bytes);
-    /* Direct: one block of channels, so the band is one run of whole rows. */
-    size_t band_at = (size_t)(rows.r0 * k->wo * k->o),
-           band_floats = (size_t)(rows.rows * k->wo * k->o);
-    float *nhwc = s->direct ? out + band_at : (float *)(scratch + src_span);
-    if (s->direct && residual && residual != out)
-        memcpy(out + band_at, residual + band_at, band_floats * sizeof(float));
-    dnnl_status_t st = dnnl_memory_set_data_handle(task->src, scratch);
-    if (st == dnnl_success) st = dnnl_memory_set_data_handle(task->dst, nhwc);
+}
+
+/* Task `t` (band b) of operator `op`: its convolution of `codes` into the f32
+ * channels-last rows `dst`. */
+static dnnl_status_t convolve_band(const int8_op *op, int b, int t, const uint8_t *codes,
+                                   float *dst, void *pad, dnnl_stream_t stream)
+{
+    const int8_band *band = &op->band[b];
+    const int8_task *task = &op->task[t];
+    dnnl_status_t st = dnnl_memory_set_data_handle(task->src, (void *)codes);
+    if (st == dnnl_success) st = dnnl_memory_set_data_handle(task->dst, dst);
     if (st == dnnl_success && task->scratchpad)
         st = dnnl_memory_set_data_handle(task->scratchpad, pad);
     dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, task->src},
                                {DNNL_ARG_WEIGHTS, band->weights},
                                {DNNL_ARG_DST, task->dst},
-                               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, job->op->zero_point}};
+                               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, op->zero_point}};
     int nargs = 4;
     if (band->bias)
         args[nargs++] = (dnnl_exec_arg_t){
-            s->bias_in_sum ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+            op->bias_in_sum ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
             band->bias};
     if (task->scratchpad) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, task->scratchpad};
     if (st == dnnl_success) st = dnnl_primitive_execute(band->conv, stream, nargs, args);
     if (st == dnnl_success) st = dnnl_stream_wait(stream);
+    return st;
+}
+
+/* Task `t`: image t / n_bands, band t % n_bands. With a folded producer
+ * (s->branch), the band's codes are the producer's rows, halo included,
+ * quantized once: the producer's convolution writes its sum into the output
+ * first, and this one adds to it (the sum post-op of a channels-last output
+ * written in place, else the copy back's residual) — the same operations on
+ * the same values as the two nodes apart. */
+static void run_task(band_job *job, int t)
+{
+    const int8_state *s = job->s, *branch = s->branch;
+    const ly_conv_key *k = &s->key;
+    int image = t / s->n_bands, b = t % s->n_bands;
+    size_t in_image = (size_t)(k->c * k->h * k->w), out_image = (size_t)(k->o * k->ho * k->wo);
+    const float *x = (const float *)job->call->in[0]->data + image * in_image;
+    const float *residual =
+        job->call->in[3] ? (const float *)job->call->in[3]->data + image * out_image : NULL;
+    float *out = (float *)job->call->out[0]->data + image * out_image;
+    band_rows rows = band_of(s, b), read = branch ? band_of(branch, b) : rows;
+    size_t src_bytes = branch && branch->band_src_bytes > s->band_src_bytes ? branch->band_src_bytes
+                                                                            : s->band_src_bytes;
+    size_t src_span = (src_bytes + 63) / 64 * 64;
+    size_t pad_bytes = job->op->scratchpad_bytes;
+    if (branch && job->branch_op->scratchpad_bytes > pad_bytes)
+        pad_bytes = job->branch_op->scratchpad_bytes;
+    uint8_t *scratch = ly_nn_scratch(1, src_span + s->band_dst_bytes);
+    void *pad = pad_bytes ? ly_nn_scratch(2, pad_bytes) : NULL;
+    dnnl_stream_t stream = ly_onednn_thread_stream();
+    if (!scratch || (pad_bytes && !pad) || !stream) {
+        band_failed(job, dnnl_out_of_memory, "a band's scratch or stream");
+        return;
+    }
+    quantize_band(branch ? branch : s, x, read, scratch);
+    const uint8_t *codes =
+        scratch + (size_t)(rows.src_row0 - read.src_row0) * (size_t)(k->w * k->c);
+    /* Direct: one block of channels, so the band is one run of whole rows. */
+    size_t band_at = (size_t)(rows.r0 * k->wo * k->o),
+           band_floats = (size_t)(rows.rows * k->wo * k->o);
+    float *nhwc = s->direct ? out + band_at : (float *)(scratch + src_span);
+    int block = block_of_layout(s->out_layout);
+    dnnl_status_t st = dnnl_success;
+    if (branch) {
+        st = convolve_band(job->branch_op, b, t, scratch, nhwc, pad, stream);
+        if (st == dnnl_success && !s->direct)
+            ly_onednn_nhwc_rows_to_layout(nhwc, out, NULL, k->o, k->ho, k->wo, rows.r0, rows.rows,
+                                          block, NULL);
+        residual = out;
+    } else if (s->direct && residual && residual != out) {
+        memcpy(out + band_at, residual + band_at, band_floats * sizeof(float));
+    }
+    if (st == dnnl_success) st = convolve_band(job->op, b, t, codes, nhwc, pad, stream);
     if (st != dnnl_success) {
         band_failed(job, st, "a band's convolution");
         return;
     }
     if (!s->direct)
         ly_onednn_nhwc_rows_to_layout(
-            nhwc, out, residual, k->o, k->ho, k->wo, rows.r0, rows.rows,
-            block_of_layout(s->out_layout),
+            nhwc, out, residual, k->o, k->ho, k->wo, rows.r0, rows.rows, block,
             s->own_epilogue || s->epilogue.after != LY_ACT_NONE ? &s->epilogue : NULL);
     else if (s->epilogue.after != LY_ACT_NONE) /* the band's rows are one run here */
         ly_simd_activate(out + band_at, (int64_t)band_floats, s->epilogue.after, 1);
@@ -504,15 +547,30 @@ static void run_tasks(void *ctx, int64_t begin, int64_t end)
         run_task(ctx, (int)t);
 }
 
-static ly_status run_op(const int8_state *s, int8_op *op, const ly_kernel_call *call)
+/* An operator of `s` for this run: an idle one, or one made on the packed
+ * weights of its first (the call's constants are not read). */
+static int8_op *take_op(int8_state *s, ly_status *st)
 {
-    band_job job = {.s = s, .op = op, .call = call, .lock = PTHREAD_MUTEX_INITIALIZER};
-    int tasks = n_tasks(s);
-    int threads = (int)s->key.threads < tasks ? (int)s->key.threads : tasks;
-    ly_parallel_for(tasks, 1, threads, run_tasks, &job);
+    int8_op *op = (int8_op *)ly_onednn_spares_take(&s->spares);
+    return op ? op : create_op(s, NULL, s->primary, st);
+}
+
+static ly_status run_op(int8_state *s, const ly_kernel_call *call)
+{
+    ly_status st = LY_OK;
+    band_job job = {.s = s, .call = call, .lock = PTHREAD_MUTEX_INITIALIZER};
+    job.op = take_op(s, &st);
+    if (job.op && s->branch) job.branch_op = take_op(s->branch, &st);
+    if (job.op && (!s->branch || job.branch_op)) {
+        int tasks = n_tasks(s);
+        int threads = (int)s->key.threads < tasks ? (int)s->key.threads : tasks;
+        ly_parallel_for(tasks, 1, threads, run_tasks, &job);
+        if (job.failed != dnnl_success) st = ly_onednn_failed(slot_name(), job.what, job.failed);
+    }
+    if (job.branch_op) ly_onednn_spares_give(&s->branch->spares, &job.branch_op->spare);
+    if (job.op) ly_onednn_spares_give(&s->spares, &job.op->spare);
     pthread_mutex_destroy(&job.lock);
-    if (job.failed != dnnl_success) return ly_onednn_failed(slot_name(), job.what, job.failed);
-    return LY_OK;
+    return st;
 }
 
 static ly_status int8_layouts(const ly_kernel_call *call, ly_kernel_layouts *out)
@@ -635,13 +693,7 @@ fail:
 
 static ly_status int8_run(void *state, const ly_kernel_call *call)
 {
-    int8_state *s = state;
-    int8_op *op = (int8_op *)ly_onednn_spares_take(&s->spares);
-    ly_status st = LY_OK;
-    if (!op) op = create_op(s, call, s->primary, &st);
-    if (op) st = run_op(s, op, call);
-    if (op) ly_onednn_spares_give(&s->spares, &op->spare);
-    return st;
+    return run_op(state, call);
 }
 
 /* The codes live packed in the state and the bias copied: the graph may give
@@ -705,6 +757,39 @@ static bool int8_fold_activation(void *state, int64_t activation)
     return true;
 }
 
+/* The graph folds the node writing this one's residual into it
+ * (registry_internal.h) where both quantize the same input with the same
+ * range, this one is a 1x1 (stride 1, no padding) and the producer a
+ * convolution of the same map size with no epilogue of its own, on the same
+ * bands: the int8 LibreYOLO9t's RepConvN, a 3x3 and a 1x1 branch summed
+ * before a SiLU. Each band then quantizes its rows once for both, and the
+ * 3x3's sums go into this node's output without a pass of their own. (Its 42
+ * 1x1s took 0.07-0.09 ms each, mostly their own quantizer and the copy of the
+ * 3x3's map.) */
+static bool int8_fold_residual(void *state, void *producer)
+{
+    int8_state *s = state, *branch = producer;
+    const ly_conv_key *k = &s->key, *p = &branch->key;
+    bool one_by_one = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->ph == 0 &&
+                      k->pw == 0 && k->groups == 1;
+    bool same_map = p->sh == 1 && p->sw == 1 && p->dh == 1 && p->dw == 1 &&
+                    p->kh == 2 * p->ph + 1 && p->kw == 2 * p->pw + 1 && p->n == k->n &&
+                    p->c == k->c && p->h == k->h && p->w == k->w && p->o == k->o &&
+                    p->ho == k->ho && p->wo == k->wo && branch->in_layout == s->in_layout;
+    bool same_codes = branch->inv == s->inv && branch->zero_point == s->zero_point;
+    bool bare = !p->has_residual && p->activation == LY_ACT_NONE && !p->post_affine &&
+                branch->epilogue.after == LY_ACT_NONE && k->activation == LY_ACT_NONE &&
+                !k->post_affine && s->epilogue.after == LY_ACT_NONE;
+    bool same_bands = branch->n_bands == s->n_bands &&
+                      memcmp(branch->band_row, s->band_row,
+                             (size_t)(s->n_bands + 1) * sizeof s->band_row[0]) == 0;
+    if (!(one_by_one && same_map && same_codes && bare && same_bands) || s->branch ||
+        branch->branch)
+        return false;
+    s->branch = branch;
+    return true;
+}
+
 static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                 const char **why_not)
 {
@@ -720,7 +805,8 @@ static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_feature
 void ly_onednn_register_conv2d_int8(void)
 {
     ly_provider_add(LY_OP_CONV2D_INT8, "onednn_int8", NULL, int8_predicate, &int8_stateful);
-    ly_fold_activation_register(&int8_stateful, int8_fold_activation);
+    ly_kernel_folds folds = {.activation = int8_fold_activation, .residual = int8_fold_residual};
+    ly_kernel_folds_register(&int8_stateful, &folds);
 }
 #else
 void ly_onednn_register_conv2d_int8(void)
