@@ -781,43 +781,56 @@ static void *run_shared(void *arg)
     return NULL;
 }
 
-/* An int8 convolution of random codes (padding k / 2, no activation). Codes
- * within +-64 keep every pair of u8 x s8 products inside int16, so oneDNN's
- * int8 sums are exact without VNNI too (the provider's test hook below). */
-static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels, int64_t k,
-                                ly_graph_value residual)
+/* An int8 convolution of random codes (padding k / 2, no activation),
+ * quantizing its input on [lo, hi]. Codes within +-64 keep every pair of u8 x
+ * s8 products inside int16, so oneDNN's int8 sums are exact without VNNI too
+ * (the provider's test hook below). */
+static ly_graph_value int8_conv_on(ly_graph *g, ly_graph_value x, int64_t channels, int64_t k,
+                                   int64_t stride, ly_graph_value residual, float lo, float hi)
 {
     int64_t ws[4] = {channels, channels, k, k}, one = 1;
     ly_graph_value in[7] = {x, 0, 0, residual, 0, 0, 0};
-    void *codes, *bias, *scale, *lo, *hi;
+    void *codes, *bias, *scale, *lo_data, *hi_data;
     assert_int_equal(ly_graph_constant(g, LY_I8, 4, ws, &in[1], &codes), LY_OK);
     assert_int_equal(ly_graph_constant(g, LY_F32, 1, &channels, &in[2], &bias), LY_OK);
     assert_int_equal(ly_graph_constant(g, LY_F32, 1, &channels, &in[4], &scale), LY_OK);
-    assert_int_equal(ly_graph_constant(g, LY_F32, 1, &one, &in[5], &lo), LY_OK);
-    assert_int_equal(ly_graph_constant(g, LY_F32, 1, &one, &in[6], &hi), LY_OK);
+    assert_int_equal(ly_graph_constant(g, LY_F32, 1, &one, &in[5], &lo_data), LY_OK);
+    assert_int_equal(ly_graph_constant(g, LY_F32, 1, &one, &in[6], &hi_data), LY_OK);
     for (int64_t i = 0; i < ws[0] * ws[1] * ws[2] * ws[3]; i++)
         ((int8_t *)codes)[i] = (int8_t)(uniform(-64.0f, 64.0f));
     for (int64_t o = 0; o < channels; o++) {
         ((float *)bias)[o] = symmetric();
         ((float *)scale)[o] = 0.002f;
     }
-    *(float *)lo = -3.0f;
-    *(float *)hi = 4.0f;
+    *(float *)lo_data = lo;
+    *(float *)hi_data = hi;
     ly_conv2d_params p = LY_CONV2D_DEFAULTS;
     p.padding[0] = p.padding[1] = k / 2;
+    p.stride[0] = p.stride[1] = stride;
     ly_graph_value out;
     assert_int_equal(ly_graph_node(g, LY_OP_CONV2D_INT8, "int8", 7, in, &p, 1, &out), LY_OK);
     return out;
 }
 
-/* Nodes that another node's prepared state runs (plan.c's folds; on AVX-512
- * with VNNI the int8 provider takes both): the int8 LibreYOLO9t's RepConvN,
- * SiLU(conv3x3(x) + conv1x1(x)), then another convolution. The 1x1 takes the
- * 3x3 that writes its residual from the same codes (fold_residuals) and the
- * SiLU after the sum (fold_activations). The same graph with the sum also an
- * output folds the 3x3 only; with the 3x3's map an output too, nothing. All
- * three give the same bits, at 16 and 24 channels (channels-last written in
- * place, and the copy back into 8-channel blocks), at 1 and 2 threads. */
+static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels, int64_t k,
+                                ly_graph_value residual)
+{
+    return int8_conv_on(g, x, channels, k, 1, residual, -3.0f, 4.0f);
+}
+
+/* Nodes that another node's prepared state runs, and codes carried (plan.c's
+ * folds and carries; on AVX-512 with VNNI the int8 provider takes them all):
+ * the int8 LibreYOLO9t's RepConvN, SiLU(conv3x3(x) + conv1x1(x)), then the
+ * convolutions reading it. The 1x1 takes the 3x3 that writes its residual
+ * from the same codes (fold_residuals) and the SiLU after the sum
+ * (fold_activations), and writes the codes of its output for the readers
+ * with its first reader's quantizer (a 3x3, and one of stride 2: the codes'
+ * padding rows); a reader with another quantizer quantizes for itself. The
+ * same graph with the sum also an output folds the 3x3 only and carries
+ * nothing; with the 3x3's map an output too, it folds nothing. All three give
+ * the same bits, at 16, 24 and 32 channels (channels-last written in place,
+ * the copy back into 8- and 16-channel blocks), two images, at 1 and 2
+ * threads. */
 static void test_folded_nodes(void **state)
 {
     (void)state;
@@ -825,55 +838,69 @@ static void test_folded_nodes(void **state)
      * layouts its own plan picks (different sums); the integer provider's
      * sums are exact on these codes on every AVX2 CPU. */
     ly_onednn_int8_allow_without_vnni(1);
-    for (int64_t channels = 16; channels <= 24; channels += 8)
+    for (int64_t channels = 16; channels <= 32; channels += 8)
         for (int threads = 1; threads <= 2; threads++) {
-            enum { GRAPHS = 3 };
+            enum { GRAPHS = 3, READERS = 3 };
             ly_graph *g[GRAPHS];
-            ly_graph_value sum[GRAPHS], out[GRAPHS];
+            ly_graph_value out[GRAPHS][READERS];
             for (int k = 0; k < GRAPHS; k++) {
                 rng_state = 12345;
                 assert_int_equal(ly_graph_create(&g[k]), LY_OK);
                 ly_graph_value x;
                 assert_int_equal(ly_graph_input(g[k], "x", LY_F32, 4, &x), LY_OK);
                 ly_graph_value t = int8_conv(g[k], x, channels, 3, LY_GRAPH_NONE);
-                sum[k] = int8_conv(g[k], x, channels, 1, t);
+                ly_graph_value sum = int8_conv(g[k], x, channels, 1, t);
                 ly_graph_value act;
-                assert_int_equal(ly_graph_unary(g[k], LY_OP_SILU, "silu", sum[k], &act), LY_OK);
-                out[k] = int8_conv(g[k], act, channels, 1, LY_GRAPH_NONE); /* not an output */
-                assert_int_equal(ly_graph_output(g[k], out[k], "y"), LY_OK);
-                if (k >= 1) assert_int_equal(ly_graph_output(g[k], sum[k], "sum"), LY_OK);
+                assert_int_equal(ly_graph_unary(g[k], LY_OP_SILU, "silu", sum, &act), LY_OK);
+                out[k][0] = int8_conv_on(g[k], act, channels, 3, 1, LY_GRAPH_NONE, -0.5f, 6.0f);
+                out[k][1] = int8_conv_on(g[k], act, channels, 3, 2, LY_GRAPH_NONE, -0.5f, 6.0f);
+                out[k][2] = int8_conv_on(g[k], act, channels, 1, 1, LY_GRAPH_NONE, -1.0f, 3.0f);
+                for (int r = 0; r < READERS; r++)
+                    assert_int_equal(ly_graph_output(g[k], out[k][r], "y"), LY_OK);
+                if (k >= 1) assert_int_equal(ly_graph_output(g[k], sum, "sum"), LY_OK);
                 if (k >= 2) assert_int_equal(ly_graph_output(g[k], t, "t"), LY_OK);
             }
             ly_tensor x;
-            make_input(&x, channels, 20, 13);
-            const float *y[GRAPHS];
+            int64_t shape[4] = {2, channels, 20, 13};
+            assert_int_equal(ly_tensor_alloc(&x, LY_F32, 4, shape), LY_OK);
+            for (int64_t i = 0; i < ly_tensor_numel(&x); i++)
+                ((float *)x.data)[i] = (float)(i % 7) - 3.0f + 0.01f * (float)(i % 5);
+            const float *y[GRAPHS][READERS];
             ly_graph_ctx *ctx[GRAPHS];
-            int folded[GRAPHS];
+            int folded[GRAPHS], carried[GRAPHS];
             for (int k = 0; k < GRAPHS; k++) {
                 assert_int_equal(ly_graph_ctx_create(g[k], &ctx[k]), LY_OK);
                 assert_int_equal(ly_graph_run(ctx[k], 1, &x, threads), LY_OK);
-                y[k] = view_data(ctx[k], out[k]);
+                for (int r = 0; r < READERS; r++)
+                    y[k][r] = view_data(ctx[k], out[k][r]);
                 ly_graph_stats stats;
                 assert_int_equal(ly_graph_get_stats(ctx[k], &stats), LY_OK);
                 folded[k] = stats.folded_nodes;
+                carried[k] = stats.carried_values;
             }
             /* Each output taken away undoes one fold; on an AVX-512 VNNI CPU
-             * the int8 provider takes both (its copy back applies the SiLU). */
+             * the int8 provider takes both (its copy back applies the SiLU)
+             * and carries the SiLU's output. */
             assert_int_equal(folded[2], 0);
             assert_true(folded[0] >= folded[1] && folded[1] <= 1);
+            assert_int_equal(carried[1] + carried[2], 0);
 #if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
             if (ly_cpu()->avx512f && ly_cpu()->avx512_vnni) {
                 assert_int_equal(folded[0], 2);
                 assert_int_equal(folded[1], 1);
+                assert_int_equal(carried[0], 1);
             }
 #endif
-            int64_t n = channels * 20 * 13;
-            for (int k = 1; k < GRAPHS; k++)
-                assert_memory_equal(y[0], y[k], (size_t)n * sizeof(float));
-            double biggest = 0;
-            for (int64_t i = 0; i < n; i++)
-                biggest = fmax(biggest, fabs(y[0][i]));
-            assert_true(biggest > 0.5); /* a live result, not zeros */
+            int64_t n[READERS] = {2 * channels * 20 * 13, 2 * channels * 10 * 7,
+                                  2 * channels * 20 * 13};
+            for (int r = 0; r < READERS; r++) {
+                for (int k = 1; k < GRAPHS; k++)
+                    assert_memory_equal(y[0][r], y[k][r], (size_t)n[r] * sizeof(float));
+                double biggest = 0;
+                for (int64_t i = 0; i < n[r]; i++)
+                    biggest = fmax(biggest, fabs(y[0][r][i]));
+                assert_true(biggest > 0.5); /* a live result, not zeros */
+            }
             for (int k = 0; k < GRAPHS; k++) {
                 ly_graph_ctx_free(ctx[k]);
                 ly_graph_free(g[k]);
@@ -978,6 +1005,127 @@ static void test_folded_residual_falls_back(void **state)
     assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_CONV2D_INT8), "folding"), LY_OK);
 }
 
+/* A conv2d_int8 for 3x3s only, on the reference's numbers, that offers to
+ * write its output's codes and then fails when asked to. */
+static int failed_writes;
+
+static ly_status writer_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
+                                  const char **why_not)
+{
+    (void)cpu;
+    *why_not = "3x3 only";
+    return !call || call->in[1]->shape[2] == 3 ? LY_OK : LY_E_DECLINED; /* NULL: this machine */
+}
+
+static ly_status writer_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
+                                void **state)
+{
+    (void)call;
+    (void)info;
+    *state = &failed_writes;
+    return LY_OK;
+}
+
+static ly_status writer_run(void *state, const ly_kernel_call *call)
+{
+    (void)state;
+    return ly_op_defs[LY_OP_CONV2D_INT8].reference(call);
+}
+
+static void writer_release(void *state)
+{
+    (void)state;
+}
+
+static bool writer_writes(void *state)
+{
+    (void)state;
+    return true;
+}
+
+static ly_status writer_run_codes(void *state, const ly_kernel_call *call,
+                                  const ly_kernel_codes *in, const ly_kernel_codes *out)
+{
+    (void)state;
+    (void)call;
+    (void)in;
+    (void)out;
+    failed_writes++;
+    return LY_E_PROVIDER;
+}
+
+static const ly_kernel_stateful codes_writer = {
+    .prepare = writer_prepare, .run = writer_run, .release = writer_release};
+
+/* A node that was to write its output's codes and failed (falling back to
+ * the implementations after it, which write none): its readers quantize the
+ * map for themselves, in that run and after. */
+static void test_failed_codes_writer(void **state)
+{
+    (void)state;
+    ly_onednn_int8_allow_without_vnni(1);
+    ly_kernel_impl_desc d = {.struct_size = sizeof d,
+                             .slot = ly_op_name(LY_OP_CONV2D_INT8),
+                             .name = "codes_writer",
+                             .predicate = writer_predicate,
+                             .stateful = &codes_writer};
+    assert_int_equal(ly_kernel_register_impl(&d), LY_OK);
+    ly_kernel_folds folds = {.writes_codes = writer_writes, .run_codes = writer_run_codes};
+    ly_kernel_folds_register(&codes_writer, &folds);
+    int warnings = 0;
+    ly_set_log_handler(quiet, &warnings, LY_LOG_WARNING);
+    ly_graph *g;
+    rng_state = 99;
+    assert_int_equal(ly_graph_create(&g), LY_OK);
+    ly_graph_value x;
+    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+    ly_graph_value t = int8_conv(g, x, 16, 3, LY_GRAPH_NONE);
+    ly_graph_value y = int8_conv_on(g, t, 16, 1, 1, LY_GRAPH_NONE, -2.0f, 2.0f);
+    assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
+    ly_tensor x_in;
+    make_input(&x_in, 16, 9, 7);
+    ly_graph_ctx *ctx;
+    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+    int64_t n = 16 * 9 * 7;
+    float *first = malloc((size_t)n * sizeof(float));
+    assert_non_null(first);
+    for (int run = 0; run < 2; run++) {
+        assert_int_equal(ly_graph_run(ctx, 1, &x_in, 1), LY_OK);
+        ly_graph_stats stats;
+        assert_int_equal(ly_graph_get_stats(ctx, &stats), LY_OK);
+#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
+        if (run == 0 && ly_cpu()->avx512f && ly_cpu()->avx512_vnni)
+            assert_int_equal(stats.carried_values, 1);
+#endif
+        ly_tensor out;
+        assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
+        const float *o = out.data;
+        if (run == 0) {
+            memcpy(first, o, (size_t)n * sizeof(float));
+            continue;
+        }
+        double biggest = 0, worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            biggest = fmax(biggest, fabs(o[i]));
+            worst = fmax(worst, fabs(o[i] - first[i]));
+        }
+        assert_true(biggest > 0.5);
+        assert_true(worst <= 1e-4 * biggest);
+    }
+    assert_int_equal(warnings, failed_writes); /* one at most: then it is disabled */
+    assert_true(failed_writes <= 1);
+#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
+    if (ly_cpu()->avx512f && ly_cpu()->avx512_vnni) assert_int_equal(failed_writes, 1);
+#endif
+    free(first);
+    ly_tensor_free(&x_in);
+    ly_set_log_handler(NULL, NULL, LY_LOG_WARNING);
+    ly_graph_ctx_free(ctx);
+    ly_graph_free(g);
+    assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_CONV2D_INT8), "codes_writer"), LY_OK);
+    ly_onednn_int8_allow_without_vnni(0);
+}
+
 static void test_shared_by_threads(void **state)
 {
     (void)state;
@@ -1043,6 +1191,7 @@ int main(void)
         cmocka_unit_test(test_failing_prepared_implementation),
         cmocka_unit_test(test_folded_nodes),
         cmocka_unit_test(test_folded_residual_falls_back),
+        cmocka_unit_test(test_failed_codes_writer),
         cmocka_unit_test(test_shared_by_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
