@@ -826,19 +826,16 @@ static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels,
     return int8_conv_on(g, x, channels, k, 1, residual, -3.0f, 4.0f);
 }
 
-/* Nodes that another node's prepared state runs, and codes carried (plan.c's
- * folds and carries; on AVX-512 with VNNI the int8 provider takes them all):
- * the int8 LibreYOLO9t's RepConvN, SiLU(conv3x3(x) + conv1x1(x)), then the
- * convolutions reading it. The 1x1 takes the 3x3 that writes its residual
- * from the same codes (fold_residuals) and the SiLU after the sum
- * (fold_activations), and writes the codes of its output for the readers
- * with its first reader's quantizer (a 3x3, and one of stride 2: the codes'
- * padding rows); a reader with another quantizer quantizes for itself. The
- * same graph with the sum also an output folds the 3x3 only and carries
- * nothing; with the 3x3's map an output too, it folds nothing. All three give
- * the same bits, at 16, 24 and 32 channels (channels-last written in place,
- * the copy back into 8- and 16-channel blocks), two images, at 1 and 2
- * threads. */
+/* Nodes that another node's prepared state runs (plan.c's folds; on AVX-512
+ * with VNNI the int8 provider takes both): the int8 LibreYOLO9t's RepConvN,
+ * SiLU(conv3x3(x) + conv1x1(x)), then the convolutions reading it (a 3x3,
+ * one of stride 2, a 1x1 with another quantizer). The 1x1 takes the 3x3 that
+ * writes its residual from the same codes (fold_residuals) and the SiLU after
+ * the sum (fold_activations). The same graph with the sum also an output
+ * folds the 3x3 only; with the 3x3's map an output too, it folds nothing.
+ * All three give the same bits, at 16, 24 and 32 channels (channels-last
+ * written in place, the copy back into 8- and 16-channel blocks), two images,
+ * at 1 and 2 threads. */
 static void test_folded_nodes(void **state)
 {
     (void)state;
@@ -875,7 +872,7 @@ static void test_folded_nodes(void **state)
                 ((float *)x.data)[i] = (float)(i % 7) - 3.0f + 0.01f * (float)(i % 5);
             const float *y[GRAPHS][READERS];
             ly_graph_ctx *ctx[GRAPHS];
-            int folded[GRAPHS], carried[GRAPHS];
+            int folded[GRAPHS];
             for (int k = 0; k < GRAPHS; k++) {
                 assert_int_equal(ly_graph_ctx_create(g[k], &ctx[k]), LY_OK);
                 assert_int_equal(ly_graph_run(ctx[k], 1, &x, threads), LY_OK);
@@ -884,19 +881,15 @@ static void test_folded_nodes(void **state)
                 ly_graph_stats stats;
                 assert_int_equal(ly_graph_get_stats(ctx[k], &stats), LY_OK);
                 folded[k] = stats.folded_nodes;
-                carried[k] = stats.carried_values;
             }
             /* Each output taken away undoes one fold; on an AVX-512 VNNI CPU
-             * the int8 provider takes both (its copy back applies the SiLU)
-             * and carries the SiLU's output. */
+             * the int8 provider takes both (its copy back applies the SiLU). */
             assert_int_equal(folded[2], 0);
             assert_true(folded[0] >= folded[1] && folded[1] <= 1);
-            assert_int_equal(carried[1] + carried[2], 0);
 #if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
             if (ly_cpu()->avx512f && ly_cpu()->avx512_vnni) {
                 assert_int_equal(folded[0], 2);
                 assert_int_equal(folded[1], 1);
-                assert_int_equal(carried[0], 1);
             }
 #endif
             int64_t n[READERS] = {2 * channels * 20 * 13, 2 * channels * 10 * 7,
@@ -921,8 +914,8 @@ static void test_folded_nodes(void **state)
 /* onednn_int8's own 1x1s on AVX-512 VNNI (conv1x1_vnni_avx2.c): sums and
  * copy back in one pass into the 16- and 8-channel blocks between layers (48,
  * 80 and 24 outputs: whole and half vectors, one to four blocks a step,
- * pixels left over), the activations it applies, a residual, a SiLU after it,
- * and the codes it hands the next layer: the same bits as the graph on
+ * pixels left over), the activations it applies, a residual and a SiLU after
+ * it: the same bits as the graph on
  * oneDNN's kernels, and within conv2d_int8's 1e-4 of the reference, at 1 and
  * 3 threads. */
 static void test_int8_own_1x1(void **state)
@@ -1081,127 +1074,6 @@ static void test_folded_residual_falls_back(void **state)
     assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_CONV2D_INT8), "folding"), LY_OK);
 }
 
-/* A conv2d_int8 for 3x3s only, on the reference's numbers, that offers to
- * write its output's codes and then fails when asked to. */
-static int failed_writes;
-
-static ly_status writer_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
-                                  const char **why_not)
-{
-    (void)cpu;
-    *why_not = "3x3 only";
-    return !call || call->in[1]->shape[2] == 3 ? LY_OK : LY_E_DECLINED; /* NULL: this machine */
-}
-
-static ly_status writer_prepare(const ly_kernel_call *call, const ly_kernel_prepare_info *info,
-                                void **state)
-{
-    (void)call;
-    (void)info;
-    *state = &failed_writes;
-    return LY_OK;
-}
-
-static ly_status writer_run(void *state, const ly_kernel_call *call)
-{
-    (void)state;
-    return ly_op_defs[LY_OP_CONV2D_INT8].reference(call);
-}
-
-static void writer_release(void *state)
-{
-    (void)state;
-}
-
-static bool writer_writes(void *state)
-{
-    (void)state;
-    return true;
-}
-
-static ly_status writer_run_codes(void *state, const ly_kernel_call *call,
-                                  const ly_kernel_codes *in, const ly_kernel_codes *out)
-{
-    (void)state;
-    (void)call;
-    (void)in;
-    (void)out;
-    failed_writes++;
-    return LY_E_PROVIDER;
-}
-
-static const ly_kernel_stateful codes_writer = {
-    .prepare = writer_prepare, .run = writer_run, .release = writer_release};
-
-/* A node that was to write its output's codes and failed (falling back to
- * the implementations after it, which write none): its readers quantize the
- * map for themselves, in that run and after. */
-static void test_failed_codes_writer(void **state)
-{
-    (void)state;
-    ly_onednn_int8_allow_without_vnni(1);
-    ly_kernel_impl_desc d = {.struct_size = sizeof d,
-                             .slot = ly_op_name(LY_OP_CONV2D_INT8),
-                             .name = "codes_writer",
-                             .predicate = writer_predicate,
-                             .stateful = &codes_writer};
-    assert_int_equal(ly_kernel_register_impl(&d), LY_OK);
-    ly_kernel_folds folds = {.writes_codes = writer_writes, .run_codes = writer_run_codes};
-    ly_kernel_folds_register(&codes_writer, &folds);
-    int warnings = 0;
-    ly_set_log_handler(quiet, &warnings, LY_LOG_WARNING);
-    ly_graph *g;
-    rng_state = 99;
-    assert_int_equal(ly_graph_create(&g), LY_OK);
-    ly_graph_value x;
-    assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
-    ly_graph_value t = int8_conv(g, x, 16, 3, LY_GRAPH_NONE);
-    ly_graph_value y = int8_conv_on(g, t, 16, 1, 1, LY_GRAPH_NONE, -2.0f, 2.0f);
-    assert_int_equal(ly_graph_output(g, y, "y"), LY_OK);
-    ly_tensor x_in;
-    make_input(&x_in, 16, 9, 7);
-    ly_graph_ctx *ctx;
-    assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
-    int64_t n = 16 * 9 * 7;
-    float *first = malloc((size_t)n * sizeof(float));
-    assert_non_null(first);
-    for (int run = 0; run < 2; run++) {
-        assert_int_equal(ly_graph_run(ctx, 1, &x_in, 1), LY_OK);
-        ly_graph_stats stats;
-        assert_int_equal(ly_graph_get_stats(ctx, &stats), LY_OK);
-#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
-        if (run == 0 && ly_cpu()->avx512f && ly_cpu()->avx512_vnni)
-            assert_int_equal(stats.carried_values, 1);
-#endif
-        ly_tensor out;
-        assert_int_equal(ly_graph_get_output(ctx, 0, &out, NULL), LY_OK);
-        const float *o = out.data;
-        if (run == 0) {
-            memcpy(first, o, (size_t)n * sizeof(float));
-            continue;
-        }
-        double biggest = 0, worst = 0;
-        for (int64_t i = 0; i < n; i++) {
-            biggest = fmax(biggest, fabs(o[i]));
-            worst = fmax(worst, fabs(o[i] - first[i]));
-        }
-        assert_true(biggest > 0.5);
-        assert_true(worst <= 1e-4 * biggest);
-    }
-    assert_int_equal(warnings, failed_writes); /* one at most: then it is disabled */
-    assert_true(failed_writes <= 1);
-#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
-    if (ly_cpu()->avx512f && ly_cpu()->avx512_vnni) assert_int_equal(failed_writes, 1);
-#endif
-    free(first);
-    ly_tensor_free(&x_in);
-    ly_set_log_handler(NULL, NULL, LY_LOG_WARNING);
-    ly_graph_ctx_free(ctx);
-    ly_graph_free(g);
-    assert_int_equal(ly_kernel_unregister(ly_op_name(LY_OP_CONV2D_INT8), "codes_writer"), LY_OK);
-    ly_onednn_int8_allow_without_vnni(0);
-}
-
 static void test_shared_by_threads(void **state)
 {
     (void)state;
@@ -1267,7 +1139,6 @@ int main(void)
         cmocka_unit_test(test_failing_prepared_implementation),
         cmocka_unit_test(test_folded_nodes),
         cmocka_unit_test(test_folded_residual_falls_back),
-        cmocka_unit_test(test_failed_codes_writer),
         cmocka_unit_test(test_int8_own_1x1),
         cmocka_unit_test(test_shared_by_threads),
     };

@@ -218,7 +218,6 @@ typedef struct ly_graph_stats {
     int nodes, values, buffers;
     int blocked_nodes; /* nodes running on channel-blocked data in the current plan */
     int folded_nodes;  /* nodes another node's prepared state runs (plan.c's folds) */
-    int carried_values; /* values handed to their int8 readers as codes (plan_carries) */
     int slab_spans;    /* spans (ly_graph_item_span) it runs in slabs */
 } ly_graph_stats;
 ly_status ly_graph_get_stats(const ly_graph_ctx *ctx, ly_graph_stats *stats);

@@ -96,25 +96,9 @@ typedef struct pnode {
     /* the activation node after it that its state took (ly_activation; the
      * node became a view): NONE but for such a node */
     int64_t folded_activation;
-    ly_graph_value activation_out; /* that node's output (a view of this one's) */
     /* its state runs the node writing its residual (input 3), a view now */
     bool residual_folded;
-    /* the carries (plan->carries) whose codes it reads as input 0 and writes
-     * beside output 0, -1: none; its state's run with them */
-    int32_t codes_in, codes_out;
-    ly_status (*run_codes)(void *state, const ly_kernel_call *call, const ly_kernel_codes *in,
-                           const ly_kernel_codes *out);
 } pnode;
-
-/* Codes of a value carried from the node writing it to int8 readers
- * (plan.c, plan_carries): their quantizer and their storage in the arena. */
-typedef struct pcarry {
-    ly_graph_value value;
-    float inv, zero_point;
-    int64_t images, rows, row_bytes; /* per image: rows + 2 pad rows of row_bytes */
-    int32_t buffer;                  /* in plan->buffers */
-    int32_t writer, last_reader;     /* node indices */
-} pcarry;
 
 typedef struct pvalue {
     ly_tensor shape;       /* dtype and shape (data NULL) */
@@ -156,8 +140,6 @@ struct plan {
     size_t n_buffers, arena_bytes, unplanned_bytes;
     int blocked_nodes;
     int folded_nodes;
-    pcarry *carries;
-    int n_carries;
 };
 
 /* The plan for these inputs under the current selection and registry, made

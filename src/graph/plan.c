@@ -710,7 +710,6 @@ static void fold_activations(ly_graph *g, plan *p)
         ly_kernel_folds take = ly_kernel_folds_of(ly_impl_stateful(pp->impl));
         if (!alone || !take.activation || !take.activation(pp->state, activation)) continue;
         pp->folded_activation = activation;
-        pp->activation_out = v;
         pn->mode = NODE_VIEW;
         folded++;
     }
@@ -760,78 +759,6 @@ static void fold_residuals(ly_graph *g, plan *p)
     p->folded_nodes += folded;
     if (folded)
         ly_log(LY_LOG_DEBUG, "graph: %d residual producers folded into their readers", folded);
-}
-
-/* A value written whole by a node whose state can write its codes beside it,
- * read as input 0 by nodes whose states take codes (registry_internal.h,
- * ly_kernel_codes): the writer quantizes it with the readers' quantizer in its
- * copy back, from the values it holds in registers, and each reader skips its
- * own pass over the map (the int8 LibreYOLO9t's convolutions feeding
- * convolutions). Readers with another quantizer than the first's quantize
- * for themselves. The codes live in the arena from writer to last reader
- * (plan_memory). */
-static ly_status plan_carries(ly_graph *g, plan *p)
-{
-    free(p->carries);
-    p->carries = NULL;
-    p->n_carries = 0;
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        pnode *pn = &p->nodes[i];
-        pn->codes_in = pn->codes_out = -1;
-        pn->run_codes = NULL;
-    }
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        const gnode *n = &g->nodes[i];
-        pnode *pn = &p->nodes[i];
-        if (pn->mode != NODE_KERNEL || !pn->state || pn->span >= 0 || n->n_out < 1) continue;
-        ly_kernel_folds writer = ly_kernel_folds_of(ly_impl_stateful(pn->impl));
-        /* the codes are of its final values: those of an activation it took */
-        ly_graph_value u = pn->folded_activation != LY_ACT_NONE ? pn->activation_out : n->out[0];
-        const ly_tensor *shape = &p->values[u].shape;
-        if (!writer.writes_codes || !writer.run_codes || shape->ndim != 4 || shape->dtype != LY_F32)
-            continue;
-        float inv = 0, zero_point = 0;
-        int readers = 0;
-        int32_t last = -1;
-        for (size_t j = i + 1; j < g->n_nodes; j++) {
-            const gnode *m = &g->nodes[j];
-            pnode *pm = &p->nodes[j];
-            if (m->n_in < 1 || m->in[0] != u || pm->mode != NODE_KERNEL || !pm->state ||
-                pm->span >= 0 || pm->codes_in >= 0)
-                continue;
-            ly_kernel_folds reader = ly_kernel_folds_of(ly_impl_stateful(pm->impl));
-            float q_inv, q_zero_point;
-            if (!reader.reads_codes || !reader.run_codes ||
-                !reader.reads_codes(pm->state, &q_inv, &q_zero_point))
-                continue;
-            if (readers && (q_inv != inv || q_zero_point != zero_point)) continue;
-            if (!readers && !writer.writes_codes(pn->state)) break;
-            inv = q_inv;
-            zero_point = q_zero_point;
-            pm->codes_in = (int32_t)p->n_carries;
-            pm->run_codes = reader.run_codes;
-            last = (int32_t)j;
-            readers++;
-        }
-        if (!readers) continue;
-        pcarry *grown = realloc(p->carries, (size_t)(p->n_carries + 1) * sizeof *grown);
-        if (!grown) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
-        p->carries = grown;
-        p->carries[p->n_carries] = (pcarry){.value = u,
-                                            .inv = inv,
-                                            .zero_point = zero_point,
-                                            .images = shape->shape[0],
-                                            .rows = shape->shape[2],
-                                            .row_bytes = shape->shape[3] * shape->shape[1],
-                                            .writer = (int32_t)i,
-                                            .last_reader = last};
-        pn->codes_out = (int32_t)p->n_carries++;
-        pn->run_codes = writer.run_codes;
-    }
-    if (p->n_carries)
-        ly_log(LY_LOG_DEBUG, "graph: %d values carried as codes to their int8 readers",
-               p->n_carries);
-    return LY_OK;
 }
 
 static void touch(plan *p, ly_graph_value v, int32_t step)
@@ -914,7 +841,7 @@ static ly_status plan_memory(ly_graph *g, plan *p)
     p->n_buffers = 0;
     p->unplanned_bytes = 0;
     free(p->buffers);
-    p->buffers = calloc(g->n_values + (size_t)p->n_carries + 1, sizeof *p->buffers);
+    p->buffers = calloc(g->n_values ? g->n_values : 1, sizeof *p->buffers);
     if (!p->buffers) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_plan: out of memory");
     for (size_t i = 0; i < g->n_values; i++) {
         const gvalue *v = &g->values[i];
@@ -952,15 +879,6 @@ static ly_status plan_memory(ly_graph *g, plan *p)
     }
     for (size_t i = 0; i < g->n_outputs; i++)
         touch(p, g->outputs[i], end);
-    for (int k = 0; k < p->n_carries; k++) {
-        pcarry *carry = &p->carries[k];
-        size_t bytes =
-            (size_t)(carry->images * (carry->rows + 2 * LY_KERNEL_CODES_PAD) * carry->row_bytes);
-        p->buffers[p->n_buffers] =
-            (pbuffer){align_up(bytes ? bytes : 1), carry->writer, carry->last_reader, 0};
-        p->unplanned_bytes += p->buffers[p->n_buffers].bytes;
-        carry->buffer = (int32_t)p->n_buffers++;
-    }
     for (size_t i = 0; i < p->n_buffers; i++)
         if (p->buffers[i].first > p->buffers[i].last) /* never used: keep it valid anyway */
             p->buffers[i].first = p->buffers[i].last = end;
@@ -1122,7 +1040,6 @@ void ly_plan_free_locked(ly_graph *g, plan *p)
     free(p->nodes);
     free(p->buffers);
     free(p->spans);
-    free(p->carries);
     free(p);
 }
 
@@ -1224,7 +1141,6 @@ static ly_status make_plan(ly_graph *g, plan *p, const ly_tensor *inputs)
     if (st == LY_OK) st = write_in_place(g, p);
     if (st == LY_OK) fold_residuals(g, p);
     if (st == LY_OK) fold_activations(g, p);
-    if (st == LY_OK) st = plan_carries(g, p);
     if (st == LY_OK) st = plan_memory(g, p);
     if (st == LY_OK) st = restore_plain_readers(g, p);
     return st;

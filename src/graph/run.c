@@ -26,10 +26,6 @@ struct ly_graph_ctx {
     int64_t op_calls[LY_OP_COUNT];
     double *node_ms;     /* per node, when profiling nodes */
     int64_t *node_calls; /* whole runs of each node (slabs count once) */
-    /* per carry of the plan: its writer wrote the codes in this run (a
-     * writer that fell back did not: its readers quantize for themselves) */
-    bool *codes_ready;
-    int codes_ready_cap;
 };
 
 enum { PROFILE_TOP_NODES = 400 };
@@ -127,7 +123,6 @@ static void ctx_destroy(ly_graph_ctx *c)
     ly_plan_release(c->g, c->plan);
     ly_graph_arena_release(&c->own);
     free(c->views);
-    free(c->codes_ready);
     free(c->node_ms);
     free(c->node_calls);
     free(c);
@@ -250,12 +245,6 @@ ly_status ly_graph_prepare(ly_graph_ctx *c, int n_inputs, const ly_tensor *input
         a->capacity = p->arena_bytes;
         a->allocations++;
     }
-    if (p->n_carries > c->codes_ready_cap) {
-        bool *grown = realloc(c->codes_ready, (size_t)p->n_carries * sizeof *grown);
-        if (!grown) return ly_set_error(LY_E_NO_MEMORY, "ly_graph_prepare: out of memory");
-        c->codes_ready = grown;
-        c->codes_ready_cap = p->n_carries;
-    }
     resolve_views(c, NULL);
     return LY_OK;
 }
@@ -357,16 +346,6 @@ static ly_tensor *slab_view(const ly_graph_ctx *c, ly_graph_value v, int32_t spa
 
 static ly_status run_call(ly_graph_ctx *c, size_t index, int64_t slab);
 
-/* Carry k's codes in this context's arena (registry_internal.h). */
-static ly_kernel_codes carried_codes(const ly_graph_ctx *c, int32_t k)
-{
-    const pcarry *carry = &c->plan->carries[k];
-    uint8_t *base = (uint8_t *)c->mem->data + c->plan->buffers[carry->buffer].offset;
-    return (ly_kernel_codes){.rows = base + LY_KERNEL_CODES_PAD * carry->row_bytes,
-                             .inv = carry->inv,
-                             .zero_point = carry->zero_point};
-}
-
 /* Node `index`, or its slab `slab` (-1: the whole node). */
 static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
 {
@@ -407,14 +386,7 @@ static ly_status run_call(ly_graph_ctx *c, size_t index, int64_t slab)
     if (pn->mode == NODE_COPY)
         return n->op == LY_OP_SLICE ? ly_ref_slice(&call) : ly_ref_concat(&call);
     ly_status st;
-    if (pn->run_codes) {
-        ly_kernel_codes in, out;
-        bool reads = pn->codes_in >= 0 && c->codes_ready[pn->codes_in];
-        if (reads) in = carried_codes(c, pn->codes_in);
-        if (pn->codes_out >= 0) out = carried_codes(c, pn->codes_out);
-        st = pn->run_codes(pn->state, &call, reads ? &in : NULL, pn->codes_out >= 0 ? &out : NULL);
-        if (pn->codes_out >= 0) c->codes_ready[pn->codes_out] = st == LY_OK;
-    } else if (pn->state)
+    if (pn->state)
         st = ly_impl_stateful(pn->impl)->run(pn->state, &call);
     else
         st = ly_impl_run(pn->impl, &call);
@@ -463,7 +435,6 @@ ly_status ly_graph_run(ly_graph_ctx *c, int n_inputs, const ly_tensor *inputs, i
             return ly_set_error(LY_E_INVALID_ARGUMENT, "ly_graph_run: input '%s' has no data",
                                 g->input_names[i]);
     resolve_views(c, inputs);
-    if (c->plan->n_carries) memset(c->codes_ready, 0, (size_t)c->plan->n_carries);
     for (size_t i = 0; i < g->n_nodes;) {
         int32_t span = c->plan->nodes[i].span;
         if (span < 0) {
@@ -522,8 +493,7 @@ ly_status ly_graph_get_stats(const ly_graph_ctx *c, ly_graph_stats *stats)
                               .values = (int)c->g->n_values,
                               .buffers = p ? (int)p->n_buffers : 0,
                               .blocked_nodes = p ? p->blocked_nodes : 0,
-                              .folded_nodes = p ? p->folded_nodes : 0,
-                              .carried_values = p ? p->n_carries : 0};
+                              .folded_nodes = p ? p->folded_nodes : 0};
     for (size_t i = 0; p && p->spans && i < c->g->n_spans; i++)
         stats->slab_spans += p->spans[i].rows > 0;
     return LY_OK;

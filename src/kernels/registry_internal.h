@@ -71,32 +71,10 @@ void ly_kernel_disable(ly_op op, const ly_impl *impl, ly_status status);
  *   alive as long as this state): the int8 LibreYOLO9t's RepConvN, a 3x3
  *   and a 1x1 convolution of the same codes summed. That node then runs no
  *   more unless this one falls back. */
-typedef struct ly_kernel_codes ly_kernel_codes;
 typedef struct ly_kernel_folds {
     bool (*activation)(void *state, int64_t activation);
     bool (*residual)(void *state, void *producer);
-    /* Codes carried between int8 convolutions (plan.c's carries, below):
-     * whether the state can read its input 0 as codes, and with which
-     * quantizer; whether it can write its output 0's codes beside it; and its
-     * run with codes to read (NULL: quantize input 0 itself) or to write
-     * (NULL: none). */
-    bool (*reads_codes)(void *state, float *inv, float *zero_point);
-    bool (*writes_codes)(void *state);
-    ly_status (*run_codes)(void *state, const ly_kernel_call *call, const ly_kernel_codes *in,
-                           const ly_kernel_codes *out);
 } ly_kernel_folds;
-
-/* A map's codes, handed from the node writing the map to the int8 nodes
- * reading it next: per image, u8 channels-last rows of its C channels
- * (fake_quant_int8_affine's code plus 128, with the readers' one quantizer)
- * between LY_KERNEL_CODES_PAD rows of the zero point's code above and below
- * (a 3x3's padding rows, in place); `rows` at image 0's row 0, each image
- * (H + 2 * LY_KERNEL_CODES_PAD) rows on. */
-#define LY_KERNEL_CODES_PAD 1
-struct ly_kernel_codes {
-    uint8_t *rows;
-    float inv, zero_point; /* 1/scale and the zero point (an int8 code) */
-};
 void ly_kernel_folds_register(const ly_kernel_stateful *stateful, const ly_kernel_folds *folds);
 /* Zeros where the form offers none. */
 ly_kernel_folds ly_kernel_folds_of(const ly_kernel_stateful *stateful);

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fake_quant_int8_affine's codes plus 128 on sixteen lanes, as u8 bytes: what
- * conv2d_int8's quantizer writes for oneDNN's kernels and what the copy backs
- * and the VNNI 1x1s write for the next int8 layer (one function, so one set
- * of codes). AVX-512F; only in builds with the AVX2 providers.
+ * conv2d_int8's quantizer writes for the integer kernels
+ * (quantize_u8_avx2.c). AVX-512F; only in builds with the AVX2 providers.
  */
 #ifndef LY_PROVIDERS_ONEDNN_CODES_AVX512_H
 #define LY_PROVIDERS_ONEDNN_CODES_AVX512_H

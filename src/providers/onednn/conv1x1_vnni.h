@@ -34,10 +34,9 @@ void ly_vnni_1x1_free(ly_vnni_1x1 *k);
 /* Pixels [p0, p1) of one image: x (u8 channels-last codes, pixel 0 at x; 3
  * bytes readable past the last pixel when c is not a multiple of 4) into out
  * (that image's map in blocks of `block` channels, `plane` floats a block),
- * through `epilogue` with `residual` (out's layout, NULL: none; may be out),
- * and their codes at codes->rows (pixel 0 there; NULL: none). */
+ * through `epilogue` with `residual` (out's layout, NULL: none; may be out). */
 void ly_vnni_1x1_run(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p0, int64_t p1, float *out,
                      const float *residual, int64_t plane, int block,
-                     const ly_onednn_epilogue *epilogue, const ly_onednn_codes *codes);
+                     const ly_onednn_epilogue *epilogue);
 
 #endif

@@ -2,15 +2,14 @@
 /*
  * conv2d_int8's 1x1 convolutions on AVX-512 VNNI without oneDNN: the integer
  * sums and the copy back in one pass. A band's pixels are a run of u8
- * channels-last codes (carried from the node that wrote them, or quantized
- * for the band); each vpdpbusd adds four channels' products into sixteen
- * outputs of a pixel, which is one vector of the graph's 16-channel blocks
- * (two halves of its 8-channel ones). The sums go through the epilogue in
- * registers (scales and bias, activation, post-affine, residual, an
- * activation after, the codes for the next int8 layer) straight into the
- * graph's layout: no f32 channels-last rows written and read back, and no
- * oneDNN call per band (the int8 LibreYOLO9t's 1x1s on 40x40 and 20x20 maps
- * spent more in those than in their sums).
+ * channels-last codes (quantized for the band); each vpdpbusd adds four
+ * channels' products into sixteen outputs of a pixel, which is one vector of
+ * the graph's 16-channel blocks (two halves of its 8-channel ones). The sums
+ * go through the epilogue in registers (scales and bias, activation,
+ * post-affine, residual, an activation after) straight into the graph's
+ * layout: no f32 channels-last rows written and read back, and no oneDNN call
+ * per band (the int8 LibreYOLO9t's 1x1s on 40x40 and 20x20 maps spent more in
+ * those than in their sums).
  *
  * Numbers: the sums are exact in int32 (as oneDNN's VNNI kernels'); the
  * zero point leaves through a per-output compensation, zp * sum of the
@@ -23,7 +22,6 @@
 
 #include "core/core.h"
 #include "providers/avx2/exp_avx2.h"
-#include "providers/onednn/codes_avx512.h"
 
 #include <immintrin.h>
 #include <stdlib.h>
@@ -104,11 +102,11 @@ finish(const ly_vnni_1x1 *k, __m512i sum, int64_t block, const ly_onednn_epilogu
 
 /* Pixels [p, p + N) by output blocks [b0, b0 + NB): the sums, then each
  * vector through the epilogue into the layout (blocks of `block` = 16 or 8
- * channels, `plane` floats apart) and its codes. */
+ * channels, `plane` floats apart). */
 LY_VNNI static inline __attribute__((always_inline)) void
 tile(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p, int64_t b0, const int N, const int NB,
      float *out, const float *residual, int64_t plane, int block, const ly_onednn_epilogue *e,
-     int64_t activation, int64_t after, const ly_onednn_codes *codes)
+     int64_t activation, int64_t after)
 {
     __m512i acc[16][MAX_BLOCKS];
     /* fully unrolled: the accumulators stay in registers */
@@ -167,14 +165,6 @@ tile(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p, int64_t b0, const int N,
                     _mm256_storeu_ps(
                         dst1, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
             }
-            if (codes) {
-                uint8_t *c = codes->rows + px * k->o + b * 16;
-                __m128i q = ly_codes16(v, codes->inv, codes->zero_point);
-                if (live == 16)
-                    _mm_storeu_si128((__m128i *)c, q);
-                else
-                    _mm_storel_epi64((__m128i *)c, q);
-            }
         }
 }
 
@@ -183,39 +173,34 @@ tile(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p, int64_t b0, const int N,
 LY_VNNI static inline __attribute__((always_inline)) void
 blocks_of(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p0, int64_t p1, int64_t b0, const int N,
           const int NB, float *out, const float *residual, int64_t plane, int block,
-          const ly_onednn_epilogue *e, int64_t activation, int64_t after,
-          const ly_onednn_codes *codes)
+          const ly_onednn_epilogue *e, int64_t activation, int64_t after)
 {
     int64_t p = p0;
     for (; p + N <= p1; p += N)
-        tile(k, x, p, b0, N, NB, out, residual, plane, block, e, activation, after, codes);
+        tile(k, x, p, b0, N, NB, out, residual, plane, block, e, activation, after);
     for (; p < p1; p++)
-        tile(k, x, p, b0, 1, NB, out, residual, plane, block, e, activation, after, codes);
+        tile(k, x, p, b0, 1, NB, out, residual, plane, block, e, activation, after);
 }
 
 /* Every block of outputs, up to MAX_BLOCKS at once: 24 accumulators at most. */
 LY_VNNI static inline __attribute__((always_inline)) void
 rows(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p0, int64_t p1, float *out,
      const float *residual, int64_t plane, int block, const ly_onednn_epilogue *e,
-     int64_t activation, int64_t after, const ly_onednn_codes *codes)
+     int64_t activation, int64_t after)
 {
     for (int64_t b0 = 0; b0 < k->blocks;) {
         int64_t left = k->blocks - b0;
         if (left >= 4) {
-            blocks_of(k, x, p0, p1, b0, 6, 4, out, residual, plane, block, e, activation, after,
-                      codes);
+            blocks_of(k, x, p0, p1, b0, 6, 4, out, residual, plane, block, e, activation, after);
             b0 += 4;
         } else if (left == 3) {
-            blocks_of(k, x, p0, p1, b0, 8, 3, out, residual, plane, block, e, activation, after,
-                      codes);
+            blocks_of(k, x, p0, p1, b0, 8, 3, out, residual, plane, block, e, activation, after);
             b0 += 3;
         } else if (left == 2) {
-            blocks_of(k, x, p0, p1, b0, 12, 2, out, residual, plane, block, e, activation, after,
-                      codes);
+            blocks_of(k, x, p0, p1, b0, 12, 2, out, residual, plane, block, e, activation, after);
             b0 += 2;
         } else {
-            blocks_of(k, x, p0, p1, b0, 16, 1, out, residual, plane, block, e, activation, after,
-                      codes);
+            blocks_of(k, x, p0, p1, b0, 16, 1, out, residual, plane, block, e, activation, after);
             b0 += 1;
         }
     }
@@ -234,34 +219,32 @@ bool ly_vnni_1x1_supported(int64_t o, int block, const ly_onednn_epilogue *e)
 
 LY_VNNI static void run_silu(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p0, int64_t p1,
                              float *out, const float *residual, int64_t plane, int block,
-                             const ly_onednn_epilogue *e, const ly_onednn_codes *codes)
+                             const ly_onednn_epilogue *e)
 {
-    rows(k, x, p0, p1, out, residual, plane, block, e, LY_ACT_SILU, LY_ACT_NONE, codes);
+    rows(k, x, p0, p1, out, residual, plane, block, e, LY_ACT_SILU, LY_ACT_NONE);
 }
 
 LY_VNNI static void run_after_silu(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p0, int64_t p1,
                                    float *out, const float *residual, int64_t plane, int block,
-                                   const ly_onednn_epilogue *e, const ly_onednn_codes *codes)
+                                   const ly_onednn_epilogue *e)
 {
-    rows(k, x, p0, p1, out, residual, plane, block, e, LY_ACT_NONE, LY_ACT_SILU, codes);
+    rows(k, x, p0, p1, out, residual, plane, block, e, LY_ACT_NONE, LY_ACT_SILU);
 }
 
 LY_VNNI static void run_any(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p0, int64_t p1,
                             float *out, const float *residual, int64_t plane, int block,
-                            const ly_onednn_epilogue *e, const ly_onednn_codes *codes)
+                            const ly_onednn_epilogue *e)
 {
-    rows(k, x, p0, p1, out, residual, plane, block, e, e->activation, e->after, codes);
+    rows(k, x, p0, p1, out, residual, plane, block, e, e->activation, e->after);
 }
 
 void ly_vnni_1x1_run(const ly_vnni_1x1 *k, const uint8_t *x, int64_t p0, int64_t p1, float *out,
-                     const float *residual, int64_t plane, int block, const ly_onednn_epilogue *e,
-                     const ly_onednn_codes *codes)
+                     const float *residual, int64_t plane, int block, const ly_onednn_epilogue *e)
 {
-    /* codes->rows at pixel 0 here, as x */
     if (e->activation == LY_ACT_SILU && e->after == LY_ACT_NONE)
-        run_silu(k, x, p0, p1, out, residual, plane, block, e, codes);
+        run_silu(k, x, p0, p1, out, residual, plane, block, e);
     else if (e->activation == LY_ACT_NONE && e->after == LY_ACT_SILU)
-        run_after_silu(k, x, p0, p1, out, residual, plane, block, e, codes);
+        run_after_silu(k, x, p0, p1, out, residual, plane, block, e);
     else
-        run_any(k, x, p0, p1, out, residual, plane, block, e, codes);
+        run_any(k, x, p0, p1, out, residual, plane, block, e);
 }

@@ -431,9 +431,6 @@ typedef struct band_job {
     int8_op *op;
     int8_op *branch_op; /* the folded producer's (s->branch), or NULL */
     const ly_kernel_call *call;
-    /* input 0's codes carried from its writer (NULL: quantized here), and
-     * output 0's for its readers (NULL: none) */
-    const ly_kernel_codes *codes_in, *codes_out;
     /* what a task could not do (its thread's last error is not the caller's) */
     dnnl_status_t failed;
     const char *what;
@@ -523,33 +520,9 @@ static void run_task(band_job *job, int t)
         band_failed(job, dnnl_out_of_memory, "a band's scratch or stream");
         return;
     }
-    /* the band's input codes: carried from the node that wrote x, or quantized here */
-    ptrdiff_t row_bytes = (ptrdiff_t)(k->w * k->c);
-    const uint8_t *read_codes = scratch;
-    if (job->codes_in)
-        read_codes = job->codes_in->rows +
-                     (ptrdiff_t)image * (k->h + 2 * LY_KERNEL_CODES_PAD) * row_bytes +
-                     (ptrdiff_t)read.src_row0 * row_bytes;
-    else
-        quantize_band(branch ? branch : s, x, read, scratch);
-    const uint8_t *codes = read_codes + (ptrdiff_t)(rows.src_row0 - read.src_row0) * row_bytes;
-    /* the codes of the band's output rows for the nodes reading it next */
-    ly_onednn_codes out_codes;
-    const ly_onednn_codes *writes = job->codes_out ? &out_codes : NULL;
-    if (writes) {
-        ptrdiff_t out_row = (ptrdiff_t)(k->wo * k->o);
-        uint8_t *first =
-            job->codes_out->rows + (ptrdiff_t)image * (k->ho + 2 * LY_KERNEL_CODES_PAD) * out_row;
-        uint8_t zero_code = (uint8_t)((int)job->codes_out->zero_point + 128);
-        if (b == 0)
-            memset(first - LY_KERNEL_CODES_PAD * out_row, zero_code,
-                   (size_t)(LY_KERNEL_CODES_PAD * out_row));
-        if (b == s->n_bands - 1)
-            memset(first + k->ho * out_row, zero_code, (size_t)(LY_KERNEL_CODES_PAD * out_row));
-        out_codes = (ly_onednn_codes){.rows = first + rows.r0 * out_row,
-                                      .inv = job->codes_out->inv,
-                                      .zero_point = job->codes_out->zero_point};
-    }
+    quantize_band(branch ? branch : s, x, read, scratch);
+    const uint8_t *codes =
+        scratch + (size_t)(rows.src_row0 - read.src_row0) * (size_t)(k->w * k->c);
     /* Direct: one block of channels, so the band is one run of whole rows. */
     size_t band_at = (size_t)(rows.r0 * k->wo * k->o),
            band_floats = (size_t)(rows.rows * k->wo * k->o);
@@ -557,10 +530,10 @@ static void run_task(band_job *job, int t)
     int block = block_of_layout(s->out_layout);
     dnnl_status_t st = dnnl_success;
     if (branch) {
-        st = convolve_band(job->branch_op, b, t, read_codes, nhwc, pad, stream);
+        st = convolve_band(job->branch_op, b, t, scratch, nhwc, pad, stream);
         if (st == dnnl_success && !s->direct)
             ly_onednn_nhwc_rows_to_layout(nhwc, out, NULL, k->o, k->ho, k->wo, rows.r0, rows.rows,
-                                          block, NULL, NULL);
+                                          block, NULL);
         residual = out;
     } else if (s->direct && residual && residual != out && !s->vnni) {
         memcpy(out + band_at, residual + band_at, band_floats * sizeof(float));
@@ -570,7 +543,7 @@ static void run_task(band_job *job, int t)
         size_t first = (size_t)(rows.r0 * k->wo * block);
         ly_vnni_1x1_run(s->vnni, codes, 0, rows.rows * k->wo, out + first,
                         residual ? residual + first : NULL, k->ho * k->wo * block, block,
-                        &s->epilogue, writes);
+                        &s->epilogue);
         return;
     }
     if (st == dnnl_success) st = convolve_band(job->op, b, t, codes, nhwc, pad, stream);
@@ -581,10 +554,8 @@ static void run_task(band_job *job, int t)
     if (!s->direct)
         ly_onednn_nhwc_rows_to_layout(
             nhwc, out, residual, k->o, k->ho, k->wo, rows.r0, rows.rows, block,
-            s->own_epilogue || s->epilogue.after != LY_ACT_NONE ? &s->epilogue : NULL, writes);
-    else if (writes) /* the band's rows are one run here, in the codes' order */
-        ly_onednn_activate_codes(out + band_at, (int64_t)band_floats, s->epilogue.after, writes);
-    else if (s->epilogue.after != LY_ACT_NONE)
+            s->own_epilogue || s->epilogue.after != LY_ACT_NONE ? &s->epilogue : NULL);
+    else if (s->epilogue.after != LY_ACT_NONE) /* the band's rows are one run here */
         ly_simd_activate(out + band_at, (int64_t)band_floats, s->epilogue.after, 1);
 }
 
@@ -602,15 +573,10 @@ static int8_op *take_op(int8_state *s, ly_status *st)
     return op ? op : create_op(s, NULL, s->primary, st);
 }
 
-static ly_status run_op(int8_state *s, const ly_kernel_call *call, const ly_kernel_codes *codes_in,
-                        const ly_kernel_codes *codes_out)
+static ly_status run_op(int8_state *s, const ly_kernel_call *call)
 {
     ly_status st = LY_OK;
-    band_job job = {.s = s,
-                    .call = call,
-                    .codes_in = codes_in,
-                    .codes_out = codes_out,
-                    .lock = PTHREAD_MUTEX_INITIALIZER};
+    band_job job = {.s = s, .call = call, .lock = PTHREAD_MUTEX_INITIALIZER};
     job.op = take_op(s, &st);
     if (job.op && s->branch) job.branch_op = take_op(s->branch, &st);
     if (job.op && (!s->branch || job.branch_op)) {
@@ -759,13 +725,7 @@ fail:
 
 static ly_status int8_run(void *state, const ly_kernel_call *call)
 {
-    return run_op(state, call, NULL, NULL);
-}
-
-static ly_status int8_run_codes(void *state, const ly_kernel_call *call, const ly_kernel_codes *in,
-                                const ly_kernel_codes *out)
-{
-    return run_op(state, call, in, out);
+    return run_op(state, call);
 }
 
 /* The codes live packed in the state and the bias copied: the graph may give
@@ -862,32 +822,6 @@ static bool int8_fold_residual(void *state, void *producer)
     return true;
 }
 
-/* Codes carried between int8 convolutions (registry_internal.h): a
- * convolution reads its input's codes where every band's rows lie within the
- * one padding row above and below the map that the codes keep (1x1s and the
- * 3x3s of padding 1, strided too); and writes its output's codes in its copy
- * back (AVX-512: the same quantizer function on the same values as the
- * reader's own pass, so the same codes), into blocks of 8 or 16 channels. */
-static bool int8_reads_codes(void *state, float *inv, float *zero_point)
-{
-    const int8_state *s = state, *geometry = s->branch ? s->branch : s;
-    for (int b = 0; b < geometry->n_bands; b++) {
-        band_rows rows = band_of(geometry, b);
-        if (rows.src_row0 < -LY_KERNEL_CODES_PAD ||
-            rows.src_row0 + rows.src_rows > geometry->key.h + LY_KERNEL_CODES_PAD)
-            return false;
-    }
-    *inv = s->inv;
-    *zero_point = s->zero_point;
-    return true;
-}
-
-static bool int8_writes_codes(void *state)
-{
-    const int8_state *s = state;
-    return ly_cpu()->avx512f && block_of_layout(s->out_layout) != 0;
-}
-
 static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_features *cpu,
                                 const char **why_not)
 {
@@ -903,11 +837,7 @@ static ly_status int8_predicate(const ly_kernel_call *call, const ly_cpu_feature
 void ly_onednn_register_conv2d_int8(void)
 {
     ly_provider_add(LY_OP_CONV2D_INT8, "onednn_int8", NULL, int8_predicate, &int8_stateful);
-    ly_kernel_folds folds = {.activation = int8_fold_activation,
-                             .residual = int8_fold_residual,
-                             .reads_codes = int8_reads_codes,
-                             .writes_codes = int8_writes_codes,
-                             .run_codes = int8_run_codes};
+    ly_kernel_folds folds = {.activation = int8_fold_activation, .residual = int8_fold_residual};
     ly_kernel_folds_register(&int8_stateful, &folds);
 }
 #else

@@ -124,29 +124,13 @@ typedef struct ly_onednn_epilogue {
  * at least one of them). */
 bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block);
 
-/* Codes written beside a copy back, for the int8 convolutions that read its
- * output next: u8 channels-last, fake_quant_int8_affine's code (1/scale
- * `inv`, `zero_point`) plus 128, as ly_onednn_quantize_u8_nhwc_rows writes
- * them from the same values; `rows` at the first row written. */
-typedef struct ly_onednn_codes {
-    uint8_t *rows;
-    float inv, zero_point;
-} ly_onednn_codes;
-
 /* out (f32 [1, o, ho, wo] in blocks of `block` = 8 or 16 channels, 0: plain),
  * rows [r0, r0 + rows) = epilogue(nhwc) (those rows, channels-last; NULL: as
  * they are; else only where ly_onednn_epilogue_supported) + residual (out's
- * layout; NULL: none; it may be out itself); and their codes where `codes`
- * (not NULL only on AVX-512 CPUs, blocks of 8 or 16). */
+ * layout; NULL: none; it may be out itself). */
 void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
                                    int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block,
-                                   const ly_onednn_epilogue *epilogue,
-                                   const ly_onednn_codes *codes);
-
-/* x (n values: whole pixels of a channels-last map) with
- * `after` (an ly_activation of the copy back's) applied in place, and their
- * codes written (AVX-512 CPUs only). */
-void ly_onednn_activate_codes(float *x, int64_t n, int64_t after, const ly_onednn_codes *codes);
+                                   const ly_onednn_epilogue *epilogue);
 
 /* Append `activation` (an ly_activation; alpha: LY_ACT_LEAKY_RELU's negative
  * slope) as an eltwise post-op: swish, logistic, relu or gelu_erf. Nothing

@@ -289,7 +289,7 @@ LY_AVX512 static void rows_to_blocks16(const float *nhwc, float *out, const floa
 LY_AVX512 static inline __attribute__((always_inline)) void
 epilogue_rows(const float *nhwc, float *out, const float *residual, int64_t o, int64_t ho,
               int64_t wo, int64_t r0, int64_t rows, int block, int64_t activation, int64_t after,
-              const ly_onednn_epilogue *e, const quantize_job *q, uint8_t *codes)
+              const ly_onednn_epilogue *e)
 {
     size_t block_stride = (size_t)(ho * wo * block);
     int64_t blocks = (o + block - 1) / block;
@@ -297,7 +297,6 @@ epilogue_rows(const float *nhwc, float *out, const float *residual, int64_t o, i
     for (int64_t y = r0; y < r0 + rows; y++)
         for (int64_t x = 0; x < wo; x++) {
             const float *v = nhwc + ((y - r0) * wo + x) * o;
-            uint8_t *c = codes ? codes + ((y - r0) * wo + x) * o : NULL;
             size_t first = (size_t)((y * wo + x) * block);
             for (int64_t b = 0; b < blocks; b++) {
                 int64_t lanes = o - b * block < block ? o - b * block : block;
@@ -311,11 +310,6 @@ epilogue_rows(const float *nhwc, float *out, const float *residual, int64_t o, i
                     value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(live, residual + at));
                 value = ly_activate16(value, after, 0.0f);
                 _mm512_mask_storeu_ps(out + at, live, value);
-                if (q) {
-                    uint8_t bytes[16];
-                    _mm_storeu_si128((__m128i *)bytes, codes16_u8_fast(q, value));
-                    memcpy(c + b * block, bytes, (size_t)lanes);
-                }
             }
         }
 }
@@ -325,15 +319,13 @@ epilogue_rows(const float *nhwc, float *out, const float *residual, int64_t o, i
  * loop, two vectors a step. The same operations on every element. */
 LY_AVX512 static inline __attribute__((always_inline)) void
 silu_rows16(const float *nhwc, float *out, const float *residual, int64_t o, int64_t ho, int64_t wo,
-            int64_t r0, int64_t rows, const bool with_residual, const quantize_job *q,
-            uint8_t *codes)
+            int64_t r0, int64_t rows, const bool with_residual)
 {
     size_t block_stride = (size_t)(ho * wo * 16);
     int64_t blocks = o / 16;
     for (int64_t y = r0; y < r0 + rows; y++)
         for (int64_t b = 0; b < blocks; b++) {
             const float *v = nhwc + (y - r0) * wo * o + b * 16;
-            uint8_t *c = codes ? codes + (y - r0) * wo * o + b * 16 : NULL;
             size_t at = (size_t)(y * wo * 16) + (size_t)b * block_stride;
             int64_t x = 0;
             for (; x + 2 <= wo; x += 2) {
@@ -345,17 +337,12 @@ silu_rows16(const float *nhwc, float *out, const float *residual, int64_t o, int
                 }
                 _mm512_storeu_ps(out + at + (size_t)x * 16, v0);
                 _mm512_storeu_ps(out + at + (size_t)x * 16 + 16, v1);
-                if (q) {
-                    _mm_storeu_si128((__m128i *)(c + x * o), codes16_u8_fast(q, v0));
-                    _mm_storeu_si128((__m128i *)(c + (x + 1) * o), codes16_u8_fast(q, v1));
-                }
             }
             for (; x < wo; x++) {
                 __m512 v0 = ly_activate16(_mm512_loadu_ps(v + x * o), LY_ACT_SILU, 0.0f);
                 if (with_residual)
                     v0 = _mm512_add_ps(v0, _mm512_loadu_ps(residual + at + (size_t)x * 16));
                 _mm512_storeu_ps(out + at + (size_t)x * 16, v0);
-                if (q) _mm_storeu_si128((__m128i *)(c + x * o), codes16_u8_fast(q, v0));
             }
         }
 }
@@ -368,7 +355,7 @@ silu_rows16(const float *nhwc, float *out, const float *residual, int64_t o, int
 LY_AVX512 static inline __attribute__((always_inline)) void
 epilogue_rows8(const float *nhwc, float *out, const float *residual, int64_t o, int64_t ho,
                int64_t wo, int64_t r0, int64_t rows, int64_t activation, int64_t after,
-               const ly_onednn_epilogue *e, const quantize_job *q, uint8_t *codes)
+               const ly_onednn_epilogue *e)
 {
     size_t block_stride = (size_t)(ho * wo * 8);
     __m512 scale = _mm512_set1_ps(e->post_scale), shift = _mm512_set1_ps(e->post_shift);
@@ -389,51 +376,36 @@ epilogue_rows8(const float *nhwc, float *out, const float *residual, int64_t o, 
                     value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(live, residual + here));
                 value = ly_activate16(value, after, 0.0f);
                 _mm512_mask_storeu_ps(out + here, live, value);
-                if (q) { /* the two pixels' codes, eight each */
-                    __m128i pair = codes16_u8_fast(q, value);
-                    uint8_t *c = codes + ((y - r0) * wo + x) * o + b * 8;
-                    _mm_storel_epi64((__m128i *)c, pair);
-                    if (x + 1 < wo)
-                        _mm_storel_epi64((__m128i *)(c + o), _mm_unpackhi_epi64(pair, pair));
-                }
             }
         }
 }
 
 LY_AVX512 static void rows_with_epilogue(const float *nhwc, float *out, const float *residual,
                                          int64_t o, int64_t ho, int64_t wo, int64_t r0,
-                                         int64_t rows, int block, const ly_onednn_epilogue *e,
-                                         const ly_onednn_codes *codes)
+                                         int64_t rows, int block, const ly_onednn_epilogue *e)
 {
-    quantize_job quantizer = {.inv = codes ? codes->inv : 0.0f,
-                              .zero_point = codes ? codes->zero_point : 0.0f};
-    const quantize_job *q = codes ? &quantizer : NULL;
-    uint8_t *c = codes ? codes->rows : NULL;
     if (block == 16 && o % 16 == 0 && e->activation == LY_ACT_SILU && !e->post_affine &&
         e->after == LY_ACT_NONE) {
         if (residual)
-            silu_rows16(nhwc, out, residual, o, ho, wo, r0, rows, true, q, c);
+            silu_rows16(nhwc, out, residual, o, ho, wo, r0, rows, true);
         else
-            silu_rows16(nhwc, out, NULL, o, ho, wo, r0, rows, false, q, c);
+            silu_rows16(nhwc, out, NULL, o, ho, wo, r0, rows, false);
         return;
     }
     if (block == 8 && o % 8 == 0) {
         if (e->activation == LY_ACT_NONE && e->after == LY_ACT_SILU)
-            epilogue_rows8(nhwc, out, residual, o, ho, wo, r0, rows, LY_ACT_NONE, LY_ACT_SILU, e, q,
-                           c);
+            epilogue_rows8(nhwc, out, residual, o, ho, wo, r0, rows, LY_ACT_NONE, LY_ACT_SILU, e);
         else if (e->after == LY_ACT_NONE && e->activation == LY_ACT_SILU)
-            epilogue_rows8(nhwc, out, residual, o, ho, wo, r0, rows, LY_ACT_SILU, LY_ACT_NONE, e, q,
-                           c);
+            epilogue_rows8(nhwc, out, residual, o, ho, wo, r0, rows, LY_ACT_SILU, LY_ACT_NONE, e);
         else
-            epilogue_rows8(nhwc, out, residual, o, ho, wo, r0, rows, e->activation, e->after, e, q,
-                           c);
+            epilogue_rows8(nhwc, out, residual, o, ho, wo, r0, rows, e->activation, e->after, e);
         return;
     }
 #define EPILOGUE_ROWS(activation, after)                                                           \
-    epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, activation, after, e, q, c)
+    epilogue_rows(nhwc, out, residual, o, ho, wo, r0, rows, block, activation, after, e)
     if (e->after == LY_ACT_NONE && e->activation == LY_ACT_SILU)
         EPILOGUE_ROWS(LY_ACT_SILU, LY_ACT_NONE);
-    else if (e->after == LY_ACT_NONE && e->activation == LY_ACT_SIGMOID)
+    else if (e->after == LY_ACT_NONE)
         EPILOGUE_ROWS(LY_ACT_SIGMOID, LY_ACT_NONE);
     else if (e->activation == LY_ACT_NONE && e->after == LY_ACT_SILU)
         EPILOGUE_ROWS(LY_ACT_NONE, LY_ACT_SILU);
@@ -457,12 +429,10 @@ bool ly_onednn_epilogue_supported(const ly_onednn_epilogue *epilogue, int block)
 
 void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *residual, int64_t o,
                                    int64_t ho, int64_t wo, int64_t r0, int64_t rows, int block,
-                                   const ly_onednn_epilogue *epilogue, const ly_onednn_codes *codes)
+                                   const ly_onednn_epilogue *epilogue)
 {
-    static const ly_onednn_epilogue none = {.activation = LY_ACT_NONE, .after = LY_ACT_NONE};
-    if (epilogue || codes) {
-        rows_with_epilogue(nhwc, out, residual, o, ho, wo, r0, rows, block,
-                           epilogue ? epilogue : &none, codes);
+    if (epilogue) {
+        rows_with_epilogue(nhwc, out, residual, o, ho, wo, r0, rows, block, epilogue);
     } else if (block == 16 && ly_cpu()->avx512f) {
         rows_to_blocks16(nhwc, out, residual, o, ho, wo, r0, rows);
     } else if (block) {
@@ -477,29 +447,4 @@ void ly_onednn_nhwc_rows_to_layout(const float *nhwc, float *out, const float *r
                 }
             }
     }
-}
-
-LY_AVX512 static void activate_codes16(float *x, int64_t n, int64_t after,
-                                       const ly_onednn_codes *codes)
-{
-    quantize_job q = {.inv = codes->inv, .zero_point = codes->zero_point};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 v = ly_activate16(_mm512_loadu_ps(x + i), after, 0.0f);
-        _mm512_storeu_ps(x + i, v);
-        _mm_storeu_si128((__m128i *)(codes->rows + i), codes16_u8_fast(&q, v));
-    }
-    if (i < n) {
-        __mmask16 live = (__mmask16)((1u << (n - i)) - 1u);
-        __m512 v = ly_activate16(_mm512_maskz_loadu_ps(live, x + i), after, 0.0f);
-        _mm512_mask_storeu_ps(x + i, live, v);
-        uint8_t bytes[16];
-        _mm_storeu_si128((__m128i *)bytes, codes16_u8_fast(&q, v));
-        memcpy(codes->rows + i, bytes, (size_t)(n - i));
-    }
-}
-
-void ly_onednn_activate_codes(float *x, int64_t n, int64_t after, const ly_onednn_codes *codes)
-{
-    activate_codes16(x, n, after, codes);
 }
