@@ -44,7 +44,6 @@ void ly_avx2_e4m3_encode_array(const float *x, int64_t n, uint8_t *codes);
 void ly_avx2_e4m3_decode_array(const uint8_t *codes, int64_t n, float *out);
 void ly_avx2_e4m3_round_clamped_array(const float *x, int64_t n, float *out);
 #ifdef LY_HAVE_ONEDNN
-#include "providers/onednn/conv1x1_vnni.h"
 void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
                                       int block, float inv, float zero_point, uint8_t *out,
                                       int threads, int lanes);
@@ -344,106 +343,8 @@ static void test_quantize_u8_nhwc(void **state)
                   "bit-identical to the reference's codes\n",
                   checked);
 }
-
-/* conv2d_int8's own 1x1s on AVX-512 VNNI (providers/onednn/conv1x1_vnni_avx2.c)
- * against their definition: the integer sums exact, (sum + bias / scale) *
- * scale (or sum * scale + bias) in f32 as written, the activations within a
- * few ulps of expf's, into 16- and 8-channel blocks with the residual. Whole
- * and half vectors, one to four blocks a step, pixels left over, channels not
- * a multiple of 4. */
-static float activated(float v, int64_t activation)
-{
-    switch (activation) {
-    case LY_ACT_SILU:
-        return v / (1.0f + expf(-v));
-    case LY_ACT_SIGMOID:
-        return 1.0f / (1.0f + expf(-v));
-    case LY_ACT_RELU:
-        return v < 0 ? 0.0f : v;
-    default:
-        return v;
-    }
-}
-
-static void test_vnni_1x1(void **state)
-{
-    (void)state;
-    SKIP_WITHOUT_AVX2();
-    static const struct {
-        int64_t c, o, pixels;
-        int block;
-        int64_t activation, after;
-        bool residual, bias_in_sum;
-    } cases[] = {
-        {24, 48, 37, 16, LY_ACT_SILU, LY_ACT_NONE, false, true},
-        {48, 24, 19, 8, LY_ACT_NONE, LY_ACT_SILU, true, true},
-        {22, 80, 13, 16, LY_ACT_SIGMOID, LY_ACT_NONE, true, false},
-        {64, 16, 29, 8, LY_ACT_RELU, LY_ACT_NONE, false, true},
-        {160, 64, 41, 16, LY_ACT_SILU, LY_ACT_NONE, true, true},
-    };
-    ly_onednn_epilogue probe = {.activation = LY_ACT_SILU, .after = LY_ACT_NONE};
-    if (!ly_vnni_1x1_supported(16, 16, &probe)) skip();
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        int64_t c = cases[ci].c, o = cases[ci].o, P = cases[ci].pixels;
-        int block = cases[ci].block;
-        int64_t plane = P * block, floats = (o / block) * plane;
-        uint8_t *x = malloc((size_t)(P * c + 4));
-        int8_t *w = malloc((size_t)(o * c));
-        float *scales = malloc((size_t)o * sizeof(float)),
-              *bias = malloc((size_t)o * sizeof(float));
-        float *out = malloc((size_t)floats * sizeof(float));
-        float *residual = malloc((size_t)floats * sizeof(float));
-        assert_true(x && w && scales && bias && out && residual);
-        int32_t zp_u8 = 128 - 7;
-        for (int64_t i = 0; i < P * c + 4; i++)
-            x[i] = (uint8_t)(rng_next() % 256);
-        for (int64_t i = 0; i < o * c; i++)
-            w[i] = (int8_t)((int)(rng_next() % 255) - 127);
-        for (int64_t i = 0; i < o; i++) {
-            scales[i] = 0.0001f * (float)(1 + rng_next() % 50);
-            bias[i] = (float)((int)(rng_next() % 200) - 100) * 0.01f;
-        }
-        for (int64_t i = 0; i < floats; i++)
-            residual[i] = (float)((int)(rng_next() % 100) - 50) * 0.03f;
-        ly_vnni_1x1 *k = ly_vnni_1x1_pack(w, o, c, zp_u8, scales, bias, cases[ci].bias_in_sum);
-        assert_non_null(k);
-        ly_onednn_epilogue e = {.activation = cases[ci].activation, .after = cases[ci].after};
-        ly_vnni_1x1_run(k, x, 0, P, out, cases[ci].residual ? residual : NULL, plane, block, &e);
-        for (int64_t p = 0; p < P; p++)
-            for (int64_t oc = 0; oc < o; oc++) {
-                int64_t sum = 0, wsum = 0;
-                for (int64_t ic = 0; ic < c; ic++) {
-                    sum += (int64_t)x[p * c + ic] * w[oc * c + ic];
-                    wsum += w[oc * c + ic];
-                }
-                float v = (float)(int32_t)(sum - zp_u8 * wsum);
-                v = cases[ci].bias_in_sum ? (v + bias[oc]) * scales[oc] : v * scales[oc] + bias[oc];
-                size_t at = (size_t)((oc / block) * plane + p * block + oc % block);
-                v = activated(v, cases[ci].activation);
-                if (cases[ci].residual) v += residual[at];
-                v = activated(v, cases[ci].after);
-                float got = out[at];
-                if (!(fabsf(got - v) <= 4e-6f * fmaxf(1.0f, fabsf(v))))
-                    fail_msg("vnni 1x1 case %zu: pixel %lld output %lld: got %a, want %a", ci,
-                             (long long)p, (long long)oc, (double)got, (double)v);
-            }
-        ly_vnni_1x1_free(k);
-        free(x);
-        free(w);
-        free(scales);
-        free(bias);
-        free(out);
-        free(residual);
-    }
-}
 #else
 static void test_quantize_u8_nhwc(void **state)
-{
-    (void)state;
-    skip();
-}
-
-static void test_vnni_1x1(void **state)
 {
     (void)state;
     skip();
@@ -458,7 +359,6 @@ int main(void)
         cmocka_unit_test(test_quant_cases_on_more_threads),
         cmocka_unit_test(test_streamed_outputs),
         cmocka_unit_test(test_quantize_u8_nhwc),
-        cmocka_unit_test(test_vnni_1x1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,17 +20,10 @@ void ly_provider_add(ly_op op, const char *name, ly_kernel_fn fn, ly_kernel_pred
 /* Tests only (conv2d_int8_onednn.c): let onednn_int8 take oneDNN's int8
  * kernels without VNNI too (exact while no pair of u8 x s8 products leaves
  * int16); a no-op in builds without that provider. */
-/* Tests only: with 0, onednn_int8 runs its 1x1s on oneDNN's kernels as its
- * other convolutions, not on its own VNNI path (1, the default). */
 #if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
 void ly_onednn_int8_allow_without_vnni(int allow);
-void ly_onednn_int8_own_1x1(int allow);
 #else
 static inline void ly_onednn_int8_allow_without_vnni(int allow)
-{
-    (void)allow;
-}
-static inline void ly_onednn_int8_own_1x1(int allow)
 {
     (void)allow;
 }

@@ -55,7 +55,6 @@
 #include "ops/quant/reference.h"
 #include "providers/avx2/activate.h"
 #include "providers/builtin.h"
-#include "providers/onednn/conv1x1_vnni.h"
 #include "providers/onednn/onednn_common.h"
 #include "providers/op_cache.h"
 
@@ -75,13 +74,7 @@
  * leaves int16 — inputs whose codes stay <= 127 — which lets a machine without
  * VNNI check this provider's own work (quantizer, packing, bands, residual,
  * codes given back and restored) on such inputs. */
-static atomic_int allow_without_vnni, no_vnni_1x1;
-
-/* Tests only: 1x1s on oneDNN's kernels as well (the VNNI path's parity). */
-void ly_onednn_int8_own_1x1(int allow)
-{
-    atomic_store(&no_vnni_1x1, allow == 0);
-}
+static atomic_int allow_without_vnni;
 
 void ly_onednn_int8_allow_without_vnni(int allow)
 {
@@ -141,8 +134,6 @@ typedef struct int8_state {
      * then (not direct) its f32 channels-last output rows. */
     size_t band_src_bytes, band_dst_bytes;
     int8_op *primary; /* owns the packed weights */
-    /* 1x1s on this CPU's VNNI without oneDNN (conv1x1_vnni_avx2.c; NULL: oneDNN's) */
-    ly_vnni_1x1 *vnni;
     /* The node writing this one's residual, folded into it
      * (int8_fold_residual): its prepared state, run in this one's bands. */
     struct int8_state *branch;
@@ -512,8 +503,7 @@ static void run_task(band_job *job, int t)
     size_t pad_bytes = job->op->scratchpad_bytes;
     if (branch && job->branch_op->scratchpad_bytes > pad_bytes)
         pad_bytes = job->branch_op->scratchpad_bytes;
-    /* 64 bytes over: the VNNI 1x1s read a channel quad past the last pixel */
-    uint8_t *scratch = ly_nn_scratch(1, src_span + s->band_dst_bytes + 64);
+    uint8_t *scratch = ly_nn_scratch(1, src_span + s->band_dst_bytes);
     void *pad = pad_bytes ? ly_nn_scratch(2, pad_bytes) : NULL;
     dnnl_stream_t stream = ly_onednn_thread_stream();
     if (!scratch || (pad_bytes && !pad) || !stream) {
@@ -535,16 +525,8 @@ static void run_task(band_job *job, int t)
             ly_onednn_nhwc_rows_to_layout(nhwc, out, NULL, k->o, k->ho, k->wo, rows.r0, rows.rows,
                                           block, NULL);
         residual = out;
-    } else if (s->direct && residual && residual != out && !s->vnni) {
+    } else if (s->direct && residual && residual != out) {
         memcpy(out + band_at, residual + band_at, band_floats * sizeof(float));
-    }
-    if (st == dnnl_success && s->vnni) {
-        /* sums and copy back in one pass, straight into the layout */
-        size_t first = (size_t)(rows.r0 * k->wo * block);
-        ly_vnni_1x1_run(s->vnni, codes, 0, rows.rows * k->wo, out + first,
-                        residual ? residual + first : NULL, k->ho * k->wo * block, block,
-                        &s->epilogue);
-        return;
     }
     if (st == dnnl_success) st = convolve_band(job->op, b, t, codes, nhwc, pad, stream);
     if (st != dnnl_success) {
@@ -618,7 +600,6 @@ static void int8_release(void *state)
     free(s->scales);
     free(s->bias);
     free(s->bias_in_sum);
-    ly_vnni_1x1_free(s->vnni);
     free(s);
 }
 
@@ -702,19 +683,6 @@ static ly_status int8_prepare(const ly_kernel_call *call, const ly_kernel_prepar
     }
     s->primary = create_op(s, call, NULL, &st);
     if (!s->primary) goto fail;
-    bool one_by_one = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->ph == 0 &&
-                      k->pw == 0 && k->groups == 1;
-    if (one_by_one && ly_vnni_1x1_supported(o, block_of_layout(s->out_layout), &s->epilogue) &&
-        !atomic_load(&no_vnni_1x1)) {
-        s->vnni = ly_vnni_1x1_pack(call->in[1]->data, o, k->c, s->zero_point_u8, s->scales,
-                                   s->bias_in_sum ? s->bias_in_sum : s->bias, s->bias_in_sum);
-        if (!s->vnni) {
-            st = ly_set_error(LY_E_NO_MEMORY, "%s (onednn_int8): out of memory", slot_name());
-            goto fail;
-        }
-        ly_log(LY_LOG_DEBUG, "%s (onednn_int8): %lld->%lld 1x1 on %lldx%lld: its own VNNI sums",
-               slot_name(), (long long)k->c, (long long)o, (long long)k->h, (long long)k->w);
-    }
     ly_onednn_spares_give(&s->spares, &s->primary->spare);
     *state = s;
     return LY_OK;

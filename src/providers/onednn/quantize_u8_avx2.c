@@ -12,7 +12,6 @@
  */
 #include "providers/avx2/exp_avx2.h"
 #include "providers/avx2/quant/quant_avx2.h"
-#include "providers/onednn/codes_avx512.h"
 #include "providers/onednn/onednn_common.h"
 
 typedef struct quantize_job {
@@ -101,14 +100,35 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end)
 
 /* ---- the same on 16 lanes (AVX-512 CPUs: every VNNI one but AVX-VNNI's) ---------------- */
 
+/* Sixteen codes plus 128, as bytes: ly_avx2_int8_code's clamp, NaN and
+ * huge-value rule on a zmm (vmaxps/vminps return their second operand on NaN,
+ * as the ymm forms do). */
 LY_AVX512 static inline __m128i codes16_u8(const quantize_job *job, __m512 x)
 {
-    return ly_codes16_exact(x, job->inv, job->zero_point);
+    __m512 r = _mm512_add_ps(_mm512_set1_ps(job->zero_point),
+                             _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(job->inv)),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m512 code = _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-128.0f), r));
+    __mmask16 huge = _mm512_cmp_ps_mask(r, _mm512_set1_ps(9223372036854775808.0f), _CMP_NLT_UQ);
+    code = _mm512_mask_blend_ps(huge, code, _mm512_set1_ps(-128.0f));
+    return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_add_ps(code, _mm512_set1_ps(128.0f))));
 }
 
+/* The same codes in fewer steps where nothing is exotic: the conversion
+ * rounds to nearest even itself (rint, then convert), the zero point is added
+ * in int32 (exact: integers far from overflow) and the clamp is the
+ * signed-saturating narrowing. The reference's fp32 sum differs only where
+ * |x * inv| >= 2^24, which saturates the same way. A lane whose conversion
+ * overflows int32 (or is NaN) reads INT32_MIN: that vector is redone by
+ * codes16_u8, with the reference's rules for NaN, inf and huge values. */
 LY_AVX512 static inline __m128i codes16_u8_fast(const quantize_job *job, __m512 x)
 {
-    return ly_codes16(x, job->inv, job->zero_point);
+    __m512i q = _mm512_cvt_roundps_epi32(_mm512_mul_ps(x, _mm512_set1_ps(job->inv)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (__builtin_expect(_mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(INT32_MIN)) != 0, 0))
+        return codes16_u8(job, x);
+    __m512i code = _mm512_add_epi32(q, _mm512_set1_epi32((int32_t)job->zero_point));
+    return _mm_xor_si128(_mm512_cvtsepi32_epi8(code), _mm_set1_epi8((char)0x80));
 }
 
 /* Four vectors (64 channels of a pixel) as 64 codes in channel order: the
