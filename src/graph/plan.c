@@ -677,6 +677,20 @@ static bool reads_before(const plan *p, ly_graph_value r, ly_graph_value u, ly_g
     return false;
 }
 
+/* Whether value u, read through views that do not pass v, has no reader but
+ * input `input` of node `node`: no graph output, no other node's input. */
+static bool read_only_by(const ly_graph *g, const plan *p, ly_graph_value u, ly_graph_value v,
+                         size_t node, int input)
+{
+    for (size_t k = 0; k < g->n_outputs; k++)
+        if (reads_before(p, g->outputs[k], u, v)) return false;
+    for (size_t j = 0; j < g->n_nodes; j++)
+        for (int k = 0; k < g->nodes[j].n_in; k++)
+            if (!(j == node && k == input) && reads_before(p, g->nodes[j].in[k], u, v))
+                return false;
+    return true;
+}
+
 /* An activation node (SiLU, sigmoid) that rewrites in place the output of a
  * node whose state takes the activation after its own epilogue, and that
  * nothing else reads before it: the state applies it, the node becomes a
@@ -701,14 +715,10 @@ static void fold_activations(ly_graph *g, plan *p)
         if (pp->mode != NODE_KERNEL || !pp->state || pp->span >= 0 ||
             g->nodes[producer].out[0] != u || pp->folded_activation != LY_ACT_NONE)
             continue;
-        bool alone = true;
-        for (size_t k = 0; k < g->n_outputs && alone; k++)
-            alone = !reads_before(p, g->outputs[k], u, v);
-        for (size_t j = 0; j < g->n_nodes && alone; j++)
-            for (int k = 0; k < g->nodes[j].n_in && alone; k++)
-                alone = j == i || !reads_before(p, g->nodes[j].in[k], u, v);
         ly_kernel_folds take = ly_kernel_folds_of(ly_impl_stateful(pp->impl));
-        if (!alone || !take.activation || !take.activation(pp->state, activation)) continue;
+        if (!read_only_by(g, p, u, v, i, 0) || !take.activation ||
+            !take.activation(pp->state, activation))
+            continue;
         pp->folded_activation = activation;
         pn->mode = NODE_VIEW;
         folded++;
@@ -744,14 +754,10 @@ static void fold_residuals(ly_graph *g, plan *p)
             a->n_out != 1 || a->out[0] != u || a->in[0] != n->in[0] || pa->residual_folded ||
             pa->folded_activation != LY_ACT_NONE)
             continue;
-        bool alone = true;
-        for (size_t k = 0; k < g->n_outputs && alone; k++)
-            alone = !reads_before(p, g->outputs[k], u, n->out[0]);
-        for (size_t j = 0; j < g->n_nodes && alone; j++)
-            for (int k = 0; k < g->nodes[j].n_in && alone; k++)
-                alone = (j == i && k == 3) || !reads_before(p, g->nodes[j].in[k], u, n->out[0]);
         ly_kernel_folds take = ly_kernel_folds_of(ly_impl_stateful(pn->impl));
-        if (!alone || !take.residual || !take.residual(pn->state, pa->state)) continue;
+        if (!read_only_by(g, p, u, n->out[0], i, 3) || !take.residual ||
+            !take.residual(pn->state, pa->state))
+            continue;
         pn->residual_folded = true;
         pa->mode = NODE_VIEW;
         folded++;

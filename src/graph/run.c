@@ -344,28 +344,6 @@ static ly_tensor *slab_view(const ly_graph_ctx *c, ly_graph_value v, int32_t spa
     return t;
 }
 
-static ly_status run_call(ly_graph_ctx *c, size_t index, int64_t slab);
-
-/* Node `index`, or its slab `slab` (-1: the whole node). */
-static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
-{
-    const gnode *n = &c->g->nodes[index];
-    const pnode *pn = &c->plan->nodes[index];
-    ly_tensor *views = c->views;
-    if (pn->mode == NODE_VIEW) return LY_OK;
-    if (pn->mode == NODE_JOIN) {
-        /* Parts not placed in the output are copied into their range (in a
-         * blocked layout a range of whole channel blocks is contiguous too). */
-        char *out = views[n->out[0]].data;
-        for (int k = 0; k < n->n_in; k++)
-            if (pn->copy_in[k])
-                memmove(out + pn->part_offset[k], views[n->in[k]].data,
-                        bytes_of_view(&views[n->in[k]]));
-        return LY_OK;
-    }
-    return run_call(c, index, slab);
-}
-
 /* Node `index` (a copy or a kernel), or its slab `slab`. */
 static ly_status run_call(ly_graph_ctx *c, size_t index, int64_t slab)
 {
@@ -408,6 +386,26 @@ static ly_status run_call(ly_graph_ctx *c, size_t index, int64_t slab)
         }
     }
     return st == LY_OK ? LY_OK : node_error(n, st);
+}
+
+/* Node `index`, or its slab `slab` (-1: the whole node). */
+static ly_status run_node(ly_graph_ctx *c, size_t index, int64_t slab)
+{
+    const gnode *n = &c->g->nodes[index];
+    const pnode *pn = &c->plan->nodes[index];
+    ly_tensor *views = c->views;
+    if (pn->mode == NODE_VIEW) return LY_OK;
+    if (pn->mode == NODE_JOIN) {
+        /* Parts not placed in the output are copied into their range (in a
+         * blocked layout a range of whole channel blocks is contiguous too). */
+        char *out = views[n->out[0]].data;
+        for (int k = 0; k < n->n_in; k++)
+            if (pn->copy_in[k])
+                memmove(out + pn->part_offset[k], views[n->in[k]].data,
+                        bytes_of_view(&views[n->in[k]]));
+        return LY_OK;
+    }
+    return run_call(c, index, slab);
 }
 
 static ly_status timed_node(ly_graph_ctx *c, size_t i, int64_t slab)
