@@ -103,7 +103,6 @@ typedef struct int8_op {
     dnnl_stream_t stream;  /* packing the weights */
     dnnl_memory_t zero_point;
     size_t scratchpad_bytes; /* the most any band's convolution needs */
-    bool bias_in_sum;        /* the bias is the convolution's own (int8_state) */
     int n_bands, n_tasks;
     int8_band band[MAX_BANDS];
     int8_task task[]; /* n x n_bands, image-major */
@@ -394,7 +393,6 @@ static int8_op *create_op(const int8_state *s, const ly_kernel_call *call, const
     }
     op->n_bands = s->n_bands;
     op->n_tasks = n_tasks(s);
-    op->bias_in_sum = s->bias_in_sum != NULL;
     DNNL_TRY(dnnl_stream_create(&op->stream, engine, dnnl_stream_default_flags));
     dnnl_memory_desc_t zp_md;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&zp_md, 1, (dnnl_dims_t){1}, dnnl_s32, dnnl_x));
@@ -454,10 +452,11 @@ static void quantize_band(const int8_state *s, const float *x, band_rows rows, u
            (size_t)(y1 - real1) * row_bytes);
 }
 
-/* Task `t` (band b) of operator `op`: its convolution of `codes` into the f32
- * channels-last rows `dst`. */
-static dnnl_status_t convolve_band(const int8_op *op, int b, int t, const uint8_t *codes,
-                                   float *dst, void *pad, dnnl_stream_t stream)
+/* Task `t` (band b) of operator `op` of state `s`: its convolution of `codes`
+ * into the f32 channels-last rows `dst`. */
+static dnnl_status_t convolve_band(const int8_state *s, const int8_op *op, int b, int t,
+                                   const uint8_t *codes, float *dst, void *pad,
+                                   dnnl_stream_t stream)
 {
     const int8_band *band = &op->band[b];
     const int8_task *task = &op->task[t];
@@ -472,7 +471,7 @@ static dnnl_status_t convolve_band(const int8_op *op, int b, int t, const uint8_
     int nargs = 4;
     if (band->bias)
         args[nargs++] = (dnnl_exec_arg_t){
-            op->bias_in_sum ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+            s->bias_in_sum ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
             band->bias};
     if (task->scratchpad) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, task->scratchpad};
     if (st == dnnl_success) st = dnnl_primitive_execute(band->conv, stream, nargs, args);
@@ -520,7 +519,7 @@ static void run_task(band_job *job, int t)
     int block = block_of_layout(s->out_layout);
     dnnl_status_t st = dnnl_success;
     if (branch) {
-        st = convolve_band(job->branch_op, b, t, scratch, nhwc, pad, stream);
+        st = convolve_band(branch, job->branch_op, b, t, scratch, nhwc, pad, stream);
         if (st == dnnl_success && !s->direct)
             ly_onednn_nhwc_rows_to_layout(nhwc, out, NULL, k->o, k->ho, k->wo, rows.r0, rows.rows,
                                           block, NULL);
@@ -528,7 +527,7 @@ static void run_task(band_job *job, int t)
     } else if (s->direct && residual && residual != out) {
         memcpy(out + band_at, residual + band_at, band_floats * sizeof(float));
     }
-    if (st == dnnl_success) st = convolve_band(job->op, b, t, codes, nhwc, pad, stream);
+    if (st == dnnl_success) st = convolve_band(s, job->op, b, t, codes, nhwc, pad, stream);
     if (st != dnnl_success) {
         band_failed(job, st, "a band's convolution");
         return;
