@@ -784,10 +784,12 @@ static void *run_shared(void *arg)
 /* An int8 convolution of random codes (padding k / 2, no activation). Codes
  * within +-64 keep every pair of u8 x s8 products inside int16, so oneDNN's
  * int8 sums are exact without VNNI too (the provider's test hook below). */
-static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels, int64_t k,
-                                ly_graph_value residual)
+/* conv2d_int8 of x (c channels) into o, k x k with padding k / 2, `stride`,
+ * then `activation`, + residual: random codes, biases and scales. */
+static ly_graph_value int8_conv_of(ly_graph *g, ly_graph_value x, int64_t c, int64_t o, int64_t k,
+                                   int64_t stride, int64_t activation, ly_graph_value residual)
 {
-    int64_t ws[4] = {channels, channels, k, k}, one = 1;
+    int64_t ws[4] = {o, c, k, k}, one = 1, channels = o;
     ly_graph_value in[7] = {x, 0, 0, residual, 0, 0, 0};
     void *codes, *bias, *scale, *lo, *hi;
     assert_int_equal(ly_graph_constant(g, LY_I8, 4, ws, &in[1], &codes), LY_OK);
@@ -805,9 +807,17 @@ static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels,
     *(float *)hi = 4.0f;
     ly_conv2d_params p = LY_CONV2D_DEFAULTS;
     p.padding[0] = p.padding[1] = k / 2;
+    p.stride[0] = p.stride[1] = stride;
+    p.activation = activation;
     ly_graph_value out;
     assert_int_equal(ly_graph_node(g, LY_OP_CONV2D_INT8, "int8", 7, in, &p, 1, &out), LY_OK);
     return out;
+}
+
+static ly_graph_value int8_conv(ly_graph *g, ly_graph_value x, int64_t channels, int64_t k,
+                                ly_graph_value residual)
+{
+    return int8_conv_of(g, x, channels, channels, k, 1, LY_ACT_NONE, residual);
 }
 
 /* Nodes that another node's prepared state runs (plan.c's folds; on AVX-512
@@ -881,6 +891,86 @@ static void test_folded_nodes(void **state)
             ly_tensor_free(&x);
         }
     ly_onednn_int8_allow_without_vnni(0);
+}
+
+typedef struct eligible_impls {
+    bool amx_int8, onednn_int8;
+} eligible_impls;
+
+static void note_eligible(const char *slot, const char *impl, bool eligible, const char *why_not,
+                          void *user)
+{
+    (void)slot;
+    (void)why_not;
+    eligible_impls *seen = user;
+    if (strcmp(impl, "amx_int8") == 0) seen->amx_int8 = eligible;
+    if (strcmp(impl, "onednn_int8") == 0) seen->onednn_int8 = eligible;
+}
+
+/* The int8 convolutions' sums on AMX tiles (amx_int8) against oneDNN's
+ * (onednn_int8), each alone with the references: the same bits. Rows of 37
+ * pixels (two blocks of 16 and a tail), a stride of 2, 24 to 72 channels (a
+ * chunk of 64 codes and a tail, blocks of 16 outputs and a tail of 8), a
+ * residual, and the RepConvN fold; 1 and 3 threads (bands of unequal rows). */
+static void test_amx_int8_sums_match_onednn(void **state)
+{
+    (void)state;
+#if !defined(LY_HAVE_AVX2_PROVIDERS) || !defined(LY_HAVE_ONEDNN)
+    print_message("skipped: this build has no oneDNN or no AVX2 providers\n");
+    skip();
+#else
+    eligible_impls seen = {0};
+    assert_int_equal(ly_kernel_list("conv2d_int8", note_eligible, &seen), LY_OK);
+    if (!seen.amx_int8 || !seen.onednn_int8) {
+        print_message("skipped: amx_int8 or onednn_int8 not eligible here (AMX-INT8, VNNI)\n");
+        skip();
+    }
+    const char *impls[2] = {"onednn_int8", "amx_int8"};
+    float *y[2] = {NULL, NULL};
+    int64_t n = 0;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        for (int k = 0; k < 2; k++) {
+            rng_state = 777;
+            ly_graph *g;
+            assert_int_equal(ly_graph_create(&g), LY_OK);
+            ly_graph_value x, a, b, c, d, t, sum, e;
+            assert_int_equal(ly_graph_input(g, "x", LY_F32, 4, &x), LY_OK);
+            a = int8_conv_of(g, x, 24, 24, 3, 1, LY_ACT_SILU, LY_GRAPH_NONE);
+            b = int8_conv_of(g, a, 24, 40, 3, 2, LY_ACT_SILU, LY_GRAPH_NONE);
+            c = int8_conv_of(g, b, 40, 72, 1, 1, LY_ACT_SILU, LY_GRAPH_NONE);
+            d = int8_conv_of(g, c, 72, 40, 1, 1, LY_ACT_NONE, b);
+            t = int8_conv_of(g, d, 40, 40, 3, 1, LY_ACT_NONE, LY_GRAPH_NONE);
+            sum = int8_conv_of(g, d, 40, 40, 1, 1, LY_ACT_NONE, t);
+            assert_int_equal(ly_graph_unary(g, LY_OP_SILU, "silu", sum, &e), LY_OK);
+            assert_int_equal(ly_graph_output(g, e, "y"), LY_OK);
+            ly_tensor in;
+            make_input(&in, 24, 29, 74); /* 37 output pixels a row after the stride */
+            setenv("LIBREYOLO_KERNELS", impls[k], 1);
+            ly_graph_ctx *ctx;
+            assert_int_equal(ly_graph_ctx_create(g, &ctx), LY_OK);
+            ly_status st = ly_graph_run(ctx, 1, &in, threads);
+            unsetenv("LIBREYOLO_KERNELS");
+            assert_int_equal(st, LY_OK);
+            ly_tensor out;
+            assert_int_equal(ly_graph_value_view(ctx, e, &out), LY_OK);
+            n = ly_tensor_numel(&out);
+            assert_int_equal(n, 40 * 15 * 37);
+            y[k] = malloc((size_t)n * sizeof(float));
+            assert_non_null(y[k]);
+            memcpy(y[k], out.data, (size_t)n * sizeof(float));
+            ly_graph_ctx_free(ctx);
+            ly_graph_free(g);
+            ly_tensor_free(&in);
+        }
+        assert_memory_equal(y[0], y[1], (size_t)n * sizeof(float));
+        double biggest = 0;
+        for (int64_t i = 0; i < n; i++)
+            biggest = fmax(biggest, fabs(y[0][i]));
+        assert_true(biggest > 0.5);
+        free(y[0]);
+        free(y[1]);
+    }
+#endif
 }
 
 /* A stateful conv2d_int8 on the reference's numbers whose states take the
@@ -1042,6 +1132,7 @@ int main(void)
         cmocka_unit_test(test_integer_values),
         cmocka_unit_test(test_failing_prepared_implementation),
         cmocka_unit_test(test_folded_nodes),
+        cmocka_unit_test(test_amx_int8_sums_match_onednn),
         cmocka_unit_test(test_folded_residual_falls_back),
         cmocka_unit_test(test_shared_by_threads),
     };

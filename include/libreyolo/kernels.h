@@ -46,6 +46,8 @@ typedef struct ly_cpu_features {
     /* AMX tiles with bf16 dot products (tdpbf16ps), their state enabled by the
      * OS (XCR0); on Linux a process must still ask for them (arch_prctl) */
     bool amx_bf16;
+    /* AMX tiles with u8 x s8 dot products (tdpbusd), likewise */
+    bool amx_int8;
 } ly_cpu_features;
 
 LY_API ly_status ly_cpu_features_get(ly_cpu_features *out);

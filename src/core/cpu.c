@@ -40,6 +40,7 @@ static void detect_x86(ly_cpu_features *f)
         f->avx512_vnni = f->avx512f && ((c >> 11) & 1);
         bool os_tiles = (xcr0 & 0x60000) == 0x60000; /* XTILECFG and XTILEDATA */
         bool tiles = os_tiles && ((d >> 24) & 1) && ((d >> 22) & 1) && ((b >> 30) & 1);
+        bool int8_tiles = os_tiles && ((d >> 24) & 1) && ((d >> 25) & 1) && ((b >> 30) & 1);
         if (subleaves >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
             f->avx_vnni = f->avx2 && ((a >> 4) & 1);
@@ -47,6 +48,7 @@ static void detect_x86(ly_cpu_features *f)
              * provider packs its operands with them */
             f->amx_bf16 = f->avx512f && tiles && ((a >> 5) & 1);
         }
+        f->amx_int8 = f->avx512f && int8_tiles; /* with AVX512BW (b bit 30): the epilogue's */
     }
 }
 #endif

@@ -31,6 +31,7 @@
 #include "core/core.h"
 #include "kernels/registry_internal.h"
 #include "libreyolo/nn.h"
+#include "providers/amx/amx.h"
 #include "providers/avx2/exp_avx2.h"
 #include "providers/avx2/transpose_avx2.h"
 #include "providers/op_cache.h"
@@ -58,12 +59,6 @@ int ly_amx_planes(void); /* register.c */
  * RF-DETR-n (1.01-1.02x its time with no blocks of k, in-process pairs). */
 #define CHUNK_BYTES (768u << 10)
 #define K_BLOCK 384
-
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
 
 typedef struct amx_state {
     int threads, planes;
@@ -351,7 +346,7 @@ LY_AMX static void run_tasks(void *ctx, int64_t begin, int64_t end)
     uint16_t *a = (uint16_t *)scratch;
     uint32_t *b = (uint32_t *)(a + a_plane * (size_t)j->planes);
     float *c = (float *)(b + panel_dwords(j)), *sums = c + BLOCK * BLOCK;
-    tile_config config;
+    ly_amx_tile_config config;
     memset(&config, 0, sizeof config);
     config.palette = 1;
     for (int t = 0; t < 8; t++) {

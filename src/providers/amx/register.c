@@ -8,6 +8,7 @@
  */
 #include "core/core.h"
 #include "libreyolo/nn.h"
+#include "providers/amx/amx.h"
 #include "providers/builtin.h"
 
 #include <pthread.h>
@@ -38,6 +39,12 @@ static void ask_permission(void)
 #endif
 }
 
+bool ly_amx_tiles_granted(void)
+{
+    pthread_once(&permission_once, ask_permission);
+    return permitted;
+}
+
 /* Terms a float is split into, by PyTorch's torch.set_float32_matmul_precision
  * names in LIBREYOLO_MATMUL_PRECISION: "highest" (the default) 3, every bit of
  * the float; "high" and "medium" 2, a float as the sum of two bf16 (~16 bits).
@@ -63,8 +70,7 @@ static ly_status amx_predicate(const ly_kernel_call *call, const ly_cpu_features
         *why_not = "CPU or OS lacks AMX-BF16 tiles";
         return LY_E_DECLINED;
     }
-    pthread_once(&permission_once, ask_permission);
-    if (!permitted) {
+    if (!ly_amx_tiles_granted()) {
         *why_not = "the OS did not grant the AMX tiles' state (arch_prctl ARCH_REQ_XCOMP_PERM)";
         return LY_E_DECLINED;
     }

@@ -100,12 +100,13 @@ void ly_onednn_register_resample(void);    /* upsample_nearest2d on blocked maps
 void ly_onednn_register_conv2d_int8(void); /* integer kernels, VNNI only */
 
 /* Rows [row0, row1) of x (f32 [1, c, h, w], plain or in blocks of `block` =
- * 8 or 16 channels; 0: plain) as u8 channels-last codes, row row0 at `out`:
- * fake_quant_int8_affine's code (with 1/scale `inv` and `zero_point`) plus
- * 128. Only in builds with the AVX2 providers. */
+ * 8 or 16 channels; 0: plain) as u8 channels-last codes, row row0 at `out`
+ * and each next row_bytes (>= w * c) on: fake_quant_int8_affine's code (with
+ * 1/scale `inv` and `zero_point`) plus 128. Only in builds with the AVX2
+ * providers. */
 void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64_t w, int block,
                                      float inv, float zero_point, int64_t row0, int64_t row1,
-                                     uint8_t *out);
+                                     uint8_t *out, size_t row_bytes);
 
 /* What a band's copy back does to each value: the convolution's activation
  * (none, silu or sigmoid), then v * post_scale + post_shift where

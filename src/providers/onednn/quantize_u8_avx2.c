@@ -20,6 +20,7 @@ typedef struct quantize_job {
     int64_t c, h, w, block;
     float inv, zero_point;
     int64_t first_row; /* the row `out` starts at */
+    size_t row_bytes;  /* from one row of `out` to the next */
     bool bw;           /* AVX512BW's packs for four blocks at once */
 } quantize_job;
 
@@ -53,7 +54,7 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end)
     const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
     for (int64_t row = begin; row < end; row++) {
         int64_t image = row / h, y = row % h;
-        uint8_t *out = job->out + (row - job->first_row) * w * c;
+        uint8_t *out = job->out + (size_t)(row - job->first_row) * job->row_bytes;
         if (block == 0) {
             const float *x = job->x + image * c * h * w + y * w;
             for (int64_t ch = 0; ch < c; ch++) {
@@ -190,7 +191,7 @@ LY_AVX512 static void quantize_rows16(void *ctx, int64_t begin, int64_t end)
     const int64_t c = job->c, h = job->h, w = job->w, block = job->block;
     for (int64_t row = begin; row < end; row++) {
         int64_t image = row / h, y = row % h;
-        uint8_t *out = job->out + (row - job->first_row) * w * c;
+        uint8_t *out = job->out + (size_t)(row - job->first_row) * job->row_bytes;
         if (block == 0) {
             const float *x = job->x + image * c * h * w + y * w;
             for (int64_t ch = 0; ch < c; ch++) {
@@ -250,7 +251,8 @@ void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int6
                                       int block, float inv, float zero_point, uint8_t *out,
                                       int threads, int lanes)
 {
-    quantize_job job = {x, out, c, h, w, block, inv, zero_point, 0, lanes == 16 && has_avx512bw()};
+    quantize_job job = {
+        x, out, c, h, w, block, inv, zero_point, 0, (size_t)(w * c), lanes == 16 && has_avx512bw()};
     int64_t rows = n * h;
     if (rows * w * c < LY_AVX2_PARALLEL_MIN) threads = 1;
     ly_parallel_for(rows, 1, threads, lanes == 16 ? quantize_rows16 : quantize_rows, &job);
@@ -258,9 +260,9 @@ void ly_onednn_quantize_u8_nhwc_lanes(const float *x, int64_t n, int64_t c, int6
 
 void ly_onednn_quantize_u8_nhwc_rows(const float *x, int64_t c, int64_t h, int64_t w, int block,
                                      float inv, float zero_point, int64_t row0, int64_t row1,
-                                     uint8_t *out)
+                                     uint8_t *out, size_t row_bytes)
 {
-    quantize_job job = {x, out, c, h, w, block, inv, zero_point, row0, has_avx512bw()};
+    quantize_job job = {x, out, c, h, w, block, inv, zero_point, row0, row_bytes, has_avx512bw()};
     (ly_cpu()->avx512f ? quantize_rows16 : quantize_rows)(&job, row0, row1);
 }
 
