@@ -893,6 +893,7 @@ static void test_folded_nodes(void **state)
     ly_onednn_int8_allow_without_vnni(0);
 }
 
+#if defined(LY_HAVE_AVX2_PROVIDERS) && defined(LY_HAVE_ONEDNN)
 typedef struct eligible_impls {
     bool amx_int8, onednn_int8;
 } eligible_impls;
@@ -906,6 +907,7 @@ static void note_eligible(const char *slot, const char *impl, bool eligible, con
     if (strcmp(impl, "amx_int8") == 0) seen->amx_int8 = eligible;
     if (strcmp(impl, "onednn_int8") == 0) seen->onednn_int8 = eligible;
 }
+#endif
 
 /* The int8 convolutions' sums on AMX tiles (amx_int8) against oneDNN's
  * (onednn_int8), each alone with the references: the same bits. Rows of 37
