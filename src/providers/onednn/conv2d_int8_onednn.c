@@ -746,10 +746,11 @@ static ly_status prepare_on(const ly_kernel_call *call, const ly_kernel_prepare_
         s->primary = create_op(s, call, NULL, &st);
         if (!s->primary) goto fail;
         ly_onednn_spares_give(&s->spares, &s->primary->spare);
-    } else if (info->threads == 1 || s->n_bands == 1) {
-        ly_log(LY_LOG_DEBUG, "%s (amx_int8): %lld->%lld %lldx%lld /%lld on %lldx%lld", slot_name(),
-               (long long)k->c, (long long)k->o, (long long)k->kh, (long long)k->kw,
-               (long long)k->sh, (long long)k->h, (long long)k->w);
+    } else {
+        ly_log(LY_LOG_DEBUG, "%s (amx_int8): %lld->%lld %lldx%lld /%lld on %lldx%lld (%d band%s)",
+               slot_name(), (long long)k->c, (long long)k->o, (long long)k->kh, (long long)k->kw,
+               (long long)k->sh, (long long)k->h, (long long)k->w, s->n_bands,
+               s->n_bands == 1 ? "" : "s");
     }
     *state = s;
     return LY_OK;
